@@ -1,0 +1,44 @@
+// Element types of weight tensors. Quantized types use the block layouts GGUF defines, so files
+// can be carried over bit-exact. The numbering is part of the .moe format: append only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "absl/strings/string_view.h"
+#include "absl/strings/string_view.h"
+
+namespace moe {
+
+enum class DType : uint8_t {
+  kF32 = 0,
+  kF16 = 1,
+  kBF16 = 2,
+  kQ8_0 = 3,
+  kQ4_0 = 4,
+  kQ4_K = 5,
+  kQ5_K = 6,
+  kQ6_K = 7,
+};
+inline constexpr int kNumDTypes = 8;
+
+struct DTypeInfo {
+  absl::string_view name;
+  int block_elems;   // elements per block (1 for plain types)
+  int block_bytes;   // bytes per block
+};
+
+const DTypeInfo& GetDTypeInfo(DType t);
+inline absl::string_view DTypeName(DType t) { return GetDTypeInfo(t).name; }
+std::optional<DType> DTypeFromName(absl::string_view name);  // case-insensitive
+
+// Bytes of a row of n elements; n must be a multiple of the block size (checked by callers
+// through RowSizeValid).
+inline bool RowSizeValid(DType t, int64_t n) { return n >= 0 && n % GetDTypeInfo(t).block_elems == 0; }
+inline size_t RowBytes(DType t, int64_t n) {
+  const auto& i = GetDTypeInfo(t);
+  return static_cast<size_t>(n / i.block_elems) * i.block_bytes;
+}
+
+}  // namespace moe

@@ -1,0 +1,41 @@
+// A persistent pool of worker threads for data-parallel loops. The calling thread takes part in
+// every loop, so a pool of N threads starts N-1 workers.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace moe {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Runs fn(begin, end) over [0, n) split into contiguous chunks, one per thread; returns when all
+  // chunks are done. Not re-entrant: fn must not call ParallelFor on the same pool.
+  void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+
+ private:
+  void WorkerLoop(int index);
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable work_cv_;
+  std::condition_variable done_cv_;
+  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  int64_t job_n_ = 0;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+};
+
+}  // namespace moe

@@ -1,0 +1,46 @@
+// Everything a tokenizer needs, as carried by a model file (GGUF tokenizer.ggml.* keys, Hugging
+// Face tokenizer.json, or the .moe container). Plain data: the tokenizer classes build their
+// lookup structures from it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace moe {
+
+// Token attributes, numbered as GGUF's tokenizer.ggml.token_type.
+enum class TokenType : int32_t {
+  kUndefined = 0,
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,
+  kUserDefined = 4,
+  kUnused = 5,
+  kByte = 6,
+};
+
+struct TokenizerData {
+  // "llama" = SentencePiece-style BPE, "gpt2" = byte-level BPE (GGUF tokenizer.ggml.model names).
+  std::string model;
+  // Pre-tokenizer name as GGUF tokenizer.ggml.pre spells it ("deepseek-coder", "gpt-2", ...);
+  // empty when pre_regexes is given explicitly.
+  std::string pre;
+  // Split regexes applied in order (from tokenizer.json); empty means "derive from pre".
+  std::vector<std::string> pre_regexes;
+  std::vector<std::string> tokens;
+  std::vector<float> scores;          // may be empty (byte-level BPE)
+  std::vector<int32_t> token_types;   // TokenType values; may be empty (all normal)
+  std::vector<std::string> merges;    // "left right", rank = index
+  int32_t bos_id = -1;
+  int32_t eos_id = -1;
+  int32_t eot_id = -1;
+  int32_t unk_id = -1;
+  int32_t pad_id = -1;
+  bool add_bos = false;
+  bool add_eos = false;
+  bool add_space_prefix = true;  // SentencePiece: prepend "▁" to the text
+  std::string chat_template;
+};
+
+}  // namespace moe
