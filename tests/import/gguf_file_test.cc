@@ -1,0 +1,67 @@
+#include "lib/import/gguf_file.h"
+
+#include <fstream>
+#include <iterator>
+
+#include "gtest/gtest.h"
+
+namespace moe {
+namespace {
+
+const std::string kFixture =
+    std::string(MOE_TESTDATA_DIR) + "/fixtures/tiny-qwen2moe-f32/tiny-qwen2moe-f32.gguf";
+
+std::vector<uint8_t> ReadAll(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+TEST(GgufFileTest, ReadsMetadataAndTensorTable) {
+  auto g = GgufFile::Open(kFixture);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ((*g)->version(), 3u);
+  EXPECT_EQ(*(*g)->GetString("general.architecture"), "qwen2moe");
+  EXPECT_EQ(*(*g)->GetUint("qwen2moe.expert_count"), 16u);
+  EXPECT_NEAR(*(*g)->GetFloat("qwen2moe.rope.freq_base"), 1e6, 1e-3);
+  auto tokens = (*g)->GetStringArray("tokenizer.ggml.tokens");
+  ASSERT_TRUE(tokens.ok());
+  EXPECT_EQ(tokens->size(), 32256u);
+  const GgufTensorInfo* t = (*g)->FindTensor("blk.1.ffn_down_exps.weight");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->ne, (std::vector<int64_t>{64, 64, 16}));
+  EXPECT_EQ(t->ggml_type, kGgmlF32);
+  EXPECT_FALSE((*g)->GetUint("general.architecture").ok());
+  EXPECT_EQ((*g)->GetUint("no.such.key").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(GgufFileTest, MissingFileIsNotFound) {
+  auto g = GgufFile::Open("/nonexistent/model.gguf");
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(GgufFileTest, EveryTruncationIsAnErrorNotACrash) {
+  std::vector<uint8_t> bytes = ReadAll(kFixture);
+  ASSERT_GT(bytes.size(), 1000u);
+  // Cut inside the header at many points: each must be rejected cleanly.
+
+
+
+  for (size_t cut = 0; cut < 4096; cut += 7) {
+    auto g = GgufFile::Parse(absl::MakeConstSpan(bytes.data(), cut), nullptr);
+    EXPECT_FALSE(g.ok()) << "cut at " << cut;
+  }
+}
+
+TEST(GgufFileTest, CorruptCountsAreRejected) {
+  std::vector<uint8_t> bytes = ReadAll(kFixture);
+  // Claim an absurd metadata count.
+  for (int i = 16; i < 24; ++i) bytes[i] = 0xff;
+  auto g = GgufFile::Parse(bytes, nullptr);
+  EXPECT_FALSE(g.ok());
+  bytes = ReadAll(kFixture);
+  bytes[0] = 'X';
+  EXPECT_EQ(GgufFile::Parse(bytes, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace moe
