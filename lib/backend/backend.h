@@ -1,0 +1,69 @@
+// The compute backend interface. The forward pass is written once against it; the CPU backend
+// (lib/backend/cpu) implements it today, a CUDA backend (lib/backend/cuda + kernels/) will
+// implement the same calls over device memory.
+//
+// Activations are F32 matrices [n x dim], row-major. Pointers are in the backend's memory space.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/strings/string_view.h"
+#include "lib/backend/weight_view.h"
+
+namespace moe {
+
+enum class RopeLayout { kNorm, kNeox };  // rotate (2i, 2i+1) or (i, i + dim/2)
+
+// One layer's K/V storage as attention sees it: [n_ctx x n_kv_heads x head_dim] each.
+struct KvLayerView {
+  DType dtype;  // F32 or F16
+  uint8_t* k;
+  uint8_t* v;
+  int64_t n_kv_heads;
+  int64_t head_dim;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual absl::string_view name() const = 0;
+  virtual int num_threads() const = 0;
+
+  // y[t, r] = sum_c w[r, c] * x[t, c], t < n. Rows of w are read once for all n tokens.
+  virtual void MatMul(const WeightView& w, const float* x, int64_t n, float* y) = 0;
+
+  // y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight, for n rows of length dim (in place allowed).
+  virtual void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
+                       float* y) = 0;
+
+  // Rotates n rows of n_heads x head_dim in place; row t is at position positions[t].
+  virtual void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim,
+                    const int32_t* positions, RopeLayout layout, float freq_base) = 0;
+
+  // Writes n rows of K and V (n_kv_heads x head_dim each) at positions into the cache.
+  virtual void StoreKv(const float* k, const float* v, int64_t n, const int32_t* positions,
+                       const KvLayerView& kv) = 0;
+
+  // Causal attention: query row t (n_heads x head_dim) attends to cache positions
+  // [0, positions[t]]; grouped-query: head h reads KV head h / (n_heads / n_kv_heads).
+  virtual void Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
+                         const KvLayerView& kv, float* out) = 0;
+
+  // out[i] = silu(gate[i]) * up[i].
+  virtual void SwiGlu(const float* gate, const float* up, int64_t count, float* out) = 0;
+
+  // y[i] += a * x[i].
+  virtual void Axpy(float a, const float* x, int64_t count, float* y) = 0;
+
+  // x[t] += bias for n rows of length dim.
+  virtual void AddBias(float* x, const float* bias, int64_t n, int64_t dim) = 0;
+
+  // dst row t = dequantized row ids[t] of table.
+  virtual void GetRows(const WeightView& table, const int32_t* ids, int64_t n, float* dst) = 0;
+};
+
+// The CPU backend with `threads` threads (<= 0: one per core).
+std::unique_ptr<Backend> CreateCpuBackend(int threads);
+
+}  // namespace moe

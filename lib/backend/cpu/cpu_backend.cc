@@ -1,0 +1,186 @@
+// The CPU backend: row-parallel kernels over a persistent thread pool.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "lib/backend/backend.h"
+#include "lib/backend/cpu/quant_rows.h"
+#include "lib/base/half.h"
+#include "lib/base/thread_pool.h"
+
+namespace moe {
+namespace {
+
+// Grain: split work so that each task has at least this many weight bytes or elements.
+constexpr int64_t kMinRowsPerTask = 16;
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads) : pool_(threads) {}
+  absl::string_view name() const override { return "cpu"; }
+  int num_threads() const override { return pool_.num_threads(); }
+
+  void MatMul(const WeightView& w, const float* x, int64_t n, float* y) override {
+    int64_t tasks = std::max<int64_t>(1, std::min<int64_t>(w.rows / kMinRowsPerTask,
+                                                           pool_.num_threads() * 4));
+    pool_.ParallelFor(tasks, [&](int64_t tb, int64_t te) {
+      int64_t r0 = w.rows * tb / tasks, r1 = w.rows * te / tasks;
+      if (n == 1) {
+        for (int64_t r = r0; r < r1; ++r) y[r] = DotRow(w.dtype, w.row(r), x, w.cols);
+        return;
+      }
+      // Several tokens: dequantize each row once, then dot it with every token.
+      thread_local std::vector<float> row;
+      if (static_cast<int64_t>(row.size()) < w.cols) row.resize(w.cols);
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* wr;
+        if (w.dtype == DType::kF32) {
+          wr = reinterpret_cast<const float*>(w.row(r));
+        } else {
+          DequantizeRow(w.dtype, w.row(r), row.data(), w.cols);
+          wr = row.data();
+        }
+        for (int64_t t = 0; t < n; ++t) {
+          y[t * w.rows + r] = DotRow(DType::kF32, reinterpret_cast<const uint8_t*>(wr),
+                                     x + t * w.cols, w.cols);
+        }
+      }
+    });
+  }
+
+  void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
+               float* y) override {
+    for (int64_t t = 0; t < n; ++t) {
+      const float* xr = x + t * dim;
+      float* yr = y + t * dim;
+      double ss = 0;  // ggml accumulates the sum of squares in double too
+      for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+      float scale = 1.0f / std::sqrt(static_cast<float>(ss / dim) + eps);
+      for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * scale * weight[i];
+    }
+  }
+
+  void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* positions,
+            RopeLayout layout, float freq_base) override {
+    const int64_t half = head_dim / 2;
+    std::vector<float> cos_t(half), sin_t(half);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t i = 0; i < half; ++i) {
+        float theta = positions[t] * std::pow(freq_base, -2.0f * i / head_dim);
+        cos_t[i] = std::cos(theta);
+        sin_t[i] = std::sin(theta);
+      }
+      for (int64_t h = 0; h < n_heads; ++h) {
+        float* v = x + (t * n_heads + h) * head_dim;
+        for (int64_t i = 0; i < half; ++i) {
+          int64_t a = layout == RopeLayout::kNorm ? 2 * i : i;
+          int64_t b = layout == RopeLayout::kNorm ? 2 * i + 1 : i + half;
+          float x0 = v[a], x1 = v[b];
+          v[a] = x0 * cos_t[i] - x1 * sin_t[i];
+          v[b] = x0 * sin_t[i] + x1 * cos_t[i];
+        }
+      }
+    }
+  }
+
+  void StoreKv(const float* k, const float* v, int64_t n, const int32_t* positions,
+               const KvLayerView& kv) override {
+    const int64_t row = kv.n_kv_heads * kv.head_dim;
+    for (int64_t t = 0; t < n; ++t) {
+      int64_t off = static_cast<int64_t>(positions[t]) * row;
+      if (kv.dtype == DType::kF32) {
+        std::memcpy(reinterpret_cast<float*>(kv.k) + off, k + t * row, row * sizeof(float));
+        std::memcpy(reinterpret_cast<float*>(kv.v) + off, v + t * row, row * sizeof(float));
+      } else {
+        uint16_t* kd = reinterpret_cast<uint16_t*>(kv.k) + off;
+        uint16_t* vd = reinterpret_cast<uint16_t*>(kv.v) + off;
+        for (int64_t i = 0; i < row; ++i) {
+          kd[i] = FloatToHalf(k[t * row + i]);
+          vd[i] = FloatToHalf(v[t * row + i]);
+        }
+      }
+    }
+  }
+
+  void Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
+                 const KvLayerView& kv, float* out) override {
+    const int64_t hd = kv.head_dim, kv_row = kv.n_kv_heads * hd;
+    const int64_t group = n_heads / kv.n_kv_heads;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    pool_.ParallelFor(n * n_heads, [&](int64_t b, int64_t e) {
+      std::vector<float> scores, kbuf(hd), acc(hd);
+      for (int64_t job = b; job < e; ++job) {
+        int64_t t = job / n_heads, h = job % n_heads, kvh = h / group;
+        const float* qv = q + (t * n_heads + h) * hd;
+        int64_t len = static_cast<int64_t>(positions[t]) + 1;
+        scores.resize(len);
+        float max_s = -INFINITY;
+        for (int64_t p = 0; p < len; ++p) {
+          const float* kr = LoadKvRow(kv.k, kv.dtype, p * kv_row + kvh * hd, hd, kbuf.data());
+          float s = 0;
+          for (int64_t i = 0; i < hd; ++i) s += qv[i] * kr[i];
+          scores[p] = s * scale;
+          max_s = std::max(max_s, scores[p]);
+        }
+        float sum = 0;
+        for (int64_t p = 0; p < len; ++p) {
+          scores[p] = std::exp(scores[p] - max_s);
+          sum += scores[p];
+        }
+        std::fill(acc.begin(), acc.end(), 0.f);
+        for (int64_t p = 0; p < len; ++p) {
+          const float* vr = LoadKvRow(kv.v, kv.dtype, p * kv_row + kvh * hd, hd, kbuf.data());
+          float w = scores[p] / sum;
+          for (int64_t i = 0; i < hd; ++i) acc[i] += w * vr[i];
+        }
+        std::copy(acc.begin(), acc.end(), out + (t * n_heads + h) * hd);
+      }
+    });
+  }
+
+  void SwiGlu(const float* gate, const float* up, int64_t count, float* out) override {
+    for (int64_t i = 0; i < count; ++i) {
+      float g = gate[i];
+      out[i] = g / (1.0f + std::exp(-g)) * up[i];
+    }
+  }
+
+  void Axpy(float a, const float* x, int64_t count, float* y) override {
+    for (int64_t i = 0; i < count; ++i) y[i] += a * x[i];
+  }
+
+  void AddBias(float* x, const float* bias, int64_t n, int64_t dim) override {
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t i = 0; i < dim; ++i) x[t * dim + i] += bias[i];
+    }
+  }
+
+  void GetRows(const WeightView& table, const int32_t* ids, int64_t n, float* dst) override {
+    for (int64_t t = 0; t < n; ++t) {
+      DequantizeRow(table.dtype, table.row(ids[t]), dst + t * table.cols, table.cols);
+    }
+  }
+
+ private:
+  // Returns a pointer to `count` floats of the cache at element offset `off`, converting F16.
+  static const float* LoadKvRow(const uint8_t* base, DType dtype, int64_t off, int64_t count,
+                                float* scratch) {
+    if (dtype == DType::kF32) return reinterpret_cast<const float*>(base) + off;
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(base) + off;
+    for (int64_t i = 0; i < count; ++i) scratch[i] = HalfToFloat(h[i]);
+    return scratch;
+  }
+
+  ThreadPool pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> CreateCpuBackend(int threads) {
+  if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  return std::make_unique<CpuBackend>(threads);
+}
+
+}  // namespace moe

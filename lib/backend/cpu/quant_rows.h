@@ -1,0 +1,22 @@
+// Row kernels over the weight types: dequantize a row, and dot a row with float activations.
+// Block layouts are GGUF's (ggml-common.h); rows hold a whole number of blocks.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "lib/base/dtype.h"
+
+namespace moe {
+
+// dst[0..n) = the row's values.
+void DequantizeRow(DType t, const uint8_t* row, float* dst, int64_t n);
+
+// sum_i row[i] * x[i], accumulated in F32 (activations are not quantized).
+float DotRow(DType t, const uint8_t* row, const float* x, int64_t n);
+
+// Encodes n floats (a whole number of blocks) as type t, rounding as ggml's reference
+// quantizers do. K-quant encoders are not written yet: Unimplemented.
+absl::Status QuantizeRow(DType t, const float* src, uint8_t* dst, int64_t n);
+
+}  // namespace moe

@@ -1,0 +1,210 @@
+#include "lib/import/gguf_import.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "lib/base/status_macros.h"
+
+namespace moe {
+namespace {
+
+absl::StatusOr<DType> DTypeFromGgml(uint32_t t, absl::string_view tensor) {
+  switch (t) {
+    case kGgmlF32: return DType::kF32;
+    case kGgmlF16: return DType::kF16;
+    case kGgmlBF16: return DType::kBF16;
+    case kGgmlQ8_0: return DType::kQ8_0;
+    case kGgmlQ4_0: return DType::kQ4_0;
+    case kGgmlQ4_K: return DType::kQ4_K;
+    case kGgmlQ5_K: return DType::kQ5_K;
+    case kGgmlQ6_K: return DType::kQ6_K;
+  }
+  return absl::UnimplementedError(absl::StrCat(
+      "tensor '", tensor, "' has type ", GgmlTypeName(t),
+      ", which is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)"));
+}
+
+// Reads hyper-parameter `arch.key` as an integer, with a default when absent.
+class HParamReader {
+ public:
+  HParamReader(const GgufFile& g, std::string arch) : g_(g), arch_(std::move(arch)) {}
+  absl::StatusOr<int64_t> Int(absl::string_view key, std::optional<int64_t> def = {}) const {
+    std::string full = absl::StrCat(arch_, ".", key);
+    if (g_.Find(full) == nullptr) {
+      if (def) return *def;
+      return absl::NotFoundError(absl::StrCat("GGUF is missing required key '", full, "'"));
+    }
+    MOE_ASSIGN_OR_RETURN(uint64_t v, g_.GetUint(full));
+    if (v > (1ull << 40)) return absl::InvalidArgumentError(absl::StrCat("'", full, "' too large"));
+    return static_cast<int64_t>(v);
+  }
+  absl::StatusOr<float> Float(absl::string_view key, float def) const {
+    std::string full = absl::StrCat(arch_, ".", key);
+    if (g_.Find(full) == nullptr) return def;
+    MOE_ASSIGN_OR_RETURN(double v, g_.GetFloat(full));
+    return static_cast<float>(v);
+  }
+  absl::StatusOr<bool> Bool(absl::string_view key, bool def) const {
+    std::string full = absl::StrCat(arch_, ".", key);
+    if (g_.Find(full) == nullptr) return def;
+    return g_.GetBool(full);
+  }
+  bool Has(absl::string_view key) const { return g_.Find(absl::StrCat(arch_, ".", key)) != nullptr; }
+
+ private:
+  const GgufFile& g_;
+  std::string arch_;
+};
+
+absl::StatusOr<HParams> ReadHParams(const GgufFile& g, Arch arch) {
+  HParamReader r(g, std::string(ArchName(arch)));
+  HParams h;
+  ArchDefaults d = DefaultsFor(arch);
+  MOE_ASSIGN_OR_RETURN(h.n_embd, r.Int("embedding_length"));
+  MOE_ASSIGN_OR_RETURN(h.n_layer, r.Int("block_count"));
+  MOE_ASSIGN_OR_RETURN(h.n_head, r.Int("attention.head_count"));
+  MOE_ASSIGN_OR_RETURN(h.n_head_kv, r.Int("attention.head_count_kv", h.n_head));
+  if (h.n_head <= 0) return absl::InvalidArgumentError("attention.head_count must be positive");
+  MOE_ASSIGN_OR_RETURN(h.head_dim, r.Int("attention.key_length", h.n_embd / h.n_head));
+  MOE_ASSIGN_OR_RETURN(int64_t v_dim, r.Int("attention.value_length", h.head_dim));
+  if (v_dim != h.head_dim) {
+    return absl::UnimplementedError("attention.value_length different from key_length");
+  }
+  MOE_ASSIGN_OR_RETURN(h.n_ctx_train, r.Int("context_length", 4096));
+  MOE_ASSIGN_OR_RETURN(h.n_expert, r.Int("expert_count", 0));
+  if (h.n_expert == 0) {
+    return absl::UnimplementedError(absl::StrCat(
+        "'", ArchName(arch), "' model without experts (", ArchName(arch),
+        ".expert_count is absent or 0): libmoe runs Mixture-of-Experts models only"));
+  }
+  MOE_ASSIGN_OR_RETURN(h.n_expert_used, r.Int("expert_used_count"));
+  MOE_ASSIGN_OR_RETURN(int64_t ff, r.Int("feed_forward_length", 0));
+  MOE_ASSIGN_OR_RETURN(h.n_ff_expert, r.Int("expert_feed_forward_length", ff));
+  MOE_ASSIGN_OR_RETURN(float eps, r.Float("attention.layer_norm_rms_epsilon", 1e-5f));
+  h.rms_eps = eps;
+  MOE_ASSIGN_OR_RETURN(h.rope_freq_base, r.Float("rope.freq_base", 10000.f));
+  MOE_ASSIGN_OR_RETURN(h.rope_dim, r.Int("rope.dimension_count", h.head_dim));
+  if (r.Has("rope.scaling.type")) {
+    MOE_ASSIGN_OR_RETURN(std::string st, g.GetString(absl::StrCat(ArchName(arch),
+                                                                   ".rope.scaling.type")));
+    if (st != "none") {
+      return absl::UnimplementedError(absl::StrCat("RoPE scaling '", st, "' is not supported"));
+    }
+  }
+  MOE_ASSIGN_OR_RETURN(int64_t gating, r.Int("expert_gating_func", 1));
+  if (gating != 1) {
+    return absl::UnimplementedError(absl::StrCat("expert_gating_func ", gating,
+                                                 " is not supported (only softmax)"));
+  }
+  h.rope_style = d.rope_style;
+  h.qk_norm = d.qk_norm;
+  MOE_ASSIGN_OR_RETURN(h.norm_topk_prob, r.Bool("expert_weights_norm", d.norm_topk_prob));
+  h.has_qkv_bias = d.has_qkv_bias;
+  h.shared_expert_gate = d.shared_expert_gate;
+  if (arch == Arch::kQwen2Moe) {
+    MOE_ASSIGN_OR_RETURN(h.n_ff_shared, r.Int("expert_shared_feed_forward_length", ff));
+  }
+  return h;
+}
+
+// Carries one GGUF tensor over (shape reversed to outermost-first), checking its byte size.
+absl::StatusOr<TensorSpec> CarryTensor(const GgufTensorInfo& info) {
+  TensorSpec t;
+  t.name = info.name;
+  MOE_ASSIGN_OR_RETURN(t.dtype, DTypeFromGgml(info.ggml_type, info.name));
+  t.shape.assign(info.ne.rbegin(), info.ne.rend());
+  if (!RowSizeValid(t.dtype, t.shape.back())) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", t.name, "' row length ",
+                                                   t.shape.back(), " is not a multiple of the ",
+                                                   DTypeName(t.dtype), " block size"));
+  }
+  size_t size = t.byte_size();
+  if (info.data.size() < size) {
+    return absl::DataLossError(absl::StrCat("tensor '", t.name, "' needs ", size, " bytes but only ",
+                                            info.data.size(), " remain in the file (truncated?)"));
+  }
+  t.data = info.data.subspan(0, size);
+  return t;
+}
+
+// Parses "blk.L.rest" into L and rest.
+bool SplitLayer(absl::string_view name, int* layer, absl::string_view* rest) {
+  if (!absl::ConsumePrefix(&name, "blk.")) return false;
+  size_t dot = name.find('.');
+  if (dot == absl::string_view::npos || dot == 0) return false;
+  int l = 0;
+  for (char c : name.substr(0, dot)) {
+    if (c < '0' || c > '9' || l > 100000) return false;
+    l = l * 10 + (c - '0');
+  }
+  *layer = l;
+  *rest = name.substr(dot + 1);
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<ModelSpec> ImportGguf(const std::string& path) {
+  MOE_ASSIGN_OR_RETURN(std::shared_ptr<const GgufFile> g, GgufFile::Open(path));
+  auto spec = ImportGguf(g);
+  if (!spec.ok()) return Annotate(spec.status(), absl::StrCat("importing '", path, "'"));
+  return spec;
+}
+
+absl::StatusOr<ModelSpec> ImportGguf(std::shared_ptr<const GgufFile> gguf) {
+  const GgufFile& g = *gguf;
+  ModelSpec spec;
+  spec.owners.push_back(gguf);
+  MOE_ASSIGN_OR_RETURN(std::string arch_name, g.GetString("general.architecture"));
+  MOE_ASSIGN_OR_RETURN(spec.arch, ArchFromName(arch_name));
+  if (g.Find("general.name")) spec.name = g.GetString("general.name").value_or("");
+  MOE_ASSIGN_OR_RETURN(spec.hp, ReadHParams(g, spec.arch));
+  HParams& h = spec.hp;
+
+  for (const GgufTensorInfo& info : g.tensors()) {
+    MOE_ASSIGN_OR_RETURN(TensorSpec t, CarryTensor(info));
+    int layer = -1;
+    absl::string_view rest;
+    if (SplitLayer(t.name, &layer, &rest)) {
+      t.layer = layer;
+      // Stacked experts [n_expert, rows, cols] -> one tensor per expert.
+      if (absl::ConsumeSuffix(&rest, "_exps.weight")) {
+        if (t.shape.size() != 3 || t.shape[0] != h.n_expert) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "tensor '", t.name, "' should stack ", h.n_expert, " experts as 3-D"));
+        }
+        size_t slab = t.byte_size() / h.n_expert;
+        for (int e = 0; e < h.n_expert; ++e) {
+          TensorSpec x;
+          x.name = ExpertTensorName(layer, e, rest);
+          x.dtype = t.dtype;
+          x.shape = {t.shape[1], t.shape[2]};
+          x.layer = layer;
+          x.expert = e;
+          x.data = t.data.subspan(e * slab, slab);
+          spec.tensors.push_back(std::move(x));
+        }
+        continue;
+      }
+      // Older Mixtral files store experts separately: blk.L.ffn_gate.E.weight.
+      for (absl::string_view base : {"ffn_gate.", "ffn_up.", "ffn_down."}) {
+        absl::string_view r = rest;
+        if (absl::ConsumePrefix(&r, base) && absl::ConsumeSuffix(&r, ".weight") && !r.empty() &&
+            r.find_first_not_of("0123456789") == absl::string_view::npos) {
+          t.expert = std::stoi(std::string(r));
+        }
+      }
+    }
+    spec.tensors.push_back(std::move(t));
+  }
+  h.n_vocab = 0;
+  if (const TensorSpec* emb = spec.Find("token_embd.weight"); emb && emb->shape.size() == 2) {
+    h.n_vocab = emb->shape[0];
+  }
+  h.tied_output = spec.Find("output.weight") == nullptr;
+  MOE_RETURN_IF_ERROR(ValidateModelSpec(spec));
+  return spec;
+}
+
+}  // namespace moe

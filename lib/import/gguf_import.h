@@ -1,0 +1,16 @@
+// GGUF model file -> ModelSpec. Tensor data stays in the mapped file (zero copy); stacked expert
+// tensors are split into one tensor per expert.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "lib/import/gguf_file.h"
+#include "lib/model/model_spec.h"
+
+namespace moe {
+
+absl::StatusOr<ModelSpec> ImportGguf(const std::string& path);
+absl::StatusOr<ModelSpec> ImportGguf(std::shared_ptr<const GgufFile> gguf);
+
+}  // namespace moe

@@ -1,0 +1,34 @@
+#include "lib/kv/kv_cache.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace moe {
+
+absl::StatusOr<KvCache> KvCache::Create(int64_t n_layer, int64_t n_ctx, int64_t n_kv_heads,
+                                        int64_t head_dim, DType dtype) {
+  if (dtype != DType::kF32 && dtype != DType::kF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("KV cache type must be F32 or F16, not ", DTypeName(dtype)));
+  }
+  if (n_ctx <= 0 || n_ctx > (1 << 24)) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid context length ", n_ctx));
+  }
+  KvCache c;
+  c.dtype_ = dtype;
+  c.n_ctx_ = n_ctx;
+  c.n_kv_heads_ = n_kv_heads;
+  c.head_dim_ = head_dim;
+  size_t bytes = static_cast<size_t>(n_ctx * n_kv_heads * head_dim) * RowBytes(dtype, 1);
+  c.k_.assign(n_layer, std::vector<uint8_t>(bytes));
+  c.v_.assign(n_layer, std::vector<uint8_t>(bytes));
+  return c;
+}
+
+size_t KvCache::byte_size() const {
+  size_t s = 0;
+  for (size_t l = 0; l < k_.size(); ++l) s += k_[l].size() + v_[l].size();
+  return s;
+}
+
+}  // namespace moe

@@ -1,0 +1,36 @@
+// The KV cache of one sequence: for each layer, K and V rows [n_ctx x n_kv_heads x head_dim] in
+// F32 or F16. Contiguous per layer today; paged blocks with prefix sharing come with batching of
+// several sequences.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lib/backend/backend.h"
+
+namespace moe {
+
+class KvCache {
+ public:
+  static absl::StatusOr<KvCache> Create(int64_t n_layer, int64_t n_ctx, int64_t n_kv_heads,
+                                        int64_t head_dim, DType dtype);
+
+  KvLayerView layer(int64_t l) {
+    return {dtype_, k_[l].data(), v_[l].data(), n_kv_heads_, head_dim_};
+  }
+  int64_t n_ctx() const { return n_ctx_; }
+  DType dtype() const { return dtype_; }
+  size_t byte_size() const;
+
+  // Number of positions holding valid entries; the next token goes at position size().
+  int64_t size() const { return size_; }
+  void set_size(int64_t n) { size_ = n; }
+
+ private:
+  DType dtype_ = DType::kF32;
+  int64_t n_ctx_ = 0, n_kv_heads_ = 0, head_dim_ = 0, size_ = 0;
+  std::vector<std::vector<uint8_t>> k_, v_;
+};
+
+}  // namespace moe

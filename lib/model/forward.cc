@@ -1,0 +1,189 @@
+#include "lib/model/forward.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "lib/moe/router.h"
+
+namespace moe {
+namespace {
+
+class StageTimer {
+ public:
+  explicit StageTimer(double* sink) : sink_(sink), start_(std::chrono::steady_clock::now()) {}
+  ~StageTimer() {
+    if (sink_) {
+      *sink_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    }
+  }
+
+ private:
+  double* sink_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+double* Sink(Telemetry* t, double StageTimes::*field) { return t ? &(t->time.*field) : nullptr; }
+
+}  // namespace
+
+absl::Status Transformer::Forward(absl::Span<const int32_t> tokens, KvCache& cache,
+                                  LogitsFor which, std::vector<float>* logits, Telemetry* tel) {
+  const HParams& h = model_->hp();
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) return absl::InvalidArgumentError("no tokens to process");
+  for (int32_t t : tokens) {
+    if (t < 0 || t >= h.n_vocab) {
+      return absl::OutOfRangeError(
+          absl::StrCat("token id ", t, " is outside the vocabulary [0, ", h.n_vocab, ")"));
+    }
+  }
+  const int64_t pos0 = cache.size();
+  if (pos0 + n > cache.n_ctx()) {
+    return absl::ResourceExhaustedError(absl::StrCat("context full: ", pos0, " + ", n,
+                                                     " tokens exceed the context length ",
+                                                     cache.n_ctx()));
+  }
+  std::vector<int32_t> positions(n);
+  for (int64_t t = 0; t < n; ++t) positions[t] = static_cast<int32_t>(pos0 + t);
+
+  Telemetry local;
+  if (tel != nullptr && tel->expert_counts.empty()) tel->Reset(h.n_layer, h.n_expert);
+  std::vector<float> x(n * h.n_embd);
+  {
+    StageTimer timer(Sink(tel, &StageTimes::other_s));
+    backend_->GetRows(model_->token_embd(), tokens.data(), n, x.data());
+  }
+  for (int l = 0; l < h.n_layer; ++l) {
+    const LayerWeights& L = model_->layers()[l];
+    Attention(L, n, positions.data(), cache.layer(l), x.data(), tel);
+    MoeFfn(l, L, n, x.data(), tel);
+  }
+  cache.set_size(pos0 + n);
+
+  StageTimer timer(Sink(tel, &StageTimes::head_s));
+  if (tel) {
+    tel->tokens += n;
+    tel->weight_bytes_read += model_->output().byte_size() + model_->token_embd().row_bytes() * n;
+    for (const auto& L : model_->layers()) tel->weight_bytes_read += L.dense_bytes;
+  }
+  if (which == LogitsFor::kNone || logits == nullptr) return absl::OkStatus();
+  const int64_t first = which == LogitsFor::kAll ? 0 : n - 1;
+  const int64_t rows = n - first;
+  std::vector<float> xn(rows * h.n_embd);
+  backend_->RmsNorm(x.data() + first * h.n_embd, model_->output_norm(), rows, h.n_embd, h.rms_eps,
+                    xn.data());
+  logits->resize(rows * h.n_vocab);
+  backend_->MatMul(model_->output(), xn.data(), rows, logits->data());
+  return absl::OkStatus();
+}
+
+void Transformer::Attention(const LayerWeights& L, int64_t n, const int32_t* positions,
+                            KvLayerView kv, float* x, Telemetry* tel) {
+  StageTimer timer(Sink(tel, &StageTimes::attention_s));
+  const HParams& h = model_->hp();
+  const int64_t d = h.n_embd, hd = h.head_dim;
+  const int64_t q_dim = h.n_head * hd, kv_dim = h.n_head_kv * hd;
+  std::vector<float> xn(n * d), q(n * q_dim), k(n * kv_dim), v(n * kv_dim), att(n * q_dim),
+      o(n * d);
+  backend_->RmsNorm(x, L.attn_norm, n, d, h.rms_eps, xn.data());
+  backend_->MatMul(L.wq, xn.data(), n, q.data());
+  backend_->MatMul(L.wk, xn.data(), n, k.data());
+  backend_->MatMul(L.wv, xn.data(), n, v.data());
+  if (L.bq) {
+    backend_->AddBias(q.data(), L.bq, n, q_dim);
+    backend_->AddBias(k.data(), L.bk, n, kv_dim);
+    backend_->AddBias(v.data(), L.bv, n, kv_dim);
+  }
+  if (h.qk_norm == QkNorm::kFull) {
+    backend_->RmsNorm(q.data(), L.q_norm, n, q_dim, h.rms_eps, q.data());
+    backend_->RmsNorm(k.data(), L.k_norm, n, kv_dim, h.rms_eps, k.data());
+  } else if (h.qk_norm == QkNorm::kPerHead) {
+    backend_->RmsNorm(q.data(), L.q_norm, n * h.n_head, hd, h.rms_eps, q.data());
+    backend_->RmsNorm(k.data(), L.k_norm, n * h.n_head_kv, hd, h.rms_eps, k.data());
+  }
+  RopeLayout layout = h.rope_style == RopeStyle::kNeox ? RopeLayout::kNeox : RopeLayout::kNorm;
+  backend_->Rope(q.data(), n, h.n_head, hd, positions, layout, h.rope_freq_base);
+  backend_->Rope(k.data(), n, h.n_head_kv, hd, positions, layout, h.rope_freq_base);
+  backend_->StoreKv(k.data(), v.data(), n, positions, kv);
+  backend_->Attention(q.data(), n, h.n_head, positions, kv, att.data());
+  backend_->MatMul(L.wo, att.data(), n, o.data());
+  backend_->Axpy(1.0f, o.data(), n * d, x);
+}
+
+void Transformer::RunExpert(const ExpertWeights& w, const float* in, int64_t m, float* out) {
+  const int64_t ff = w.gate.rows;
+  std::vector<float> gate(m * ff), up(m * ff);
+  backend_->MatMul(w.gate, in, m, gate.data());
+  backend_->MatMul(w.up, in, m, up.data());
+  backend_->SwiGlu(gate.data(), up.data(), m * ff, gate.data());
+  backend_->MatMul(w.down, gate.data(), m, out);
+}
+
+void Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, Telemetry* tel) {
+  const HParams& h = model_->hp();
+  const int64_t d = h.n_embd;
+  std::vector<float> xn(n * d), out(n * d, 0.f);
+  backend_->RmsNorm(x, L.ffn_norm, n, d, h.rms_eps, xn.data());
+
+  Routing routing;
+  {
+    StageTimer timer(Sink(tel, &StageTimes::router_s));
+    std::vector<float> router_logits(n * h.n_expert);
+    backend_->MatMul(L.router, xn.data(), n, router_logits.data());
+    RouterConfig rc{static_cast<int>(h.n_expert), static_cast<int>(h.n_expert_used),
+                    h.norm_topk_prob,
+                    layer < static_cast<int>(disabled_.size()) ? disabled_[layer]
+                                                               : std::vector<bool>{}};
+    routing = Route(rc, router_logits, n);
+  }
+
+  StageTimer timer(Sink(tel, &StageTimes::experts_s));
+  // Dispatch: group the token rows by expert so each expert runs once over all its tokens.
+  const int64_t k = h.n_expert_used;
+  std::vector<std::vector<std::pair<int64_t, float>>> by_expert(h.n_expert);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t j = 0; j < k; ++j) {
+      int32_t e = routing.experts[t * k + j];
+      if (e >= 0) by_expert[e].push_back({t, routing.weights[t * k + j]});
+    }
+  }
+  std::vector<float> in, res;
+  for (int e = 0; e < h.n_expert; ++e) {
+    const auto& rows = by_expert[e];
+    if (rows.empty()) continue;
+    const int64_t m = static_cast<int64_t>(rows.size());
+    in.resize(m * d);
+    res.resize(m * d);
+    for (int64_t i = 0; i < m; ++i) {
+      std::copy_n(xn.data() + rows[i].first * d, d, in.data() + i * d);
+    }
+    RunExpert(L.experts[e], in.data(), m, res.data());
+    // Combine: weighted sum back into token order.
+    for (int64_t i = 0; i < m; ++i) {
+      backend_->Axpy(rows[i].second, res.data() + i * d, d, out.data() + rows[i].first * d);
+    }
+    if (tel) {
+      tel->expert_counts[layer][e] += m;
+      tel->weight_bytes_read += L.experts[e].byte_size();
+      tel->active_params += m * (L.experts[e].gate.rows * L.experts[e].gate.cols * 3);
+    }
+  }
+  if (tel) {
+    for (float ent : routing.entropy) tel->router_entropy_sum += ent;
+  }
+  if (L.has_shared) {
+    res.resize(n * d);
+    RunExpert(L.shared, xn.data(), n, res.data());
+    std::vector<float> g(n, 1.f);
+    if (!L.shared_gate.empty()) {
+      backend_->MatMul(L.shared_gate, xn.data(), n, g.data());
+      for (float& v : g) v = 1.f / (1.f + std::exp(-v));
+    }
+    for (int64_t t = 0; t < n; ++t) backend_->Axpy(g[t], res.data() + t * d, d, out.data() + t * d);
+  }
+  backend_->Axpy(1.0f, out.data(), n * d, x);
+}
+
+}  // namespace moe

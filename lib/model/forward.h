@@ -1,0 +1,48 @@
+// The transformer forward pass of the supported MoE architectures, written once against the
+// Backend interface.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "lib/backend/backend.h"
+#include "lib/kv/kv_cache.h"
+#include "lib/model/model.h"
+#include "lib/model/telemetry.h"
+
+namespace moe {
+
+enum class LogitsFor { kLast, kAll, kNone };
+
+class Transformer {
+ public:
+  Transformer(std::shared_ptr<const Model> model, Backend* backend)
+      : model_(std::move(model)), backend_(backend) {}
+
+  // Runs `tokens` at positions cache.size(), cache.size()+1, ... (one batch, causal), appends their
+  // K/V to the cache, and writes logits [rows x n_vocab] for the rows `which` asks for. Telemetry,
+  // when given, is added to. Errors leave the cache as it was.
+  absl::Status Forward(absl::Span<const int32_t> tokens, KvCache& cache, LogitsFor which,
+                       std::vector<float>* logits, Telemetry* telemetry = nullptr);
+
+  // Experts that must never be chosen (per layer x expert); empty = none.
+  void set_disabled_experts(std::vector<std::vector<bool>> disabled) {
+    disabled_ = std::move(disabled);
+  }
+
+  const Model& model() const { return *model_; }
+
+ private:
+  void Attention(const LayerWeights& L, int64_t n, const int32_t* positions, KvLayerView kv,
+                 float* x, Telemetry* tel);
+  void MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, Telemetry* tel);
+  void RunExpert(const ExpertWeights& w, const float* in, int64_t m, float* out);
+
+  std::shared_ptr<const Model> model_;
+  Backend* backend_;
+  std::vector<std::vector<bool>> disabled_;
+};
+
+}  // namespace moe

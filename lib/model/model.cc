@@ -1,0 +1,95 @@
+#include "lib/model/model.h"
+
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "lib/backend/cpu/quant_rows.h"
+#include "lib/base/status_macros.h"
+
+namespace moe {
+
+absl::StatusOr<std::shared_ptr<const Model>> Model::Create(ModelSpec spec) {
+  MOE_RETURN_IF_ERROR(ValidateModelSpec(spec));
+  std::shared_ptr<Model> m(new Model());
+  m->spec_ = std::move(spec);
+  MOE_RETURN_IF_ERROR(m->Resolve());
+  return std::shared_ptr<const Model>(std::move(m));
+}
+
+absl::StatusOr<const float*> Model::Vector(const std::string& name) {
+  const TensorSpec* t = spec_.Find(name);
+  if (t == nullptr) return absl::NotFoundError(absl::StrCat("missing tensor '", name, "'"));
+  // Norm weights and biases are small: keep an aligned F32 copy whatever the stored type.
+  std::vector<float>& v = f32_vectors_.emplace_back(t->num_elements());
+  DequantizeRow(t->dtype, t->data.data(), v.data(), t->num_elements());
+  return v.data();
+}
+
+absl::StatusOr<WeightView> Model::Matrix(const std::string& name) {
+  const TensorSpec* t = spec_.Find(name);
+  if (t == nullptr) return absl::NotFoundError(absl::StrCat("missing tensor '", name, "'"));
+  WeightView w;
+  w.dtype = t->dtype;
+  w.cols = t->shape.back();
+  w.rows = t->num_elements() / w.cols;
+  w.data = t->data.data();
+  return w;
+}
+
+absl::Status Model::Resolve() {
+  const HParams& h = spec_.hp;
+  // (Moving the inner vectors on growth keeps their buffers, so the pointers handed out stay valid.)
+  MOE_ASSIGN_OR_RETURN(token_embd_, Matrix("token_embd.weight"));
+  MOE_ASSIGN_OR_RETURN(output_norm_, Vector("output_norm.weight"));
+  if (h.tied_output) {
+    output_ = token_embd_;
+  } else {
+    MOE_ASSIGN_OR_RETURN(output_, Matrix("output.weight"));
+  }
+  layers_.resize(h.n_layer);
+  for (int l = 0; l < h.n_layer; ++l) {
+    LayerWeights& L = layers_[l];
+    auto name = [&](absl::string_view b) { return LayerTensorName(l, b); };
+    auto bias = [&](absl::string_view b) { return absl::StrCat("blk.", l, ".", b, ".bias"); };
+    MOE_ASSIGN_OR_RETURN(L.attn_norm, Vector(name("attn_norm")));
+    MOE_ASSIGN_OR_RETURN(L.wq, Matrix(name("attn_q")));
+    MOE_ASSIGN_OR_RETURN(L.wk, Matrix(name("attn_k")));
+    MOE_ASSIGN_OR_RETURN(L.wv, Matrix(name("attn_v")));
+    MOE_ASSIGN_OR_RETURN(L.wo, Matrix(name("attn_output")));
+    if (h.has_qkv_bias) {
+      MOE_ASSIGN_OR_RETURN(L.bq, Vector(bias("attn_q")));
+      MOE_ASSIGN_OR_RETURN(L.bk, Vector(bias("attn_k")));
+      MOE_ASSIGN_OR_RETURN(L.bv, Vector(bias("attn_v")));
+    }
+    if (h.qk_norm != QkNorm::kNone) {
+      MOE_ASSIGN_OR_RETURN(L.q_norm, Vector(name("attn_q_norm")));
+      MOE_ASSIGN_OR_RETURN(L.k_norm, Vector(name("attn_k_norm")));
+    }
+    MOE_ASSIGN_OR_RETURN(L.ffn_norm, Vector(name("ffn_norm")));
+    MOE_ASSIGN_OR_RETURN(L.router, Matrix(name("ffn_gate_inp")));
+    L.experts.resize(h.n_expert);
+    for (int e = 0; e < h.n_expert; ++e) {
+      MOE_ASSIGN_OR_RETURN(L.experts[e].gate, Matrix(ExpertTensorName(l, e, "ffn_gate")));
+      MOE_ASSIGN_OR_RETURN(L.experts[e].up, Matrix(ExpertTensorName(l, e, "ffn_up")));
+      MOE_ASSIGN_OR_RETURN(L.experts[e].down, Matrix(ExpertTensorName(l, e, "ffn_down")));
+    }
+    L.dense_bytes = L.wq.byte_size() + L.wk.byte_size() + L.wv.byte_size() + L.wo.byte_size() +
+                    L.router.byte_size();
+    if (h.n_ff_shared > 0) {
+      L.has_shared = true;
+      MOE_ASSIGN_OR_RETURN(L.shared.gate, Matrix(name("ffn_gate_shexp")));
+      MOE_ASSIGN_OR_RETURN(L.shared.up, Matrix(name("ffn_up_shexp")));
+      MOE_ASSIGN_OR_RETURN(L.shared.down, Matrix(name("ffn_down_shexp")));
+      if (h.shared_expert_gate) {
+        MOE_ASSIGN_OR_RETURN(L.shared_gate, Matrix(name("ffn_gate_inp_shexp")));
+        L.shared_gate.rows = 1;
+        L.shared_gate.cols = h.n_embd;
+      }
+      L.dense_bytes += L.shared.byte_size() + L.shared_gate.byte_size();
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace moe

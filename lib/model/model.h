@@ -1,0 +1,59 @@
+// A loaded model ready to run: the ModelSpec plus its tensors resolved into per-layer weights.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lib/backend/weight_view.h"
+#include "lib/model/model_spec.h"
+
+namespace moe {
+
+struct ExpertWeights {
+  WeightView gate, up, down;  // [ff x embd], [ff x embd], [embd x ff]
+  size_t byte_size() const { return gate.byte_size() + up.byte_size() + down.byte_size(); }
+};
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;
+  WeightView wq, wk, wv, wo;
+  const float* bq = nullptr;  // biases, when the architecture has them
+  const float* bk = nullptr;
+  const float* bv = nullptr;
+  const float* q_norm = nullptr;  // QK-norm weights, when the architecture has them
+  const float* k_norm = nullptr;
+  const float* ffn_norm = nullptr;
+  WeightView router;  // [n_expert x embd]
+  std::vector<ExpertWeights> experts;
+  bool has_shared = false;
+  ExpertWeights shared;
+  WeightView shared_gate;  // [1 x embd], when the shared expert is gated
+  size_t dense_bytes = 0;  // every weight byte of the layer a token reads besides routed experts
+};
+
+class Model {
+ public:
+  static absl::StatusOr<std::shared_ptr<const Model>> Create(ModelSpec spec);
+
+  const ModelSpec& spec() const { return spec_; }
+  const HParams& hp() const { return spec_.hp; }
+  const std::vector<LayerWeights>& layers() const { return layers_; }
+  const WeightView& token_embd() const { return token_embd_; }
+  const WeightView& output() const { return output_; }
+  const float* output_norm() const { return output_norm_; }
+
+ private:
+  Model() = default;
+  absl::Status Resolve();
+  absl::StatusOr<const float*> Vector(const std::string& name);
+  absl::StatusOr<WeightView> Matrix(const std::string& name);
+
+  ModelSpec spec_;
+  std::vector<LayerWeights> layers_;
+  WeightView token_embd_, output_;
+  const float* output_norm_ = nullptr;
+  std::vector<std::vector<float>> f32_vectors_;  // 1-D tensors converted to F32
+};
+
+}  // namespace moe

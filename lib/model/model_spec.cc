@@ -1,0 +1,201 @@
+#include "lib/model/model_spec.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "lib/base/status_macros.h"
+
+namespace moe {
+
+absl::string_view ArchName(Arch a) {
+  switch (a) {
+    case Arch::kLlama: return "llama";
+    case Arch::kQwen2Moe: return "qwen2moe";
+    case Arch::kOlmoe: return "olmoe";
+    case Arch::kQwen3Moe: return "qwen3moe";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<Arch> ArchFromName(absl::string_view name) {
+  for (Arch a : {Arch::kLlama, Arch::kQwen2Moe, Arch::kOlmoe, Arch::kQwen3Moe}) {
+    if (ArchName(a) == name) return a;
+  }
+  return absl::UnimplementedError(absl::StrCat(
+      "unsupported architecture '", name, "' (supported: llama, qwen2moe, olmoe, qwen3moe)"));
+}
+
+ArchDefaults DefaultsFor(Arch a) {
+  switch (a) {
+    case Arch::kLlama:  // Mixtral: consecutive-pair RoPE, renormalised top-k.
+      return {RopeStyle::kNorm, QkNorm::kNone, true, false, false};
+    case Arch::kQwen2Moe:  // Qwen1.5/2-MoE: norm_topk_prob false, q/k/v bias, gated shared expert.
+      return {RopeStyle::kNeox, QkNorm::kNone, false, true, true};
+    case Arch::kOlmoe:  // OLMoE: QK-norm over the whole projection, raw top-k weights.
+      return {RopeStyle::kNeox, QkNorm::kFull, false, false, false};
+    case Arch::kQwen3Moe:  // Qwen3-MoE: per-head QK-norm, renormalised top-k, no shared expert.
+      return {RopeStyle::kNeox, QkNorm::kPerHead, true, false, false};
+  }
+  return {};
+}
+
+int64_t TensorSpec::num_elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+size_t TensorSpec::byte_size() const {
+  if (shape.empty()) return 0;
+  int64_t rows = num_elements() / shape.back();
+  return static_cast<size_t>(rows) * RowBytes(dtype, shape.back());
+}
+
+const TensorSpec* ModelSpec::Find(absl::string_view name) const {
+  for (const auto& t : tensors) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+std::string LayerTensorName(int layer, absl::string_view base) {
+  return absl::StrCat("blk.", layer, ".", base, ".weight");
+}
+
+std::string ExpertTensorName(int layer, int expert, absl::string_view base) {
+  return absl::StrCat("blk.", layer, ".", base, ".", expert, ".weight");
+}
+
+namespace {
+
+std::string ShapeString(const std::vector<int64_t>& s) {
+  return absl::StrCat("[", absl::StrJoin(s, ", "), "]");
+}
+
+// Requires tensor `name` with exactly `shape`; quantized types need whole blocks per row.
+absl::Status Expect(const ModelSpec& spec, const std::string& name, std::vector<int64_t> shape) {
+  const TensorSpec* t = spec.Find(name);
+  if (t == nullptr) return absl::NotFoundError(absl::StrCat("missing tensor '", name, "'"));
+  if (t->shape != shape) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' has shape ",
+                                                   ShapeString(t->shape), ", expected ",
+                                                   ShapeString(shape)));
+  }
+  if (!RowSizeValid(t->dtype, shape.back())) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' rows of ", shape.back(),
+                                                   " elements do not fit ", DTypeName(t->dtype),
+                                                   " blocks"));
+  }
+  if (t->data.size() < t->byte_size()) {
+    return absl::DataLossError(absl::StrCat("tensor '", name, "' has ", t->data.size(),
+                                            " bytes, needs ", t->byte_size()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Positive(absl::string_view what, int64_t v) {
+  if (v <= 0) return absl::InvalidArgumentError(absl::StrCat(what, " must be positive, got ", v));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateModelSpec(const ModelSpec& spec) {
+  const HParams& h = spec.hp;
+  MOE_RETURN_IF_ERROR(Positive("n_vocab", h.n_vocab));
+  MOE_RETURN_IF_ERROR(Positive("n_embd", h.n_embd));
+  MOE_RETURN_IF_ERROR(Positive("n_layer", h.n_layer));
+  MOE_RETURN_IF_ERROR(Positive("n_head", h.n_head));
+  MOE_RETURN_IF_ERROR(Positive("n_head_kv", h.n_head_kv));
+  MOE_RETURN_IF_ERROR(Positive("head_dim", h.head_dim));
+  MOE_RETURN_IF_ERROR(Positive("n_expert", h.n_expert));
+  MOE_RETURN_IF_ERROR(Positive("n_expert_used", h.n_expert_used));
+  MOE_RETURN_IF_ERROR(Positive("n_ff_expert", h.n_ff_expert));
+  if (h.n_head % h.n_head_kv != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("n_head ", h.n_head,
+                                                   " is not a multiple of n_head_kv ", h.n_head_kv));
+  }
+  if (h.n_expert_used > h.n_expert) {
+    return absl::InvalidArgumentError(absl::StrCat("expert_used_count ", h.n_expert_used,
+                                                   " exceeds expert_count ", h.n_expert));
+  }
+  if (h.head_dim % 2 != 0 || h.rope_dim != h.head_dim) {
+    return absl::UnimplementedError(absl::StrCat("RoPE over ", h.rope_dim, " of head_dim ",
+                                                 h.head_dim, " dimensions is not supported"));
+  }
+  if (h.n_layer > 4096 || h.n_expert > 65536 || h.n_head > 4096) {
+    return absl::InvalidArgumentError("hyper-parameters out of range");
+  }
+  if (!spec.tokenizer.tokens.empty() &&
+      static_cast<int64_t>(spec.tokenizer.tokens.size()) != h.n_vocab) {
+    return absl::InvalidArgumentError(absl::StrCat("tokenizer has ", spec.tokenizer.tokens.size(),
+                                                   " tokens but the model's vocabulary is ",
+                                                   h.n_vocab));
+  }
+  const int64_t q_dim = h.n_head * h.head_dim, kv_dim = h.n_head_kv * h.head_dim;
+  MOE_RETURN_IF_ERROR(Expect(spec, "token_embd.weight", {h.n_vocab, h.n_embd}));
+  MOE_RETURN_IF_ERROR(Expect(spec, "output_norm.weight", {h.n_embd}));
+  if (!h.tied_output) MOE_RETURN_IF_ERROR(Expect(spec, "output.weight", {h.n_vocab, h.n_embd}));
+  for (int l = 0; l < h.n_layer; ++l) {
+    auto name = [&](absl::string_view b) { return LayerTensorName(l, b); };
+    auto bias = [&](absl::string_view b) { return absl::StrCat("blk.", l, ".", b, ".bias"); };
+    MOE_RETURN_IF_ERROR(Expect(spec, name("attn_norm"), {h.n_embd}));
+    MOE_RETURN_IF_ERROR(Expect(spec, name("attn_q"), {q_dim, h.n_embd}));
+    MOE_RETURN_IF_ERROR(Expect(spec, name("attn_k"), {kv_dim, h.n_embd}));
+    MOE_RETURN_IF_ERROR(Expect(spec, name("attn_v"), {kv_dim, h.n_embd}));
+    MOE_RETURN_IF_ERROR(Expect(spec, name("attn_output"), {h.n_embd, q_dim}));
+    if (h.has_qkv_bias) {
+      MOE_RETURN_IF_ERROR(Expect(spec, bias("attn_q"), {q_dim}));
+      MOE_RETURN_IF_ERROR(Expect(spec, bias("attn_k"), {kv_dim}));
+      MOE_RETURN_IF_ERROR(Expect(spec, bias("attn_v"), {kv_dim}));
+    }
+    if (h.qk_norm == QkNorm::kFull) {
+      MOE_RETURN_IF_ERROR(Expect(spec, name("attn_q_norm"), {q_dim}));
+      MOE_RETURN_IF_ERROR(Expect(spec, name("attn_k_norm"), {kv_dim}));
+    } else if (h.qk_norm == QkNorm::kPerHead) {
+      MOE_RETURN_IF_ERROR(Expect(spec, name("attn_q_norm"), {h.head_dim}));
+      MOE_RETURN_IF_ERROR(Expect(spec, name("attn_k_norm"), {h.head_dim}));
+    }
+    MOE_RETURN_IF_ERROR(Expect(spec, name("ffn_norm"), {h.n_embd}));
+    MOE_RETURN_IF_ERROR(Expect(spec, name("ffn_gate_inp"), {h.n_expert, h.n_embd}));
+    for (int e = 0; e < h.n_expert; ++e) {
+      MOE_RETURN_IF_ERROR(Expect(spec, ExpertTensorName(l, e, "ffn_gate"), {h.n_ff_expert, h.n_embd}));
+      MOE_RETURN_IF_ERROR(Expect(spec, ExpertTensorName(l, e, "ffn_up"), {h.n_ff_expert, h.n_embd}));
+      MOE_RETURN_IF_ERROR(Expect(spec, ExpertTensorName(l, e, "ffn_down"), {h.n_embd, h.n_ff_expert}));
+    }
+    if (h.n_ff_shared > 0) {
+      MOE_RETURN_IF_ERROR(Expect(spec, name("ffn_gate_shexp"), {h.n_ff_shared, h.n_embd}));
+      MOE_RETURN_IF_ERROR(Expect(spec, name("ffn_up_shexp"), {h.n_ff_shared, h.n_embd}));
+      MOE_RETURN_IF_ERROR(Expect(spec, name("ffn_down_shexp"), {h.n_embd, h.n_ff_shared}));
+      if (h.shared_expert_gate) {
+        MOE_RETURN_IF_ERROR(Expect(spec, name("ffn_gate_inp_shexp"), {h.n_embd}));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+ParamCounts CountParams(const ModelSpec& spec) {
+  ParamCounts c;
+  const HParams& h = spec.hp;
+  for (const auto& t : spec.tensors) {
+    int64_t n = t.num_elements();
+    int64_t bytes = static_cast<int64_t>(t.byte_size());
+    c.total += n;
+    c.total_bytes += bytes;
+    if (t.expert >= 0) {
+      // A token reads top-k of the n experts in each layer: count the expected share exactly.
+      c.active_per_token += n * h.n_expert_used / h.n_expert;
+      c.active_bytes_per_token += bytes * h.n_expert_used / h.n_expert;
+    } else if (t.name == "token_embd.weight") {
+      c.active_per_token += n;
+      c.active_bytes_per_token += h.tied_output ? bytes : bytes / std::max<int64_t>(1, h.n_vocab);
+    } else {
+      c.active_per_token += n;
+      c.active_bytes_per_token += bytes;
+    }
+  }
+  return c;
+}
+
+}  // namespace moe

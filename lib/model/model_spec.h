@@ -1,0 +1,107 @@
+// The in-memory description of a model as files carry it: architecture, hyper-parameters,
+// tokenizer and a table of named tensors. Importers produce it, the .moe container stores it,
+// and the runtime builds its Model from it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "lib/base/dtype.h"
+#include "lib/tokenizer/tokenizer_data.h"
+
+namespace moe {
+
+// Architectures, named as llama.cpp names them. "llama" here means the Mixtral layout (a llama
+// block whose FFN is a mixture of experts).
+enum class Arch { kLlama, kQwen2Moe, kOlmoe, kQwen3Moe };
+
+absl::string_view ArchName(Arch a);
+absl::StatusOr<Arch> ArchFromName(absl::string_view name);
+
+enum class RopeStyle { kNorm, kNeox };  // rotate (2i, 2i+1) vs (i, i + dim/2)
+enum class QkNorm { kNone, kFull, kPerHead };  // RMSNorm of the whole q/k vector, or per head
+
+struct HParams {
+  int64_t n_vocab = 0;
+  int64_t n_embd = 0;
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;  // of q and k (and v)
+  int64_t n_ctx_train = 0;
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_expert = 0;
+  int64_t n_ff_shared = 0;  // 0 = no shared expert
+  float rms_eps = 1e-5f;
+  float rope_freq_base = 10000.f;
+  int64_t rope_dim = 0;  // dimensions rotated per head (== head_dim for all supported models)
+  RopeStyle rope_style = RopeStyle::kNorm;
+  QkNorm qk_norm = QkNorm::kNone;
+  bool norm_topk_prob = true;  // renormalise the top-k router weights to sum 1
+  bool has_qkv_bias = false;
+  bool shared_expert_gate = false;  // sigmoid(w . x) scales the shared expert
+  bool tied_output = false;         // logits use token_embd when there is no output.weight
+};
+
+// What each architecture implies when a file does not say.
+struct ArchDefaults {
+  RopeStyle rope_style;
+  QkNorm qk_norm;
+  bool norm_topk_prob;
+  bool has_qkv_bias;
+  bool shared_expert_gate;
+};
+ArchDefaults DefaultsFor(Arch a);
+
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;  // outermost first; the last dimension is contiguous
+  int32_t layer = -1;          // for per-layer tensors
+  int32_t expert = -1;         // for routed-expert tensors
+  absl::Span<const uint8_t> data;
+
+  int64_t num_elements() const;
+  size_t byte_size() const;  // shape x dtype
+};
+
+struct ModelSpec {
+  Arch arch = Arch::kLlama;
+  std::string name;
+  HParams hp;
+  TokenizerData tokenizer;
+  std::vector<TensorSpec> tensors;
+  // Keeps the bytes behind TensorSpec::data alive (mapped files, converted buffers).
+  std::vector<std::shared_ptr<const void>> owners;
+
+  const TensorSpec* Find(absl::string_view name) const;
+};
+
+// Canonical tensor names (GGUF's, with experts stored one per unit).
+std::string LayerTensorName(int layer, absl::string_view base);  // blk.L.base.weight
+std::string ExpertTensorName(int layer, int expert, absl::string_view base);  // blk.L.base.E.weight
+
+// Checks hyper-parameters for consistency and that every tensor the architecture needs is
+// present with the right shape; errors name the offending field or tensor.
+absl::Status ValidateModelSpec(const ModelSpec& spec);
+
+// Parameter counts. "Active per token" follows the convention people quote (Mixtral's "12.9B of
+// 46.7B"): everything except the routed experts a token did not select, embedding included.
+// The byte figure is what one decode step must read: it counts one embedding row, not the matrix
+// (unless the head is tied to it and reads it all anyway).
+struct ParamCounts {
+  int64_t total = 0;
+  int64_t active_per_token = 0;
+  int64_t total_bytes = 0;
+  int64_t active_bytes_per_token = 0;
+};
+ParamCounts CountParams(const ModelSpec& spec);
+
+}  // namespace moe

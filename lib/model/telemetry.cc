@@ -1,0 +1,32 @@
+#include "lib/model/telemetry.h"
+
+#include <cstddef>
+
+namespace moe {
+
+void Telemetry::Reset(int64_t n_layer, int64_t n_expert) {
+  *this = Telemetry();
+  expert_counts.assign(n_layer, std::vector<int64_t>(n_expert, 0));
+}
+
+void Telemetry::Merge(const Telemetry& o) {
+  if (expert_counts.empty()) expert_counts = o.expert_counts;
+  else {
+    for (size_t l = 0; l < expert_counts.size() && l < o.expert_counts.size(); ++l) {
+      for (size_t e = 0; e < expert_counts[l].size() && e < o.expert_counts[l].size(); ++e) {
+        expert_counts[l][e] += o.expert_counts[l][e];
+      }
+    }
+  }
+  tokens += o.tokens;
+  weight_bytes_read += o.weight_bytes_read;
+  active_params += o.active_params;
+  router_entropy_sum += o.router_entropy_sum;
+  time.attention_s += o.time.attention_s;
+  time.router_s += o.time.router_s;
+  time.experts_s += o.time.experts_s;
+  time.head_s += o.time.head_s;
+  time.other_s += o.time.other_s;
+}
+
+}  // namespace moe

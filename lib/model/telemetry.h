@@ -1,0 +1,32 @@
+// What one forward call did: which experts ran, how many weight bytes it read, where time went.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace moe {
+
+struct StageTimes {
+  double attention_s = 0;
+  double router_s = 0;
+  double experts_s = 0;  // routed and shared experts
+  double head_s = 0;     // final norm and output projection
+  double other_s = 0;    // embedding, norms, residuals
+};
+
+struct Telemetry {
+  int64_t tokens = 0;
+  // [layer][expert]: how many tokens selected that expert.
+  std::vector<std::vector<int64_t>> expert_counts;
+  // Weight bytes read: dense parts once per call, each selected expert once per call.
+  int64_t weight_bytes_read = 0;
+  // Parameters touched per token, summed over tokens (divide by tokens for the mean).
+  int64_t active_params = 0;
+  double router_entropy_sum = 0;  // nats, summed over tokens and layers
+  StageTimes time;
+
+  void Reset(int64_t n_layer, int64_t n_expert);
+  void Merge(const Telemetry& other);
+};
+
+}  // namespace moe

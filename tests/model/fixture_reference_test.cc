@@ -1,0 +1,149 @@
+// Reproduces llama.cpp's logits and greedy tokens for every model in testdata/fixtures.
+// F32 models are compared with their own references; quantized models with the `deq.*`
+// references (llama.cpp on the exact dequantized weights), since libmoe keeps activations in F32.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "lib/backend/backend.h"
+#include "lib/import/gguf_import.h"
+#include "lib/kv/kv_cache.h"
+#include "lib/model/forward.h"
+#include "lib/model/model.h"
+
+namespace moe {
+namespace {
+
+namespace fs = std::filesystem;
+
+template <typename T>
+std::vector<T> ReadBinary(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::vector<char> bytes{std::istreambuf_iterator<char>(f), {}};
+  std::vector<T> out(bytes.size() / sizeof(T));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
+  return out;
+}
+
+std::vector<int64_t> ReadInts(const fs::path& p) {
+  std::ifstream f(p);
+  std::vector<int64_t> v;
+  for (int64_t x; f >> x;) v.push_back(x);
+  return v;
+}
+
+// Margins (max - second logit) per greedy step, from gen_info.tsv.
+std::vector<double> ReadMargins(const fs::path& p) {
+  std::ifstream f(p);
+  std::vector<double> margins;
+  std::string line;
+  while (std::getline(f, line)) {
+    std::istringstream s(line);
+    std::string step, pos, tok, maxl, second;
+    if (!(s >> step >> pos >> tok >> maxl >> second)) continue;
+    if (step == "step") continue;  // header
+    margins.push_back(std::stod(maxl) - std::stod(second));
+  }
+  return margins;
+}
+
+std::vector<fs::path> FixtureDirs() {
+  std::vector<fs::path> dirs;
+  fs::path root = fs::path(MOE_TESTDATA_DIR) / "fixtures";
+  if (!fs::exists(root)) return dirs;
+  for (const auto& e : fs::directory_iterator(root)) {
+    if (e.is_directory() && fs::exists(e.path() / (e.path().filename().string() + ".gguf"))) {
+      dirs.push_back(e.path());
+    }
+  }
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
+class FixtureTest : public ::testing::TestWithParam<fs::path> {};
+
+TEST_P(FixtureTest, LogitsAndGreedyTokensMatchLlamaCpp) {
+  const fs::path dir = GetParam();
+  const std::string name = dir.filename().string();
+  auto spec = ImportGguf((dir / (name + ".gguf")).string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto model = Model::Create(*std::move(spec));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const HParams& h = (*model)->hp();
+  const bool quantized = fs::exists(dir / "p1.deq.gen_tokens.txt");
+  const std::string ref = quantized ? ".deq" : "";
+
+  for (int threads : {1, 2}) {
+    auto backend = CreateCpuBackend(threads);
+    Transformer tf(*model, backend.get());
+    for (std::string p : {"p1", "p2"}) {
+      SCOPED_TRACE(name + " " + p + " threads=" + std::to_string(threads));
+      std::vector<int64_t> prompt64 = ReadInts(dir / (p + ".tokens.txt"));
+      std::vector<int32_t> prompt(prompt64.begin(), prompt64.end());
+      const int64_t n = prompt.size();
+      auto rows = ReadBinary<float>(dir / (p + ref + ".logits_rows.f32"));
+      auto row_pos = ReadInts(dir / (p + ".logits_rows_pos.txt"));
+      ASSERT_EQ(rows.size(), row_pos.size() * h.n_vocab);
+      float max_abs = 0;
+      for (float v : rows) max_abs = std::max(max_abs, std::fabs(v));
+      const double tol = 1e-3 * max_abs;
+
+      auto cache = KvCache::Create(h.n_layer, 256, h.n_head_kv, h.head_dim, DType::kF32);
+      ASSERT_TRUE(cache.ok());
+      std::vector<float> logits;
+      ASSERT_TRUE(tf.Forward(prompt, *cache, LogitsFor::kAll, &logits).ok());
+      ASSERT_EQ(logits.size(), static_cast<size_t>(n * h.n_vocab));
+
+      double max_err = 0;
+      for (size_t r = 0; r < row_pos.size(); ++r) {
+        for (int64_t v = 0; v < h.n_vocab; ++v) {
+          double err = std::fabs(logits[row_pos[r] * h.n_vocab + v] - rows[r * h.n_vocab + v]);
+          max_err = std::max(max_err, err);
+        }
+      }
+      auto top_ids = ReadBinary<int32_t>(dir / (p + ref + ".top16_ids.i32"));
+      auto top_logits = ReadBinary<float>(dir / (p + ref + ".top16_logits.f32"));
+      ASSERT_EQ(top_ids.size(), static_cast<size_t>(n * 16));
+      double max_top_err = 0;
+      for (int64_t t = 0; t < n; ++t) {
+        for (int j = 0; j < 16; ++j) {
+          double err = std::fabs(logits[t * h.n_vocab + top_ids[t * 16 + j]] - top_logits[t * 16 + j]);
+          max_top_err = std::max(max_top_err, err);
+        }
+      }
+      std::printf("[fixture] %s %s threads=%d: max |logit err| %.3g (rows), %.3g (top16), tol %.3g\n",
+                  name.c_str(), p.c_str(), threads, max_err, max_top_err, tol);
+      EXPECT_LE(max_err, tol);
+      EXPECT_LE(max_top_err, tol);
+
+      // Greedy: argmax of the last prompt row, then one token per decode step.
+      auto want = ReadInts(dir / (p + ref + ".gen_tokens.txt"));
+      auto margins = ReadMargins(dir / (p + ref + ".gen_info.tsv"));
+      ASSERT_EQ(want.size(), margins.size());
+      std::vector<float> last(logits.end() - h.n_vocab, logits.end());
+      for (size_t step = 0; step < want.size(); ++step) {
+        int32_t tok = static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin());
+        if (margins[step] < tol) break;  // the reference itself was undecided here
+        ASSERT_EQ(tok, want[step]) << "greedy step " << step;
+        ASSERT_TRUE(tf.Forward({&tok, 1}, *cache, LogitsFor::kLast, &last).ok());
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllFixtures, FixtureTest, ::testing::ValuesIn(FixtureDirs()),
+                         [](const auto& info) {
+                           std::string s = info.param.filename().string();
+                           std::replace_if(s.begin(), s.end(), [](char c) { return !isalnum(c); }, '_');
+                           return s;
+                         });
+
+}  // namespace
+}  // namespace moe
