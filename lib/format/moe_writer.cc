@@ -1,0 +1,203 @@
+#include "lib/format/moe_writer.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "lib/base/status_macros.h"
+#include "lib/format/moe_format_generated.h"
+
+namespace moe {
+namespace {
+
+size_t AlignUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+struct Placement {
+  const TensorSpec* tensor;
+  size_t rel_offset;  // from the start of the data section
+};
+
+// Dense tensors first, then the routed experts grouped by (layer, expert), each group starting
+// on a page.
+std::vector<Placement> PlaceTensors(const ModelSpec& spec, size_t* data_size) {
+  std::vector<Placement> out;
+  size_t pos = 0;
+  std::map<std::pair<int, int>, std::vector<const TensorSpec*>> experts;
+  for (const auto& t : spec.tensors) {
+    if (t.expert >= 0) {
+      experts[{t.layer, t.expert}].push_back(&t);
+      continue;
+    }
+    pos = AlignUp(pos, kTensorAlignment);
+    out.push_back({&t, pos});
+    pos += t.byte_size();
+  }
+  // Within an expert, the order a token reads them: gate, up, down.
+  auto rank = [](const TensorSpec* t) {
+    for (int i = 0; const char* base : {".ffn_gate.", ".ffn_up.", ".ffn_down."}) {
+      if (t->name.find(base) != std::string::npos) return i;
+      ++i;
+    }
+    return 3;
+  };
+  for (auto& [key, group] : experts) {
+    std::stable_sort(group.begin(), group.end(),
+                     [&](const TensorSpec* a, const TensorSpec* b) { return rank(a) < rank(b); });
+    pos = AlignUp(pos, kExpertAlignment);
+    for (const TensorSpec* t : group) {
+      pos = AlignUp(pos, kTensorAlignment);
+      out.push_back({t, pos});
+      pos += t->byte_size();
+    }
+  }
+  *data_size = pos;
+  return out;
+}
+
+flatbuffers::Offset<fb::Tokenizer> BuildTokenizer(flatbuffers::FlatBufferBuilder& b,
+                                                  const TokenizerData& t) {
+  auto model = b.CreateString(t.model);
+  auto pre = b.CreateString(t.pre);
+  auto regexes = b.CreateVectorOfStrings(t.pre_regexes);
+  auto tokens = b.CreateVectorOfStrings(t.tokens);
+  auto scores = b.CreateVector(t.scores);
+  auto types = b.CreateVector(t.token_types);
+  auto merges = b.CreateVectorOfStrings(t.merges);
+  auto normalizer = b.CreateString(t.normalizer);
+  auto tmpl = b.CreateString(t.chat_template);
+  fb::TokenizerBuilder tb(b);
+  tb.add_model(model);
+  tb.add_pre(pre);
+  tb.add_pre_regexes(regexes);
+  tb.add_tokens(tokens);
+  tb.add_scores(scores);
+  tb.add_token_types(types);
+  tb.add_merges(merges);
+  tb.add_bos_id(t.bos_id);
+  tb.add_eos_id(t.eos_id);
+  tb.add_eot_id(t.eot_id);
+  tb.add_unk_id(t.unk_id);
+  tb.add_pad_id(t.pad_id);
+  tb.add_add_bos(t.add_bos);
+  tb.add_add_eos(t.add_eos);
+  tb.add_add_space_prefix(t.add_space_prefix);
+  tb.add_ignore_merges(t.ignore_merges);
+  tb.add_normalizer(normalizer);
+  tb.add_chat_template(tmpl);
+  return tb.Finish();
+}
+
+flatbuffers::Offset<fb::HParams> BuildHParams(flatbuffers::FlatBufferBuilder& b, const HParams& h) {
+  fb::HParamsBuilder hb(b);
+  hb.add_n_vocab(h.n_vocab);
+  hb.add_n_embd(h.n_embd);
+  hb.add_n_layer(h.n_layer);
+  hb.add_n_head(h.n_head);
+  hb.add_n_head_kv(h.n_head_kv);
+  hb.add_head_dim(h.head_dim);
+  hb.add_n_ctx_train(h.n_ctx_train);
+  hb.add_n_expert(h.n_expert);
+  hb.add_n_expert_used(h.n_expert_used);
+  hb.add_n_ff_expert(h.n_ff_expert);
+  hb.add_n_ff_shared(h.n_ff_shared);
+  hb.add_rms_eps(h.rms_eps);
+  hb.add_rope_freq_base(h.rope_freq_base);
+  hb.add_rope_dim(h.rope_dim);
+  hb.add_rope_style(static_cast<fb::RopeStyle>(h.rope_style));
+  hb.add_qk_norm(static_cast<fb::QkNorm>(h.qk_norm));
+  hb.add_norm_topk_prob(h.norm_topk_prob);
+  hb.add_has_qkv_bias(h.has_qkv_bias);
+  hb.add_shared_expert_gate(h.shared_expert_gate);
+  hb.add_tied_output(h.tied_output);
+  return hb.Finish();
+}
+
+void BuildHeader(flatbuffers::FlatBufferBuilder& b, const ModelSpec& spec,
+                 const std::vector<Placement>& placed, size_t data_start) {
+  b.Clear();
+  b.ForceDefaults(true);  // the header's size must not depend on the offset values
+  std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
+  for (const auto& p : placed) {
+    auto name = b.CreateString(p.tensor->name);
+    auto shape = b.CreateVector(p.tensor->shape);
+    fb::TensorBuilder tb(b);
+    tb.add_name(name);
+    tb.add_dtype(static_cast<fb::DType>(p.tensor->dtype));
+    tb.add_shape(shape);
+    tb.add_layer(p.tensor->layer);
+    tb.add_expert(p.tensor->expert);
+    tb.add_offset(data_start + p.rel_offset);
+    tb.add_size(p.tensor->byte_size());
+    tensors.push_back(tb.Finish());
+  }
+  auto tensors_vec = b.CreateVector(tensors);
+  auto arch = b.CreateString(ArchName(spec.arch).data(), ArchName(spec.arch).size());
+  auto name = b.CreateString(spec.name);
+  auto hparams = BuildHParams(b, spec.hp);
+  auto tok = BuildTokenizer(b, spec.tokenizer);
+  fb::ModelBuilder mb(b);
+  mb.add_format_version(kMoeFormatVersion);
+  mb.add_arch(arch);
+  mb.add_name(name);
+  mb.add_hparams(hparams);
+  mb.add_tokenizer(tok);
+  mb.add_tensors(tensors_vec);
+  b.FinishSizePrefixed(mb.Finish(), fb::ModelIdentifier());
+}
+
+}  // namespace
+
+absl::Status WriteMoeFile(const ModelSpec& spec, const std::string& path) {
+  MOE_RETURN_IF_ERROR(ValidateModelSpec(spec));
+  size_t data_size = 0;
+  std::vector<Placement> placed = PlaceTensors(spec, &data_size);
+  flatbuffers::FlatBufferBuilder b(1 << 20);
+  BuildHeader(b, spec, placed, 0);
+  const size_t data_start = AlignUp(b.GetSize(), kExpertAlignment);
+  BuildHeader(b, spec, placed, data_start);
+  if (AlignUp(b.GetSize(), kExpertAlignment) != data_start) {
+    return absl::InternalError("container header size changed between layout passes");
+  }
+
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) return absl::PermissionDeniedError(absl::StrCat("cannot write '", tmp, "'"));
+    f.write(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
+    std::vector<char> zeros(kExpertAlignment, 0);
+    size_t pos = b.GetSize();
+    auto pad_to = [&](size_t target) {
+      while (pos < target) {
+        size_t n = std::min(target - pos, zeros.size());
+        f.write(zeros.data(), n);
+        pos += n;
+      }
+    };
+    // Write in offset order.
+    std::vector<Placement> by_offset = placed;
+    std::sort(by_offset.begin(), by_offset.end(),
+              [](const Placement& a, const Placement& b) { return a.rel_offset < b.rel_offset; });
+    for (const auto& p : by_offset) {
+      pad_to(data_start + p.rel_offset);
+      f.write(reinterpret_cast<const char*>(p.tensor->data.data()), p.tensor->byte_size());
+      pos += p.tensor->byte_size();
+    }
+    pad_to(AlignUp(pos, kTensorAlignment));
+    f.flush();
+    if (!f) {
+      std::remove(tmp.c_str());
+      return absl::DataLossError(absl::StrCat("writing '", tmp, "' failed (disk full?)"));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return absl::PermissionDeniedError(absl::StrCat("cannot rename '", tmp, "' to '", path, "'"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace moe

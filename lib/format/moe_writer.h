@@ -1,0 +1,19 @@
+// Writes a ModelSpec as a .moe container.
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "lib/model/model_spec.h"
+
+namespace moe {
+
+inline constexpr uint32_t kMoeFormatVersion = 1;
+inline constexpr size_t kTensorAlignment = 64;
+inline constexpr size_t kExpertAlignment = 4096;
+
+// Writes to `path` atomically (a temporary file renamed into place), so a failed write never
+// leaves a half-written model under the final name.
+absl::Status WriteMoeFile(const ModelSpec& spec, const std::string& path);
+
+}  // namespace moe

@@ -1,0 +1,14 @@
+// Opens any model file the runtime understands, recognised by its content, not its name:
+// a .moe container or a GGUF file (converted in memory).
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "lib/model/model_spec.h"
+
+namespace moe {
+
+absl::StatusOr<ModelSpec> LoadModelSpec(const std::string& path);
+
+}  // namespace moe
