@@ -24,14 +24,14 @@ struct TokenizerData {
   // "llama" = SentencePiece-style BPE, "gpt2" = byte-level BPE (GGUF tokenizer.ggml.model names).
   std::string model;
   // Pre-tokenizer name as GGUF tokenizer.ggml.pre spells it ("deepseek-coder", "gpt-2", ...);
-  // empty when pre_regexes is given explicitly.
+  // empty when pre_regexes is given explicitly. "none": no splitting at all.
   std::string pre;
   // Split regexes applied in order (from tokenizer.json); empty means "derive from pre".
   std::vector<std::string> pre_regexes;
   std::vector<std::string> tokens;
-  std::vector<float> scores;          // may be empty (byte-level BPE)
-  std::vector<int32_t> token_types;   // TokenType values; may be empty (all normal)
-  std::vector<std::string> merges;    // "left right", rank = index
+  std::vector<float> scores;         // may be empty (byte-level BPE)
+  std::vector<int32_t> token_types;  // TokenType values; may be empty (all normal)
+  std::vector<std::string> merges;   // "left right", rank = index
   int32_t bos_id = -1;
   int32_t eos_id = -1;
   int32_t eot_id = -1;
@@ -39,7 +39,15 @@ struct TokenizerData {
   int32_t pad_id = -1;
   bool add_bos = false;
   bool add_eos = false;
-  bool add_space_prefix = true;  // SentencePiece: prepend "▁" to the text
+  // SentencePiece ("llama"): prepend "▁" to text that starts the input or follows a special
+  // token, and drop that one space again when detokenizing. Byte-level BPE: prepend " " to the
+  // input unless it starts with one (tokenizer.json ByteLevel add_prefix_space).
+  bool add_space_prefix = true;
+  // Byte-level BPE: a pre-token that is itself in the vocabulary is emitted whole, without
+  // running merges (tokenizer.json model.ignore_merges; llama.cpp sets it for llama3).
+  bool ignore_merges = false;
+  // Text normalization applied to non-special text before pre-tokenization: "" (none) or "NFC".
+  std::string normalizer;
   std::string chat_template;
 };
 
