@@ -7,7 +7,7 @@ packages=(
   build-essential cmake pkg-config
   libabsl-dev libflatbuffers-dev flatbuffers-compiler
   libgtest-dev libgmock-dev
-  libicu-dev nlohmann-json3-dev
+  libicu-dev nlohmann-json3-dev libcli11-dev
 )
 
 missing=()

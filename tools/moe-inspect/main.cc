@@ -1,0 +1,88 @@
+// moe-inspect FILE: metadata, tensor table and parameter counts of a .moe or GGUF model.
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_join.h"
+#include "lib/import/model_loader.h"
+
+
+namespace {
+
+std::string Human(double n) {
+  const char* units[] = {"", "K", "M", "B", "T"};
+  int u = 0;
+  while (n >= 1000 && u < 4) {
+    n /= 1000;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u ? "%.2f%s" : "%.0f%s", n, units[u]);
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("Prints a model's metadata, tensor table and parameter counts.", "moe-inspect");
+  std::string file;
+  bool no_tensors = false;
+  app.add_option("FILE", file, "model file (.moe or .gguf)")->required();
+  app.add_flag("--no-tensors", no_tensors, "omit the tensor table");
+  CLI11_PARSE(app, argc, argv);
+  auto spec = moe::LoadModelSpec(file);
+  if (!spec.ok()) {
+    std::fprintf(stderr, "moe-inspect: %s\n", std::string(spec.status().message()).c_str());
+    return 1;
+  }
+  const moe::HParams& h = spec->hp;
+  std::printf("file          %s\n", file.c_str());
+  std::printf("name          %s\n", spec->name.c_str());
+  std::printf("architecture  %s\n", std::string(moe::ArchName(spec->arch)).c_str());
+  std::printf("vocabulary    %lld (tokenizer: %s%s%s)\n", (long long)h.n_vocab,
+              spec->tokenizer.model.empty() ? "none" : spec->tokenizer.model.c_str(),
+              spec->tokenizer.pre.empty() ? "" : ", pre ", spec->tokenizer.pre.c_str());
+  std::printf("embedding     %lld\nlayers        %lld\n", (long long)h.n_embd, (long long)h.n_layer);
+  std::printf("heads         %lld (kv %lld, head_dim %lld)\n", (long long)h.n_head,
+              (long long)h.n_head_kv, (long long)h.head_dim);
+  std::printf("experts       %lld, top-%lld, expert ffn %lld%s\n", (long long)h.n_expert,
+              (long long)h.n_expert_used, (long long)h.n_ff_expert,
+              h.norm_topk_prob ? ", renormalised" : ", raw weights");
+  if (h.n_ff_shared > 0) {
+    std::printf("shared expert ffn %lld%s\n", (long long)h.n_ff_shared,
+                h.shared_expert_gate ? " (sigmoid-gated)" : "");
+  }
+  std::printf("context       %lld (trained)\n", (long long)h.n_ctx_train);
+  std::printf("rope          %s, base %g\n", h.rope_style == moe::RopeStyle::kNeox ? "neox" : "norm",
+              h.rope_freq_base);
+  const char* qk[] = {"none", "full vector", "per head"};
+  std::printf("qk-norm       %s\noutput head   %s\n", qk[static_cast<int>(h.qk_norm)],
+              h.tied_output ? "tied to embedding" : "separate");
+  if (!spec->tokenizer.chat_template.empty()) {
+    std::printf("chat template %zu bytes\n", spec->tokenizer.chat_template.size());
+  }
+
+  if (!no_tensors) {
+    std::printf("\n%-40s %-6s %-20s %6s %6s %12s\n", "tensor", "dtype", "shape", "layer", "expert",
+                "bytes");
+    for (const auto& t : spec->tensors) {
+      std::printf("%-40s %-6s %-20s %6d %6d %12zu\n", t.name.c_str(),
+                  std::string(moe::DTypeName(t.dtype)).c_str(),
+                  absl::StrJoin(t.shape, "x").c_str(), t.layer, t.expert, t.byte_size());
+    }
+  }
+  std::map<std::string, size_t> by_dtype;
+  for (const auto& t : spec->tensors) by_dtype[std::string(moe::DTypeName(t.dtype))] += t.byte_size();
+  moe::ParamCounts c = moe::CountParams(*spec);
+  std::printf("\nparameters    %s total (%lld)\n", Human(c.total).c_str(), (long long)c.total);
+  std::printf("active/token  %s (%lld) = %.2f%% of all parameters (top-%lld of %lld experts)\n",
+              Human(c.active_per_token).c_str(), (long long)c.active_per_token,
+              100.0 * c.active_per_token / c.total, (long long)h.n_expert_used,
+              (long long)h.n_expert);
+  std::printf("weight bytes  %s total, %s read per decoded token\n", Human(c.total_bytes).c_str(),
+              Human(c.active_bytes_per_token).c_str());
+  for (const auto& [dt, bytes] : by_dtype) std::printf("  %-6s %s bytes\n", dt.c_str(), Human(bytes).c_str());
+  return 0;
+}
