@@ -1,0 +1,168 @@
+// Checks the row kernels against blocks packed by hand from the GGUF block definitions, so the
+// unpacking code is tested against an independent packing of known values.
+#include "lib/backend/cpu/quant_rows.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "lib/base/half.h"
+
+namespace moe {
+namespace {
+
+void PutHalf(uint8_t* p, float v) {
+  uint16_t h = FloatToHalf(v);
+  std::memcpy(p, &h, 2);
+}
+
+// Packs eight 6-bit (scale, min) pairs the way Q4_K/Q5_K store them: the first four in the low
+// 6 bits of bytes 0-3 (scales) and 4-7 (mins); the last four split into nibbles of bytes 8-11 with
+// their top two bits in the high bits of bytes 0-7.
+void PackScales(const int sc[8], const int mn[8], uint8_t* s) {
+  std::memset(s, 0, 12);
+  for (int j = 0; j < 4; ++j) {
+    s[j] = sc[j] & 63;
+    s[j + 4] = mn[j] & 63;
+  }
+  for (int j = 4; j < 8; ++j) {
+    s[j + 4] = (sc[j] & 0xf) | ((mn[j] & 0xf) << 4);
+    s[j - 4] |= (sc[j] >> 4) << 6;
+    s[j] |= (mn[j] >> 4) << 6;
+  }
+}
+
+TEST(QuantRowsTest, Q4_KMatchesHandPackedBlock) {
+  std::mt19937 rng(1);
+  uint8_t block[144];
+  int sc[8], mn[8], q[256];
+  for (int j = 0; j < 8; ++j) {
+    sc[j] = rng() % 64;
+    mn[j] = rng() % 64;
+  }
+  for (int& v : q) v = rng() % 16;
+  const float d = 0.03125f, dmin = 0.0078125f;
+  PutHalf(block, d);
+  PutHalf(block + 2, dmin);
+  PackScales(sc, mn, block + 4);
+  // Sub-block pairs (2k, 2k+1) share 32 bytes: low nibbles for 2k, high nibbles for 2k+1.
+  for (int k = 0; k < 4; ++k) {
+    for (int l = 0; l < 32; ++l) block[16 + 32 * k + l] = q[64 * k + l] | q[64 * k + 32 + l] << 4;
+  }
+  float out[256];
+  DequantizeRow(DType::kQ4_K, block, out, 256);
+  for (int i = 0; i < 256; ++i) {
+    int sub = i / 32;
+    EXPECT_FLOAT_EQ(out[i], d * sc[sub] * q[i] - dmin * mn[sub]) << i;
+  }
+}
+
+TEST(QuantRowsTest, Q5_KMatchesHandPackedBlock) {
+  std::mt19937 rng(2);
+  uint8_t block[176] = {};
+  int sc[8], mn[8], q[256];
+  for (int j = 0; j < 8; ++j) {
+    sc[j] = rng() % 64;
+    mn[j] = rng() % 64;
+  }
+  for (int& v : q) v = rng() % 32;
+  const float d = 0.0625f, dmin = 0.015625f;
+  PutHalf(block, d);
+  PutHalf(block + 2, dmin);
+  PackScales(sc, mn, block + 4);
+  // The fifth bit of element l of sub-block s lives in bit s of qh[l].
+  for (int i = 0; i < 256; ++i) {
+    int sub = i / 32, l = i % 32;
+    if (q[i] & 16) block[16 + l] |= 1 << sub;
+  }
+  for (int k = 0; k < 4; ++k) {
+    for (int l = 0; l < 32; ++l) {
+      block[48 + 32 * k + l] = (q[64 * k + l] & 15) | (q[64 * k + 32 + l] & 15) << 4;
+    }
+  }
+  float out[256];
+  DequantizeRow(DType::kQ5_K, block, out, 256);
+  for (int i = 0; i < 256; ++i) {
+    int sub = i / 32;
+    EXPECT_FLOAT_EQ(out[i], d * sc[sub] * q[i] - dmin * mn[sub]) << i;
+  }
+}
+
+TEST(QuantRowsTest, Q6_KMatchesHandPackedBlock) {
+  std::mt19937 rng(3);
+  uint8_t block[210] = {};
+  int q[256];
+  int8_t sc[16];
+  for (auto& s : sc) s = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+  for (int& v : q) v = rng() % 64;
+  const float d = 0.001953125f;
+  // Halves of 128: element n*128 + j*32 + l (j = 0..3) keeps its low 4 bits in ql and its high 2
+  // bits in qh[n*32 + l] at bit 2j; j = 0,2 use low nibbles, j = 1,3 high, of ql[n*64 + l (+32)].
+  for (int n = 0; n < 2; ++n) {
+    for (int j = 0; j < 4; ++j) {
+      for (int l = 0; l < 32; ++l) {
+        int v = q[n * 128 + j * 32 + l];
+        int ql_index = n * 64 + l + (j % 2 ? 32 : 0);
+        block[ql_index] |= (v & 15) << (j >= 2 ? 4 : 0);
+        block[128 + n * 32 + l] |= (v >> 4) << (2 * j);
+      }
+    }
+  }
+  std::memcpy(block + 192, sc, 16);
+  PutHalf(block + 208, d);
+  float out[256];
+  DequantizeRow(DType::kQ6_K, block, out, 256);
+  for (int i = 0; i < 256; ++i) {
+    EXPECT_FLOAT_EQ(out[i], d * sc[i / 16] * (q[i] - 32)) << i;
+  }
+}
+
+TEST(QuantRowsTest, SimpleTypesRoundTripAndDotAgreesWithDequantize) {
+  std::mt19937 rng(4);
+  std::normal_distribution<float> nd;
+  const int64_t n = 512;
+  std::vector<float> x(n), w(n);
+  for (auto& v : x) v = nd(rng);
+  for (auto& v : w) v = nd(rng);
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
+    std::vector<uint8_t> row(RowBytes(t, n));
+    ASSERT_TRUE(QuantizeRow(t, w.data(), row.data(), n).ok());
+    std::vector<float> back(n);
+    DequantizeRow(t, row.data(), back.data(), n);
+    double max_rel = 0, ref = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      max_rel = std::max(max_rel, static_cast<double>(std::fabs(back[i] - w[i])));
+      ref += static_cast<double>(back[i]) * x[i];
+    }
+    // Per-type rounding bounds for N(0,1) data: half 2^-11, bf16 2^-8 relative; Q8_0 d/2 with
+    // d = amax/127; Q4_0 d/2 with d = amax/8 (amax of 32 normals < 4.5).
+    double bound = t == DType::kF32 ? 0 : t == DType::kF16 ? 4.5 / 2048 : t == DType::kBF16 ? 4.5 / 256
+                 : t == DType::kQ8_0 ? 4.5 / 127 : 4.5 / 8;
+    EXPECT_LE(max_rel, bound) << DTypeName(t);
+    float dot = DotRow(t, row.data(), x.data(), n);
+    EXPECT_NEAR(dot, ref, 1e-4 * (1 + std::fabs(ref))) << DTypeName(t);
+  }
+}
+
+TEST(QuantRowsTest, KQuantEncodingIsReportedUnsupported) {
+  std::vector<float> w(256, 1.f);
+  std::vector<uint8_t> row(RowBytes(DType::kQ4_K, 256));
+  EXPECT_EQ(QuantizeRow(DType::kQ4_K, w.data(), row.data(), 256).code(),
+            absl::StatusCode::kUnimplemented);
+}
+
+TEST(HalfTest, ConversionsRoundTripEveryHalf) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    float f = HalfToFloat(static_cast<uint16_t>(h));
+    if (std::isnan(f)) continue;
+    EXPECT_EQ(FloatToHalf(f), h) << h;
+  }
+  EXPECT_EQ(FloatToHalf(1e6f), 0x7c00);
+  EXPECT_EQ(HalfToFloat(0x3c00), 1.0f);
+  EXPECT_EQ(Bf16ToFloat(FloatToBf16(1.5f)), 1.5f);
+}
+
+}  // namespace
+}  // namespace moe

@@ -1,0 +1,172 @@
+// The forward pass against a naive reference on models built here, for every architecture and
+// shapes unlike the fixtures' (GQA ratios, head_dim != n_embd / n_head, odd expert counts).
+#include "lib/model/forward.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "gtest/gtest.h"
+#include "tests/model/reference_model.h"
+
+namespace moe {
+namespace {
+
+using testing::MakeRandomModel;
+using testing::RandomModelOptions;
+using testing::ReferenceForward;
+
+float MaxAbs(const std::vector<float>& v) {
+  float m = 0;
+  for (float x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+float MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  float m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
+}
+
+struct Case {
+  const char* name;
+  RandomModelOptions o;
+};
+
+std::vector<Case> Cases() {
+  std::vector<Case> cases;
+  for (Arch a : {Arch::kLlama, Arch::kQwen2Moe, Arch::kOlmoe, Arch::kQwen3Moe}) {
+    RandomModelOptions o;
+    o.arch = a;
+    o.n_ff_shared = a == Arch::kQwen2Moe ? 56 : 0;
+    cases.push_back({"base", o});
+    RandomModelOptions odd = o;  // GQA 3:1, head_dim 16 with n_embd 40, 5 experts top-1
+    odd.n_embd = 40, odd.n_head = 3, odd.n_head_kv = 1, odd.head_dim = 16, odd.n_expert = 5,
+    odd.n_expert_used = 1, odd.n_layer = 3, odd.seed = 7, odd.tied_output = true;
+    cases.push_back({"odd", odd});
+    RandomModelOptions q8 = o;  // quantized matrices, MHA, top-4 of 9
+    q8.n_embd = 64, q8.n_head = 4, q8.n_head_kv = 4, q8.head_dim = 16, q8.n_expert = 9,
+    q8.n_expert_used = 4, q8.n_ff_expert = 32, q8.dtype = DType::kQ8_0, q8.seed = 3;
+    if (q8.n_ff_shared) q8.n_ff_shared = 64;  // Q8_0 rows hold whole 32-element blocks
+    cases.push_back({"q8", q8});
+  }
+  return cases;
+}
+
+class ForwardTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ForwardTest, PrefillAndDecodeMatchNaiveReference) {
+  const Case& c = GetParam();
+  ModelSpec spec = MakeRandomModel(c.o);
+  std::vector<int32_t> tokens = {3, 17, 96, 0, 42, 42, 7, 81, 5, 60, 11};
+  std::vector<float> want = ReferenceForward(spec, tokens);
+  auto model = Model::Create(std::move(spec));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const HParams& h = (*model)->hp();
+  const float tol = 1e-3f * MaxAbs(want);
+  for (int threads : {1, 3}) {
+    auto backend = CreateCpuBackend(threads);
+    Transformer tf(*model, backend.get());
+    // One batch.
+    auto cache = KvCache::Create(h.n_layer, 32, h.n_head_kv, h.head_dim, DType::kF32);
+    std::vector<float> got;
+    ASSERT_TRUE(tf.Forward(tokens, *cache, LogitsFor::kAll, &got).ok());
+    EXPECT_LE(MaxDiff(got, want), tol) << c.name << " prefill, threads " << threads;
+    // A short prefill, then one token at a time through the cache.
+    auto cache2 = KvCache::Create(h.n_layer, 32, h.n_head_kv, h.head_dim, DType::kF32);
+    std::vector<float> step, all;
+    ASSERT_TRUE(tf.Forward({tokens.data(), 3}, *cache2, LogitsFor::kAll, &step).ok());
+    all = step;
+    for (size_t t = 3; t < tokens.size(); ++t) {
+      ASSERT_TRUE(tf.Forward({&tokens[t], 1}, *cache2, LogitsFor::kLast, &step).ok());
+      all.insert(all.end(), step.begin(), step.end());
+    }
+    EXPECT_LE(MaxDiff(all, want), tol) << c.name << " decode, threads " << threads;
+  }
+}
+
+TEST_P(ForwardTest, F16KvCacheStaysCloseToF32) {
+  ModelSpec spec = MakeRandomModel(GetParam().o);
+  auto model = Model::Create(std::move(spec));
+  ASSERT_TRUE(model.ok());
+  const HParams& h = (*model)->hp();
+  auto backend = CreateCpuBackend(2);
+  Transformer tf(*model, backend.get());
+  std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<float> a, b;
+  auto c32 = KvCache::Create(h.n_layer, 16, h.n_head_kv, h.head_dim, DType::kF32);
+  auto c16 = KvCache::Create(h.n_layer, 16, h.n_head_kv, h.head_dim, DType::kF16);
+  ASSERT_TRUE(tf.Forward(tokens, *c32, LogitsFor::kAll, &a).ok());
+  ASSERT_TRUE(tf.Forward(tokens, *c16, LogitsFor::kAll, &b).ok());
+  // Half precision keeps 11 significant bits: K/V rounding moves logits by well under 1%.
+  EXPECT_LE(MaxDiff(a, b), 1e-2f * MaxAbs(a));
+  EXPECT_GT(MaxDiff(a, b), 0.f) << "the F16 cache should round something";
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, ForwardTest, ::testing::ValuesIn(Cases()),
+                         [](const auto& info) {
+                           return std::string(ArchName(info.param.o.arch)) + "_" + info.param.name;
+                         });
+
+TEST(ForwardErrorsTest, BadInputIsAnErrorAndLeavesTheCacheUntouched) {
+  auto model = Model::Create(MakeRandomModel({}));
+  ASSERT_TRUE(model.ok());
+  const HParams& h = (*model)->hp();
+  auto backend = CreateCpuBackend(1);
+  Transformer tf(*model, backend.get());
+  auto cache = KvCache::Create(h.n_layer, 4, h.n_head_kv, h.head_dim, DType::kF32);
+  std::vector<float> logits;
+  std::vector<int32_t> bad = {1, static_cast<int32_t>(h.n_vocab)};
+  EXPECT_EQ(tf.Forward(bad, *cache, LogitsFor::kLast, &logits).code(),
+            absl::StatusCode::kOutOfRange);
+  std::vector<int32_t> negative = {-1};
+  EXPECT_EQ(tf.Forward(negative, *cache, LogitsFor::kLast, &logits).code(),
+            absl::StatusCode::kOutOfRange);
+  std::vector<int32_t> too_long = {1, 2, 3, 4, 5};
+  EXPECT_EQ(tf.Forward(too_long, *cache, LogitsFor::kLast, &logits).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(cache->size(), 0);
+  EXPECT_TRUE(tf.Forward({1, 2, 3, 4}, *cache, LogitsFor::kLast, &logits).ok());
+  EXPECT_EQ(tf.Forward({5}, *cache, LogitsFor::kLast, &logits).code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST(ForwardTelemetryTest, CountsEveryRoutedTokenOnce) {
+  RandomModelOptions o;
+  auto model = Model::Create(MakeRandomModel(o));
+  ASSERT_TRUE(model.ok());
+  auto backend = CreateCpuBackend(1);
+  Transformer tf(*model, backend.get());
+  const HParams& h = (*model)->hp();
+  auto cache = KvCache::Create(h.n_layer, 16, h.n_head_kv, h.head_dim, DType::kF32);
+  Telemetry tel;
+  std::vector<float> logits;
+  ASSERT_TRUE(tf.Forward({4, 8, 15, 16, 23, 42}, *cache, LogitsFor::kLast, &logits, &tel).ok());
+  EXPECT_EQ(tel.tokens, 6);
+  for (const auto& layer : tel.expert_counts) {
+    int64_t sum = 0;
+    for (int64_t c : layer) sum += c;
+    EXPECT_EQ(sum, 6 * o.n_expert_used);
+  }
+  EXPECT_GT(tel.router_entropy_sum, 0);
+}
+
+TEST(ForwardMaskTest, DisabledExpertsAreNeverChosen) {
+  auto model = Model::Create(MakeRandomModel({}));
+  ASSERT_TRUE(model.ok());
+  const HParams& h = (*model)->hp();
+  auto backend = CreateCpuBackend(1);
+  Transformer tf(*model, backend.get());
+  std::vector<std::vector<bool>> disabled(h.n_layer, std::vector<bool>(h.n_expert, false));
+  disabled[0][0] = disabled[0][1] = disabled[1][h.n_expert - 1] = true;
+  tf.set_disabled_experts(disabled);
+  auto cache = KvCache::Create(h.n_layer, 16, h.n_head_kv, h.head_dim, DType::kF32);
+  Telemetry tel;
+  std::vector<float> logits;
+  ASSERT_TRUE(tf.Forward({1, 2, 3, 4, 5, 6, 7, 8, 9}, *cache, LogitsFor::kLast, &logits, &tel).ok());
+  EXPECT_EQ(tel.expert_counts[0][0], 0);
+  EXPECT_EQ(tel.expert_counts[0][1], 0);
+  EXPECT_EQ(tel.expert_counts[1][h.n_expert - 1], 0);
+}
+
+}  // namespace
+}  // namespace moe

@@ -1,0 +1,279 @@
+#include "tests/model/reference_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <numeric>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "lib/backend/cpu/quant_rows.h"
+
+namespace moe::testing {
+namespace {
+
+using Mat = std::vector<float>;  // row-major
+
+struct Builder {
+  ModelSpec spec;
+  std::mt19937 rng;
+  DType dtype;
+  std::shared_ptr<std::vector<std::vector<uint8_t>>> store =
+      std::make_shared<std::vector<std::vector<uint8_t>>>();
+
+  void Add(const std::string& name, std::vector<int64_t> shape, float std, float mean = 0,
+           int layer = -1, int expert = -1) {
+    int64_t n = 1;
+    for (auto d : shape) n *= d;
+    std::normal_distribution<float> nd(mean, std);
+    std::vector<float> v(n);
+    for (auto& x : v) x = nd(rng);
+    DType t = shape.size() == 2 ? dtype : DType::kF32;
+    int64_t cols = shape.back();
+    std::vector<uint8_t> bytes(RowBytes(t, cols) * (n / cols));
+    for (int64_t r = 0; r < n / cols; ++r) {
+      (void)QuantizeRow(t, v.data() + r * cols, bytes.data() + r * RowBytes(t, cols), cols);
+    }
+    store->push_back(std::move(bytes));
+    TensorSpec ts;
+    ts.name = name;
+    ts.dtype = t;
+    ts.shape = std::move(shape);
+    ts.layer = layer;
+    ts.expert = expert;
+    ts.data = absl::MakeConstSpan(store->back());
+    spec.tensors.push_back(std::move(ts));
+  }
+};
+
+Mat Weight(const ModelSpec& s, const std::string& name) {
+  const TensorSpec* t = s.Find(name);
+  Mat m(t->num_elements());
+  int64_t cols = t->shape.back();
+  for (int64_t r = 0; r < t->num_elements() / cols; ++r) {
+    DequantizeRow(t->dtype, t->data.data() + r * RowBytes(t->dtype, cols), m.data() + r * cols, cols);
+  }
+  return m;
+}
+
+// y = W x for W [rows x cols].
+std::vector<float> MatVec(const Mat& w, const std::vector<float>& x) {
+  size_t cols = x.size(), rows = w.size() / cols;
+  std::vector<float> y(rows);
+  for (size_t r = 0; r < rows; ++r) {
+    double s = 0;
+    for (size_t c = 0; c < cols; ++c) s += static_cast<double>(w[r * cols + c]) * x[c];
+    y[r] = static_cast<float>(s);
+  }
+  return y;
+}
+
+std::vector<float> RmsNorm(const std::vector<float>& x, const Mat& w, float eps) {
+  double ss = 0;
+  for (float v : x) ss += static_cast<double>(v) * v;
+  double scale = 1.0 / std::sqrt(ss / x.size() + eps);
+  std::vector<float> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = static_cast<float>(x[i] * scale * w[i]);
+  return y;
+}
+
+// HF's rotate_half convention (NEOX) or GPT-J's interleaved pairs (NORM), on one head.
+void Rope(float* v, int64_t dim, int64_t pos, float base, RopeStyle style) {
+  for (int64_t i = 0; i < dim / 2; ++i) {
+    double theta = pos * std::pow(static_cast<double>(base), -2.0 * i / dim);
+    int64_t a = style == RopeStyle::kNeox ? i : 2 * i;
+    int64_t b = style == RopeStyle::kNeox ? i + dim / 2 : 2 * i + 1;
+    double x0 = v[a], x1 = v[b];
+    v[a] = static_cast<float>(x0 * std::cos(theta) - x1 * std::sin(theta));
+    v[b] = static_cast<float>(x0 * std::sin(theta) + x1 * std::cos(theta));
+  }
+}
+
+std::vector<float> Mlp(const ModelSpec& s, const std::string& g, const std::string& u,
+                       const std::string& d, const std::vector<float>& x) {
+  auto gate = MatVec(Weight(s, g), x), up = MatVec(Weight(s, u), x);
+  for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1 + std::exp(-gate[i])) * up[i];
+  return MatVec(Weight(s, d), gate);
+}
+
+}  // namespace
+
+ModelSpec MakeRandomModel(const RandomModelOptions& o) {
+  Builder b;
+  b.rng.seed(o.seed);
+  b.dtype = o.dtype;
+  ModelSpec& s = b.spec;
+  s.arch = o.arch;
+  s.name = absl::StrCat("random-", ArchName(o.arch));
+  HParams& h = s.hp;
+  ArchDefaults d = DefaultsFor(o.arch);
+  h.n_vocab = o.n_vocab;
+  h.n_embd = o.n_embd;
+  h.n_layer = o.n_layer;
+  h.n_head = o.n_head;
+  h.n_head_kv = o.n_head_kv;
+  h.head_dim = o.head_dim;
+  h.rope_dim = o.head_dim;
+  h.n_ctx_train = 128;
+  h.n_expert = o.n_expert;
+  h.n_expert_used = o.n_expert_used;
+  h.n_ff_expert = o.n_ff_expert;
+  h.n_ff_shared = o.n_ff_shared;
+  h.rms_eps = 1e-6f;
+  h.rope_freq_base = 10000.f;
+  h.rope_style = d.rope_style;
+  h.qk_norm = d.qk_norm;
+  h.norm_topk_prob = d.norm_topk_prob;
+  h.has_qkv_bias = d.has_qkv_bias;
+  h.shared_expert_gate = d.shared_expert_gate && o.n_ff_shared > 0;
+  h.tied_output = o.tied_output;
+  const int64_t E = o.n_embd, q_dim = o.n_head * o.head_dim, kv_dim = o.n_head_kv * o.head_dim;
+  const float in_std = 1.0f / std::sqrt(static_cast<float>(E));
+  b.Add("token_embd.weight", {o.n_vocab, E}, 1.0f);
+  b.Add("output_norm.weight", {E}, 0.05f, 1.0f);
+  if (!o.tied_output) b.Add("output.weight", {o.n_vocab, E}, 2 * in_std);
+  for (int l = 0; l < o.n_layer; ++l) {
+    auto n = [&](const char* base) { return LayerTensorName(l, base); };
+    b.Add(n("attn_norm"), {E}, 0.05f, 1.0f, l);
+    b.Add(n("attn_q"), {q_dim, E}, in_std, 0, l);
+    b.Add(n("attn_k"), {kv_dim, E}, in_std, 0, l);
+    b.Add(n("attn_v"), {kv_dim, E}, in_std, 0, l);
+    b.Add(n("attn_output"), {E, q_dim}, 0.5f / std::sqrt(static_cast<float>(q_dim)), 0, l);
+    if (h.has_qkv_bias) {
+      b.Add(absl::StrCat("blk.", l, ".attn_q.bias"), {q_dim}, 0.1f, 0, l);
+      b.Add(absl::StrCat("blk.", l, ".attn_k.bias"), {kv_dim}, 0.1f, 0, l);
+      b.Add(absl::StrCat("blk.", l, ".attn_v.bias"), {kv_dim}, 0.1f, 0, l);
+    }
+    if (h.qk_norm == QkNorm::kFull) {
+      b.Add(n("attn_q_norm"), {q_dim}, 0.05f, 1.0f, l);
+      b.Add(n("attn_k_norm"), {kv_dim}, 0.05f, 1.0f, l);
+    } else if (h.qk_norm == QkNorm::kPerHead) {
+      b.Add(n("attn_q_norm"), {o.head_dim}, 0.05f, 1.0f, l);
+      b.Add(n("attn_k_norm"), {o.head_dim}, 0.05f, 1.0f, l);
+    }
+    b.Add(n("ffn_norm"), {E}, 0.05f, 1.0f, l);
+    b.Add(n("ffn_gate_inp"), {o.n_expert, E}, 2 * in_std, 0, l);
+    for (int e = 0; e < o.n_expert; ++e) {
+      b.Add(ExpertTensorName(l, e, "ffn_gate"), {o.n_ff_expert, E}, in_std, 0, l, e);
+      b.Add(ExpertTensorName(l, e, "ffn_up"), {o.n_ff_expert, E}, in_std, 0, l, e);
+      b.Add(ExpertTensorName(l, e, "ffn_down"), {E, o.n_ff_expert},
+            0.5f / std::sqrt(static_cast<float>(o.n_ff_expert)), 0, l, e);
+    }
+    if (o.n_ff_shared > 0) {
+      b.Add(n("ffn_gate_shexp"), {o.n_ff_shared, E}, in_std, 0, l);
+      b.Add(n("ffn_up_shexp"), {o.n_ff_shared, E}, in_std, 0, l);
+      b.Add(n("ffn_down_shexp"), {E, o.n_ff_shared}, 0.5f / std::sqrt(float(o.n_ff_shared)), 0, l);
+      if (h.shared_expert_gate) b.Add(n("ffn_gate_inp_shexp"), {E}, in_std, 0, l);
+    }
+  }
+  s.owners.push_back(b.store);
+  return std::move(b.spec);
+}
+
+std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_t>& tokens) {
+  const HParams& h = s.hp;
+  const int64_t T = tokens.size(), E = h.n_embd, hd = h.head_dim;
+  Mat emb = Weight(s, "token_embd.weight");
+  std::vector<std::vector<float>> x(T);
+  for (int64_t t = 0; t < T; ++t) x[t].assign(emb.begin() + tokens[t] * E, emb.begin() + (tokens[t] + 1) * E);
+  for (int l = 0; l < h.n_layer; ++l) {
+    auto n = [&](const char* base) { return LayerTensorName(l, base); };
+    Mat attn_norm = Weight(s, n("attn_norm")), wq = Weight(s, n("attn_q")),
+        wk = Weight(s, n("attn_k")), wv = Weight(s, n("attn_v")), wo = Weight(s, n("attn_output"));
+    std::vector<std::vector<float>> q(T), k(T), v(T);
+    for (int64_t t = 0; t < T; ++t) {
+      auto xn = RmsNorm(x[t], attn_norm, h.rms_eps);
+      q[t] = MatVec(wq, xn);
+      k[t] = MatVec(wk, xn);
+      v[t] = MatVec(wv, xn);
+      if (h.has_qkv_bias) {
+        Mat bq = Weight(s, absl::StrCat("blk.", l, ".attn_q.bias")),
+            bk = Weight(s, absl::StrCat("blk.", l, ".attn_k.bias")),
+            bv = Weight(s, absl::StrCat("blk.", l, ".attn_v.bias"));
+        for (size_t i = 0; i < q[t].size(); ++i) q[t][i] += bq[i];
+        for (size_t i = 0; i < k[t].size(); ++i) k[t][i] += bk[i], v[t][i] += bv[i];
+      }
+      if (h.qk_norm == QkNorm::kFull) {
+        q[t] = RmsNorm(q[t], Weight(s, n("attn_q_norm")), h.rms_eps);
+        k[t] = RmsNorm(k[t], Weight(s, n("attn_k_norm")), h.rms_eps);
+      } else if (h.qk_norm == QkNorm::kPerHead) {
+        Mat qn = Weight(s, n("attn_q_norm")), kn = Weight(s, n("attn_k_norm"));
+        auto per_head = [&](std::vector<float>& vec, const Mat& w) {
+          for (size_t off = 0; off < vec.size(); off += hd) {
+            std::vector<float> head(vec.begin() + off, vec.begin() + off + hd);
+            head = RmsNorm(head, w, h.rms_eps);
+            std::copy(head.begin(), head.end(), vec.begin() + off);
+          }
+        };
+        per_head(q[t], qn);
+        per_head(k[t], kn);
+      }
+      for (int64_t hh = 0; hh < h.n_head; ++hh) Rope(q[t].data() + hh * hd, hd, t, h.rope_freq_base, h.rope_style);
+      for (int64_t hh = 0; hh < h.n_head_kv; ++hh) Rope(k[t].data() + hh * hd, hd, t, h.rope_freq_base, h.rope_style);
+    }
+    std::vector<std::vector<float>> h_attn(T);
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<float> att(h.n_head * hd, 0.f);
+      for (int64_t hh = 0; hh < h.n_head; ++hh) {
+        int64_t kvh = hh / (h.n_head / h.n_head_kv);
+        std::vector<double> sc(t + 1);
+        double mx = -1e300;
+        for (int64_t p = 0; p <= t; ++p) {
+          double d = 0;
+          for (int64_t i = 0; i < hd; ++i) d += q[t][hh * hd + i] * k[p][kvh * hd + i];
+          sc[p] = d / std::sqrt(static_cast<double>(hd));
+          mx = std::max(mx, sc[p]);
+        }
+        double sum = 0;
+        for (auto& z : sc) sum += z = std::exp(z - mx);
+        for (int64_t p = 0; p <= t; ++p) {
+          for (int64_t i = 0; i < hd; ++i) att[hh * hd + i] += static_cast<float>(sc[p] / sum * v[p][kvh * hd + i]);
+        }
+      }
+      auto o = MatVec(wo, att);
+      for (int64_t i = 0; i < E; ++i) x[t][i] += o[i];
+    }
+    Mat ffn_norm = Weight(s, n("ffn_norm")), router = Weight(s, n("ffn_gate_inp"));
+    for (int64_t t = 0; t < T; ++t) {
+      auto xn = RmsNorm(x[t], ffn_norm, h.rms_eps);
+      auto logits = MatVec(router, xn);
+      std::vector<double> p(h.n_expert);
+      double mx = *std::max_element(logits.begin(), logits.end()), sum = 0;
+      for (int64_t e = 0; e < h.n_expert; ++e) sum += p[e] = std::exp(logits[e] - mx);
+      for (auto& z : p) z /= sum;
+      std::vector<int> idx(h.n_expert);
+      std::iota(idx.begin(), idx.end(), 0);
+      std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return p[a] > p[b]; });
+      double chosen = 0;
+      for (int64_t j = 0; j < h.n_expert_used; ++j) chosen += p[idx[j]];
+      std::vector<float> out(E, 0.f);
+      for (int64_t j = 0; j < h.n_expert_used; ++j) {
+        int e = idx[j];
+        double w = h.norm_topk_prob ? p[e] / chosen : p[e];
+        auto y = Mlp(s, ExpertTensorName(l, e, "ffn_gate"), ExpertTensorName(l, e, "ffn_up"),
+                     ExpertTensorName(l, e, "ffn_down"), xn);
+        for (int64_t i = 0; i < E; ++i) out[i] += static_cast<float>(w * y[i]);
+      }
+      if (h.n_ff_shared > 0) {
+        auto y = Mlp(s, n("ffn_gate_shexp"), n("ffn_up_shexp"), n("ffn_down_shexp"), xn);
+        double g = 1;
+        if (h.shared_expert_gate) {
+          double z = MatVec(Weight(s, n("ffn_gate_inp_shexp")), xn)[0];
+          g = 1 / (1 + std::exp(-z));
+        }
+        for (int64_t i = 0; i < E; ++i) out[i] += static_cast<float>(g * y[i]);
+      }
+      for (int64_t i = 0; i < E; ++i) x[t][i] += out[i];
+    }
+  }
+  Mat out_norm = Weight(s, "output_norm.weight");
+  Mat head = Weight(s, h.tied_output ? "token_embd.weight" : "output.weight");
+  std::vector<float> logits;
+  for (int64_t t = 0; t < T; ++t) {
+    auto y = MatVec(head, RmsNorm(x[t], out_norm, h.rms_eps));
+    logits.insert(logits.end(), y.begin(), y.end());
+  }
+  return logits;
+}
+
+}  // namespace moe::testing

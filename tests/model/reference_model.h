@@ -1,0 +1,29 @@
+// Test support: random-weight models of any supported shape built in memory, and a naive
+// reference forward pass written directly from the architectures' definitions (Hugging Face
+// transformers' Mixtral/Qwen2-MoE/OLMoE/Qwen3-MoE modeling code): no KV cache, no backend, no
+// batching tricks — full causal attention recomputed for every position.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "lib/model/model_spec.h"
+
+namespace moe::testing {
+
+struct RandomModelOptions {
+  Arch arch = Arch::kQwen3Moe;
+  int64_t n_vocab = 97, n_embd = 48, n_layer = 2, n_head = 6, n_head_kv = 2, head_dim = 12;
+  int64_t n_expert = 7, n_expert_used = 3, n_ff_expert = 40, n_ff_shared = 0;
+  uint32_t seed = 1;
+  DType dtype = DType::kF32;  // of the 2-D matrices
+  bool tied_output = false;
+};
+
+// A ModelSpec owning its random weights; semantics flags follow DefaultsFor(arch).
+ModelSpec MakeRandomModel(const RandomModelOptions& o);
+
+// Logits [n_tokens x n_vocab] for the whole sequence, by the naive reference.
+std::vector<float> ReferenceForward(const ModelSpec& spec, const std::vector<int32_t>& tokens);
+
+}  // namespace moe::testing

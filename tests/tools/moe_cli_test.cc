@@ -1,0 +1,110 @@
+// The command-line contract: moe-convert + moe-cli reproduce llama.cpp's greedy tokens and prompt
+// logits for the fixtures, and bad input ends in a message and a non-zero exit, never a crash.
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kBin = std::string(MOE_BINARY_DIR) + "/tools/";
+const fs::path kFixtures = fs::path(MOE_TESTDATA_DIR) / "fixtures";
+
+struct Result {
+  int exit_code;
+  std::string out;
+};
+
+Result RunCommand(const std::string& cmd) {
+  Result r{-1, ""};
+  FILE* p = popen((cmd + " 2>/tmp/moe_cli_test_stderr").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+std::string Ids(const fs::path& p) {
+  std::istringstream s(Slurp(p));
+  std::string out, tok;
+  while (s >> tok) out += (out.empty() ? "" : " ") + tok;
+  return out;
+}
+
+TEST(MoeCliTest, ConvertedModelsReproduceGreedyTokensAndLogits) {
+  for (const char* name : {"tiny-llama-moe-f32", "tiny-olmoe-f32", "tiny-qwen2moe-f32"}) {
+    SCOPED_TRACE(name);
+    fs::path dir = kFixtures / name;
+    std::string moe_path = (fs::temp_directory_path() / (std::string(name) + ".cli.moe")).string();
+    Result conv = RunCommand(kBin + "moe-convert " + (dir / (std::string(name) + ".gguf")).string() +
+                      " " + moe_path);
+    ASSERT_EQ(conv.exit_code, 0);
+    for (const std::string& model : {moe_path, (dir / (std::string(name) + ".gguf")).string()}) {
+      std::string dump = moe_path + ".logits";
+      Result run = RunCommand(kBin + "moe-cli run -m " + model + " --prompt-ids \"" +
+                       Ids(dir / "p1.tokens.txt") + "\" -n 16 --greedy --dump-logits " + dump);
+      ASSERT_EQ(run.exit_code, 0);
+      // Every step of p1 has a margin above the tolerance for these models (see gen_info.tsv).
+      EXPECT_EQ(run.out, Ids(dir / "p1.gen_tokens.txt") + "\n");
+      std::string got = Slurp(dump), want = Slurp(dir / "p1.logits_rows.f32");
+      ASSERT_EQ(got.size(), want.size());  // p1 stores every prompt position
+      const float* g = reinterpret_cast<const float*>(got.data());
+      const float* w = reinterpret_cast<const float*>(want.data());
+      float max_abs = 0, max_err = 0;
+      for (size_t i = 0; i < want.size() / 4; ++i) {
+        max_abs = std::max(max_abs, std::fabs(w[i]));
+        max_err = std::max(max_err, std::fabs(g[i] - w[i]));
+      }
+      EXPECT_LE(max_err, 1e-3f * max_abs);
+      fs::remove(dump);
+    }
+    fs::remove(moe_path);
+  }
+}
+
+TEST(MoeCliTest, BadInputFailsCleanly) {
+  fs::path gguf = kFixtures / "tiny-qwen2moe-f32" / "tiny-qwen2moe-f32.gguf";
+  const std::vector<std::string> bad = {
+      "moe-cli run -m /no/such/model.moe --prompt-ids \"1 2\" --greedy",
+      "moe-cli run -m " + gguf.string() + " --prompt-ids \"1 99999999\" --greedy",
+      "moe-cli run -m " + gguf.string() + " --prompt-ids \"1 x\" --greedy",
+      "moe-cli run -m " + gguf.string() + " --prompt-ids \"1 2\" --greedy -n 300",
+      "moe-cli run -m " + gguf.string() + " --prompt-ids \"1 2\" --greedy --kv-type q9",
+      "moe-cli run -m " + std::string(MOE_TESTDATA_DIR) + "/fixtures/README.md --prompt-ids 1 --greedy",
+      "moe-cli frobnicate",
+      "moe-convert /no/such/file.gguf /tmp/out.moe",
+  };
+  for (const auto& cmd : bad) {
+    Result r = RunCommand(kBin + cmd);
+    EXPECT_GT(r.exit_code, 0) << cmd;
+    EXPECT_LT(r.exit_code, 128) << "crashed: " << cmd;
+    EXPECT_FALSE(Slurp("/tmp/moe_cli_test_stderr").empty()) << "no message: " << cmd;
+  }
+}
+
+TEST(MoeCliTest, InspectReportsActiveParameterFraction) {
+  fs::path gguf = kFixtures / "tiny-olmoe-f32" / "tiny-olmoe-f32.gguf";
+  Result r = RunCommand(kBin + "moe-inspect --no-tensors " + gguf.string());
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("architecture  olmoe"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("of all parameters (top-8 of 32 experts)"), std::string::npos) << r.out;
+}
+
+}  // namespace
