@@ -104,6 +104,45 @@ INSTANTIATE_TEST_SUITE_P(TokenizerJson, HfVectorTest,
                            return name;
                          });
 
+TEST(HfSpecialTokensTest, ControlTokensOnlyWhenAskedAndEndGeneration) {
+  MOE_REQUIRE_NPM_PACKAGE("tokenizer-qwen3");
+  std::unique_ptr<Tokenizer> tokenizer = LoadOrDie("tokenizer-qwen3");
+  ASSERT_NE(tokenizer, nullptr);
+  const std::string markup = "<|im_start|>user<|im_end|>";
+  EncodeOptions special;
+  special.parse_special = true;
+  const std::vector<int32_t> parsed = tokenizer->Encode(markup, special);
+  ASSERT_EQ(parsed.size(), 3u);
+  EXPECT_EQ(parsed[0], 151644);
+  EXPECT_EQ(parsed[2], 151645);
+  // User text cannot inject control tokens by default: the markup is tokenized as text.
+  const std::vector<int32_t> plain = tokenizer->Encode(markup);
+  EXPECT_GT(plain.size(), 3u);
+  for (int32_t id : plain) EXPECT_FALSE(tokenizer->IsControl(id)) << id;
+  EXPECT_EQ(*tokenizer->Decode(plain), markup);
+  EXPECT_EQ(*tokenizer->Decode(parsed), markup);
+  DecodeOptions skip;
+  skip.render_special = false;
+  EXPECT_EQ(*tokenizer->Decode(parsed, skip), "user");
+  EXPECT_EQ(tokenizer->eos_id(), 151645);
+  EXPECT_TRUE(tokenizer->IsEndOfGeneration(151645));  // <|im_end|>
+  EXPECT_TRUE(tokenizer->IsEndOfGeneration(151643));  // <|endoftext|>
+  EXPECT_FALSE(tokenizer->IsEndOfGeneration(151644));
+  EXPECT_FALSE(tokenizer->data().add_bos);
+}
+
+TEST(HfSpecialTokensTest, DeepSeekV3AddsBos) {
+  MOE_REQUIRE_NPM_PACKAGE("tokenizer-deepseek_v3");
+  std::unique_ptr<Tokenizer> tokenizer = LoadOrDie("tokenizer-deepseek_v3");
+  ASSERT_NE(tokenizer, nullptr);
+  EncodeOptions with_bos;
+  with_bos.add_bos = true;
+  const std::vector<int32_t> ids = tokenizer->Encode("Hi", with_bos);
+  ASSERT_FALSE(ids.empty());
+  EXPECT_EQ(ids[0], 0);  // <｜begin▁of▁sentence｜>
+  EXPECT_EQ(tokenizer->Encode("Hi").size(), ids.size() - 1);
+}
+
 // Runs the Node reference encoder on texts; empty on failure (reported).
 std::vector<std::vector<int32_t>> NodeReference(const std::string& package,
                                                 const std::vector<std::string>& texts) {
