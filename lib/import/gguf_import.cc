@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "lib/base/status_macros.h"
+#include "lib/import/gguf_tokenizer.h"
 
 namespace moe {
 namespace {
@@ -160,6 +161,11 @@ absl::StatusOr<ModelSpec> ImportGguf(std::shared_ptr<const GgufFile> gguf) {
   MOE_ASSIGN_OR_RETURN(spec.arch, ArchFromName(arch_name));
   if (g.Find("general.name")) spec.name = g.GetString("general.name").value_or("");
   MOE_ASSIGN_OR_RETURN(spec.hp, ReadHParams(g, spec.arch));
+  if (g.Find("tokenizer.ggml.model") != nullptr) {
+    auto tok = TokenizerDataFromGguf(g);
+    if (!tok.ok()) return Annotate(tok.status(), "reading the tokenizer");
+    spec.tokenizer = *std::move(tok);
+  }
   HParams& h = spec.hp;
 
   for (const GgufTensorInfo& info : g.tensors()) {

@@ -4,6 +4,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "lib/base/status_macros.h"
+#include "lib/format/moe_reader.h"
 #include "lib/import/gguf_file.h"
 #include "lib/import/gguf_tokenizer.h"
 #include "lib/import/hf_tokenizer.h"
@@ -17,8 +18,11 @@ absl::StatusOr<TokenizerData> LoadTokenizerData(const std::string& path) {
   }
   if (absl::EndsWith(path, ".json")) return TokenizerDataFromHfJson(path);
   if (absl::EndsWith(path, ".moe")) {
-    return absl::UnimplementedError(
-        absl::StrCat("reading the tokenizer of a .moe container is not available here: ", path));
+    MOE_ASSIGN_OR_RETURN(ModelSpec spec, ReadMoeFile(path));
+    if (spec.tokenizer.tokens.empty()) {
+      return absl::NotFoundError(absl::StrCat("'", path, "' carries no tokenizer"));
+    }
+    return std::move(spec.tokenizer);
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown model file type (expected .gguf, tokenizer.json or .moe): ", path));

@@ -9,8 +9,7 @@
 namespace moe {
 
 // path: a .gguf file (vocabulary-only ones included) or a Hugging Face tokenizer.json (with its
-// tokenizer_config.json beside it when present). .moe containers answer Unimplemented here;
-// their reader provides the data.
+// tokenizer_config.json beside it when present), or a .moe container.
 absl::StatusOr<TokenizerData> LoadTokenizerData(const std::string& path);
 
 }  // namespace moe

@@ -1,6 +1,7 @@
 #include "tools/moe-cli/run_command.h"
 
-#include <algorithm>
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -9,13 +10,36 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "lib/backend/backend.h"
-#include "lib/import/model_loader.h"
-#include "lib/kv/kv_cache.h"
-#include "lib/model/forward.h"
+#include "lib/runtime/session.h"
+#include "tools/moe-cli/stats_report.h"
 
 namespace moe::cli {
 namespace {
+
+struct RunOptions {
+  std::string model;
+  std::string prompt;
+  std::string prompt_ids;
+  int n_predict = 64;
+  bool greedy = false;
+  float temperature = 0.8f;
+  int top_k = 40;
+  float top_p = 0.95f;
+  float min_p = 0.05f;
+  float repeat_penalty = 1.0f;
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  uint64_t seed = 0;
+  std::vector<std::string> stop;
+  std::string dump_logits;
+  std::string kv_type = "f32";
+  int threads = 0;
+  int ctx = 0;
+  bool no_mmap = false;
+  bool stats = false;
+  bool json = false;
+  bool parse_special = false;
+};
 
 absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& s) {
   std::vector<int32_t> ids;
@@ -29,81 +53,134 @@ absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& s) {
   return ids;
 }
 
-absl::Status Run(const RunOptions& o) {
-  const std::string path = o.model;
-  if (path.empty()) return absl::InvalidArgumentError("no model given (-m MODEL)");
-  auto ids = ParseIds(o.prompt_ids);
-  if (!ids.ok()) return ids.status();
-  if (ids->empty()) return absl::InvalidArgumentError("empty prompt (--prompt-ids \"1 2 3\")");
-  if (!o.greedy) {
-    return absl::UnimplementedError("only --greedy decoding is available in this build");
-  }
-  const std::string kv = o.kv_type;
-  if (kv != "f32" && kv != "f16") {
-    return absl::InvalidArgumentError("--kv-type must be f32 or f16, not '" + kv + "'");
-  }
-  auto spec = LoadModelSpec(path);
-  if (!spec.ok()) return spec.status();
-  auto model = Model::Create(*std::move(spec));
-  if (!model.ok()) return model.status();
-  const HParams& h = (*model)->hp();
-  int64_t n_ctx = o.ctx;
-  if (n_ctx <= 0) n_ctx = std::min<int64_t>(h.n_ctx_train, 4096);
-  const int n_gen = std::max(0, o.n_predict);
-  if (static_cast<int64_t>(ids->size()) + n_gen > n_ctx) {
-    return absl::OutOfRangeError("prompt of " + std::to_string(ids->size()) + " tokens plus " +
-                                 std::to_string(n_gen) + " generated exceeds the context of " +
-                                 std::to_string(n_ctx));
-  }
-  auto cache = KvCache::Create(h.n_layer, n_ctx, h.n_head_kv, h.head_dim,
-                               kv == "f16" ? DType::kF16 : DType::kF32);
-  if (!cache.ok()) return cache.status();
-  auto backend = CreateCpuBackend(o.threads);
-  Transformer tf(*model, backend.get());
+// A progress bar on stderr while the model loads, only when stderr is a terminal.
+bool ProgressBar(float f) {
+  static bool tty = isatty(STDERR_FILENO);
+  if (!tty) return true;
+  int filled = static_cast<int>(f * 30);
+  std::fprintf(stderr, "\rloading [%.*s%*s] %3d%%", filled, "==============================",
+               30 - filled, "", static_cast<int>(f * 100));
+  if (f >= 1.0f) std::fprintf(stderr, "\r%*s\r", 50, "");
+  return true;
+}
 
-  const std::string dump = o.dump_logits;
-  std::vector<float> logits;
-  absl::Status s = tf.Forward(*ids, *cache, dump.empty() ? LogitsFor::kLast : LogitsFor::kAll,
-                              &logits);
-  if (!s.ok()) return s;
-  if (!dump.empty()) {
-    std::ofstream f(dump, std::ios::binary | std::ios::trunc);
-    f.write(reinterpret_cast<const char*>(logits.data()), logits.size() * sizeof(float));
-    if (!f) return absl::PermissionDeniedError("cannot write '" + dump + "'");
-    logits.erase(logits.begin(), logits.end() - h.n_vocab);
+absl::Status Run(const RunOptions& o) {
+  if (o.prompt.empty() == o.prompt_ids.empty()) {
+    return absl::InvalidArgumentError("give exactly one of -p TEXT or --prompt-ids \"1 2 3\"");
   }
-  std::string out;
-  for (int i = 0; i < n_gen; ++i) {
-    int32_t tok = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
-                                       logits.begin());
-    out += (i ? " " : "") + std::to_string(tok);
-    if (i + 1 < n_gen) {
-      s = tf.Forward({&tok, 1}, *cache, LogitsFor::kLast, &logits);
-      if (!s.ok()) return s;
+  LoadOptions lo;
+  lo.use_mmap = !o.no_mmap;
+  lo.progress = ProgressBar;
+  auto engine = Engine::Load(o.model, lo);
+  if (!engine.ok()) return engine.status();
+  SessionOptions so;
+  so.n_ctx = o.ctx;
+  so.threads = o.threads;
+  so.kv_type = o.kv_type == "f16" ? DType::kF16 : DType::kF32;
+  so.seed = o.seed;
+  auto session = Session::Create(*engine, so);
+  if (!session.ok()) return session.status();
+  Session& s = **session;
+
+  GenerateOptions go;
+  go.max_tokens = o.n_predict;
+  go.stop = o.stop;
+  go.parse_special = o.parse_special;
+  SamplerConfig& sc = go.sampling;
+  sc.temperature = o.greedy ? 0.0f : o.temperature;
+  sc.top_k = o.top_k;
+  sc.top_p = o.top_p;
+  sc.min_p = o.min_p;
+  sc.repeat_penalty = o.repeat_penalty;
+  sc.frequency_penalty = o.frequency_penalty;
+  sc.presence_penalty = o.presence_penalty;
+  sc.seed = o.seed;
+
+  std::vector<int32_t> generated;
+  std::string text;
+  absl::Status st;
+  if (!o.prompt_ids.empty()) {
+    // The token-id contract: prompt ids in, generated ids out on one line.
+    auto ids = ParseIds(o.prompt_ids);
+    if (!ids.ok()) return ids.status();
+    if (ids->empty()) return absl::InvalidArgumentError("empty --prompt-ids");
+    if (static_cast<int64_t>(ids->size()) + o.n_predict > s.n_ctx()) {
+      return absl::OutOfRangeError("prompt of " + std::to_string(ids->size()) + " tokens plus " +
+                                   std::to_string(o.n_predict) + " to generate exceeds the context of " +
+                                   std::to_string(s.n_ctx()) + " (-c to enlarge it)");
     }
+    if (!o.dump_logits.empty()) {
+      std::vector<float> all;
+      st = s.Decode(*ids, &all);
+      if (!st.ok()) return st;
+      std::ofstream f(o.dump_logits, std::ios::binary | std::ios::trunc);
+      f.write(reinterpret_cast<const char*>(all.data()), all.size() * sizeof(float));
+      if (!f) return absl::PermissionDeniedError("cannot write '" + o.dump_logits + "'");
+      ids->clear();  // already in the context
+    }
+    go.stop_at_eog = false;  // exactly n tokens, as llama.cpp's reference runs
+    st = s.GenerateFromTokens(*ids, go, [&](int32_t tok, absl::string_view piece) {
+      if (tok >= 0) generated.push_back(tok);
+      text.append(piece.data(), piece.size());
+      return true;
+    });
+    if (!st.ok()) return st;
+    if (!o.json) {
+      std::string line;
+      for (int32_t t : generated) line += (line.empty() ? "" : " ") + std::to_string(t);
+      std::printf("%s\n", line.c_str());
+    }
+  } else {
+    st = s.Generate(o.prompt, go, [&](int32_t tok, absl::string_view piece) {
+      if (tok >= 0) generated.push_back(tok);
+      text.append(piece.data(), piece.size());
+      if (!o.json) {
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+      }
+      return true;
+    });
+    if (!st.ok()) return st;
+    if (!o.json) std::printf("\n");
   }
-  std::printf("%s\n", out.c_str());
+  if (o.json) std::printf("%s\n", StatsJson(**engine, s.stats(), text, generated).c_str());
+  if (o.stats) std::fprintf(stderr, "%s", StatsTable(**engine, s.stats()).c_str());
   return absl::OkStatus();
 }
 
 }  // namespace
 
 void AddRunCommand(CLI::App& app, int* exit_code) {
-  auto opts = std::make_shared<RunOptions>();
+  auto o = std::make_shared<RunOptions>();
   CLI::App* run = app.add_subcommand("run", "generate a continuation of a prompt");
-  run->add_option("-m,--model", opts->model, "model file (.moe or .gguf)")->required();
-  run->add_option("--prompt-ids", opts->prompt_ids, "prompt as space-separated token ids");
-  run->add_option("-n,--n-predict", opts->n_predict, "tokens to generate")->capture_default_str();
-  run->add_flag("--greedy", opts->greedy, "greedy decoding (argmax, lowest id on ties)");
-  run->add_option("--dump-logits", opts->dump_logits,
-                  "write every prompt position's logits here (float32 LE, [n_prompt x n_vocab])");
-  run->add_option("--kv-type", opts->kv_type, "KV cache element type")
+  run->add_option("-m,--model", o->model, "model file (.moe or .gguf)")->required();
+  run->add_option("-p,--prompt", o->prompt, "prompt text");
+  run->add_option("--prompt-ids", o->prompt_ids, "prompt as space-separated token ids");
+  run->add_option("-n,--n-predict", o->n_predict, "tokens to generate")->capture_default_str();
+  run->add_flag("--greedy", o->greedy, "greedy decoding (argmax, lowest id on ties)");
+  run->add_option("--temp", o->temperature, "temperature (0 = greedy)")->capture_default_str();
+  run->add_option("--top-k", o->top_k, "top-k (0 = off)")->capture_default_str();
+  run->add_option("--top-p", o->top_p, "top-p (1 = off)")->capture_default_str();
+  run->add_option("--min-p", o->min_p, "min-p (0 = off)")->capture_default_str();
+  run->add_option("--repeat-penalty", o->repeat_penalty, "repetition penalty (1 = off)");
+  run->add_option("--frequency-penalty", o->frequency_penalty, "frequency penalty");
+  run->add_option("--presence-penalty", o->presence_penalty, "presence penalty");
+  run->add_option("-s,--seed", o->seed, "random seed (same seed, same output)");
+  run->add_option("--stop", o->stop, "stop string (repeatable)");
+  run->add_flag("--parse-special", o->parse_special, "recognise control tokens in the prompt");
+  run->add_option("--dump-logits", o->dump_logits,
+                  "with --prompt-ids: write every prompt position's logits here "
+                  "(float32 LE, [n_prompt x n_vocab])");
+  run->add_option("--kv-type", o->kv_type, "KV cache element type")
       ->check(CLI::IsMember({"f32", "f16"}))
       ->capture_default_str();
-  run->add_option("-t,--threads", opts->threads, "threads (0 = one per core)");
-  run->add_option("-c,--ctx-size", opts->ctx, "context length (0 = trained length, at most 4096)");
-  run->callback([opts, exit_code] {
-    absl::Status s = Run(*opts);
+  run->add_option("-t,--threads", o->threads, "threads (0 = one per core)");
+  run->add_option("-c,--ctx-size", o->ctx, "context length (0 = trained length, at most 4096)");
+  run->add_flag("--no-mmap", o->no_mmap, "copy the weights into memory instead of mapping them");
+  run->add_flag("--stats", o->stats, "print telemetry (stages, experts, active parameters) to stderr");
+  run->add_flag("--json", o->json, "print one JSON object (text, tokens, statistics) to stdout");
+  run->callback([o, exit_code] {
+    absl::Status s = Run(*o);
     if (!s.ok()) {
       std::fprintf(stderr, "moe-cli run: %s\n", std::string(s.message()).c_str());
       *exit_code = 1;

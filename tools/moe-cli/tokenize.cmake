@@ -3,8 +3,8 @@
 if(NOT TARGET moe_cli_tokenize)
   add_library(moe_cli_tokenize STATIC ${CMAKE_CURRENT_LIST_DIR}/tokenize_command.cc)
   target_include_directories(moe_cli_tokenize PUBLIC ${PROJECT_SOURCE_DIR})
-  target_link_libraries(moe_cli_tokenize PUBLIC moe_tokenizer moe_tokenizer_import absl::strings)
+  target_link_libraries(moe_cli_tokenize PUBLIC moe_tokenizer moe_import absl::strings)
 
   add_executable(moe-tokenizer-bench ${CMAKE_CURRENT_LIST_DIR}/../tokenizer_bench.cc)
-  target_link_libraries(moe-tokenizer-bench PRIVATE moe_tokenizer moe_tokenizer_import)
+  target_link_libraries(moe-tokenizer-bench PRIVATE moe_tokenizer moe_import)
 endif()

@@ -1,0 +1,99 @@
+#include "lib/runtime/chat_template.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace moe {
+
+absl::StatusOr<ChatFormat> DetectChatFormat(absl::string_view t) {
+  if (t.empty()) return absl::NotFoundError("the model has no chat template");
+  if (absl::StrContains(t, "<|im_start|>")) return ChatFormat::kChatMl;
+  if (absl::StrContains(t, "<|start_header_id|>")) return ChatFormat::kLlama3;
+  if (absl::StrContains(t, "[INST]")) {
+    return absl::StrContains(t, "<<SYS>>") ? ChatFormat::kLlama2 : ChatFormat::kMistral;
+  }
+  if (absl::StrContains(t, "<|user|>") && absl::StrContains(t, "<|assistant|>")) {
+    return ChatFormat::kZephyr;
+  }
+  if (absl::StrContains(t, "User: ") && absl::StrContains(t, "Assistant:")) {
+    return ChatFormat::kDeepSeek;
+  }
+  std::string head(t.substr(0, 80));
+  return absl::UnimplementedError(absl::StrCat(
+      "unknown chat template \"", head, t.size() > 80 ? "..." : "",
+      "\" (supported: chatml, llama3, mistral, llama2, zephyr, deepseek)"));
+}
+
+absl::StatusOr<ChatFormat> ChatFormatFromName(absl::string_view name) {
+  if (name == "chatml") return ChatFormat::kChatMl;
+  if (name == "llama3") return ChatFormat::kLlama3;
+  if (name == "mistral") return ChatFormat::kMistral;
+  if (name == "llama2") return ChatFormat::kLlama2;
+  if (name == "zephyr") return ChatFormat::kZephyr;
+  if (name == "deepseek") return ChatFormat::kDeepSeek;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown chat format '", name, "' (chatml, llama3, mistral, llama2, zephyr, deepseek)"));
+}
+
+absl::StatusOr<std::string> FormatChat(ChatFormat format, const std::vector<ChatMessage>& messages,
+                                       bool add_generation_prompt, absl::string_view eos) {
+  for (const auto& m : messages) {
+    if (m.role != "system" && m.role != "user" && m.role != "assistant") {
+      return absl::InvalidArgumentError(absl::StrCat("unknown chat role '", m.role, "'"));
+    }
+  }
+  std::string out;
+  switch (format) {
+    case ChatFormat::kChatMl:
+      for (const auto& m : messages) absl::StrAppend(&out, "<|im_start|>", m.role, "\n", m.content, "<|im_end|>\n");
+      if (add_generation_prompt) out += "<|im_start|>assistant\n";
+      break;
+    case ChatFormat::kLlama3:
+      for (const auto& m : messages) {
+        absl::StrAppend(&out, "<|start_header_id|>", m.role, "<|end_header_id|>\n\n", m.content, "<|eot_id|>");
+      }
+      if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+      break;
+    case ChatFormat::kMistral:
+    case ChatFormat::kLlama2: {
+      // The system prompt goes into the first user turn (Llama-2 wraps it in <<SYS>>).
+      std::string system;
+      bool first_user = true;
+      for (const auto& m : messages) {
+        if (m.role == "system") {
+          system = m.content;
+        } else if (m.role == "user") {
+          std::string content = m.content;
+          if (first_user && !system.empty()) {
+            content = format == ChatFormat::kLlama2
+                          ? absl::StrCat("<<SYS>>\n", system, "\n<</SYS>>\n\n", content)
+                          : absl::StrCat(system, "\n\n", content);
+          }
+          first_user = false;
+          absl::StrAppend(&out, "[INST] ", content, " [/INST]");
+        } else {
+          absl::StrAppend(&out, " ", m.content, eos);
+        }
+      }
+      break;
+    }
+    case ChatFormat::kZephyr:
+      for (const auto& m : messages) {
+        absl::StrAppend(&out, "<|", m.role, "|>\n", m.content, m.role == "assistant" ? eos : "", "\n");
+      }
+      if (add_generation_prompt) out += "<|assistant|>\n";
+      break;
+    case ChatFormat::kDeepSeek:
+      for (const auto& m : messages) {
+        if (m.role == "system") absl::StrAppend(&out, m.content, "\n\n");
+        if (m.role == "user") absl::StrAppend(&out, "User: ", m.content, "\n\n");
+        if (m.role == "assistant") absl::StrAppend(&out, "Assistant: ", m.content, eos);
+      }
+      if (add_generation_prompt) out += "Assistant:";
+      break;
+  }
+  return out;
+}
+
+}  // namespace moe

@@ -1,0 +1,31 @@
+// Chat formatting for the template families the supported models ship. Model files carry Jinja
+// templates; rather than run Jinja, we recognise the family from the template text and format
+// with a fixed, tested implementation of it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace moe {
+
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant"
+  std::string content;
+};
+
+enum class ChatFormat { kChatMl, kLlama3, kMistral, kLlama2, kZephyr, kDeepSeek };
+
+// The family a Jinja template belongs to; Unimplemented naming the template when unknown.
+absl::StatusOr<ChatFormat> DetectChatFormat(absl::string_view jinja_template);
+// Family by name: "chatml", "llama3", "mistral", "llama2", "zephyr", "deepseek".
+absl::StatusOr<ChatFormat> ChatFormatFromName(absl::string_view name);
+
+// The prompt text for the messages; with add_generation_prompt, ends where the assistant's
+// reply begins. BOS is not included (the tokenizer adds it at the start of a context).
+absl::StatusOr<std::string> FormatChat(ChatFormat format, const std::vector<ChatMessage>& messages,
+                                       bool add_generation_prompt, absl::string_view eos_text);
+
+}  // namespace moe

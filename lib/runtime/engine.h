@@ -1,0 +1,45 @@
+// An Engine is a loaded model plus its tokenizer: immutable once loaded, shared by any number of
+// Sessions on any threads.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "lib/model/model.h"
+#include "lib/tokenizer/tokenizer.h"
+
+namespace moe {
+
+struct LoadOptions {
+  // true: weights stay in the mapped file (instant start, shared page cache); false: copied once
+  // into process memory (steadier speed, file can be replaced while running).
+  bool use_mmap = true;
+  // Called with progress in [0, 1]; returning false cancels the load (Cancelled).
+  std::function<bool(float)> progress;
+};
+
+class Engine {
+ public:
+  static absl::StatusOr<std::shared_ptr<const Engine>> Load(const std::string& path,
+                                                           const LoadOptions& options);
+  static absl::StatusOr<std::shared_ptr<const Engine>> FromSpec(ModelSpec spec);
+
+  const std::shared_ptr<const Model>& model() const { return model_; }
+  // Null when the model file carries no (supported) tokenizer.
+  const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  absl::StatusOr<const Tokenizer*> RequireTokenizer() const;
+  const ParamCounts& params() const { return params_; }
+  // Parameters every token reads whatever the routing (everything but the routed experts).
+  int64_t dense_params() const { return dense_params_; }
+
+ private:
+  std::shared_ptr<const Model> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  absl::Status tokenizer_error_;
+  ParamCounts params_;
+  int64_t dense_params_ = 0;
+};
+
+}  // namespace moe

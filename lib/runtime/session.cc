@@ -1,0 +1,211 @@
+#include "lib/runtime/session.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "lib/base/status_macros.h"
+#include "lib/runtime/stop_matcher.h"
+#include "lib/tokenizer/stream_decoder.h"
+
+namespace moe {
+namespace {
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+}  // namespace
+
+class Session::Busy {
+ public:
+  explicit Busy(std::atomic<bool>& flag) : flag_(flag), acquired_(!flag.exchange(true)) {}
+  ~Busy() {
+    if (acquired_) flag_.store(false);
+  }
+  absl::Status status() const {
+    return acquired_ ? absl::OkStatus()
+                     : absl::FailedPreconditionError(
+                           "context is busy: another thread is using it (a context is for one "
+                           "thread at a time)");
+  }
+
+ private:
+  std::atomic<bool>& flag_;
+  bool acquired_;
+};
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Engine> engine,
+                                                         const SessionOptions& options) {
+  if (!engine) return absl::InvalidArgumentError("no model");
+  const HParams& h = engine->model()->hp();
+  int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(h.n_ctx_train, 4096);
+  if (n_ctx <= 0) n_ctx = 4096;
+  if (options.n_batch <= 0) return absl::InvalidArgumentError("n_batch must be positive");
+  MOE_ASSIGN_OR_RETURN(KvCache cache,
+                       KvCache::Create(h.n_layer, n_ctx, h.n_head_kv, h.head_dim, options.kv_type));
+  return std::unique_ptr<Session>(new Session(std::move(engine), std::move(cache), options));
+}
+
+Session::Session(std::shared_ptr<const Engine> engine, KvCache cache, const SessionOptions& options)
+    : engine_(std::move(engine)),
+      options_(options),
+      backend_(CreateCpuBackend(options.threads)),
+      transformer_(engine_->model(), backend_.get()),
+      cache_(std::move(cache)) {}
+
+absl::Status Session::Decode(absl::Span<const int32_t> tokens, std::vector<float>* all_logits) {
+  Busy busy(busy_);
+  MOE_RETURN_IF_ERROR(busy.status());
+  cancel_.store(false);
+  stats_ = SessionStats();
+  auto start = std::chrono::steady_clock::now();
+  absl::Status s = DecodeLocked(tokens, all_logits);
+  stats_.prompt_s = Seconds(start);
+  return s;
+}
+
+absl::Status Session::DecodeLocked(absl::Span<const int32_t> tokens,
+                                   std::vector<float>* all_logits) {
+  if (tokens.empty()) return absl::InvalidArgumentError("no tokens to decode");
+  if (cache_.size() + static_cast<int64_t>(tokens.size()) > cache_.n_ctx()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "context full: ", cache_.size(), " tokens in the context plus ", tokens.size(),
+        " new ones exceed its length of ", cache_.n_ctx()));
+  }
+  for (size_t i = 0; i < tokens.size(); i += options_.n_batch) {
+    if (cancel_.load()) return absl::CancelledError("cancelled");
+    auto chunk = tokens.subspan(i, options_.n_batch);
+    MOE_RETURN_IF_ERROR(transformer_.Forward(chunk, cache_,
+                                             all_logits ? LogitsFor::kAll : LogitsFor::kLast,
+                                             &logits_, &stats_.forward));
+    if (all_logits) {
+      all_logits->insert(all_logits->end(), logits_.begin(), logits_.end());
+      logits_.erase(logits_.begin(), logits_.end() - engine_->model()->hp().n_vocab);
+    }
+    history_.insert(history_.end(), chunk.begin(), chunk.end());
+    stats_.prompt_tokens += chunk.size();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int32_t> Session::Sample(const SamplerConfig& config) {
+  if (logits_.empty()) return absl::FailedPreconditionError("no logits yet: decode tokens first");
+  std::vector<float> l = logits_;
+  SamplerConfig c = config;
+  c.seed = config.seed + rng_calls_++;  // a fresh stream per call, reproducible from the seed
+  Sampler sampler(c);
+  return sampler.Sample(absl::MakeSpan(l), history_);
+}
+
+absl::Status Session::Generate(absl::string_view prompt, const GenerateOptions& options,
+                               const TokenCallback& callback) {
+  MOE_ASSIGN_OR_RETURN(const Tokenizer* tok, engine_->RequireTokenizer());
+  EncodeOptions eo;
+  eo.add_bos = cache_.size() == 0 && tok->data().add_bos;
+  eo.parse_special = options.parse_special;
+  std::vector<int32_t> ids = tok->Encode(prompt, eo);
+  return GenerateFromTokens(ids, options, callback);
+}
+
+absl::Status Session::GenerateFromTokens(absl::Span<const int32_t> prompt,
+                                         const GenerateOptions& options,
+                                         const TokenCallback& callback) {
+  Busy busy(busy_);
+  MOE_RETURN_IF_ERROR(busy.status());
+  cancel_.store(false);
+  stats_ = SessionStats();
+  return GenerateLocked(prompt, options, callback);
+}
+
+absl::Status Session::GenerateLocked(absl::Span<const int32_t> prompt,
+                                     const GenerateOptions& options,
+                                     const TokenCallback& callback) {
+  MOE_ASSIGN_OR_RETURN(const Tokenizer* tok, engine_->RequireTokenizer());
+  if (prompt.empty() && logits_.empty()) {
+    return absl::InvalidArgumentError("empty prompt and nothing in the context to continue");
+  }
+  if (cache_.size() + static_cast<int64_t>(prompt.size()) >= cache_.n_ctx()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "prompt too long: ", prompt.size(), " tokens with ", cache_.size(),
+        " already in the context leave no room to generate in a context of ", cache_.n_ctx()));
+  }
+  auto start = std::chrono::steady_clock::now();
+  if (!prompt.empty()) MOE_RETURN_IF_ERROR(DecodeLocked(prompt, nullptr));
+  stats_.prompt_s = Seconds(start);
+
+  start = std::chrono::steady_clock::now();
+  SamplerConfig sc = options.sampling;
+  sc.seed = options.sampling.seed + rng_calls_++;
+  Sampler sampler(sc);
+  // The continuation follows the prompt, so the SentencePiece leading space is real text here.
+  StreamDecoder decoder(*tok, DecodeOptions{/*render_special=*/false}, /*at_text_start=*/false);
+  StopMatcher stops(options.stop);
+  std::vector<float> scratch;
+  auto finish = [&](FinishReason r) {
+    stats_.finish = r;
+    stats_.generate_s = Seconds(start);
+    return absl::OkStatus();
+  };
+  for (int64_t i = 0; i < options.max_tokens; ++i) {
+    if (cancel_.load()) {
+      stats_.generate_s = Seconds(start);
+      return absl::CancelledError("cancelled");
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    scratch = logits_;
+    int32_t token = sampler.Sample(absl::MakeSpan(scratch), history_);
+    stats_.sample_s += Seconds(t0);
+    const bool eog = options.stop_at_eog && tok->IsEndOfGeneration(token);
+    // Every sampled token goes into the context, the end-of-turn token too, so a later turn
+    // continues from a complete conversation.
+    if (cache_.size() < cache_.n_ctx()) {
+      MOE_RETURN_IF_ERROR(transformer_.Forward({&token, 1}, cache_, LogitsFor::kLast, &logits_,
+                                               &stats_.forward));
+      history_.push_back(token);
+    }
+    if (eog) {
+      std::string rest = stops.Flush();
+      if (!rest.empty() && callback) callback(-1, rest);
+      return finish(FinishReason::kEndOfGeneration);
+    }
+    ++stats_.generated_tokens;
+    MOE_ASSIGN_OR_RETURN(std::string piece, decoder.Add(token));
+    StopMatcher::Result r = stops.Push(piece);
+    bool keep_going = !callback || callback(token, r.emit);
+    if (r.stopped) return finish(FinishReason::kStopString);
+    if (!keep_going) return finish(FinishReason::kCallback);
+    if (cache_.size() >= cache_.n_ctx()) {
+      std::string rest = stops.Flush() + decoder.Flush();
+      if (!rest.empty() && callback) callback(-1, rest);
+      return finish(FinishReason::kContextFull);
+    }
+  }
+  std::string rest = stops.Flush() + decoder.Flush();
+  if (!rest.empty() && callback) callback(-1, rest);
+  return finish(FinishReason::kMaxTokens);
+}
+
+void Session::Reset() {
+  Busy busy(busy_);
+  cache_.set_size(0);
+  history_.clear();
+  logits_.clear();
+}
+
+absl::Status Session::Truncate(int64_t n_keep) {
+  Busy busy(busy_);
+  MOE_RETURN_IF_ERROR(busy.status());
+  if (n_keep < 0 || n_keep > cache_.size()) {
+    return absl::OutOfRangeError(absl::StrCat("cannot keep ", n_keep, " of ", cache_.size(),
+                                              " tokens"));
+  }
+  // Entries past n_keep are simply overwritten later; causal attention never reads them.
+  cache_.set_size(n_keep);
+  history_.resize(n_keep);
+  logits_.clear();
+  return absl::OkStatus();
+}
+
+}  // namespace moe

@@ -1,0 +1,47 @@
+// The sampler chain: penalties and biases on the logits, then greedy or
+// temperature / top-k / top-p / min-p sampling with a seeded generator.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "absl/types/span.h"
+
+namespace moe {
+
+struct SamplerConfig {
+  float temperature = 0.8f;  // <= 0: greedy
+  int32_t top_k = 40;        // <= 0: all tokens
+  float top_p = 0.95f;       // >= 1: off
+  float min_p = 0.05f;       // <= 0: off
+  float repeat_penalty = 1.0f;     // 1: off (CTRL-style: divide positive logits, multiply negative)
+  float frequency_penalty = 0.0f;  // subtract count * this
+  float presence_penalty = 0.0f;   // subtract this once a token appeared
+  int32_t penalty_last_n = 64;     // how many recent tokens the penalties look at (-1: all)
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  uint64_t seed = 0;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(SamplerConfig config);
+
+  // Picks the next token from logits (modified in place by penalties and biases), given the
+  // tokens so far. Deterministic for a given seed and history.
+  int32_t Sample(absl::Span<float> logits, absl::Span<const int32_t> history);
+
+  const SamplerConfig& config() const { return config_; }
+  void Reseed(uint64_t seed) { rng_.seed(seed); }
+
+ private:
+  SamplerConfig config_;
+  std::mt19937_64 rng_;
+  std::vector<std::pair<float, int32_t>> candidates_;  // reused between calls
+};
+
+// Index of the largest value; ties go to the lowest index.
+int32_t ArgMax(absl::Span<const float> logits);
+
+}  // namespace moe

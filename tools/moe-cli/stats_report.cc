@@ -1,0 +1,88 @@
+#include "tools/moe-cli/stats_report.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
+
+namespace moe::cli {
+namespace {
+
+double PerSecond(int64_t n, double s) { return s > 0 ? n / s : 0; }
+
+// Mean parameters a token actually touched: everything dense plus the experts it was routed to.
+double ActiveParamsPerToken(const Engine& e, const Telemetry& t) {
+  if (t.tokens == 0) return 0;
+  return e.dense_params() + static_cast<double>(t.active_params) / t.tokens;
+}
+
+const char* FinishName(FinishReason r) {
+  switch (r) {
+    case FinishReason::kEndOfGeneration: return "eog";
+    case FinishReason::kMaxTokens: return "max_tokens";
+    case FinishReason::kStopString: return "stop_string";
+    case FinishReason::kCallback: return "callback";
+    case FinishReason::kContextFull: return "context_full";
+    default: return "none";
+  }
+}
+
+}  // namespace
+
+std::string StatsTable(const Engine& e, const SessionStats& s) {
+  const Telemetry& t = s.forward;
+  std::string out;
+  absl::StrAppendFormat(&out, "\nprompt      %6d tokens  %8.1f tok/s\n", s.prompt_tokens,
+                        PerSecond(s.prompt_tokens, s.prompt_s));
+  absl::StrAppendFormat(&out, "generation  %6d tokens  %8.1f tok/s  (finish: %s)\n",
+                        s.generated_tokens, PerSecond(s.generated_tokens, s.generate_s),
+                        FinishName(s.finish));
+  absl::StrAppendFormat(&out, "time        attention %.3fs  router %.3fs  experts %.3fs  head %.3fs  sampling %.3fs\n",
+                        t.time.attention_s, t.time.router_s, t.time.experts_s, t.time.head_s,
+                        s.sample_s);
+  double active = ActiveParamsPerToken(e, t);
+  absl::StrAppendFormat(&out, "active      %.0f of %d parameters per token = %.2f%%\n", active,
+                        e.params().total, 100.0 * active / std::max<int64_t>(1, e.params().total));
+  if (t.tokens > 0) {
+    absl::StrAppendFormat(&out, "router      mean entropy %.3f nats per token and layer\n",
+                          t.router_entropy_sum / (t.tokens * std::max<size_t>(1, t.expert_counts.size())));
+  }
+  out += "experts     share of routed tokens per expert (%), one row per layer\n";
+  for (size_t l = 0; l < t.expert_counts.size(); ++l) {
+    int64_t sum = 0;
+    for (int64_t c : t.expert_counts[l]) sum += c;
+    absl::StrAppendFormat(&out, "  layer %-3d", l);
+    for (int64_t c : t.expert_counts[l]) {
+      absl::StrAppendFormat(&out, " %5.1f", sum ? 100.0 * c / sum : 0.0);
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::string StatsJson(const Engine& e, const SessionStats& s, const std::string& text,
+                      const std::vector<int32_t>& tokens) {
+  const Telemetry& t = s.forward;
+  nlohmann::json j;
+  j["text"] = text;
+  j["tokens"] = tokens;
+  j["finish"] = FinishName(s.finish);
+  j["prompt_tokens"] = s.prompt_tokens;
+  j["generated_tokens"] = s.generated_tokens;
+  j["prompt_tokens_per_s"] = PerSecond(s.prompt_tokens, s.prompt_s);
+  j["generation_tokens_per_s"] = PerSecond(s.generated_tokens, s.generate_s);
+  j["time_s"] = {{"attention", t.time.attention_s}, {"router", t.time.router_s},
+                 {"experts", t.time.experts_s},     {"head", t.time.head_s},
+                 {"sampling", s.sample_s},          {"prompt", s.prompt_s},
+                 {"generation", s.generate_s}};
+  double active = ActiveParamsPerToken(e, t);
+  j["total_params"] = e.params().total;
+  j["active_params_per_token"] = active;
+  j["active_fraction"] = active / std::max<int64_t>(1, e.params().total);
+  j["weight_bytes_read"] = t.weight_bytes_read;
+  j["expert_counts"] = t.expert_counts;
+  return j.dump();
+}
+
+}  // namespace moe::cli
