@@ -15,6 +15,9 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
+# Node.js runs the reference tokenizers in the tests; the machine image usually has it already.
+command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+
 if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}"
   SUDO=""

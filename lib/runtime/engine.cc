@@ -16,7 +16,7 @@ absl::Status CopyWeights(ModelSpec& spec, const std::function<bool(float)>& prog
   for (const auto& t : spec.tensors) total += t.data.size();
   auto buffer = std::shared_ptr<uint8_t[]>(new (std::nothrow) uint8_t[total + 64]);
   if (!buffer) {
-    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", total, " bytes for weights"));
+    return absl::UnavailableError(absl::StrCat("out of memory: cannot allocate ", total, " bytes for weights"));
   }
   uint8_t* base = buffer.get() + (64 - reinterpret_cast<uintptr_t>(buffer.get()) % 64) % 64;
   size_t pos = 0, done = 0;
@@ -65,7 +65,7 @@ absl::StatusOr<std::shared_ptr<const Engine>> Engine::FromSpec(ModelSpec spec) {
       engine->tokenizer_error_ = tok.status();
     }
   } else {
-    engine->tokenizer_error_ = absl::FailedPreconditionError("the model file has no tokenizer");
+    engine->tokenizer_error_ = absl::UnimplementedError("the model file has no tokenizer");
   }
   engine->params_ = CountParams(spec);
   for (const auto& t : spec.tensors) {

@@ -26,7 +26,7 @@ class Session::Busy {
   }
   absl::Status status() const {
     return acquired_ ? absl::OkStatus()
-                     : absl::FailedPreconditionError(
+                     : absl::AbortedError(
                            "context is busy: another thread is using it (a context is for one "
                            "thread at a time)");
   }

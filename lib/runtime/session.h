@@ -1,5 +1,5 @@
 // A Session is one conversation: a KV cache, a sampler and the generate loop. One thread at a
-// time may call into a Session (concurrent calls get FailedPrecondition "busy"); Cancel() may be
+// time may call into a Session (concurrent calls get Aborted "busy"); Cancel() may be
 // called from any thread at any time.
 #pragma once
 

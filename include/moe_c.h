@@ -1,0 +1,438 @@
+/*
+ * moe_c.h — the stable C ABI of libmoe, an embeddable Mixture-of-Experts inference runtime.
+ *
+ * This is the only public header. It compiles as C99 and as C++.
+ *
+ * Conventions (they hold for every function below unless its comment says otherwise):
+ *
+ *  - Status codes. Every function that can fail returns a moe_status. MOE_OK is 0; the other
+ *    codes are pinned and never renumbered. moe_status_string() gives static text for a code;
+ *    moe_last_error() gives a detailed message for the most recent failure ON THE CALLING THREAD
+ *    (the message is thread-local, so it is valid even for failures that have no handle yet,
+ *    such as a model that failed to load). A successful call does not clear it.
+ *
+ *  - Misuse is an error, never a crash: a NULL handle, NULL out-pointer, out-of-range token id
+ *    or wrong struct_size returns MOE_ERROR_INVALID_ARGUMENT (or the code named below) and sets
+ *    the message.
+ *
+ *  - Ownership. Each handle has exactly one create and one free function; freeing NULL is a
+ *    no-op. Strings returned as `const char*` belong to the object they came from and stay valid
+ *    until that object is freed (or, for per-call data, until the next call on it), unless the
+ *    comment says they are static. Output buffers are owned by the caller.
+ *
+ *  - Caller buffers. Functions that write into a caller buffer take (buf, capacity, &len). They
+ *    always store the size they need in *len; when capacity is too small they write nothing and
+ *    return MOE_ERROR_BUFFER_TOO_SMALL, so a caller can ask once with capacity 0 and call again.
+ *    Text outputs are NUL-terminated when there is room for the NUL; *len never counts it.
+ *
+ *  - Params structs. Get them from moe_*_default_params(), change what you need, and pass a
+ *    pointer. Each carries struct_size, filled in by the default function from the header the
+ *    caller compiled against, so fields can be appended in later versions without breaking
+ *    compiled callers. Passing NULL means "all defaults".
+ *
+ *  - Threads. A moe_model is immutable after loading: share it freely between threads and
+ *    contexts. A moe_context is used by one thread at a time; a call that overlaps another call
+ *    on the same context returns MOE_ERROR_BUSY instead of corrupting it. The exceptions are
+ *    moe_context_cancel(), which any thread may call at any time, and the *_free functions, which
+ *    must not overlap other calls on the same handle.
+ *
+ *  - Callbacks receive the user_data pointer they were registered with as their last argument.
+ *    They run on the thread that made the call. They must not call back into the same context.
+ */
+#ifndef MOE_C_H_
+#define MOE_C_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#if defined(MOE_BUILDING_LIBRARY)
+#define MOE_API __declspec(dllexport)
+#else
+#define MOE_API __declspec(dllimport)
+#endif
+#else
+#define MOE_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Versions
+ * ------------------------------------------------------------------------------------------- */
+
+#define MOE_VERSION_MAJOR 0
+#define MOE_VERSION_MINOR 1
+#define MOE_VERSION_PATCH 0
+#define MOE_VERSION_STRING "0.1.0"
+/* MAJOR*10000 + MINOR*100 + PATCH, for comparisons. */
+#define MOE_VERSION_NUMBER (MOE_VERSION_MAJOR * 10000 + MOE_VERSION_MINOR * 100 + MOE_VERSION_PATCH)
+
+/* The library's version at run time (static strings / values). Compare with the macros to check
+ * that the header you compiled against matches the library you loaded. */
+MOE_API const char* moe_version_string(void);
+MOE_API int32_t moe_version_number(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Status codes and errors
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum moe_status {
+  MOE_OK = 0,
+  MOE_ERROR_INVALID_ARGUMENT = 1, /* NULL where a value is needed, bad id, bad struct_size... */
+  MOE_ERROR_NOT_FOUND = 2,        /* no such file, no such token or template */
+  MOE_ERROR_IO = 3,               /* the file could not be read or written */
+  MOE_ERROR_CORRUPT_MODEL = 4,    /* truncated or damaged model file */
+  MOE_ERROR_UNSUPPORTED = 5,      /* architecture, tensor type, template... not supported */
+  MOE_ERROR_OUT_OF_RANGE = 6,     /* a value outside its valid range (e.g. token id) */
+  MOE_ERROR_CONTEXT_FULL = 7,     /* the tokens do not fit in the context */
+  MOE_ERROR_CANCELLED = 8,        /* stopped by moe_context_cancel() or a progress callback */
+  MOE_ERROR_OUT_OF_MEMORY = 9,
+  MOE_ERROR_BUFFER_TOO_SMALL = 10, /* *len says how much is needed */
+  MOE_ERROR_BUSY = 11,             /* another thread is using this context */
+  MOE_ERROR_INTERNAL = 12         /* a bug: please report it with moe_last_error() */
+} moe_status;
+
+/* Static text for a status code ("invalid argument", ...); never NULL. */
+MOE_API const char* moe_status_string(moe_status status);
+
+/* The detailed message of the last failed call on this thread ("" if none). Valid until the
+ * next failing call on this thread. */
+MOE_API const char* moe_last_error(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Logging (silent by default)
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum moe_log_level {
+  MOE_LOG_DEBUG = 0,
+  MOE_LOG_INFO = 1,
+  MOE_LOG_WARN = 2,
+  MOE_LOG_ERROR = 3
+} moe_log_level;
+
+/* message is NUL-terminated, without a trailing newline, valid only during the call. */
+typedef void (*moe_log_callback)(moe_log_level level, const char* message, void* user_data);
+
+/* Installs a process-wide log callback for messages at min_level or above; NULL uninstalls it.
+ * The callback may be called from any thread that calls into the library. */
+MOE_API void moe_set_log_callback(moe_log_callback callback, moe_log_level min_level,
+                                  void* user_data);
+
+/* ---------------------------------------------------------------------------------------------
+ * Models
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct moe_model moe_model;
+
+/* Called during loading with progress in [0, 1]; return 0 to cancel the load (the load then
+ * fails with MOE_ERROR_CANCELLED), non-zero to go on. */
+typedef int (*moe_progress_callback)(float progress, void* user_data);
+
+typedef struct moe_model_params {
+  size_t struct_size;
+  /* 1 (default): weights stay in the memory-mapped file: instant start, shared page cache.
+   * 0: weights are copied once into process memory. */
+  int32_t use_mmap;
+  moe_progress_callback progress_callback; /* may be NULL */
+  void* progress_user_data;
+} moe_model_params;
+
+/* Fills *params with defaults for a struct of struct_size bytes (use the macro-free inline
+ * moe_model_default_params() below rather than calling this directly). */
+MOE_API moe_status moe_model_params_init(moe_model_params* params, size_t struct_size);
+
+static inline moe_model_params moe_model_default_params(void) {
+  moe_model_params p;
+  moe_model_params_init(&p, sizeof(p));
+  return p;
+}
+
+/* Loads a model from a .moe container or a GGUF file (converted in memory). params may be NULL.
+ * On success *out_model is a new handle to free with moe_model_free(). */
+MOE_API moe_status moe_model_load(const char* path, const moe_model_params* params,
+                                  moe_model** out_model);
+
+/* Frees a model. Every context created from it must be freed first. NULL is a no-op. */
+MOE_API void moe_model_free(moe_model* model);
+
+typedef struct moe_model_info {
+  size_t struct_size;
+  const char* architecture; /* "llama", "qwen2moe", "olmoe", "qwen3moe"; owned by the model */
+  const char* name;         /* owned by the model; "" if none */
+  int32_t n_layer;
+  int32_t n_embd;
+  int32_t n_head;
+  int32_t n_head_kv;
+  int32_t n_expert;
+  int32_t n_expert_used; /* top-k */
+  int32_t n_vocab;
+  int32_t n_ctx_train;
+  int64_t n_params_total;
+  int64_t n_params_active; /* per token: all but the routed experts a token does not select */
+  int32_t bos_token;       /* -1 when the vocabulary has none */
+  int32_t eos_token;
+  int32_t eot_token;
+  int32_t has_tokenizer;     /* 0: token ids only, text functions fail with UNSUPPORTED */
+  int32_t has_chat_template; /* see moe_model_chat_template() */
+} moe_model_info;
+
+MOE_API moe_status moe_model_info_init(moe_model_info* info, size_t struct_size);
+
+static inline moe_model_info moe_model_default_info(void) {
+  moe_model_info i;
+  moe_model_info_init(&i, sizeof(i));
+  return i;
+}
+
+/* Fills *info (whose struct_size must be set, e.g. by moe_model_default_info()). */
+MOE_API moe_status moe_model_get_info(const moe_model* model, moe_model_info* info);
+
+/* The model's chat template (Jinja text), owned by the model; "" if it has none. NULL only
+ * for a NULL model. */
+MOE_API const char* moe_model_chat_template(const moe_model* model);
+
+/* ---------------------------------------------------------------------------------------------
+ * Tokens and text
+ * ------------------------------------------------------------------------------------------- */
+
+/* Flags for moe_tokenize. */
+#define MOE_TOKENIZE_ADD_BOS 1u       /* prepend BOS when the vocabulary uses one */
+#define MOE_TOKENIZE_PARSE_SPECIAL 2u /* recognise control-token markup such as <|im_start|>;
+                                         off by default so user text cannot inject it */
+
+/* Tokenizes text_len bytes of UTF-8 text into tokens[0..capacity). Needs a tokenizer. */
+MOE_API moe_status moe_tokenize(const moe_model* model, const char* text, size_t text_len,
+                                uint32_t flags, int32_t* tokens, size_t capacity,
+                                size_t* n_tokens);
+
+/* The text of n_tokens tokens, into buf[0..capacity). Control tokens are rendered as their text.
+ * Not streaming-safe: use moe_detokenizer for text that arrives a token at a time. */
+MOE_API moe_status moe_detokenize(const moe_model* model, const int32_t* tokens, size_t n_tokens,
+                                  char* buf, size_t capacity, size_t* len);
+
+/* Streaming detokenizer: feed tokens one at a time and get back only complete UTF-8 text (the
+ * bytes of a character split across tokens are held until it completes). */
+typedef struct moe_detokenizer moe_detokenizer;
+
+MOE_API moe_status moe_detokenizer_create(const moe_model* model, moe_detokenizer** out);
+MOE_API void moe_detokenizer_free(moe_detokenizer* detokenizer);
+/* Appends the text completed by token (possibly empty) to buf; see "Caller buffers". When the
+ * buffer is too small the token is NOT consumed: call again with a larger buffer. */
+MOE_API moe_status moe_detokenizer_push(moe_detokenizer* detokenizer, int32_t token, char* buf,
+                                        size_t capacity, size_t* len);
+
+/* ---------------------------------------------------------------------------------------------
+ * Chat templates
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct moe_chat_message {
+  const char* role; /* "system", "user" or "assistant" */
+  const char* content;
+} moe_chat_message;
+
+/* Formats a conversation with the model's chat template (template_name NULL) or a named one:
+ * "chatml", "llama3", "mistral", "llama2", "zephyr", "deepseek". With add_generation_prompt
+ * non-zero the text ends where the assistant's reply begins. BOS is not included (generation
+ * adds it at the start of a context). A template we do not recognise is MOE_ERROR_UNSUPPORTED,
+ * and the message names it. */
+MOE_API moe_status moe_chat_apply_template(const moe_model* model, const char* template_name,
+                                           const moe_chat_message* messages, size_t n_messages,
+                                           int32_t add_generation_prompt, char* buf,
+                                           size_t capacity, size_t* len);
+
+/* ---------------------------------------------------------------------------------------------
+ * Contexts
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct moe_context moe_context;
+
+typedef enum moe_kv_type { MOE_KV_F32 = 0, MOE_KV_F16 = 1 } moe_kv_type;
+
+typedef struct moe_context_params {
+  size_t struct_size;
+  int32_t n_ctx;     /* context length in tokens; 0 (default): the model's, at most 4096 */
+  int32_t n_threads; /* 0 (default): one per core */
+  int32_t kv_type;   /* moe_kv_type; MOE_KV_F32 (default) */
+  uint64_t seed;     /* base seed of the samplers (default 0) */
+} moe_context_params;
+
+MOE_API moe_status moe_context_params_init(moe_context_params* params, size_t struct_size);
+
+static inline moe_context_params moe_context_default_params(void) {
+  moe_context_params p;
+  moe_context_params_init(&p, sizeof(p));
+  return p;
+}
+
+/* A new context (conversation state: KV cache, sampler) over model. params may be NULL. The
+ * model must outlive the context. */
+MOE_API moe_status moe_context_create(moe_model* model, const moe_context_params* params,
+                                      moe_context** out_context);
+MOE_API void moe_context_free(moe_context* context);
+
+/* Forgets everything in the context. */
+MOE_API moe_status moe_context_reset(moe_context* context);
+/* Keeps the first n_keep tokens and forgets the rest (e.g. to regenerate an answer). */
+MOE_API moe_status moe_context_truncate(moe_context* context, int32_t n_keep);
+/* Tokens currently in the context (-1 for a NULL context). */
+MOE_API int32_t moe_context_n_past(const moe_context* context);
+/* The context length (-1 for a NULL context). */
+MOE_API int32_t moe_context_n_ctx(const moe_context* context);
+
+/* Requests that the call running on this context (moe_decode, moe_generate) stop as soon as
+ * possible; that call returns MOE_ERROR_CANCELLED. Safe from any thread at any time, including
+ * during a long prompt; does nothing if no call is running. Tokens fully processed before the
+ * cancellation stay in the context, which remains usable. */
+MOE_API moe_status moe_context_cancel(moe_context* context);
+
+/* ---------------------------------------------------------------------------------------------
+ * Sampling
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct moe_logit_bias {
+  int32_t token;
+  float bias; /* added to the token's logit; -INFINITY bans it */
+} moe_logit_bias;
+
+typedef struct moe_sampling_params {
+  size_t struct_size;
+  float temperature;       /* <= 0: greedy (argmax, lowest id on ties). Default 0.8 */
+  int32_t top_k;           /* <= 0: off. Default 40 */
+  float top_p;             /* >= 1: off. Default 0.95 */
+  float min_p;             /* <= 0: off. Default 0.05 */
+  float repeat_penalty;    /* 1: off (default) */
+  float frequency_penalty; /* 0: off (default) */
+  float presence_penalty;  /* 0: off (default) */
+  int32_t penalty_last_n;  /* tokens the penalties look back over; -1: all. Default 64 */
+  const moe_logit_bias* logit_bias; /* may be NULL; read during the call only */
+  size_t n_logit_bias;
+  uint64_t seed; /* added to the context's seed: same seeds and inputs, same output */
+} moe_sampling_params;
+
+MOE_API moe_status moe_sampling_params_init(moe_sampling_params* params, size_t struct_size);
+
+static inline moe_sampling_params moe_sampling_default_params(void) {
+  moe_sampling_params p;
+  moe_sampling_params_init(&p, sizeof(p));
+  return p;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Low-level generation: decode tokens, read logits, sample
+ * ------------------------------------------------------------------------------------------- */
+
+/* Appends n_tokens tokens to the context and computes the logits of the last one. */
+MOE_API moe_status moe_decode(moe_context* context, const int32_t* tokens, size_t n_tokens);
+
+/* The logits of the last decoded token: *logits points to *n_vocab floats owned by the context,
+ * valid until the next call on it. */
+MOE_API moe_status moe_get_logits(moe_context* context, const float** logits, int32_t* n_vocab);
+
+/* Samples a token from the current logits (does not append it: moe_decode it to continue).
+ * params may be NULL (defaults). */
+MOE_API moe_status moe_sample(moe_context* context, const moe_sampling_params* params,
+                              int32_t* out_token);
+
+/* ---------------------------------------------------------------------------------------------
+ * One-call generation with streaming
+ * ------------------------------------------------------------------------------------------- */
+
+/* Called for each generated token with the text it completes: piece[0..piece_len) is valid
+ * UTF-8, possibly empty (a character or a possible stop string still incomplete), and NOT
+ * NUL-terminated. token is -1 for a final call that only flushes held-back text. Return non-zero
+ * to go on, 0 to stop. */
+typedef int (*moe_token_callback)(int32_t token, const char* piece, size_t piece_len,
+                                  void* user_data);
+
+typedef enum moe_finish_reason {
+  MOE_FINISH_NONE = 0,
+  MOE_FINISH_END_OF_GENERATION = 1, /* the model ended its turn (EOS/EOT) */
+  MOE_FINISH_MAX_TOKENS = 2,
+  MOE_FINISH_STOP_STRING = 3,
+  MOE_FINISH_CALLBACK = 4,     /* the token callback returned 0 */
+  MOE_FINISH_CONTEXT_FULL = 5  /* the context filled up */
+} moe_finish_reason;
+
+typedef struct moe_generate_params {
+  size_t struct_size;
+  const moe_sampling_params* sampling; /* NULL (default): moe_sampling_default_params() */
+  int32_t max_tokens;           /* default 256 */
+  const char* const* stop;      /* stop strings (not included in the output); may be NULL */
+  size_t n_stop;
+  int32_t parse_special;        /* recognise control-token markup in the prompt; default 0 */
+} moe_generate_params;
+
+MOE_API moe_status moe_generate_params_init(moe_generate_params* params, size_t struct_size);
+
+static inline moe_generate_params moe_generate_default_params(void) {
+  moe_generate_params p;
+  moe_generate_params_init(&p, sizeof(p));
+  return p;
+}
+
+/* Appends the prompt to the context (BOS first when the context is empty and the vocabulary
+ * uses one) and generates until end of generation, max_tokens, a stop string, the callback
+ * returning 0, or a full context. Everything already in the context is reused: to continue a
+ * conversation, call again with only the new turn's text. A prompt that does not leave room to
+ * generate fails with MOE_ERROR_CONTEXT_FULL before anything is processed. params and callback
+ * may be NULL. */
+MOE_API moe_status moe_generate(moe_context* context, const char* prompt,
+                                const moe_generate_params* params, moe_token_callback callback,
+                                void* user_data);
+
+/* The same with prompt token ids. */
+MOE_API moe_status moe_generate_tokens(moe_context* context, const int32_t* prompt,
+                                       size_t n_prompt, const moe_generate_params* params,
+                                       moe_token_callback callback, void* user_data);
+
+/* ---------------------------------------------------------------------------------------------
+ * Statistics of the last moe_decode / moe_generate call on a context
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct moe_stats {
+  size_t struct_size;
+  int32_t prompt_tokens;
+  int32_t generated_tokens;
+  double prompt_seconds;
+  double generate_seconds;
+  double prompt_tokens_per_second;
+  double generate_tokens_per_second;
+  /* Time per stage, summed over the call. */
+  double attention_seconds;
+  double router_seconds;
+  double experts_seconds;
+  double head_seconds;
+  double sampling_seconds;
+  /* Measured from the experts that actually fired: mean parameters touched per token and their
+   * fraction of all parameters. */
+  double active_params_per_token;
+  double active_fraction;
+  double mean_router_entropy; /* nats, per token and layer */
+  int64_t weight_bytes_read;
+  int32_t finish_reason; /* moe_finish_reason */
+} moe_stats;
+
+MOE_API moe_status moe_stats_init(moe_stats* stats, size_t struct_size);
+
+static inline moe_stats moe_default_stats(void) {
+  moe_stats s;
+  moe_stats_init(&s, sizeof(s));
+  return s;
+}
+
+/* Fills *stats (whose struct_size must be set, e.g. by moe_default_stats()). */
+MOE_API moe_status moe_context_get_stats(const moe_context* context, moe_stats* stats);
+
+/* How many tokens chose each expert in the last call, as [n_layer x n_expert] row-major into
+ * counts[0..capacity); see "Caller buffers" (*len counts elements). */
+MOE_API moe_status moe_context_get_expert_counts(const moe_context* context, int64_t* counts,
+                                                 size_t capacity, size_t* len);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* MOE_C_H_ */

@@ -1,0 +1,629 @@
+// The C ABI as an application sees it: this file includes only moe_c.h.
+#include "moe_c.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace {
+
+const std::string kFixtures = std::string(MOE_TESTDATA_DIR) + "/fixtures/";
+const std::string kModel = kFixtures + "tiny-qwen2moe-f32/tiny-qwen2moe-f32.gguf";
+
+std::vector<int32_t> ReadIds(const std::string& path) {
+  std::ifstream f(path);
+  std::vector<int32_t> ids;
+  for (int32_t x; f >> x;) ids.push_back(x);
+  return ids;
+}
+
+std::string TempFile(const std::string& name, const std::string& bytes) {
+  std::string path = "/tmp/moe_c_api_test_" + std::to_string(::getpid()) + "_" + name;
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+class CApiTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ASSERT_EQ(moe_model_load(kModel.c_str(), nullptr, &model_), MOE_OK) << moe_last_error();
+  }
+  static void TearDownTestSuite() {
+    moe_model_free(model_);
+    model_ = nullptr;
+  }
+  moe_context* NewContext(int32_t n_ctx = 256, uint64_t seed = 0) {
+    moe_context_params p = moe_context_default_params();
+    p.n_ctx = n_ctx;
+    p.n_threads = 2;
+    p.seed = seed;
+    moe_context* ctx = nullptr;
+    EXPECT_EQ(moe_context_create(model_, &p, &ctx), MOE_OK) << moe_last_error();
+    return ctx;
+  }
+  static moe_model* model_;
+};
+moe_model* CApiTest::model_ = nullptr;
+
+struct Collected {
+  std::vector<int32_t> tokens;
+  std::string text;
+  int stop_after = -1;
+};
+
+int Collect(int32_t token, const char* piece, size_t len, void* user_data) {
+  auto* c = static_cast<Collected*>(user_data);
+  if (token >= 0) c->tokens.push_back(token);
+  c->text.append(piece, len);
+  return c->stop_after < 0 || static_cast<int>(c->tokens.size()) < c->stop_after;
+}
+
+TEST(CApiVersionTest, RuntimeMatchesHeader) {
+  EXPECT_STREQ(moe_version_string(), MOE_VERSION_STRING);
+  EXPECT_EQ(moe_version_number(), MOE_VERSION_NUMBER);
+  EXPECT_STREQ(moe_status_string(MOE_OK), "ok");
+  EXPECT_STREQ(moe_status_string(MOE_ERROR_CONTEXT_FULL), "context full");
+  EXPECT_STREQ(moe_status_string(static_cast<moe_status>(999)), "unknown status");
+}
+
+TEST(CApiErrorsTest, NullArgumentsAreErrorsWithMessages) {
+  moe_model* m = reinterpret_cast<moe_model*>(0x1);  // must be overwritten with NULL
+  EXPECT_EQ(moe_model_load(nullptr, nullptr, &m), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(m, nullptr);
+  EXPECT_NE(std::string(moe_last_error()).find("path"), std::string::npos);
+  EXPECT_EQ(moe_model_load(kModel.c_str(), nullptr, nullptr), MOE_ERROR_INVALID_ARGUMENT);
+  moe_model_free(nullptr);
+  moe_context_free(nullptr);
+  moe_detokenizer_free(nullptr);
+  moe_model_info info = moe_model_default_info();
+  EXPECT_EQ(moe_model_get_info(nullptr, &info), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(moe_model_chat_template(nullptr), nullptr);
+  size_t n = 0;
+  int32_t tok[4];
+  char buf[16];
+  EXPECT_EQ(moe_tokenize(nullptr, "a", 1, 0, tok, 4, &n), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(moe_detokenize(nullptr, tok, 1, buf, 16, &n), MOE_ERROR_INVALID_ARGUMENT);
+  moe_detokenizer* d = nullptr;
+  EXPECT_EQ(moe_detokenizer_create(nullptr, &d), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(moe_detokenizer_push(nullptr, 1, buf, 16, &n), MOE_ERROR_INVALID_ARGUMENT);
+  moe_context* c = nullptr;
+  EXPECT_EQ(moe_context_create(nullptr, nullptr, &c), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(moe_context_reset(nullptr), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(moe_context_truncate(nullptr, 0), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(moe_context_n_past(nullptr), -1);
+  EXPECT_EQ(moe_context_n_ctx(nullptr), -1);
+  EXPECT_EQ(moe_context_cancel(nullptr), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(moe_decode(nullptr, tok, 1), MOE_ERROR_INVALID_ARGUMENT);
+  const float* logits;
+  int32_t nv;
+  EXPECT_EQ(moe_get_logits(nullptr, &logits, &nv), MOE_ERROR_INVALID_ARGUMENT);
+  int32_t out;
+  EXPECT_EQ(moe_sample(nullptr, nullptr, &out), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(moe_generate(nullptr, "x", nullptr, nullptr, nullptr), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(moe_generate_tokens(nullptr, tok, 1, nullptr, nullptr, nullptr),
+            MOE_ERROR_INVALID_ARGUMENT);
+  moe_stats st = moe_default_stats();
+  EXPECT_EQ(moe_context_get_stats(nullptr, &st), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(moe_context_get_expert_counts(nullptr, nullptr, 0, &n), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(moe_chat_apply_template(nullptr, nullptr, nullptr, 0, 1, buf, 16, &n),
+            MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(moe_model_params_init(nullptr, sizeof(moe_model_params)), MOE_ERROR_INVALID_ARGUMENT);
+}
+
+TEST(CApiErrorsTest, BadModelFilesSayWhatIsWrong) {
+  moe_model* m = nullptr;
+  EXPECT_EQ(moe_model_load("/no/such/model.moe", nullptr, &m), MOE_ERROR_NOT_FOUND);
+  EXPECT_NE(std::string(moe_last_error()).find("/no/such/model.moe"), std::string::npos);
+  std::string bytes = Slurp(kModel);
+  std::string truncated = TempFile("truncated.gguf", bytes.substr(0, bytes.size() / 2));
+  EXPECT_EQ(moe_model_load(truncated.c_str(), nullptr, &m), MOE_ERROR_CORRUPT_MODEL);
+  EXPECT_NE(std::string(moe_last_error()).find("truncated"), std::string::npos) << moe_last_error();
+  std::string header_cut = TempFile("header.gguf", bytes.substr(0, 300));
+  EXPECT_NE(moe_model_load(header_cut.c_str(), nullptr, &m), MOE_OK);
+  std::string corrupt = bytes;
+  corrupt[9] = '\x7f';  // tensor count far beyond the file
+  std::string corrupt_path = TempFile("corrupt.gguf", corrupt);
+  EXPECT_NE(moe_model_load(corrupt_path.c_str(), nullptr, &m), MOE_OK);
+  std::string text = TempFile("text.gguf", "just some text, not a model\n");
+  EXPECT_EQ(moe_model_load(text.c_str(), nullptr, &m), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(m, nullptr);
+  for (auto* p : {&truncated, &header_cut, &corrupt_path, &text}) std::remove(p->c_str());
+}
+
+TEST(CApiErrorsTest, StructSizeIsChecked) {
+  moe_context_params p = moe_context_default_params();
+  p.struct_size = 3;
+  moe_model* m = nullptr;
+  ASSERT_EQ(moe_model_load(kModel.c_str(), nullptr, &m), MOE_OK);
+  moe_context* c = nullptr;
+  EXPECT_EQ(moe_context_create(m, &p, &c), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(moe_last_error()).find("struct_size"), std::string::npos);
+  moe_model_info info;
+  info.struct_size = 0;
+  EXPECT_EQ(moe_model_get_info(m, &info), MOE_ERROR_INVALID_ARGUMENT);
+  moe_model_free(m);
+}
+
+struct Progress {
+  std::vector<float> seen;
+  int cancel_at = -1;
+};
+
+int OnProgress(float f, void* user_data) {
+  auto* p = static_cast<Progress*>(user_data);
+  p->seen.push_back(f);
+  return p->cancel_at < 0 || static_cast<int>(p->seen.size()) < p->cancel_at;
+}
+
+TEST(CApiModelTest, LoadReportsProgressAndCanBeCancelled) {
+  for (int mmap : {1, 0}) {
+    Progress prog;
+    moe_model_params p = moe_model_default_params();
+    p.use_mmap = mmap;
+    p.progress_callback = OnProgress;
+    p.progress_user_data = &prog;
+    moe_model* m = nullptr;
+    ASSERT_EQ(moe_model_load(kModel.c_str(), &p, &m), MOE_OK) << moe_last_error();
+    ASSERT_GE(prog.seen.size(), 2u);
+    EXPECT_EQ(prog.seen.front(), 0.0f);
+    EXPECT_EQ(prog.seen.back(), 1.0f);
+    for (size_t i = 1; i < prog.seen.size(); ++i) EXPECT_GE(prog.seen[i], prog.seen[i - 1]);
+    moe_model_free(m);
+    Progress cancel;
+    cancel.cancel_at = 2;
+    p.progress_user_data = &cancel;
+    EXPECT_EQ(moe_model_load(kModel.c_str(), &p, &m), MOE_ERROR_CANCELLED);
+    EXPECT_EQ(m, nullptr);
+  }
+}
+
+TEST_F(CApiTest, InfoDescribesTheModel) {
+  moe_model_info info = moe_model_default_info();
+  ASSERT_EQ(moe_model_get_info(model_, &info), MOE_OK);
+  EXPECT_STREQ(info.architecture, "qwen2moe");
+  EXPECT_EQ(info.n_layer, 2);
+  EXPECT_EQ(info.n_expert, 16);
+  EXPECT_EQ(info.n_expert_used, 4);
+  EXPECT_EQ(info.n_vocab, 32256);
+  EXPECT_EQ(info.n_ctx_train, 256);
+  EXPECT_EQ(info.bos_token, 32013);
+  EXPECT_EQ(info.eos_token, 32014);
+  EXPECT_EQ(info.has_tokenizer, 1);
+  EXPECT_GT(info.n_params_total, info.n_params_active);
+  EXPECT_GT(info.n_params_active, 0);
+  EXPECT_STREQ(moe_model_chat_template(model_), "");
+}
+
+TEST_F(CApiTest, TokenizeMatchesReferenceAndBuffersFollowTheSizeProtocol) {
+  std::string prompt = Slurp(kFixtures + "tiny-qwen2moe-f32/p1.prompt.txt");
+  std::vector<int32_t> want = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.tokens.txt");
+  size_t n = 0;
+  EXPECT_EQ(moe_tokenize(model_, prompt.data(), prompt.size(), MOE_TOKENIZE_ADD_BOS, nullptr, 0, &n),
+            MOE_ERROR_BUFFER_TOO_SMALL);
+  ASSERT_EQ(n, want.size());
+  std::vector<int32_t> ids(n);
+  ASSERT_EQ(moe_tokenize(model_, prompt.data(), prompt.size(), MOE_TOKENIZE_ADD_BOS, ids.data(),
+                         ids.size(), &n),
+            MOE_OK);
+  EXPECT_EQ(ids, want);
+  EXPECT_EQ(moe_tokenize(model_, "x", 1, 0x80, ids.data(), ids.size(), &n), MOE_ERROR_INVALID_ARGUMENT);
+  // Detokenize without BOS gives the text back.
+  size_t len = 0;
+  EXPECT_EQ(moe_detokenize(model_, ids.data() + 1, ids.size() - 1, nullptr, 0, &len),
+            MOE_ERROR_BUFFER_TOO_SMALL);
+  std::string text(len + 1, '\0');
+  ASSERT_EQ(moe_detokenize(model_, ids.data() + 1, ids.size() - 1, text.data(), text.size(), &len),
+            MOE_OK);
+  EXPECT_EQ(text[len], '\0');
+  text.resize(len);
+  EXPECT_EQ(text, prompt);
+  int32_t bad = 1 << 30;
+  EXPECT_EQ(moe_detokenize(model_, &bad, 1, text.data(), text.size(), &len), MOE_ERROR_OUT_OF_RANGE);
+}
+
+TEST_F(CApiTest, StreamingDetokenizerHoldsSplitCharacters) {
+  const char* text = "héllo 世界 🎉!";
+  size_t n = 0;
+  std::vector<int32_t> ids(64);
+  ASSERT_EQ(moe_tokenize(model_, text, std::strlen(text), 0, ids.data(), ids.size(), &n), MOE_OK);
+  ids.resize(n);
+  moe_detokenizer* d = nullptr;
+  ASSERT_EQ(moe_detokenizer_create(model_, &d), MOE_OK);
+  std::string out;
+  for (int32_t id : ids) {
+    char buf[64];
+    size_t len = 0;
+    ASSERT_EQ(moe_detokenizer_push(d, id, buf, sizeof(buf), &len), MOE_OK);
+    std::string piece(buf, len);
+    // Every piece is complete UTF-8 on its own: no piece ends inside a character.
+    if (!piece.empty()) {
+      unsigned char last = piece.back();
+      EXPECT_TRUE(last < 0x80 || (last & 0xC0) == 0x80) << "piece ends with a lead byte";
+    }
+    out += piece;
+  }
+  EXPECT_EQ(out, text);
+  // A buffer too small keeps the token for a retry.
+  ASSERT_EQ(moe_tokenize(model_, "abc", 3, 0, ids.data(), 64, &n), MOE_OK);
+  size_t len = 0;
+  EXPECT_EQ(moe_detokenizer_push(d, ids[0], nullptr, 0, &len), MOE_ERROR_BUFFER_TOO_SMALL);
+  EXPECT_EQ(moe_detokenizer_push(d, ids[0] + 1, nullptr, 0, &len), MOE_ERROR_INVALID_ARGUMENT);
+  std::string buf(len + 1, '\0');
+  EXPECT_EQ(moe_detokenizer_push(d, ids[0], buf.data(), buf.size(), &len), MOE_OK);
+  moe_detokenizer_free(d);
+}
+
+TEST_F(CApiTest, GreedyGenerationReproducesLlamaCpp) {
+  moe_context* ctx = NewContext();
+  std::vector<int32_t> prompt = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.tokens.txt");
+  std::vector<int32_t> want = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.gen_tokens.txt");
+  moe_sampling_params sp = moe_sampling_default_params();
+  sp.temperature = 0;
+  moe_generate_params gp = moe_generate_default_params();
+  gp.sampling = &sp;
+  gp.max_tokens = static_cast<int32_t>(want.size());
+  Collected got;
+  ASSERT_EQ(moe_generate_tokens(ctx, prompt.data(), prompt.size(), &gp, Collect, &got), MOE_OK)
+      << moe_last_error();
+  EXPECT_EQ(got.tokens, want);
+  EXPECT_EQ(moe_context_n_past(ctx), static_cast<int32_t>(prompt.size() + want.size()));
+  moe_stats st = moe_default_stats();
+  ASSERT_EQ(moe_context_get_stats(ctx, &st), MOE_OK);
+  EXPECT_EQ(st.prompt_tokens, static_cast<int32_t>(prompt.size()));
+  EXPECT_EQ(st.generated_tokens, static_cast<int32_t>(want.size()));
+  EXPECT_EQ(st.finish_reason, MOE_FINISH_MAX_TOKENS);
+  EXPECT_GT(st.active_fraction, 0.0);
+  EXPECT_LT(st.active_fraction, 1.0);
+  EXPECT_GT(st.generate_tokens_per_second, 0.0);
+  size_t n = 0;
+  EXPECT_EQ(moe_context_get_expert_counts(ctx, nullptr, 0, &n), MOE_ERROR_BUFFER_TOO_SMALL);
+  ASSERT_EQ(n, 2u * 16u);
+  std::vector<int64_t> counts(n);
+  ASSERT_EQ(moe_context_get_expert_counts(ctx, counts.data(), n, &n), MOE_OK);
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  // Every processed token (prompt + all but the last sampled one... plus it, fed back) picks 4
+  // experts in each of 2 layers.
+  EXPECT_EQ(total, static_cast<int64_t>(prompt.size() + want.size()) * 4 * 2);
+  moe_context_free(ctx);
+}
+
+TEST_F(CApiTest, LowLevelDecodeAndSampleAgreeWithGenerate) {
+  moe_context* ctx = NewContext();
+  std::vector<int32_t> prompt = ReadIds(kFixtures + "tiny-qwen2moe-f32/p2.tokens.txt");
+  std::vector<int32_t> want = ReadIds(kFixtures + "tiny-qwen2moe-f32/p2.gen_tokens.txt");
+  ASSERT_EQ(moe_decode(ctx, prompt.data(), prompt.size()), MOE_OK);
+  moe_sampling_params greedy = moe_sampling_default_params();
+  greedy.temperature = 0;
+  // p2's greedy margins stay above the tolerance for 6 steps (see gen_info.tsv).
+  for (int i = 0; i < 6; ++i) {
+    const float* logits = nullptr;
+    int32_t n_vocab = 0;
+    ASSERT_EQ(moe_get_logits(ctx, &logits, &n_vocab), MOE_OK);
+    EXPECT_EQ(n_vocab, 32256);
+    int32_t tok = -1;
+    ASSERT_EQ(moe_sample(ctx, &greedy, &tok), MOE_OK);
+    EXPECT_EQ(tok, want[i]) << "step " << i;
+    ASSERT_EQ(moe_decode(ctx, &tok, 1), MOE_OK);
+  }
+  int32_t bad = 40000;
+  EXPECT_EQ(moe_decode(ctx, &bad, 1), MOE_ERROR_OUT_OF_RANGE);
+  EXPECT_NE(std::string(moe_last_error()).find("40000"), std::string::npos);
+  moe_logit_bias bias{1 << 20, 1.0f};
+  greedy.logit_bias = &bias;
+  greedy.n_logit_bias = 1;
+  int32_t tok;
+  EXPECT_EQ(moe_sample(ctx, &greedy, &tok), MOE_ERROR_OUT_OF_RANGE);
+  moe_context_free(ctx);
+}
+
+TEST_F(CApiTest, LogitBiasSteersSampling) {
+  moe_context* ctx = NewContext();
+  int32_t bos = 32013;
+  ASSERT_EQ(moe_decode(ctx, &bos, 1), MOE_OK);
+  moe_logit_bias bias{1234, 1000.0f};
+  moe_sampling_params sp = moe_sampling_default_params();
+  sp.logit_bias = &bias;
+  sp.n_logit_bias = 1;
+  int32_t tok = -1;
+  ASSERT_EQ(moe_sample(ctx, &sp, &tok), MOE_OK);
+  EXPECT_EQ(tok, 1234);
+  moe_context_free(ctx);
+}
+
+TEST_F(CApiTest, SameSeedSameTextDifferentSeedDifferentText) {
+  auto run = [&](uint64_t seed) {
+    moe_context* ctx = NewContext(256, seed);
+    moe_generate_params gp = moe_generate_default_params();
+    moe_sampling_params sp = moe_sampling_default_params();
+    sp.temperature = 1.5f;
+    sp.top_k = 0;
+    sp.top_p = 1.0f;
+    sp.min_p = 0;
+    gp.sampling = &sp;
+    gp.max_tokens = 24;
+    Collected c;
+    EXPECT_EQ(moe_generate(ctx, "Once upon a time", &gp, Collect, &c), MOE_OK) << moe_last_error();
+    moe_context_free(ctx);
+    return c.tokens;
+  };
+  auto a = run(7), b = run(7), c = run(8);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a.size(), 24u);
+  EXPECT_NE(a, c);
+}
+
+TEST_F(CApiTest, StopStringsAndCallbackStop) {
+  moe_context* ctx = NewContext();
+  moe_sampling_params sp = moe_sampling_default_params();
+  sp.temperature = 0;
+  moe_generate_params gp = moe_generate_default_params();
+  gp.sampling = &sp;
+  gp.max_tokens = 12;
+  Collected full;
+  ASSERT_EQ(moe_generate(ctx, "def fib(n):", &gp, Collect, &full), MOE_OK);
+  ASSERT_GE(full.text.size(), 6u);
+  // Stop at a string from the middle of that text: the output ends just before it.
+  std::string stop = full.text.substr(full.text.size() / 2, 3);
+  const char* stops[] = {stop.c_str()};
+  gp.stop = stops;
+  gp.n_stop = 1;
+  ASSERT_EQ(moe_context_reset(ctx), MOE_OK);
+  Collected cut;
+  ASSERT_EQ(moe_generate(ctx, "def fib(n):", &gp, Collect, &cut), MOE_OK);
+  EXPECT_EQ(cut.text, full.text.substr(0, full.text.find(stop)));
+  moe_stats st = moe_default_stats();
+  moe_context_get_stats(ctx, &st);
+  EXPECT_EQ(st.finish_reason, MOE_FINISH_STOP_STRING);
+  // The callback stops after 3 tokens.
+  gp.stop = nullptr;
+  gp.n_stop = 0;
+  ASSERT_EQ(moe_context_reset(ctx), MOE_OK);
+  Collected three;
+  three.stop_after = 3;
+  ASSERT_EQ(moe_generate(ctx, "def fib(n):", &gp, Collect, &three), MOE_OK);
+  EXPECT_EQ(three.tokens.size(), 3u);
+  moe_context_get_stats(ctx, &st);
+  EXPECT_EQ(st.finish_reason, MOE_FINISH_CALLBACK);
+  moe_context_free(ctx);
+}
+
+TEST_F(CApiTest, PromptLongerThanTheContextIsRejectedUpFront) {
+  moe_context* ctx = NewContext(16);
+  std::string long_prompt;
+  for (int i = 0; i < 40; ++i) long_prompt += "word ";
+  EXPECT_EQ(moe_generate(ctx, long_prompt.c_str(), nullptr, nullptr, nullptr), MOE_ERROR_CONTEXT_FULL);
+  EXPECT_NE(std::string(moe_last_error()).find("context"), std::string::npos);
+  EXPECT_EQ(moe_context_n_past(ctx), 0);
+  // Still usable.
+  moe_generate_params gp = moe_generate_default_params();
+  gp.max_tokens = 4;
+  EXPECT_EQ(moe_generate(ctx, "hi", &gp, nullptr, nullptr), MOE_OK) << moe_last_error();
+  // Generation that fills the context ends with CONTEXT_FULL as its finish reason.
+  gp.max_tokens = 100;
+  EXPECT_EQ(moe_generate(ctx, "more", &gp, nullptr, nullptr), MOE_OK);
+  moe_stats st = moe_default_stats();
+  moe_context_get_stats(ctx, &st);
+  EXPECT_TRUE(st.finish_reason == MOE_FINISH_CONTEXT_FULL ||
+              st.finish_reason == MOE_FINISH_END_OF_GENERATION);
+  EXPECT_LE(moe_context_n_past(ctx), 16);
+  moe_context_free(ctx);
+}
+
+TEST_F(CApiTest, MultiTurnReusesTheCacheAndMatchesAFreshRun) {
+  moe_sampling_params sp = moe_sampling_default_params();
+  sp.temperature = 0;
+  moe_generate_params gp = moe_generate_default_params();
+  gp.sampling = &sp;
+  gp.max_tokens = 5;
+  moe_context* ctx = NewContext();
+  Collected t1, t2;
+  ASSERT_EQ(moe_generate(ctx, "The first turn.", &gp, Collect, &t1), MOE_OK);
+  int32_t after_first = moe_context_n_past(ctx);
+  ASSERT_EQ(moe_generate(ctx, " And the second.", &gp, Collect, &t2), MOE_OK);
+  moe_stats st = moe_default_stats();
+  moe_context_get_stats(ctx, &st);
+  // Only the new turn's tokens were processed as prompt.
+  size_t n_second = 0;
+  moe_tokenize(model_, " And the second.", 16, 0, nullptr, 0, &n_second);
+  EXPECT_EQ(st.prompt_tokens, static_cast<int32_t>(n_second));
+  EXPECT_EQ(moe_context_n_past(ctx), after_first + static_cast<int32_t>(n_second + t2.tokens.size()));
+  // A fresh context fed the whole conversation at once predicts the same second answer.
+  std::vector<int32_t> all(512);
+  size_t n = 0;
+  ASSERT_EQ(moe_tokenize(model_, "The first turn.", 15, MOE_TOKENIZE_ADD_BOS, all.data(), all.size(), &n), MOE_OK);
+  all.resize(n);
+  all.insert(all.end(), t1.tokens.begin(), t1.tokens.end());
+  std::vector<int32_t> second(n_second);
+  moe_tokenize(model_, " And the second.", 16, 0, second.data(), second.size(), &n);
+  all.insert(all.end(), second.begin(), second.end());
+  moe_context* fresh = NewContext();
+  Collected t2b;
+  ASSERT_EQ(moe_generate_tokens(fresh, all.data(), all.size(), &gp, Collect, &t2b), MOE_OK);
+  EXPECT_EQ(t2b.tokens, t2.tokens);
+  // Truncating back to the first turn and regenerating gives the second answer again.
+  ASSERT_EQ(moe_context_truncate(ctx, after_first), MOE_OK);
+  Collected t2c;
+  ASSERT_EQ(moe_generate(ctx, " And the second.", &gp, Collect, &t2c), MOE_OK);
+  EXPECT_EQ(t2c.tokens, t2.tokens);
+  EXPECT_EQ(moe_context_truncate(ctx, 100000), MOE_ERROR_OUT_OF_RANGE);
+  moe_context_free(fresh);
+  moe_context_free(ctx);
+}
+
+TEST_F(CApiTest, CancelFromAnotherThreadDuringGeneration) {
+  moe_context* ctx = NewContext();
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool first_token = false;
+    bool cancelled = false;
+  } sh;
+  auto cb = [](int32_t token, const char*, size_t, void* ud) -> int {
+    auto* s = static_cast<Shared*>(ud);
+    std::unique_lock<std::mutex> lock(s->mu);
+    s->first_token = true;
+    s->cv.notify_all();
+    s->cv.wait(lock, [&] { return s->cancelled; });
+    return 1;
+  };
+  std::thread canceller([&] {
+    std::unique_lock<std::mutex> lock(sh.mu);
+    sh.cv.wait(lock, [&] { return sh.first_token; });
+    EXPECT_EQ(moe_context_cancel(ctx), MOE_OK);
+    sh.cancelled = true;
+    sh.cv.notify_all();
+  });
+  moe_generate_params gp = moe_generate_default_params();
+  gp.max_tokens = 200;
+  EXPECT_EQ(moe_generate(ctx, "hello", &gp, cb, &sh), MOE_ERROR_CANCELLED);
+  canceller.join();
+  // The context stays usable.
+  gp.max_tokens = 3;
+  EXPECT_EQ(moe_generate(ctx, " again", &gp, nullptr, nullptr), MOE_OK) << moe_last_error();
+  moe_context_free(ctx);
+}
+
+TEST_F(CApiTest, CancelDuringALongPrompt) {
+  moe_context* ctx = NewContext(256);
+  std::vector<int32_t> prompt(250);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = 100 + static_cast<int32_t>(i);
+  std::atomic<bool> done{false};
+  std::thread canceller([&] {
+    while (!done.load()) {
+      moe_context_cancel(ctx);
+      std::this_thread::yield();
+    }
+  });
+  moe_status s = moe_decode(ctx, prompt.data(), prompt.size());
+  done = true;
+  canceller.join();
+  EXPECT_EQ(s, MOE_ERROR_CANCELLED);
+  // Whole chunks that completed stay; the context is consistent and usable.
+  int32_t kept = moe_context_n_past(ctx);
+  EXPECT_LT(kept, 250);
+  EXPECT_EQ(moe_decode(ctx, prompt.data() + kept, 250 - kept), MOE_OK) << moe_last_error();
+  EXPECT_EQ(moe_context_n_past(ctx), 250);
+  moe_context_free(ctx);
+}
+
+TEST_F(CApiTest, OneContextUsedByTwoThreadsIsBusyNotCorrupt) {
+  moe_context* ctx = NewContext();
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool inside = false, checked = false;
+  } sh;
+  auto cb = [](int32_t, const char*, size_t, void* ud) -> int {
+    auto* s = static_cast<Shared*>(ud);
+    std::unique_lock<std::mutex> lock(s->mu);
+    s->inside = true;
+    s->cv.notify_all();
+    s->cv.wait(lock, [&] { return s->checked; });
+    return 0;
+  };
+  std::thread other([&] {
+    std::unique_lock<std::mutex> lock(sh.mu);
+    sh.cv.wait(lock, [&] { return sh.inside; });
+    int32_t tok = 5;
+    EXPECT_EQ(moe_decode(ctx, &tok, 1), MOE_ERROR_BUSY);
+    EXPECT_NE(std::string(moe_last_error()).find("busy"), std::string::npos);
+    sh.checked = true;
+    sh.cv.notify_all();
+  });
+  EXPECT_EQ(moe_generate(ctx, "x", nullptr, cb, &sh), MOE_OK);
+  other.join();
+  moe_context_free(ctx);
+}
+
+TEST_F(CApiTest, TwoThreadsTwoContextsShareOneModel) {
+  std::vector<int32_t> prompt = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.tokens.txt");
+  std::vector<int32_t> want = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.gen_tokens.txt");
+  std::vector<int32_t> results[2];
+  std::thread threads[2];
+  for (int t = 0; t < 2; ++t) {
+    threads[t] = std::thread([&, t] {
+      moe_context* ctx = nullptr;
+      moe_context_params p = moe_context_default_params();
+      p.n_threads = 1;
+      ASSERT_EQ(moe_context_create(model_, &p, &ctx), MOE_OK);
+      moe_sampling_params sp = moe_sampling_default_params();
+      sp.temperature = 0;
+      moe_generate_params gp = moe_generate_default_params();
+      gp.sampling = &sp;
+      gp.max_tokens = static_cast<int32_t>(want.size());
+      for (int rep = 0; rep < 3; ++rep) {
+        Collected c;
+        ASSERT_EQ(moe_generate_tokens(ctx, prompt.data(), prompt.size(), &gp, Collect, &c), MOE_OK);
+        results[t] = c.tokens;
+        ASSERT_EQ(moe_context_reset(ctx), MOE_OK);
+      }
+      moe_context_free(ctx);
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(results[0], want);
+  EXPECT_EQ(results[1], want);
+}
+
+TEST_F(CApiTest, ChatTemplates) {
+  moe_chat_message msgs[] = {{"system", "Be brief."}, {"user", "Hi!"}};
+  size_t len = 0;
+  // This model ships no template: the error says so and how to pick one.
+  EXPECT_EQ(moe_chat_apply_template(model_, nullptr, msgs, 2, 1, nullptr, 0, &len), MOE_ERROR_NOT_FOUND);
+  EXPECT_NE(std::string(moe_last_error()).find("chat template"), std::string::npos);
+  ASSERT_EQ(moe_chat_apply_template(model_, "chatml", msgs, 2, 1, nullptr, 0, &len),
+            MOE_ERROR_BUFFER_TOO_SMALL);
+  std::string out(len + 1, '\0');
+  ASSERT_EQ(moe_chat_apply_template(model_, "chatml", msgs, 2, 1, out.data(), out.size(), &len), MOE_OK);
+  out.resize(len);
+  EXPECT_EQ(out,
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n"
+            "<|im_start|>assistant\n");
+  EXPECT_EQ(moe_chat_apply_template(model_, "jinja-soup", msgs, 2, 1, nullptr, 0, &len),
+            MOE_ERROR_INVALID_ARGUMENT);
+  moe_chat_message bad[] = {{"wizard", "x"}};
+  EXPECT_EQ(moe_chat_apply_template(model_, "chatml", bad, 1, 1, nullptr, 0, &len),
+            MOE_ERROR_INVALID_ARGUMENT);
+}
+
+struct LogSink {
+  std::vector<std::string> lines;
+};
+
+void OnLog(moe_log_level level, const char* msg, void* ud) {
+  static_cast<LogSink*>(ud)->lines.push_back(std::to_string(level) + ":" + msg);
+}
+
+TEST(CApiLogTest, CallbackReceivesMessagesAtItsLevel) {
+  LogSink sink;
+  moe_set_log_callback(OnLog, MOE_LOG_INFO, &sink);
+  moe_model* m = nullptr;
+  ASSERT_EQ(moe_model_load(kModel.c_str(), nullptr, &m), MOE_OK);
+  moe_model_free(m);
+  moe_set_log_callback(nullptr, MOE_LOG_INFO, nullptr);
+  ASSERT_FALSE(sink.lines.empty());
+  EXPECT_NE(sink.lines[0].find("qwen2moe"), std::string::npos);
+  size_t before = sink.lines.size();
+  ASSERT_EQ(moe_model_load(kModel.c_str(), nullptr, &m), MOE_OK);  // silent again
+  moe_model_free(m);
+  EXPECT_EQ(sink.lines.size(), before);
+}
+
+}  // namespace
