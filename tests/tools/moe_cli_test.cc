@@ -2,6 +2,7 @@
 // logits for the fixtures, and bad input ends in a message and a non-zero exit, never a crash.
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -105,6 +106,43 @@ TEST(MoeCliTest, InspectReportsActiveParameterFraction) {
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_NE(r.out.find("architecture  olmoe"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("of all parameters (top-8 of 32 experts)"), std::string::npos) << r.out;
+}
+
+TEST(MoeCliTest, TextPromptStreamsAndJsonCarriesTelemetry) {
+  fs::path gguf = kFixtures / "tiny-olmoe-q8_0" / "tiny-olmoe-q8_0.gguf";
+  Result r = RunCommand(kBin + "moe-cli run -m " + gguf.string() +
+                        " -p \"Hello world\" -n 6 --seed 3 --json");
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("\"generated_tokens\":"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"active_fraction\":"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"expert_counts\":[["), std::string::npos) << r.out;
+  // Same seed, same text.
+  Result again = RunCommand(kBin + "moe-cli run -m " + gguf.string() +
+                            " -p \"Hello world\" -n 6 --seed 3 --json");
+  auto field = [](const std::string& json, const std::string& key) {
+    size_t at = json.find("\"" + key + "\":");
+    return at == std::string::npos ? std::string() : json.substr(at, json.find_first_of("]\"", json.find(':', at) + 2) - at);
+  };
+  EXPECT_FALSE(field(r.out, "tokens").empty());
+  EXPECT_EQ(field(again.out, "tokens"), field(r.out, "tokens"));
+  EXPECT_EQ(field(again.out, "text"), field(r.out, "text"));
+  Result stats = RunCommand(kBin + "moe-cli run -m " + gguf.string() + " -p Hi -n 4 --stats");
+  ASSERT_EQ(stats.exit_code, 0);
+  std::string err = Slurp("/tmp/moe_cli_test_stderr");
+  EXPECT_NE(err.find("parameters per token"), std::string::npos) << err;
+  EXPECT_NE(err.find("layer 0"), std::string::npos) << err;
+}
+
+TEST(MoeCliTest, ChatAnswersEachLineOfStdin) {
+  fs::path gguf = kFixtures / "tiny-qwen2moe-f32" / "tiny-qwen2moe-f32.gguf";
+  Result r = RunCommand("printf 'hello\\nagain\\n' | " + kBin + "moe-cli chat -m " +
+                        gguf.string() + " --template chatml -n 4 --seed 1");
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2) << r.out;
+  // Without a template and without --template, chat says what to do.
+  Result bad = RunCommand("printf 'hi\\n' | " + kBin + "moe-cli chat -m " + gguf.string());
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(Slurp("/tmp/moe_cli_test_stderr").find("--template"), std::string::npos);
 }
 
 }  // namespace

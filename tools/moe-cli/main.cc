@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "CLI/CLI.hpp"
+#include "tools/moe-cli/chat_command.h"
 #include "tools/moe-cli/run_command.h"
 #include "tools/moe-cli/tokenize_command.h"
 
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = 0;
   moe::cli::AddRunCommand(app, &exit_code);
+  moe::cli::AddChatCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }
