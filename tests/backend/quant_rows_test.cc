@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -146,11 +147,30 @@ TEST(QuantRowsTest, SimpleTypesRoundTripAndDotAgreesWithDequantize) {
   }
 }
 
-TEST(QuantRowsTest, KQuantEncodingIsReportedUnsupported) {
-  std::vector<float> w(256, 1.f);
-  std::vector<uint8_t> row(RowBytes(DType::kQ4_K, 256));
-  EXPECT_EQ(QuantizeRow(DType::kQ4_K, w.data(), row.data(), 256).code(),
-            absl::StatusCode::kUnimplemented);
+TEST(QuantRowsTest, KQuantEncodersRoundTripWithinTheirResolution) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd;
+  const int64_t n = 1024;
+  std::vector<float> w(n), x(n);
+  for (auto& v : w) v = nd(rng);
+  for (auto& v : x) v = nd(rng);
+  // Worst-case step: a 32-element range of N(0,1) spans < 9 (with the zero included), over
+  // 15 / 31 levels, plus the 6-bit scale rounding; Q6_K: |x| < 4.5 over 32 levels.
+  for (auto [t, bound] : {std::pair{DType::kQ4_K, 9.0 / 15}, std::pair{DType::kQ5_K, 9.0 / 31},
+                          std::pair{DType::kQ6_K, 4.5 / 32}}) {
+    std::vector<uint8_t> row(RowBytes(t, n));
+    ASSERT_TRUE(QuantizeRow(t, w.data(), row.data(), n).ok());
+    std::vector<float> back(n);
+    DequantizeRow(t, row.data(), back.data(), n);
+    double max_err = 0, ref = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      max_err = std::max(max_err, static_cast<double>(std::fabs(back[i] - w[i])));
+      ref += static_cast<double>(back[i]) * x[i];
+    }
+    EXPECT_LE(max_err, bound) << DTypeName(t);
+    EXPECT_GT(max_err, 0) << DTypeName(t);
+    EXPECT_NEAR(DotRow(t, row.data(), x.data(), n), ref, 1e-3 * (1 + std::fabs(ref))) << DTypeName(t);
+  }
 }
 
 TEST(HalfTest, ConversionsRoundTripEveryHalf) {

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backend/cpu/kquant_encode.h"
 #include "lib/base/half.h"
 
 namespace moe {
@@ -212,10 +213,18 @@ absl::Status QuantizeRow(DType t, const float* src, uint8_t* dst, int64_t n) {
         }
       }
       return absl::OkStatus();
-    default:
-      return absl::UnimplementedError(
-          absl::StrCat("quantizing to ", DTypeName(t), " is not supported yet"));
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K: {
+      auto encode = t == DType::kQ4_K ? EncodeQ4_KBlock
+                    : t == DType::kQ5_K ? EncodeQ5_KBlock
+                                        : EncodeQ6_KBlock;
+      const int bytes = GetDTypeInfo(t).block_bytes;
+      for (int64_t i = 0; i < n; i += 256, dst += bytes) encode(src + i, dst);
+      return absl::OkStatus();
+    }
   }
+  return absl::InvalidArgumentError("unknown dtype");
 }
 
 }  // namespace moe

@@ -15,8 +15,8 @@ void DequantizeRow(DType t, const uint8_t* row, float* dst, int64_t n);
 // sum_i row[i] * x[i], accumulated in F32 (activations are not quantized).
 float DotRow(DType t, const uint8_t* row, const float* x, int64_t n);
 
-// Encodes n floats (a whole number of blocks) as type t, rounding as ggml's reference
-// quantizers do. K-quant encoders are not written yet: Unimplemented.
+// Encodes n floats (a whole number of blocks) as type t: Q8_0/Q4_0 round as ggml's reference
+// quantizers do; K-quants use the simple fits of kquant_encode.h.
 absl::Status QuantizeRow(DType t, const float* src, uint8_t* dst, int64_t n);
 
 }  // namespace moe
