@@ -8,6 +8,7 @@ packages=(
   libabsl-dev libflatbuffers-dev flatbuffers-compiler
   libgtest-dev libgmock-dev
   libicu-dev nlohmann-json3-dev libcli11-dev
+  libsentencepiece-dev
 )
 
 missing=()

@@ -1,5 +1,5 @@
 // Opens any model file the runtime understands, recognised by its content, not its name:
-// a .moe container or a GGUF file (converted in memory).
+// a .moe container, a GGUF file or a Hugging Face checkpoint directory (converted in memory).
 #pragma once
 
 #include <string>

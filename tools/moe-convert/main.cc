@@ -1,19 +1,40 @@
-// moe-convert IN OUT.moe: converts a model (GGUF today) into the .moe container.
+// moe-convert IN OUT.moe [--dtype T]: converts a model (Hugging Face checkpoint directory, GGUF
+// or .moe) into the .moe container.
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
 #include "lib/format/moe_writer.h"
+#include "lib/import/hf_import.h"
 #include "lib/import/model_loader.h"
 
 int main(int argc, char** argv) {
-  CLI::App app("Converts a model (GGUF) to the .moe container.", "moe-convert");
-  std::string in, out;
-  app.add_option("IN", in, "input model (.gguf or .moe)")->required();
+  CLI::App app(
+      "Converts a model (Hugging Face checkpoint directory, GGUF or .moe) to the .moe "
+      "container.",
+      "moe-convert");
+  std::string in, out, dtype_name;
+  app.add_option("IN", in, "input model: a Hugging Face checkpoint directory, .gguf or .moe")
+      ->required();
   app.add_option("OUT", out, "output .moe file")->required();
+  app.add_option("--dtype", dtype_name,
+                 "weight type of a Hugging Face import (default: keep the checkpoint's)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0"}));
   CLI11_PARSE(app, argc, argv);
-  auto spec = moe::LoadModelSpec(in);
+
+  std::optional<moe::DType> dtype;
+  if (!dtype_name.empty()) dtype = moe::DTypeFromName(dtype_name);
+  absl::StatusOr<moe::ModelSpec> spec;
+  if (moe::LooksLikeHfCheckpoint(in)) {
+    spec = moe::ImportHfCheckpoint(in, dtype);
+  } else if (dtype) {
+    spec =
+        absl::InvalidArgumentError("--dtype applies to Hugging Face checkpoint directories only");
+  } else {
+    spec = moe::LoadModelSpec(in);
+  }
   if (!spec.ok()) {
     std::fprintf(stderr, "moe-convert: %s\n", std::string(spec.status().message()).c_str());
     return 1;

@@ -1,0 +1,238 @@
+#include "lib/import/hf_config.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "lib/base/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace moe {
+namespace {
+
+using Json = nlohmann::json;
+
+// config.json keys with transformers' semantics: a key that is absent or null takes the
+// configuration class's default.
+class Config {
+ public:
+  explicit Config(const Json& j) : j_(j) {}
+
+  const Json* Get(const char* key) const {
+    auto it = j_.find(key);
+    if (it == j_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+  absl::StatusOr<int64_t> Int(const char* key, std::optional<int64_t> def = {}) const {
+    const Json* v = Get(key);
+    if (v == nullptr) {
+      if (def) return *def;
+      return absl::NotFoundError(absl::StrCat("config.json is missing '", key, "'"));
+    }
+    if (!v->is_number_integer() || v->get<int64_t>() < 0 || v->get<int64_t>() > (1ll << 40)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.json '", key, "' is ", v->dump(), ", not a non-negative integer"));
+    }
+    return v->get<int64_t>();
+  }
+  absl::StatusOr<double> Float(const char* key, double def) const {
+    const Json* v = Get(key);
+    if (v == nullptr) return def;
+    if (!v->is_number()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.json '", key, "' is ", v->dump(), ", not a number"));
+    }
+    return v->get<double>();
+  }
+  absl::StatusOr<bool> Bool(const char* key, bool def) const {
+    const Json* v = Get(key);
+    if (v == nullptr) return def;
+    if (!v->is_boolean()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.json '", key, "' is ", v->dump(), ", not true/false"));
+    }
+    return v->get<bool>();
+  }
+  absl::StatusOr<std::string> String(const char* key, const std::string& def) const {
+    const Json* v = Get(key);
+    if (v == nullptr) return def;
+    if (!v->is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.json '", key, "' is ", v->dump(), ", not a string"));
+    }
+    return v->get<std::string>();
+  }
+
+ private:
+  const Json& j_;
+};
+
+struct HfArchName {
+  const char* hf;
+  const char* model_type;
+  Arch arch;
+};
+constexpr HfArchName kArchs[] = {
+    {"MixtralForCausalLM", "mixtral", Arch::kLlama},
+    {"Qwen2MoeForCausalLM", "qwen2_moe", Arch::kQwen2Moe},
+    {"OlmoeForCausalLM", "olmoe", Arch::kOlmoe},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", Arch::kQwen3Moe},
+};
+
+absl::StatusOr<const HfArchName*> FindArch(const Json& j) {
+  std::string named;
+  if (auto it = j.find("architectures"); it != j.end() && it->is_array() && !it->empty()) {
+    if (!(*it)[0].is_string())
+      return absl::InvalidArgumentError(
+          "config.json 'architectures' "
+          "does not hold strings");
+    named = (*it)[0].get<std::string>();
+    for (const HfArchName& a : kArchs) {
+      if (named == a.hf) return &a;
+    }
+  } else if (auto mt = j.find("model_type"); mt != j.end() && mt->is_string()) {
+    named = mt->get<std::string>();
+    for (const HfArchName& a : kArchs) {
+      if (named == a.model_type) return &a;
+    }
+  }
+  if (named.empty()) {
+    return absl::InvalidArgumentError(
+        "config.json names no architecture ('architectures' and "
+        "'model_type' are both absent)");
+  }
+  return absl::UnimplementedError(
+      absl::StrCat("unsupported architecture '", named,
+                   "' (supported: MixtralForCausalLM, Qwen2MoeForCausalLM, OlmoeForCausalLM, "
+                   "Qwen3MoeForCausalLM)"));
+}
+
+// RoPE: plain rotate_half with theta only. Scaled variants change the frequencies or the
+// attention temperature, which the runtime does not model; "default" is the unscaled one.
+absl::Status CheckRope(const Json& j) {
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    if (!it->is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat("config.json '", key, "' is not an object"));
+    }
+    std::string type = "default";
+    for (const char* k : {"rope_type", "type"}) {
+      if (auto t = it->find(k); t != it->end() && t->is_string()) type = t->get<std::string>();
+    }
+    if (type != "default") {
+      return absl::UnimplementedError(absl::StrCat("config.json ", key, " of type '", type,
+                                                   "' is not supported (only unscaled RoPE)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<HfConfig> ParseHfConfig(const std::string& json_text) {
+  Json j = Json::parse(json_text, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return absl::InvalidArgumentError("config.json is not a JSON object");
+  }
+  HfConfig out;
+  MOE_ASSIGN_OR_RETURN(const HfArchName* arch, FindArch(j));
+  out.arch = arch->arch;
+  out.hf_architecture = arch->hf;
+  const bool mixtral = out.arch == Arch::kLlama, qwen2 = out.arch == Arch::kQwen2Moe,
+             olmoe = out.arch == Arch::kOlmoe, qwen3 = out.arch == Arch::kQwen3Moe;
+  Config c(j);
+  HParams& h = out.hp;
+
+  MOE_ASSIGN_OR_RETURN(std::string act, c.String("hidden_act", "silu"));
+  if (act != "silu") {
+    return absl::UnimplementedError(
+        absl::StrCat("config.json hidden_act '", act, "' is not supported (only silu)"));
+  }
+  MOE_ASSIGN_OR_RETURN(h.n_vocab, c.Int("vocab_size"));
+  MOE_ASSIGN_OR_RETURN(h.n_embd, c.Int("hidden_size"));
+  MOE_ASSIGN_OR_RETURN(h.n_layer, c.Int("num_hidden_layers"));
+  MOE_ASSIGN_OR_RETURN(h.n_head, c.Int("num_attention_heads"));
+  if (h.n_head == 0) return absl::InvalidArgumentError("config.json num_attention_heads is 0");
+  MOE_ASSIGN_OR_RETURN(h.n_head_kv, c.Int("num_key_value_heads", h.n_head));
+  MOE_ASSIGN_OR_RETURN(h.head_dim, c.Int("head_dim", h.n_embd / h.n_head));
+  h.rope_dim = h.head_dim;
+  MOE_ASSIGN_OR_RETURN(double partial, c.Float("partial_rotary_factor", 1.0));
+  if (partial != 1.0) {
+    return absl::UnimplementedError(
+        "config.json partial_rotary_factor other than 1 is not supported");
+  }
+  MOE_ASSIGN_OR_RETURN(h.n_ctx_train, c.Int("max_position_embeddings", 4096));
+
+  // Sliding-window attention over a window at least as long as the context is full attention;
+  // so a window shorter than max_position_embeddings bounds the context instead.
+  MOE_ASSIGN_OR_RETURN(bool use_sliding, c.Bool("use_sliding_window", mixtral));
+  if (use_sliding) {
+    MOE_ASSIGN_OR_RETURN(int64_t window, c.Int("sliding_window", 0));
+    if (window > 0) h.n_ctx_train = std::min(h.n_ctx_train, window);
+  }
+
+  MOE_RETURN_IF_ERROR(CheckRope(j));
+  MOE_ASSIGN_OR_RETURN(double theta, c.Float("rope_theta", mixtral ? 1e6 : 10000.0));
+  if (const Json* rp = c.Get("rope_parameters");
+      rp && rp->contains("rope_theta") && (*rp)["rope_theta"].is_number()) {
+    theta = (*rp)["rope_theta"].get<double>();  // transformers v5 moved it here
+  }
+  h.rope_freq_base = static_cast<float>(theta);
+  MOE_ASSIGN_OR_RETURN(double eps, c.Float("rms_norm_eps", (qwen2 || qwen3) ? 1e-6 : 1e-5));
+  h.rms_eps = static_cast<float>(eps);
+  h.rope_style = RopeStyle::kNeox;  // transformers' rotate_half: weights stay unpermuted
+  MOE_ASSIGN_OR_RETURN(h.tied_output, c.Bool("tie_word_embeddings", false));
+
+  if (mixtral) {
+    MOE_ASSIGN_OR_RETURN(h.n_expert, c.Int("num_local_experts", 8));
+    MOE_ASSIGN_OR_RETURN(h.n_ff_expert, c.Int("intermediate_size"));
+    h.norm_topk_prob = true;  // MixtralSparseMoeBlock always renormalises
+  } else {
+    MOE_ASSIGN_OR_RETURN(h.n_expert, c.Int("num_experts"));
+    MOE_ASSIGN_OR_RETURN(h.n_ff_expert,
+                         c.Int(olmoe ? "intermediate_size" : "moe_intermediate_size"));
+    MOE_ASSIGN_OR_RETURN(h.norm_topk_prob, c.Bool("norm_topk_prob", false));
+  }
+  MOE_ASSIGN_OR_RETURN(h.n_expert_used, c.Int("num_experts_per_tok", 2));
+  if (h.n_expert == 0) {
+    return absl::UnimplementedError("config.json has no experts: libmoe runs MoE models only");
+  }
+
+  // Qwen MoE models may interleave dense MLP layers; every layer here must be sparse.
+  if (qwen2 || qwen3) {
+    MOE_ASSIGN_OR_RETURN(int64_t step, c.Int("decoder_sparse_step", 1));
+    if (step != 1) {
+      return absl::UnimplementedError(absl::StrCat("config.json decoder_sparse_step ", step,
+                                                   ": dense MLP layers are not supported"));
+    }
+    if (const Json* dense = c.Get("mlp_only_layers");
+        dense && !(dense->is_array() && dense->empty())) {
+      return absl::UnimplementedError(
+          "config.json mlp_only_layers is not empty: dense MLP layers are not supported");
+    }
+  }
+  if (qwen2) {
+    MOE_ASSIGN_OR_RETURN(h.has_qkv_bias, c.Bool("qkv_bias", true));
+    MOE_ASSIGN_OR_RETURN(h.n_ff_shared, c.Int("shared_expert_intermediate_size", 0));
+    h.shared_expert_gate = h.n_ff_shared > 0;
+  } else {
+    // OLMoE and Qwen3-MoE put attention_bias on o_proj too, which the runtime has no slot for.
+    MOE_ASSIGN_OR_RETURN(bool bias, c.Bool("attention_bias", false));
+    if (bias) {
+      return absl::UnimplementedError("config.json attention_bias true is not supported");
+    }
+  }
+  if (olmoe) {
+    if (c.Get("clip_qkv") != nullptr) {
+      return absl::UnimplementedError(
+          "config.json clip_qkv is set: clamping q/k/v is not supported");
+    }
+    h.qk_norm = QkNorm::kFull;
+  }
+  if (qwen3) h.qk_norm = QkNorm::kPerHead;
+  return out;
+}
+
+}  // namespace moe

@@ -1,0 +1,26 @@
+// Hugging Face checkpoint directory -> ModelSpec: config.json, one *.safetensors file or shards
+// listed in model.safetensors.index.json, and the tokenizer (tokenizer.json, else a SentencePiece
+// tokenizer.model; tokenizer_config.json for special tokens and the chat template).
+// Supported: MixtralForCausalLM, Qwen2MoeForCausalLM, OlmoeForCausalLM, Qwen3MoeForCausalLM.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "lib/base/dtype.h"
+#include "lib/model/model_spec.h"
+
+namespace moe {
+
+// True when `path` is a directory holding a config.json.
+bool LooksLikeHfCheckpoint(const std::string& path);
+
+// out_dtype: the element type of the weight matrices in the result. Unset keeps each tensor's
+// own type (F32/F16/BF16, zero copy from the mapped files). Quantized types (Q8_0, Q4_0) apply
+// to the 2-D weights except the router, which stays F32 like llama.cpp keeps it, so expert
+// choice does not flip on rounding; 1-D tensors (norms, biases) are always F32.
+absl::StatusOr<ModelSpec> ImportHfCheckpoint(const std::string& dir,
+                                             std::optional<DType> out_dtype = std::nullopt);
+
+}  // namespace moe

@@ -1,0 +1,44 @@
+#include "lib/import/sentencepiece_reader.h"
+
+#include "sentencepiece_processor.h"
+
+namespace moe::spm_internal {
+
+std::string ReadSentencePieceModel(const std::string& path, TokenizerData* out) {
+  sentencepiece::SentencePieceProcessor sp;
+  const auto status = sp.Load(path);
+  if (!status.ok()) return "cannot read SentencePiece model '" + path + "': " + status.ToString();
+  const int n = sp.GetPieceSize();
+  out->model = "llama";
+  out->pre.clear();
+  out->tokens.resize(n);
+  out->scores.resize(n);
+  out->token_types.resize(n);
+  for (int i = 0; i < n; ++i) {
+    out->tokens[i] = sp.IdToPiece(i);
+    out->scores[i] = sp.GetScore(i);
+    TokenType type = TokenType::kNormal;
+    if (sp.IsUnknown(i)) {
+      type = TokenType::kUnknown;
+    } else if (sp.IsControl(i)) {
+      type = TokenType::kControl;
+    } else if (sp.IsUnused(i)) {
+      type = TokenType::kUnused;
+    } else if (sp.IsByte(i)) {
+      type = TokenType::kByte;
+    }
+    out->token_types[i] = static_cast<int32_t>(type);
+  }
+  out->bos_id = sp.bos_id();
+  out->eos_id = sp.eos_id();
+  out->unk_id = sp.unk_id();
+  out->pad_id = sp.pad_id();
+  // The public API does not expose normalizer_spec.add_dummy_prefix; the library's own encoding
+  // of a word shows it: with the dummy prefix, the first piece starts with U+2581.
+  std::vector<std::string> pieces;
+  if (!sp.Encode("a", &pieces).ok()) return "cannot encode with SentencePiece model '" + path + "'";
+  out->add_space_prefix = !pieces.empty() && pieces[0].rfind("\xE2\x96\x81", 0) == 0;
+  return "";
+}
+
+}  // namespace moe::spm_internal

@@ -1,0 +1,471 @@
+// Hugging Face checkpoint import: every architecture's names and shapes, logits against the
+// plain-PyTorch reference (tests/data/hf, written by make_fixtures.py), dtype conversion, the
+// .moe round trip, and one clear error per kind of broken checkpoint.
+#include "lib/import/hf_import.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "lib/backend/backend.h"
+#include "lib/backend/cpu/quant_rows.h"
+#include "lib/format/moe_reader.h"
+#include "lib/format/moe_writer.h"
+#include "lib/import/model_loader.h"
+#include "lib/import/safetensors_file.h"
+#include "lib/kv/kv_cache.h"
+#include "lib/model/forward.h"
+#include "lib/model/model.h"
+#include "tests/hf/checkpoint_builder.h"
+
+namespace moe {
+namespace {
+
+namespace fs = std::filesystem;
+using ::moe::testing::RawTensor;
+using ::moe::testing::TinyConfig;
+using ::moe::testing::TinyTensors;
+using ::moe::testing::WriteCheckpoint;
+using ::testing::HasSubstr;
+
+fs::path TempDir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("moe_hf_test_" + std::to_string(getpid())) / name;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+fs::path FixtureDir(const std::string& name) {
+  return fs::path(MOE_SOURCE_DIR) / "tests" / "data" / "hf" / name;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Names, shapes and hyper-parameters of each architecture.
+
+class ArchTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ArchTest, ImportsNamesShapesAndHyperParameters) {
+  const std::string arch = GetParam();
+  const fs::path dir = TempDir(arch);
+  nlohmann::json config = TinyConfig(arch);
+  WriteCheckpoint(dir, config, TinyTensors(config, 7));
+  auto spec = ImportHfCheckpoint(dir.string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const HParams& h = spec->hp;
+  EXPECT_EQ(h.n_vocab, 40);
+  EXPECT_EQ(h.n_embd, 32);
+  EXPECT_EQ(h.n_layer, 2);
+  EXPECT_EQ(h.n_head, 4);
+  EXPECT_EQ(h.n_head_kv, 2);
+  EXPECT_EQ(h.n_expert, 4);
+  EXPECT_EQ(h.n_expert_used, 2);
+  EXPECT_EQ(h.n_ff_expert, 16);
+  EXPECT_EQ(h.rope_style, RopeStyle::kNeox);
+  EXPECT_FALSE(h.tied_output);
+  EXPECT_TRUE(spec->tokenizer.tokens.empty());
+
+  auto shape_of = [&](const std::string& name) {
+    const TensorSpec* t = spec->Find(name);
+    return t ? t->shape : std::vector<int64_t>{-1};
+  };
+  const int64_t q_dim = arch == "Qwen3MoeForCausalLM" ? 64 : 32;
+  EXPECT_EQ(shape_of("token_embd.weight"), (std::vector<int64_t>{40, 32}));
+  EXPECT_EQ(shape_of("output.weight"), (std::vector<int64_t>{40, 32}));
+  EXPECT_EQ(shape_of("blk.1.attn_q.weight"), (std::vector<int64_t>{q_dim, 32}));
+  EXPECT_EQ(shape_of("blk.1.attn_k.weight"), (std::vector<int64_t>{q_dim / 2, 32}));
+  EXPECT_EQ(shape_of("blk.1.attn_output.weight"), (std::vector<int64_t>{32, q_dim}));
+  EXPECT_EQ(shape_of("blk.0.ffn_gate_inp.weight"), (std::vector<int64_t>{4, 32}));
+  EXPECT_EQ(shape_of("blk.1.ffn_gate.3.weight"), (std::vector<int64_t>{16, 32}));
+  EXPECT_EQ(shape_of("blk.1.ffn_up.3.weight"), (std::vector<int64_t>{16, 32}));
+  EXPECT_EQ(shape_of("blk.1.ffn_down.3.weight"), (std::vector<int64_t>{32, 16}));
+  const TensorSpec* expert = spec->Find("blk.1.ffn_down.2.weight");
+  ASSERT_NE(expert, nullptr);
+  EXPECT_EQ(expert->layer, 1);
+  EXPECT_EQ(expert->expert, 2);
+  EXPECT_EQ(expert->dtype, DType::kF32);
+
+  size_t per_layer = 2 /*norms*/ + 4 /*attn*/ + 1 /*router*/ + 4 * 3 /*experts*/;
+  if (arch == "MixtralForCausalLM") {
+    EXPECT_TRUE(h.norm_topk_prob);
+    EXPECT_EQ(h.qk_norm, QkNorm::kNone);
+    EXPECT_EQ(h.n_ctx_train, 128);  // sliding_window null: no bound
+  } else if (arch == "Qwen2MoeForCausalLM") {
+    EXPECT_FALSE(h.norm_topk_prob);
+    EXPECT_TRUE(h.has_qkv_bias);
+    EXPECT_EQ(h.n_ff_shared, 24);
+    EXPECT_TRUE(h.shared_expert_gate);
+    EXPECT_EQ(shape_of("blk.0.attn_q.bias"), (std::vector<int64_t>{32}));
+    EXPECT_EQ(shape_of("blk.0.ffn_gate_inp_shexp.weight"), (std::vector<int64_t>{32}));
+    EXPECT_EQ(shape_of("blk.0.ffn_down_shexp.weight"), (std::vector<int64_t>{32, 24}));
+    per_layer += 3 + 4;
+  } else if (arch == "OlmoeForCausalLM") {
+    EXPECT_FALSE(h.norm_topk_prob);
+    EXPECT_EQ(h.qk_norm, QkNorm::kFull);
+    EXPECT_EQ(shape_of("blk.0.attn_q_norm.weight"), (std::vector<int64_t>{32}));
+    EXPECT_EQ(shape_of("blk.0.attn_k_norm.weight"), (std::vector<int64_t>{16}));
+    per_layer += 2;
+  } else {
+    EXPECT_TRUE(h.norm_topk_prob);
+    EXPECT_EQ(h.qk_norm, QkNorm::kPerHead);
+    EXPECT_EQ(h.head_dim, 16);
+    EXPECT_EQ(shape_of("blk.0.attn_q_norm.weight"), (std::vector<int64_t>{16}));
+    EXPECT_EQ(shape_of("blk.0.attn_k_norm.weight"), (std::vector<int64_t>{16}));
+    per_layer += 2;
+  }
+  EXPECT_EQ(spec->tensors.size(), 3 + 2 * per_layer);
+  EXPECT_TRUE(ValidateModelSpec(*spec).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllArchitectures, ArchTest,
+                         ::testing::Values("MixtralForCausalLM", "Qwen2MoeForCausalLM",
+                                           "OlmoeForCausalLM", "Qwen3MoeForCausalLM"),
+                         [](const auto& info) { return info.param; });
+
+TEST(HfImportTest, TiedEmbeddingsNeedNoLmHead) {
+  const fs::path dir = TempDir("tied");
+  nlohmann::json config = TinyConfig("Qwen3MoeForCausalLM");
+  config["tie_word_embeddings"] = true;
+  WriteCheckpoint(dir, config, TinyTensors(config, 3));
+  auto spec = ImportHfCheckpoint(dir.string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->hp.tied_output);
+  EXPECT_EQ(spec->Find("output.weight"), nullptr);
+}
+
+TEST(HfImportTest, SlidingWindowShorterThanContextBoundsIt) {
+  const fs::path dir = TempDir("sliding");
+  nlohmann::json config = TinyConfig("MixtralForCausalLM");
+  config["sliding_window"] = 64;
+  WriteCheckpoint(dir, config, TinyTensors(config, 3));
+  auto spec = ImportHfCheckpoint(dir.string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->hp.n_ctx_train, 64);
+}
+
+TEST(HfImportTest, LoadModelSpecAcceptsADirectory) {
+  const fs::path dir = TempDir("loader");
+  nlohmann::json config = TinyConfig("OlmoeForCausalLM");
+  WriteCheckpoint(dir, config, TinyTensors(config, 5));
+  auto spec = LoadModelSpec(dir.string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->arch, Arch::kOlmoe);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Logits against the PyTorch reference of transformers' modeling code.
+
+std::vector<float> ReadFloats(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::vector<char> bytes{std::istreambuf_iterator<char>(f), {}};
+  std::vector<float> out(bytes.size() / 4);
+  std::memcpy(out.data(), bytes.data(), out.size() * 4);
+  return out;
+}
+
+std::vector<int32_t> ReadIds(const fs::path& p) {
+  std::ifstream f(p);
+  std::vector<int32_t> ids;
+  for (int32_t x; f >> x;) ids.push_back(x);
+  return ids;
+}
+
+std::vector<float> RunAll(const ModelSpec& spec_in, const std::vector<int32_t>& ids) {
+  auto model = Model::Create(spec_in);
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return {};
+  const HParams& h = (*model)->hp();
+  auto backend = CreateCpuBackend(1);
+  Transformer tf(*model, backend.get());
+  auto cache = KvCache::Create(h.n_layer, 64, h.n_head_kv, h.head_dim, DType::kF32);
+  EXPECT_TRUE(cache.ok());
+  std::vector<float> logits;
+  absl::Status s = tf.Forward(ids, *cache, LogitsFor::kAll, &logits);
+  EXPECT_TRUE(s.ok()) << s;
+  return logits;
+}
+
+// Largest |a - b| and the tolerance 1e-3 x max|reference|.
+std::pair<double, double> Compare(const std::vector<float>& got, const std::vector<float>& want) {
+  double err = 0, max_abs = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    err = std::max(err, std::fabs(static_cast<double>(got[i]) - want[i]));
+    max_abs = std::max(max_abs, std::fabs(static_cast<double>(want[i])));
+  }
+  return {err, 1e-3 * max_abs};
+}
+
+class FixtureTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FixtureTest, LogitsMatchPyTorchReference) {
+  const fs::path dir = FixtureDir(GetParam());
+  auto spec = ImportHfCheckpoint(dir.string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const std::vector<int32_t> ids = ReadIds(dir / "tokens.txt");
+  const std::vector<float> want = ReadFloats(dir / "logits.f32");
+  ASSERT_EQ(want.size(), ids.size() * spec->hp.n_vocab);
+  std::vector<float> got = RunAll(*spec, ids);
+  ASSERT_EQ(got.size(), want.size());
+  auto [err, tol] = Compare(got, want);
+  std::printf("[hf] %s: max |logit err| %.3g, tol %.3g\n", GetParam().c_str(), err, tol);
+  EXPECT_LE(err, tol);
+
+  // Through the .moe container: the same logits, bit for bit.
+  const fs::path moe = TempDir("roundtrip_" + GetParam()) / "m.moe";
+  ASSERT_TRUE(WriteMoeFile(*spec, moe.string()).ok());
+  auto reread = ReadMoeFile(moe.string());
+  ASSERT_TRUE(reread.ok()) << reread.status();
+  EXPECT_EQ(RunAll(*reread, ids), got);
+}
+
+// Largest distance between a converted tensor and the checkpoint's values, in units of what the
+// type's rounding allows: per element for float types, per 32-element block for quantized ones.
+double WorstRoundingRatio(const TensorSpec& src, const TensorSpec& dst) {
+  const int64_t cols = src.shape.back(), rows = src.num_elements() / cols;
+  std::vector<float> a(cols), b(cols);
+  double worst = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    DequantizeRow(src.dtype, src.data.data() + r * RowBytes(src.dtype, cols), a.data(), cols);
+    DequantizeRow(dst.dtype, dst.data.data() + r * RowBytes(dst.dtype, cols), b.data(), cols);
+    for (int64_t i = 0; i < cols; ++i) {
+      double amax = 0;  // of the element's 32-block
+      for (int64_t j = i / 32 * 32; j < std::min<int64_t>(cols, i / 32 * 32 + 32); ++j) {
+        amax = std::max(amax, std::fabs(static_cast<double>(a[j])));
+      }
+      double allowed;
+      switch (dst.dtype) {
+        case DType::kF16:
+          allowed = std::fabs(a[i]) * 0x1p-11 + 0x1p-24;
+          break;
+        case DType::kBF16:
+          allowed = std::fabs(a[i]) * 0x1p-8;
+          break;
+        case DType::kQ8_0:
+          allowed = amax / 127;
+          break;  // half a step, plus the F16 scale
+        case DType::kQ4_0:
+          allowed = amax / 8;
+          break;
+        default:
+          allowed = 0;
+      }
+      const double err = std::fabs(static_cast<double>(a[i]) - b[i]);
+      if (err > 0) worst = std::max(worst, allowed > 0 ? err / allowed : INFINITY);
+    }
+  }
+  return worst;
+}
+
+TEST_P(FixtureTest, ConvertsToEveryRequestedType) {
+  const fs::path dir = FixtureDir(GetParam());
+  const std::vector<int32_t> ids = ReadIds(dir / "tokens.txt");
+  const std::vector<float> want = ReadFloats(dir / "logits.f32");
+  auto source = ImportHfCheckpoint(dir.string());
+  ASSERT_TRUE(source.ok()) << source.status();
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
+    SCOPED_TRACE(std::string(DTypeName(t)));
+    auto spec = ImportHfCheckpoint(dir.string(), t);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    const bool quantized = t == DType::kQ8_0 || t == DType::kQ4_0;
+    EXPECT_EQ(spec->Find("blk.0.ffn_up.1.weight")->dtype, t);
+    EXPECT_EQ(spec->Find("blk.0.attn_q.weight")->dtype, t);
+    EXPECT_EQ(spec->Find("blk.0.attn_norm.weight")->dtype, DType::kF32);
+    EXPECT_EQ(spec->Find("blk.0.ffn_gate_inp.weight")->dtype, quantized ? DType::kF32 : t);
+    ASSERT_EQ(spec->tensors.size(), source->tensors.size());
+    for (const TensorSpec& src : source->tensors) {
+      const TensorSpec* dst = spec->Find(src.name);
+      ASSERT_NE(dst, nullptr) << src.name;
+      EXPECT_LE(WorstRoundingRatio(src, *dst), 1.0) << src.name;
+    }
+    std::vector<float> got = RunAll(*spec, ids);
+    ASSERT_EQ(got.size(), want.size());
+    if (t == DType::kF32) {  // widening is exact: the reference's logits still hold
+      auto [err, tol] = Compare(got, want);
+      EXPECT_LE(err, tol);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureTest,
+                         ::testing::Values("mixtral", "qwen2_moe", "olmoe", "qwen3_moe"));
+
+// ---------------------------------------------------------------------------------------------
+// Errors: each kind names what is wrong.
+
+absl::Status ImportWith(const std::string& name, nlohmann::json config,
+                        std::map<std::string, RawTensor> tensors) {
+  const fs::path dir = TempDir(name);
+  WriteCheckpoint(dir, config, tensors);
+  return ImportHfCheckpoint(dir.string()).status();
+}
+
+TEST(HfImportErrorTest, MissingTensor) {
+  nlohmann::json config = TinyConfig("MixtralForCausalLM");
+  auto tensors = TinyTensors(config, 1);
+  tensors.erase("model.layers.1.block_sparse_moe.experts.2.w3.weight");
+  absl::Status s = ImportWith("missing", config, tensors);
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("missing tensor 'model.layers.1.block_sparse_moe.experts.2.w3.weight'"));
+}
+
+TEST(HfImportErrorTest, ShapeDisagreeingWithConfig) {
+  nlohmann::json config = TinyConfig("Qwen3MoeForCausalLM");
+  auto tensors = TinyTensors(config, 1);
+  tensors["model.layers.0.self_attn.k_norm.weight"] =
+      RawTensor{"F32", {32}, std::vector<uint8_t>(128)};
+  absl::Status s = ImportWith("shape", config, tensors);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("'model.layers.0.self_attn.k_norm.weight' has shape [32] but config.json "
+                        "implies [16]"));
+}
+
+TEST(HfImportErrorTest, TruncatedSafetensors) {
+  const fs::path dir = TempDir("truncated");
+  nlohmann::json config = TinyConfig("OlmoeForCausalLM");
+  WriteCheckpoint(dir, config, TinyTensors(config, 1));
+  const fs::path weights = dir / "model.safetensors";
+  fs::resize_file(weights, fs::file_size(weights) - 100);
+  absl::Status s = ImportHfCheckpoint(dir.string()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("truncated"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("model.safetensors"));
+}
+
+TEST(HfImportErrorTest, UnknownArchitecture) {
+  nlohmann::json config = TinyConfig("MixtralForCausalLM");
+  config["architectures"] = {"LlamaForCausalLM"};
+  absl::Status s = ImportWith("arch", config, TinyTensors(TinyConfig("MixtralForCausalLM"), 1));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("unsupported architecture 'LlamaForCausalLM'"));
+}
+
+TEST(HfImportErrorTest, UnsupportedDtype) {
+  nlohmann::json config = TinyConfig("MixtralForCausalLM");
+  auto tensors = TinyTensors(config, 1);
+  RawTensor& t = tensors["model.norm.weight"];
+  t.dtype = "F64";
+  t.bytes.resize(t.bytes.size() * 2);
+  absl::Status s = ImportWith("dtype", config, tensors);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("'model.norm.weight' has dtype F64"));
+}
+
+TEST(HfImportErrorTest, UnsupportedRopeScaling) {
+  nlohmann::json config = TinyConfig("Qwen2MoeForCausalLM");
+  config["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}};
+  absl::Status s = ImportWith("rope", config, TinyTensors(config, 1));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("'yarn'"));
+}
+
+TEST(HfImportErrorTest, DenseLayersAndMissingConfigKeys) {
+  nlohmann::json config = TinyConfig("Qwen2MoeForCausalLM");
+  config["mlp_only_layers"] = {0};
+  EXPECT_THAT(std::string(ImportWith("dense", config, TinyTensors(config, 1)).message()),
+              HasSubstr("mlp_only_layers"));
+  config = TinyConfig("OlmoeForCausalLM");
+  config.erase("hidden_size");
+  EXPECT_THAT(
+      std::string(
+          ImportWith("nokey", config, TinyTensors(TinyConfig("OlmoeForCausalLM"), 1)).message()),
+      HasSubstr("missing 'hidden_size'"));
+}
+
+TEST(HfImportErrorTest, NoWeights) {
+  const fs::path dir = TempDir("noweights");
+  std::ofstream(dir / "config.json") << TinyConfig("MixtralForCausalLM").dump();
+  absl::Status s = ImportHfCheckpoint(dir.string()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("no *.safetensors"));
+}
+
+TEST(HfImportErrorTest, ShardIndexOutsideTheDirectoryIsRefused) {
+  const fs::path dir = TempDir("index");
+  nlohmann::json config = TinyConfig("MixtralForCausalLM");
+  WriteCheckpoint(dir, config, TinyTensors(config, 1));
+  std::ofstream(dir / "model.safetensors.index.json")
+      << R"({"weight_map": {"model.norm.weight": "../elsewhere.safetensors"}})";
+  absl::Status s = ImportHfCheckpoint(dir.string()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("not a plain file name"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The safetensors reader on hostile bytes.
+
+std::vector<uint8_t> Bytes(const std::string& header, size_t data_bytes, uint64_t declared = 0) {
+  std::vector<uint8_t> b(8);
+  uint64_t n = declared ? declared : header.size();
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(n >> (8 * i));
+  b.insert(b.end(), header.begin(), header.end());
+  b.resize(b.size() + data_bytes);
+  return b;
+}
+
+absl::Status Parse(const std::vector<uint8_t>& b) {
+  return SafetensorsFile::FromBytes(b, "test").status();
+}
+
+TEST(SafetensorsTest, AcceptsAWellFormedFile) {
+  auto b = Bytes(R"({"a":{"dtype":"F16","shape":[2,3],"data_offsets":[0,12]},)"
+                 R"("b":{"dtype":"I64","shape":[1],"data_offsets":[12,20]},)"
+                 R"("__metadata__":{"format":"pt"}})",
+                 20);
+  auto f = SafetensorsFile::FromBytes(b, "test");
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_NE((*f)->Find("a"), nullptr);
+  EXPECT_EQ((*f)->Find("a")->dtype, DType::kF16);
+  EXPECT_EQ((*f)->Find("a")->shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_FALSE((*f)->Find("b")->dtype.has_value());  // readable, not computable
+  EXPECT_EQ((*f)->metadata().at("format"), "pt");
+}
+
+TEST(SafetensorsTest, RejectsEveryInconsistency) {
+  struct Case {
+    std::vector<uint8_t> bytes;
+    absl::StatusCode code;
+    const char* says;
+  };
+  const std::string ok_entry = R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
+  const Case cases[] = {
+      {{1, 2, 3}, absl::StatusCode::kDataLoss, "too short"},
+      {Bytes("{}", 0, 1ull << 40), absl::StatusCode::kInvalidArgument, "exceeds the 100 MiB"},
+      {Bytes("{}", 0, 50), absl::StatusCode::kDataLoss, "runs past the end"},
+      {Bytes("{not json", 0), absl::StatusCode::kInvalidArgument, "not a JSON object"},
+      {Bytes("{" + ok_entry + "}", 4), absl::StatusCode::kDataLoss, "truncated"},
+      {Bytes(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8),
+       absl::StatusCode::kInvalidArgument, "needs 12 bytes"},
+      {Bytes(R"({"a":{"dtype":"Q9","shape":[2],"data_offsets":[0,8]}})", 8),
+       absl::StatusCode::kInvalidArgument, "unknown dtype 'Q9'"},
+      {Bytes(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8),
+       absl::StatusCode::kInvalidArgument, "sane dimension"},
+      {Bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", 8),
+       absl::StatusCode::kInvalidArgument, "begin <= end"},
+      {Bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+             R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+             12),
+       absl::StatusCode::kInvalidArgument, "overlap"},
+      {Bytes(R"({"a":{"dtype":"F32","shape":[1099511627776,1099511627776],)"
+             R"("data_offsets":[0,8]}})",
+             8),
+       absl::StatusCode::kInvalidArgument, "shape"},
+      {Bytes(R"({"a":{"shape":[2],"data_offsets":[0,8]}})", 8), absl::StatusCode::kInvalidArgument,
+       "dtype"},
+  };
+  for (const Case& c : cases) {
+    absl::Status s = Parse(c.bytes);
+    EXPECT_EQ(s.code(), c.code) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(c.says));
+  }
+}
+
+}  // namespace
+}  // namespace moe
