@@ -8,6 +8,8 @@ packages=(
   libabsl-dev libflatbuffers-dev flatbuffers-compiler
   libgtest-dev libgmock-dev
   libicu-dev nlohmann-json3-dev libcli11-dev
+  # bindings/: SWIG; Java (JDK + JUnit 5); C# (Mono compiler/runtime + NUnit 2.6); Go
+  swig default-jdk-headless junit5 mono-mcs mono-runtime nunit-console libnunit-cil-dev golang-go
   libsentencepiece-dev
 )
 

@@ -1,0 +1,26 @@
+package org.libmoe;
+
+/** How to create a {@link Context}; the defaults suit most uses. */
+public final class ContextOptions {
+  int contextLength;
+  int threads;
+  long seed;
+
+  /** Tokens the context holds; 0 (default): the model's, at most 4096. */
+  public ContextOptions contextLength(int n) {
+    contextLength = n;
+    return this;
+  }
+
+  /** Worker threads; 0 (default): one per core. */
+  public ContextOptions threads(int n) {
+    threads = n;
+    return this;
+  }
+
+  /** Base seed of the samplers (default 0). */
+  public ContextOptions seed(long s) {
+    seed = s;
+    return this;
+  }
+}

@@ -1,0 +1,96 @@
+package org.libmoe;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * How to generate: length, sampling and stop strings. Starts from the library's defaults
+ * (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05, 256 tokens); setters return {@code this}:
+ *
+ * <pre>{@code new GenerateOptions().maxTokens(64).temperature(0).stop("\n\n")}</pre>
+ */
+public final class GenerateOptions {
+  private final NativeGenerateOptions defaults = new NativeGenerateOptions();
+  private int maxTokens = defaults.getMax_tokens();
+  private float temperature = defaults.getTemperature();
+  private int topK = defaults.getTop_k();
+  private float topP = defaults.getTop_p();
+  private float minP = defaults.getMin_p();
+  private float repeatPenalty = defaults.getRepeat_penalty();
+  private long seed = defaults.getSeed();
+  private boolean parseSpecial = defaults.getParse_special();
+  private final List<String> stops = new ArrayList<>();
+
+  public GenerateOptions() {
+    defaults.delete();
+  }
+
+  /** At most this many tokens. */
+  public GenerateOptions maxTokens(int n) {
+    maxTokens = n;
+    return this;
+  }
+
+  /** 0 or less: greedy (argmax). */
+  public GenerateOptions temperature(float t) {
+    temperature = t;
+    return this;
+  }
+
+  /** 0 or less: off. */
+  public GenerateOptions topK(int k) {
+    topK = k;
+    return this;
+  }
+
+  /** 1 or more: off. */
+  public GenerateOptions topP(float p) {
+    topP = p;
+    return this;
+  }
+
+  /** 0 or less: off. */
+  public GenerateOptions minP(float p) {
+    minP = p;
+    return this;
+  }
+
+  /** 1: off. */
+  public GenerateOptions repeatPenalty(float penalty) {
+    repeatPenalty = penalty;
+    return this;
+  }
+
+  /** Added to the context's seed: same seeds and inputs give the same output. */
+  public GenerateOptions seed(long s) {
+    seed = s;
+    return this;
+  }
+
+  /** Recognise control-token markup such as {@code <|im_start|>} in the prompt. */
+  public GenerateOptions parseSpecial(boolean on) {
+    parseSpecial = on;
+    return this;
+  }
+
+  /** Adds a stop string; generation ends before it and it is not part of the output. */
+  public GenerateOptions stop(String text) {
+    stops.add(text);
+    return this;
+  }
+
+  // A native copy for one call; the caller deletes it.
+  NativeGenerateOptions toNative() {
+    NativeGenerateOptions n = new NativeGenerateOptions();
+    n.setMax_tokens(maxTokens);
+    n.setTemperature(temperature);
+    n.setTop_k(topK);
+    n.setTop_p(topP);
+    n.setMin_p(minP);
+    n.setRepeat_penalty(repeatPenalty);
+    n.setSeed(seed);
+    n.setParse_special(parseSpecial);
+    for (String s : stops) n.AddStop(Utf8.encode(s));
+    return n;
+  }
+}

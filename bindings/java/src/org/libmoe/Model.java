@@ -1,0 +1,137 @@
+package org.libmoe;
+
+/**
+ * A loaded model (.moe or GGUF). Immutable once loaded: share one model between threads, each
+ * with its own {@link Context}. Close it when done (try-with-resources); contexts still open keep
+ * the native model alive until they are closed too.
+ *
+ * <pre>{@code
+ * try (Model model = Model.load("model.moe");
+ *      Context ctx = model.newContext()) {
+ *   ctx.generate("Once upon a time", new GenerateOptions().maxTokens(32),
+ *                (token, piece) -> { System.out.print(piece); return true; });
+ * }
+ * }</pre>
+ */
+public final class Model implements AutoCloseable {
+  private volatile NativeModel nativeModel;
+
+  private Model(NativeModel nativeModel) {
+    this.nativeModel = nativeModel;
+  }
+
+  /**
+   * Loads a model.
+   *
+   * @throws MoeException with {@link Status#NOT_FOUND} for a missing file, {@link
+   *     Status#CORRUPT_MODEL} for a damaged one, and so on
+   */
+  public static Model load(String path) {
+    return load(path, null);
+  }
+
+  /** Loads a model, reporting progress to {@code progress} (may be null). */
+  public static Model load(String path, ProgressListener progress) {
+    ProgressBridge bridge = progress == null ? null : new ProgressBridge(progress);
+    try {
+      return new Model(NativeModel.Load(Utf8.encode(path), true, bridge));
+    } catch (MoeException e) {
+      if (bridge != null) bridge.rethrow();
+      throw e;
+    } finally {
+      if (bridge != null) bridge.delete();
+    }
+  }
+
+  /** A new context with default options. */
+  public Context newContext() {
+    return new Context(this, new ContextOptions());
+  }
+
+  /** A new context. */
+  public Context newContext(ContextOptions options) {
+    return new Context(this, options);
+  }
+
+  public ModelInfo info() {
+    NativeModel m = get();
+    NativeModelInfo i = m.Info();
+    try {
+      return new ModelInfo(Utf8.decode(m.Architecture()), Utf8.decode(m.Name()), i.getN_layer(),
+          i.getN_embd(), i.getN_head(), i.getN_head_kv(), i.getN_expert(), i.getN_expert_used(),
+          i.getN_vocab(), i.getN_ctx_train(), i.getN_params_total(), i.getN_params_active(),
+          i.getBos_token(), i.getEos_token(), i.getEot_token(), i.getHas_tokenizer(),
+          i.getHas_chat_template());
+    } finally {
+      i.delete();
+    }
+  }
+
+  /** The model's chat template (Jinja text), or "" if it has none. */
+  public String chatTemplate() {
+    return Utf8.decode(get().ChatTemplate());
+  }
+
+  /** Token ids of {@code text}, with BOS first when the vocabulary uses one. */
+  public int[] tokenize(String text) {
+    return tokenize(text, true, false);
+  }
+
+  /**
+   * @param parseSpecial recognise control-token markup; off by default so that user text cannot
+   *     inject it
+   */
+  public int[] tokenize(String text, boolean addBos, boolean parseSpecial) {
+    return get().Tokenize(Utf8.encode(text), addBos, parseSpecial);
+  }
+
+  /**
+   * The text of {@code tokens}.
+   *
+   * @throws MoeException {@link Status#OUT_OF_RANGE} or {@link Status#INVALID_ARGUMENT} for an id
+   *     outside the vocabulary
+   */
+  public String detokenize(int[] tokens) {
+    return Utf8.decode(get().Detokenize(tokens));
+  }
+
+  /** Releases the model. Idempotent. Using it afterwards throws {@link MoeException}. */
+  @Override
+  public synchronized void close() {
+    NativeModel m = nativeModel;
+    nativeModel = null;
+    if (m != null) m.delete();
+  }
+
+  NativeModel get() {
+    NativeModel m = nativeModel;
+    if (m == null) throw new MoeException(Status.INVALID_ARGUMENT, "the model is closed");
+    return m;
+  }
+
+  // Forwards progress, keeping an exception for the caller: none may cross into C.
+  private static final class ProgressBridge extends ProgressSink {
+    private final ProgressListener listener;
+    private Throwable thrown;
+
+    ProgressBridge(ProgressListener listener) {
+      this.listener = listener;
+    }
+
+    @Override
+    public boolean OnProgress(float progress) {
+      try {
+        return listener.onProgress(progress);
+      } catch (Throwable t) {
+        thrown = t;
+        return false;
+      }
+    }
+
+    void rethrow() {
+      if (thrown instanceof RuntimeException r) throw r;
+      if (thrown instanceof Error e) throw e;
+      if (thrown != null) throw new RuntimeException(thrown);
+    }
+  }
+}

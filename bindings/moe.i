@@ -1,0 +1,121 @@
+// The one SWIG interface of libmoe, shared by Java, C# and Go (OR-Tools style): everything is
+// ignored, then a short whitelist of the glue in moe_swig.h is wrapped. The per-language parts
+// (java/moe_java.i, csharp/moe_csharp.i, go/moe_go.i) hold only what differs: how
+// moe_swig::Error becomes an exception or error value, and how strings and token arrays cross.
+//
+// The SWIG-generated layer is internal to each binding; the hand-written classes over it
+// (Model, Context, ...) are the API.
+%module(directors="1") moe
+
+%{
+#include "moe_swig.h"
+%}
+
+%include <stdint.i>
+%include <std_string.i>
+
+// Ignore everything, then wrap the whitelist below.
+%ignore "";
+%define MOE_WRAP(name) %rename("%s") name; %enddef
+
+MOE_WRAP(moe_swig)
+MOE_WRAP(moe_swig::VersionString)
+MOE_WRAP(moe_swig::StatusString)
+
+MOE_WRAP(moe_swig::ProgressSink)
+MOE_WRAP(moe_swig::ProgressSink::~ProgressSink)
+MOE_WRAP(moe_swig::ProgressSink::ProgressSink)
+MOE_WRAP(moe_swig::ProgressSink::OnProgress)
+MOE_WRAP(moe_swig::TokenSink)
+MOE_WRAP(moe_swig::TokenSink::~TokenSink)
+MOE_WRAP(moe_swig::TokenSink::TokenSink)
+MOE_WRAP(moe_swig::TokenSink::OnToken)
+// The language subclasses them: these two calls come back up from C.
+%feature("director") moe_swig::ProgressSink;
+%feature("director") moe_swig::TokenSink;
+
+MOE_WRAP(moe_swig::NativeModelInfo)
+MOE_WRAP(moe_swig::NativeModelInfo::NativeModelInfo)
+MOE_WRAP(moe_swig::NativeModelInfo::~NativeModelInfo)
+MOE_WRAP(moe_swig::NativeModelInfo::n_layer)
+MOE_WRAP(moe_swig::NativeModelInfo::n_embd)
+MOE_WRAP(moe_swig::NativeModelInfo::n_head)
+MOE_WRAP(moe_swig::NativeModelInfo::n_head_kv)
+MOE_WRAP(moe_swig::NativeModelInfo::n_expert)
+MOE_WRAP(moe_swig::NativeModelInfo::n_expert_used)
+MOE_WRAP(moe_swig::NativeModelInfo::n_vocab)
+MOE_WRAP(moe_swig::NativeModelInfo::n_ctx_train)
+MOE_WRAP(moe_swig::NativeModelInfo::n_params_total)
+MOE_WRAP(moe_swig::NativeModelInfo::n_params_active)
+MOE_WRAP(moe_swig::NativeModelInfo::bos_token)
+MOE_WRAP(moe_swig::NativeModelInfo::eos_token)
+MOE_WRAP(moe_swig::NativeModelInfo::eot_token)
+MOE_WRAP(moe_swig::NativeModelInfo::has_tokenizer)
+MOE_WRAP(moe_swig::NativeModelInfo::has_chat_template)
+
+MOE_WRAP(moe_swig::NativeStats)
+MOE_WRAP(moe_swig::NativeStats::NativeStats)
+MOE_WRAP(moe_swig::NativeStats::~NativeStats)
+MOE_WRAP(moe_swig::NativeStats::prompt_tokens)
+MOE_WRAP(moe_swig::NativeStats::generated_tokens)
+MOE_WRAP(moe_swig::NativeStats::prompt_seconds)
+MOE_WRAP(moe_swig::NativeStats::generate_seconds)
+MOE_WRAP(moe_swig::NativeStats::prompt_tokens_per_second)
+MOE_WRAP(moe_swig::NativeStats::generate_tokens_per_second)
+MOE_WRAP(moe_swig::NativeStats::active_fraction)
+MOE_WRAP(moe_swig::NativeStats::finish_reason)
+
+MOE_WRAP(moe_swig::NativeGenerateOptions)
+MOE_WRAP(moe_swig::NativeGenerateOptions::NativeGenerateOptions)
+MOE_WRAP(moe_swig::NativeGenerateOptions::~NativeGenerateOptions)
+MOE_WRAP(moe_swig::NativeGenerateOptions::AddStop)
+MOE_WRAP(moe_swig::NativeGenerateOptions::ClearStops)
+MOE_WRAP(moe_swig::NativeGenerateOptions::max_tokens)
+MOE_WRAP(moe_swig::NativeGenerateOptions::temperature)
+MOE_WRAP(moe_swig::NativeGenerateOptions::top_k)
+MOE_WRAP(moe_swig::NativeGenerateOptions::top_p)
+MOE_WRAP(moe_swig::NativeGenerateOptions::min_p)
+MOE_WRAP(moe_swig::NativeGenerateOptions::repeat_penalty)
+MOE_WRAP(moe_swig::NativeGenerateOptions::frequency_penalty)
+MOE_WRAP(moe_swig::NativeGenerateOptions::presence_penalty)
+MOE_WRAP(moe_swig::NativeGenerateOptions::penalty_last_n)
+MOE_WRAP(moe_swig::NativeGenerateOptions::seed)
+MOE_WRAP(moe_swig::NativeGenerateOptions::parse_special)
+
+MOE_WRAP(moe_swig::NativeModel)
+MOE_WRAP(moe_swig::NativeModel::~NativeModel)
+MOE_WRAP(moe_swig::NativeModel::Load)
+MOE_WRAP(moe_swig::NativeModel::Close)
+MOE_WRAP(moe_swig::NativeModel::IsOpen)
+MOE_WRAP(moe_swig::NativeModel::Info)
+MOE_WRAP(moe_swig::NativeModel::Architecture)
+MOE_WRAP(moe_swig::NativeModel::Name)
+MOE_WRAP(moe_swig::NativeModel::ChatTemplate)
+MOE_WRAP(moe_swig::NativeModel::Tokenize)
+MOE_WRAP(moe_swig::NativeModel::Detokenize)
+%newobject moe_swig::NativeModel::Load;
+
+MOE_WRAP(moe_swig::NativeContext)
+MOE_WRAP(moe_swig::NativeContext::NativeContext)
+MOE_WRAP(moe_swig::NativeContext::~NativeContext)
+MOE_WRAP(moe_swig::NativeContext::Close)
+MOE_WRAP(moe_swig::NativeContext::IsOpen)
+MOE_WRAP(moe_swig::NativeContext::Cancel)
+MOE_WRAP(moe_swig::NativeContext::Reset)
+MOE_WRAP(moe_swig::NativeContext::Truncate)
+MOE_WRAP(moe_swig::NativeContext::NPast)
+MOE_WRAP(moe_swig::NativeContext::NCtx)
+MOE_WRAP(moe_swig::NativeContext::Generate)
+MOE_WRAP(moe_swig::NativeContext::GenerateTokens)
+MOE_WRAP(moe_swig::NativeContext::Stats)
+
+// Per language: errors, strings, token arrays.
+#if defined(SWIGJAVA)
+%include "java/moe_java.i"
+#elif defined(SWIGCSHARP)
+%include "csharp/moe_csharp.i"
+#elif defined(SWIGGO)
+%include "go/moe_go.i"
+#endif
+
+%include "moe_swig.h"

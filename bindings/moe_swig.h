@@ -1,0 +1,316 @@
+// Glue between SWIG and the C ABI, compiled into each language's wrapper (never into libmoe.so).
+//
+// SWIG wraps these small classes rather than moe_c.h directly because the C ABI's shapes do not
+// map onto managed languages: out-pointers for handles, (buf, capacity, &len) buffers, params
+// structs with struct_size, and plain C callbacks. Here they become constructors, return values,
+// plain option structs and virtual methods that SWIG turns into directors (subclassable in Java,
+// C# and Go). Failures throw moe_swig::Error, captured on the failing thread together with
+// moe_last_error(); each language's part of moe.i turns it into that language's error.
+//
+// Nothing here is public API: the hand-written classes in each binding are.
+#ifndef MOE_BINDINGS_MOE_SWIG_H_
+#define MOE_BINDINGS_MOE_SWIG_H_
+
+#include <moe_c.h>
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace moe_swig {
+
+class Error : public std::runtime_error {
+ public:
+  Error(int status, const std::string& message) : std::runtime_error(message), status_(status) {}
+  int status() const { return status_; }
+
+ private:
+  int status_;
+};
+
+// Throws the calling thread's last error for a failed status.
+inline void Check(moe_status status) {
+  if (status != MOE_OK) throw Error(status, moe_last_error());
+}
+
+inline std::string VersionString() { return moe_version_string(); }
+inline std::string StatusString(int status) {
+  return moe_status_string(static_cast<moe_status>(status));
+}
+
+// Load progress. Return false to cancel the load. Subclassed in each language (a director); the
+// language side must not let its own exceptions escape (they cannot cross C frames).
+class ProgressSink {
+ public:
+  virtual ~ProgressSink() = default;
+  virtual bool OnProgress(float progress) = 0;
+};
+
+// Streaming. piece is the UTF-8 text the token completes (possibly empty); token is -1 for a final
+// flush. Return false to stop. Same rules as ProgressSink.
+class TokenSink {
+ public:
+  virtual ~TokenSink() = default;
+  virtual bool OnToken(int32_t token, const std::string& piece) = 0;
+};
+
+struct NativeModelInfo {
+  int32_t n_layer = 0, n_embd = 0, n_head = 0, n_head_kv = 0, n_expert = 0, n_expert_used = 0;
+  int32_t n_vocab = 0, n_ctx_train = 0;
+  int64_t n_params_total = 0, n_params_active = 0;
+  int32_t bos_token = -1, eos_token = -1, eot_token = -1;
+  bool has_tokenizer = false, has_chat_template = false;
+};
+
+// Everything moe_generate takes, flattened; defaults come from the C library itself.
+struct NativeGenerateOptions {
+  NativeGenerateOptions() {
+    moe_sampling_params s = moe_sampling_default_params();
+    temperature = s.temperature;
+    top_k = s.top_k;
+    top_p = s.top_p;
+    min_p = s.min_p;
+    repeat_penalty = s.repeat_penalty;
+    frequency_penalty = s.frequency_penalty;
+    presence_penalty = s.presence_penalty;
+    penalty_last_n = s.penalty_last_n;
+    seed = static_cast<int64_t>(s.seed);
+    moe_generate_params g = moe_generate_default_params();
+    max_tokens = g.max_tokens;
+    parse_special = g.parse_special != 0;
+  }
+  void AddStop(const std::string& text) { stops.push_back(text); }
+  void ClearStops() { stops.clear(); }
+
+  int32_t max_tokens;
+  float temperature;
+  int32_t top_k;
+  float top_p;
+  float min_p;
+  float repeat_penalty;
+  float frequency_penalty;
+  float presence_penalty;
+  int32_t penalty_last_n;
+  int64_t seed;  // signed so that Java gets a long, not a BigInteger
+  bool parse_special;
+  std::vector<std::string> stops;  // hidden from SWIG; use AddStop
+};
+
+struct NativeStats {
+  int32_t prompt_tokens = 0, generated_tokens = 0;
+  double prompt_seconds = 0, generate_seconds = 0;
+  double prompt_tokens_per_second = 0, generate_tokens_per_second = 0;
+  double active_fraction = 0;
+  int32_t finish_reason = 0;
+};
+
+// A loaded model. The C handle is shared with the contexts made from it, so closing the model
+// while contexts are open (or a finalizer running in the wrong order) cannot free it under them:
+// it is freed when the last of them lets go.
+class NativeModel {
+ public:
+  static NativeModel* Load(const std::string& path, bool use_mmap, ProgressSink* progress) {
+    moe_model_params params = moe_model_default_params();
+    params.use_mmap = use_mmap ? 1 : 0;
+    if (progress != nullptr) {
+      params.progress_callback = &ProgressThunk;
+      params.progress_user_data = progress;
+    }
+    moe_model* raw = nullptr;
+    Check(moe_model_load(path.c_str(), &params, &raw));
+    return new NativeModel(std::shared_ptr<moe_model>(raw, &moe_model_free));
+  }
+
+  void Close() { model_.reset(); }
+  bool IsOpen() const { return model_ != nullptr; }
+
+  NativeModelInfo Info() const {
+    moe_model_info c = moe_model_default_info();
+    Check(moe_model_get_info(Get(), &c));
+    NativeModelInfo i;
+    i.n_layer = c.n_layer;
+    i.n_embd = c.n_embd;
+    i.n_head = c.n_head;
+    i.n_head_kv = c.n_head_kv;
+    i.n_expert = c.n_expert;
+    i.n_expert_used = c.n_expert_used;
+    i.n_vocab = c.n_vocab;
+    i.n_ctx_train = c.n_ctx_train;
+    i.n_params_total = c.n_params_total;
+    i.n_params_active = c.n_params_active;
+    i.bos_token = c.bos_token;
+    i.eos_token = c.eos_token;
+    i.eot_token = c.eot_token;
+    i.has_tokenizer = c.has_tokenizer != 0;
+    i.has_chat_template = c.has_chat_template != 0;
+    return i;
+  }
+  std::string Architecture() const { return InfoString(true); }
+  std::string Name() const { return InfoString(false); }
+  std::string ChatTemplate() const { return moe_model_chat_template(Get()); }
+
+  std::vector<int32_t> Tokenize(const std::string& text, bool add_bos, bool parse_special) const {
+    uint32_t flags = (add_bos ? MOE_TOKENIZE_ADD_BOS : 0u) |
+                     (parse_special ? MOE_TOKENIZE_PARSE_SPECIAL : 0u);
+    size_t n = 0;
+    moe_status s = moe_tokenize(Get(), text.data(), text.size(), flags, nullptr, 0, &n);
+    if (s != MOE_ERROR_BUFFER_TOO_SMALL) Check(s);
+    std::vector<int32_t> tokens(n);
+    if (n > 0) Check(moe_tokenize(Get(), text.data(), text.size(), flags, tokens.data(), n, &n));
+    return tokens;
+  }
+
+  std::string Detokenize(const int32_t* tokens, size_t n_tokens) const {
+    size_t len = 0;
+    moe_status s = moe_detokenize(Get(), tokens, n_tokens, nullptr, 0, &len);
+    if (s != MOE_ERROR_BUFFER_TOO_SMALL) Check(s);
+    std::string text(len + 1, '\0');
+    Check(moe_detokenize(Get(), tokens, n_tokens, text.data(), text.size(), &len));
+    text.resize(len);
+    return text;
+  }
+
+  // For NativeContext; not wrapped.
+  const std::shared_ptr<moe_model>& handle() const { return model_; }
+
+ private:
+  explicit NativeModel(std::shared_ptr<moe_model> model) : model_(std::move(model)) {}
+
+  moe_model* Get() const {
+    if (!model_) throw Error(MOE_ERROR_INVALID_ARGUMENT, "the model is closed");
+    return model_.get();
+  }
+  std::string InfoString(bool architecture) const {
+    moe_model_info c = moe_model_default_info();
+    Check(moe_model_get_info(Get(), &c));
+    const char* s = architecture ? c.architecture : c.name;
+    return s != nullptr ? s : "";
+  }
+  static int ProgressThunk(float progress, void* user_data) {
+    try {
+      return static_cast<ProgressSink*>(user_data)->OnProgress(progress) ? 1 : 0;
+    } catch (...) {  // nothing may unwind through the C library
+      return 0;
+    }
+  }
+
+  std::shared_ptr<moe_model> model_;
+};
+
+// One conversation over a model. One thread at a time, except Cancel(), which is for other threads.
+class NativeContext {
+ public:
+  NativeContext(const NativeModel& model, int32_t n_ctx, int32_t n_threads, int64_t seed) {
+    if (!model.handle()) throw Error(MOE_ERROR_INVALID_ARGUMENT, "the model is closed");
+    moe_context_params params = moe_context_default_params();
+    params.n_ctx = n_ctx;
+    params.n_threads = n_threads;
+    params.seed = static_cast<uint64_t>(seed);
+    moe_context* raw = nullptr;
+    Check(moe_context_create(model.handle().get(), &params, &raw));
+    context_ = raw;
+    model_ = model.handle();
+  }
+  ~NativeContext() { Close(); }
+  NativeContext(const NativeContext&) = delete;
+  NativeContext& operator=(const NativeContext&) = delete;
+
+  // Frees the context, then lets go of the model. Must not overlap other calls on this context.
+  void Close() {
+    moe_context_free(context_);
+    context_ = nullptr;
+    model_.reset();
+  }
+  bool IsOpen() const { return context_ != nullptr; }
+
+  // Safe from any thread while another runs Generate.
+  void Cancel() { Check(moe_context_cancel(Get())); }
+  void Reset() { Check(moe_context_reset(Get())); }
+  void Truncate(int32_t n_keep) { Check(moe_context_truncate(Get(), n_keep)); }
+  int32_t NPast() const { return moe_context_n_past(Get()); }
+  int32_t NCtx() const { return moe_context_n_ctx(Get()); }
+
+  // Both return the moe_finish_reason.
+  int32_t Generate(const std::string& prompt, const NativeGenerateOptions& options,
+                   TokenSink* sink) {
+    Params p(options);
+    Check(moe_generate(Get(), prompt.c_str(), &p.generate, sink ? &TokenThunk : nullptr, sink));
+    return Stats().finish_reason;
+  }
+  int32_t GenerateTokens(const int32_t* tokens, size_t n_tokens,
+                         const NativeGenerateOptions& options, TokenSink* sink) {
+    Params p(options);
+    Check(moe_generate_tokens(Get(), tokens, n_tokens, &p.generate, sink ? &TokenThunk : nullptr,
+                              sink));
+    return Stats().finish_reason;
+  }
+
+  NativeStats Stats() const {
+    moe_stats c = moe_default_stats();
+    Check(moe_context_get_stats(Get(), &c));
+    NativeStats s;
+    s.prompt_tokens = c.prompt_tokens;
+    s.generated_tokens = c.generated_tokens;
+    s.prompt_seconds = c.prompt_seconds;
+    s.generate_seconds = c.generate_seconds;
+    s.prompt_tokens_per_second = c.prompt_tokens_per_second;
+    s.generate_tokens_per_second = c.generate_tokens_per_second;
+    s.active_fraction = c.active_fraction;
+    s.finish_reason = c.finish_reason;
+    return s;
+  }
+
+ private:
+  // The C params structs point into this, so it lives for the whole call.
+  struct Params {
+    explicit Params(const NativeGenerateOptions& o) {
+      sampling = moe_sampling_default_params();
+      sampling.temperature = o.temperature;
+      sampling.top_k = o.top_k;
+      sampling.top_p = o.top_p;
+      sampling.min_p = o.min_p;
+      sampling.repeat_penalty = o.repeat_penalty;
+      sampling.frequency_penalty = o.frequency_penalty;
+      sampling.presence_penalty = o.presence_penalty;
+      sampling.penalty_last_n = o.penalty_last_n;
+      sampling.seed = static_cast<uint64_t>(o.seed);
+      for (const std::string& s : o.stops) stops.push_back(s.c_str());
+      generate = moe_generate_default_params();
+      generate.sampling = &sampling;
+      generate.max_tokens = o.max_tokens;
+      generate.stop = stops.empty() ? nullptr : stops.data();
+      generate.n_stop = stops.size();
+      generate.parse_special = o.parse_special ? 1 : 0;
+    }
+    moe_sampling_params sampling;
+    moe_generate_params generate;
+    std::vector<const char*> stops;
+  };
+
+  moe_context* Get() const {
+    if (context_ == nullptr) throw Error(MOE_ERROR_INVALID_ARGUMENT, "the context is closed");
+    return context_;
+  }
+  static int TokenThunk(int32_t token, const char* piece, size_t len, void* user_data) {
+    try {
+      return static_cast<TokenSink*>(user_data)->OnToken(token, std::string(piece, len)) ? 1 : 0;
+    } catch (...) {  // nothing may unwind through the C library
+      return 0;
+    }
+  }
+
+  moe_context* context_ = nullptr;
+  std::shared_ptr<moe_model> model_;
+};
+
+// Copies a vector into a caller array in one call (C# and Go read token lists this way).
+inline void CopyInts(const std::vector<int32_t>& from, int32_t* to, size_t n) {
+  for (size_t i = 0; i < n && i < from.size(); ++i) to[i] = from[i];
+}
+
+}  // namespace moe_swig
+
+#endif  // MOE_BINDINGS_MOE_SWIG_H_
