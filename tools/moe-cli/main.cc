@@ -3,6 +3,7 @@
 
 #include "CLI/CLI.hpp"
 #include "tools/moe-cli/chat_command.h"
+#include "tools/moe-cli/perplexity_command.h"
 #include "tools/moe-cli/run_command.h"
 #include "tools/moe-cli/tokenize_command.h"
 
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   moe::cli::AddRunCommand(app, &exit_code);
   moe::cli::AddChatCommand(app, &exit_code);
+  moe::cli::AddPerplexityCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

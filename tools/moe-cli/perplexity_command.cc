@@ -1,0 +1,146 @@
+#include "tools/moe-cli/perplexity_command.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "lib/backend/backend.h"
+#include "lib/kv/kv_cache.h"
+#include "lib/model/forward.h"
+#include "lib/runtime/engine.h"
+
+namespace moe::cli {
+namespace {
+
+struct PerplexityOptions {
+  std::string model;
+  std::string file;
+  std::string ids_file;
+  int ctx = 0;
+  int stride = 0;
+  bool no_bos = false;
+  int threads = 0;
+};
+
+absl::StatusOr<std::string> ReadAll(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return absl::NotFoundError(absl::StrCat("cannot open '", path, "'"));
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& text, int64_t n_vocab) {
+  std::vector<int32_t> ids;
+  for (absl::string_view piece :
+       absl::StrSplit(text, absl::ByAnyChar(" ,\t\r\n"), absl::SkipEmpty())) {
+    int32_t id;
+    if (!absl::SimpleAtoi(piece, &id) || id < 0 || id >= n_vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", piece, "' is not a token id of this model (0..", n_vocab - 1, ")"));
+    }
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+// log p(next) for every row of a window's logits, in double so long texts sum exactly enough.
+double LogProb(const float* row, int64_t n_vocab, int32_t target) {
+  const float max = *std::max_element(row, row + n_vocab);
+  double sum = 0;
+  for (int64_t v = 0; v < n_vocab; ++v) sum += std::exp(static_cast<double>(row[v]) - max);
+  return static_cast<double>(row[target]) - max - std::log(sum);
+}
+
+// Windows of `ctx` tokens start every `stride` tokens; each scores only the positions no earlier
+// window scored, so every token after the first is predicted once, with at least ctx - stride
+// tokens of context once the text is longer than one window (models/train.py does the same).
+absl::Status Run(const PerplexityOptions& o) {
+  if (o.file.empty() == o.ids_file.empty()) {
+    return absl::InvalidArgumentError("give exactly one of --file TEXT and --ids-file IDS");
+  }
+  auto engine = Engine::Load(o.model, {});
+  if (!engine.ok()) return engine.status();
+  const std::shared_ptr<const Model>& model = (*engine)->model();
+  const HParams& h = model->hp();
+  std::vector<int32_t> ids;
+  if (!o.file.empty()) {
+    auto tok = (*engine)->RequireTokenizer();
+    if (!tok.ok()) return tok.status();
+    auto text = ReadAll(o.file);
+    if (!text.ok()) return text.status();
+    ids = (*tok)->Encode(*text);
+    if (!o.no_bos && (*tok)->bos_id() >= 0) ids.insert(ids.begin(), (*tok)->bos_id());
+  } else {
+    auto text = ReadAll(o.ids_file);
+    if (!text.ok()) return text.status();
+    auto parsed = ParseIds(*text, h.n_vocab);
+    if (!parsed.ok()) return parsed.status();
+    ids = *std::move(parsed);
+  }
+  if (ids.size() < 2) return absl::InvalidArgumentError("the text has fewer than two tokens");
+  const int64_t ctx = o.ctx > 0 ? o.ctx : std::min<int64_t>(h.n_ctx_train, 4096);
+  if (ctx > h.n_ctx_train) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--ctx ", ctx, " exceeds the model's context of ", h.n_ctx_train));
+  }
+  const int64_t stride = o.stride > 0 ? o.stride : std::max<int64_t>(1, ctx / 2);
+  if (stride > ctx) return absl::InvalidArgumentError("--stride must not exceed --ctx");
+
+  auto backend = CreateCpuBackend(o.threads);
+  Transformer tf(model, backend.get());
+  const int64_t n = static_cast<int64_t>(ids.size());
+  double nll = 0;
+  int64_t scored = 0, scored_upto = 1;  // position 0 has nothing to predict it
+  std::vector<float> logits;
+  for (int64_t start = 0;; start += stride) {
+    const int64_t end = std::min(start + ctx, n);
+    auto cache = KvCache::Create(h.n_layer, ctx, h.n_head_kv, h.head_dim, DType::kF32);
+    if (!cache.ok()) return cache.status();
+    absl::Span<const int32_t> window(ids.data() + start, end - start);
+    absl::Status s = tf.Forward(window, *cache, LogitsFor::kAll, &logits);
+    if (!s.ok()) return s;
+    for (int64_t pos = std::max(scored_upto, start + 1); pos < end; ++pos) {
+      nll -= LogProb(logits.data() + (pos - start - 1) * h.n_vocab, h.n_vocab, ids[pos]);
+      ++scored;
+    }
+    scored_upto = end;
+    if (end == n) break;
+  }
+  std::printf("perplexity %.6f over %lld tokens (window %lld, stride %lld)\n",
+              std::exp(nll / scored), static_cast<long long>(scored), static_cast<long long>(ctx),
+              static_cast<long long>(stride));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void AddPerplexityCommand(CLI::App& app, int* exit_code) {
+  auto opts = std::make_shared<PerplexityOptions>();
+  CLI::App* cmd = app.add_subcommand("perplexity", "perplexity of a text under the model");
+  cmd->add_option("-m,--model", opts->model, "model (.moe, .gguf or Hugging Face directory)")
+      ->required();
+  cmd->add_option("-f,--file", opts->file, "text file, tokenized with the model's tokenizer");
+  cmd->add_option("--ids-file", opts->ids_file, "token ids (whitespace separated) instead of text");
+  cmd->add_option("-c,--ctx", opts->ctx, "window length (0 = the model's context, at most 4096)");
+  cmd->add_option("--stride", opts->stride, "tokens between window starts (0 = half the window)");
+  cmd->add_flag("--no-bos", opts->no_bos, "do not put BOS before the text");
+  cmd->add_option("-t,--threads", opts->threads, "threads (0 = one per core)");
+  cmd->callback([opts, exit_code] {
+    absl::Status s = Run(*opts);
+    if (!s.ok()) {
+      std::fprintf(stderr, "moe-cli perplexity: %s\n", std::string(s.message()).c_str());
+      *exit_code = 1;
+    }
+  });
+}
+
+}  // namespace moe::cli
