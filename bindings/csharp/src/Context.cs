@@ -1,0 +1,146 @@
+using System;
+using System.Text;
+
+namespace LibMoe {
+  /// <summary>One conversation over a <see cref="Model"/>: its KV cache and sampler. Used by one
+  /// thread at a time (a concurrent call fails with <see cref="Status.Busy"/>), except
+  /// <see cref="Cancel"/>, which any thread may call. Dispose it when done.</summary>
+  public sealed class Context : IDisposable {
+    private readonly object disposeLock = new object();
+    private NativeContext native;
+
+    internal Context(Model model, ContextOptions options) {
+      Model = model;
+      native = new NativeContext(model.Native, options.ContextLength, options.Threads, options.Seed);
+    }
+
+    public Model Model { get; private set; }
+
+    /// <summary>Appends <paramref name="prompt"/> (BOS first when the context is empty) and
+    /// generates, streaming each piece of text to <paramref name="onToken"/> (may be null).
+    /// </summary>
+    /// <returns>Why generation stopped.</returns>
+    /// <exception cref="MoeException">Status.Cancelled after <see cref="Cancel"/>,
+    /// Status.ContextFull, ...; or whatever <paramref name="onToken"/> threw.</exception>
+    public FinishReason Generate(string prompt, GenerateOptions options, TokenHandler onToken) {
+      if (prompt == null) throw new ArgumentNullException("prompt");
+      return Run(options, onToken, (ctx, o, sink) => ctx.Generate(prompt, o, sink));
+    }
+
+    /// <summary>The same with prompt token ids (see <see cref="LibMoe.Model.Tokenize"/>).</summary>
+    public FinishReason Generate(int[] prompt, GenerateOptions options, TokenHandler onToken) {
+      if (prompt == null) throw new ArgumentNullException("prompt");
+      return Run(options, onToken,
+                 (ctx, o, sink) => ctx.GenerateTokens(prompt, (uint)prompt.Length, o, sink));
+    }
+
+    /// <summary>Generates and returns the whole completion.</summary>
+    public string Complete(string prompt, GenerateOptions options = null) {
+      var text = new StringBuilder();
+      Generate(prompt, options, (token, piece) => {
+        text.Append(piece);
+        return true;
+      });
+      return text.ToString();
+    }
+
+    /// <summary>Asks the Generate call running on this context (on another thread) to stop soon;
+    /// it then throws <see cref="MoeException"/> with Status.Cancelled. Tokens processed so far
+    /// stay in the context. Does nothing when nothing runs or the context is disposed.</summary>
+    public void Cancel() {
+      lock (disposeLock) {
+        if (native != null) native.Cancel();
+      }
+    }
+
+    /// <summary>Forgets everything in the context.</summary>
+    public void Reset() { Native.Reset(); }
+
+    /// <summary>Keeps the first <paramref name="keep"/> tokens and forgets the rest.</summary>
+    public void Truncate(int keep) { Native.Truncate(keep); }
+
+    /// <summary>Tokens currently in the context.</summary>
+    public int Count { get { return Native.NPast(); } }
+
+    /// <summary>The context length in tokens.</summary>
+    public int Capacity { get { return Native.NCtx(); } }
+
+    /// <summary>Statistics of the last Generate call.</summary>
+    public Stats Stats {
+      get {
+        using (NativeStats s = Native.Stats()) {
+          return new Stats {
+            PromptTokens = s.prompt_tokens, GeneratedTokens = s.generated_tokens,
+            PromptSeconds = s.prompt_seconds, GenerateSeconds = s.generate_seconds,
+            PromptTokensPerSecond = s.prompt_tokens_per_second,
+            GenerateTokensPerSecond = s.generate_tokens_per_second,
+            ActiveFraction = s.active_fraction, FinishReason = (FinishReason)s.finish_reason,
+          };
+        }
+      }
+    }
+
+    /// <summary>Releases the context. Idempotent; must not overlap a Generate call on another
+    /// thread (cancel it and let it return first).</summary>
+    public void Dispose() {
+      lock (disposeLock) {
+        if (native != null) native.Dispose();
+        native = null;
+      }
+    }
+
+    private NativeContext Native {
+      get {
+        NativeContext c = native;
+        if (c == null) throw new MoeException(Status.InvalidArgument, "the context is disposed");
+        return c;
+      }
+    }
+
+    private FinishReason Run(GenerateOptions options, TokenHandler onToken,
+                             Func<NativeContext, NativeGenerateOptions, TokenSink, int> call) {
+      NativeContext ctx = Native;
+      TokenBridge bridge = onToken == null ? null : new TokenBridge(onToken);
+      try {
+        using (NativeGenerateOptions o = (options ?? new GenerateOptions()).ToNative()) {
+          int reason;
+          try {
+            reason = call(ctx, o, bridge);
+          } catch (MoeException) {
+            if (bridge != null) bridge.Rethrow();
+            throw;
+          }
+          if (bridge != null) bridge.Rethrow();
+          return (FinishReason)reason;
+        }
+      } finally {
+        if (bridge != null) bridge.Dispose();
+      }
+    }
+
+    // Forwards tokens; an exception from the handler is kept, stops generation (false), and is
+    // rethrown once the native call has returned: none may cross into C.
+    private sealed class TokenBridge : TokenSink {
+      private readonly TokenHandler handler;
+      private Exception thrown;
+
+      public TokenBridge(TokenHandler handler) {
+        this.handler = handler;
+      }
+
+      public override bool OnToken(int token, string piece) {
+        if (thrown != null) return false;
+        try {
+          return handler(token, piece);
+        } catch (Exception e) {
+          thrown = e;
+          return false;
+        }
+      }
+
+      public void Rethrow() {
+        if (thrown != null) System.Runtime.ExceptionServices.ExceptionDispatchInfo.Capture(thrown).Throw();
+      }
+    }
+  }
+}

@@ -1,0 +1,116 @@
+using System;
+
+namespace LibMoe {
+  /// <summary>A loaded model (.moe or GGUF). Immutable once loaded: share one model between
+  /// threads, each with its own <see cref="Context"/>. Dispose it when done; contexts still open
+  /// keep the native model alive until they are disposed too.</summary>
+  /// <example><code>
+  /// using (var model = Model.Load("model.moe"))
+  /// using (var ctx = model.CreateContext()) {
+  ///   ctx.Generate("Once upon a time", new GenerateOptions { MaxTokens = 32 },
+  ///                (token, piece) => { Console.Write(piece); return true; });
+  /// }
+  /// </code></example>
+  public sealed class Model : IDisposable {
+    private NativeModel native;
+
+    private Model(NativeModel native) {
+      this.native = native;
+    }
+
+    /// <summary>Loads a model.</summary>
+    /// <exception cref="MoeException">Status.NotFound for a missing file, Status.CorruptModel
+    /// for a damaged one, and so on.</exception>
+    public static Model Load(string path, ProgressHandler progress = null) {
+      if (path == null) throw new ArgumentNullException("path");
+      ProgressBridge bridge = progress == null ? null : new ProgressBridge(progress);
+      try {
+        return new Model(NativeModel.Load(path, true, bridge));
+      } catch (MoeException) {
+        if (bridge != null) bridge.Rethrow();
+        throw;
+      } finally {
+        if (bridge != null) bridge.Dispose();
+      }
+    }
+
+    public Context CreateContext(ContextOptions options = null) {
+      return new Context(this, options ?? new ContextOptions());
+    }
+
+    public ModelInfo Info {
+      get {
+        NativeModel m = Native;
+        using (NativeModelInfo i = m.Info()) {
+          return new ModelInfo {
+            Architecture = m.Architecture(), Name = m.Name(), Layers = i.n_layer,
+            Experts = i.n_expert, ExpertsUsed = i.n_expert_used, VocabularySize = i.n_vocab,
+            TrainedContextLength = i.n_ctx_train, TotalParameters = i.n_params_total,
+            ActiveParameters = i.n_params_active, BosToken = i.bos_token, EosToken = i.eos_token,
+            HasTokenizer = i.has_tokenizer, HasChatTemplate = i.has_chat_template,
+          };
+        }
+      }
+    }
+
+    /// <summary>The model's chat template (Jinja text), or "" if it has none.</summary>
+    public string ChatTemplate { get { return Native.ChatTemplate(); } }
+
+    /// <summary>Token ids of <paramref name="text"/>. parseSpecial recognises control-token
+    /// markup; it is off by default so that user text cannot inject it.</summary>
+    public int[] Tokenize(string text, bool addBos = true, bool parseSpecial = false) {
+      if (text == null) throw new ArgumentNullException("text");
+      return Native.Tokenize(text, addBos, parseSpecial);
+    }
+
+    /// <summary>The text of <paramref name="tokens"/>.</summary>
+    /// <exception cref="MoeException">Status.OutOfRange or Status.InvalidArgument for an id
+    /// outside the vocabulary.</exception>
+    public string Detokenize(int[] tokens) {
+      if (tokens == null) throw new ArgumentNullException("tokens");
+      return Native.Detokenize(tokens, (uint)tokens.Length);
+    }
+
+    /// <summary>Releases the model. Idempotent; using it afterwards throws
+    /// <see cref="MoeException"/>.</summary>
+    public void Dispose() {
+      NativeModel m;
+      lock (this) {
+        m = native;
+        native = null;
+      }
+      if (m != null) m.Dispose();
+    }
+
+    internal NativeModel Native {
+      get {
+        NativeModel m = native;
+        if (m == null) throw new MoeException(Status.InvalidArgument, "the model is disposed");
+        return m;
+      }
+    }
+
+    // Forwards progress, keeping an exception for the caller: none may cross into C.
+    private sealed class ProgressBridge : ProgressSink {
+      private readonly ProgressHandler handler;
+      private Exception thrown;
+
+      public ProgressBridge(ProgressHandler handler) {
+        this.handler = handler;
+      }
+
+      public override bool OnProgress(float progress) {
+        try {
+          return handler(progress);
+        } catch (Exception e) {
+          thrown = e;
+          return false;
+        }
+      }
+
+      public void Rethrow() {
+        if (thrown != null) System.Runtime.ExceptionServices.ExceptionDispatchInfo.Capture(thrown).Throw();
+      }
+    }
+  }
+}

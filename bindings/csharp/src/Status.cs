@@ -1,0 +1,47 @@
+namespace LibMoe {
+  /// <summary>The status codes of the C library (<c>moe_status</c>); the numbers never change.</summary>
+  public enum Status {
+    Ok = 0,
+    InvalidArgument = 1,
+    NotFound = 2,
+    IO = 3,
+    CorruptModel = 4,
+    Unsupported = 5,
+    OutOfRange = 6,
+    ContextFull = 7,
+    Cancelled = 8,
+    OutOfMemory = 9,
+    BufferTooSmall = 10,
+    Busy = 11,
+    Internal = 12,
+  }
+
+  /// <summary>Why generation stopped (<c>moe_finish_reason</c>).</summary>
+  public enum FinishReason {
+    None = 0,
+    EndOfGeneration = 1,
+    MaxTokens = 2,
+    StopString = 3,
+    Callback = 4,
+    ContextFull = 5,
+  }
+
+  /// <summary>A failed libmoe call: the status and the library's detailed message.</summary>
+  public class MoeException : System.Exception {
+    public MoeException(Status status, string message)
+        : base(string.IsNullOrEmpty(message) ? status.ToString() : message) {
+      Status = status;
+    }
+
+    public Status Status { get; private set; }
+  }
+
+  /// <summary>Receives generated text: <paramref name="piece"/> is the complete UTF-8 text
+  /// <paramref name="token"/> adds (possibly empty; token is -1 for a final flush). Return false
+  /// to stop. An exception thrown here stops generation and is rethrown by Generate.</summary>
+  public delegate bool TokenHandler(int token, string piece);
+
+  /// <summary>Receives load progress in [0, 1]. Return false to cancel the load (it then fails
+  /// with <see cref="Status.Cancelled"/>); an exception thrown here is rethrown by Load.</summary>
+  public delegate bool ProgressHandler(float progress);
+}
