@@ -63,7 +63,16 @@ class Backend {
   virtual void GetRows(const WeightView& table, const int32_t* ids, int64_t n, float* dst) = 0;
 };
 
-// The CPU backend with `threads` threads (<= 0: one per core).
+struct CpuBackendOptions {
+  int threads = 0;  // <= 0: one per core
+  // true: activations meet quantized weights as 8-bit blocks with integer dot products (what
+  // llama.cpp does; fast). false: weights are dequantized and multiplied in F32 (exact to the
+  // dequantized model; slower). Float weights always use F32 activations.
+  bool quantize_activations = true;
+};
+
+std::unique_ptr<Backend> CreateCpuBackend(const CpuBackendOptions& options);
+// The CPU backend with `threads` threads (<= 0: one per core), default options otherwise.
 std::unique_ptr<Backend> CreateCpuBackend(int threads);
 
 }  // namespace moe

@@ -13,6 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "lib/backend/backend.h"
+#include "lib/backend/cpu/cpu_features.h"
 #include "lib/import/gguf_import.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
@@ -69,6 +70,87 @@ std::vector<fs::path> FixtureDirs() {
 
 class FixtureTest : public ::testing::TestWithParam<fs::path> {};
 
+// Per-prompt tolerance for llama.cpp's quantized run, from quant_vs_deq.tsv.
+double QuantTolerance(const fs::path& dir, const std::string& prompt) {
+  std::ifstream f(dir / "quant_vs_deq.tsv");
+  std::string line;
+  while (std::getline(f, line)) {
+    std::istringstream s(line);
+    std::string p, rows, top, max_abs, tol;
+    if (s >> p >> rows >> top >> max_abs >> tol && p == prompt) return std::stod(tol);
+  }
+  return -1;
+}
+
+struct Reference {
+  std::string suffix;  // "" or ".deq"
+  bool quantize_activations;
+  bool relative_tolerance;  // 1e-3 x max|logit|, else the folder's quant_vs_deq tolerance
+};
+
+void CheckAgainst(const fs::path& dir, const Model& model_ref,
+                  const std::shared_ptr<const Model>& model, const Reference& ref, int threads) {
+  const std::string name = dir.filename().string();
+  const HParams& h = model_ref.hp();
+  auto backend = CreateCpuBackend({threads, ref.quantize_activations});
+  Transformer tf(model, backend.get());
+  for (std::string p : {"p1", "p2"}) {
+    SCOPED_TRACE(name + " " + p + ref.suffix + " threads=" + std::to_string(threads) +
+                 (ref.quantize_activations ? " q8-activations" : " f32-activations"));
+    std::vector<int64_t> prompt64 = ReadInts(dir / (p + ".tokens.txt"));
+    std::vector<int32_t> prompt(prompt64.begin(), prompt64.end());
+    const int64_t n = prompt.size();
+    auto rows = ReadBinary<float>(dir / (p + ref.suffix + ".logits_rows.f32"));
+    auto row_pos = ReadInts(dir / (p + ".logits_rows_pos.txt"));
+    ASSERT_EQ(rows.size(), row_pos.size() * h.n_vocab);
+    float max_abs = 0;
+    for (float v : rows) max_abs = std::max(max_abs, std::fabs(v));
+    const double tol = ref.relative_tolerance ? 1e-3 * max_abs : QuantTolerance(dir, p);
+    ASSERT_GT(tol, 0);
+
+    auto cache = KvCache::Create(h.n_layer, 256, h.n_head_kv, h.head_dim, DType::kF32);
+    ASSERT_TRUE(cache.ok());
+    std::vector<float> logits;
+    ASSERT_TRUE(tf.Forward(prompt, *cache, LogitsFor::kAll, &logits).ok());
+    ASSERT_EQ(logits.size(), static_cast<size_t>(n * h.n_vocab));
+
+    double max_err = 0;
+    for (size_t r = 0; r < row_pos.size(); ++r) {
+      for (int64_t v = 0; v < h.n_vocab; ++v) {
+        double err = std::fabs(logits[row_pos[r] * h.n_vocab + v] - rows[r * h.n_vocab + v]);
+        max_err = std::max(max_err, err);
+      }
+    }
+    auto top_ids = ReadBinary<int32_t>(dir / (p + ref.suffix + ".top16_ids.i32"));
+    auto top_logits = ReadBinary<float>(dir / (p + ref.suffix + ".top16_logits.f32"));
+    ASSERT_EQ(top_ids.size(), static_cast<size_t>(n * 16));
+    double max_top_err = 0;
+    for (int64_t t = 0; t < n; ++t) {
+      for (int j = 0; j < 16; ++j) {
+        double err = std::fabs(logits[t * h.n_vocab + top_ids[t * 16 + j]] - top_logits[t * 16 + j]);
+        max_top_err = std::max(max_top_err, err);
+      }
+    }
+    std::printf("[fixture] %s %s%s %s threads=%d: max |logit err| %.3g (rows), %.3g (top16), tol %.3g\n",
+                name.c_str(), p.c_str(), ref.suffix.c_str(),
+                ref.quantize_activations ? "q8-act" : "f32-act", threads, max_err, max_top_err, tol);
+    EXPECT_LE(max_err, tol);
+    EXPECT_LE(max_top_err, tol);
+
+    // Greedy: argmax of the last prompt row, then one token per decode step.
+    auto want = ReadInts(dir / (p + ref.suffix + ".gen_tokens.txt"));
+    auto margins = ReadMargins(dir / (p + ref.suffix + ".gen_info.tsv"));
+    ASSERT_EQ(want.size(), margins.size());
+    std::vector<float> last(logits.end() - h.n_vocab, logits.end());
+    for (size_t step = 0; step < want.size(); ++step) {
+      int32_t tok = static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin());
+      if (margins[step] < tol) break;  // the reference itself was undecided here
+      ASSERT_EQ(tok, want[step]) << "greedy step " << step;
+      ASSERT_TRUE(tf.Forward({&tok, 1}, *cache, LogitsFor::kLast, &last).ok());
+    }
+  }
+}
+
 TEST_P(FixtureTest, LogitsAndGreedyTokensMatchLlamaCpp) {
   const fs::path dir = GetParam();
   const std::string name = dir.filename().string();
@@ -76,66 +158,24 @@ TEST_P(FixtureTest, LogitsAndGreedyTokensMatchLlamaCpp) {
   ASSERT_TRUE(spec.ok()) << spec.status();
   auto model = Model::Create(*std::move(spec));
   ASSERT_TRUE(model.ok()) << model.status();
-  const HParams& h = (*model)->hp();
   const bool quantized = fs::exists(dir / "p1.deq.gen_tokens.txt");
-  const std::string ref = quantized ? ".deq" : "";
-
-  for (int threads : {1, 2}) {
-    auto backend = CreateCpuBackend(threads);
-    Transformer tf(*model, backend.get());
-    for (std::string p : {"p1", "p2"}) {
-      SCOPED_TRACE(name + " " + p + " threads=" + std::to_string(threads));
-      std::vector<int64_t> prompt64 = ReadInts(dir / (p + ".tokens.txt"));
-      std::vector<int32_t> prompt(prompt64.begin(), prompt64.end());
-      const int64_t n = prompt.size();
-      auto rows = ReadBinary<float>(dir / (p + ref + ".logits_rows.f32"));
-      auto row_pos = ReadInts(dir / (p + ".logits_rows_pos.txt"));
-      ASSERT_EQ(rows.size(), row_pos.size() * h.n_vocab);
-      float max_abs = 0;
-      for (float v : rows) max_abs = std::max(max_abs, std::fabs(v));
-      const double tol = 1e-3 * max_abs;
-
-      auto cache = KvCache::Create(h.n_layer, 256, h.n_head_kv, h.head_dim, DType::kF32);
-      ASSERT_TRUE(cache.ok());
-      std::vector<float> logits;
-      ASSERT_TRUE(tf.Forward(prompt, *cache, LogitsFor::kAll, &logits).ok());
-      ASSERT_EQ(logits.size(), static_cast<size_t>(n * h.n_vocab));
-
-      double max_err = 0;
-      for (size_t r = 0; r < row_pos.size(); ++r) {
-        for (int64_t v = 0; v < h.n_vocab; ++v) {
-          double err = std::fabs(logits[row_pos[r] * h.n_vocab + v] - rows[r * h.n_vocab + v]);
-          max_err = std::max(max_err, err);
-        }
+  const SimdLevel native = ActiveSimdLevel();
+  for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512Vnni}) {
+    if (level > DetectedSimdLevel()) continue;
+    SetSimdLevelForTesting(level);
+    SCOPED_TRACE(std::string("simd ") + std::string(CpuSimdLevelName(level)));
+    for (int threads : {1, 2}) {
+      if (!quantized) {
+        CheckAgainst(dir, **model, *model, {"", true, true}, threads);
+        continue;
       }
-      auto top_ids = ReadBinary<int32_t>(dir / (p + ref + ".top16_ids.i32"));
-      auto top_logits = ReadBinary<float>(dir / (p + ref + ".top16_logits.f32"));
-      ASSERT_EQ(top_ids.size(), static_cast<size_t>(n * 16));
-      double max_top_err = 0;
-      for (int64_t t = 0; t < n; ++t) {
-        for (int j = 0; j < 16; ++j) {
-          double err = std::fabs(logits[t * h.n_vocab + top_ids[t * 16 + j]] - top_logits[t * 16 + j]);
-          max_top_err = std::max(max_top_err, err);
-        }
-      }
-      std::printf("[fixture] %s %s threads=%d: max |logit err| %.3g (rows), %.3g (top16), tol %.3g\n",
-                  name.c_str(), p.c_str(), threads, max_err, max_top_err, tol);
-      EXPECT_LE(max_err, tol);
-      EXPECT_LE(max_top_err, tol);
-
-      // Greedy: argmax of the last prompt row, then one token per decode step.
-      auto want = ReadInts(dir / (p + ref + ".gen_tokens.txt"));
-      auto margins = ReadMargins(dir / (p + ref + ".gen_info.tsv"));
-      ASSERT_EQ(want.size(), margins.size());
-      std::vector<float> last(logits.end() - h.n_vocab, logits.end());
-      for (size_t step = 0; step < want.size(); ++step) {
-        int32_t tok = static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin());
-        if (margins[step] < tol) break;  // the reference itself was undecided here
-        ASSERT_EQ(tok, want[step]) << "greedy step " << step;
-        ASSERT_TRUE(tf.Forward({&tok, 1}, *cache, LogitsFor::kLast, &last).ok());
-      }
+      // F32 activations reproduce llama.cpp on the dequantized weights to 1e-3 x max|logit|;
+      // 8-bit activations reproduce its quantized run within the folder's stated tolerance.
+      CheckAgainst(dir, **model, *model, {".deq", false, true}, threads);
+      CheckAgainst(dir, **model, *model, {"", true, false}, threads);
     }
   }
+  SetSimdLevelForTesting(native);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFixtures, FixtureTest, ::testing::ValuesIn(FixtureDirs()),

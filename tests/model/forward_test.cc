@@ -64,7 +64,8 @@ TEST_P(ForwardTest, PrefillAndDecodeMatchNaiveReference) {
   const HParams& h = (*model)->hp();
   const float tol = 1e-3f * MaxAbs(want);
   for (int threads : {1, 3}) {
-    auto backend = CreateCpuBackend(threads);
+    // Exact to the (dequantized) weights: the reference multiplies in F32 too.
+    auto backend = CreateCpuBackend({threads, /*quantize_activations=*/false});
     Transformer tf(*model, backend.get());
     // One batch.
     auto cache = KvCache::Create(h.n_layer, 32, h.n_head_kv, h.head_dim, DType::kF32);

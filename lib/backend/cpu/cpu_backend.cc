@@ -6,6 +6,9 @@
 #include <vector>
 
 #include "lib/backend/backend.h"
+#include "lib/backend/cpu/cpu_features.h"
+#include "lib/backend/cpu/dot_kernels.h"
+#include "lib/backend/cpu/q8_activations.h"
 #include "lib/backend/cpu/quant_rows.h"
 #include "lib/base/half.h"
 #include "lib/base/thread_pool.h"
@@ -18,34 +21,46 @@ constexpr int64_t kMinRowsPerTask = 16;
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads) : pool_(threads) {}
+  explicit CpuBackend(const CpuBackendOptions& o)
+      : pool_(o.threads), quantize_activations_(o.quantize_activations), level_(ActiveSimdLevel()) {}
   absl::string_view name() const override { return "cpu"; }
   int num_threads() const override { return pool_.num_threads(); }
 
   void MatMul(const WeightView& w, const float* x, int64_t n, float* y) override {
-    int64_t tasks = std::max<int64_t>(1, std::min<int64_t>(w.rows / kMinRowsPerTask,
-                                                           pool_.num_threads() * 4));
-    pool_.ParallelFor(tasks, [&](int64_t tb, int64_t te) {
-      int64_t r0 = w.rows * tb / tasks, r1 = w.rows * te / tasks;
-      if (n == 1) {
-        for (int64_t r = r0; r < r1; ++r) y[r] = DotRow(w.dtype, w.row(r), x, w.cols);
-        return;
-      }
-      // Several tokens: dequantize each row once, then dot it with every token.
+    const int64_t tasks = std::max<int64_t>(
+        1, std::min<int64_t>(w.rows / kMinRowsPerTask, pool_.num_threads() * 4));
+    auto split = [&](auto&& row_fn) {
+      pool_.ParallelFor(tasks, [&](int64_t tb, int64_t te) {
+        for (int64_t r = w.rows * tb / tasks, end = w.rows * te / tasks; r < end; ++r) row_fn(r);
+      });
+    };
+    if (!IsQuantized(w.dtype)) {
+      FloatDotFn dot = GetFloatDot(w.dtype, level_);
+      split([&](int64_t r) {
+        for (int64_t t = 0; t < n; ++t) y[t * w.rows + r] = dot(w.row(r), x + t * w.cols, w.cols);
+      });
+      return;
+    }
+    if (quantize_activations_) {
+      // Each token's activations are quantized once and reused by every row.
+      const int64_t nb = w.cols / 32;
+      xq_.resize(n * nb);
+      for (int64_t t = 0; t < n; ++t) QuantizeActivations(x + t * w.cols, w.cols, xq_.data() + t * nb);
+      QuantDotFn dot = GetQuantDot(w.dtype, level_);
+      const Q8Block* xq = xq_.data();
+      split([&](int64_t r) {
+        for (int64_t t = 0; t < n; ++t) y[t * w.rows + r] = dot(w.row(r), xq + t * nb, w.cols);
+      });
+      return;
+    }
+    // Exact to the dequantized weights: dequantize each row once, then F32 dots.
+    FloatDotFn dot = GetFloatDot(DType::kF32, level_);
+    split([&](int64_t r) {
       thread_local std::vector<float> row;
       if (static_cast<int64_t>(row.size()) < w.cols) row.resize(w.cols);
-      for (int64_t r = r0; r < r1; ++r) {
-        const float* wr;
-        if (w.dtype == DType::kF32) {
-          wr = reinterpret_cast<const float*>(w.row(r));
-        } else {
-          DequantizeRow(w.dtype, w.row(r), row.data(), w.cols);
-          wr = row.data();
-        }
-        for (int64_t t = 0; t < n; ++t) {
-          y[t * w.rows + r] = DotRow(DType::kF32, reinterpret_cast<const uint8_t*>(wr),
-                                     x + t * w.cols, w.cols);
-        }
+      DequantizeRow(w.dtype, w.row(r), row.data(), w.cols);
+      for (int64_t t = 0; t < n; ++t) {
+        y[t * w.rows + r] = dot(reinterpret_cast<const uint8_t*>(row.data()), x + t * w.cols, w.cols);
       }
     });
   }
@@ -174,13 +189,23 @@ class CpuBackend final : public Backend {
   }
 
   ThreadPool pool_;
+  const bool quantize_activations_;
+  const SimdLevel level_;
+  std::vector<Q8Block> xq_;  // quantized activations of the current MatMul
 };
 
 }  // namespace
 
+std::unique_ptr<Backend> CreateCpuBackend(const CpuBackendOptions& options) {
+  CpuBackendOptions o = options;
+  if (o.threads <= 0) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::make_unique<CpuBackend>(o);
+}
+
 std::unique_ptr<Backend> CreateCpuBackend(int threads) {
-  if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  return std::make_unique<CpuBackend>(threads);
+  CpuBackendOptions o;
+  o.threads = threads;
+  return CreateCpuBackend(o);
 }
 
 }  // namespace moe

@@ -1,0 +1,31 @@
+#include "lib/backend/cpu/q8_activations.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "lib/base/half.h"
+
+namespace moe {
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void QuantizeActivations(
+    const float* x, int64_t n, Q8Block* out) {
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float* v = x + 32 * b;
+    float amax = 0;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[i]));
+    // As ggml's q8_0: the scale is stored in half precision, the quants use the unrounded one.
+    const float id = amax != 0 ? 127.0f / amax : 0.0f;
+    Q8Block& o = out[b];
+    o.d = HalfToFloat(FloatToHalf(amax / 127.0f));
+    int s0 = 0, s1 = 0;
+    for (int i = 0; i < 32; ++i) {
+      int q = static_cast<int>(std::nearbyint(v[i] * id));
+      o.q[i] = static_cast<int8_t>(q);
+      (i < 16 ? s0 : s1) += q;
+    }
+    o.sum[0] = static_cast<int16_t>(s0);
+    o.sum[1] = static_cast<int16_t>(s1);
+  }
+}
+
+}  // namespace moe

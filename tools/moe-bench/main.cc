@@ -1,0 +1,162 @@
+// moe-bench: prompt processing (pp) and generation (tg) speed as llama-bench defines them, with
+// the active weight bytes per token measured from the experts that fired, the achieved GB/s and
+// the machine's streaming-read bandwidth measured in the same run.
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_format.h"
+#include "lib/backend/cpu/cpu_features.h"
+#include "lib/kv/kv_cache.h"
+#include "lib/model/forward.h"
+#include "lib/runtime/engine.h"
+#include "nlohmann/json.hpp"
+#include "tools/moe-bench/bandwidth.h"
+
+namespace {
+
+struct Options {
+  std::string model;
+  int threads = 2;
+  int p = 128;
+  int n = 64;
+  int reps = 3;
+  std::string load = "ram";
+  bool json = false;
+  double bandwidth_gib = 1.0;
+};
+
+struct Result {
+  std::string test;
+  std::vector<double> tps;
+  double bytes_per_token = 0;
+};
+
+double Mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / v.size();
+}
+double Sd(const std::vector<double>& v) {
+  if (v.size() < 2) return 0;
+  double m = Mean(v), s = 0;
+  for (double x : v) s += (x - m) * (x - m);
+  return std::sqrt(s / (v.size() - 1));
+}
+
+int Run(const Options& o) {
+  moe::LoadOptions lo;
+  lo.use_mmap = o.load == "mmap";
+  auto engine = moe::Engine::Load(o.model, lo);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "moe-bench: %s\n", std::string(engine.status().message()).c_str());
+    return 1;
+  }
+  const moe::HParams& h = (*engine)->model()->hp();
+  auto backend = moe::CreateCpuBackend(o.threads);
+  moe::Transformer tf((*engine)->model(), backend.get());
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(h.n_vocab) - 1);
+  auto cache = moe::KvCache::Create(h.n_layer, o.p + o.n + 1, h.n_head_kv, h.head_dim,
+                                    moe::DType::kF16);
+  if (!cache.ok()) return 1;
+  std::vector<float> logits;
+  std::vector<Result> results;
+  auto timed = [](auto&& fn) {
+    auto t0 = std::chrono::steady_clock::now();
+    fn();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  // Warm-up: one short pass touches the weights once.
+  {
+    std::vector<int32_t> w = {tok(rng), tok(rng)};
+    (void)tf.Forward(w, *cache, moe::LogitsFor::kLast, &logits);
+  }
+  if (o.p > 0) {
+    Result r{absl::StrFormat("pp%d", o.p), {}, 0};
+    moe::Telemetry tel;
+    for (int rep = 0; rep < o.reps; ++rep) {
+      std::vector<int32_t> prompt(o.p);
+      for (auto& t : prompt) t = tok(rng);
+      cache->set_size(0);
+      tel = moe::Telemetry();
+      double s = timed([&] { (void)tf.Forward(prompt, *cache, moe::LogitsFor::kLast, &logits, &tel); });
+      r.tps.push_back(o.p / s);
+    }
+    r.bytes_per_token = static_cast<double>(tel.weight_bytes_read) / o.p;
+    results.push_back(r);
+  }
+  if (o.n > 0) {
+    Result r{absl::StrFormat("tg%d", o.n), {}, 0};
+    moe::Telemetry tel;
+    for (int rep = 0; rep < o.reps; ++rep) {
+      cache->set_size(0);
+      tel = moe::Telemetry();
+      int32_t t = tok(rng);
+      double s = timed([&] {
+        for (int i = 0; i < o.n; ++i) {
+          (void)tf.Forward({&t, 1}, *cache, moe::LogitsFor::kLast, &logits, &tel);
+          t = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        }
+      });
+      r.tps.push_back(o.n / s);
+    }
+    r.bytes_per_token = static_cast<double>(tel.weight_bytes_read) / o.n;
+    results.push_back(r);
+  }
+  const double bw = moe::bench::MeasureReadBandwidth(o.threads, o.bandwidth_gib);
+  const std::string simd(moe::CpuSimdLevelName(moe::ActiveSimdLevel()));
+  if (!o.json) {
+    std::printf("model: %s (%s, %lld layers, %lld experts top-%lld)\n", o.model.c_str(),
+                std::string(moe::ArchName((*engine)->model()->spec().arch)).c_str(),
+                (long long)h.n_layer, (long long)h.n_expert, (long long)h.n_expert_used);
+    std::printf("threads %d, load %s, simd %s, streaming read bandwidth %.1f GB/s\n\n", o.threads,
+                o.load.c_str(), simd.c_str(), bw);
+    std::printf("%-7s %16s %16s %10s %12s %10s\n", "test", "tokens/s", "active MB/token", "GB/s",
+                "limit tok/s", "% limit");
+  }
+  for (const Result& r : results) {
+    double mean = Mean(r.tps), gbps = mean * r.bytes_per_token / 1e9;
+    double limit = bw * 1e9 / r.bytes_per_token;
+    if (o.json) {
+      nlohmann::json j = {{"test", r.test},
+                          {"threads", o.threads},
+                          {"load", o.load},
+                          {"simd", simd},
+                          {"tokens_per_s", mean},
+                          {"tokens_per_s_sd", Sd(r.tps)},
+                          {"active_bytes_per_token", r.bytes_per_token},
+                          {"gbps", gbps},
+                          {"bandwidth_gbps", bw},
+                          {"percent_of_limit", 100.0 * mean / limit}};
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      std::printf("%-7s %9.2f ± %5.2f %16.1f %10.1f %12.1f %9.1f%%\n", r.test.c_str(), mean,
+                  Sd(r.tps), r.bytes_per_token / 1e6, gbps, limit, 100.0 * mean / limit);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app("Measures prompt processing and generation speed.", "moe-bench");
+  app.add_option("-m,--model", o.model, "model (.moe or .gguf)")->required();
+  app.add_option("-t,--threads", o.threads)->capture_default_str();
+  app.add_option("-p", o.p, "prompt tokens processed in one batch (0 = skip)")->capture_default_str();
+  app.add_option("-n", o.n, "tokens generated one at a time (0 = skip)")->capture_default_str();
+  app.add_option("-r", o.reps, "repetitions")->capture_default_str();
+  app.add_option("--load", o.load, "ram: copy weights into memory; mmap: map the file")
+      ->check(CLI::IsMember({"ram", "mmap"}))
+      ->capture_default_str();
+  app.add_option("--bandwidth-gib", o.bandwidth_gib, "buffer for the bandwidth measurement")
+      ->capture_default_str();
+  app.add_flag("--json", o.json, "one JSON object per test");
+  CLI11_PARSE(app, argc, argv);
+  return Run(o);
+}
