@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "lib/backend/weight_view.h"
 
 namespace moe {
@@ -32,6 +33,22 @@ class Backend {
 
   // y[t, r] = sum_c w[r, c] * x[t, c], t < n. Rows of w are read once for all n tokens.
   virtual void MatMul(const WeightView& w, const float* x, int64_t n, float* y) = 0;
+
+  // Several products of one input (Q, K and V; an expert's gate and up) in one parallel pass:
+  // ys[i][t, r] = ws[i] row r . x[t].
+  virtual void MatMulShared(absl::Span<const WeightView> ws, const float* x, int64_t n,
+                            absl::Span<float* const> ys) = 0;
+
+  // SwiGLU feed-forward blocks over groups of token rows: for each job,
+  // out[t] = down(silu(gate in[t]) * up in[t]) for its m rows. All jobs run together, so the
+  // experts a batch selected cost two parallel passes, not three per expert.
+  struct ExpertJob {
+    WeightView gate, up, down;  // [ff x d], [ff x d], [d x ff]
+    const float* in;            // [m x d]
+    int64_t m;
+    float* out;  // [m x d]
+  };
+  virtual void RunExperts(absl::Span<const ExpertJob> jobs) = 0;
 
   // y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight, for n rows of length dim (in place allowed).
   virtual void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps,

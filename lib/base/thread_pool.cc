@@ -2,8 +2,18 @@
 
 #include <algorithm>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define MOE_CPU_RELAX() _mm_pause()
+#else
+#define MOE_CPU_RELAX() std::this_thread::yield()
+#endif
+
 namespace moe {
 namespace {
+
+// About 50-100 microseconds of spinning before a worker sleeps.
+constexpr int kSpinIterations = 20000;
 
 // Chunk t of n split evenly over `parts`.
 std::pair<int64_t, int64_t> Chunk(int64_t n, int parts, int t) {
@@ -22,7 +32,7 @@ ThreadPool::ThreadPool(int num_threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   work_cv_.notify_all();
   for (auto& w : workers_) w.join();
@@ -30,45 +40,46 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
-  int parts = num_threads();
+  const int parts = num_threads();
   if (parts == 1 || n == 1) {
     fn(0, n);
     return;
   }
+  job_ = &fn;
+  job_n_ = n;
+  pending_.store(parts - 1, std::memory_order_relaxed);
   {
+    // Publishing under the mutex pairs with the sleepers' wait; spinners see the release store.
     std::lock_guard<std::mutex> lock(mu_);
-    job_ = &fn;
-    job_n_ = n;
-    pending_ = parts - 1;
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
-  work_cv_.notify_all();
+  if (sleeping_.load(std::memory_order_acquire) > 0) work_cv_.notify_all();
   auto [b, e] = Chunk(n, parts, 0);
   if (b < e) fn(b, e);
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [this] { return pending_ == 0; });
+  while (pending_.load(std::memory_order_acquire) != 0) MOE_CPU_RELAX();
   job_ = nullptr;
 }
 
 void ThreadPool::WorkerLoop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int64_t, int64_t)>* job;
-    int64_t n;
-    {
+    int spins = 0;
+    while (generation_.load(std::memory_order_acquire) == seen && !stop_.load()) {
+      if (++spins < kSpinIterations) {
+        MOE_CPU_RELAX();
+        continue;
+      }
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
-      n = job_n_;
+      sleeping_.fetch_add(1, std::memory_order_acq_rel);
+      work_cv_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
+      sleeping_.fetch_sub(1, std::memory_order_acq_rel);
+      break;
     }
-    auto [b, e] = Chunk(n, num_threads(), index);
-    if (b < e) (*job)(b, e);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) done_cv_.notify_one();
-    }
+    if (stop_.load()) return;
+    seen = generation_.load(std::memory_order_acquire);
+    auto [b, e] = Chunk(job_n_, num_threads(), index);
+    if (b < e) (*job_)(b, e);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 

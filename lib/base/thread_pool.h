@@ -1,7 +1,9 @@
 // A persistent pool of worker threads for data-parallel loops. The calling thread takes part in
-// every loop, so a pool of N threads starts N-1 workers.
+// every loop, so a pool of N threads starts N-1 workers. A decode step runs hundreds of short
+// loops, so workers spin briefly before sleeping and wake-ups cost no system call while busy.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -21,7 +23,8 @@ class ThreadPool {
   int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
   // Runs fn(begin, end) over [0, n) split into contiguous chunks, one per thread; returns when all
-  // chunks are done. Not re-entrant: fn must not call ParallelFor on the same pool.
+  // chunks are done. Not re-entrant: fn must not call ParallelFor on the same pool. One caller
+  // at a time.
   void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
@@ -30,12 +33,12 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable work_cv_;
-  std::condition_variable done_cv_;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<int> sleeping_{0};
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace moe

@@ -88,9 +88,9 @@ void Transformer::Attention(const LayerWeights& L, int64_t n, const int32_t* pos
   std::vector<float> xn(n * d), q(n * q_dim), k(n * kv_dim), v(n * kv_dim), att(n * q_dim),
       o(n * d);
   backend_->RmsNorm(x, L.attn_norm, n, d, h.rms_eps, xn.data());
-  backend_->MatMul(L.wq, xn.data(), n, q.data());
-  backend_->MatMul(L.wk, xn.data(), n, k.data());
-  backend_->MatMul(L.wv, xn.data(), n, v.data());
+  const WeightView qkv[] = {L.wq, L.wk, L.wv};
+  float* const qkv_out[] = {q.data(), k.data(), v.data()};
+  backend_->MatMulShared(qkv, xn.data(), n, qkv_out);
   if (L.bq) {
     backend_->AddBias(q.data(), L.bq, n, q_dim);
     backend_->AddBias(k.data(), L.bk, n, kv_dim);
@@ -110,15 +110,6 @@ void Transformer::Attention(const LayerWeights& L, int64_t n, const int32_t* pos
   backend_->Attention(q.data(), n, h.n_head, positions, kv, att.data());
   backend_->MatMul(L.wo, att.data(), n, o.data());
   backend_->Axpy(1.0f, o.data(), n * d, x);
-}
-
-void Transformer::RunExpert(const ExpertWeights& w, const float* in, int64_t m, float* out) {
-  const int64_t ff = w.gate.rows;
-  std::vector<float> gate(m * ff), up(m * ff);
-  backend_->MatMul(w.gate, in, m, gate.data());
-  backend_->MatMul(w.up, in, m, up.data());
-  backend_->SwiGlu(gate.data(), up.data(), m * ff, gate.data());
-  backend_->MatMul(w.down, gate.data(), m, out);
 }
 
 void Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, Telemetry* tel) {
@@ -149,39 +140,53 @@ void Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, 
       if (e >= 0) by_expert[e].push_back({t, routing.weights[t * k + j]});
     }
   }
-  std::vector<float> in, res;
+  // Gather each selected expert's token rows, run every expert (and the shared one) together,
+  // then combine: a weighted sum back into token order.
+  std::vector<Backend::ExpertJob> jobs;
+  std::vector<int> job_expert;
+  std::vector<std::vector<float>> ins, outs;
+  ins.reserve(h.n_expert + 1);
+  outs.reserve(h.n_expert + 1);
   for (int e = 0; e < h.n_expert; ++e) {
     const auto& rows = by_expert[e];
     if (rows.empty()) continue;
     const int64_t m = static_cast<int64_t>(rows.size());
-    in.resize(m * d);
-    res.resize(m * d);
-    for (int64_t i = 0; i < m; ++i) {
-      std::copy_n(xn.data() + rows[i].first * d, d, in.data() + i * d);
-    }
-    RunExpert(L.experts[e], in.data(), m, res.data());
-    // Combine: weighted sum back into token order.
-    for (int64_t i = 0; i < m; ++i) {
-      backend_->Axpy(rows[i].second, res.data() + i * d, d, out.data() + rows[i].first * d);
-    }
+    std::vector<float>& in = ins.emplace_back(m * d);
+    for (int64_t i = 0; i < m; ++i) std::copy_n(xn.data() + rows[i].first * d, d, in.data() + i * d);
+    std::vector<float>& res = outs.emplace_back(m * d);
+    const ExpertWeights& w = L.experts[e];
+    jobs.push_back({w.gate, w.up, w.down, in.data(), m, res.data()});
+    job_expert.push_back(e);
     if (tel) {
       tel->expert_counts[layer][e] += m;
-      tel->weight_bytes_read += L.experts[e].byte_size();
-      tel->active_params += m * (L.experts[e].gate.rows * L.experts[e].gate.cols * 3);
+      tel->weight_bytes_read += w.byte_size();
+      tel->active_params += m * (w.gate.rows * w.gate.cols * 3);
+    }
+  }
+  std::vector<float> shared_out;
+  if (L.has_shared) {
+    shared_out.resize(n * d);
+    jobs.push_back({L.shared.gate, L.shared.up, L.shared.down, xn.data(), n, shared_out.data()});
+  }
+  backend_->RunExperts(jobs);
+  for (size_t j = 0; j < job_expert.size(); ++j) {
+    const auto& rows = by_expert[job_expert[j]];
+    for (size_t i = 0; i < rows.size(); ++i) {
+      backend_->Axpy(rows[i].second, outs[j].data() + i * d, d, out.data() + rows[i].first * d);
     }
   }
   if (tel) {
     for (float ent : routing.entropy) tel->router_entropy_sum += ent;
   }
   if (L.has_shared) {
-    res.resize(n * d);
-    RunExpert(L.shared, xn.data(), n, res.data());
     std::vector<float> g(n, 1.f);
     if (!L.shared_gate.empty()) {
       backend_->MatMul(L.shared_gate, xn.data(), n, g.data());
       for (float& v : g) v = 1.f / (1.f + std::exp(-v));
     }
-    for (int64_t t = 0; t < n; ++t) backend_->Axpy(g[t], res.data() + t * d, d, out.data() + t * d);
+    for (int64_t t = 0; t < n; ++t) {
+      backend_->Axpy(g[t], shared_out.data() + t * d, d, out.data() + t * d);
+    }
   }
   backend_->Axpy(1.0f, out.data(), n * d, x);
 }

@@ -38,7 +38,6 @@ class Transformer {
   void Attention(const LayerWeights& L, int64_t n, const int32_t* positions, KvLayerView kv,
                  float* x, Telemetry* tel);
   void MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, Telemetry* tel);
-  void RunExpert(const ExpertWeights& w, const float* in, int64_t m, float* out);
 
   std::shared_ptr<const Model> model_;
   Backend* backend_;

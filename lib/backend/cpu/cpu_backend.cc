@@ -8,7 +8,7 @@
 #include "lib/backend/backend.h"
 #include "lib/backend/cpu/cpu_features.h"
 #include "lib/backend/cpu/dot_kernels.h"
-#include "lib/backend/cpu/q8_activations.h"
+#include "lib/backend/cpu/prepared_activations.h"
 #include "lib/backend/cpu/quant_rows.h"
 #include "lib/base/half.h"
 #include "lib/base/thread_pool.h"
@@ -16,51 +16,83 @@
 namespace moe {
 namespace {
 
-// Grain: split work so that each task has at least this many weight bytes or elements.
-constexpr int64_t kMinRowsPerTask = 16;
-
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(const CpuBackendOptions& o)
-      : pool_(o.threads), quantize_activations_(o.quantize_activations), level_(ActiveSimdLevel()) {}
+      : pool_(o.threads),
+        quantize_activations_(o.quantize_activations),
+        level_(ActiveSimdLevel()),
+        input_(level_, quantize_activations_) {}
   absl::string_view name() const override { return "cpu"; }
   int num_threads() const override { return pool_.num_threads(); }
 
   void MatMul(const WeightView& w, const float* x, int64_t n, float* y) override {
-    const int64_t tasks = std::max<int64_t>(
-        1, std::min<int64_t>(w.rows / kMinRowsPerTask, pool_.num_threads() * 4));
-    auto split = [&](auto&& row_fn) {
-      pool_.ParallelFor(tasks, [&](int64_t tb, int64_t te) {
-        for (int64_t r = w.rows * tb / tasks, end = w.rows * te / tasks; r < end; ++r) row_fn(r);
-      });
-    };
-    if (!IsQuantized(w.dtype)) {
-      FloatDotFn dot = GetFloatDot(w.dtype, level_);
-      split([&](int64_t r) {
-        for (int64_t t = 0; t < n; ++t) y[t * w.rows + r] = dot(w.row(r), x + t * w.cols, w.cols);
-      });
-      return;
+    float* ys[] = {y};
+    MatMulShared({&w, 1}, x, n, ys);
+  }
+
+  void MatMulShared(absl::Span<const WeightView> ws, const float* x, int64_t n,
+                    absl::Span<float* const> ys) override {
+    bool any_quantized = false;
+    std::vector<int64_t> first_row(ws.size() + 1, 0);
+    for (size_t i = 0; i < ws.size(); ++i) {
+      any_quantized |= IsQuantized(ws[i].dtype);
+      first_row[i + 1] = first_row[i] + ws[i].rows;
     }
-    if (quantize_activations_) {
-      // Each token's activations are quantized once and reused by every row.
-      const int64_t nb = w.cols / 32;
-      xq_.resize(n * nb);
-      for (int64_t t = 0; t < n; ++t) QuantizeActivations(x + t * w.cols, w.cols, xq_.data() + t * nb);
-      QuantDotFn dot = GetQuantDot(w.dtype, level_);
-      const Q8Block* xq = xq_.data();
-      split([&](int64_t r) {
-        for (int64_t t = 0; t < n; ++t) y[t * w.rows + r] = dot(w.row(r), xq + t * nb, w.cols);
-      });
-      return;
+    input_.Prepare(x, n, ws[0].cols, any_quantized);
+    pool_.ParallelFor(first_row.back(), [&](int64_t b, int64_t e) {
+      size_t i = std::upper_bound(first_row.begin(), first_row.end(), b) - first_row.begin() - 1;
+      for (int64_t g = b; g < e; ++g) {
+        while (g >= first_row[i + 1]) ++i;
+        const int64_t r = g - first_row[i];
+        input_.RowDots(ws[i], r, ys[i] + r, ws[i].rows);
+      }
+    });
+  }
+
+  void RunExperts(absl::Span<const ExpertJob> jobs) override {
+    const size_t nj = jobs.size();
+    if (nj == 0) return;
+    while (job_inputs_.size() < nj) job_inputs_.emplace_back(level_, quantize_activations_);
+    while (job_acts_.size() < nj) job_acts_.emplace_back(level_, quantize_activations_);
+    act_.resize(nj);
+    std::vector<int64_t> ff_first(nj + 1, 0), d_first(nj + 1, 0);
+    for (size_t j = 0; j < nj; ++j) {
+      const ExpertJob& job = jobs[j];
+      job_inputs_[j].Prepare(job.in, job.m, job.gate.cols,
+                             IsQuantized(job.gate.dtype) || IsQuantized(job.up.dtype));
+      act_[j].resize(job.m * job.gate.rows);
+      ff_first[j + 1] = ff_first[j] + job.gate.rows;
+      d_first[j + 1] = d_first[j] + job.down.rows;
     }
-    // Exact to the dequantized weights: dequantize each row once, then F32 dots.
-    FloatDotFn dot = GetFloatDot(DType::kF32, level_);
-    split([&](int64_t r) {
-      thread_local std::vector<float> row;
-      if (static_cast<int64_t>(row.size()) < w.cols) row.resize(w.cols);
-      DequantizeRow(w.dtype, w.row(r), row.data(), w.cols);
-      for (int64_t t = 0; t < n; ++t) {
-        y[t * w.rows + r] = dot(reinterpret_cast<const uint8_t*>(row.data()), x + t * w.cols, w.cols);
+    // Pass 1: gate and up rows of every job, fused with SiLU x up.
+    pool_.ParallelFor(ff_first.back(), [&](int64_t b, int64_t e) {
+      thread_local std::vector<float> g, u;
+      size_t j = std::upper_bound(ff_first.begin(), ff_first.end(), b) - ff_first.begin() - 1;
+      for (int64_t idx = b; idx < e; ++idx) {
+        while (idx >= ff_first[j + 1]) ++j;
+        const ExpertJob& job = jobs[j];
+        const int64_t r = idx - ff_first[j], ff = job.gate.rows;
+        g.resize(job.m);
+        u.resize(job.m);
+        job_inputs_[j].RowDots(job.gate, r, g.data(), 1);
+        job_inputs_[j].RowDots(job.up, r, u.data(), 1);
+        for (int64_t t = 0; t < job.m; ++t) {
+          act_[j][t * ff + r] = g[t] / (1.0f + std::exp(-g[t])) * u[t];
+        }
+      }
+    });
+    for (size_t j = 0; j < nj; ++j) {
+      job_acts_[j].Prepare(act_[j].data(), jobs[j].m, jobs[j].down.cols,
+                           IsQuantized(jobs[j].down.dtype));
+    }
+    // Pass 2: down rows of every job.
+    pool_.ParallelFor(d_first.back(), [&](int64_t b, int64_t e) {
+      size_t j = std::upper_bound(d_first.begin(), d_first.end(), b) - d_first.begin() - 1;
+      for (int64_t idx = b; idx < e; ++idx) {
+        while (idx >= d_first[j + 1]) ++j;
+        const int64_t r = idx - d_first[j];
+        job_acts_[j].RowDots(jobs[j].down, r, jobs[j].out + r, jobs[j].down.rows);
       }
     });
   }
@@ -191,7 +223,10 @@ class CpuBackend final : public Backend {
   ThreadPool pool_;
   const bool quantize_activations_;
   const SimdLevel level_;
-  std::vector<Q8Block> xq_;  // quantized activations of the current MatMul
+  // Scratch reused across calls (a backend serves one session, one call at a time).
+  PreparedActivations input_;
+  std::vector<PreparedActivations> job_inputs_, job_acts_;
+  std::vector<std::vector<float>> act_;
 };
 
 }  // namespace

@@ -1,0 +1,43 @@
+#include "lib/backend/cpu/prepared_activations.h"
+
+#include "lib/backend/cpu/dot_kernels.h"
+#include "lib/backend/cpu/quant_rows.h"
+
+namespace moe {
+
+void PreparedActivations::Prepare(const float* x, int64_t n, int64_t cols, bool quantized_weights) {
+  x_ = x;
+  n_ = n;
+  cols_ = cols;
+  if (quantize_ && quantized_weights && cols % 32 == 0) {
+    const int64_t nb = cols / 32;
+    q_.resize(n * nb);
+    for (int64_t t = 0; t < n; ++t) QuantizeActivations(x + t * cols, cols, q_.data() + t * nb);
+  } else {
+    q_.clear();
+  }
+}
+
+void PreparedActivations::RowDots(const WeightView& w, int64_t r, float* out, int64_t stride) const {
+  const uint8_t* row = w.row(r);
+  if (!IsQuantized(w.dtype)) {
+    FloatDotFn dot = GetFloatDot(w.dtype, level_);
+    for (int64_t t = 0; t < n_; ++t) out[t * stride] = dot(row, x_ + t * cols_, cols_);
+    return;
+  }
+  if (!q_.empty()) {
+    QuantDotFn dot = GetQuantDot(w.dtype, level_);
+    const int64_t nb = cols_ / 32;
+    for (int64_t t = 0; t < n_; ++t) out[t * stride] = dot(row, q_.data() + t * nb, cols_);
+    return;
+  }
+  // Exact mode: dequantize the row once, then F32 dots.
+  thread_local std::vector<float> deq;
+  if (static_cast<int64_t>(deq.size()) < cols_) deq.resize(cols_);
+  DequantizeRow(w.dtype, row, deq.data(), cols_);
+  FloatDotFn dot = GetFloatDot(DType::kF32, level_);
+  const uint8_t* d = reinterpret_cast<const uint8_t*>(deq.data());
+  for (int64_t t = 0; t < n_; ++t) out[t * stride] = dot(d, x_ + t * cols_, cols_);
+}
+
+}  // namespace moe
