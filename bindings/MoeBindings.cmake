@@ -48,7 +48,7 @@ set(MOE_JAVA_JAR "${PROJECT_BINARY_DIR}/bindings/java/moe.jar")
 set(MOE_CSHARP_OUT "${PROJECT_BINARY_DIR}/bindings/csharp/out")
 set(MOE_GO_MODULE "${PROJECT_BINARY_DIR}/bindings/go/module")
 set(MOE_GO_ENV
-    "GOPROXY=off" "GOFLAGS=-mod=mod" "GOTOOLCHAIN=local" "GOWORK=off" "GO111MODULE=on"
+    "GOPROXY=off" "GOFLAGS=-mod=mod" "GOENV=off" "CGO_ENABLED=1" "GOTOOLCHAIN=local" "GOWORK=off" "GO111MODULE=on"
     "GOCACHE=${PROJECT_BINARY_DIR}/bindings/go/cache"
     "GOPATH=${PROJECT_BINARY_DIR}/bindings/go/gopath"
     "PKG_CONFIG_PATH=${PROJECT_BINARY_DIR}/packaging/uninstalled"

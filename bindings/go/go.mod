@@ -1,0 +1,3 @@
+module github.com/libmoe/moe
+
+go 1.19

@@ -1,0 +1,255 @@
+// Package moe runs Mixture-of-Experts language models with libmoe.
+//
+// Load a model once, share it between goroutines, and give each goroutine its own Context:
+//
+//	model, err := moe.Load("model.moe")
+//	if err != nil {
+//		return err // errors.Is(err, moe.ErrNotFound) for a missing file
+//	}
+//	defer model.Close()
+//	ctx, err := model.NewContext(nil)
+//	if err != nil {
+//		return err
+//	}
+//	defer ctx.Close()
+//	_, err = ctx.Generate("Once upon a time", &moe.GenerateOptions{MaxTokens: 32, Temperature: 0.8},
+//		func(token int32, piece string) bool {
+//			fmt.Print(piece)
+//			return true // false stops generation
+//		})
+//
+// Close is the rule for Model and Context; finalizers only catch what was forgotten. The package
+// needs libmoe installed (its cgo flags come from pkg-config: moe).
+package moe
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/libmoe/moe/internal/raw"
+)
+
+// Status is a libmoe status code (moe_status); the numbers never change.
+type Status int
+
+const (
+	OK Status = iota
+	InvalidArgument
+	NotFound
+	IO
+	CorruptModel
+	Unsupported
+	OutOfRange
+	ContextFull
+	Cancelled
+	OutOfMemory
+	BufferTooSmall
+	Busy
+	Internal
+)
+
+// String is the library's text for the status ("not found", ...).
+func (s Status) String() string { return raw.StatusString(int(s)) }
+
+// Error is a failed libmoe call: its status and the library's detailed message.
+type Error struct {
+	Status  Status
+	Message string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("moe: %s (%s)", e.Message, e.Status) }
+
+// Is makes errors.Is(err, moe.ErrNotFound) and the like match on the status.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Message == "" && t.Status == e.Status
+}
+
+// Sentinels for errors.Is.
+var (
+	ErrInvalidArgument = &Error{Status: InvalidArgument}
+	ErrNotFound        = &Error{Status: NotFound}
+	ErrCorruptModel    = &Error{Status: CorruptModel}
+	ErrUnsupported     = &Error{Status: Unsupported}
+	ErrOutOfRange      = &Error{Status: OutOfRange}
+	ErrContextFull     = &Error{Status: ContextFull}
+	ErrCancelled       = &Error{Status: Cancelled}
+	ErrBusy            = &Error{Status: Busy}
+	ErrClosed          = &Error{Status: InvalidArgument, Message: "use of a closed Model or Context"}
+)
+
+// call runs one native call and returns its error. The error is kept per OS thread, so the
+// goroutine stays on its thread from the call until the error has been collected.
+func call(f func()) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	f()
+	if s := raw.TakeErrorStatus(); s != 0 {
+		return &Error{Status: Status(s), Message: raw.ErrorMessage()}
+	}
+	return nil
+}
+
+// Version is the library's version ("0.1.0").
+func Version() string { return raw.VersionString() }
+
+// FinishReason says why generation stopped (moe_finish_reason).
+type FinishReason int
+
+const (
+	FinishNone FinishReason = iota
+	FinishEndOfGeneration
+	FinishMaxTokens
+	FinishStopString
+	FinishCallback
+	FinishContextFull
+)
+
+// Model is a loaded model (.moe or GGUF). It is immutable and safe to share between goroutines;
+// contexts still open keep the native model alive after Close.
+type Model struct {
+	mu     sync.RWMutex
+	native raw.NativeModel
+}
+
+// Load loads a model. A missing file is an error matching ErrNotFound.
+func Load(path string) (*Model, error) { return LoadWithProgress(path, nil) }
+
+// LoadWithProgress loads a model, calling progress with values in [0, 1]; progress returning
+// false cancels the load (ErrCancelled). A panic in progress cancels the load and is re-raised.
+func LoadWithProgress(path string, progress func(float32) bool) (*Model, error) {
+	var sink raw.ProgressSink
+	var bridge *progressBridge
+	if progress != nil {
+		bridge = &progressBridge{f: progress}
+		sink = raw.NewDirectorProgressSink(bridge)
+		defer raw.DeleteDirectorProgressSink(sink)
+	}
+	var native raw.NativeModel
+	err := call(func() { native = raw.NativeModelLoad(path, true, sink) })
+	if bridge != nil && bridge.panicked != nil {
+		if err == nil {
+			raw.DeleteNativeModel(native)
+		}
+		panic(bridge.panicked)
+	}
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{native: native}
+	runtime.SetFinalizer(m, (*Model).Close)
+	return m, nil
+}
+
+type progressBridge struct {
+	f        func(float32) bool
+	panicked interface{}
+}
+
+// OnProgress is called by the native layer; a panic must not unwind through C.
+func (b *progressBridge) OnProgress(p float32) (ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			b.panicked, ok = r, false
+		}
+	}()
+	return b.f(p)
+}
+
+// Close releases the model. It is idempotent; later calls return ErrClosed.
+func (m *Model) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.native != nil {
+		raw.DeleteNativeModel(m.native)
+		m.native = nil
+		runtime.SetFinalizer(m, nil)
+	}
+	return nil
+}
+
+// with runs f on the open native model, or returns ErrClosed.
+func (m *Model) with(f func(raw.NativeModel) error) error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.native == nil {
+		return ErrClosed
+	}
+	return f(m.native)
+}
+
+// ModelInfo holds a model's hyper-parameters and vocabulary facts.
+type ModelInfo struct {
+	Architecture, Name                      string
+	Layers, Experts, ExpertsUsed, VocabSize int
+	TrainedContextLength                    int
+	TotalParameters, ActiveParameters       int64
+	BOSToken, EOSToken, EOTToken            int32
+	HasTokenizer, HasChatTemplate           bool
+}
+
+// Info describes the model.
+func (m *Model) Info() (info ModelInfo, err error) {
+	err = m.with(func(n raw.NativeModel) error {
+		return call(func() {
+			i := n.Info()
+			defer raw.DeleteNativeModelInfo(i)
+			info = ModelInfo{
+				Architecture: n.Architecture(), Name: n.Name(), Layers: i.GetN_layer(),
+				Experts: i.GetN_expert(), ExpertsUsed: i.GetN_expert_used(),
+				VocabSize: i.GetN_vocab(), TrainedContextLength: i.GetN_ctx_train(),
+				TotalParameters: i.GetN_params_total(), ActiveParameters: i.GetN_params_active(),
+				BOSToken: int32(i.GetBos_token()), EOSToken: int32(i.GetEos_token()),
+				EOTToken: int32(i.GetEot_token()), HasTokenizer: i.GetHas_tokenizer(),
+				HasChatTemplate: i.GetHas_chat_template(),
+			}
+		})
+	})
+	return info, err
+}
+
+// Tokenize returns the token ids of text. addBOS prepends BOS when the vocabulary uses one;
+// parseSpecial recognises control-token markup (leave it off for user text).
+func (m *Model) Tokenize(text string, addBOS, parseSpecial bool) (ids []int32, err error) {
+	err = m.with(func(n raw.NativeModel) error {
+		return call(func() { ids = n.Tokenize(text, addBOS, parseSpecial) })
+	})
+	return ids, err
+}
+
+// Detokenize returns the text of tokens; an id outside the vocabulary is an error.
+func (m *Model) Detokenize(tokens []int32) (text string, err error) {
+	err = m.with(func(n raw.NativeModel) error {
+		return call(func() { text = n.Detokenize(tokens) })
+	})
+	return text, err
+}
+
+// ContextOptions configures NewContext; the zero value means the defaults.
+type ContextOptions struct {
+	ContextLength int   // tokens; 0: the model's, at most 4096
+	Threads       int   // 0: one per core
+	Seed          int64 // base seed of the samplers
+}
+
+// NewContext creates a conversation over the model; opts may be nil.
+func (m *Model) NewContext(opts *ContextOptions) (*Context, error) {
+	if opts == nil {
+		opts = &ContextOptions{}
+	}
+	c := &Context{model: m}
+	err := m.with(func(n raw.NativeModel) error {
+		return call(func() {
+			c.native = raw.NewNativeContext(n, opts.ContextLength, opts.Threads, opts.Seed)
+		})
+	})
+	if err != nil {
+		if c.native != nil {
+			raw.DeleteNativeContext(c.native)
+		}
+		return nil, err
+	}
+	runtime.SetFinalizer(c, (*Context).Close)
+	return c, nil
+}
