@@ -27,7 +27,7 @@ SimdLevel DetectedSimdLevel() {
   static const SimdLevel level = [] {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl")) {
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
       return __builtin_cpu_supports("avx512vnni") ? SimdLevel::kAvx512Vnni : SimdLevel::kAvx512;
     }
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&

@@ -16,8 +16,68 @@ inline __m256i DotU8S8(__m256i u, __m256i s) {
 
 #include "lib/backend/cpu/dot_x86.inc"
 
+// Two blocks per 512-bit register for the 32-element block types.
+inline __m512i Load2x256(const void* a, const void* b) {
+  return _mm512_inserti64x4(
+      _mm512_castsi256_si512(_mm256_loadu_si256(static_cast<const __m256i*>(a))),
+      _mm256_loadu_si256(static_cast<const __m256i*>(b)), 1);
+}
+
+inline __m512 Scales2(float s0, float s1) {
+  return _mm512_insertf32x8(_mm512_set1_ps(s0), _mm256_set1_ps(s1), 1);
+}
+
+float DotQ8_0x2(const uint8_t* w, const Q8Block* x, int64_t n) {
+  const int64_t nb = n / 32;
+  __m512 acc = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2, w += 68) {
+    const __m512i qw = Load2x256(w + 2, w + 36);
+    const __m512i qx = Load2x256(x[b].q, x[b + 1].q);
+    // |w| x (x with the sign of w): unsigned x signed products for vpdpbusd.
+    const __mmask64 negative = _mm512_movepi8_mask(qw);
+    const __m512i sx = _mm512_mask_sub_epi8(qx, negative, _mm512_setzero_si512(), qx);
+    const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(qw), sx);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p),
+                          Scales2(Half(w) * x[b].d, Half(w + 34) * x[b + 1].d), acc);
+  }
+  float s = _mm512_reduce_add_ps(acc);
+  if (b < nb) s += DotQ8_0(w, x + b, 32);
+  return s;
+}
+
+float DotQ4_0x2(const uint8_t* w, const Q8Block* x, int64_t n) {
+  const int64_t nb = n / 32;
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  __m512 acc = _mm512_setzero_ps();
+  float offset = 0;
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2, w += 36) {
+    const __m256i raw = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 20)),
+                                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2)));
+    const __m256i lo = _mm256_and_si256(raw, m4);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+    // Element order per block: 16 low nibbles, then 16 high nibbles.
+    const __m512i q = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_permute2x128_si256(lo, hi, 0x20)),
+        _mm256_permute2x128_si256(lo, hi, 0x31), 1);
+    const __m512i qx = Load2x256(x[b].q, x[b + 1].q);
+    const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, qx);
+    const float s0 = Half(w) * x[b].d, s1 = Half(w + 18) * x[b + 1].d;
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), Scales2(s0, s1), acc);
+    offset += s0 * (x[b].sum[0] + x[b].sum[1]) + s1 * (x[b + 1].sum[0] + x[b + 1].sum[1]);
+  }
+  float s = _mm512_reduce_add_ps(acc) - 8 * offset;
+  if (b < nb) s += DotQ4_0(w, x + b, 32);
+  return s;
+}
+
 }  // namespace avx512vnni
 
-QuantDotFn Avx512VnniQuantDot(DType t) { return avx512vnni::QuantDotTable(t); }
+QuantDotFn Avx512VnniQuantDot(DType t) {
+  if (t == DType::kQ8_0) return avx512vnni::DotQ8_0x2;
+  if (t == DType::kQ4_0) return avx512vnni::DotQ4_0x2;
+  return avx512vnni::QuantDotTable(t);
+}
 
 }  // namespace moe::kernels
