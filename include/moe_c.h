@@ -92,7 +92,7 @@ typedef enum moe_status {
   MOE_ERROR_OUT_OF_MEMORY = 9,
   MOE_ERROR_BUFFER_TOO_SMALL = 10, /* *len says how much is needed */
   MOE_ERROR_BUSY = 11,             /* another thread is using this context */
-  MOE_ERROR_INTERNAL = 12         /* a bug: please report it with moe_last_error() */
+  MOE_ERROR_INTERNAL = 12          /* a bug: please report it with moe_last_error() */
 } moe_status;
 
 /* Static text for a status code ("invalid argument", ...); never NULL. */
@@ -199,14 +199,15 @@ MOE_API const char* moe_model_chat_template(const moe_model* model);
  * ------------------------------------------------------------------------------------------- */
 
 /* Flags for moe_tokenize. */
-#define MOE_TOKENIZE_ADD_BOS 1u       /* prepend BOS when the vocabulary uses one */
-#define MOE_TOKENIZE_PARSE_SPECIAL 2u /* recognise control-token markup such as <|im_start|>;
-                                         off by default so user text cannot inject it */
+/* Prepend BOS when the vocabulary uses one. */
+#define MOE_TOKENIZE_ADD_BOS 1u
+/* Recognise control-token markup such as <|im_start|>; off by default so user text cannot
+ * inject control tokens. */
+#define MOE_TOKENIZE_PARSE_SPECIAL 2u
 
 /* Tokenizes text_len bytes of UTF-8 text into tokens[0..capacity). Needs a tokenizer. */
 MOE_API moe_status moe_tokenize(const moe_model* model, const char* text, size_t text_len,
-                                uint32_t flags, int32_t* tokens, size_t capacity,
-                                size_t* n_tokens);
+                                uint32_t flags, int32_t* tokens, size_t capacity, size_t* n_tokens);
 
 /* The text of n_tokens tokens, into buf[0..capacity). Control tokens are rendered as their text.
  * Not streaming-safe: use moe_detokenizer for text that arrives a token at a time. */
@@ -299,14 +300,14 @@ typedef struct moe_logit_bias {
 
 typedef struct moe_sampling_params {
   size_t struct_size;
-  float temperature;       /* <= 0: greedy (argmax, lowest id on ties). Default 0.8 */
-  int32_t top_k;           /* <= 0: off. Default 40 */
-  float top_p;             /* >= 1: off. Default 0.95 */
-  float min_p;             /* <= 0: off. Default 0.05 */
-  float repeat_penalty;    /* 1: off (default) */
-  float frequency_penalty; /* 0: off (default) */
-  float presence_penalty;  /* 0: off (default) */
-  int32_t penalty_last_n;  /* tokens the penalties look back over; -1: all. Default 64 */
+  float temperature;                /* <= 0: greedy (argmax, lowest id on ties). Default 0.8 */
+  int32_t top_k;                    /* <= 0: off. Default 40 */
+  float top_p;                      /* >= 1: off. Default 0.95 */
+  float min_p;                      /* <= 0: off. Default 0.05 */
+  float repeat_penalty;             /* 1: off (default) */
+  float frequency_penalty;          /* 0: off (default) */
+  float presence_penalty;           /* 0: off (default) */
+  int32_t penalty_last_n;           /* tokens the penalties look back over; -1: all. Default 64 */
   const moe_logit_bias* logit_bias; /* may be NULL; read during the call only */
   size_t n_logit_bias;
   uint64_t seed; /* added to the context's seed: same seeds and inputs, same output */
@@ -352,17 +353,17 @@ typedef enum moe_finish_reason {
   MOE_FINISH_END_OF_GENERATION = 1, /* the model ended its turn (EOS/EOT) */
   MOE_FINISH_MAX_TOKENS = 2,
   MOE_FINISH_STOP_STRING = 3,
-  MOE_FINISH_CALLBACK = 4,     /* the token callback returned 0 */
-  MOE_FINISH_CONTEXT_FULL = 5  /* the context filled up */
+  MOE_FINISH_CALLBACK = 4,    /* the token callback returned 0 */
+  MOE_FINISH_CONTEXT_FULL = 5 /* the context filled up */
 } moe_finish_reason;
 
 typedef struct moe_generate_params {
   size_t struct_size;
   const moe_sampling_params* sampling; /* NULL (default): moe_sampling_default_params() */
-  int32_t max_tokens;           /* default 256 */
-  const char* const* stop;      /* stop strings (not included in the output); may be NULL */
+  int32_t max_tokens;                  /* default 256 */
+  const char* const* stop;             /* stop strings (not included in the output); may be NULL */
   size_t n_stop;
-  int32_t parse_special;        /* recognise control-token markup in the prompt; default 0 */
+  int32_t parse_special; /* recognise control-token markup in the prompt; default 0 */
 } moe_generate_params;
 
 MOE_API moe_status moe_generate_params_init(moe_generate_params* params, size_t struct_size);
@@ -384,8 +385,8 @@ MOE_API moe_status moe_generate(moe_context* context, const char* prompt,
                                 void* user_data);
 
 /* The same with prompt token ids. */
-MOE_API moe_status moe_generate_tokens(moe_context* context, const int32_t* prompt,
-                                       size_t n_prompt, const moe_generate_params* params,
+MOE_API moe_status moe_generate_tokens(moe_context* context, const int32_t* prompt, size_t n_prompt,
+                                       const moe_generate_params* params,
                                        moe_token_callback callback, void* user_data);
 
 /* ---------------------------------------------------------------------------------------------

@@ -33,17 +33,39 @@ moe_status FromStatus(const absl::Status& s) {
   moe_status code;
   switch (s.code()) {
     case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kFailedPrecondition: code = MOE_ERROR_INVALID_ARGUMENT; break;
-    case absl::StatusCode::kNotFound: code = MOE_ERROR_NOT_FOUND; break;
-    case absl::StatusCode::kPermissionDenied: code = MOE_ERROR_IO; break;
-    case absl::StatusCode::kDataLoss: code = MOE_ERROR_CORRUPT_MODEL; break;
-    case absl::StatusCode::kUnimplemented: code = MOE_ERROR_UNSUPPORTED; break;
-    case absl::StatusCode::kOutOfRange: code = MOE_ERROR_OUT_OF_RANGE; break;
-    case absl::StatusCode::kResourceExhausted: code = MOE_ERROR_CONTEXT_FULL; break;
-    case absl::StatusCode::kCancelled: code = MOE_ERROR_CANCELLED; break;
-    case absl::StatusCode::kUnavailable: code = MOE_ERROR_OUT_OF_MEMORY; break;
-    case absl::StatusCode::kAborted: code = MOE_ERROR_BUSY; break;
-    default: code = MOE_ERROR_INTERNAL; break;
+    case absl::StatusCode::kFailedPrecondition:
+      code = MOE_ERROR_INVALID_ARGUMENT;
+      break;
+    case absl::StatusCode::kNotFound:
+      code = MOE_ERROR_NOT_FOUND;
+      break;
+    case absl::StatusCode::kPermissionDenied:
+      code = MOE_ERROR_IO;
+      break;
+    case absl::StatusCode::kDataLoss:
+      code = MOE_ERROR_CORRUPT_MODEL;
+      break;
+    case absl::StatusCode::kUnimplemented:
+      code = MOE_ERROR_UNSUPPORTED;
+      break;
+    case absl::StatusCode::kOutOfRange:
+      code = MOE_ERROR_OUT_OF_RANGE;
+      break;
+    case absl::StatusCode::kResourceExhausted:
+      code = MOE_ERROR_CONTEXT_FULL;
+      break;
+    case absl::StatusCode::kCancelled:
+      code = MOE_ERROR_CANCELLED;
+      break;
+    case absl::StatusCode::kUnavailable:
+      code = MOE_ERROR_OUT_OF_MEMORY;
+      break;
+    case absl::StatusCode::kAborted:
+      code = MOE_ERROR_BUSY;
+      break;
+    default:
+      code = MOE_ERROR_INTERNAL;
+      break;
   }
   return Fail(code, std::string(s.message()));
 }

@@ -77,8 +77,9 @@ moe_status ValidateSampling(const moe_sampling_params& p, int32_t n_vocab) {
   if (p.n_logit_bias > 0 && p.logit_bias == nullptr) return Null("sampling.logit_bias");
   for (size_t i = 0; i < p.n_logit_bias; ++i) {
     if (p.logit_bias[i].token < 0 || p.logit_bias[i].token >= n_vocab) {
-      return Fail(MOE_ERROR_OUT_OF_RANGE, absl::StrCat("logit_bias token ", p.logit_bias[i].token,
-                                                       " outside the vocabulary [0, ", n_vocab, ")"));
+      return Fail(MOE_ERROR_OUT_OF_RANGE,
+                  absl::StrCat("logit_bias token ", p.logit_bias[i].token,
+                               " outside the vocabulary [0, ", n_vocab, ")"));
     }
   }
   return MOE_OK;
@@ -111,9 +112,8 @@ moe_status GenerateImpl(moe_context* ctx, const std::string* text, const int32_t
       return callback(token, piece.data(), piece.size(), user_data) != 0;
     };
   }
-  absl::Status s = text != nullptr
-                       ? ctx->session->Generate(*text, go, cb)
-                       : ctx->session->GenerateFromTokens({prompt, n_prompt}, go, cb);
+  absl::Status s = text != nullptr ? ctx->session->Generate(*text, go, cb)
+                                   : ctx->session->GenerateFromTokens({prompt, n_prompt}, go, cb);
   return FromStatus(s);
 }
 
@@ -126,19 +126,32 @@ int32_t moe_version_number(void) { return MOE_VERSION_NUMBER; }
 
 const char* moe_status_string(moe_status status) {
   switch (status) {
-    case MOE_OK: return "ok";
-    case MOE_ERROR_INVALID_ARGUMENT: return "invalid argument";
-    case MOE_ERROR_NOT_FOUND: return "not found";
-    case MOE_ERROR_IO: return "input/output error";
-    case MOE_ERROR_CORRUPT_MODEL: return "corrupt model file";
-    case MOE_ERROR_UNSUPPORTED: return "unsupported";
-    case MOE_ERROR_OUT_OF_RANGE: return "out of range";
-    case MOE_ERROR_CONTEXT_FULL: return "context full";
-    case MOE_ERROR_CANCELLED: return "cancelled";
-    case MOE_ERROR_OUT_OF_MEMORY: return "out of memory";
-    case MOE_ERROR_BUFFER_TOO_SMALL: return "buffer too small";
-    case MOE_ERROR_BUSY: return "context busy";
-    case MOE_ERROR_INTERNAL: return "internal error";
+    case MOE_OK:
+      return "ok";
+    case MOE_ERROR_INVALID_ARGUMENT:
+      return "invalid argument";
+    case MOE_ERROR_NOT_FOUND:
+      return "not found";
+    case MOE_ERROR_IO:
+      return "input/output error";
+    case MOE_ERROR_CORRUPT_MODEL:
+      return "corrupt model file";
+    case MOE_ERROR_UNSUPPORTED:
+      return "unsupported";
+    case MOE_ERROR_OUT_OF_RANGE:
+      return "out of range";
+    case MOE_ERROR_CONTEXT_FULL:
+      return "context full";
+    case MOE_ERROR_CANCELLED:
+      return "cancelled";
+    case MOE_ERROR_OUT_OF_MEMORY:
+      return "out of memory";
+    case MOE_ERROR_BUFFER_TOO_SMALL:
+      return "buffer too small";
+    case MOE_ERROR_BUSY:
+      return "context busy";
+    case MOE_ERROR_INTERNAL:
+      return "internal error";
   }
   return "unknown status";
 }
@@ -262,8 +275,8 @@ moe_status moe_tokenize(const moe_model* model, const char* text, size_t text_le
   });
 }
 
-moe_status moe_detokenize(const moe_model* model, const int32_t* tokens, size_t n_tokens,
-                          char* buf, size_t capacity, size_t* len) {
+moe_status moe_detokenize(const moe_model* model, const int32_t* tokens, size_t n_tokens, char* buf,
+                          size_t capacity, size_t* len) {
   return Guard("moe_detokenize", [&]() -> moe_status {
     if (model == nullptr) return Null("model");
     if (tokens == nullptr && n_tokens > 0) return Null("tokens");
@@ -552,7 +565,8 @@ moe_status moe_context_get_stats(const moe_context* ctx, moe_stats* out) {
     s.head_seconds = t.time.head_s;
     s.sampling_seconds = st.sample_s;
     if (t.tokens > 0) {
-      s.active_params_per_token = e.dense_params() + static_cast<double>(t.active_params) / t.tokens;
+      s.active_params_per_token =
+          e.dense_params() + static_cast<double>(t.active_params) / t.tokens;
       s.active_fraction = s.active_params_per_token / std::max<int64_t>(1, e.params().total);
       s.mean_router_entropy =
           t.router_entropy_sum / (t.tokens * std::max<size_t>(1, t.expert_counts.size()));
@@ -579,7 +593,8 @@ moe_status moe_context_get_expert_counts(const moe_context* ctx, int64_t* counts
 
 }  // extern "C"
 
-static_assert(static_cast<int>(moe::FinishReason::kEndOfGeneration) == MOE_FINISH_END_OF_GENERATION &&
+static_assert(static_cast<int>(moe::FinishReason::kEndOfGeneration) ==
+                      MOE_FINISH_END_OF_GENERATION &&
                   static_cast<int>(moe::FinishReason::kMaxTokens) == MOE_FINISH_MAX_TOKENS &&
                   static_cast<int>(moe::FinishReason::kStopString) == MOE_FINISH_STOP_STRING &&
                   static_cast<int>(moe::FinishReason::kCallback) == MOE_FINISH_CALLBACK &&

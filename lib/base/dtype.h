@@ -7,7 +7,6 @@
 #include <optional>
 
 #include "absl/strings/string_view.h"
-#include "absl/strings/string_view.h"
 
 namespace moe {
 
@@ -25,8 +24,8 @@ inline constexpr int kNumDTypes = 8;
 
 struct DTypeInfo {
   absl::string_view name;
-  int block_elems;   // elements per block (1 for plain types)
-  int block_bytes;   // bytes per block
+  int block_elems;  // elements per block (1 for plain types)
+  int block_bytes;  // bytes per block
 };
 
 const DTypeInfo& GetDTypeInfo(DType t);
@@ -35,7 +34,9 @@ std::optional<DType> DTypeFromName(absl::string_view name);  // case-insensitive
 
 // Bytes of a row of n elements; n must be a multiple of the block size (checked by callers
 // through RowSizeValid).
-inline bool RowSizeValid(DType t, int64_t n) { return n >= 0 && n % GetDTypeInfo(t).block_elems == 0; }
+inline bool RowSizeValid(DType t, int64_t n) {
+  return n >= 0 && n % GetDTypeInfo(t).block_elems == 0;
+}
 inline size_t RowBytes(DType t, int64_t n) {
   const auto& i = GetDTypeInfo(t);
   return static_cast<size_t>(n / i.block_elems) * i.block_bytes;

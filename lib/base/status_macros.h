@@ -9,9 +9,9 @@
 #define MOE_STATUS_CONCAT_INNER(a, b) a##b
 #define MOE_STATUS_CONCAT(a, b) MOE_STATUS_CONCAT_INNER(a, b)
 
-#define MOE_RETURN_IF_ERROR(expr)                  \
-  do {                                             \
-    ::absl::Status moe_status_tmp_ = (expr);       \
+#define MOE_RETURN_IF_ERROR(expr)                      \
+  do {                                                 \
+    ::absl::Status moe_status_tmp_ = (expr);           \
     if (!moe_status_tmp_.ok()) return moe_status_tmp_; \
   } while (0)
 

@@ -20,7 +20,8 @@ absl::Status Corrupt(absl::string_view what) {
 
 std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
 
-std::vector<std::string> Strings(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* v) {
+std::vector<std::string> Strings(
+    const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* v) {
   std::vector<std::string> out;
   if (v) {
     out.reserve(v->size());
@@ -127,13 +128,15 @@ absl::StatusOr<ModelSpec> ReadMoeFile(const std::string& path) {
   for (const fb::Tensor* t : *m->tensors()) {
     TensorSpec ts;
     ts.name = t->name()->str();
-    if (t->dtype() > fb::DType::MAX) return fail(Corrupt(absl::StrCat("tensor '", ts.name, "' has an unknown dtype")));
+    if (t->dtype() > fb::DType::MAX)
+      return fail(Corrupt(absl::StrCat("tensor '", ts.name, "' has an unknown dtype")));
     ts.dtype = static_cast<DType>(t->dtype());
     ts.shape.assign(t->shape()->begin(), t->shape()->end());
     ts.layer = t->layer();
     ts.expert = t->expert();
     if (ts.shape.empty() || ts.shape.size() > 4) {
-      return fail(Corrupt(absl::StrCat("tensor '", ts.name, "' has ", ts.shape.size(), " dimensions")));
+      return fail(
+          Corrupt(absl::StrCat("tensor '", ts.name, "' has ", ts.shape.size(), " dimensions")));
     }
     for (int64_t d : ts.shape) {
       if (d <= 0 || d > (int64_t{1} << 40)) {
@@ -141,11 +144,13 @@ absl::StatusOr<ModelSpec> ReadMoeFile(const std::string& path) {
       }
     }
     if (!RowSizeValid(ts.dtype, ts.shape.back())) {
-      return fail(Corrupt(absl::StrCat("tensor '", ts.name, "' rows do not fit ", DTypeName(ts.dtype), " blocks")));
+      return fail(Corrupt(
+          absl::StrCat("tensor '", ts.name, "' rows do not fit ", DTypeName(ts.dtype), " blocks")));
     }
     if (ts.byte_size() != t->size()) {
-      return fail(Corrupt(absl::StrCat("tensor '", ts.name, "' size ", t->size(),
-                                       " does not match its shape and dtype (", ts.byte_size(), ")")));
+      return fail(
+          Corrupt(absl::StrCat("tensor '", ts.name, "' size ", t->size(),
+                               " does not match its shape and dtype (", ts.byte_size(), ")")));
     }
     if (t->offset() % kTensorAlignment != 0 || t->offset() < header_end ||
         t->offset() > bytes.size() || t->size() > bytes.size() - t->offset()) {

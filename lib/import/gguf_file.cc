@@ -53,30 +53,90 @@ class Cursor {
 
 size_t ScalarSize(GgufType t) {
   switch (t) {
-    case GgufType::kU8: case GgufType::kI8: case GgufType::kBool: return 1;
-    case GgufType::kU16: case GgufType::kI16: return 2;
-    case GgufType::kU32: case GgufType::kI32: case GgufType::kF32: return 4;
-    case GgufType::kU64: case GgufType::kI64: case GgufType::kF64: return 8;
-    default: return 0;
+    case GgufType::kU8:
+    case GgufType::kI8:
+    case GgufType::kBool:
+      return 1;
+    case GgufType::kU16:
+    case GgufType::kI16:
+      return 2;
+    case GgufType::kU32:
+    case GgufType::kI32:
+    case GgufType::kF32:
+      return 4;
+    case GgufType::kU64:
+    case GgufType::kI64:
+    case GgufType::kF64:
+      return 8;
+    default:
+      return 0;
   }
 }
 
 // Decodes one numeric scalar at p into v's integer/float fields.
 void DecodeScalar(GgufType t, const uint8_t* p, GgufValue& v) {
-  auto load = [&](auto x) { std::memcpy(&x, p, sizeof(x)); return x; };
+  auto load = [&](auto x) {
+    std::memcpy(&x, p, sizeof(x));
+    return x;
+  };
   switch (t) {
-    case GgufType::kU8: v.u = load(uint8_t{}); v.i = v.u; v.f = v.u; break;
-    case GgufType::kBool: v.u = load(uint8_t{}) != 0; v.i = v.u; v.f = v.u; break;
-    case GgufType::kI8: v.i = load(int8_t{}); v.u = v.i; v.f = v.i; break;
-    case GgufType::kU16: v.u = load(uint16_t{}); v.i = v.u; v.f = v.u; break;
-    case GgufType::kI16: v.i = load(int16_t{}); v.u = v.i; v.f = v.i; break;
-    case GgufType::kU32: v.u = load(uint32_t{}); v.i = v.u; v.f = v.u; break;
-    case GgufType::kI32: v.i = load(int32_t{}); v.u = v.i; v.f = v.i; break;
-    case GgufType::kU64: v.u = load(uint64_t{}); v.i = v.u; v.f = v.u; break;
-    case GgufType::kI64: v.i = load(int64_t{}); v.u = v.i; v.f = v.i; break;
-    case GgufType::kF32: v.f = load(float{}); v.i = v.f; v.u = v.i; break;
-    case GgufType::kF64: v.f = load(double{}); v.i = v.f; v.u = v.i; break;
-    default: break;
+    case GgufType::kU8:
+      v.u = load(uint8_t{});
+      v.i = v.u;
+      v.f = v.u;
+      break;
+    case GgufType::kBool:
+      v.u = load(uint8_t{}) != 0;
+      v.i = v.u;
+      v.f = v.u;
+      break;
+    case GgufType::kI8:
+      v.i = load(int8_t{});
+      v.u = v.i;
+      v.f = v.i;
+      break;
+    case GgufType::kU16:
+      v.u = load(uint16_t{});
+      v.i = v.u;
+      v.f = v.u;
+      break;
+    case GgufType::kI16:
+      v.i = load(int16_t{});
+      v.u = v.i;
+      v.f = v.i;
+      break;
+    case GgufType::kU32:
+      v.u = load(uint32_t{});
+      v.i = v.u;
+      v.f = v.u;
+      break;
+    case GgufType::kI32:
+      v.i = load(int32_t{});
+      v.u = v.i;
+      v.f = v.i;
+      break;
+    case GgufType::kU64:
+      v.u = load(uint64_t{});
+      v.i = v.u;
+      v.f = v.u;
+      break;
+    case GgufType::kI64:
+      v.i = load(int64_t{});
+      v.u = v.i;
+      v.f = v.i;
+      break;
+    case GgufType::kF32:
+      v.f = load(float{});
+      v.i = v.f;
+      v.u = v.i;
+      break;
+    case GgufType::kF64:
+      v.f = load(double{});
+      v.i = v.f;
+      v.u = v.i;
+      break;
+    default:
+      break;
   }
 }
 
@@ -117,8 +177,8 @@ absl::StatusOr<GgufValue> ReadValue(Cursor& c, GgufType type, const std::string&
   }
   size_t size = ScalarSize(type);
   if (size == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("GGUF key '", key, "' has unknown type ",
-                                                   static_cast<uint32_t>(type)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("GGUF key '", key, "' has unknown type ", static_cast<uint32_t>(type)));
   }
   MOE_ASSIGN_OR_RETURN(auto bytes, c.Take(size, what));
   DecodeScalar(type, bytes.data(), v);
@@ -129,15 +189,66 @@ absl::StatusOr<GgufValue> ReadValue(Cursor& c, GgufType type, const std::string&
 
 std::string GgmlTypeName(uint32_t t) {
   switch (t) {
-    case 0: return "F32"; case 1: return "F16"; case 2: return "Q4_0"; case 3: return "Q4_1";
-    case 6: return "Q5_0"; case 7: return "Q5_1"; case 8: return "Q8_0"; case 9: return "Q8_1";
-    case 10: return "Q2_K"; case 11: return "Q3_K"; case 12: return "Q4_K"; case 13: return "Q5_K";
-    case 14: return "Q6_K"; case 15: return "Q8_K"; case 16: return "IQ2_XXS";
-    case 17: return "IQ2_XS"; case 18: return "IQ3_XXS"; case 19: return "IQ1_S";
-    case 20: return "IQ4_NL"; case 21: return "IQ3_S"; case 22: return "IQ2_S";
-    case 23: return "IQ4_XS"; case 24: return "I8"; case 25: return "I16"; case 26: return "I32";
-    case 27: return "I64"; case 28: return "F64"; case 29: return "IQ1_M"; case 30: return "BF16";
-    default: return absl::StrCat("ggml type ", t);
+    case 0:
+      return "F32";
+    case 1:
+      return "F16";
+    case 2:
+      return "Q4_0";
+    case 3:
+      return "Q4_1";
+    case 6:
+      return "Q5_0";
+    case 7:
+      return "Q5_1";
+    case 8:
+      return "Q8_0";
+    case 9:
+      return "Q8_1";
+    case 10:
+      return "Q2_K";
+    case 11:
+      return "Q3_K";
+    case 12:
+      return "Q4_K";
+    case 13:
+      return "Q5_K";
+    case 14:
+      return "Q6_K";
+    case 15:
+      return "Q8_K";
+    case 16:
+      return "IQ2_XXS";
+    case 17:
+      return "IQ2_XS";
+    case 18:
+      return "IQ3_XXS";
+    case 19:
+      return "IQ1_S";
+    case 20:
+      return "IQ4_NL";
+    case 21:
+      return "IQ3_S";
+    case 22:
+      return "IQ2_S";
+    case 23:
+      return "IQ4_XS";
+    case 24:
+      return "I8";
+    case 25:
+      return "I16";
+    case 26:
+      return "I32";
+    case 27:
+      return "I64";
+    case 28:
+      return "F64";
+    case 29:
+      return "IQ1_M";
+    case 30:
+      return "BF16";
+    default:
+      return absl::StrCat("ggml type ", t);
   }
 }
 

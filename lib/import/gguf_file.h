@@ -5,19 +5,30 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "lib/base/mapped_file.h"
 
 namespace moe {
 
 enum class GgufType : uint32_t {
-  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
-  kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+  kU8 = 0,
+  kI8 = 1,
+  kU16 = 2,
+  kI16 = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kF32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kU64 = 10,
+  kI64 = 11,
+  kF64 = 12,
 };
 
 // One metadata value. Scalars are decoded; arrays keep their element type, count and raw bytes.
@@ -32,7 +43,7 @@ struct GgufValue {
   GgufType elem_type = GgufType::kU8;
   uint64_t count = 0;
   std::vector<absl::string_view> strings;  // string arrays, decoded
-  absl::Span<const uint8_t> raw;          // numeric arrays, little-endian elements
+  absl::Span<const uint8_t> raw;           // numeric arrays, little-endian elements
 };
 
 struct GgufTensorInfo {
@@ -76,8 +87,8 @@ class GgufFile {
 };
 
 // ggml type ids (ggml.h) that the importer understands.
-inline constexpr uint32_t kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ4_0 = 2, kGgmlQ8_0 = 8,
-                          kGgmlQ4_K = 12, kGgmlQ5_K = 13, kGgmlQ6_K = 14, kGgmlBF16 = 30;
+inline constexpr uint32_t kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ4_0 = 2, kGgmlQ8_0 = 8, kGgmlQ4_K = 12,
+                          kGgmlQ5_K = 13, kGgmlQ6_K = 14, kGgmlBF16 = 30;
 std::string GgmlTypeName(uint32_t ggml_type);
 
 }  // namespace moe

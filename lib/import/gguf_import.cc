@@ -12,14 +12,22 @@ namespace {
 
 absl::StatusOr<DType> DTypeFromGgml(uint32_t t, absl::string_view tensor) {
   switch (t) {
-    case kGgmlF32: return DType::kF32;
-    case kGgmlF16: return DType::kF16;
-    case kGgmlBF16: return DType::kBF16;
-    case kGgmlQ8_0: return DType::kQ8_0;
-    case kGgmlQ4_0: return DType::kQ4_0;
-    case kGgmlQ4_K: return DType::kQ4_K;
-    case kGgmlQ5_K: return DType::kQ5_K;
-    case kGgmlQ6_K: return DType::kQ6_K;
+    case kGgmlF32:
+      return DType::kF32;
+    case kGgmlF16:
+      return DType::kF16;
+    case kGgmlBF16:
+      return DType::kBF16;
+    case kGgmlQ8_0:
+      return DType::kQ8_0;
+    case kGgmlQ4_0:
+      return DType::kQ4_0;
+    case kGgmlQ4_K:
+      return DType::kQ4_K;
+    case kGgmlQ5_K:
+      return DType::kQ5_K;
+    case kGgmlQ6_K:
+      return DType::kQ6_K;
   }
   return absl::UnimplementedError(absl::StrCat(
       "tensor '", tensor, "' has type ", GgmlTypeName(t),
@@ -51,7 +59,9 @@ class HParamReader {
     if (g_.Find(full) == nullptr) return def;
     return g_.GetBool(full);
   }
-  bool Has(absl::string_view key) const { return g_.Find(absl::StrCat(arch_, ".", key)) != nullptr; }
+  bool Has(absl::string_view key) const {
+    return g_.Find(absl::StrCat(arch_, ".", key)) != nullptr;
+  }
 
  private:
   const GgufFile& g_;
@@ -75,9 +85,9 @@ absl::StatusOr<HParams> ReadHParams(const GgufFile& g, Arch arch) {
   MOE_ASSIGN_OR_RETURN(h.n_ctx_train, r.Int("context_length", 4096));
   MOE_ASSIGN_OR_RETURN(h.n_expert, r.Int("expert_count", 0));
   if (h.n_expert == 0) {
-    return absl::UnimplementedError(absl::StrCat(
-        "'", ArchName(arch), "' model without experts (", ArchName(arch),
-        ".expert_count is absent or 0): libmoe runs Mixture-of-Experts models only"));
+    return absl::UnimplementedError(
+        absl::StrCat("'", ArchName(arch), "' model without experts (", ArchName(arch),
+                     ".expert_count is absent or 0): libmoe runs Mixture-of-Experts models only"));
   }
   MOE_ASSIGN_OR_RETURN(h.n_expert_used, r.Int("expert_used_count"));
   MOE_ASSIGN_OR_RETURN(int64_t ff, r.Int("feed_forward_length", 0));
@@ -87,16 +97,16 @@ absl::StatusOr<HParams> ReadHParams(const GgufFile& g, Arch arch) {
   MOE_ASSIGN_OR_RETURN(h.rope_freq_base, r.Float("rope.freq_base", 10000.f));
   MOE_ASSIGN_OR_RETURN(h.rope_dim, r.Int("rope.dimension_count", h.head_dim));
   if (r.Has("rope.scaling.type")) {
-    MOE_ASSIGN_OR_RETURN(std::string st, g.GetString(absl::StrCat(ArchName(arch),
-                                                                   ".rope.scaling.type")));
+    MOE_ASSIGN_OR_RETURN(std::string st,
+                         g.GetString(absl::StrCat(ArchName(arch), ".rope.scaling.type")));
     if (st != "none") {
       return absl::UnimplementedError(absl::StrCat("RoPE scaling '", st, "' is not supported"));
     }
   }
   MOE_ASSIGN_OR_RETURN(int64_t gating, r.Int("expert_gating_func", 1));
   if (gating != 1) {
-    return absl::UnimplementedError(absl::StrCat("expert_gating_func ", gating,
-                                                 " is not supported (only softmax)"));
+    return absl::UnimplementedError(
+        absl::StrCat("expert_gating_func ", gating, " is not supported (only softmax)"));
   }
   h.rope_style = d.rope_style;
   h.qk_norm = d.qk_norm;
@@ -122,8 +132,9 @@ absl::StatusOr<TensorSpec> CarryTensor(const GgufTensorInfo& info) {
   }
   size_t size = t.byte_size();
   if (info.data.size() < size) {
-    return absl::DataLossError(absl::StrCat("tensor '", t.name, "' needs ", size, " bytes but only ",
-                                            info.data.size(), " remain in the file (truncated?)"));
+    return absl::DataLossError(absl::StrCat("tensor '", t.name, "' needs ", size,
+                                            " bytes but only ", info.data.size(),
+                                            " remain in the file (truncated?)"));
   }
   t.data = info.data.subspan(0, size);
   return t;
@@ -177,8 +188,8 @@ absl::StatusOr<ModelSpec> ImportGguf(std::shared_ptr<const GgufFile> gguf) {
       // Stacked experts [n_expert, rows, cols] -> one tensor per expert.
       if (absl::ConsumeSuffix(&rest, "_exps.weight")) {
         if (t.shape.size() != 3 || t.shape[0] != h.n_expert) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "tensor '", t.name, "' should stack ", h.n_expert, " experts as 3-D"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("tensor '", t.name, "' should stack ", h.n_expert, " experts as 3-D"));
         }
         size_t slab = t.byte_size() / h.n_expert;
         for (int e = 0; e < h.n_expert; ++e) {

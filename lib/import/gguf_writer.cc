@@ -42,14 +42,22 @@ class Out {
 
 uint32_t GgmlTypeOf(DType t) {
   switch (t) {
-    case DType::kF32: return kGgmlF32;
-    case DType::kF16: return kGgmlF16;
-    case DType::kBF16: return kGgmlBF16;
-    case DType::kQ8_0: return kGgmlQ8_0;
-    case DType::kQ4_0: return kGgmlQ4_0;
-    case DType::kQ4_K: return kGgmlQ4_K;
-    case DType::kQ5_K: return kGgmlQ5_K;
-    case DType::kQ6_K: return kGgmlQ6_K;
+    case DType::kF32:
+      return kGgmlF32;
+    case DType::kF16:
+      return kGgmlF16;
+    case DType::kBF16:
+      return kGgmlBF16;
+    case DType::kQ8_0:
+      return kGgmlQ8_0;
+    case DType::kQ4_0:
+      return kGgmlQ4_0;
+    case DType::kQ4_K:
+      return kGgmlQ4_K;
+    case DType::kQ5_K:
+      return kGgmlQ5_K;
+    case DType::kQ6_K:
+      return kGgmlQ6_K;
   }
   return kGgmlF32;
 }

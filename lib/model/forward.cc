@@ -28,8 +28,8 @@ double* Sink(Telemetry* t, double StageTimes::*field) { return t ? &(t->time.*fi
 
 }  // namespace
 
-absl::Status Transformer::Forward(absl::Span<const int32_t> tokens, KvCache& cache,
-                                  LogitsFor which, std::vector<float>* logits, Telemetry* tel) {
+absl::Status Transformer::Forward(absl::Span<const int32_t> tokens, KvCache& cache, LogitsFor which,
+                                  std::vector<float>* logits, Telemetry* tel) {
   const HParams& h = model_->hp();
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) return absl::InvalidArgumentError("no tokens to process");
@@ -41,9 +41,8 @@ absl::Status Transformer::Forward(absl::Span<const int32_t> tokens, KvCache& cac
   }
   const int64_t pos0 = cache.size();
   if (pos0 + n > cache.n_ctx()) {
-    return absl::ResourceExhaustedError(absl::StrCat("context full: ", pos0, " + ", n,
-                                                     " tokens exceed the context length ",
-                                                     cache.n_ctx()));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "context full: ", pos0, " + ", n, " tokens exceed the context length ", cache.n_ctx()));
   }
   std::vector<int32_t> positions(n);
   for (int64_t t = 0; t < n; ++t) positions[t] = static_cast<int32_t>(pos0 + t);
@@ -123,10 +122,9 @@ void Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, 
     StageTimer timer(Sink(tel, &StageTimes::router_s));
     std::vector<float> router_logits(n * h.n_expert);
     backend_->MatMul(L.router, xn.data(), n, router_logits.data());
-    RouterConfig rc{static_cast<int>(h.n_expert), static_cast<int>(h.n_expert_used),
-                    h.norm_topk_prob,
-                    layer < static_cast<int>(disabled_.size()) ? disabled_[layer]
-                                                               : std::vector<bool>{}};
+    RouterConfig rc{
+        static_cast<int>(h.n_expert), static_cast<int>(h.n_expert_used), h.norm_topk_prob,
+        layer < static_cast<int>(disabled_.size()) ? disabled_[layer] : std::vector<bool>{}};
     routing = Route(rc, router_logits, n);
   }
 
@@ -152,7 +150,8 @@ void Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, 
     if (rows.empty()) continue;
     const int64_t m = static_cast<int64_t>(rows.size());
     std::vector<float>& in = ins.emplace_back(m * d);
-    for (int64_t i = 0; i < m; ++i) std::copy_n(xn.data() + rows[i].first * d, d, in.data() + i * d);
+    for (int64_t i = 0; i < m; ++i)
+      std::copy_n(xn.data() + rows[i].first * d, d, in.data() + i * d);
     std::vector<float>& res = outs.emplace_back(m * d);
     const ExpertWeights& w = L.experts[e];
     jobs.push_back({w.gate, w.up, w.down, in.data(), m, res.data()});

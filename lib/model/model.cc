@@ -39,7 +39,8 @@ absl::StatusOr<WeightView> Model::Matrix(const std::string& name) {
 
 absl::Status Model::Resolve() {
   const HParams& h = spec_.hp;
-  // (Moving the inner vectors on growth keeps their buffers, so the pointers handed out stay valid.)
+  // (Moving the inner vectors on growth keeps their buffers, so the pointers handed out stay
+  // valid.)
   MOE_ASSIGN_OR_RETURN(token_embd_, Matrix("token_embd.weight"));
   MOE_ASSIGN_OR_RETURN(output_norm_, Vector("output_norm.weight"));
   if (h.tied_output) {

@@ -9,10 +9,14 @@ namespace moe {
 
 absl::string_view ArchName(Arch a) {
   switch (a) {
-    case Arch::kLlama: return "llama";
-    case Arch::kQwen2Moe: return "qwen2moe";
-    case Arch::kOlmoe: return "olmoe";
-    case Arch::kQwen3Moe: return "qwen3moe";
+    case Arch::kLlama:
+      return "llama";
+    case Arch::kQwen2Moe:
+      return "qwen2moe";
+    case Arch::kOlmoe:
+      return "olmoe";
+    case Arch::kQwen3Moe:
+      return "qwen3moe";
   }
   return "unknown";
 }
@@ -21,8 +25,8 @@ absl::StatusOr<Arch> ArchFromName(absl::string_view name) {
   for (Arch a : {Arch::kLlama, Arch::kQwen2Moe, Arch::kOlmoe, Arch::kQwen3Moe}) {
     if (ArchName(a) == name) return a;
   }
-  return absl::UnimplementedError(absl::StrCat(
-      "unsupported architecture '", name, "' (supported: llama, qwen2moe, olmoe, qwen3moe)"));
+  return absl::UnimplementedError(absl::StrCat("unsupported architecture '", name,
+                                               "' (supported: llama, qwen2moe, olmoe, qwen3moe)"));
 }
 
 ArchDefaults DefaultsFor(Arch a) {
@@ -87,8 +91,8 @@ absl::Status Expect(const ModelSpec& spec, const std::string& name, std::vector<
                                                    " blocks"));
   }
   if (t->data.size() < t->byte_size()) {
-    return absl::DataLossError(absl::StrCat("tensor '", name, "' has ", t->data.size(),
-                                            " bytes, needs ", t->byte_size()));
+    return absl::DataLossError(
+        absl::StrCat("tensor '", name, "' has ", t->data.size(), " bytes, needs ", t->byte_size()));
   }
   return absl::OkStatus();
 }
@@ -112,12 +116,12 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
   MOE_RETURN_IF_ERROR(Positive("n_expert_used", h.n_expert_used));
   MOE_RETURN_IF_ERROR(Positive("n_ff_expert", h.n_ff_expert));
   if (h.n_head % h.n_head_kv != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("n_head ", h.n_head,
-                                                   " is not a multiple of n_head_kv ", h.n_head_kv));
+    return absl::InvalidArgumentError(
+        absl::StrCat("n_head ", h.n_head, " is not a multiple of n_head_kv ", h.n_head_kv));
   }
   if (h.n_expert_used > h.n_expert) {
-    return absl::InvalidArgumentError(absl::StrCat("expert_used_count ", h.n_expert_used,
-                                                   " exceeds expert_count ", h.n_expert));
+    return absl::InvalidArgumentError(
+        absl::StrCat("expert_used_count ", h.n_expert_used, " exceeds expert_count ", h.n_expert));
   }
   if (h.head_dim % 2 != 0 || h.rope_dim != h.head_dim) {
     return absl::UnimplementedError(absl::StrCat("RoPE over ", h.rope_dim, " of head_dim ",
@@ -159,9 +163,12 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
     MOE_RETURN_IF_ERROR(Expect(spec, name("ffn_norm"), {h.n_embd}));
     MOE_RETURN_IF_ERROR(Expect(spec, name("ffn_gate_inp"), {h.n_expert, h.n_embd}));
     for (int e = 0; e < h.n_expert; ++e) {
-      MOE_RETURN_IF_ERROR(Expect(spec, ExpertTensorName(l, e, "ffn_gate"), {h.n_ff_expert, h.n_embd}));
-      MOE_RETURN_IF_ERROR(Expect(spec, ExpertTensorName(l, e, "ffn_up"), {h.n_ff_expert, h.n_embd}));
-      MOE_RETURN_IF_ERROR(Expect(spec, ExpertTensorName(l, e, "ffn_down"), {h.n_embd, h.n_ff_expert}));
+      MOE_RETURN_IF_ERROR(
+          Expect(spec, ExpertTensorName(l, e, "ffn_gate"), {h.n_ff_expert, h.n_embd}));
+      MOE_RETURN_IF_ERROR(
+          Expect(spec, ExpertTensorName(l, e, "ffn_up"), {h.n_ff_expert, h.n_embd}));
+      MOE_RETURN_IF_ERROR(
+          Expect(spec, ExpertTensorName(l, e, "ffn_down"), {h.n_embd, h.n_ff_expert}));
     }
     if (h.n_ff_shared > 0) {
       MOE_RETURN_IF_ERROR(Expect(spec, name("ffn_gate_shexp"), {h.n_ff_shared, h.n_embd}));

@@ -24,7 +24,7 @@ enum class Arch { kLlama, kQwen2Moe, kOlmoe, kQwen3Moe };
 absl::string_view ArchName(Arch a);
 absl::StatusOr<Arch> ArchFromName(absl::string_view name);
 
-enum class RopeStyle { kNorm, kNeox };  // rotate (2i, 2i+1) vs (i, i + dim/2)
+enum class RopeStyle { kNorm, kNeox };         // rotate (2i, 2i+1) vs (i, i + dim/2)
 enum class QkNorm { kNone, kFull, kPerHead };  // RMSNorm of the whole q/k vector, or per head
 
 struct HParams {
@@ -85,7 +85,7 @@ struct ModelSpec {
 };
 
 // Canonical tensor names (GGUF's, with experts stored one per unit).
-std::string LayerTensorName(int layer, absl::string_view base);  // blk.L.base.weight
+std::string LayerTensorName(int layer, absl::string_view base);               // blk.L.base.weight
 std::string ExpertTensorName(int layer, int expert, absl::string_view base);  // blk.L.base.E.weight
 
 // Checks hyper-parameters for consistency and that every tensor the architecture needs is

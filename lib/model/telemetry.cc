@@ -10,7 +10,8 @@ void Telemetry::Reset(int64_t n_layer, int64_t n_expert) {
 }
 
 void Telemetry::Merge(const Telemetry& o) {
-  if (expert_counts.empty()) expert_counts = o.expert_counts;
+  if (expert_counts.empty())
+    expert_counts = o.expert_counts;
   else {
     for (size_t l = 0; l < expert_counts.size() && l < o.expert_counts.size(); ++l) {
       for (size_t e = 0; e < expert_counts[l].size() && e < o.expert_counts[l].size(); ++e) {

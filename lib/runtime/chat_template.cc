@@ -20,9 +20,9 @@ absl::StatusOr<ChatFormat> DetectChatFormat(absl::string_view t) {
     return ChatFormat::kDeepSeek;
   }
   std::string head(t.substr(0, 80));
-  return absl::UnimplementedError(absl::StrCat(
-      "unknown chat template \"", head, t.size() > 80 ? "..." : "",
-      "\" (supported: chatml, llama3, mistral, llama2, zephyr, deepseek)"));
+  return absl::UnimplementedError(
+      absl::StrCat("unknown chat template \"", head, t.size() > 80 ? "..." : "",
+                   "\" (supported: chatml, llama3, mistral, llama2, zephyr, deepseek)"));
 }
 
 absl::StatusOr<ChatFormat> ChatFormatFromName(absl::string_view name) {
@@ -46,12 +46,14 @@ absl::StatusOr<std::string> FormatChat(ChatFormat format, const std::vector<Chat
   std::string out;
   switch (format) {
     case ChatFormat::kChatMl:
-      for (const auto& m : messages) absl::StrAppend(&out, "<|im_start|>", m.role, "\n", m.content, "<|im_end|>\n");
+      for (const auto& m : messages)
+        absl::StrAppend(&out, "<|im_start|>", m.role, "\n", m.content, "<|im_end|>\n");
       if (add_generation_prompt) out += "<|im_start|>assistant\n";
       break;
     case ChatFormat::kLlama3:
       for (const auto& m : messages) {
-        absl::StrAppend(&out, "<|start_header_id|>", m.role, "<|end_header_id|>\n\n", m.content, "<|eot_id|>");
+        absl::StrAppend(&out, "<|start_header_id|>", m.role, "<|end_header_id|>\n\n", m.content,
+                        "<|eot_id|>");
       }
       if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
       break;
@@ -80,7 +82,8 @@ absl::StatusOr<std::string> FormatChat(ChatFormat format, const std::vector<Chat
     }
     case ChatFormat::kZephyr:
       for (const auto& m : messages) {
-        absl::StrAppend(&out, "<|", m.role, "|>\n", m.content, m.role == "assistant" ? eos : "", "\n");
+        absl::StrAppend(&out, "<|", m.role, "|>\n", m.content, m.role == "assistant" ? eos : "",
+                        "\n");
       }
       if (add_generation_prompt) out += "<|assistant|>\n";
       break;

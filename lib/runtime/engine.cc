@@ -16,7 +16,8 @@ absl::Status CopyWeights(ModelSpec& spec, const std::function<bool(float)>& prog
   for (const auto& t : spec.tensors) total += t.data.size();
   auto buffer = std::shared_ptr<uint8_t[]>(new (std::nothrow) uint8_t[total + 64]);
   if (!buffer) {
-    return absl::UnavailableError(absl::StrCat("out of memory: cannot allocate ", total, " bytes for weights"));
+    return absl::UnavailableError(
+        absl::StrCat("out of memory: cannot allocate ", total, " bytes for weights"));
   }
   uint8_t* base = buffer.get() + (64 - reinterpret_cast<uintptr_t>(buffer.get()) % 64) % 64;
   size_t pos = 0, done = 0;
@@ -41,7 +42,7 @@ absl::Status CopyWeights(ModelSpec& spec, const std::function<bool(float)>& prog
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const Engine>> Engine::Load(const std::string& path,
-                                                          const LoadOptions& options) {
+                                                           const LoadOptions& options) {
   auto report = [&](float f) { return !options.progress || options.progress(f); };
   if (!report(0.0f)) return absl::CancelledError("model load cancelled");
   MOE_ASSIGN_OR_RETURN(ModelSpec spec, LoadModelSpec(path));

@@ -23,7 +23,7 @@ struct LoadOptions {
 class Engine {
  public:
   static absl::StatusOr<std::shared_ptr<const Engine>> Load(const std::string& path,
-                                                           const LoadOptions& options);
+                                                            const LoadOptions& options);
   static absl::StatusOr<std::shared_ptr<const Engine>> FromSpec(ModelSpec spec);
 
   const std::shared_ptr<const Model>& model() const { return model_; }

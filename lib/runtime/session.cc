@@ -70,16 +70,15 @@ absl::Status Session::DecodeLocked(absl::Span<const int32_t> tokens,
                                    std::vector<float>* all_logits) {
   if (tokens.empty()) return absl::InvalidArgumentError("no tokens to decode");
   if (cache_.size() + static_cast<int64_t>(tokens.size()) > cache_.n_ctx()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "context full: ", cache_.size(), " tokens in the context plus ", tokens.size(),
-        " new ones exceed its length of ", cache_.n_ctx()));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("context full: ", cache_.size(), " tokens in the context plus ", tokens.size(),
+                     " new ones exceed its length of ", cache_.n_ctx()));
   }
   for (size_t i = 0; i < tokens.size(); i += options_.n_batch) {
     if (cancel_.load()) return absl::CancelledError("cancelled");
     auto chunk = tokens.subspan(i, options_.n_batch);
-    MOE_RETURN_IF_ERROR(transformer_.Forward(chunk, cache_,
-                                             all_logits ? LogitsFor::kAll : LogitsFor::kLast,
-                                             &logits_, &stats_.forward));
+    MOE_RETURN_IF_ERROR(transformer_.Forward(
+        chunk, cache_, all_logits ? LogitsFor::kAll : LogitsFor::kLast, &logits_, &stats_.forward));
     if (all_logits) {
       all_logits->insert(all_logits->end(), logits_.begin(), logits_.end());
       logits_.erase(logits_.begin(), logits_.end() - engine_->model()->hp().n_vocab);
@@ -161,8 +160,8 @@ absl::Status Session::GenerateLocked(absl::Span<const int32_t> prompt,
     // Every sampled token goes into the context, the end-of-turn token too, so a later turn
     // continues from a complete conversation.
     if (cache_.size() < cache_.n_ctx()) {
-      MOE_RETURN_IF_ERROR(transformer_.Forward({&token, 1}, cache_, LogitsFor::kLast, &logits_,
-                                               &stats_.forward));
+      MOE_RETURN_IF_ERROR(
+          transformer_.Forward({&token, 1}, cache_, LogitsFor::kLast, &logits_, &stats_.forward));
       history_.push_back(token);
     }
     if (eog) {
@@ -198,8 +197,8 @@ absl::Status Session::Truncate(int64_t n_keep) {
   Busy busy(busy_);
   MOE_RETURN_IF_ERROR(busy.status());
   if (n_keep < 0 || n_keep > cache_.size()) {
-    return absl::OutOfRangeError(absl::StrCat("cannot keep ", n_keep, " of ", cache_.size(),
-                                              " tokens"));
+    return absl::OutOfRangeError(
+        absl::StrCat("cannot keep ", n_keep, " of ", cache_.size(), " tokens"));
   }
   // Entries past n_keep are simply overwritten later; causal attention never reads them.
   cache_.set_size(n_keep);

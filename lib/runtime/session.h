@@ -20,8 +20,8 @@
 namespace moe {
 
 struct SessionOptions {
-  int64_t n_ctx = 0;   // 0: the model's trained context, at most 4096
-  int threads = 0;     // 0: one per core
+  int64_t n_ctx = 0;  // 0: the model's trained context, at most 4096
+  int threads = 0;    // 0: one per core
   DType kv_type = DType::kF32;
   uint64_t seed = 0;
   int64_t n_batch = 64;  // prompt tokens per forward call (a cancellation point between calls)
@@ -35,7 +35,14 @@ struct GenerateOptions {
   bool stop_at_eog = true;     // false: generate max_tokens whatever comes (benchmarks, tests)
 };
 
-enum class FinishReason { kNone, kEndOfGeneration, kMaxTokens, kStopString, kCallback, kContextFull };
+enum class FinishReason {
+  kNone,
+  kEndOfGeneration,
+  kMaxTokens,
+  kStopString,
+  kCallback,
+  kContextFull
+};
 
 // Per-call statistics (the last Decode or Generate call).
 struct SessionStats {

@@ -18,8 +18,8 @@ int32_t Sampler::Sample(absl::Span<float> logits, absl::Span<const int32_t> hist
   const SamplerConfig& c = config_;
   // Penalties over the recent window.
   if (c.repeat_penalty != 1.0f || c.frequency_penalty != 0.0f || c.presence_penalty != 0.0f) {
-    size_t window = c.penalty_last_n < 0 ? history.size()
-                                         : std::min<size_t>(history.size(), c.penalty_last_n);
+    size_t window =
+        c.penalty_last_n < 0 ? history.size() : std::min<size_t>(history.size(), c.penalty_last_n);
     absl::flat_hash_map<int32_t, int> counts;
     for (size_t i = history.size() - window; i < history.size(); ++i) counts[history[i]]++;
     for (const auto& [tok, count] : counts) {

@@ -12,10 +12,10 @@
 namespace moe {
 
 struct SamplerConfig {
-  float temperature = 0.8f;  // <= 0: greedy
-  int32_t top_k = 40;        // <= 0: all tokens
-  float top_p = 0.95f;       // >= 1: off
-  float min_p = 0.05f;       // <= 0: off
+  float temperature = 0.8f;        // <= 0: greedy
+  int32_t top_k = 40;              // <= 0: all tokens
+  float top_p = 0.95f;             // >= 1: off
+  float min_p = 0.05f;             // <= 0: off
   float repeat_penalty = 1.0f;     // 1: off (CTRL-style: divide positive logits, multiply negative)
   float frequency_penalty = 0.0f;  // subtract count * this
   float presence_penalty = 0.0f;   // subtract this once a token appeared

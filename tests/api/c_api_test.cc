@@ -1,6 +1,4 @@
 // The C ABI as an application sees it: this file includes only moe_c.h.
-#include "moe_c.h"
-
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -15,6 +13,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "moe_c.h"
 
 namespace {
 
@@ -214,15 +213,17 @@ TEST_F(CApiTest, TokenizeMatchesReferenceAndBuffersFollowTheSizeProtocol) {
   std::string prompt = Slurp(kFixtures + "tiny-qwen2moe-f32/p1.prompt.txt");
   std::vector<int32_t> want = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.tokens.txt");
   size_t n = 0;
-  EXPECT_EQ(moe_tokenize(model_, prompt.data(), prompt.size(), MOE_TOKENIZE_ADD_BOS, nullptr, 0, &n),
-            MOE_ERROR_BUFFER_TOO_SMALL);
+  EXPECT_EQ(
+      moe_tokenize(model_, prompt.data(), prompt.size(), MOE_TOKENIZE_ADD_BOS, nullptr, 0, &n),
+      MOE_ERROR_BUFFER_TOO_SMALL);
   ASSERT_EQ(n, want.size());
   std::vector<int32_t> ids(n);
   ASSERT_EQ(moe_tokenize(model_, prompt.data(), prompt.size(), MOE_TOKENIZE_ADD_BOS, ids.data(),
                          ids.size(), &n),
             MOE_OK);
   EXPECT_EQ(ids, want);
-  EXPECT_EQ(moe_tokenize(model_, "x", 1, 0x80, ids.data(), ids.size(), &n), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(moe_tokenize(model_, "x", 1, 0x80, ids.data(), ids.size(), &n),
+            MOE_ERROR_INVALID_ARGUMENT);
   // Detokenize without BOS gives the text back.
   size_t len = 0;
   EXPECT_EQ(moe_detokenize(model_, ids.data() + 1, ids.size() - 1, nullptr, 0, &len),
@@ -234,7 +235,8 @@ TEST_F(CApiTest, TokenizeMatchesReferenceAndBuffersFollowTheSizeProtocol) {
   text.resize(len);
   EXPECT_EQ(text, prompt);
   int32_t bad = 1 << 30;
-  EXPECT_EQ(moe_detokenize(model_, &bad, 1, text.data(), text.size(), &len), MOE_ERROR_OUT_OF_RANGE);
+  EXPECT_EQ(moe_detokenize(model_, &bad, 1, text.data(), text.size(), &len),
+            MOE_ERROR_OUT_OF_RANGE);
 }
 
 TEST_F(CApiTest, StreamingDetokenizerHoldsSplitCharacters) {
@@ -408,7 +410,8 @@ TEST_F(CApiTest, PromptLongerThanTheContextIsRejectedUpFront) {
   moe_context* ctx = NewContext(16);
   std::string long_prompt;
   for (int i = 0; i < 40; ++i) long_prompt += "word ";
-  EXPECT_EQ(moe_generate(ctx, long_prompt.c_str(), nullptr, nullptr, nullptr), MOE_ERROR_CONTEXT_FULL);
+  EXPECT_EQ(moe_generate(ctx, long_prompt.c_str(), nullptr, nullptr, nullptr),
+            MOE_ERROR_CONTEXT_FULL);
   EXPECT_NE(std::string(moe_last_error()).find("context"), std::string::npos);
   EXPECT_EQ(moe_context_n_past(ctx), 0);
   // Still usable.
@@ -443,11 +446,14 @@ TEST_F(CApiTest, MultiTurnReusesTheCacheAndMatchesAFreshRun) {
   size_t n_second = 0;
   moe_tokenize(model_, " And the second.", 16, 0, nullptr, 0, &n_second);
   EXPECT_EQ(st.prompt_tokens, static_cast<int32_t>(n_second));
-  EXPECT_EQ(moe_context_n_past(ctx), after_first + static_cast<int32_t>(n_second + t2.tokens.size()));
+  EXPECT_EQ(moe_context_n_past(ctx),
+            after_first + static_cast<int32_t>(n_second + t2.tokens.size()));
   // A fresh context fed the whole conversation at once predicts the same second answer.
   std::vector<int32_t> all(512);
   size_t n = 0;
-  ASSERT_EQ(moe_tokenize(model_, "The first turn.", 15, MOE_TOKENIZE_ADD_BOS, all.data(), all.size(), &n), MOE_OK);
+  ASSERT_EQ(
+      moe_tokenize(model_, "The first turn.", 15, MOE_TOKENIZE_ADD_BOS, all.data(), all.size(), &n),
+      MOE_OK);
   all.resize(n);
   all.insert(all.end(), t1.tokens.begin(), t1.tokens.end());
   std::vector<int32_t> second(n_second);
@@ -586,12 +592,14 @@ TEST_F(CApiTest, ChatTemplates) {
   moe_chat_message msgs[] = {{"system", "Be brief."}, {"user", "Hi!"}};
   size_t len = 0;
   // This model ships no template: the error says so and how to pick one.
-  EXPECT_EQ(moe_chat_apply_template(model_, nullptr, msgs, 2, 1, nullptr, 0, &len), MOE_ERROR_NOT_FOUND);
+  EXPECT_EQ(moe_chat_apply_template(model_, nullptr, msgs, 2, 1, nullptr, 0, &len),
+            MOE_ERROR_NOT_FOUND);
   EXPECT_NE(std::string(moe_last_error()).find("chat template"), std::string::npos);
   ASSERT_EQ(moe_chat_apply_template(model_, "chatml", msgs, 2, 1, nullptr, 0, &len),
             MOE_ERROR_BUFFER_TOO_SMALL);
   std::string out(len + 1, '\0');
-  ASSERT_EQ(moe_chat_apply_template(model_, "chatml", msgs, 2, 1, out.data(), out.size(), &len), MOE_OK);
+  ASSERT_EQ(moe_chat_apply_template(model_, "chatml", msgs, 2, 1, out.data(), out.size(), &len),
+            MOE_OK);
   out.resize(len);
   EXPECT_EQ(out,
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n"

@@ -56,7 +56,8 @@ TEST(DotKernelsTest, EveryLevelAgreesWithTheScalarKernel) {
       ASSERT_TRUE(QuantizeRow(t, w.data(), row.data(), n).ok());
       const float want = GetFloatDot(t, SimdLevel::kScalar)(row.data(), x.data(), n);
       for (SimdLevel level : AvailableLevels()) {
-        EXPECT_NEAR(GetFloatDot(t, level)(row.data(), x.data(), n), want, 1e-4 * (1 + std::fabs(want)))
+        EXPECT_NEAR(GetFloatDot(t, level)(row.data(), x.data(), n), want,
+                    1e-4 * (1 + std::fabs(want)))
             << DTypeName(t) << " " << CpuSimdLevelName(level);
       }
     }

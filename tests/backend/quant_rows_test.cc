@@ -139,8 +139,11 @@ TEST(QuantRowsTest, SimpleTypesRoundTripAndDotAgreesWithDequantize) {
     }
     // Per-type rounding bounds for N(0,1) data: half 2^-11, bf16 2^-8 relative; Q8_0 d/2 with
     // d = amax/127; Q4_0 d/2 with d = amax/8 (amax of 32 normals < 4.5).
-    double bound = t == DType::kF32 ? 0 : t == DType::kF16 ? 4.5 / 2048 : t == DType::kBF16 ? 4.5 / 256
-                 : t == DType::kQ8_0 ? 4.5 / 127 : 4.5 / 8;
+    double bound = t == DType::kF32    ? 0
+                   : t == DType::kF16  ? 4.5 / 2048
+                   : t == DType::kBF16 ? 4.5 / 256
+                   : t == DType::kQ8_0 ? 4.5 / 127
+                                       : 4.5 / 8;
     EXPECT_LE(max_rel, bound) << DTypeName(t);
     float dot = DotRow(t, row.data(), x.data(), n);
     EXPECT_NEAR(dot, ref, 1e-4 * (1 + std::fabs(ref))) << DTypeName(t);
@@ -169,7 +172,8 @@ TEST(QuantRowsTest, KQuantEncodersRoundTripWithinTheirResolution) {
     }
     EXPECT_LE(max_err, bound) << DTypeName(t);
     EXPECT_GT(max_err, 0) << DTypeName(t);
-    EXPECT_NEAR(DotRow(t, row.data(), x.data(), n), ref, 1e-3 * (1 + std::fabs(ref))) << DTypeName(t);
+    EXPECT_NEAR(DotRow(t, row.data(), x.data(), n), ref, 1e-3 * (1 + std::fabs(ref)))
+        << DTypeName(t);
   }
 }
 

@@ -21,7 +21,9 @@ std::string Fixture(const std::string& name) {
 }
 
 std::string TempPath(const std::string& name) {
-  return (fs::temp_directory_path() / ("moe_container_test_" + std::to_string(::getpid()) + "_" + name)).string();
+  return (fs::temp_directory_path() /
+          ("moe_container_test_" + std::to_string(::getpid()) + "_" + name))
+      .string();
 }
 
 std::vector<uint8_t> ReadAll(const std::string& path) {
@@ -113,8 +115,8 @@ class MoeCorruptionTest : public ::testing::Test {
 };
 
 TEST_F(MoeCorruptionTest, TruncatedFilesAreErrorsThatSaySo) {
-  for (size_t cut : {size_t{0}, size_t{3}, size_t{11}, size_t{100}, size_t{5000},
-                     bytes_.size() / 2, bytes_.size() - 1}) {
+  for (size_t cut : {size_t{0}, size_t{3}, size_t{11}, size_t{100}, size_t{5000}, bytes_.size() / 2,
+                     bytes_.size() - 1}) {
     auto s = Load({bytes_.begin(), bytes_.begin() + cut});
     EXPECT_FALSE(s.ok()) << "cut at " << cut;
   }

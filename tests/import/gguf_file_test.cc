@@ -44,8 +44,6 @@ TEST(GgufFileTest, EveryTruncationIsAnErrorNotACrash) {
   ASSERT_GT(bytes.size(), 1000u);
   // Cut inside the header at many points: each must be rejected cleanly.
 
-
-
   for (size_t cut = 0; cut < 4096; cut += 7) {
     auto g = GgufFile::Parse(absl::MakeConstSpan(bytes.data(), cut), nullptr);
     EXPECT_FALSE(g.ok()) << "cut at " << cut;

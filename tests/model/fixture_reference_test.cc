@@ -127,13 +127,15 @@ void CheckAgainst(const fs::path& dir, const Model& model_ref,
     double max_top_err = 0;
     for (int64_t t = 0; t < n; ++t) {
       for (int j = 0; j < 16; ++j) {
-        double err = std::fabs(logits[t * h.n_vocab + top_ids[t * 16 + j]] - top_logits[t * 16 + j]);
+        double err =
+            std::fabs(logits[t * h.n_vocab + top_ids[t * 16 + j]] - top_logits[t * 16 + j]);
         max_top_err = std::max(max_top_err, err);
       }
     }
-    std::printf("[fixture] %s %s%s %s threads=%d: max |logit err| %.3g (rows), %.3g (top16), tol %.3g\n",
-                name.c_str(), p.c_str(), ref.suffix.c_str(),
-                ref.quantize_activations ? "q8-act" : "f32-act", threads, max_err, max_top_err, tol);
+    std::printf(
+        "[fixture] %s %s%s %s threads=%d: max |logit err| %.3g (rows), %.3g (top16), tol %.3g\n",
+        name.c_str(), p.c_str(), ref.suffix.c_str(),
+        ref.quantize_activations ? "q8-act" : "f32-act", threads, max_err, max_top_err, tol);
     EXPECT_LE(max_err, tol);
     EXPECT_LE(max_top_err, tol);
 
@@ -181,7 +183,8 @@ TEST_P(FixtureTest, LogitsAndGreedyTokensMatchLlamaCpp) {
 INSTANTIATE_TEST_SUITE_P(AllFixtures, FixtureTest, ::testing::ValuesIn(FixtureDirs()),
                          [](const auto& info) {
                            std::string s = info.param.filename().string();
-                           std::replace_if(s.begin(), s.end(), [](char c) { return !isalnum(c); }, '_');
+                           std::replace_if(
+                               s.begin(), s.end(), [](char c) { return !isalnum(c); }, '_');
                            return s;
                          });
 

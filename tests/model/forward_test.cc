@@ -163,7 +163,8 @@ TEST(ForwardMaskTest, DisabledExpertsAreNeverChosen) {
   auto cache = KvCache::Create(h.n_layer, 16, h.n_head_kv, h.head_dim, DType::kF32);
   Telemetry tel;
   std::vector<float> logits;
-  ASSERT_TRUE(tf.Forward({1, 2, 3, 4, 5, 6, 7, 8, 9}, *cache, LogitsFor::kLast, &logits, &tel).ok());
+  ASSERT_TRUE(
+      tf.Forward({1, 2, 3, 4, 5, 6, 7, 8, 9}, *cache, LogitsFor::kLast, &logits, &tel).ok());
   EXPECT_EQ(tel.expert_counts[0][0], 0);
   EXPECT_EQ(tel.expert_counts[0][1], 0);
   EXPECT_EQ(tel.expert_counts[1][h.n_expert - 1], 0);

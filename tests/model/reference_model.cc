@@ -51,7 +51,8 @@ Mat Weight(const ModelSpec& s, const std::string& name) {
   Mat m(t->num_elements());
   int64_t cols = t->shape.back();
   for (int64_t r = 0; r < t->num_elements() / cols; ++r) {
-    DequantizeRow(t->dtype, t->data.data() + r * RowBytes(t->dtype, cols), m.data() + r * cols, cols);
+    DequantizeRow(t->dtype, t->data.data() + r * RowBytes(t->dtype, cols), m.data() + r * cols,
+                  cols);
   }
   return m;
 }
@@ -175,7 +176,8 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
   const int64_t T = tokens.size(), E = h.n_embd, hd = h.head_dim;
   Mat emb = Weight(s, "token_embd.weight");
   std::vector<std::vector<float>> x(T);
-  for (int64_t t = 0; t < T; ++t) x[t].assign(emb.begin() + tokens[t] * E, emb.begin() + (tokens[t] + 1) * E);
+  for (int64_t t = 0; t < T; ++t)
+    x[t].assign(emb.begin() + tokens[t] * E, emb.begin() + (tokens[t] + 1) * E);
   for (int l = 0; l < h.n_layer; ++l) {
     auto n = [&](const char* base) { return LayerTensorName(l, base); };
     Mat attn_norm = Weight(s, n("attn_norm")), wq = Weight(s, n("attn_q")),
@@ -208,8 +210,10 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
         per_head(q[t], qn);
         per_head(k[t], kn);
       }
-      for (int64_t hh = 0; hh < h.n_head; ++hh) Rope(q[t].data() + hh * hd, hd, t, h.rope_freq_base, h.rope_style);
-      for (int64_t hh = 0; hh < h.n_head_kv; ++hh) Rope(k[t].data() + hh * hd, hd, t, h.rope_freq_base, h.rope_style);
+      for (int64_t hh = 0; hh < h.n_head; ++hh)
+        Rope(q[t].data() + hh * hd, hd, t, h.rope_freq_base, h.rope_style);
+      for (int64_t hh = 0; hh < h.n_head_kv; ++hh)
+        Rope(k[t].data() + hh * hd, hd, t, h.rope_freq_base, h.rope_style);
     }
     std::vector<std::vector<float>> h_attn(T);
     for (int64_t t = 0; t < T; ++t) {
@@ -227,7 +231,8 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
         double sum = 0;
         for (auto& z : sc) sum += z = std::exp(z - mx);
         for (int64_t p = 0; p <= t; ++p) {
-          for (int64_t i = 0; i < hd; ++i) att[hh * hd + i] += static_cast<float>(sc[p] / sum * v[p][kvh * hd + i]);
+          for (int64_t i = 0; i < hd; ++i)
+            att[hh * hd + i] += static_cast<float>(sc[p] / sum * v[p][kvh * hd + i]);
         }
       }
       auto o = MatVec(wo, att);

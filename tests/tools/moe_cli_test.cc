@@ -54,13 +54,14 @@ TEST(MoeCliTest, ConvertedModelsReproduceGreedyTokensAndLogits) {
     SCOPED_TRACE(name);
     fs::path dir = kFixtures / name;
     std::string moe_path = (fs::temp_directory_path() / (std::string(name) + ".cli.moe")).string();
-    Result conv = RunCommand(kBin + "moe-convert " + (dir / (std::string(name) + ".gguf")).string() +
-                      " " + moe_path);
+    Result conv = RunCommand(kBin + "moe-convert " +
+                             (dir / (std::string(name) + ".gguf")).string() + " " + moe_path);
     ASSERT_EQ(conv.exit_code, 0);
     for (const std::string& model : {moe_path, (dir / (std::string(name) + ".gguf")).string()}) {
       std::string dump = moe_path + ".logits";
-      Result run = RunCommand(kBin + "moe-cli run -m " + model + " --prompt-ids \"" +
-                       Ids(dir / "p1.tokens.txt") + "\" -n 16 --greedy --dump-logits " + dump);
+      Result run =
+          RunCommand(kBin + "moe-cli run -m " + model + " --prompt-ids \"" +
+                     Ids(dir / "p1.tokens.txt") + "\" -n 16 --greedy --dump-logits " + dump);
       ASSERT_EQ(run.exit_code, 0);
       // Every step of p1 has a margin above the tolerance for these models (see gen_info.tsv).
       EXPECT_EQ(run.out, Ids(dir / "p1.gen_tokens.txt") + "\n");
@@ -88,7 +89,8 @@ TEST(MoeCliTest, BadInputFailsCleanly) {
       "moe-cli run -m " + gguf.string() + " --prompt-ids \"1 x\" --greedy",
       "moe-cli run -m " + gguf.string() + " --prompt-ids \"1 2\" --greedy -n 300",
       "moe-cli run -m " + gguf.string() + " --prompt-ids \"1 2\" --greedy --kv-type q9",
-      "moe-cli run -m " + std::string(MOE_TESTDATA_DIR) + "/fixtures/README.md --prompt-ids 1 --greedy",
+      "moe-cli run -m " + std::string(MOE_TESTDATA_DIR) +
+          "/fixtures/README.md --prompt-ids 1 --greedy",
       "moe-cli frobnicate",
       "moe-convert /no/such/file.gguf /tmp/out.moe",
   };
@@ -121,7 +123,9 @@ TEST(MoeCliTest, TextPromptStreamsAndJsonCarriesTelemetry) {
                             " -p \"Hello world\" -n 6 --seed 3 --json");
   auto field = [](const std::string& json, const std::string& key) {
     size_t at = json.find("\"" + key + "\":");
-    return at == std::string::npos ? std::string() : json.substr(at, json.find_first_of("]\"", json.find(':', at) + 2) - at);
+    return at == std::string::npos
+               ? std::string()
+               : json.substr(at, json.find_first_of("]\"", json.find(':', at) + 2) - at);
   };
   EXPECT_FALSE(field(r.out, "tokens").empty());
   EXPECT_EQ(field(again.out, "tokens"), field(r.out, "tokens"));
@@ -135,8 +139,8 @@ TEST(MoeCliTest, TextPromptStreamsAndJsonCarriesTelemetry) {
 
 TEST(MoeCliTest, ChatAnswersEachLineOfStdin) {
   fs::path gguf = kFixtures / "tiny-qwen2moe-f32" / "tiny-qwen2moe-f32.gguf";
-  Result r = RunCommand("printf 'hello\\nagain\\n' | " + kBin + "moe-cli chat -m " +
-                        gguf.string() + " --template chatml -n 4 --seed 1");
+  Result r = RunCommand("printf 'hello\\nagain\\n' | " + kBin + "moe-cli chat -m " + gguf.string() +
+                        " --template chatml -n 4 --seed 1");
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2) << r.out;
   // Without a template and without --template, chat says what to do.

@@ -60,8 +60,8 @@ int Run(const Options& o) {
   moe::Transformer tf((*engine)->model(), backend.get());
   std::mt19937 rng(42);
   std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(h.n_vocab) - 1);
-  auto cache = moe::KvCache::Create(h.n_layer, o.p + o.n + 1, h.n_head_kv, h.head_dim,
-                                    moe::DType::kF16);
+  auto cache =
+      moe::KvCache::Create(h.n_layer, o.p + o.n + 1, h.n_head_kv, h.head_dim, moe::DType::kF16);
   if (!cache.ok()) return 1;
   std::vector<float> logits;
   std::vector<Result> results;
@@ -83,7 +83,8 @@ int Run(const Options& o) {
       for (auto& t : prompt) t = tok(rng);
       cache->set_size(0);
       tel = moe::Telemetry();
-      double s = timed([&] { (void)tf.Forward(prompt, *cache, moe::LogitsFor::kLast, &logits, &tel); });
+      double s =
+          timed([&] { (void)tf.Forward(prompt, *cache, moe::LogitsFor::kLast, &logits, &tel); });
       r.tps.push_back(o.p / s);
     }
     r.bytes_per_token = static_cast<double>(tel.weight_bytes_read) / o.p;
@@ -148,7 +149,8 @@ int main(int argc, char** argv) {
   CLI::App app("Measures prompt processing and generation speed.", "moe-bench");
   app.add_option("-m,--model", o.model, "model (.moe or .gguf)")->required();
   app.add_option("-t,--threads", o.threads)->capture_default_str();
-  app.add_option("-p", o.p, "prompt tokens processed in one batch (0 = skip)")->capture_default_str();
+  app.add_option("-p", o.p, "prompt tokens processed in one batch (0 = skip)")
+      ->capture_default_str();
   app.add_option("-n", o.n, "tokens generated one at a time (0 = skip)")->capture_default_str();
   app.add_option("-r", o.reps, "repetitions")->capture_default_str();
   app.add_option("--load", o.load, "ram: copy weights into memory; mmap: map the file")

@@ -47,7 +47,8 @@ absl::Status Chat(const ChatOptions& o) {
   auto tok = (*engine)->RequireTokenizer();
   if (!tok.ok()) return tok.status();
   const std::string& jinja = (*engine)->model()->spec().tokenizer.chat_template;
-  auto format = o.template_name.empty() ? DetectChatFormat(jinja) : ChatFormatFromName(o.template_name);
+  auto format =
+      o.template_name.empty() ? DetectChatFormat(jinja) : ChatFormatFromName(o.template_name);
   if (!format.ok()) {
     if (format.status().code() == absl::StatusCode::kNotFound) {
       return absl::NotFoundError("the model has no chat template: pick one with --template chatml");
@@ -61,7 +62,8 @@ absl::Status Chat(const ChatOptions& o) {
   auto session = Session::Create(*engine, so);
   if (!session.ok()) return session.status();
   Session& s = **session;
-  const std::string eos = (*tok)->eos_id() >= 0 ? (*tok)->TokenToPiece((*tok)->eos_id()).value_or("") : "";
+  const std::string eos =
+      (*tok)->eos_id() >= 0 ? (*tok)->TokenToPiece((*tok)->eos_id()).value_or("") : "";
 
   std::vector<ChatMessage> messages;
   if (!o.system.empty()) messages.push_back({"system", o.system});
@@ -74,7 +76,8 @@ absl::Status Chat(const ChatOptions& o) {
 
   g_active = &s;
   std::signal(SIGINT, OnSigint);
-  std::fprintf(stderr, "chat with %s — Ctrl-C stops an answer, Ctrl-D or Ctrl-C at the prompt quits\n",
+  std::fprintf(stderr,
+               "chat with %s — Ctrl-C stops an answer, Ctrl-D or Ctrl-C at the prompt quits\n",
                o.model.c_str());
   std::string line;
   while (!g_quit) {
@@ -130,9 +133,11 @@ void AddChatCommand(CLI::App& app, int* exit_code) {
   CLI::App* chat = app.add_subcommand("chat", "interactive multi-turn chat");
   chat->add_option("-m,--model", o->model, "model file (.moe or .gguf)")->required();
   chat->add_option("--system", o->system, "system prompt");
-  chat->add_option("--template", o->template_name,
-                   "chat format instead of the model's: chatml, llama3, mistral, llama2, zephyr, deepseek");
-  chat->add_option("-n,--n-predict", o->max_tokens, "most tokens per answer")->capture_default_str();
+  chat->add_option(
+      "--template", o->template_name,
+      "chat format instead of the model's: chatml, llama3, mistral, llama2, zephyr, deepseek");
+  chat->add_option("-n,--n-predict", o->max_tokens, "most tokens per answer")
+      ->capture_default_str();
   chat->add_option("--temp", o->temperature, "temperature")->capture_default_str();
   chat->add_option("-s,--seed", o->seed, "random seed");
   chat->add_option("-t,--threads", o->threads, "threads (0 = one per core)");

@@ -9,7 +9,8 @@
 
 int main(int argc, char** argv) {
   // tokenize/detokenize parse their own flags.
-  if (argc >= 2 && std::strcmp(argv[1], "tokenize") == 0) return moe::TokenizeMain(argc - 1, argv + 1);
+  if (argc >= 2 && std::strcmp(argv[1], "tokenize") == 0)
+    return moe::TokenizeMain(argc - 1, argv + 1);
   if (argc >= 2 && std::strcmp(argv[1], "detokenize") == 0) {
     return moe::DetokenizeMain(argc - 1, argv + 1);
   }

@@ -58,8 +58,8 @@ bool ProgressBar(float f) {
   static bool tty = isatty(STDERR_FILENO);
   if (!tty) return true;
   int filled = static_cast<int>(f * 30);
-  std::fprintf(stderr, "\rloading [%.*s%*s] %3d%%", filled, "==============================",
-               30 - filled, "", static_cast<int>(f * 100));
+  std::fprintf(stderr, "\rloading [%.*s%*s] %3d%%", filled,
+               "==============================", 30 - filled, "", static_cast<int>(f * 100));
   if (f >= 1.0f) std::fprintf(stderr, "\r%*s\r", 50, "");
   return true;
 }
@@ -106,7 +106,8 @@ absl::Status Run(const RunOptions& o) {
     if (ids->empty()) return absl::InvalidArgumentError("empty --prompt-ids");
     if (static_cast<int64_t>(ids->size()) + o.n_predict > s.n_ctx()) {
       return absl::OutOfRangeError("prompt of " + std::to_string(ids->size()) + " tokens plus " +
-                                   std::to_string(o.n_predict) + " to generate exceeds the context of " +
+                                   std::to_string(o.n_predict) +
+                                   " to generate exceeds the context of " +
                                    std::to_string(s.n_ctx()) + " (-c to enlarge it)");
     }
     if (!o.dump_logits.empty()) {
@@ -177,7 +178,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   run->add_option("-t,--threads", o->threads, "threads (0 = one per core)");
   run->add_option("-c,--ctx-size", o->ctx, "context length (0 = trained length, at most 4096)");
   run->add_flag("--no-mmap", o->no_mmap, "copy the weights into memory instead of mapping them");
-  run->add_flag("--stats", o->stats, "print telemetry (stages, experts, active parameters) to stderr");
+  run->add_flag("--stats", o->stats,
+                "print telemetry (stages, experts, active parameters) to stderr");
   run->add_flag("--json", o->json, "print one JSON object (text, tokens, statistics) to stdout");
   run->callback([o, exit_code] {
     absl::Status s = Run(*o);

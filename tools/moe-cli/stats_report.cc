@@ -19,12 +19,18 @@ double ActiveParamsPerToken(const Engine& e, const Telemetry& t) {
 
 const char* FinishName(FinishReason r) {
   switch (r) {
-    case FinishReason::kEndOfGeneration: return "eog";
-    case FinishReason::kMaxTokens: return "max_tokens";
-    case FinishReason::kStopString: return "stop_string";
-    case FinishReason::kCallback: return "callback";
-    case FinishReason::kContextFull: return "context_full";
-    default: return "none";
+    case FinishReason::kEndOfGeneration:
+      return "eog";
+    case FinishReason::kMaxTokens:
+      return "max_tokens";
+    case FinishReason::kStopString:
+      return "stop_string";
+    case FinishReason::kCallback:
+      return "callback";
+    case FinishReason::kContextFull:
+      return "context_full";
+    default:
+      return "none";
   }
 }
 
@@ -38,15 +44,17 @@ std::string StatsTable(const Engine& e, const SessionStats& s) {
   absl::StrAppendFormat(&out, "generation  %6d tokens  %8.1f tok/s  (finish: %s)\n",
                         s.generated_tokens, PerSecond(s.generated_tokens, s.generate_s),
                         FinishName(s.finish));
-  absl::StrAppendFormat(&out, "time        attention %.3fs  router %.3fs  experts %.3fs  head %.3fs  sampling %.3fs\n",
-                        t.time.attention_s, t.time.router_s, t.time.experts_s, t.time.head_s,
-                        s.sample_s);
+  absl::StrAppendFormat(
+      &out,
+      "time        attention %.3fs  router %.3fs  experts %.3fs  head %.3fs  sampling %.3fs\n",
+      t.time.attention_s, t.time.router_s, t.time.experts_s, t.time.head_s, s.sample_s);
   double active = ActiveParamsPerToken(e, t);
   absl::StrAppendFormat(&out, "active      %.0f of %d parameters per token = %.2f%%\n", active,
                         e.params().total, 100.0 * active / std::max<int64_t>(1, e.params().total));
   if (t.tokens > 0) {
-    absl::StrAppendFormat(&out, "router      mean entropy %.3f nats per token and layer\n",
-                          t.router_entropy_sum / (t.tokens * std::max<size_t>(1, t.expert_counts.size())));
+    absl::StrAppendFormat(
+        &out, "router      mean entropy %.3f nats per token and layer\n",
+        t.router_entropy_sum / (t.tokens * std::max<size_t>(1, t.expert_counts.size())));
   }
   out += "experts     share of routed tokens per expert (%), one row per layer\n";
   for (size_t l = 0; l < t.expert_counts.size(); ++l) {

@@ -8,7 +8,6 @@
 #include "absl/strings/str_join.h"
 #include "lib/import/model_loader.h"
 
-
 namespace {
 
 std::string Human(double n) {
@@ -44,7 +43,8 @@ int main(int argc, char** argv) {
   std::printf("vocabulary    %lld (tokenizer: %s%s%s)\n", (long long)h.n_vocab,
               spec->tokenizer.model.empty() ? "none" : spec->tokenizer.model.c_str(),
               spec->tokenizer.pre.empty() ? "" : ", pre ", spec->tokenizer.pre.c_str());
-  std::printf("embedding     %lld\nlayers        %lld\n", (long long)h.n_embd, (long long)h.n_layer);
+  std::printf("embedding     %lld\nlayers        %lld\n", (long long)h.n_embd,
+              (long long)h.n_layer);
   std::printf("heads         %lld (kv %lld, head_dim %lld)\n", (long long)h.n_head,
               (long long)h.n_head_kv, (long long)h.head_dim);
   std::printf("experts       %lld, top-%lld, expert ffn %lld%s\n", (long long)h.n_expert,
@@ -55,8 +55,8 @@ int main(int argc, char** argv) {
                 h.shared_expert_gate ? " (sigmoid-gated)" : "");
   }
   std::printf("context       %lld (trained)\n", (long long)h.n_ctx_train);
-  std::printf("rope          %s, base %g\n", h.rope_style == moe::RopeStyle::kNeox ? "neox" : "norm",
-              h.rope_freq_base);
+  std::printf("rope          %s, base %g\n",
+              h.rope_style == moe::RopeStyle::kNeox ? "neox" : "norm", h.rope_freq_base);
   const char* qk[] = {"none", "full vector", "per head"};
   std::printf("qk-norm       %s\noutput head   %s\n", qk[static_cast<int>(h.qk_norm)],
               h.tied_output ? "tied to embedding" : "separate");
@@ -69,12 +69,13 @@ int main(int argc, char** argv) {
                 "bytes");
     for (const auto& t : spec->tensors) {
       std::printf("%-40s %-6s %-20s %6d %6d %12zu\n", t.name.c_str(),
-                  std::string(moe::DTypeName(t.dtype)).c_str(),
-                  absl::StrJoin(t.shape, "x").c_str(), t.layer, t.expert, t.byte_size());
+                  std::string(moe::DTypeName(t.dtype)).c_str(), absl::StrJoin(t.shape, "x").c_str(),
+                  t.layer, t.expert, t.byte_size());
     }
   }
   std::map<std::string, size_t> by_dtype;
-  for (const auto& t : spec->tensors) by_dtype[std::string(moe::DTypeName(t.dtype))] += t.byte_size();
+  for (const auto& t : spec->tensors)
+    by_dtype[std::string(moe::DTypeName(t.dtype))] += t.byte_size();
   moe::ParamCounts c = moe::CountParams(*spec);
   std::printf("\nparameters    %s total (%lld)\n", Human(c.total).c_str(), (long long)c.total);
   std::printf("active/token  %s (%lld) = %.2f%% of all parameters (top-%lld of %lld experts)\n",
@@ -83,6 +84,7 @@ int main(int argc, char** argv) {
               (long long)h.n_expert);
   std::printf("weight bytes  %s total, %s read per decoded token\n", Human(c.total_bytes).c_str(),
               Human(c.active_bytes_per_token).c_str());
-  for (const auto& [dt, bytes] : by_dtype) std::printf("  %-6s %s bytes\n", dt.c_str(), Human(bytes).c_str());
+  for (const auto& [dt, bytes] : by_dtype)
+    std::printf("  %-6s %s bytes\n", dt.c_str(), Human(bytes).c_str());
   return 0;
 }

@@ -50,7 +50,8 @@ moe::DType TypeFor(const std::string& type, const std::string& name, int64_t lay
   if (type == "q4_k") return DType::kQ4_K;
   // q4_k_m
   if (name == "output.weight") return DType::kQ6_K;
-  bool more_bits = layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
+  bool more_bits =
+      layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
   if ((absl::StrContains(name, "attn_v") || absl::StrContains(name, "ffn_down")) && more_bits) {
     return DType::kQ6_K;
   }
@@ -90,8 +91,12 @@ int Run(const Options& o) {
     std::fprintf(stderr, "moe-synth: %s has no tokenizer.ggml.tokens\n", o.vocab.c_str());
     return 1;
   }
-  const uint32_t file_type = o.type == "f16" ? 1 : o.type == "q8_0" ? 7 : o.type == "q4_0" ? 2
-                           : o.type == "q4_k" ? 14 : 15;  // llama_ftype numbering (Q4_K_S=14, Q4_K_M=15)
+  const uint32_t file_type = o.type == "f16"    ? 1
+                             : o.type == "q8_0" ? 7
+                             : o.type == "q4_0" ? 2
+                             : o.type == "q4_k"
+                                 ? 14
+                                 : 15;  // llama_ftype numbering (Q4_K_S=14, Q4_K_M=15)
   w.SetString("general.architecture", a);
   w.SetString("general.name", absl::StrCat("synthetic-", a, "-", o.type));
   w.SetString("general.description",

@@ -54,10 +54,14 @@ SimdLevel SetSimdLevelForTesting(SimdLevel level) {
 
 absl::string_view CpuSimdLevelName(SimdLevel level) {
   switch (level) {
-    case SimdLevel::kScalar: return "scalar";
-    case SimdLevel::kAvx2: return "avx2";
-    case SimdLevel::kAvx512: return "avx512";
-    case SimdLevel::kAvx512Vnni: return "avx512vnni";
+    case SimdLevel::kScalar:
+      return "scalar";
+    case SimdLevel::kAvx2:
+      return "avx2";
+    case SimdLevel::kAvx512:
+      return "avx512";
+    case SimdLevel::kAvx512Vnni:
+      return "avx512vnni";
   }
   return "unknown";
 }

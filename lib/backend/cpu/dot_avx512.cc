@@ -58,9 +58,9 @@ float DotQ4_0x2(const uint8_t* w, const Q8Block* x, int64_t n) {
     const __m256i lo = _mm256_and_si256(raw, m4);
     const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
     // Element order per block: 16 low nibbles, then 16 high nibbles.
-    const __m512i q = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_permute2x128_si256(lo, hi, 0x20)),
-        _mm256_permute2x128_si256(lo, hi, 0x31), 1);
+    const __m512i q =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_permute2x128_si256(lo, hi, 0x20)),
+                           _mm256_permute2x128_si256(lo, hi, 0x31), 1);
     const __m512i qx = Load2x256(x[b].q, x[b + 1].q);
     const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, qx);
     const float s0 = Half(w) * x[b].d, s1 = Half(w + 18) * x[b + 1].d;

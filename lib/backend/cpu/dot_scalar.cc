@@ -133,21 +133,31 @@ float DotBF16(const uint8_t* w, const float* x, int64_t n) {
 
 QuantDotFn ScalarQuantDot(DType t) {
   switch (t) {
-    case DType::kQ8_0: return DotQ8_0;
-    case DType::kQ4_0: return DotQ4_0;
-    case DType::kQ4_K: return DotQ4_K;
-    case DType::kQ5_K: return DotQ5_K;
-    case DType::kQ6_K: return DotQ6_K;
-    default: return nullptr;
+    case DType::kQ8_0:
+      return DotQ8_0;
+    case DType::kQ4_0:
+      return DotQ4_0;
+    case DType::kQ4_K:
+      return DotQ4_K;
+    case DType::kQ5_K:
+      return DotQ5_K;
+    case DType::kQ6_K:
+      return DotQ6_K;
+    default:
+      return nullptr;
   }
 }
 
 FloatDotFn ScalarFloatDot(DType t) {
   switch (t) {
-    case DType::kF32: return DotF32;
-    case DType::kF16: return DotF16;
-    case DType::kBF16: return DotBF16;
-    default: return nullptr;
+    case DType::kF32:
+      return DotF32;
+    case DType::kF16:
+      return DotF16;
+    case DType::kBF16:
+      return DotBF16;
+    default:
+      return nullptr;
   }
 }
 

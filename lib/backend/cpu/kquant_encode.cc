@@ -84,7 +84,8 @@ void EncodeQ5_KBlock(const float* x, uint8_t* b) {
     if (q[i] & 16) qh[i % 32] |= 1 << (i / 32);
   }
   for (int k = 0; k < 4; ++k) {
-    for (int l = 0; l < 32; ++l) qs[32 * k + l] = (q[64 * k + l] & 15) | (q[64 * k + 32 + l] & 15) << 4;
+    for (int l = 0; l < 32; ++l)
+      qs[32 * k + l] = (q[64 * k + l] & 15) | (q[64 * k + 32 + l] & 15) << 4;
   }
 }
 

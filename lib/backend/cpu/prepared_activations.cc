@@ -18,7 +18,8 @@ void PreparedActivations::Prepare(const float* x, int64_t n, int64_t cols, bool 
   }
 }
 
-void PreparedActivations::RowDots(const WeightView& w, int64_t r, float* out, int64_t stride) const {
+void PreparedActivations::RowDots(const WeightView& w, int64_t r, float* out,
+                                  int64_t stride) const {
   const uint8_t* row = w.row(r);
   if (!IsQuantized(w.dtype)) {
     FloatDotFn dot = GetFloatDot(w.dtype, level_);

@@ -107,19 +107,25 @@ using BlockDequant = void (*)(const uint8_t*, float*);
 
 BlockDequant BlockDequantFor(DType t) {
   switch (t) {
-    case DType::kQ8_0: return DequantQ8_0;
-    case DType::kQ4_0: return DequantQ4_0;
-    case DType::kQ4_K: return DequantQ4_K;
-    case DType::kQ5_K: return DequantQ5_K;
-    case DType::kQ6_K: return DequantQ6_K;
-    default: return nullptr;
+    case DType::kQ8_0:
+      return DequantQ8_0;
+    case DType::kQ4_0:
+      return DequantQ4_0;
+    case DType::kQ4_K:
+      return DequantQ4_K;
+    case DType::kQ5_K:
+      return DequantQ5_K;
+    case DType::kQ6_K:
+      return DequantQ6_K;
+    default:
+      return nullptr;
   }
 }
 
 // Compiled for several ISAs; the loader picks the best the CPU has at run time.
 __attribute__((target_clones("avx512f", "avx2", "default"))) float DotF32(const float* a,
-                                                                           const float* b,
-                                                                           int64_t n) {
+                                                                          const float* b,
+                                                                          int64_t n) {
   float s = 0;
 #pragma omp simd reduction(+ : s)
   for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
@@ -216,7 +222,7 @@ absl::Status QuantizeRow(DType t, const float* src, uint8_t* dst, int64_t n) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K: {
-      auto encode = t == DType::kQ4_K ? EncodeQ4_KBlock
+      auto encode = t == DType::kQ4_K   ? EncodeQ4_KBlock
                     : t == DType::kQ5_K ? EncodeQ5_KBlock
                                         : EncodeQ6_KBlock;
       const int bytes = GetDTypeInfo(t).block_bytes;
