@@ -133,8 +133,10 @@ typedef int (*moe_progress_callback)(float progress, void* user_data);
 
 typedef struct moe_model_params {
   size_t struct_size;
-  /* 1 (default): weights stay in the memory-mapped file: instant start, shared page cache.
-   * 0: weights are copied once into process memory. */
+  /* 0 (default): weights are copied once into process memory (huge pages where the kernel
+   * allows): steady full speed, and the file may change on disk afterwards. 1: weights stay in
+   * the memory-mapped file: instant start and pages shared between processes, but reads through
+   * a cold or crowded page cache are slower. */
   int32_t use_mmap;
   moe_progress_callback progress_callback; /* may be NULL */
   void* progress_user_data;

@@ -171,7 +171,7 @@ moe_status moe_model_params_init(moe_model_params* p, size_t struct_size) {
   }
   *p = moe_model_params{};
   p->struct_size = sizeof(moe_model_params);
-  p->use_mmap = 1;
+  p->use_mmap = 0;
   return MOE_OK;
 }
 

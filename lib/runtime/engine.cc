@@ -4,38 +4,31 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "lib/base/anonymous_memory.h"
 #include "lib/base/status_macros.h"
 #include "lib/import/model_loader.h"
 
 namespace moe {
 namespace {
 
-// Copies every tensor into process memory, reporting progress; the mapping is released after.
+// Copies every tensor into anonymous memory (huge pages where allowed), reporting progress; the
+// mapping of the file is released afterwards.
 absl::Status CopyWeights(ModelSpec& spec, const std::function<bool(float)>& progress) {
   size_t total = 0;
-  for (const auto& t : spec.tensors) total += t.data.size();
-  auto buffer = std::shared_ptr<uint8_t[]>(new (std::nothrow) uint8_t[total + 64]);
-  if (!buffer) {
-    return absl::UnavailableError(
-        absl::StrCat("out of memory: cannot allocate ", total, " bytes for weights"));
-  }
-  uint8_t* base = buffer.get() + (64 - reinterpret_cast<uintptr_t>(buffer.get()) % 64) % 64;
+  for (const auto& t : spec.tensors) total += (t.data.size() + 63) / 64 * 64;
+  MOE_ASSIGN_OR_RETURN(std::shared_ptr<AnonymousMemory> memory, AnonymousMemory::Allocate(total));
   size_t pos = 0, done = 0;
   for (auto& t : spec.tensors) {
-    pos = (pos + 63) / 64 * 64;
-    if (pos + t.data.size() > total + 64 - (base - buffer.get())) {
-      return absl::InternalError("weight buffer too small");
-    }
-    std::memcpy(base + pos, t.data.data(), t.data.size());
-    t.data = {base + pos, t.data.size()};
-    pos += t.data.size();
+    std::memcpy(memory->data() + pos, t.data.data(), t.data.size());
+    t.data = {memory->data() + pos, t.data.size()};
+    pos += (t.data.size() + 63) / 64 * 64;
     done += t.data.size();
     if (progress && !progress(0.1f + 0.8f * done / std::max<size_t>(1, total))) {
       return absl::CancelledError("model load cancelled");
     }
   }
   spec.owners.clear();
-  spec.owners.push_back(buffer);
+  spec.owners.push_back(memory);
   return absl::OkStatus();
 }
 
@@ -48,7 +41,6 @@ absl::StatusOr<std::shared_ptr<const Engine>> Engine::Load(const std::string& pa
   MOE_ASSIGN_OR_RETURN(ModelSpec spec, LoadModelSpec(path));
   if (!report(0.1f)) return absl::CancelledError("model load cancelled");
   if (!options.use_mmap) {
-    // The container's tensor spans may overlap padding only; copy packs them tighter.
     MOE_RETURN_IF_ERROR(CopyWeights(spec, options.progress));
   }
   auto engine = FromSpec(std::move(spec));

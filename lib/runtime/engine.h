@@ -13,9 +13,9 @@
 namespace moe {
 
 struct LoadOptions {
-  // true: weights stay in the mapped file (instant start, shared page cache); false: copied once
-  // into process memory (steadier speed, file can be replaced while running).
-  bool use_mmap = true;
+  // false: weights are copied once into anonymous memory (huge pages where allowed): steady full
+  // speed. true: they stay in the mapped file: instant start, shared page cache.
+  bool use_mmap = false;
   // Called with progress in [0, 1]; returning false cancels the load (Cancelled).
   std::function<bool(float)> progress;
 };

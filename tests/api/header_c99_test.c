@@ -18,7 +18,7 @@ int main(void) {
   (void)gp;
   (void)st;
   (void)info;
-  if (mp.struct_size != sizeof(mp) || mp.use_mmap != 1) failed++;
+  if (mp.struct_size != sizeof(mp) || mp.use_mmap != 0) failed++;
   if (moe_model_load("/definitely/missing.moe", &mp, &model) != MOE_ERROR_NOT_FOUND) failed++;
   if (model != NULL || strlen(moe_last_error()) == 0) failed++;
   if (strcmp(moe_version_string(), MOE_VERSION_STRING) != 0) failed++;

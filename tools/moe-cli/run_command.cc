@@ -35,7 +35,7 @@ struct RunOptions {
   std::string kv_type = "f32";
   int threads = 0;
   int ctx = 0;
-  bool no_mmap = false;
+  bool mmap = false;
   bool stats = false;
   bool json = false;
   bool parse_special = false;
@@ -69,7 +69,7 @@ absl::Status Run(const RunOptions& o) {
     return absl::InvalidArgumentError("give exactly one of -p TEXT or --prompt-ids \"1 2 3\"");
   }
   LoadOptions lo;
-  lo.use_mmap = !o.no_mmap;
+  lo.use_mmap = o.mmap;
   lo.progress = ProgressBar;
   auto engine = Engine::Load(o.model, lo);
   if (!engine.ok()) return engine.status();
@@ -177,7 +177,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   run->add_option("-t,--threads", o->threads, "threads (0 = one per core)");
   run->add_option("-c,--ctx-size", o->ctx, "context length (0 = trained length, at most 4096)");
-  run->add_flag("--no-mmap", o->no_mmap, "copy the weights into memory instead of mapping them");
+  run->add_flag("--mmap", o->mmap,
+                "map the weights from the file instead of copying them into memory");
   run->add_flag("--stats", o->stats,
                 "print telemetry (stages, experts, active parameters) to stderr");
   run->add_flag("--json", o->json, "print one JSON object (text, tokens, statistics) to stdout");
