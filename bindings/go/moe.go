@@ -127,7 +127,7 @@ func LoadWithProgress(path string, progress func(float32) bool) (*Model, error) 
 		defer raw.DeleteDirectorProgressSink(sink)
 	}
 	var native raw.NativeModel
-	err := call(func() { native = raw.NativeModelLoad(path, true, sink) })
+	err := call(func() { native = raw.NativeModelLoad(path, false, sink) })
 	if bridge != nil && bridge.panicked != nil {
 		if err == nil {
 			raw.DeleteNativeModel(native)

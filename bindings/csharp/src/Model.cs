@@ -25,7 +25,7 @@ namespace LibMoe {
       if (path == null) throw new ArgumentNullException("path");
       ProgressBridge bridge = progress == null ? null : new ProgressBridge(progress);
       try {
-        return new Model(NativeModel.Load(path, true, bridge));
+        return new Model(NativeModel.Load(path, false, bridge));
       } catch (MoeException) {
         if (bridge != null) bridge.Rethrow();
         throw;

@@ -34,7 +34,7 @@ public final class Model implements AutoCloseable {
   public static Model load(String path, ProgressListener progress) {
     ProgressBridge bridge = progress == null ? null : new ProgressBridge(progress);
     try {
-      return new Model(NativeModel.Load(Utf8.encode(path), true, bridge));
+      return new Model(NativeModel.Load(Utf8.encode(path), false, bridge));
     } catch (MoeException e) {
       if (bridge != null) bridge.rethrow();
       throw e;
