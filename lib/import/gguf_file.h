@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "lib/base/dtype.h"
 #include "lib/base/mapped_file.h"
 
 namespace moe {
@@ -90,5 +91,7 @@ class GgufFile {
 inline constexpr uint32_t kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ4_0 = 2, kGgmlQ8_0 = 8, kGgmlQ4_K = 12,
                           kGgmlQ5_K = 13, kGgmlQ6_K = 14, kGgmlBF16 = 30;
 std::string GgmlTypeName(uint32_t ggml_type);
+// The DType of a ggml type id; Unimplemented (naming the type and the tensor) for others.
+absl::StatusOr<DType> DTypeFromGgml(uint32_t ggml_type, absl::string_view tensor);
 
 }  // namespace moe

@@ -10,30 +10,6 @@
 namespace moe {
 namespace {
 
-absl::StatusOr<DType> DTypeFromGgml(uint32_t t, absl::string_view tensor) {
-  switch (t) {
-    case kGgmlF32:
-      return DType::kF32;
-    case kGgmlF16:
-      return DType::kF16;
-    case kGgmlBF16:
-      return DType::kBF16;
-    case kGgmlQ8_0:
-      return DType::kQ8_0;
-    case kGgmlQ4_0:
-      return DType::kQ4_0;
-    case kGgmlQ4_K:
-      return DType::kQ4_K;
-    case kGgmlQ5_K:
-      return DType::kQ5_K;
-    case kGgmlQ6_K:
-      return DType::kQ6_K;
-  }
-  return absl::UnimplementedError(absl::StrCat(
-      "tensor '", tensor, "' has type ", GgmlTypeName(t),
-      ", which is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)"));
-}
-
 // Reads hyper-parameter `arch.key` as an integer, with a default when absent.
 class HParamReader {
  public:

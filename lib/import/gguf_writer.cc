@@ -161,4 +161,29 @@ absl::Status GgufWriter::Write(const std::string& path) const {
   return absl::OkStatus();
 }
 
+void CopyMetadata(const GgufFile& from, GgufWriter& to,
+                  const std::function<bool(const std::string&)>& keep) {
+  for (const std::string& key : from.keys()) {
+    if (!keep(key)) continue;
+    const GgufValue* v = from.Find(key);
+    if (v->type == GgufType::kString) {
+      to.SetString(key, std::string(v->str));
+    } else if (v->type == GgufType::kBool) {
+      to.SetBool(key, v->u != 0);
+    } else if (v->type == GgufType::kF32 || v->type == GgufType::kF64) {
+      to.SetF32(key, static_cast<float>(v->f));
+    } else if (v->type == GgufType::kArray && v->elem_type == GgufType::kString) {
+      to.SetStringArray(key, *from.GetStringArray(key));
+    } else if (v->type == GgufType::kArray &&
+               (v->elem_type == GgufType::kF32 || v->elem_type == GgufType::kF64)) {
+      to.SetF32Array(key, *from.GetFloatArray(key));
+    } else if (v->type == GgufType::kArray) {
+      auto ints = *from.GetIntArray(key);
+      to.SetI32Array(key, std::vector<int32_t>(ints.begin(), ints.end()));
+    } else {
+      to.SetU32(key, static_cast<uint32_t>(v->u));
+    }
+  }
+}
+
 }  // namespace moe

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -49,5 +50,10 @@ class GgufWriter {
 
 // ggml's type id for a DType.
 uint32_t GgmlTypeOf(DType t);
+
+class GgufFile;
+// Copies every metadata key of `from` for which keep(key) is true, with its type.
+void CopyMetadata(const GgufFile& from, GgufWriter& to,
+                  const std::function<bool(const std::string&)>& keep);
 
 }  // namespace moe

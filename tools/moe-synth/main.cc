@@ -13,6 +13,7 @@
 #include "lib/backend/cpu/quant_rows.h"
 #include "lib/import/gguf_file.h"
 #include "lib/import/gguf_writer.h"
+#include "lib/import/quant_scheme.h"
 
 namespace {
 
@@ -39,25 +40,6 @@ class Normal {
   std::mt19937_64 rng_;
 };
 
-// llama.cpp's Q4_K_M recipe: Q6_K for the output head and, in the first and last eighth of the
-// layers and every third layer between, for attn_v and ffn_down; Q4_K elsewhere.
-moe::DType TypeFor(const std::string& type, const std::string& name, int64_t layer,
-                   int64_t n_layer) {
-  using moe::DType;
-  if (type == "f16") return DType::kF16;
-  if (type == "q8_0") return DType::kQ8_0;
-  if (type == "q4_0") return name == "output.weight" ? DType::kQ6_K : DType::kQ4_0;
-  if (type == "q4_k") return DType::kQ4_K;
-  // q4_k_m
-  if (name == "output.weight") return DType::kQ6_K;
-  bool more_bits =
-      layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
-  if ((absl::StrContains(name, "attn_v") || absl::StrContains(name, "ffn_down")) && more_bits) {
-    return DType::kQ6_K;
-  }
-  return DType::kQ4_K;
-}
-
 int Run(const Options& o) {
   auto vocab = moe::GgufFile::Open(o.vocab);
   if (!vocab.ok()) {
@@ -66,42 +48,20 @@ int Run(const Options& o) {
   }
   moe::GgufWriter w;
   const std::string& a = o.arch;
-  int64_t n_vocab = 0;
-  for (const std::string& key : (*vocab)->keys()) {
-    if (!absl::StartsWith(key, "tokenizer.")) continue;
-    const moe::GgufValue* v = (*vocab)->Find(key);
-    if (v->type == moe::GgufType::kString) {
-      w.SetString(key, std::string(v->str));
-    } else if (v->type == moe::GgufType::kBool) {
-      w.SetBool(key, v->u != 0);
-    } else if (v->type == moe::GgufType::kArray && v->elem_type == moe::GgufType::kString) {
-      auto arr = (*vocab)->GetStringArray(key);
-      if (key == "tokenizer.ggml.tokens") n_vocab = static_cast<int64_t>(arr->size());
-      w.SetStringArray(key, *std::move(arr));
-    } else if (v->type == moe::GgufType::kArray && v->elem_type == moe::GgufType::kF32) {
-      w.SetF32Array(key, *(*vocab)->GetFloatArray(key));
-    } else if (v->type == moe::GgufType::kArray) {
-      auto ints = *(*vocab)->GetIntArray(key);
-      w.SetI32Array(key, std::vector<int32_t>(ints.begin(), ints.end()));
-    } else {
-      w.SetU32(key, static_cast<uint32_t>(v->u));
-    }
-  }
+  moe::CopyMetadata(**vocab, w, [](const std::string& key) {
+    return absl::StartsWith(key, "tokenizer.");
+  });
+  auto tokens = (*vocab)->GetStringArray("tokenizer.ggml.tokens");
+  const int64_t n_vocab = tokens.ok() ? static_cast<int64_t>(tokens->size()) : 0;
   if (n_vocab == 0) {
     std::fprintf(stderr, "moe-synth: %s has no tokenizer.ggml.tokens\n", o.vocab.c_str());
     return 1;
   }
-  const uint32_t file_type = o.type == "f16"    ? 1
-                             : o.type == "q8_0" ? 7
-                             : o.type == "q4_0" ? 2
-                             : o.type == "q4_k"
-                                 ? 14
-                                 : 15;  // llama_ftype numbering (Q4_K_S=14, Q4_K_M=15)
   w.SetString("general.architecture", a);
   w.SetString("general.name", absl::StrCat("synthetic-", a, "-", o.type));
   w.SetString("general.description",
               absl::StrCat("random-weight benchmark model written by moe-synth, seed ", o.seed));
-  w.SetU32("general.file_type", file_type);
+  w.SetU32("general.file_type", moe::LlamaFileType(o.type));
   w.SetU32("general.quantization_version", 2);
   w.SetU32(a + ".context_length", o.ctx);
   w.SetU32(a + ".embedding_length", o.embd);
@@ -123,9 +83,7 @@ int Run(const Options& o) {
                  int64_t layer) -> bool {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
-    moe::DType t = shape.size() == 1 || absl::StrContains(name, "ffn_gate_inp")
-                       ? moe::DType::kF32
-                       : TypeFor(o.type, name, layer, o.layers);
+    moe::DType t = moe::QuantTypeFor(o.type, name, shape.back(), layer, o.layers, shape.size() == 1);
     const int64_t cols = shape.back();
     if (!moe::RowSizeValid(t, cols)) {
       std::fprintf(stderr, "moe-synth: %s rows of %lld do not fit %s blocks\n", name.c_str(),
@@ -196,7 +154,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"llama", "qwen2moe", "olmoe", "qwen3moe"}))
       ->capture_default_str();
   app.add_option("--type", o.type, "weight type")
-      ->check(CLI::IsMember({"f16", "q8_0", "q4_0", "q4_k", "q4_k_m"}))
+      ->check(CLI::IsMember({"f16", "bf16", "q8_0", "q4_0", "q4_k", "q4_k_m", "q5_k", "q6_k"}))
       ->capture_default_str();
   app.add_option("--embd", o.embd)->capture_default_str();
   app.add_option("--layers", o.layers)->capture_default_str();

@@ -1,0 +1,59 @@
+#include "lib/import/quant_scheme.h"
+
+#include "absl/strings/match.h"
+
+namespace moe {
+
+bool IsQuantScheme(const std::string& s) {
+  return s == "f16" || s == "bf16" || s == "q8_0" || s == "q4_0" || s == "q4_k" ||
+         s == "q4_k_m" || s == "q5_k" || s == "q6_k";
+}
+
+DType QuantTypeFor(const std::string& scheme, const std::string& name, int64_t cols, int64_t layer,
+                   int64_t n_layer, bool one_dimensional) {
+  if (one_dimensional || absl::StrContains(name, "ffn_gate_inp")) return DType::kF32;
+  DType t;
+  if (scheme == "f16") {
+    t = DType::kF16;
+  } else if (scheme == "bf16") {
+    t = DType::kBF16;
+  } else if (scheme == "q8_0") {
+    t = DType::kQ8_0;
+  } else if (scheme == "q4_0") {
+    // llama-quantize keeps the output head at Q6_K in Q4_0 files.
+    t = name == "output.weight" ? DType::kQ6_K : DType::kQ4_0;
+  } else if (scheme == "q4_k") {
+    t = DType::kQ4_K;
+  } else if (scheme == "q5_k") {
+    t = DType::kQ5_K;
+  } else if (scheme == "q6_k") {
+    t = DType::kQ6_K;
+  } else {
+    // q4_k_m: Q6_K for the head and, in the first and last eighth of the layers and every third
+    // layer between, for attn_v and ffn_down; Q4_K elsewhere.
+    const bool more_bits =
+        layer >= 0 && (layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2);
+    if (name == "output.weight" ||
+        (more_bits && (absl::StrContains(name, "attn_v") || absl::StrContains(name, "ffn_down")))) {
+      t = DType::kQ6_K;
+    } else {
+      t = DType::kQ4_K;
+    }
+  }
+  if (RowSizeValid(t, cols)) return t;
+  return cols % 32 == 0 ? DType::kQ8_0 : DType::kF16;
+}
+
+uint32_t LlamaFileType(const std::string& s) {
+  if (s == "f16") return 1;
+  if (s == "q4_0") return 2;
+  if (s == "q8_0") return 7;
+  if (s == "q4_k") return 14;  // Q4_K_S
+  if (s == "q4_k_m") return 15;
+  if (s == "q5_k") return 16;  // Q5_K_S
+  if (s == "q6_k") return 18;
+  if (s == "bf16") return 32;
+  return 0;
+}
+
+}  // namespace moe

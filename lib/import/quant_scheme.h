@@ -1,0 +1,26 @@
+// Which weight type each tensor gets under a quantization scheme ("q8_0", "q4_0", "q4_k_m", ...),
+// following llama.cpp's choices so that files from moe-quantize and moe-synth look like the
+// files people download.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "lib/base/dtype.h"
+
+namespace moe {
+
+// Schemes: f16, bf16, q8_0, q4_0, q4_k, q4_k_m, q5_k, q6_k.
+bool IsQuantScheme(const std::string& scheme);
+
+// The type for tensor `name` (GGUF naming) of shape [rows, cols] in layer `layer` (-1: none) of
+// n_layer. 1-D tensors and routers stay F32; rows that do not fit a K-quant's 256-element blocks
+// fall back to Q8_0 (or F16 when not even 32 fit).
+DType QuantTypeFor(const std::string& scheme, const std::string& name, int64_t cols, int64_t layer,
+                   int64_t n_layer, bool one_dimensional);
+
+// llama.cpp's general.file_type number for a scheme.
+uint32_t LlamaFileType(const std::string& scheme);
+
+}  // namespace moe
