@@ -12,8 +12,21 @@
 namespace moe {
 namespace {
 
-// About 50-100 microseconds of spinning before a worker sleeps.
-constexpr int kSpinIterations = 20000;
+// Spin briefly (a decode step runs loops microseconds apart), then yield so that a thread that
+// lost its core to another process gets it back soon, then sleep.
+constexpr int kPauseIterations = 2000;
+constexpr int kYieldIterations = 200;
+
+// One step of waiting: pause, then yield; returns false once the caller should block.
+bool WaitStep(int& spins) {
+  ++spins;
+  if (spins < kPauseIterations) {
+    MOE_CPU_RELAX();
+    return true;
+  }
+  std::this_thread::yield();
+  return spins < kPauseIterations + kYieldIterations;
+}
 
 // Chunk t of n split evenly over `parts`.
 std::pair<int64_t, int64_t> Chunk(int64_t n, int parts, int t) {
@@ -56,7 +69,9 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
   if (sleeping_.load(std::memory_order_acquire) > 0) work_cv_.notify_all();
   auto [b, e] = Chunk(n, parts, 0);
   if (b < e) fn(b, e);
-  while (pending_.load(std::memory_order_acquire) != 0) MOE_CPU_RELAX();
+  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0;) {
+    if (!WaitStep(spins)) std::this_thread::yield();
+  }
   job_ = nullptr;
 }
 
@@ -65,10 +80,7 @@ void ThreadPool::WorkerLoop(int index) {
   for (;;) {
     int spins = 0;
     while (generation_.load(std::memory_order_acquire) == seen && !stop_.load()) {
-      if (++spins < kSpinIterations) {
-        MOE_CPU_RELAX();
-        continue;
-      }
+      if (WaitStep(spins)) continue;
       std::unique_lock<std::mutex> lock(mu_);
       sleeping_.fetch_add(1, std::memory_order_acq_rel);
       work_cv_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
