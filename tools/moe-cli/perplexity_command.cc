@@ -16,6 +16,7 @@
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
 #include "lib/runtime/engine.h"
+#include "tools/moe-cli/token_ids.h"
 
 namespace moe::cli {
 namespace {
@@ -39,15 +40,13 @@ absl::StatusOr<std::string> ReadAll(const std::string& path) {
 }
 
 absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& text, int64_t n_vocab) {
-  std::vector<int32_t> ids;
-  for (absl::string_view piece :
-       absl::StrSplit(text, absl::ByAnyChar(" ,\t\r\n"), absl::SkipEmpty())) {
-    int32_t id;
-    if (!absl::SimpleAtoi(piece, &id) || id < 0 || id >= n_vocab) {
+  auto ids = ParseTokenIds(text);
+  if (!ids.ok()) return ids.status();
+  for (int32_t id : *ids) {
+    if (id < 0 || id >= n_vocab) {
       return absl::InvalidArgumentError(
-          absl::StrCat("'", piece, "' is not a token id of this model (0..", n_vocab - 1, ")"));
+          absl::StrCat(id, " is not a token id of this model (0..", n_vocab - 1, ")"));
     }
-    ids.push_back(id);
   }
   return ids;
 }

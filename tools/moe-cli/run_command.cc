@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "lib/runtime/session.h"
 #include "tools/moe-cli/stats_report.h"
+#include "tools/moe-cli/token_ids.h"
 
 namespace moe::cli {
 namespace {
@@ -40,18 +41,6 @@ struct RunOptions {
   bool json = false;
   bool parse_special = false;
 };
-
-absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& s) {
-  std::vector<int32_t> ids;
-  for (absl::string_view piece : absl::StrSplit(s, absl::ByAnyChar(" ,\t\n"), absl::SkipEmpty())) {
-    int32_t id;
-    if (!absl::SimpleAtoi(piece, &id)) {
-      return absl::InvalidArgumentError("'" + std::string(piece) + "' is not a token id");
-    }
-    ids.push_back(id);
-  }
-  return ids;
-}
 
 // A progress bar on stderr while the model loads, only when stderr is a terminal.
 bool ProgressBar(float f) {
@@ -101,7 +90,7 @@ absl::Status Run(const RunOptions& o) {
   absl::Status st;
   if (!o.prompt_ids.empty()) {
     // The token-id contract: prompt ids in, generated ids out on one line.
-    auto ids = ParseIds(o.prompt_ids);
+    auto ids = ParseTokenIds(o.prompt_ids);
     if (!ids.ok()) return ids.status();
     if (ids->empty()) return absl::InvalidArgumentError("empty --prompt-ids");
     if (static_cast<int64_t>(ids->size()) + o.n_predict > s.n_ctx()) {

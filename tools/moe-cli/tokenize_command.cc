@@ -16,6 +16,7 @@
 #include "lib/base/status_macros.h"
 #include "lib/import/tokenizer_loader.h"
 #include "lib/tokenizer/tokenizer.h"
+#include "tools/moe-cli/token_ids.h"
 
 namespace moe {
 namespace {
@@ -96,16 +97,12 @@ int TokenizeMain(int argc, char** argv) {
 int DetokenizeMain(int argc, char** argv) {
   Args args;
   if (!ParseArgs(argc, argv, /*tokenize=*/false, &args)) return 2;
-  std::vector<int32_t> ids;
-  for (absl::string_view field :
-       absl::StrSplit(args.ids, absl::ByAnyChar(" ,\t\n"), absl::SkipEmpty())) {
-    int32_t id;
-    if (!absl::SimpleAtoi(field, &id)) {
-      std::cerr << "not a token id: " << field << "\n";
-      return 2;
-    }
-    ids.push_back(id);
+  auto parsed = cli::ParseTokenIds(args.ids);
+  if (!parsed.ok()) {
+    std::cerr << parsed.status().message() << "\n";
+    return 2;
   }
+  const std::vector<int32_t>& ids = *parsed;
   auto tokenizer = LoadTokenizer(args.model);
   if (!tokenizer.ok()) {
     std::cerr << tokenizer.status() << "\n";
