@@ -16,6 +16,7 @@ import math
 import os
 import random
 import re
+import shutil
 import sys
 import time
 
@@ -104,18 +105,25 @@ def read_brown(corpus_dir):
 # Tokenizer
 
 def train_tokenizer(train_docs, out_dir, work_dir):
-    text_path = os.path.join(work_dir, "spm_train.txt")
-    with open(text_path, "w", encoding="utf-8") as f:
+    with open(os.path.join(work_dir, "spm_train.txt"), "w", encoding="utf-8") as f:
         for _, d in train_docs:
             f.write(d + "\n")
-    spm.SentencePieceTrainer.train(
-        input=text_path, model_prefix=os.path.join(out_dir, "tokenizer"),
-        vocab_size=CONFIG["vocab_size"], model_type="bpe", character_coverage=1.0,
-        byte_fallback=True, split_digits=True, normalization_rule_name="identity",
-        remove_extra_whitespaces=False, add_dummy_prefix=True,
-        unk_id=0, bos_id=1, eos_id=2, pad_id=-1, num_threads=1, seed_sentencepiece_size=200000,
-        input_sentence_size=0, shuffle_input_sentence=False, minloglevel=2)
-    os.remove(os.path.join(out_dir, "tokenizer.vocab"))
+    # Relative paths: the trainer records them in the model file, whose bytes should not depend
+    # on where the repository lives.
+    cwd = os.getcwd()
+    os.chdir(work_dir)
+    try:
+        spm.SentencePieceTrainer.train(
+            input="spm_train.txt", model_prefix="tokenizer",
+            vocab_size=CONFIG["vocab_size"], model_type="bpe", character_coverage=1.0,
+            byte_fallback=True, split_digits=True, normalization_rule_name="identity",
+            remove_extra_whitespaces=False, add_dummy_prefix=True,
+            unk_id=0, bos_id=1, eos_id=2, pad_id=-1, num_threads=1,
+            seed_sentencepiece_size=200000, input_sentence_size=0, shuffle_input_sentence=False,
+            minloglevel=2)
+    finally:
+        os.chdir(cwd)
+    shutil.copyfile(os.path.join(work_dir, "tokenizer.model"), os.path.join(out_dir, "tokenizer.model"))
     return spm.SentencePieceProcessor(model_file=os.path.join(out_dir, "tokenizer.model"))
 
 
@@ -187,7 +195,6 @@ def main():
     train_docs = [d for i, d in enumerate(docs) if i % 25 != 12]
     sp = train_tokenizer(train_docs, args.out, args.work)
     train_ids = np.concatenate([encode_doc(sp, d) for _, d in train_docs]).astype(np.int64)
-    heldout_text = "\n".join(d for _, d in heldout_docs)
     print(f"corpus: {len(train_docs)} train docs ({len(train_ids)} tokens), "
           f"{len(heldout_docs)} held out", flush=True)
 
