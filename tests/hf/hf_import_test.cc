@@ -24,6 +24,7 @@
 #include "lib/model/forward.h"
 #include "lib/model/model.h"
 #include "tests/hf/checkpoint_builder.h"
+#include "tests/support/test_files.h"
 
 namespace moe {
 namespace {
@@ -158,23 +159,52 @@ TEST(HfImportTest, LoadModelSpecAcceptsADirectory) {
   EXPECT_EQ(spec->arch, Arch::kOlmoe);
 }
 
+// The bundled model's SentencePiece tokenizer.model, taken when tokenizer.json is one the
+// tokenizer library does not read, and padded to the embedding's vocabulary size.
+TEST(HfImportTest, SentencePieceTokenizerModel) {
+  const fs::path bundled = fs::path(MOE_SOURCE_DIR) / "models" / "tiny-brown-moe";
+  for (int64_t vocab : {4000, 4010, 3990}) {
+    SCOPED_TRACE(vocab);
+    const fs::path dir = TempDir("spm_" + std::to_string(vocab));
+    nlohmann::json config = TinyConfig("MixtralForCausalLM");
+    config["vocab_size"] = vocab;
+    WriteCheckpoint(dir, config, TinyTensors(config, 11));
+    fs::copy_file(bundled / "tokenizer.model", dir / "tokenizer.model");
+    fs::copy_file(bundled / "tokenizer_config.json", dir / "tokenizer_config.json");
+    std::ofstream(dir / "tokenizer.json")
+        << R"({"model": {"type": "Unigram", "vocab": []}, "pre_tokenizer": {"type": "Metaspace"}})";
+    auto spec = ImportHfCheckpoint(dir.string());
+    if (vocab < 4000) {
+      EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument) << spec.status();
+      EXPECT_THAT(std::string(spec.status().message()), HasSubstr("the tokenizer has 4000 tokens"));
+      continue;
+    }
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    const TokenizerData& t = spec->tokenizer;
+    EXPECT_EQ(t.model, "llama");
+    ASSERT_EQ(static_cast<int64_t>(t.tokens.size()), vocab);
+    EXPECT_EQ(t.tokens[1], "<s>");
+    EXPECT_EQ(t.bos_id, 1);
+    EXPECT_EQ(t.eos_id, 2);
+    EXPECT_EQ(t.unk_id, 0);
+    EXPECT_TRUE(t.add_bos);
+    EXPECT_TRUE(t.add_space_prefix);
+    EXPECT_EQ(t.token_types[3 + 0x41], static_cast<int32_t>(TokenType::kByte));  // <0x41>
+    EXPECT_EQ(t.tokens[3 + 0x41], "<0x41>");
+    EXPECT_THAT(t.chat_template, HasSubstr("messages"));
+    if (vocab > 4000) {
+      EXPECT_EQ(t.tokens[4005], "[PAD4005]");
+      EXPECT_EQ(t.token_types[4005], static_cast<int32_t>(TokenType::kUnused));
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Logits against the PyTorch reference of transformers' modeling code.
 
-std::vector<float> ReadFloats(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::vector<char> bytes{std::istreambuf_iterator<char>(f), {}};
-  std::vector<float> out(bytes.size() / 4);
-  std::memcpy(out.data(), bytes.data(), out.size() * 4);
-  return out;
-}
+std::vector<float> ReadFloats(const fs::path& p) { return testing::ReadArray<float>(p); }
 
-std::vector<int32_t> ReadIds(const fs::path& p) {
-  std::ifstream f(p);
-  std::vector<int32_t> ids;
-  for (int32_t x; f >> x;) ids.push_back(x);
-  return ids;
-}
+std::vector<int32_t> ReadIds(const fs::path& p) { return testing::ReadIntegers<int32_t>(p); }
 
 std::vector<float> RunAll(const ModelSpec& spec_in, const std::vector<int32_t>& ids) {
   auto model = Model::Create(spec_in);
@@ -402,10 +432,11 @@ TEST(HfImportErrorTest, ShardIndexOutsideTheDirectoryIsRefused) {
 // The safetensors reader on hostile bytes.
 
 std::vector<uint8_t> Bytes(const std::string& header, size_t data_bytes, uint64_t declared = 0) {
-  std::vector<uint8_t> b(8);
+  std::vector<uint8_t> b;
+  b.reserve(8 + header.size() + data_bytes);
   uint64_t n = declared ? declared : header.size();
-  for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(n >> (8 * i));
-  b.insert(b.end(), header.begin(), header.end());
+  for (int i = 0; i < 8; ++i) b.push_back(static_cast<uint8_t>(n >> (8 * i)));
+  for (char c : header) b.push_back(static_cast<uint8_t>(c));
   b.resize(b.size() + data_bytes);
   return b;
 }
