@@ -10,6 +10,7 @@
 #include "lib/import/model_loader.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
+#include "tests/support/test_files.h"
 
 namespace moe {
 namespace {
@@ -27,8 +28,7 @@ std::string TempPath(const std::string& name) {
 }
 
 std::vector<uint8_t> ReadAll(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), {}};
+  return testing::ReadArray<uint8_t>(path);
 }
 
 void WriteAll(const std::string& path, const std::vector<uint8_t>& b) {

@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "gtest/gtest.h"
+#include "tests/support/test_files.h"
 
 namespace moe {
 namespace {
@@ -12,8 +13,7 @@ const std::string kFixture =
     std::string(MOE_TESTDATA_DIR) + "/fixtures/tiny-qwen2moe-f32/tiny-qwen2moe-f32.gguf";
 
 std::vector<uint8_t> ReadAll(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), {}};
+  return testing::ReadArray<uint8_t>(path);
 }
 
 TEST(GgufFileTest, ReadsMetadataAndTensorTable) {

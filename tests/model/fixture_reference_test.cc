@@ -18,6 +18,7 @@
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
 #include "lib/model/model.h"
+#include "tests/support/test_files.h"
 
 namespace moe {
 namespace {
@@ -26,19 +27,10 @@ namespace fs = std::filesystem;
 
 template <typename T>
 std::vector<T> ReadBinary(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::vector<char> bytes{std::istreambuf_iterator<char>(f), {}};
-  std::vector<T> out(bytes.size() / sizeof(T));
-  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
-  return out;
+  return testing::ReadArray<T>(p);
 }
 
-std::vector<int64_t> ReadInts(const fs::path& p) {
-  std::ifstream f(p);
-  std::vector<int64_t> v;
-  for (int64_t x; f >> x;) v.push_back(x);
-  return v;
-}
+std::vector<int64_t> ReadInts(const fs::path& p) { return testing::ReadIntegers<int64_t>(p); }
 
 // Margins (max - second logit) per greedy step, from gen_info.tsv.
 std::vector<double> ReadMargins(const fs::path& p) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/support/test_files.h"
 
 namespace {
 
@@ -37,10 +38,7 @@ Result RunCommand(const std::string& cmd) {
   return r;
 }
 
-std::string Slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), {}};
-}
+std::string Slurp(const fs::path& p) { return moe::testing::ReadFileBytes(p); }
 
 std::string Ids(const fs::path& p) {
   std::istringstream s(Slurp(p));
