@@ -16,6 +16,18 @@
 namespace moe {
 namespace {
 
+// Splits the global row range [b, e) of several matrices laid end to end (first[i] is matrix
+// i's first global row) into per-matrix local ranges: fn(i, r0, r1).
+template <typename Fn>
+void ForEachRange(const std::vector<int64_t>& first, int64_t b, int64_t e, Fn&& fn) {
+  size_t i = std::upper_bound(first.begin(), first.end(), b) - first.begin() - 1;
+  for (int64_t g = b; g < e; ++i) {
+    const int64_t end = std::min(e, first[i + 1]);
+    if (g < end) fn(i, g - first[i], end - first[i]);
+    g = std::max(g, end);
+  }
+}
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(const CpuBackendOptions& o)
@@ -41,12 +53,9 @@ class CpuBackend final : public Backend {
     }
     input_.Prepare(x, n, ws[0].cols, any_quantized);
     pool_.ParallelFor(first_row.back(), [&](int64_t b, int64_t e) {
-      size_t i = std::upper_bound(first_row.begin(), first_row.end(), b) - first_row.begin() - 1;
-      for (int64_t g = b; g < e; ++g) {
-        while (g >= first_row[i + 1]) ++i;
-        const int64_t r = g - first_row[i];
-        input_.RowDots(ws[i], r, ys[i] + r, ws[i].rows);
-      }
+      ForEachRange(first_row, b, e, [&](size_t i, int64_t r0, int64_t r1) {
+        input_.Products(ws[i], r0, r1, ys[i] + r0, ws[i].rows);
+      });
     });
   }
 
@@ -68,19 +77,21 @@ class CpuBackend final : public Backend {
     // Pass 1: gate and up rows of every job, fused with SiLU x up.
     pool_.ParallelFor(ff_first.back(), [&](int64_t b, int64_t e) {
       thread_local std::vector<float> g, u;
-      size_t j = std::upper_bound(ff_first.begin(), ff_first.end(), b) - ff_first.begin() - 1;
-      for (int64_t idx = b; idx < e; ++idx) {
-        while (idx >= ff_first[j + 1]) ++j;
+      ForEachRange(ff_first, b, e, [&](size_t j, int64_t r0, int64_t r1) {
         const ExpertJob& job = jobs[j];
-        const int64_t r = idx - ff_first[j], ff = job.gate.rows;
-        g.resize(job.m);
-        u.resize(job.m);
-        job_inputs_[j].RowDots(job.gate, r, g.data(), 1);
-        job_inputs_[j].RowDots(job.up, r, u.data(), 1);
+        const int64_t ff = job.gate.rows, nr = r1 - r0;
+        g.resize(job.m * nr);
+        u.resize(job.m * nr);
+        // Rows r0..r1 of gate and up for every token, as [m x nr] blocks.
+        job_inputs_[j].Products(job.gate, r0, r1, g.data(), nr);
+        job_inputs_[j].Products(job.up, r0, r1, u.data(), nr);
         for (int64_t t = 0; t < job.m; ++t) {
-          act_[j][t * ff + r] = g[t] / (1.0f + std::exp(-g[t])) * u[t];
+          for (int64_t i = 0; i < nr; ++i) {
+            const float gv = g[t * nr + i];
+            act_[j][t * ff + r0 + i] = gv / (1.0f + std::exp(-gv)) * u[t * nr + i];
+          }
         }
-      }
+      });
     });
     for (size_t j = 0; j < nj; ++j) {
       job_acts_[j].Prepare(act_[j].data(), jobs[j].m, jobs[j].down.cols,
@@ -88,12 +99,9 @@ class CpuBackend final : public Backend {
     }
     // Pass 2: down rows of every job.
     pool_.ParallelFor(d_first.back(), [&](int64_t b, int64_t e) {
-      size_t j = std::upper_bound(d_first.begin(), d_first.end(), b) - d_first.begin() - 1;
-      for (int64_t idx = b; idx < e; ++idx) {
-        while (idx >= d_first[j + 1]) ++j;
-        const int64_t r = idx - d_first[j];
-        job_acts_[j].RowDots(jobs[j].down, r, jobs[j].out + r, jobs[j].down.rows);
-      }
+      ForEachRange(d_first, b, e, [&](size_t j, int64_t r0, int64_t r1) {
+        job_acts_[j].Products(jobs[j].down, r0, r1, jobs[j].out + r0, jobs[j].down.rows);
+      });
     });
   }
 

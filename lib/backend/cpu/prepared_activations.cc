@@ -1,6 +1,9 @@
 #include "lib/backend/cpu/prepared_activations.h"
 
+#include <algorithm>
+
 #include "lib/backend/cpu/dot_kernels.h"
+#include "lib/backend/cpu/gemm.h"
 #include "lib/backend/cpu/quant_rows.h"
 
 namespace moe {
@@ -9,7 +12,8 @@ void PreparedActivations::Prepare(const float* x, int64_t n, int64_t cols, bool 
   x_ = x;
   n_ = n;
   cols_ = cols;
-  if (quantize_ && quantized_weights && cols % 32 == 0) {
+  use_gemm_ = n >= kGemmMinTokens && level_ >= SimdLevel::kAvx512 && cols % 16 == 0;
+  if (!use_gemm_ && quantize_ && quantized_weights && cols % 32 == 0) {
     const int64_t nb = cols / 32;
     q_.resize(n * nb);
     for (int64_t t = 0; t < n; ++t) QuantizeActivations(x + t * cols, cols, q_.data() + t * nb);
@@ -39,6 +43,31 @@ void PreparedActivations::RowDots(const WeightView& w, int64_t r, float* out,
   FloatDotFn dot = GetFloatDot(DType::kF32, level_);
   const uint8_t* d = reinterpret_cast<const uint8_t*>(deq.data());
   for (int64_t t = 0; t < n_; ++t) out[t * stride] = dot(d, x_ + t * cols_, cols_);
+}
+
+void PreparedActivations::Products(const WeightView& w, int64_t r0, int64_t r1, float* y,
+                                   int64_t ldy) const {
+  if (!use_gemm_) {
+    for (int64_t r = r0; r < r1; ++r) RowDots(w, r, y + (r - r0), ldy);
+    return;
+  }
+  // Dequantize a few rows at a time (they stay in L1/L2) and reuse them for every token.
+  constexpr int64_t kRowsPerBlock = 16;
+  const GemmFn gemm = GetGemm(level_);
+  thread_local std::vector<float> rows;
+  for (int64_t r = r0; r < r1; r += kRowsPerBlock) {
+    const int64_t nr = std::min(kRowsPerBlock, r1 - r);
+    const float* wf;
+    if (w.dtype == DType::kF32) {
+      wf = reinterpret_cast<const float*>(w.row(r));
+    } else {
+      rows.resize(nr * cols_);
+      for (int64_t i = 0; i < nr; ++i)
+        DequantizeRow(w.dtype, w.row(r + i), rows.data() + i * cols_, cols_);
+      wf = rows.data();
+    }
+    gemm(wf, nr, x_, n_, cols_, y + (r - r0), ldy);
+  }
 }
 
 }  // namespace moe

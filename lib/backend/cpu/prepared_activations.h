@@ -1,5 +1,8 @@
-// Token activations made ready for dot products with weight rows of any type: kept as floats for
-// float weights (and for exact mode), quantized once to 8-bit blocks for quantized weights.
+// Token activations made ready for products with weight rows of any type. One or a few tokens
+// (decode): quantized once to 8-bit blocks for integer dot products with quantized weights (or
+// kept as floats for float weights and exact mode). Many tokens (prompt processing): kept as
+// floats and multiplied with blocks of dequantized rows by an F32 GEMM kernel, where each
+// dequantized weight is reused across all the tokens.
 #pragma once
 
 #include <cstdint>
@@ -19,14 +22,21 @@ class PreparedActivations {
   // that will meet it is quantized (quantized_weights).
   void Prepare(const float* x, int64_t n, int64_t cols, bool quantized_weights);
 
-  // out[t * stride] = row r of w . token t, for every token. Safe to call from many threads.
-  void RowDots(const WeightView& w, int64_t r, float* out, int64_t stride) const;
+  // y[t * ldy + (r - r0)] = row r of w . token t, for r in [r0, r1) and every token. Safe to
+  // call from many threads at once.
+  void Products(const WeightView& w, int64_t r0, int64_t r1, float* y, int64_t ldy) const;
 
   int64_t n() const { return n_; }
 
+  // Batches at least this large use the GEMM path when the CPU has a GEMM kernel.
+  static constexpr int64_t kGemmMinTokens = 4;
+
  private:
+  void RowDots(const WeightView& w, int64_t r, float* out, int64_t stride) const;
+
   SimdLevel level_;
   bool quantize_;
+  bool use_gemm_ = false;
   const float* x_ = nullptr;
   int64_t n_ = 0, cols_ = 0;
   std::vector<Q8Block> q_;
