@@ -1,5 +1,8 @@
 #include "lib/runtime/engine.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstring>
 
 #include "absl/status/status.h"
@@ -11,6 +14,15 @@
 namespace moe {
 namespace {
 
+// Drops the whole pages of a copied range of a read-only file mapping from this process, so that
+// loading does not hold the model twice (the page cache may keep them; that is not ours).
+void ReleaseMappedPages(absl::Span<const uint8_t> range) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  uintptr_t begin = (reinterpret_cast<uintptr_t>(range.data()) + page - 1) / page * page;
+  uintptr_t end = (reinterpret_cast<uintptr_t>(range.data()) + range.size()) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 // Copies every tensor into anonymous memory (huge pages where allowed), reporting progress; the
 // mapping of the file is released afterwards.
 absl::Status CopyWeights(ModelSpec& spec, const std::function<bool(float)>& progress) {
@@ -20,6 +32,7 @@ absl::Status CopyWeights(ModelSpec& spec, const std::function<bool(float)>& prog
   size_t pos = 0, done = 0;
   for (auto& t : spec.tensors) {
     std::memcpy(memory->data() + pos, t.data.data(), t.data.size());
+    ReleaseMappedPages(t.data);
     t.data = {memory->data() + pos, t.data.size()};
     pos += (t.data.size() + 63) / 64 * 64;
     done += t.data.size();

@@ -2,6 +2,7 @@
 // the active weight bytes per token measured from the experts that fired, the achieved GB/s and
 // the machine's streaming-read bandwidth measured in the same run.
 #include <cmath>
+#include <fstream>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -45,6 +46,16 @@ double Sd(const std::vector<double>& v) {
   double m = Mean(v), s = 0;
   for (double x : v) s += (x - m) * (x - m);
   return std::sqrt(s / (v.size() - 1));
+}
+
+// The process's peak resident set (VmHWM), in bytes; 0 if unknown.
+int64_t PeakRssBytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  return 0;
 }
 
 int Run(const Options& o) {
@@ -108,16 +119,23 @@ int Run(const Options& o) {
     r.bytes_per_token = static_cast<double>(tel.weight_bytes_read) / o.n;
     results.push_back(r);
   }
+  // Peak memory of loading and running, before the bandwidth buffer adds its own.
+  const int64_t peak_rss = PeakRssBytes();
   const double bw = moe::bench::MeasureReadBandwidth(o.threads, o.bandwidth_gib);
   const std::string simd(moe::CpuSimdLevelName(moe::ActiveSimdLevel()));
   if (!o.json) {
     std::printf("model: %s (%s, %lld layers, %lld experts top-%lld)\n", o.model.c_str(),
                 std::string(moe::ArchName((*engine)->model()->spec().arch)).c_str(),
                 (long long)h.n_layer, (long long)h.n_expert, (long long)h.n_expert_used);
-    std::printf("threads %d, load %s, simd %s, streaming read bandwidth %.1f GB/s\n\n", o.threads,
+    std::printf("threads %d, load %s, simd %s, streaming read bandwidth %.1f GB/s\n", o.threads,
                 o.load.c_str(), simd.c_str(), bw);
-    std::printf("%-7s %16s %16s %10s %12s %10s\n", "test", "tokens/s", "active MB/token", "GB/s",
-                "limit tok/s", "% limit");
+    const double peak_mb = peak_rss / 1e6, model_mb = (*engine)->params().total_bytes / 1e6,
+                 kv_mb = cache->byte_size() / 1e6;
+    std::printf("memory: peak RSS %.0f MB = weights %.0f MB + KV cache %.1f MB + %.0f MB (%.1f%%)\n\n",
+                peak_mb, model_mb, kv_mb, peak_mb - model_mb - kv_mb,
+                100.0 * (peak_mb - model_mb - kv_mb) / (model_mb + kv_mb));
+    std::printf("%-7s %16s %16s %10s %12s %10s\n", "test", "tokens/s", "weight MB/token",
+                "GB/s", "limit tok/s", "% limit");
   }
   for (const Result& r : results) {
     double mean = Mean(r.tps), gbps = mean * r.bytes_per_token / 1e9;
@@ -132,11 +150,20 @@ int Run(const Options& o) {
                           {"active_bytes_per_token", r.bytes_per_token},
                           {"gbps", gbps},
                           {"bandwidth_gbps", bw},
-                          {"percent_of_limit", 100.0 * mean / limit}};
+                          {"percent_of_limit", 100.0 * mean / limit},
+                          {"peak_rss_bytes", peak_rss},
+                          {"weight_bytes", (*engine)->params().total_bytes}};
       std::printf("%s\n", j.dump().c_str());
     } else {
-      std::printf("%-7s %9.2f ± %5.2f %16.1f %10.1f %12.1f %9.1f%%\n", r.test.c_str(), mean,
-                  Sd(r.tps), r.bytes_per_token / 1e6, gbps, limit, 100.0 * mean / limit);
+      // The bandwidth limit bounds generation; a prompt batch reads each weight once for all its
+      // tokens, so its per-token bytes are shown but no limit.
+      if (r.test[0] == 't') {
+        std::printf("%-7s %9.2f ± %5.2f %16.1f %10.1f %12.1f %9.1f%%\n", r.test.c_str(), mean,
+                    Sd(r.tps), r.bytes_per_token / 1e6, gbps, limit, 100.0 * mean / limit);
+      } else {
+        std::printf("%-7s %9.2f ± %5.2f %16.1f %10.1f %12s %10s\n", r.test.c_str(), mean, Sd(r.tps),
+                    r.bytes_per_token / 1e6, gbps, "-", "-");
+      }
     }
   }
   return 0;
