@@ -30,9 +30,20 @@ MOE_WRAP(moe_swig::TokenSink)
 MOE_WRAP(moe_swig::TokenSink::~TokenSink)
 MOE_WRAP(moe_swig::TokenSink::TokenSink)
 MOE_WRAP(moe_swig::TokenSink::OnToken)
-// The language subclasses them: these two calls come back up from C.
+MOE_WRAP(moe_swig::LogSink)
+MOE_WRAP(moe_swig::LogSink::~LogSink)
+MOE_WRAP(moe_swig::LogSink::LogSink)
+MOE_WRAP(moe_swig::LogSink::OnLog)
+MOE_WRAP(moe_swig::SetLogSink)
+// The language subclasses them: these calls come back up from C.
 %feature("director") moe_swig::ProgressSink;
 %feature("director") moe_swig::TokenSink;
+%feature("director") moe_swig::LogSink;
+
+MOE_WRAP(moe_swig::NativeChat)
+MOE_WRAP(moe_swig::NativeChat::NativeChat)
+MOE_WRAP(moe_swig::NativeChat::~NativeChat)
+MOE_WRAP(moe_swig::NativeChat::Add)
 
 MOE_WRAP(moe_swig::NativeModelInfo)
 MOE_WRAP(moe_swig::NativeModelInfo::NativeModelInfo)
@@ -63,6 +74,14 @@ MOE_WRAP(moe_swig::NativeStats::generate_seconds)
 MOE_WRAP(moe_swig::NativeStats::prompt_tokens_per_second)
 MOE_WRAP(moe_swig::NativeStats::generate_tokens_per_second)
 MOE_WRAP(moe_swig::NativeStats::active_fraction)
+MOE_WRAP(moe_swig::NativeStats::attention_seconds)
+MOE_WRAP(moe_swig::NativeStats::router_seconds)
+MOE_WRAP(moe_swig::NativeStats::experts_seconds)
+MOE_WRAP(moe_swig::NativeStats::head_seconds)
+MOE_WRAP(moe_swig::NativeStats::sampling_seconds)
+MOE_WRAP(moe_swig::NativeStats::active_params_per_token)
+MOE_WRAP(moe_swig::NativeStats::mean_router_entropy)
+MOE_WRAP(moe_swig::NativeStats::weight_bytes_read)
 MOE_WRAP(moe_swig::NativeStats::finish_reason)
 
 MOE_WRAP(moe_swig::NativeGenerateOptions)
@@ -70,6 +89,7 @@ MOE_WRAP(moe_swig::NativeGenerateOptions::NativeGenerateOptions)
 MOE_WRAP(moe_swig::NativeGenerateOptions::~NativeGenerateOptions)
 MOE_WRAP(moe_swig::NativeGenerateOptions::AddStop)
 MOE_WRAP(moe_swig::NativeGenerateOptions::ClearStops)
+MOE_WRAP(moe_swig::NativeGenerateOptions::AddLogitBias)
 MOE_WRAP(moe_swig::NativeGenerateOptions::max_tokens)
 MOE_WRAP(moe_swig::NativeGenerateOptions::temperature)
 MOE_WRAP(moe_swig::NativeGenerateOptions::top_k)
@@ -93,6 +113,7 @@ MOE_WRAP(moe_swig::NativeModel::Name)
 MOE_WRAP(moe_swig::NativeModel::ChatTemplate)
 MOE_WRAP(moe_swig::NativeModel::Tokenize)
 MOE_WRAP(moe_swig::NativeModel::Detokenize)
+MOE_WRAP(moe_swig::NativeModel::ApplyChatTemplate)
 %newobject moe_swig::NativeModel::Load;
 
 MOE_WRAP(moe_swig::NativeContext)
@@ -108,8 +129,20 @@ MOE_WRAP(moe_swig::NativeContext::NCtx)
 MOE_WRAP(moe_swig::NativeContext::Generate)
 MOE_WRAP(moe_swig::NativeContext::GenerateTokens)
 MOE_WRAP(moe_swig::NativeContext::Stats)
+MOE_WRAP(moe_swig::NativeContext::ExpertCounts)
+MOE_WRAP(moe_swig::NativeContext::NExpert)
+MOE_WRAP(moe_swig::NativeContext::Decode)
+MOE_WRAP(moe_swig::NativeContext::Logits)
+MOE_WRAP(moe_swig::NativeContext::Sample)
 
-// Per language: errors, strings, token arrays.
+MOE_WRAP(moe_swig::NativeDetokenizer)
+MOE_WRAP(moe_swig::NativeDetokenizer::NativeDetokenizer)
+MOE_WRAP(moe_swig::NativeDetokenizer::~NativeDetokenizer)
+MOE_WRAP(moe_swig::NativeDetokenizer::Close)
+MOE_WRAP(moe_swig::NativeDetokenizer::IsOpen)
+MOE_WRAP(moe_swig::NativeDetokenizer::Push)
+
+// Per language: errors, strings, token arrays, logits (float) and expert counts (int64).
 #if defined(SWIGJAVA)
 %include "java/moe_java.i"
 #elif defined(SWIGCSHARP)

@@ -13,6 +13,7 @@
 
 #include <moe_c.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -57,6 +58,49 @@ class TokenSink {
   virtual bool OnToken(int32_t token, const std::string& piece) = 0;
 };
 
+// Log messages (moe_log_level, text without a trailing newline). Same rules as ProgressSink.
+class LogSink {
+ public:
+  virtual ~LogSink() = default;
+  virtual void OnLog(int level, const std::string& message) = 0;
+};
+
+namespace detail {
+// Set while this thread runs a log callback: the C library holds its log lock then, so changing
+// the callback from inside one would deadlock.
+inline thread_local bool in_log_callback = false;
+
+inline void LogThunk(moe_log_level level, const char* message, void* user_data) {
+  in_log_callback = true;
+  try {
+    static_cast<LogSink*>(user_data)->OnLog(static_cast<int>(level), message);
+  } catch (...) {  // nothing may unwind through the C library
+  }
+  in_log_callback = false;
+}
+}  // namespace detail
+
+// Installs sink for messages at min_level or above (nullptr removes it). The C library runs
+// callbacks under its log lock, so once this returns no thread is still inside the previous sink:
+// the caller may then free it.
+inline void SetLogSink(LogSink* sink, int min_level) {
+  if (detail::in_log_callback) {
+    throw Error(MOE_ERROR_INVALID_ARGUMENT, "the log callback cannot be changed from inside it");
+  }
+  moe_set_log_callback(sink != nullptr ? &detail::LogThunk : nullptr,
+                       static_cast<moe_log_level>(min_level), sink);
+}
+
+// A conversation for moe_chat_apply_template, built one message at a time (SWIG has no portable
+// list of pairs).
+struct NativeChat {
+  void Add(const std::string& role, const std::string& content) {
+    roles.push_back(role);
+    contents.push_back(content);
+  }
+  std::vector<std::string> roles, contents;  // hidden from SWIG
+};
+
 struct NativeModelInfo {
   int32_t n_layer = 0, n_embd = 0, n_head = 0, n_head_kv = 0, n_expert = 0, n_expert_used = 0;
   int32_t n_vocab = 0, n_ctx_train = 0;
@@ -84,6 +128,7 @@ struct NativeGenerateOptions {
   }
   void AddStop(const std::string& text) { stops.push_back(text); }
   void ClearStops() { stops.clear(); }
+  void AddLogitBias(int32_t token, float bias) { logit_bias.push_back({token, bias}); }
 
   int32_t max_tokens;
   float temperature;
@@ -97,13 +142,36 @@ struct NativeGenerateOptions {
   int64_t seed;  // signed so that Java gets a long, not a BigInteger
   bool parse_special;
   std::vector<std::string> stops;  // hidden from SWIG; use AddStop
+  std::vector<moe_logit_bias> logit_bias;  // hidden from SWIG; use AddLogitBias
+
+  // The C sampling params; they point into logit_bias, so this object must outlive their use.
+  moe_sampling_params Sampling() const {
+    moe_sampling_params s = moe_sampling_default_params();
+    s.temperature = temperature;
+    s.top_k = top_k;
+    s.top_p = top_p;
+    s.min_p = min_p;
+    s.repeat_penalty = repeat_penalty;
+    s.frequency_penalty = frequency_penalty;
+    s.presence_penalty = presence_penalty;
+    s.penalty_last_n = penalty_last_n;
+    s.logit_bias = logit_bias.empty() ? nullptr : logit_bias.data();
+    s.n_logit_bias = logit_bias.size();
+    s.seed = static_cast<uint64_t>(seed);
+    return s;
+  }
 };
 
 struct NativeStats {
   int32_t prompt_tokens = 0, generated_tokens = 0;
   double prompt_seconds = 0, generate_seconds = 0;
   double prompt_tokens_per_second = 0, generate_tokens_per_second = 0;
+  double attention_seconds = 0, router_seconds = 0, experts_seconds = 0, head_seconds = 0,
+         sampling_seconds = 0;
+  double active_params_per_token = 0;
   double active_fraction = 0;
+  double mean_router_entropy = 0;
+  int64_t weight_bytes_read = 0;
   int32_t finish_reason = 0;
 };
 
@@ -151,6 +219,25 @@ class NativeModel {
   std::string Architecture() const { return InfoString(true); }
   std::string Name() const { return InfoString(false); }
   std::string ChatTemplate() const { return moe_model_chat_template(Get()); }
+
+  // template_name "" means the model's own template.
+  std::string ApplyChatTemplate(const NativeChat& chat, const std::string& template_name,
+                                bool add_generation_prompt) const {
+    std::vector<moe_chat_message> messages;
+    for (size_t i = 0; i < chat.roles.size(); ++i) {
+      messages.push_back({chat.roles[i].c_str(), chat.contents[i].c_str()});
+    }
+    const char* name = template_name.empty() ? nullptr : template_name.c_str();
+    size_t len = 0;
+    moe_status s = moe_chat_apply_template(Get(), name, messages.data(), messages.size(),
+                                           add_generation_prompt, nullptr, 0, &len);
+    if (s != MOE_ERROR_BUFFER_TOO_SMALL) Check(s);
+    std::string text(len + 1, '\0');
+    Check(moe_chat_apply_template(Get(), name, messages.data(), messages.size(),
+                                  add_generation_prompt, text.data(), text.size(), &len));
+    text.resize(len);
+    return text;
+  }
 
   std::vector<int32_t> Tokenize(const std::string& text, bool add_bos, bool parse_special) const {
     uint32_t flags = (add_bos ? MOE_TOKENIZE_ADD_BOS : 0u) |
@@ -258,25 +345,57 @@ class NativeContext {
     s.generate_seconds = c.generate_seconds;
     s.prompt_tokens_per_second = c.prompt_tokens_per_second;
     s.generate_tokens_per_second = c.generate_tokens_per_second;
+    s.attention_seconds = c.attention_seconds;
+    s.router_seconds = c.router_seconds;
+    s.experts_seconds = c.experts_seconds;
+    s.head_seconds = c.head_seconds;
+    s.sampling_seconds = c.sampling_seconds;
+    s.active_params_per_token = c.active_params_per_token;
     s.active_fraction = c.active_fraction;
+    s.mean_router_entropy = c.mean_router_entropy;
+    s.weight_bytes_read = c.weight_bytes_read;
     s.finish_reason = c.finish_reason;
     return s;
+  }
+
+  // Row-major [n_layer x n_expert]; NExpert() gives the row length.
+  std::vector<int64_t> ExpertCounts() const {
+    size_t n = 0;
+    moe_status s = moe_context_get_expert_counts(Get(), nullptr, 0, &n);
+    if (s != MOE_ERROR_BUFFER_TOO_SMALL) Check(s);
+    std::vector<int64_t> counts(n);
+    if (n > 0) Check(moe_context_get_expert_counts(Get(), counts.data(), n, &n));
+    return counts;
+  }
+  int32_t NExpert() const {
+    Get();
+    moe_model_info info = moe_model_default_info();
+    Check(moe_model_get_info(model_.get(), &info));
+    return info.n_expert;
+  }
+
+  // The low-level path: append tokens, read the last token's logits, sample.
+  void Decode(const int32_t* tokens, size_t n_tokens) {
+    Check(moe_decode(Get(), tokens, n_tokens));
+  }
+  std::vector<float> Logits() {
+    const float* logits = nullptr;
+    int32_t n_vocab = 0;
+    Check(moe_get_logits(Get(), &logits, &n_vocab));
+    return std::vector<float>(logits, logits + n_vocab);
+  }
+  int32_t Sample(const NativeGenerateOptions& options) {
+    moe_sampling_params p = options.Sampling();
+    int32_t token = -1;
+    Check(moe_sample(Get(), &p, &token));
+    return token;
   }
 
  private:
   // The C params structs point into this, so it lives for the whole call.
   struct Params {
     explicit Params(const NativeGenerateOptions& o) {
-      sampling = moe_sampling_default_params();
-      sampling.temperature = o.temperature;
-      sampling.top_k = o.top_k;
-      sampling.top_p = o.top_p;
-      sampling.min_p = o.min_p;
-      sampling.repeat_penalty = o.repeat_penalty;
-      sampling.frequency_penalty = o.frequency_penalty;
-      sampling.presence_penalty = o.presence_penalty;
-      sampling.penalty_last_n = o.penalty_last_n;
-      sampling.seed = static_cast<uint64_t>(o.seed);
+      sampling = o.Sampling();
       for (const std::string& s : o.stops) stops.push_back(s.c_str());
       generate = moe_generate_default_params();
       generate.sampling = &sampling;
@@ -303,6 +422,46 @@ class NativeContext {
   }
 
   moe_context* context_ = nullptr;
+  std::shared_ptr<moe_model> model_;
+};
+
+// Streaming detokenizer: text completed by each pushed token. Keeps the model alive like a context.
+class NativeDetokenizer {
+ public:
+  explicit NativeDetokenizer(const NativeModel& model) {
+    if (!model.handle()) throw Error(MOE_ERROR_INVALID_ARGUMENT, "the model is closed");
+    moe_detokenizer* raw = nullptr;
+    Check(moe_detokenizer_create(model.handle().get(), &raw));
+    detokenizer_ = raw;
+    model_ = model.handle();
+  }
+  ~NativeDetokenizer() { Close(); }
+  NativeDetokenizer(const NativeDetokenizer&) = delete;
+  NativeDetokenizer& operator=(const NativeDetokenizer&) = delete;
+
+  void Close() {
+    moe_detokenizer_free(detokenizer_);
+    detokenizer_ = nullptr;
+    model_.reset();
+  }
+  bool IsOpen() const { return detokenizer_ != nullptr; }
+
+  std::string Push(int32_t token) {
+    if (detokenizer_ == nullptr) throw Error(MOE_ERROR_INVALID_ARGUMENT, "the detokenizer is closed");
+    // Most tokens complete a few bytes; a too-small buffer leaves the token unconsumed, so retry.
+    char small[64];
+    size_t len = 0;
+    moe_status s = moe_detokenizer_push(detokenizer_, token, small, sizeof(small), &len);
+    if (s == MOE_OK) return std::string(small, len);
+    if (s != MOE_ERROR_BUFFER_TOO_SMALL) Check(s);
+    std::string text(len + 1, '\0');
+    Check(moe_detokenizer_push(detokenizer_, token, text.data(), text.size(), &len));
+    text.resize(len);
+    return text;
+  }
+
+ private:
+  moe_detokenizer* detokenizer_ = nullptr;
   std::shared_ptr<moe_model> model_;
 };
 

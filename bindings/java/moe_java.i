@@ -98,17 +98,21 @@ static void MoeThrowJava(JNIEnv* jenv, int status, const char* message) {
   $2 = copy.size();
 %}
 
-// Token ids out: int[].
-%typemap(jni) std::vector<int32_t> "jintArray"
-%typemap(jtype) std::vector<int32_t> "int[]"
-%typemap(jstype) std::vector<int32_t> "int[]"
-%typemap(javaout) std::vector<int32_t> { return $jnicall; }
-%typemap(out) std::vector<int32_t> %{
+// Vectors out: token ids as int[], logits as float[], expert counts as long[] (one copy each).
+%define MOE_JAVA_ARRAY_OUT(CTYPE, JNITYPE, JTYPE, NEW, SET, JELEM)
+%typemap(jni) std::vector<CTYPE> "JNITYPE"
+%typemap(jtype) std::vector<CTYPE> "JTYPE"
+%typemap(jstype) std::vector<CTYPE> "JTYPE"
+%typemap(javaout) std::vector<CTYPE> { return $jnicall; }
+%typemap(out) std::vector<CTYPE> %{
   {
-    const std::vector<int32_t>& ids = $1;
-    $result = jenv->NewIntArray(static_cast<jsize>(ids.size()));
-    if ($result && !ids.empty())
-      jenv->SetIntArrayRegion($result, 0, static_cast<jsize>(ids.size()),
-                              reinterpret_cast<const jint*>(ids.data()));
+    const std::vector<CTYPE>& v = $1;
+    $result = jenv->NEW(static_cast<jsize>(v.size()));
+    if ($result && !v.empty())
+      jenv->SET($result, 0, static_cast<jsize>(v.size()), reinterpret_cast<const JELEM*>(v.data()));
   }
 %}
+%enddef
+MOE_JAVA_ARRAY_OUT(int32_t, jintArray, int[], NewIntArray, SetIntArrayRegion, jint)
+MOE_JAVA_ARRAY_OUT(float, jfloatArray, float[], NewFloatArray, SetFloatArrayRegion, jfloat)
+MOE_JAVA_ARRAY_OUT(int64_t, jlongArray, long[], NewLongArray, SetLongArrayRegion, jlong)

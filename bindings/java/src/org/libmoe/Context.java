@@ -16,6 +16,7 @@ public final class Context implements AutoCloseable {
         new NativeContext(model.get(), options.contextLength, options.threads, options.seed);
   }
 
+  /** The model this context was created from. */
   public Model model() {
     return model;
   }
@@ -70,7 +71,10 @@ public final class Context implements AutoCloseable {
     get().Truncate(keep);
   }
 
-  /** Tokens currently in the context. */
+  /**
+   * Tokens currently in the context ({@code moe_context_n_past}). A following generate call only
+   * processes its own prompt: what is already here is reused.
+   */
   public int size() {
     return get().NPast();
   }
@@ -80,16 +84,73 @@ public final class Context implements AutoCloseable {
     return get().NCtx();
   }
 
-  /** Statistics of the last generate call. */
+  /** Statistics of the last generate or {@link #decode} call. */
   public Stats stats() {
     NativeStats s = get().Stats();
     try {
       return new Stats(s.getPrompt_tokens(), s.getGenerated_tokens(), s.getPrompt_seconds(),
           s.getGenerate_seconds(), s.getPrompt_tokens_per_second(),
           s.getGenerate_tokens_per_second(), s.getActive_fraction(),
-          FinishReason.fromCode(s.getFinish_reason()));
+          FinishReason.fromCode(s.getFinish_reason()), s.getAttention_seconds(),
+          s.getRouter_seconds(), s.getExperts_seconds(), s.getHead_seconds(),
+          s.getSampling_seconds(), s.getActive_params_per_token(), s.getMean_router_entropy(),
+          s.getWeight_bytes_read());
     } finally {
       s.delete();
+    }
+  }
+
+  /**
+   * How many tokens chose each expert during the last generate or {@link #decode} call, as
+   * {@code counts[layer][expert]}. Each processed token picks {@link ModelInfo#expertsUsed()}
+   * experts in every layer.
+   */
+  public long[][] expertCounts() {
+    NativeContext c = get();
+    long[] flat = c.ExpertCounts();
+    int experts = c.NExpert();
+    long[][] counts = new long[experts == 0 ? 0 : flat.length / experts][];
+    for (int layer = 0; layer < counts.length; layer++) {
+      counts[layer] = java.util.Arrays.copyOfRange(flat, layer * experts, (layer + 1) * experts);
+    }
+    return counts;
+  }
+
+  /**
+   * Appends {@code tokens} to the context and computes the logits of the last one: the
+   * low-level path, for callers that pick tokens themselves with {@link #logits()} or {@link
+   * #sample}. Unlike generate, nothing is added for you (no BOS).
+   *
+   * @throws MoeException {@link Status#OUT_OF_RANGE} for an id outside the vocabulary, {@link
+   *     Status#CONTEXT_FULL} when the tokens do not fit, {@link Status#CANCELLED} after {@link
+   *     #cancel()}
+   */
+  public void decode(int[] tokens) {
+    get().Decode(tokens);
+  }
+
+  /**
+   * A copy of the logits of the last decoded token, one per vocabulary entry.
+   *
+   * @throws MoeException when nothing has been decoded yet
+   */
+  public float[] logits() {
+    return get().Logits();
+  }
+
+  /**
+   * Samples a token from the current logits with the sampling settings of {@code options}
+   * (temperature, top-k/p, min-p, penalties, logit bias, seed; length, stop strings and
+   * parseSpecial do not apply). The token is not appended: {@link #decode} it to continue.
+   *
+   * @param options null for the library's defaults
+   */
+  public int sample(GenerateOptions options) {
+    NativeGenerateOptions o = (options != null ? options : new GenerateOptions()).toNative();
+    try {
+      return get().Sample(o);
+    } finally {
+      o.delete();
     }
   }
 

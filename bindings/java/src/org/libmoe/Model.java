@@ -1,5 +1,7 @@
 package org.libmoe;
 
+import java.util.List;
+
 /**
  * A loaded model (.moe or GGUF). Immutable once loaded: share one model between threads, each
  * with its own {@link Context}. Close it when done (try-with-resources); contexts still open keep
@@ -53,6 +55,7 @@ public final class Model implements AutoCloseable {
     return new Context(this, options);
   }
 
+  /** The model's hyper-parameters and vocabulary facts. */
   public ModelInfo info() {
     NativeModel m = get();
     NativeModelInfo i = m.Info();
@@ -72,12 +75,56 @@ public final class Model implements AutoCloseable {
     return Utf8.decode(get().ChatTemplate());
   }
 
+  /**
+   * Formats a conversation with the model's own chat template, ready to pass to {@link
+   * Context#generate(String, GenerateOptions, TokenListener)} with {@link
+   * GenerateOptions#parseSpecial(boolean) parseSpecial(true)}. BOS is not included (generation
+   * adds it).
+   *
+   * @param addGenerationPrompt end the text where the assistant's reply begins
+   * @throws MoeException {@link Status#NOT_FOUND} when the model has no template (pick one by
+   *     name with the other overload), {@link Status#INVALID_ARGUMENT} for an unknown role
+   */
+  public String applyChatTemplate(List<ChatMessage> messages, boolean addGenerationPrompt) {
+    return applyChatTemplate(messages, addGenerationPrompt, null);
+  }
+
+  /**
+   * Formats a conversation with a named template: "chatml", "llama3", "mistral", "llama2",
+   * "zephyr" or "deepseek"; {@code templateName} null means the model's own.
+   *
+   * @throws MoeException {@link Status#UNSUPPORTED} or {@link Status#INVALID_ARGUMENT} for a
+   *     template name the library does not know
+   */
+  public String applyChatTemplate(
+      List<ChatMessage> messages, boolean addGenerationPrompt, String templateName) {
+    NativeModel m = get();
+    NativeChat chat = new NativeChat();
+    try {
+      for (ChatMessage message : messages) {
+        chat.Add(Utf8.encode(message.role()), Utf8.encode(message.content()));
+      }
+      byte[] name = templateName == null ? new byte[0] : Utf8.encode(templateName);
+      return Utf8.decode(m.ApplyChatTemplate(chat, name, addGenerationPrompt));
+    } finally {
+      chat.delete();
+    }
+  }
+
+  /** A new streaming detokenizer over this model's vocabulary. */
+  public Detokenizer newDetokenizer() {
+    return new Detokenizer(this);
+  }
+
   /** Token ids of {@code text}, with BOS first when the vocabulary uses one. */
   public int[] tokenize(String text) {
     return tokenize(text, true, false);
   }
 
   /**
+   * Token ids of {@code text}.
+   *
+   * @param addBos prepend BOS when the vocabulary uses one
    * @param parseSpecial recognise control-token markup; off by default so that user text cannot
    *     inject it
    */

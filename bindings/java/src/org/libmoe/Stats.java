@@ -1,6 +1,26 @@
 package org.libmoe;
 
-/** Statistics of the last generate call on a context. */
+/**
+ * Statistics of the last generate or {@link Context#decode} call on a context.
+ *
+ * @param promptTokens prompt tokens this call processed (not those already in the context)
+ * @param generatedTokens tokens generated
+ * @param promptSeconds time spent on the prompt
+ * @param generateSeconds time spent generating
+ * @param promptTokensPerSecond prompt speed
+ * @param generateTokensPerSecond generation speed
+ * @param activeFraction fraction of all parameters touched per token, measured from the experts
+ *     that fired
+ * @param finishReason why generation stopped
+ * @param attentionSeconds time in attention, summed over the call
+ * @param routerSeconds time in the expert routers
+ * @param expertsSeconds time in the experts
+ * @param headSeconds time in the output head
+ * @param samplingSeconds time in sampling
+ * @param activeParametersPerToken mean parameters touched per token
+ * @param meanRouterEntropy mean router entropy in nats, per token and layer
+ * @param weightBytesRead weight bytes read during the call
+ */
 public record Stats(
     int promptTokens,
     int generatedTokens,
@@ -9,4 +29,21 @@ public record Stats(
     double promptTokensPerSecond,
     double generateTokensPerSecond,
     double activeFraction,
-    FinishReason finishReason) {}
+    FinishReason finishReason,
+    double attentionSeconds,
+    double routerSeconds,
+    double expertsSeconds,
+    double headSeconds,
+    double samplingSeconds,
+    double activeParametersPerToken,
+    double meanRouterEntropy,
+    long weightBytesRead) {
+
+  /** The first release's constructor, kept for source compatibility; the newer fields are 0. */
+  public Stats(int promptTokens, int generatedTokens, double promptSeconds,
+      double generateSeconds, double promptTokensPerSecond, double generateTokensPerSecond,
+      double activeFraction, FinishReason finishReason) {
+    this(promptTokens, generatedTokens, promptSeconds, generateSeconds, promptTokensPerSecond,
+        generateTokensPerSecond, activeFraction, finishReason, 0, 0, 0, 0, 0, 0, 0, 0);
+  }
+}

@@ -12,9 +12,12 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -203,5 +206,201 @@ class MoeTest {
       assertEquals(Status.CANCELLED, e.status());
       assertTrue(ctx.size() > 0); // the context stays usable
     }
+  }
+
+  private static final List<ChatMessage> CHAT =
+      List.of(ChatMessage.system("Be brief."), ChatMessage.user("Hi!"));
+
+  @Test
+  void chatTemplates() {
+    MoeException none = assertThrows(MoeException.class, () -> model.applyChatTemplate(CHAT, true));
+    assertEquals(Status.NOT_FOUND, none.status());
+    assertTrue(none.getMessage().contains("chat template"), none.getMessage());
+    assertEquals("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n"
+            + "<|im_start|>assistant\n",
+        model.applyChatTemplate(CHAT, true, "chatml"));
+    assertFalse(model.applyChatTemplate(CHAT, false, "chatml").endsWith("assistant\n"));
+    MoeException unknown = assertThrows(MoeException.class,
+        () -> model.applyChatTemplate(CHAT, true, "jinja-soup"));
+    assertTrue(unknown.getMessage().contains("jinja-soup"), unknown.getMessage());
+    MoeException role = assertThrows(MoeException.class,
+        () -> model.applyChatTemplate(List.of(new ChatMessage("wizard", "x")), true, "chatml"));
+    assertEquals(Status.INVALID_ARGUMENT, role.status());
+  }
+
+  @Test
+  void lowLevelGreedyLoopReproducesTheReference() throws IOException {
+    int[] p2 = readIds("p2.tokens.txt");
+    int[] want = readIds("p2.gen_tokens.txt");
+    GenerateOptions greedy = new GenerateOptions().temperature(0);
+    try (Context ctx = model.newContext()) {
+      ctx.decode(p2);
+      // p2's greedy margins stay above the reference's tolerance for 6 steps.
+      for (int i = 0; i < 6; i++) {
+        float[] logits = ctx.logits();
+        assertEquals(model.info().vocabularySize(), logits.length);
+        int argmax = 0;
+        for (int t = 1; t < logits.length; t++) if (logits[t] > logits[argmax]) argmax = t;
+        int token = ctx.sample(greedy);
+        assertEquals(want[i], token, "step " + i);
+        assertEquals(argmax, token);
+        ctx.decode(new int[] {token});
+      }
+      assertEquals(p2.length + 6, ctx.size());
+      MoeException bad = assertThrows(MoeException.class, () -> ctx.decode(new int[] {40000}));
+      assertEquals(Status.OUT_OF_RANGE, bad.status());
+      assertEquals(Status.OUT_OF_RANGE,
+          assertThrows(MoeException.class, () -> ctx.sample(greedy().logitBias(1 << 20, 1f)))
+              .status());
+    }
+  }
+
+  private static GenerateOptions greedy() {
+    return new GenerateOptions().temperature(0);
+  }
+
+  @Test
+  void logitBiasForcesAToken() {
+    try (Context ctx = model.newContext()) {
+      assertThrows(MoeException.class, ctx::logits); // nothing decoded yet
+      ctx.decode(new int[] {model.info().bosToken()});
+      assertEquals(1234, ctx.sample(new GenerateOptions().logitBias(1234, 1000f)));
+      assertEquals(1234, ctx.sample(new GenerateOptions().logitBias(java.util.Map.of(1234, 1000f))
+          .frequencyPenalty(0.5f).presencePenalty(0.5f).penaltyLastN(-1)));
+      int any = ctx.sample(null); // the library's defaults
+      assertTrue(any >= 0 && any < model.info().vocabularySize());
+      // The bias also steers generate.
+      List<Integer> got = new ArrayList<>();
+      ctx.generate(new int[] {1}, greedy(3).logitBias(1234, 1000f), (token, piece) -> {
+        if (token >= 0) got.add(token);
+        return true;
+      });
+      assertEquals(List.of(1234, 1234, 1234), got);
+    }
+  }
+
+  @Test
+  void fullStatsAndExpertCounts() {
+    ModelInfo info = model.info();
+    try (Context ctx = model.newContext()) {
+      generateIds(ctx, prompt, expected.length);
+      Stats s = ctx.stats();
+      assertEquals(prompt.length, s.promptTokens());
+      assertEquals(FinishReason.MAX_TOKENS, s.finishReason());
+      assertTrue(s.activeFraction() > 0 && s.activeFraction() < 1, "" + s.activeFraction());
+      assertTrue(s.activeParametersPerToken() > 0);
+      assertTrue(s.meanRouterEntropy() > 0);
+      assertTrue(s.weightBytesRead() > 0);
+      assertTrue(s.expertsSeconds() > 0 && s.attentionSeconds() > 0);
+      assertTrue(s.routerSeconds() >= 0 && s.headSeconds() >= 0 && s.samplingSeconds() >= 0);
+      long[][] counts = ctx.expertCounts();
+      assertEquals(info.layers(), counts.length);
+      long total = 0;
+      for (long[] layer : counts) {
+        assertEquals(info.experts(), layer.length);
+        for (long c : layer) total += c;
+      }
+      // Prompt and generated tokens (the last one is fed back too) pick top-k experts per layer.
+      assertEquals((long) (prompt.length + expected.length) * info.expertsUsed() * info.layers(),
+          total);
+    }
+  }
+
+  @Test
+  void contextManagementAndMultiTurn() {
+    try (Context ctx = model.newContext(new ContextOptions().contextLength(128))) {
+      assertEquals(128, ctx.capacity());
+      assertEquals(0, ctx.size());
+      generateIds(ctx, prompt, 4);
+      int afterFirst = ctx.size();
+      assertEquals(prompt.length + 4, afterFirst);
+      // The second turn processes only its own tokens: the first turn's stay cached.
+      int[] turn = model.tokenize(" and then", false, false);
+      generateIds(ctx, turn, 3);
+      assertEquals(turn.length, ctx.stats().promptTokens());
+      assertEquals(afterFirst + turn.length + 3, ctx.size());
+      ctx.truncate(prompt.length);
+      assertEquals(prompt.length, ctx.size());
+      ctx.reset();
+      assertEquals(0, ctx.size());
+      assertArrayEquals(expected, generateIds(ctx, prompt, expected.length));
+    }
+  }
+
+  @Test
+  void streamingDetokenizerMatchesDetokenize() {
+    int[] ids = model.tokenize("Hello, wörld 👋 and ünïcode", false, false);
+    StringBuilder text = new StringBuilder();
+    try (Detokenizer d = model.newDetokenizer()) {
+      for (int id : ids) text.append(d.push(id));
+      assertThrows(MoeException.class, () -> d.push(1 << 30));
+    }
+    assertEquals(model.detokenize(ids), text.toString());
+    Detokenizer closed = model.newDetokenizer();
+    closed.close();
+    assertThrows(MoeException.class, () -> closed.push(ids[0]));
+  }
+
+  @Test
+  void tokenizeFlags() {
+    int bos = model.info().bosToken();
+    int[] plain = model.tokenize("Hello", false, false);
+    int[] withBos = model.tokenize("Hello", true, false);
+    assertTrue(bos >= 0);
+    assertEquals(bos, withBos[0]);
+    assertArrayEquals(plain, Arrays.copyOfRange(withBos, 1, withBos.length));
+    // A control token's text is that token only when parseSpecial asks for it.
+    String bosText = model.detokenize(new int[] {bos});
+    assertArrayEquals(new int[] {bos}, model.tokenize(bosText, false, true));
+    assertTrue(model.tokenize(bosText, false, false).length > 1);
+  }
+
+  @Test
+  void logHandlerCanBeReplacedWhileOtherThreadsLoad() throws Exception {
+    String path = FIXTURES.resolve("tiny-qwen2moe-f32.gguf").toString();
+    List<String> lines = Collections.synchronizedList(new ArrayList<>());
+    AtomicInteger other = new AtomicInteger();
+    AtomicReference<Throwable> failure = new AtomicReference<>();
+    try {
+      MoeLog.setHandler(LogLevel.INFO, (level, msg) -> lines.add(level + ":" + msg));
+      Model.load(path).close();
+      assertTrue(lines.stream().anyMatch(l -> l.startsWith("INFO:") && l.contains("qwen2moe")),
+          lines.toString());
+      // A handler cannot change the handler (that would deadlock the library's log lock).
+      AtomicReference<Throwable> inside = new AtomicReference<>();
+      MoeLog.setHandler(LogLevel.DEBUG, (level, msg) -> {
+        try {
+          MoeLog.removeHandler();
+        } catch (Throwable t) {
+          inside.compareAndSet(null, t);
+        }
+        throw new IllegalStateException("dropped, not a crash");
+      });
+      Model.load(path).close();
+      assertTrue(inside.get() instanceof MoeException, String.valueOf(inside.get()));
+
+      Thread[] loaders = new Thread[3];
+      for (int i = 0; i < loaders.length; i++) {
+        loaders[i] = new Thread(() -> {
+          try {
+            for (int k = 0; k < 4; k++) Model.load(path).close();
+          } catch (Throwable t) {
+            failure.set(t);
+          }
+        });
+        loaders[i].start();
+      }
+      for (int k = 0; k < 200; k++) {
+        if (k % 3 == 0) MoeLog.removeHandler();
+        else MoeLog.setHandler(LogLevel.INFO, (level, msg) -> other.incrementAndGet());
+      }
+      for (Thread t : loaders) t.join();
+      if (failure.get() != null) throw new AssertionError(failure.get());
+    } finally {
+      MoeLog.removeHandler();
+    }
+    int before = lines.size();
+    Model.load(path).close(); // silent again
+    assertEquals(before, lines.size());
   }
 }
