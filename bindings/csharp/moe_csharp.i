@@ -1,9 +1,14 @@
 // C# part of moe.i: errors become LibMoe.MoeException (through SWIG's pending-exception
-// mechanism, raised when the P/Invoke call returns), token lists cross as int[] in one copy, and
-// strings use P/Invoke's default marshalling, which is UTF-8 on Mono and .NET on Linux and macOS.
+// mechanism, raised when the P/Invoke call returns), token lists, logits and expert counts cross
+// as arrays in one copy, and strings use P/Invoke's default marshalling, which is UTF-8 on Mono and .NET on Linux and macOS.
 // The generated layer is internal to the assembly: the hand-written classes are the API.
 
 %include <arrays_csharp.i>
+
+%{
+#include <cstdlib>
+#include <cstring>
+%}
 
 %typemap(csclassmodifiers) SWIGTYPE "internal class"
 %pragma(csharp) moduleclassmodifiers="internal class"
@@ -41,12 +46,8 @@ static void MoeCsSetPendingException(int status, const char* message) {
   static readonly MoeExceptionHelper moeExceptionHelper = new MoeExceptionHelper();
 #pragma warning restore 414
 
-  [global::System.Runtime.InteropServices.DllImport("$dllimport", EntryPoint="MoeCs_IntVectorSize")]
-  internal static extern int MoeCs_IntVectorSize(global::System.IntPtr v);
-  [global::System.Runtime.InteropServices.DllImport("$dllimport", EntryPoint="MoeCs_IntVectorCopy")]
-  internal static extern void MoeCs_IntVectorCopy(global::System.IntPtr v, [global::System.Runtime.InteropServices.Out] int[] to);
-  [global::System.Runtime.InteropServices.DllImport("$dllimport", EntryPoint="MoeCs_IntVectorFree")]
-  internal static extern void MoeCs_IntVectorFree(global::System.IntPtr v);
+  [global::System.Runtime.InteropServices.DllImport("$dllimport", EntryPoint="MoeCs_Free")]
+  internal static extern void MoeCs_Free(global::System.IntPtr block);
 %}
 
 %exception %{
@@ -67,30 +68,39 @@ static void MoeCsSetPendingException(int status, const char* message) {
 // Token ids in: a pinned int[] plus its length.
 %apply int INPUT[] { const int32_t* tokens }
 
-// Token ids out: int[], filled by one copy from a vector the wrapper frees.
+// Vectors out (token ids as int[], logits as float[], expert counts as long[]): C++ packs the
+// vector into one malloc'd block, its element count (int64) then the elements; C# copies them
+// with one Marshal.Copy and frees the block.
 %{
-extern "C" SWIGEXPORT int SWIGSTDCALL MoeCs_IntVectorSize(void* v) {
-  return static_cast<int>(static_cast<std::vector<int32_t>*>(v)->size());
+template <typename T>
+static void* MoeCsPack(const std::vector<T>& v) {
+  void* block = std::malloc(sizeof(int64_t) + v.size() * sizeof(T));
+  if (block == nullptr) return nullptr;  // C# throws OutOfMemoryException
+  *static_cast<int64_t*>(block) = static_cast<int64_t>(v.size());
+  if (!v.empty()) std::memcpy(static_cast<char*>(block) + sizeof(int64_t), v.data(), v.size() * sizeof(T));
+  return block;
 }
-extern "C" SWIGEXPORT void SWIGSTDCALL MoeCs_IntVectorCopy(void* v, int32_t* to) {
-  const std::vector<int32_t>& ids = *static_cast<std::vector<int32_t>*>(v);
-  std::copy(ids.begin(), ids.end(), to);
-}
-extern "C" SWIGEXPORT void SWIGSTDCALL MoeCs_IntVectorFree(void* v) {
-  delete static_cast<std::vector<int32_t>*>(v);
-}
+extern "C" SWIGEXPORT void SWIGSTDCALL MoeCs_Free(void* block) { std::free(block); }
 %}
-%typemap(ctype) std::vector<int32_t> "void*"
-%typemap(imtype) std::vector<int32_t> "global::System.IntPtr"
-%typemap(cstype) std::vector<int32_t> "int[]"
-%typemap(out) std::vector<int32_t> %{ $result = new std::vector<int32_t>($1); %}
-%typemap(csout, excode=SWIGEXCODE) std::vector<int32_t> {
-    global::System.IntPtr v = $imcall;$excode
+%define MOE_CS_ARRAY_OUT(CTYPE, CSTYPE)
+%typemap(ctype) std::vector<CTYPE> "void*"
+%typemap(imtype) std::vector<CTYPE> "global::System.IntPtr"
+%typemap(cstype) std::vector<CTYPE> "CSTYPE[]"
+%typemap(out) std::vector<CTYPE> %{ $result = MoeCsPack($1); %}
+%typemap(csout, excode=SWIGEXCODE) std::vector<CTYPE> {
+    global::System.IntPtr block = $imcall;$excode
+    if (block == global::System.IntPtr.Zero) throw new global::System.OutOfMemoryException();
     try {
-      int[] ids = new int[$imclassname.MoeCs_IntVectorSize(v)];
-      if (ids.Length > 0) $imclassname.MoeCs_IntVectorCopy(v, ids);
-      return ids;
+      int n = checked((int)global::System.Runtime.InteropServices.Marshal.ReadInt64(block));
+      CSTYPE[] items = new CSTYPE[n];
+      if (n > 0) global::System.Runtime.InteropServices.Marshal.Copy(
+          new global::System.IntPtr(block.ToInt64() + sizeof(long)), items, 0, n);
+      return items;
     } finally {
-      $imclassname.MoeCs_IntVectorFree(v);
+      $imclassname.MoeCs_Free(block);
     }
   }
+%enddef
+MOE_CS_ARRAY_OUT(int32_t, int)
+MOE_CS_ARRAY_OUT(float, float)
+MOE_CS_ARRAY_OUT(int64_t, long)

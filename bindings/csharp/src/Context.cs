@@ -14,6 +14,7 @@ namespace LibMoe {
       native = new NativeContext(model.Native, options.ContextLength, options.Threads, options.Seed);
     }
 
+    /// <summary>The model this context was created from.</summary>
     public Model Model { get; private set; }
 
     /// <summary>Appends <paramref name="prompt"/> (BOS first when the context is empty) and
@@ -59,13 +60,14 @@ namespace LibMoe {
     /// <summary>Keeps the first <paramref name="keep"/> tokens and forgets the rest.</summary>
     public void Truncate(int keep) { Native.Truncate(keep); }
 
-    /// <summary>Tokens currently in the context.</summary>
+    /// <summary>Tokens currently in the context (<c>moe_context_n_past</c>). A following Generate
+    /// processes only its own prompt: what is already here is reused.</summary>
     public int Count { get { return Native.NPast(); } }
 
     /// <summary>The context length in tokens.</summary>
     public int Capacity { get { return Native.NCtx(); } }
 
-    /// <summary>Statistics of the last Generate call.</summary>
+    /// <summary>Statistics of the last Generate or <see cref="Decode"/> call.</summary>
     public Stats Stats {
       get {
         using (NativeStats s = Native.Stats()) {
@@ -75,8 +77,54 @@ namespace LibMoe {
             PromptTokensPerSecond = s.prompt_tokens_per_second,
             GenerateTokensPerSecond = s.generate_tokens_per_second,
             ActiveFraction = s.active_fraction, FinishReason = (FinishReason)s.finish_reason,
+            AttentionSeconds = s.attention_seconds, RouterSeconds = s.router_seconds,
+            ExpertsSeconds = s.experts_seconds, HeadSeconds = s.head_seconds,
+            SamplingSeconds = s.sampling_seconds,
+            ActiveParametersPerToken = s.active_params_per_token,
+            MeanRouterEntropy = s.mean_router_entropy, WeightBytesRead = s.weight_bytes_read,
           };
         }
+      }
+    }
+
+    /// <summary>How many tokens chose each expert during the last Generate or
+    /// <see cref="Decode"/> call, as <c>counts[layer, expert]</c>. Each processed token picks
+    /// <see cref="ModelInfo.ExpertsUsed"/> experts in every layer.</summary>
+    public long[,] GetExpertCounts() {
+      NativeContext c = Native;
+      long[] flat = c.ExpertCounts();
+      int experts = c.NExpert();
+      int layers = experts == 0 ? 0 : flat.Length / experts;
+      var counts = new long[layers, experts];
+      for (int layer = 0; layer < layers; layer++)
+        for (int expert = 0; expert < experts; expert++)
+          counts[layer, expert] = flat[layer * experts + expert];
+      return counts;
+    }
+
+    /// <summary>Appends <paramref name="tokens"/> and computes the logits of the last one: the
+    /// low-level path, for callers that pick tokens themselves with <see cref="GetLogits"/> or
+    /// <see cref="Sample"/>. Unlike Generate, nothing is added for you (no BOS).</summary>
+    /// <exception cref="MoeException">Status.OutOfRange for an id outside the vocabulary,
+    /// Status.ContextFull when the tokens do not fit, Status.Cancelled after Cancel.</exception>
+    public void Decode(params int[] tokens) {
+      if (tokens == null) throw new ArgumentNullException("tokens");
+      Native.Decode(tokens, (uint)tokens.Length);
+    }
+
+    /// <summary>A copy of the logits of the last decoded token, one per vocabulary entry.
+    /// </summary>
+    /// <exception cref="MoeException">When nothing has been decoded yet.</exception>
+    public float[] GetLogits() { return Native.Logits(); }
+
+    /// <summary>Samples a token from the current logits with the sampling settings of
+    /// <paramref name="options"/> (temperature, top-k/p, min-p, penalties, logit bias, seed;
+    /// length, stops and ParseSpecial do not apply); null: the library's defaults. The token is
+    /// not appended: <see cref="Decode"/> it to continue.</summary>
+    public int Sample(GenerateOptions options = null) {
+      NativeContext c = Native;
+      using (NativeGenerateOptions o = (options ?? new GenerateOptions()).ToNative()) {
+        return c.Sample(o);
       }
     }
 

@@ -1,4 +1,5 @@
 using System;
+using System.Collections.Generic;
 
 namespace LibMoe {
   /// <summary>A loaded model (.moe or GGUF). Immutable once loaded: share one model between
@@ -34,10 +35,12 @@ namespace LibMoe {
       }
     }
 
+    /// <summary>A new context (conversation) over this model; options null: the defaults.</summary>
     public Context CreateContext(ContextOptions options = null) {
       return new Context(this, options ?? new ContextOptions());
     }
 
+    /// <summary>The model's hyper-parameters and vocabulary facts.</summary>
     public ModelInfo Info {
       get {
         NativeModel m = Native;
@@ -56,7 +59,31 @@ namespace LibMoe {
     /// <summary>The model's chat template (Jinja text), or "" if it has none.</summary>
     public string ChatTemplate { get { return Native.ChatTemplate(); } }
 
-    /// <summary>Token ids of <paramref name="text"/>. parseSpecial recognises control-token
+    /// <summary>Formats a conversation with the model's own chat template
+    /// (<paramref name="templateName"/> null) or a named one: "chatml", "llama3", "mistral",
+    /// "llama2", "zephyr" or "deepseek". With <paramref name="addGenerationPrompt"/> the text ends
+    /// where the assistant's reply begins. BOS is not included (generation adds it); generate from
+    /// the result with <see cref="GenerateOptions.ParseSpecial"/> set.</summary>
+    /// <exception cref="MoeException">Status.NotFound when the model has no template (name one),
+    /// Status.Unsupported or Status.InvalidArgument for an unknown template name or role.
+    /// </exception>
+    public string ApplyChatTemplate(IEnumerable<ChatMessage> messages,
+                                    bool addGenerationPrompt = true, string templateName = null) {
+      if (messages == null) throw new ArgumentNullException("messages");
+      NativeModel m = Native;
+      using (var chat = new NativeChat()) {
+        foreach (ChatMessage message in messages) chat.Add(message.Role, message.Content);
+        return m.ApplyChatTemplate(chat, templateName ?? "", addGenerationPrompt);
+      }
+    }
+
+    /// <summary>A new streaming detokenizer over this model's vocabulary.</summary>
+    public Detokenizer CreateDetokenizer() {
+      return new Detokenizer(this);
+    }
+
+    /// <summary>Token ids of <paramref name="text"/>. addBos prepends BOS when the vocabulary
+    /// uses one; parseSpecial recognises control-token
     /// markup; it is off by default so that user text cannot inject it.</summary>
     public int[] Tokenize(string text, bool addBos = true, bool parseSpecial = false) {
       if (text == null) throw new ArgumentNullException("text");

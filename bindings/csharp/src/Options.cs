@@ -1,7 +1,8 @@
 using System.Collections.Generic;
 
 namespace LibMoe {
-  /// <summary>How to generate. Starts from the library's defaults (temperature 0.8, top-k 40,
+  /// <summary>How to generate (its sampling settings also serve <see cref="Context.Sample"/>).
+  /// Starts from the library's defaults (temperature 0.8, top-k 40,
   /// top-p 0.95, min-p 0.05, 256 tokens).</summary>
   public sealed class GenerateOptions {
     public GenerateOptions() {
@@ -12,19 +13,40 @@ namespace LibMoe {
         TopP = d.top_p;
         MinP = d.min_p;
         RepeatPenalty = d.repeat_penalty;
+        FrequencyPenalty = d.frequency_penalty;
+        PresencePenalty = d.presence_penalty;
+        PenaltyLastN = d.penalty_last_n;
         Seed = d.seed;
         ParseSpecial = d.parse_special;
       }
       Stops = new List<string>();
+      LogitBias = new Dictionary<int, float>();
     }
 
+    /// <summary>At most this many tokens (default 256).</summary>
     public int MaxTokens { get; set; }
     /// <summary>0 or less: greedy (argmax).</summary>
     public float Temperature { get; set; }
+    /// <summary>Keep the k likeliest tokens; 0 or less: off.</summary>
     public int TopK { get; set; }
+    /// <summary>Nucleus sampling; 1 or more: off.</summary>
     public float TopP { get; set; }
+    /// <summary>Drop tokens below this fraction of the likeliest one's probability; 0: off.
+    /// </summary>
     public float MinP { get; set; }
+    /// <summary>1: off (default).</summary>
     public float RepeatPenalty { get; set; }
+    /// <summary>Penalises tokens in proportion to how often they occurred lately; 0: off.
+    /// </summary>
+    public float FrequencyPenalty { get; set; }
+    /// <summary>Penalises every token that occurred lately, however often; 0: off.</summary>
+    public float PresencePenalty { get; set; }
+    /// <summary>Tokens the penalties look back over; -1: all. Default 64.</summary>
+    public int PenaltyLastN { get; set; }
+    /// <summary>Added to a token's logit before sampling: a large positive bias forces the token,
+    /// float.NegativeInfinity bans it. An id outside the vocabulary makes the call fail with
+    /// Status.OutOfRange.</summary>
+    public IDictionary<int, float> LogitBias { get; private set; }
     /// <summary>Added to the context's seed: same seeds and inputs give the same output.</summary>
     public long Seed { get; set; }
     /// <summary>Recognise control-token markup such as &lt;|im_start|&gt; in the prompt.</summary>
@@ -40,6 +62,10 @@ namespace LibMoe {
       n.top_p = TopP;
       n.min_p = MinP;
       n.repeat_penalty = RepeatPenalty;
+      n.frequency_penalty = FrequencyPenalty;
+      n.presence_penalty = PresencePenalty;
+      n.penalty_last_n = PenaltyLastN;
+      foreach (KeyValuePair<int, float> b in LogitBias) n.AddLogitBias(b.Key, b.Value);
       n.seed = Seed;
       n.parse_special = ParseSpecial;
       foreach (string s in Stops) n.AddStop(s);
@@ -53,19 +79,45 @@ namespace LibMoe {
     public int ContextLength { get; set; }
     /// <summary>Worker threads; 0: one per core.</summary>
     public int Threads { get; set; }
+    /// <summary>Base seed of the samplers (default 0).</summary>
     public long Seed { get; set; }
   }
 
-  /// <summary>Statistics of the last generate call on a context.</summary>
+  /// <summary>Statistics of the last Generate or Decode call on a context.</summary>
   public sealed class Stats {
+    /// <summary>Prompt tokens this call processed (not those already in the context).</summary>
     public int PromptTokens { get; internal set; }
+    /// <summary>Tokens generated.</summary>
     public int GeneratedTokens { get; internal set; }
+    /// <summary>Time spent on the prompt.</summary>
     public double PromptSeconds { get; internal set; }
+    /// <summary>Time spent generating.</summary>
     public double GenerateSeconds { get; internal set; }
+    /// <summary>Prompt speed.</summary>
     public double PromptTokensPerSecond { get; internal set; }
+    /// <summary>Generation speed.</summary>
     public double GenerateTokensPerSecond { get; internal set; }
+    /// <summary>Fraction of all parameters touched per token, measured from the experts that
+    /// fired.</summary>
     public double ActiveFraction { get; internal set; }
+    /// <summary>Why generation stopped.</summary>
     public FinishReason FinishReason { get; internal set; }
+    /// <summary>Time in attention, summed over the call.</summary>
+    public double AttentionSeconds { get; internal set; }
+    /// <summary>Time in the expert routers.</summary>
+    public double RouterSeconds { get; internal set; }
+    /// <summary>Time in the experts.</summary>
+    public double ExpertsSeconds { get; internal set; }
+    /// <summary>Time in the output head.</summary>
+    public double HeadSeconds { get; internal set; }
+    /// <summary>Time in sampling.</summary>
+    public double SamplingSeconds { get; internal set; }
+    /// <summary>Mean parameters touched per token.</summary>
+    public double ActiveParametersPerToken { get; internal set; }
+    /// <summary>Mean router entropy in nats, per token and layer.</summary>
+    public double MeanRouterEntropy { get; internal set; }
+    /// <summary>Weight bytes read during the call.</summary>
+    public long WeightBytesRead { get; internal set; }
   }
 
   /// <summary>A model's hyper-parameters and vocabulary facts.</summary>

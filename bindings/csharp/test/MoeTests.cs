@@ -174,4 +174,192 @@ public class MoeTests {
       Assert.Greater(ctx.Count, 0);  // the context stays usable
     }
   }
+
+  static readonly ChatMessage[] Chat = { ChatMessage.System("Be brief."), ChatMessage.User("Hi!") };
+
+  [Test]
+  public void ChatTemplates() {
+    var none = Assert.Throws<MoeException>(() => model.ApplyChatTemplate(Chat));
+    Assert.AreEqual(Status.NotFound, none.Status);
+    StringAssert.Contains("chat template", none.Message);
+    Assert.AreEqual("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n" +
+                    "<|im_start|>assistant\n",
+                    model.ApplyChatTemplate(Chat, true, "chatml"));
+    StringAssert.DoesNotEndWith("assistant\n", model.ApplyChatTemplate(Chat, false, "chatml"));
+    var unknown = Assert.Throws<MoeException>(() => model.ApplyChatTemplate(Chat, true, "jinja-soup"));
+    StringAssert.Contains("jinja-soup", unknown.Message);
+    var role = Assert.Throws<MoeException>(
+        () => model.ApplyChatTemplate(new[] { new ChatMessage("wizard", "x") }, true, "chatml"));
+    Assert.AreEqual(Status.InvalidArgument, role.Status);
+  }
+
+  [Test]
+  public void LowLevelGreedyLoopReproducesTheReference() {
+    int[] p2 = ReadIds("p2.tokens.txt");
+    int[] want = ReadIds("p2.gen_tokens.txt");
+    var greedy = new GenerateOptions { Temperature = 0 };
+    using (Context ctx = model.CreateContext()) {
+      ctx.Decode(p2);
+      // p2's greedy margins stay above the reference's tolerance for 6 steps.
+      for (int i = 0; i < 6; i++) {
+        float[] logits = ctx.GetLogits();
+        Assert.AreEqual(model.Info.VocabularySize, logits.Length);
+        int argmax = 0;
+        for (int t = 1; t < logits.Length; t++) if (logits[t] > logits[argmax]) argmax = t;
+        int token = ctx.Sample(greedy);
+        Assert.AreEqual(want[i], token, "step " + i);
+        Assert.AreEqual(argmax, token);
+        ctx.Decode(token);
+      }
+      Assert.AreEqual(p2.Length + 6, ctx.Count);
+      Assert.AreEqual(Status.OutOfRange, Assert.Throws<MoeException>(() => ctx.Decode(40000)).Status);
+      greedy.LogitBias[1 << 20] = 1f;
+      Assert.AreEqual(Status.OutOfRange, Assert.Throws<MoeException>(() => ctx.Sample(greedy)).Status);
+    }
+  }
+
+  [Test]
+  public void LogitBiasForcesAToken() {
+    using (Context ctx = model.CreateContext()) {
+      Assert.Throws<MoeException>(() => ctx.GetLogits());  // nothing decoded yet
+      ctx.Decode(model.Info.BosToken);
+      var forced = new GenerateOptions();
+      forced.LogitBias[1234] = 1000f;
+      Assert.AreEqual(1234, ctx.Sample(forced));
+      forced.FrequencyPenalty = 0.5f;
+      forced.PresencePenalty = 0.5f;
+      forced.PenaltyLastN = -1;
+      Assert.AreEqual(1234, ctx.Sample(forced));
+      int any = ctx.Sample();  // the library's defaults
+      Assert.That(any >= 0 && any < model.Info.VocabularySize);
+      // The bias also steers Generate.
+      var greedy = Greedy(3);
+      greedy.LogitBias[1234] = 1000f;
+      var got = new List<int>();
+      ctx.Generate(new[] { 1 }, greedy, (token, piece) => {
+        if (token >= 0) got.Add(token);
+        return true;
+      });
+      Assert.AreEqual(new[] { 1234, 1234, 1234 }, got.ToArray());
+    }
+  }
+
+  [Test]
+  public void FullStatsAndExpertCounts() {
+    ModelInfo info = model.Info;
+    using (Context ctx = model.CreateContext()) {
+      GenerateIds(ctx, prompt, expected.Length);
+      Stats s = ctx.Stats;
+      Assert.AreEqual(prompt.Length, s.PromptTokens);
+      Assert.AreEqual(FinishReason.MaxTokens, s.FinishReason);
+      Assert.That(s.ActiveFraction > 0 && s.ActiveFraction < 1);
+      Assert.Greater(s.ActiveParametersPerToken, 0);
+      Assert.Greater(s.MeanRouterEntropy, 0);
+      Assert.Greater(s.WeightBytesRead, 0);
+      Assert.Greater(s.ExpertsSeconds, 0);
+      Assert.Greater(s.AttentionSeconds, 0);
+      Assert.That(s.RouterSeconds >= 0 && s.HeadSeconds >= 0 && s.SamplingSeconds >= 0);
+      long[,] counts = ctx.GetExpertCounts();
+      Assert.AreEqual(info.Layers, counts.GetLength(0));
+      Assert.AreEqual(info.Experts, counts.GetLength(1));
+      long total = counts.Cast<long>().Sum();
+      // Prompt and generated tokens (the last one is fed back too) pick top-k experts per layer.
+      Assert.AreEqual((long)(prompt.Length + expected.Length) * info.ExpertsUsed * info.Layers, total);
+    }
+  }
+
+  [Test]
+  public void ContextManagementAndMultiTurn() {
+    using (Context ctx = model.CreateContext(new ContextOptions { ContextLength = 128 })) {
+      Assert.AreEqual(128, ctx.Capacity);
+      Assert.AreEqual(0, ctx.Count);
+      GenerateIds(ctx, prompt, 4);
+      int afterFirst = ctx.Count;
+      Assert.AreEqual(prompt.Length + 4, afterFirst);
+      // The second turn processes only its own tokens: the first turn's stay cached.
+      int[] turn = model.Tokenize(" and then", addBos: false);
+      GenerateIds(ctx, turn, 3);
+      Assert.AreEqual(turn.Length, ctx.Stats.PromptTokens);
+      Assert.AreEqual(afterFirst + turn.Length + 3, ctx.Count);
+      ctx.Truncate(prompt.Length);
+      Assert.AreEqual(prompt.Length, ctx.Count);
+      ctx.Reset();
+      Assert.AreEqual(0, ctx.Count);
+      Assert.AreEqual(expected, GenerateIds(ctx, prompt, expected.Length));
+    }
+  }
+
+  [Test]
+  public void StreamingDetokenizerMatchesDetokenize() {
+    int[] ids = model.Tokenize("Hello, wörld 👋 and ünïcode", addBos: false);
+    var text = new System.Text.StringBuilder();
+    using (Detokenizer d = model.CreateDetokenizer()) {
+      foreach (int id in ids) text.Append(d.Push(id));
+      Assert.Throws<MoeException>(() => d.Push(1 << 30));
+    }
+    Assert.AreEqual(model.Detokenize(ids), text.ToString());
+    Detokenizer disposed = model.CreateDetokenizer();
+    disposed.Dispose();
+    Assert.Throws<MoeException>(() => disposed.Push(ids[0]));
+  }
+
+  [Test]
+  public void TokenizeFlags() {
+    int bos = model.Info.BosToken;
+    int[] plain = model.Tokenize("Hello", addBos: false);
+    int[] withBos = model.Tokenize("Hello", addBos: true);
+    Assert.AreEqual(bos, withBos[0]);
+    Assert.AreEqual(plain, withBos.Skip(1).ToArray());
+    // A control token's text is that token only when parseSpecial asks for it.
+    string bosText = model.Detokenize(new[] { bos });
+    Assert.AreEqual(new[] { bos }, model.Tokenize(bosText, false, parseSpecial: true));
+    Assert.Greater(model.Tokenize(bosText, false, parseSpecial: false).Length, 1);
+  }
+
+  [Test]
+  public void LogHandlerCanBeReplacedWhileOtherThreadsLoad() {
+    var lines = new List<string>();
+    Exception failure = null;
+    try {
+      MoeLog.SetHandler((level, msg) => { lock (lines) lines.Add(level + ":" + msg); });
+      Model.Load(ModelPath).Dispose();
+      lock (lines) Assert.That(lines.Any(l => l.StartsWith("Info:") && l.Contains("qwen2moe")),
+                               string.Join("\n", lines));
+      // A handler cannot change the handler (that would deadlock the library's log lock).
+      Exception inside = null;
+      MoeLog.SetHandler((level, msg) => {
+        try {
+          MoeLog.RemoveHandler();
+        } catch (Exception e) {
+          if (inside == null) inside = e;
+        }
+        throw new InvalidOperationException("dropped, not a crash");
+      }, LogLevel.Debug);
+      Model.Load(ModelPath).Dispose();
+      Assert.IsInstanceOf<MoeException>(inside);
+
+      var loaders = Enumerable.Range(0, 3).Select(i => new Thread(() => {
+        try {
+          for (int k = 0; k < 4; k++) Model.Load(ModelPath).Dispose();
+        } catch (Exception e) {
+          failure = e;
+        }
+      })).ToList();
+      loaders.ForEach(t => t.Start());
+      int seen = 0;
+      for (int k = 0; k < 200; k++) {
+        if (k % 3 == 0) MoeLog.RemoveHandler();
+        else MoeLog.SetHandler((level, msg) => Interlocked.Increment(ref seen));
+        GC.Collect();  // a collected delegate would crash the next log call
+      }
+      loaders.ForEach(t => t.Join());
+      Assert.IsNull(failure, failure == null ? "" : failure.ToString());
+    } finally {
+      MoeLog.RemoveHandler();
+    }
+    int before;
+    lock (lines) before = lines.Count;
+    Model.Load(ModelPath).Dispose();  // silent again
+    lock (lines) Assert.AreEqual(before, lines.Count);
+  }
 }
