@@ -52,7 +52,7 @@ class CpuBackend final : public Backend {
       first_row[i + 1] = first_row[i] + ws[i].rows;
     }
     input_.Prepare(x, n, ws[0].cols, any_quantized);
-    pool_.ParallelFor(first_row.back(), [&](int64_t b, int64_t e) {
+    Parallel(first_row.back(), ws[0].cols * n, [&](int64_t b, int64_t e) {
       ForEachRange(first_row, b, e, [&](size_t i, int64_t r0, int64_t r1) {
         input_.Products(ws[i], r0, r1, ys[i] + r0, ws[i].rows);
       });
@@ -75,7 +75,7 @@ class CpuBackend final : public Backend {
       d_first[j + 1] = d_first[j] + job.down.rows;
     }
     // Pass 1: gate and up rows of every job, fused with SiLU x up.
-    pool_.ParallelFor(ff_first.back(), [&](int64_t b, int64_t e) {
+    Parallel(ff_first.back(), 2 * jobs[0].gate.cols * jobs[0].m, [&](int64_t b, int64_t e) {
       thread_local std::vector<float> g, u;
       ForEachRange(ff_first, b, e, [&](size_t j, int64_t r0, int64_t r1) {
         const ExpertJob& job = jobs[j];
@@ -98,7 +98,7 @@ class CpuBackend final : public Backend {
                            IsQuantized(jobs[j].down.dtype));
     }
     // Pass 2: down rows of every job.
-    pool_.ParallelFor(d_first.back(), [&](int64_t b, int64_t e) {
+    Parallel(d_first.back(), jobs[0].down.cols * jobs[0].m, [&](int64_t b, int64_t e) {
       ForEachRange(d_first, b, e, [&](size_t j, int64_t r0, int64_t r1) {
         job_acts_[j].Products(jobs[j].down, r0, r1, jobs[j].out + r0, jobs[j].down.rows);
       });
@@ -164,7 +164,7 @@ class CpuBackend final : public Backend {
     const int64_t hd = kv.head_dim, kv_row = kv.n_kv_heads * hd;
     const int64_t group = n_heads / kv.n_kv_heads;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    pool_.ParallelFor(n * n_heads, [&](int64_t b, int64_t e) {
+    Parallel(n * n_heads, (positions[n - 1] + 1) * hd * 2, [&](int64_t b, int64_t e) {
       std::vector<float> scores, kbuf(hd), acc(hd);
       for (int64_t job = b; job < e; ++job) {
         int64_t t = job / n_heads, h = job % n_heads, kvh = h / group;
@@ -226,6 +226,18 @@ class CpuBackend final : public Backend {
     const uint16_t* h = reinterpret_cast<const uint16_t*>(base) + off;
     for (int64_t i = 0; i < count; ++i) scratch[i] = HalfToFloat(h[i]);
     return scratch;
+  }
+
+  // Runs fn over [0, n) on the pool, or inline when the whole loop is too small to repay waking
+  // the other threads (tiny routers, short attention spans on small models).
+  template <typename Fn>
+  void Parallel(int64_t n, int64_t work_per_item, Fn&& fn) {
+    constexpr int64_t kMinParallelWork = 1 << 15;  // multiply-adds
+    if (n * work_per_item < kMinParallelWork) {
+      fn(int64_t{0}, n);
+    } else {
+      pool_.ParallelFor(n, fn);
+    }
   }
 
   ThreadPool pool_;
