@@ -44,12 +44,13 @@ absl::Status Transformer::Forward(absl::Span<const int32_t> tokens, KvCache& cac
     return absl::ResourceExhaustedError(absl::StrCat(
         "context full: ", pos0, " + ", n, " tokens exceed the context length ", cache.n_ctx()));
   }
-  std::vector<int32_t> positions(n);
+  std::vector<int32_t>& positions = s_.positions;
+  positions.resize(n);
   for (int64_t t = 0; t < n; ++t) positions[t] = static_cast<int32_t>(pos0 + t);
 
-  Telemetry local;
   if (tel != nullptr && tel->expert_counts.empty()) tel->Reset(h.n_layer, h.n_expert);
-  std::vector<float> x(n * h.n_embd);
+  std::vector<float>& x = s_.x;
+  x.resize(n * h.n_embd);
   {
     StageTimer timer(Sink(tel, &StageTimes::other_s));
     backend_->GetRows(model_->token_embd(), tokens.data(), n, x.data());
@@ -70,7 +71,8 @@ absl::Status Transformer::Forward(absl::Span<const int32_t> tokens, KvCache& cac
   if (which == LogitsFor::kNone || logits == nullptr) return absl::OkStatus();
   const int64_t first = which == LogitsFor::kAll ? 0 : n - 1;
   const int64_t rows = n - first;
-  std::vector<float> xn(rows * h.n_embd);
+  std::vector<float>& xn = s_.xn;
+  xn.resize(rows * h.n_embd);
   backend_->RmsNorm(x.data() + first * h.n_embd, model_->output_norm(), rows, h.n_embd, h.rms_eps,
                     xn.data());
   logits->resize(rows * h.n_vocab);
@@ -84,8 +86,13 @@ void Transformer::Attention(const LayerWeights& L, int64_t n, const int32_t* pos
   const HParams& h = model_->hp();
   const int64_t d = h.n_embd, hd = h.head_dim;
   const int64_t q_dim = h.n_head * hd, kv_dim = h.n_head_kv * hd;
-  std::vector<float> xn(n * d), q(n * q_dim), k(n * kv_dim), v(n * kv_dim), att(n * q_dim),
-      o(n * d);
+  std::vector<float>&xn = s_.xn, &q = s_.q, &k = s_.k, &v = s_.v, &att = s_.att, &o = s_.o;
+  xn.resize(n * d);
+  q.resize(n * q_dim);
+  k.resize(n * kv_dim);
+  v.resize(n * kv_dim);
+  att.resize(n * q_dim);
+  o.resize(n * d);
   backend_->RmsNorm(x, L.attn_norm, n, d, h.rms_eps, xn.data());
   const WeightView qkv[] = {L.wq, L.wk, L.wv};
   float* const qkv_out[] = {q.data(), k.data(), v.data()};
@@ -114,13 +121,16 @@ void Transformer::Attention(const LayerWeights& L, int64_t n, const int32_t* pos
 void Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, Telemetry* tel) {
   const HParams& h = model_->hp();
   const int64_t d = h.n_embd;
-  std::vector<float> xn(n * d), out(n * d, 0.f);
+  std::vector<float>&xn = s_.xn, &out = s_.out;
+  xn.resize(n * d);
+  out.assign(n * d, 0.f);
   backend_->RmsNorm(x, L.ffn_norm, n, d, h.rms_eps, xn.data());
 
   Routing routing;
   {
     StageTimer timer(Sink(tel, &StageTimes::router_s));
-    std::vector<float> router_logits(n * h.n_expert);
+    std::vector<float>& router_logits = s_.router_logits;
+    router_logits.resize(n * h.n_expert);
     backend_->MatMul(L.router, xn.data(), n, router_logits.data());
     RouterConfig rc{
         static_cast<int>(h.n_expert), static_cast<int>(h.n_expert_used), h.norm_topk_prob,
@@ -131,7 +141,9 @@ void Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, 
   StageTimer timer(Sink(tel, &StageTimes::experts_s));
   // Dispatch: group the token rows by expert so each expert runs once over all its tokens.
   const int64_t k = h.n_expert_used;
-  std::vector<std::vector<std::pair<int64_t, float>>> by_expert(h.n_expert);
+  auto& by_expert = s_.by_expert;
+  by_expert.resize(h.n_expert);
+  for (auto& rows : by_expert) rows.clear();
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t j = 0; j < k; ++j) {
       int32_t e = routing.experts[t * k + j];
@@ -140,19 +152,24 @@ void Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, 
   }
   // Gather each selected expert's token rows, run every expert (and the shared one) together,
   // then combine: a weighted sum back into token order.
-  std::vector<Backend::ExpertJob> jobs;
-  std::vector<int> job_expert;
-  std::vector<std::vector<float>> ins, outs;
-  ins.reserve(h.n_expert + 1);
-  outs.reserve(h.n_expert + 1);
+  auto& jobs = s_.jobs;
+  auto& job_expert = s_.job_expert;
+  auto& ins = s_.expert_in;
+  auto& outs = s_.expert_out;
+  jobs.clear();
+  job_expert.clear();
+  ins.resize(h.n_expert);  // sized before any pointer into them is taken
+  outs.resize(h.n_expert);
   for (int e = 0; e < h.n_expert; ++e) {
     const auto& rows = by_expert[e];
     if (rows.empty()) continue;
     const int64_t m = static_cast<int64_t>(rows.size());
-    std::vector<float>& in = ins.emplace_back(m * d);
+    std::vector<float>& in = ins[jobs.size()];
+    in.resize(m * d);
     for (int64_t i = 0; i < m; ++i)
       std::copy_n(xn.data() + rows[i].first * d, d, in.data() + i * d);
-    std::vector<float>& res = outs.emplace_back(m * d);
+    std::vector<float>& res = outs[jobs.size()];
+    res.resize(m * d);
     const ExpertWeights& w = L.experts[e];
     jobs.push_back({w.gate, w.up, w.down, in.data(), m, res.data()});
     job_expert.push_back(e);
@@ -162,7 +179,7 @@ void Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, 
       tel->active_params += m * (w.gate.rows * w.gate.cols * 3);
     }
   }
-  std::vector<float> shared_out;
+  std::vector<float>& shared_out = s_.shared_out;
   if (L.has_shared) {
     shared_out.resize(n * d);
     jobs.push_back({L.shared.gate, L.shared.up, L.shared.down, xn.data(), n, shared_out.data()});
@@ -178,7 +195,8 @@ void Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, 
     for (float ent : routing.entropy) tel->router_entropy_sum += ent;
   }
   if (L.has_shared) {
-    std::vector<float> g(n, 1.f);
+    std::vector<float>& g = s_.shared_gate;
+    g.assign(n, 1.f);
     if (!L.shared_gate.empty()) {
       backend_->MatMul(L.shared_gate, xn.data(), n, g.data());
       for (float& v : g) v = 1.f / (1.f + std::exp(-v));

@@ -1,5 +1,5 @@
 // The transformer forward pass of the supported MoE architectures, written once against the
-// Backend interface.
+// Backend interface. A Transformer serves one caller at a time (it keeps scratch buffers).
 #pragma once
 
 #include <cstdint>
@@ -42,6 +42,18 @@ class Transformer {
   std::shared_ptr<const Model> model_;
   Backend* backend_;
   std::vector<std::vector<bool>> disabled_;
+
+  // Activations of the current call, kept between calls so decoding allocates nothing once the
+  // buffers have grown to the batch size.
+  struct Scratch {
+    std::vector<int32_t> positions;
+    std::vector<float> x, xn, q, k, v, att, o, out, router_logits, shared_out, shared_gate;
+    std::vector<std::vector<std::pair<int64_t, float>>> by_expert;  // token, weight
+    std::vector<std::vector<float>> expert_in, expert_out;
+    std::vector<Backend::ExpertJob> jobs;
+    std::vector<int> job_expert;
+  };
+  Scratch s_;
 };
 
 }  // namespace moe
