@@ -67,8 +67,6 @@ class Backend {
   virtual void Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
                          const KvLayerView& kv, float* out) = 0;
 
-  // out[i] = silu(gate[i]) * up[i].
-  virtual void SwiGlu(const float* gate, const float* up, int64_t count, float* out) = 0;
 
   // y[i] += a * x[i].
   virtual void Axpy(float a, const float* x, int64_t count, float* y) = 0;

@@ -195,13 +195,6 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void SwiGlu(const float* gate, const float* up, int64_t count, float* out) override {
-    for (int64_t i = 0; i < count; ++i) {
-      float g = gate[i];
-      out[i] = g / (1.0f + std::exp(-g)) * up[i];
-    }
-  }
-
   void Axpy(float a, const float* x, int64_t count, float* y) override {
     for (int64_t i = 0; i < count; ++i) y[i] += a * x[i];
   }
