@@ -35,6 +35,7 @@ MOE_WRAP(moe_swig::LogSink::~LogSink)
 MOE_WRAP(moe_swig::LogSink::LogSink)
 MOE_WRAP(moe_swig::LogSink::OnLog)
 MOE_WRAP(moe_swig::SetLogSink)
+MOE_WRAP(moe_swig::InLogCallback)
 // The language subclasses them: these calls come back up from C.
 %feature("director") moe_swig::ProgressSink;
 %feature("director") moe_swig::TokenSink;

@@ -80,6 +80,11 @@ inline void LogThunk(moe_log_level level, const char* message, void* user_data) 
 }
 }  // namespace detail
 
+// Whether this thread is inside a log callback. The bindings check it before taking their own
+// lock around SetLogSink: a handler that waited for that lock while another thread held it and
+// waited for the C library's log lock would deadlock.
+inline bool InLogCallback() { return detail::in_log_callback; }
+
 // Installs sink for messages at min_level or above (nullptr removes it). The C library runs
 // callbacks under its log lock, so once this returns no thread is still inside the previous sink:
 // the caller may then free it.

@@ -8,7 +8,7 @@ import (
 	"github.com/libmoe/moe/internal/raw"
 )
 
-// GenerateOptions says how to generate. Start from DefaultGenerateOptions() (the library's
+// GenerateOptions says how to generate (its sampling fields also serve Context.Sample). Start from DefaultGenerateOptions() (the library's
 // defaults) or set every field you care about: the zero value means greedy decoding with
 // no length limit of its own (MaxTokens 0 uses the library default of 256).
 type GenerateOptions struct {
@@ -21,6 +21,14 @@ type GenerateOptions struct {
 	Seed          int64   // added to the context's seed
 	ParseSpecial  bool    // recognise control-token markup in the prompt
 	Stop          []string
+
+	FrequencyPenalty float32 // penalises tokens in proportion to how often they occurred lately; 0: off
+	PresencePenalty  float32 // penalises every token that occurred lately, however often; 0: off
+	PenaltyLastN     int     // tokens the penalties look back over; 0: the library default (64); -1: all
+	// LogitBias is added to the tokens' logits before sampling: a large positive bias forces a
+	// token, float32(math.Inf(-1)) bans it. An id outside the vocabulary is an error
+	// (ErrOutOfRange).
+	LogitBias map[int32]float32
 }
 
 // DefaultGenerateOptions returns the library's defaults (temperature 0.8, top-k 40, top-p 0.95,
@@ -32,6 +40,8 @@ func DefaultGenerateOptions() GenerateOptions {
 		MaxTokens: d.GetMax_tokens(), Temperature: d.GetTemperature(), TopK: d.GetTop_k(),
 		TopP: d.GetTop_p(), MinP: d.GetMin_p(), RepeatPenalty: d.GetRepeat_penalty(),
 		Seed: d.GetSeed(), ParseSpecial: d.GetParse_special(),
+		FrequencyPenalty: d.GetFrequency_penalty(), PresencePenalty: d.GetPresence_penalty(),
+		PenaltyLastN: d.GetPenalty_last_n(),
 	}
 }
 
@@ -56,6 +66,14 @@ func (o *GenerateOptions) native() raw.NativeGenerateOptions {
 		penalty = 1
 	}
 	n.SetRepeat_penalty(penalty)
+	n.SetFrequency_penalty(o.FrequencyPenalty)
+	n.SetPresence_penalty(o.PresencePenalty)
+	if o.PenaltyLastN != 0 {
+		n.SetPenalty_last_n(o.PenaltyLastN)
+	}
+	for token, bias := range o.LogitBias {
+		n.AddLogitBias(int(token), bias)
+	}
 	n.SetSeed(o.Seed)
 	n.SetParse_special(o.ParseSpecial)
 	for _, s := range o.Stop {
@@ -64,13 +82,23 @@ func (o *GenerateOptions) native() raw.NativeGenerateOptions {
 	return n
 }
 
-// Stats describes the last Generate call on a context.
+// Stats describes the last Generate or Decode call on a context.
 type Stats struct {
-	PromptTokens, GeneratedTokens                  int
-	PromptSeconds, GenerateSeconds                 float64
-	PromptTokensPerSecond, GenerateTokensPerSecond float64
-	ActiveFraction                                 float64
-	FinishReason                                   FinishReason
+	PromptTokens            int // prompt tokens this call processed (not those already cached)
+	GeneratedTokens         int
+	PromptSeconds           float64
+	GenerateSeconds         float64
+	PromptTokensPerSecond   float64
+	GenerateTokensPerSecond float64
+	ActiveFraction          float64 // of all parameters, per token, from the experts that fired
+	FinishReason            FinishReason
+
+	// Time per stage, summed over the call.
+	AttentionSeconds, RouterSeconds, ExpertsSeconds, HeadSeconds, SamplingSeconds float64
+
+	ActiveParamsPerToken float64 // mean parameters touched per token
+	MeanRouterEntropy    float64 // nats, per token and layer
+	WeightBytesRead      int64
 }
 
 // Context is one conversation over a Model (KV cache and sampler). Use it from one goroutine at a
@@ -178,13 +206,68 @@ func (c *Context) Truncate(keep int) error {
 	return c.with(func(n raw.NativeContext) error { return call(func() { n.Truncate(keep) }) })
 }
 
-// Len is the number of tokens in the context.
+// Len is the number of tokens in the context (moe_context_n_past). A following Generate processes
+// only its own prompt: what is already here is reused.
 func (c *Context) Len() (n int, err error) {
 	err = c.with(func(nc raw.NativeContext) error { return call(func() { n = nc.NPast() }) })
 	return n, err
 }
 
-// Stats describes the last Generate call.
+// Cap is the context length in tokens (moe_context_n_ctx).
+func (c *Context) Cap() (n int, err error) {
+	err = c.with(func(nc raw.NativeContext) error { return call(func() { n = nc.NCtx() }) })
+	return n, err
+}
+
+// ExpertCounts says how many tokens chose each expert during the last Generate or Decode call,
+// as counts[layer][expert]. Each processed token picks ModelInfo.ExpertsUsed experts per layer.
+func (c *Context) ExpertCounts() (counts [][]int64, err error) {
+	var flat []int64
+	var experts int
+	err = c.with(func(n raw.NativeContext) error {
+		return call(func() {
+			flat = n.ExpertCounts()
+			experts = n.NExpert()
+		})
+	})
+	if err != nil || experts == 0 {
+		return nil, err
+	}
+	for layer := 0; layer+experts <= len(flat); layer += experts {
+		counts = append(counts, flat[layer:layer+experts:layer+experts])
+	}
+	return counts, nil
+}
+
+// Decode appends tokens to the context and computes the logits of the last one: the low-level
+// path, for callers that pick tokens themselves with Logits or Sample. Unlike Generate, nothing
+// is added (no BOS). An id outside the vocabulary matches ErrOutOfRange; tokens that do not fit
+// match ErrContextFull.
+func (c *Context) Decode(tokens []int32) error {
+	return c.with(func(n raw.NativeContext) error { return call(func() { n.Decode(tokens) }) })
+}
+
+// Logits returns a copy of the logits of the last decoded token, one per vocabulary entry (an
+// error before anything was decoded).
+func (c *Context) Logits() (logits []float32, err error) {
+	err = c.with(func(n raw.NativeContext) error { return call(func() { logits = n.Logits() }) })
+	return logits, err
+}
+
+// Sample picks a token from the current logits with the sampling fields of opts (temperature,
+// top-k/p, min-p, penalties, logit bias, seed; MaxTokens, Stop and ParseSpecial do not apply);
+// nil opts means the library's defaults, as for Generate. The token is not appended: Decode it
+// to continue.
+func (c *Context) Sample(opts *GenerateOptions) (token int32, err error) {
+	o := opts.native()
+	defer raw.DeleteNativeGenerateOptions(o)
+	err = c.with(func(n raw.NativeContext) error {
+		return call(func() { token = int32(n.Sample(o)) })
+	})
+	return token, err
+}
+
+// Stats describes the last Generate or Decode call.
 func (c *Context) Stats() (st Stats, err error) {
 	err = c.with(func(n raw.NativeContext) error {
 		return call(func() {
@@ -197,6 +280,14 @@ func (c *Context) Stats() (st Stats, err error) {
 				GenerateTokensPerSecond: s.GetGenerate_tokens_per_second(),
 				ActiveFraction:          s.GetActive_fraction(),
 				FinishReason:            FinishReason(s.GetFinish_reason()),
+				AttentionSeconds:        s.GetAttention_seconds(),
+				RouterSeconds:           s.GetRouter_seconds(),
+				ExpertsSeconds:          s.GetExperts_seconds(),
+				HeadSeconds:             s.GetHead_seconds(),
+				SamplingSeconds:         s.GetSampling_seconds(),
+				ActiveParamsPerToken:    s.GetActive_params_per_token(),
+				MeanRouterEntropy:       s.GetMean_router_entropy(),
+				WeightBytesRead:         s.GetWeight_bytes_read(),
 			}
 		})
 	})

@@ -1,7 +1,8 @@
 // Go part of moe.i: Go has no exceptions, so a failed call parks its moe_swig::Error in a
 // thread-local slot that the hand-written wrapper collects right after the call, with the
 // goroutine locked to its OS thread in between (see call() in moe.go). Strings are Go strings
-// (bytes, so UTF-8 passes through untouched); token lists are []int32, copied once each way.
+// (bytes, so UTF-8 passes through untouched); token lists are []int32, copied once each way;
+// logits and expert counts come back as []float32 and []int64.
 
 %{
 #include <cstdlib>
@@ -52,23 +53,29 @@ inline std::string ErrorMessage() { return pending_message; }
   $2 = static_cast<size_t>($input.len);
 %}
 
-// Token ids out: a []int32 copied from C memory, which is then freed.
-%typemap(gotype) std::vector<int32_t> "[]int32"
-%typemap(out) std::vector<int32_t> %{
+// Vectors out (token ids as []int32, logits as []float32, expert counts as []int64): copied into
+// C memory, then into a Go slice, and the C memory freed.
+%define MOE_GO_SLICE_OUT(CTYPE, GOTYPE)
+%typemap(gotype) std::vector<CTYPE> "[]GOTYPE"
+%typemap(out) std::vector<CTYPE> %{
   {
-    const std::vector<int32_t>& ids = $1;
-    $result.array = ids.empty() ? nullptr : std::malloc(ids.size() * sizeof(int32_t));
-    if (!ids.empty()) std::memcpy($result.array, ids.data(), ids.size() * sizeof(int32_t));
-    $result.len = $result.cap = static_cast<intgo>(ids.size());
+    const std::vector<CTYPE>& v = $1;
+    $result.array = v.empty() ? nullptr : std::malloc(v.size() * sizeof(CTYPE));
+    if (!v.empty()) std::memcpy($result.array, v.data(), v.size() * sizeof(CTYPE));
+    $result.len = $result.cap = static_cast<intgo>(v.size());
   }
 %}
-%typemap(goout) std::vector<int32_t> %{
+%typemap(goout) std::vector<CTYPE> %{
   {
-    ids := make([]int32, len($1))
-    copy(ids, $1)
+    items := make([]GOTYPE, len($1))
+    copy(items, $1)
     if len($1) > 0 {
       Swig_free(uintptr(unsafe.Pointer(&$1[0])))
     }
-    $result = ids
+    $result = items
   }
 %}
+%enddef
+MOE_GO_SLICE_OUT(int32_t, int32)
+MOE_GO_SLICE_OUT(float, float32)
+MOE_GO_SLICE_OUT(int64_t, int64)

@@ -252,3 +252,322 @@ func TestCancelFromAnotherGoroutine(t *testing.T) {
 		t.Fatalf("context after cancel: %d, %v", n, err)
 	}
 }
+
+var chat = []ChatMessage{{"system", "Be brief."}, {"user", "Hi!"}}
+
+func TestChatTemplates(t *testing.T) {
+	m := load(t)
+	if _, err := m.ApplyChatTemplate(chat, true); !errors.Is(err, ErrNotFound) ||
+		!strings.Contains(err.Error(), "chat template") {
+		t.Fatalf("model template: %v", err)
+	}
+	got, err := m.ApplyNamedChatTemplate("chatml", chat, true)
+	want := "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n" +
+		"<|im_start|>assistant\n"
+	if err != nil || got != want {
+		t.Fatalf("chatml: %q, %v", got, err)
+	}
+	if got, _ := m.ApplyNamedChatTemplate("chatml", chat, false); strings.HasSuffix(got, "assistant\n") {
+		t.Fatalf("no generation prompt: %q", got)
+	}
+	if _, err := m.ApplyNamedChatTemplate("jinja-soup", chat, true); err == nil ||
+		!strings.Contains(err.Error(), "jinja-soup") {
+		t.Fatalf("unknown template: %v", err)
+	}
+	if _, err := m.ApplyNamedChatTemplate("chatml", []ChatMessage{{"wizard", "x"}}, true); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("unknown role: %v", err)
+	}
+}
+
+func TestLowLevelGreedyLoopReproducesTheReference(t *testing.T) {
+	m := load(t)
+	info, _ := m.Info()
+	p2, want := readIDs(t, "p2.tokens.txt"), readIDs(t, "p2.gen_tokens.txt")
+	c := newContext(t, m)
+	if err := c.Decode(p2); err != nil {
+		t.Fatal(err)
+	}
+	greedy := &GenerateOptions{Temperature: 0}
+	// p2's greedy margins stay above the reference's tolerance for 6 steps.
+	for i := 0; i < 6; i++ {
+		logits, err := c.Logits()
+		if err != nil || len(logits) != info.VocabSize {
+			t.Fatalf("logits: %d, %v", len(logits), err)
+		}
+		argmax := 0
+		for tok, l := range logits {
+			if l > logits[argmax] {
+				argmax = tok
+			}
+		}
+		tok, err := c.Sample(greedy)
+		if err != nil || tok != want[i] || int(tok) != argmax {
+			t.Fatalf("step %d: %d (argmax %d, want %d), %v", i, tok, argmax, want[i], err)
+		}
+		if err := c.Decode([]int32{tok}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _ := c.Len(); n != len(p2)+6 {
+		t.Fatalf("len %d", n)
+	}
+	if err := c.Decode([]int32{40000}); !errors.Is(err, ErrOutOfRange) {
+		t.Fatalf("bad token: %v", err)
+	}
+	greedy.LogitBias = map[int32]float32{1 << 20: 1}
+	if _, err := c.Sample(greedy); !errors.Is(err, ErrOutOfRange) {
+		t.Fatalf("bad bias: %v", err)
+	}
+}
+
+func TestLogitBiasForcesAToken(t *testing.T) {
+	m := load(t)
+	info, _ := m.Info()
+	c := newContext(t, m)
+	if _, err := c.Logits(); err == nil {
+		t.Fatal("logits before any decode")
+	}
+	if err := c.Decode([]int32{info.BOSToken}); err != nil {
+		t.Fatal(err)
+	}
+	opts := DefaultGenerateOptions()
+	opts.LogitBias = map[int32]float32{1234: 1000}
+	if tok, err := c.Sample(&opts); err != nil || tok != 1234 {
+		t.Fatalf("forced: %d, %v", tok, err)
+	}
+	opts.FrequencyPenalty, opts.PresencePenalty, opts.PenaltyLastN = 0.5, 0.5, -1
+	if tok, err := c.Sample(&opts); err != nil || tok != 1234 {
+		t.Fatalf("forced with penalties: %d, %v", tok, err)
+	}
+	if tok, err := c.Sample(nil); err != nil || tok < 0 || int(tok) >= info.VocabSize {
+		t.Fatalf("defaults: %d, %v", tok, err)
+	}
+	// The bias also steers Generate.
+	g := greedy(3)
+	g.LogitBias = map[int32]float32{1234: 1000}
+	var got []int32
+	if _, err := c.GenerateTokens([]int32{1}, g, func(token int32, _ string) bool {
+		if token >= 0 {
+			got = append(got, token)
+		}
+		return true
+	}); err != nil || !reflect.DeepEqual(got, []int32{1234, 1234, 1234}) {
+		t.Fatalf("generate: %v, %v", got, err)
+	}
+}
+
+func TestFullStatsAndExpertCounts(t *testing.T) {
+	m := load(t)
+	info, _ := m.Info()
+	prompt, want := readIDs(t, "p1.tokens.txt"), readIDs(t, "p1.gen_tokens.txt")
+	c := newContext(t, m)
+	generateIDs(t, c, prompt, len(want))
+	s, err := c.Stats()
+	if err != nil || s.PromptTokens != len(prompt) || s.FinishReason != FinishMaxTokens {
+		t.Fatalf("stats: %+v, %v", s, err)
+	}
+	if !(s.ActiveFraction > 0 && s.ActiveFraction < 1) || s.ActiveParamsPerToken <= 0 ||
+		s.MeanRouterEntropy <= 0 || s.WeightBytesRead <= 0 || s.ExpertsSeconds <= 0 ||
+		s.AttentionSeconds <= 0 || s.RouterSeconds < 0 || s.HeadSeconds < 0 || s.SamplingSeconds < 0 {
+		t.Fatalf("stats: %+v", s)
+	}
+	counts, err := c.ExpertCounts()
+	if err != nil || len(counts) != info.Layers {
+		t.Fatalf("counts: %v, %v", counts, err)
+	}
+	var total int64
+	for _, layer := range counts {
+		if len(layer) != info.Experts {
+			t.Fatalf("layer of %d experts", len(layer))
+		}
+		for _, n := range layer {
+			total += n
+		}
+	}
+	// Prompt and generated tokens (the last one is fed back too) pick top-k experts per layer.
+	if wantTotal := int64(len(prompt)+len(want)) * int64(info.ExpertsUsed*info.Layers); total != wantTotal {
+		t.Fatalf("total %d, want %d", total, wantTotal)
+	}
+}
+
+func TestContextManagementAndMultiTurn(t *testing.T) {
+	m := load(t)
+	prompt, want := readIDs(t, "p1.tokens.txt"), readIDs(t, "p1.gen_tokens.txt")
+	c, err := m.NewContext(&ContextOptions{ContextLength: 128, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if n, err := c.Cap(); err != nil || n != 128 {
+		t.Fatalf("cap %d, %v", n, err)
+	}
+	generateIDs(t, c, prompt, 4)
+	first, _ := c.Len()
+	if first != len(prompt)+4 {
+		t.Fatalf("len %d", first)
+	}
+	// The second turn processes only its own tokens: the first turn's stay cached.
+	turn, _ := m.Tokenize(" and then", false, false)
+	generateIDs(t, c, turn, 3)
+	if s, _ := c.Stats(); s.PromptTokens != len(turn) {
+		t.Fatalf("second turn processed %d prompt tokens, want %d", s.PromptTokens, len(turn))
+	}
+	if n, _ := c.Len(); n != first+len(turn)+3 {
+		t.Fatalf("len %d", n)
+	}
+	if err := c.Truncate(len(prompt)); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.Len(); n != len(prompt) {
+		t.Fatalf("after truncate: %d", n)
+	}
+	if err := c.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.Len(); n != 0 {
+		t.Fatalf("after reset: %d", n)
+	}
+	if got := generateIDs(t, c, prompt, len(want)); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after reset: %v", got)
+	}
+	c.Close()
+	if _, err := c.Cap(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("closed: %v", err)
+	}
+}
+
+func TestStreamingDetokenizerMatchesDetokenize(t *testing.T) {
+	m := load(t)
+	ids, _ := m.Tokenize("Hello, wörld 👋 and ünïcode", false, false)
+	d, err := m.NewDetokenizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, id := range ids {
+		piece, err := d.Push(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(piece)
+	}
+	if _, err := d.Push(1 << 30); err == nil {
+		t.Fatal("out-of-range token accepted")
+	}
+	d.Close()
+	if _, err := d.Push(ids[0]); !errors.Is(err, ErrClosed) {
+		t.Fatalf("closed: %v", err)
+	}
+	if want, _ := m.Detokenize(ids); b.String() != want {
+		t.Fatalf("%q, want %q", b.String(), want)
+	}
+}
+
+func TestTokenizeFlags(t *testing.T) {
+	m := load(t)
+	info, _ := m.Info()
+	plain, _ := m.Tokenize("Hello", false, false)
+	withBOS, _ := m.Tokenize("Hello", true, false)
+	if withBOS[0] != info.BOSToken || !reflect.DeepEqual(withBOS[1:], plain) {
+		t.Fatalf("%v vs %v", withBOS, plain)
+	}
+	// A control token's text is that token only when parseSpecial asks for it.
+	bosText, _ := m.Detokenize([]int32{info.BOSToken})
+	if got, _ := m.Tokenize(bosText, false, true); !reflect.DeepEqual(got, []int32{info.BOSToken}) {
+		t.Fatalf("parse special: %v", got)
+	}
+	if got, _ := m.Tokenize(bosText, false, false); len(got) < 2 {
+		t.Fatalf("literal: %v", got)
+	}
+}
+
+func TestLogHandlerCanBeReplacedWhileOtherGoroutinesLoad(t *testing.T) {
+	path := fixture(t, "tiny-qwen2moe-f32.gguf")
+	defer SetLogHandler(LogInfo, nil)
+	var mu sync.Mutex
+	var lines []string
+	if err := SetLogHandler(LogInfo, func(level LogLevel, msg string) {
+		mu.Lock()
+		lines = append(lines, level.String()+":"+msg)
+		mu.Unlock()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	loadAndClose := func() error {
+		m, err := Load(path)
+		if err == nil {
+			m.Close()
+		}
+		return err
+	}
+	if err := loadAndClose(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	found := false
+	for _, l := range lines {
+		found = found || (strings.HasPrefix(l, "info:") && strings.Contains(l, "qwen2moe"))
+	}
+	mu.Unlock()
+	if !found {
+		t.Fatalf("no load message in %q", lines)
+	}
+	// A handler cannot change the handler (that would deadlock the library's log lock), and a
+	// panic in it is dropped.
+	var inside error
+	SetLogHandler(LogDebug, func(LogLevel, string) {
+		if err := SetLogHandler(LogInfo, nil); err != nil && inside == nil {
+			inside = err
+		}
+		panic("dropped, not a crash")
+	})
+	if err := loadAndClose(); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(inside, ErrInvalidArgument) {
+		t.Fatalf("inside: %v", inside)
+	}
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	for i := 0; i < 3; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; k < 4; k++ {
+				if err := loadAndClose(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	var seen int64
+	var seenMu sync.Mutex
+	for k := 0; k < 200; k++ {
+		var f func(LogLevel, string)
+		if k%3 != 0 {
+			f = func(LogLevel, string) { seenMu.Lock(); seen++; seenMu.Unlock() }
+		}
+		if err := SetLogHandler(LogInfo, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if err := SetLogHandler(LogInfo, nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	before := len(lines)
+	mu.Unlock()
+	if err := loadAndClose(); err != nil { // silent again
+		t.Fatal(err)
+	}
+	if len(lines) != before {
+		t.Fatal("a removed handler still received messages")
+	}
+}

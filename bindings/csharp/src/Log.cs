@@ -34,6 +34,11 @@ namespace LibMoe {
     /// <exception cref="MoeException">Status.InvalidArgument when called from inside a handler.
     /// </exception>
     public static void SetHandler(LogHandler handler, LogLevel minLevel = LogLevel.Info) {
+      // Checked before taking the lock: a handler waiting for it while its holder waits for the
+      // library's log lock (held around this handler) would deadlock.
+      if (moe.InLogCallback()) {
+        throw new MoeException(Status.InvalidArgument, "the log handler cannot be changed from inside it");
+      }
       lock (gate) {
         LogBridge next = handler == null ? null : new LogBridge(handler);
         try {

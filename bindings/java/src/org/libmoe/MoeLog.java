@@ -19,18 +19,25 @@ public final class MoeLog {
    *
    * @throws MoeException with {@link Status#INVALID_ARGUMENT} when called from inside a handler
    */
-  public static synchronized void setHandler(LogLevel minLevel, LogHandler handler) {
+  public static void setHandler(LogLevel minLevel, LogHandler handler) {
     if (handler != null && minLevel == null) throw new NullPointerException("minLevel");
-    LogBridge next = handler == null ? null : new LogBridge(handler);
-    try {
-      moe.SetLogSink(next, handler == null ? 0 : minLevel.ordinal());
-    } catch (RuntimeException e) {
-      if (next != null) next.delete();
-      throw e;
+    // Checked before taking the lock: a handler waiting for it while its holder waits for the
+    // library's log lock (held around this handler) would deadlock.
+    if (moe.InLogCallback()) {
+      throw new MoeException(Status.INVALID_ARGUMENT, "the log handler cannot be changed from inside it");
     }
-    // The C library calls handlers under its log lock, so the old one is no longer in use.
-    if (current != null) current.delete();
-    current = next;
+    synchronized (MoeLog.class) {
+      LogBridge next = handler == null ? null : new LogBridge(handler);
+      try {
+        moe.SetLogSink(next, handler == null ? 0 : minLevel.ordinal());
+      } catch (RuntimeException e) {
+        if (next != null) next.delete();
+        throw e;
+      }
+      // The C library calls handlers under its log lock, so the old one is no longer in use.
+      if (current != null) current.delete();
+      current = next;
+    }
   }
 
   /** Removes the handler: the library is silent again. */
