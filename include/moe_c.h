@@ -239,8 +239,9 @@ typedef struct moe_chat_message {
 /* Formats a conversation with the model's chat template (template_name NULL) or a named one:
  * "chatml", "llama3", "mistral", "llama2", "zephyr", "deepseek". With add_generation_prompt
  * non-zero the text ends where the assistant's reply begins. BOS is not included (generation
- * adds it at the start of a context). A template we do not recognise is MOE_ERROR_UNSUPPORTED,
- * and the message names it. */
+ * adds it at the start of a context). A model template we do not recognise is
+ * MOE_ERROR_UNSUPPORTED, a model without one MOE_ERROR_NOT_FOUND, an unknown template_name or
+ * role MOE_ERROR_INVALID_ARGUMENT; each message names what it was given. */
 MOE_API moe_status moe_chat_apply_template(const moe_model* model, const char* template_name,
                                            const moe_chat_message* messages, size_t n_messages,
                                            int32_t add_generation_prompt, char* buf,

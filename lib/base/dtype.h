@@ -19,8 +19,15 @@ enum class DType : uint8_t {
   kQ4_K = 5,
   kQ5_K = 6,
   kQ6_K = 7,
+  // Run-time layouts: rows re-laid at load for the AVX-512 kernels (quants contiguous, the f16
+  // scales after them). Same bytes per row as their source types; never stored in files.
+  kQ8_0R = 8,
+  kQ4_0R = 9,
 };
-inline constexpr int kNumDTypes = 8;
+inline constexpr int kNumDTypes = 10;
+inline constexpr int kNumFileDTypes = 8;  // the types files may hold
+
+inline bool IsRuntimeLayout(DType t) { return static_cast<int>(t) >= kNumFileDTypes; }
 
 struct DTypeInfo {
   absl::string_view name;
@@ -30,7 +37,8 @@ struct DTypeInfo {
 
 const DTypeInfo& GetDTypeInfo(DType t);
 inline absl::string_view DTypeName(DType t) { return GetDTypeInfo(t).name; }
-std::optional<DType> DTypeFromName(absl::string_view name);  // case-insensitive
+// Case-insensitive; only the file types (run-time layouts have no name to ask for).
+std::optional<DType> DTypeFromName(absl::string_view name);
 
 // Bytes of a row of n elements; n must be a multiple of the block size (checked by callers
 // through RowSizeValid).

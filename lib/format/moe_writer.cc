@@ -153,6 +153,13 @@ void BuildHeader(flatbuffers::FlatBufferBuilder& b, const ModelSpec& spec,
 
 absl::Status WriteMoeFile(const ModelSpec& spec, const std::string& path) {
   MOE_RETURN_IF_ERROR(ValidateModelSpec(spec));
+  for (const auto& t : spec.tensors) {
+    if (IsRuntimeLayout(t.dtype)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", t.name, "' is in the run-time layout ", DTypeName(t.dtype),
+                       ", which files never hold (write the model as loaded from its file)"));
+    }
+  }
   size_t data_size = 0;
   std::vector<Placement> placed = PlaceTensors(spec, &data_size);
   flatbuffers::FlatBufferBuilder b(1 << 20);

@@ -7,6 +7,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "lib/backend/cpu/cpu_features.h"
+#include "lib/backend/cpu/repack.h"
 #include "lib/base/anonymous_memory.h"
 #include "lib/base/status_macros.h"
 #include "lib/import/model_loader.h"
@@ -25,7 +27,7 @@ void ReleaseMappedPages(absl::Span<const uint8_t> range) {
 
 // Copies every tensor into anonymous memory (huge pages where allowed), reporting progress; the
 // mapping of the file is released afterwards.
-absl::Status CopyWeights(ModelSpec& spec, const std::function<bool(float)>& progress) {
+absl::Status CopyWeights(ModelSpec& spec, bool repack, const std::function<bool(float)>& progress) {
   size_t total = 0;
   for (const auto& t : spec.tensors) total += (t.data.size() + 63) / 64 * 64;
   MOE_ASSIGN_OR_RETURN(std::shared_ptr<AnonymousMemory> memory, AnonymousMemory::Allocate(total));
@@ -34,6 +36,13 @@ absl::Status CopyWeights(ModelSpec& spec, const std::function<bool(float)>& prog
     std::memcpy(memory->data() + pos, t.data.data(), t.data.size());
     ReleaseMappedPages(t.data);
     t.data = {memory->data() + pos, t.data.size()};
+    if (repack && t.shape.size() == 2) {
+      const DType r = RepackedType(t.dtype, t.shape[1]);
+      if (r != t.dtype) {
+        RepackRows(t.dtype, memory->data() + pos, t.shape[0], t.shape[1]);
+        t.dtype = r;
+      }
+    }
     pos += (t.data.size() + 63) / 64 * 64;
     done += t.data.size();
     if (progress && !progress(0.1f + 0.8f * done / std::max<size_t>(1, total))) {
@@ -54,7 +63,9 @@ absl::StatusOr<std::shared_ptr<const Engine>> Engine::Load(const std::string& pa
   MOE_ASSIGN_OR_RETURN(ModelSpec spec, LoadModelSpec(path));
   if (!report(0.1f)) return absl::CancelledError("model load cancelled");
   if (!options.use_mmap) {
-    MOE_RETURN_IF_ERROR(CopyWeights(spec, options.progress));
+    // The re-laid rows only pay off with the AVX-512 VNNI kernels.
+    const bool repack = options.repack && ActiveSimdLevel() >= SimdLevel::kAvx512Vnni;
+    MOE_RETURN_IF_ERROR(CopyWeights(spec, repack, options.progress));
   }
   auto engine = FromSpec(std::move(spec));
   if (engine.ok() && !report(1.0f)) return absl::CancelledError("model load cancelled");

@@ -16,6 +16,9 @@ struct LoadOptions {
   // false: weights are copied once into anonymous memory (huge pages where allowed): steady full
   // speed. true: they stay in the mapped file: instant start, shared page cache.
   bool use_mmap = false;
+  // With copied weights: re-lay Q8_0/Q4_0 rows for the AVX-512 decode kernels (repack.h) when
+  // this CPU runs them. Same bytes, same results.
+  bool repack = true;
   // Called with progress in [0, 1]; returning false cancels the load (Cancelled).
   std::function<bool(float)> progress;
 };

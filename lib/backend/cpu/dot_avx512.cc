@@ -2,6 +2,7 @@
 // their int32 sums in one instruction, without maddubs' int16 saturation.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "lib/backend/cpu/dot_kernels.h"
@@ -72,12 +73,96 @@ float DotQ4_0x2(const uint8_t* w, const Q8Block* x, int64_t n) {
   return s;
 }
 
+// Run-time layouts (repack.h). Per 16 blocks, the 16 weight scales convert in one instruction
+// and meet the 16 activation scales in one multiply; each pair of blocks then picks its two
+// scales out of that vector with one permute.
+struct BlockScales {
+  __m512 s;       // weight scale x activation scale, blocks b..b+15
+  __m512 offset;  // s x (sum of the activation quants), for the Q4_0 zero point
+};
+
+inline BlockScales Scales16(const uint8_t* wscales, const float* xd, const float* xsum, int count) {
+  const __mmask16 m = static_cast<__mmask16>((1u << count) - 1);
+  const __m512 wd = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, wscales));
+  BlockScales r;
+  r.s = _mm512_mul_ps(wd, _mm512_maskz_loadu_ps(m, xd));
+  r.offset = _mm512_mul_ps(r.s, _mm512_maskz_loadu_ps(m, xsum));
+  return r;
+}
+
+// Lanes 0-7 take scale k, lanes 8-15 scale k + 1.
+inline __m512 PairScales(__m512 s, int k) {
+  const __m512i idx = _mm512_add_epi32(
+      _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), _mm512_set1_epi32(k));
+  return _mm512_permutexvar_ps(idx, s);
+}
+
+float DotQ8_0R(const uint8_t* w, const Q8Block* x, const float* xd, const float* xsum, int64_t n) {
+  const int64_t nb = n / 32;
+  const int8_t* q = reinterpret_cast<const int8_t*>(w);
+  const uint8_t* scales = w + 32 * nb;
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b0 = 0; b0 < nb; b0 += 16) {
+    const int count = static_cast<int>(std::min<int64_t>(16, nb - b0));
+    const BlockScales bs = Scales16(scales + 2 * b0, xd + b0, xsum + b0, count);
+    int k = 0;
+    for (; k + 2 <= count; k += 2) {
+      const int64_t b = b0 + k;
+      const __m512i qw = _mm512_loadu_si512(q + 32 * b);
+      const __m512i qx = Load2x256(x[b].q, x[b + 1].q);
+      const __mmask64 negative = _mm512_movepi8_mask(qw);
+      const __m512i sx = _mm512_mask_sub_epi8(qx, negative, _mm512_setzero_si512(), qx);
+      const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(qw), sx);
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), PairScales(bs.s, k), acc);
+    }
+    if (k < count) {  // an odd last block: lanes 8-15 get a zero scale
+      const int64_t b = b0 + k;
+      const __m256i qw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b));
+      const __m256i p = DotS8S8(qw, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q)));
+      acc = _mm512_fmadd_ps(_mm512_castps256_ps512(_mm256_cvtepi32_ps(p)),
+                            _mm512_maskz_mov_ps(0xff, PairScales(bs.s, k)), acc);
+    }
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+float DotQ4_0R(const uint8_t* w, const Q8Block* x, const float* xd, const float* xsum, int64_t n) {
+  const int64_t nb = n / 32;  // a multiple of 4 (RepackedType)
+  const uint8_t* scales = w + 16 * nb;
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  __m512 acc = _mm512_setzero_ps(), offsets = _mm512_setzero_ps();
+  for (int64_t b0 = 0; b0 < nb; b0 += 16) {
+    const int count = static_cast<int>(std::min<int64_t>(16, nb - b0));
+    const BlockScales bs = Scales16(scales + 2 * b0, xd + b0, xsum + b0, count);
+    offsets = _mm512_add_ps(offsets, bs.offset);
+    for (int k = 0; k < count; k += 4) {
+      const int64_t b = b0 + k;
+      const __m512i bytes = _mm512_loadu_si512(w + 16 * b);
+      const __m512i lo = _mm512_and_si512(bytes, m4);                        // blocks b, b+1
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), m4);  // blocks b+2, b+3
+      const __m512i p0 =
+          _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, Load2x256(x[b].q, x[b + 1].q));
+      const __m512i p1 =
+          _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, Load2x256(x[b + 2].q, x[b + 3].q));
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p0), PairScales(bs.s, k), acc);
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), PairScales(bs.s, k + 2), acc);
+    }
+  }
+  return _mm512_reduce_add_ps(acc) - 8 * _mm512_reduce_add_ps(offsets);
+}
+
 }  // namespace avx512vnni
 
 QuantDotFn Avx512VnniQuantDot(DType t) {
   if (t == DType::kQ8_0) return avx512vnni::DotQ8_0x2;
   if (t == DType::kQ4_0) return avx512vnni::DotQ4_0x2;
   return avx512vnni::QuantDotTable(t);
+}
+
+SplitQuantDotFn Avx512VnniSplitQuantDot(DType t) {
+  if (t == DType::kQ8_0R) return avx512vnni::DotQ8_0R;
+  if (t == DType::kQ4_0R) return avx512vnni::DotQ4_0R;
+  return nullptr;
 }
 
 }  // namespace moe::kernels

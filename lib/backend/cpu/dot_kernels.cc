@@ -5,16 +5,25 @@ namespace moe {
 bool IsQuantized(DType t) { return t != DType::kF32 && t != DType::kF16 && t != DType::kBF16; }
 
 QuantDotFn GetQuantDot(DType t, SimdLevel level) {
+  QuantDotFn f = nullptr;
   switch (level) {
     case SimdLevel::kAvx512Vnni:
-      return kernels::Avx512VnniQuantDot(t);
+      f = kernels::Avx512VnniQuantDot(t);
+      break;
     case SimdLevel::kAvx512:  // no 512-bit gain without VNNI for these kernels
     case SimdLevel::kAvx2:
-      return kernels::Avx2QuantDot(t);
+      f = kernels::Avx2QuantDot(t);
+      break;
     case SimdLevel::kScalar:
       break;
   }
-  return kernels::ScalarQuantDot(t);
+  // A level without its own kernel for a type (the run-time layouts below AVX-512 VNNI) uses
+  // the portable one.
+  return f != nullptr ? f : kernels::ScalarQuantDot(t);
+}
+
+SplitQuantDotFn GetSplitQuantDot(DType t, SimdLevel level) {
+  return level >= SimdLevel::kAvx512Vnni ? kernels::Avx512VnniSplitQuantDot(t) : nullptr;
 }
 
 FloatDotFn GetFloatDot(DType t, SimdLevel level) {

@@ -15,7 +15,14 @@ namespace moe {
 using QuantDotFn = float (*)(const uint8_t* w, const Q8Block* x, int64_t n);
 using FloatDotFn = float (*)(const uint8_t* w, const float* x, int64_t n);
 
+// For the run-time layouts on AVX-512 VNNI: the activation scales and block sums also as plain
+// float arrays (xd[b], xsum[b] = sum of block b's quants), so the kernel loads 16 at a time.
+using SplitQuantDotFn = float (*)(const uint8_t* w, const Q8Block* x, const float* xd,
+                                  const float* xsum, int64_t n);
+
 bool IsQuantized(DType t);
+// nullptr when (t, level) has no split kernel; use GetQuantDot then.
+SplitQuantDotFn GetSplitQuantDot(DType t, SimdLevel level);
 QuantDotFn GetQuantDot(DType t, SimdLevel level);  // t quantized
 FloatDotFn GetFloatDot(DType t, SimdLevel level);  // t is F32, F16 or BF16
 
@@ -26,6 +33,7 @@ FloatDotFn ScalarFloatDot(DType t);
 QuantDotFn Avx2QuantDot(DType t);
 FloatDotFn Avx2FloatDot(DType t);
 QuantDotFn Avx512VnniQuantDot(DType t);
+SplitQuantDotFn Avx512VnniSplitQuantDot(DType t);
 }  // namespace kernels
 
 }  // namespace moe

@@ -106,6 +106,37 @@ float DotQ6_K(const uint8_t* w, const Q8Block* x, int64_t n) {
   return s;
 }
 
+// The run-time layouts (repack.h): quants first, f16 scales after them.
+float DotQ8_0R(const uint8_t* w, const Q8Block* x, int64_t n) {
+  const int64_t nb = n / 32;
+  const int8_t* q = reinterpret_cast<const int8_t*>(w);
+  float s = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t acc = 0;
+    for (int i = 0; i < 32; ++i) acc += q[32 * b + i] * x[b].q[i];
+    s += Half(w + 32 * nb + 2 * b) * x[b].d * acc;
+  }
+  return s;
+}
+
+float DotQ4_0R(const uint8_t* w, const Q8Block* x, int64_t n) {
+  const int64_t nb = n / 32;
+  float s = 0;
+  for (int64_t g = 0; g < nb / 4; ++g) {
+    int32_t acc[4] = {0, 0, 0, 0};
+    for (int e = 0; e < 128; ++e) {
+      const uint8_t byte = w[64 * g + e % 64];
+      const int q = e < 64 ? byte & 0x0f : byte >> 4;
+      acc[e / 32] += q * x[4 * g + e / 32].q[e % 32];
+    }
+    for (int k = 0; k < 4; ++k) {
+      const Q8Block& a = x[4 * g + k];
+      s += Half(w + 16 * nb + 2 * (4 * g + k)) * a.d * (acc[k] - 8 * (a.sum[0] + a.sum[1]));
+    }
+  }
+  return s;
+}
+
 float DotF32(const uint8_t* w, const float* x, int64_t n) {
   const float* v = reinterpret_cast<const float*>(w);
   float s = 0;
@@ -143,6 +174,10 @@ QuantDotFn ScalarQuantDot(DType t) {
       return DotQ5_K;
     case DType::kQ6_K:
       return DotQ6_K;
+    case DType::kQ8_0R:
+      return DotQ8_0R;
+    case DType::kQ4_0R:
+      return DotQ4_0R;
     default:
       return nullptr;
   }

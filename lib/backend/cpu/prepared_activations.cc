@@ -16,7 +16,13 @@ void PreparedActivations::Prepare(const float* x, int64_t n, int64_t cols, bool 
   if (!use_gemm_ && quantize_ && quantized_weights && cols % 32 == 0) {
     const int64_t nb = cols / 32;
     q_.resize(n * nb);
+    xd_.resize(n * nb);
+    xsum_.resize(n * nb);
     for (int64_t t = 0; t < n; ++t) QuantizeActivations(x + t * cols, cols, q_.data() + t * nb);
+    for (int64_t b = 0; b < n * nb; ++b) {
+      xd_[b] = q_[b].d;
+      xsum_[b] = static_cast<float>(q_[b].sum[0] + q_[b].sum[1]);
+    }
   } else {
     q_.clear();
   }
@@ -31,8 +37,15 @@ void PreparedActivations::RowDots(const WeightView& w, int64_t r, float* out,
     return;
   }
   if (!q_.empty()) {
-    QuantDotFn dot = GetQuantDot(w.dtype, level_);
     const int64_t nb = cols_ / 32;
+    if (SplitQuantDotFn split = GetSplitQuantDot(w.dtype, level_)) {
+      for (int64_t t = 0; t < n_; ++t) {
+        out[t * stride] =
+            split(row, q_.data() + t * nb, xd_.data() + t * nb, xsum_.data() + t * nb, cols_);
+      }
+      return;
+    }
+    QuantDotFn dot = GetQuantDot(w.dtype, level_);
     for (int64_t t = 0; t < n_; ++t) out[t * stride] = dot(row, q_.data() + t * nb, cols_);
     return;
   }

@@ -40,6 +40,7 @@ class PreparedActivations {
   const float* x_ = nullptr;
   int64_t n_ = 0, cols_ = 0;
   std::vector<Q8Block> q_;
+  std::vector<float> xd_, xsum_;  // the blocks' scales and quant sums, [n x nb]
 };
 
 }  // namespace moe

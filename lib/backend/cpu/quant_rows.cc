@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "lib/backend/cpu/kquant_encode.h"
+#include "lib/backend/cpu/repack.h"
 #include "lib/base/half.h"
 
 namespace moe {
@@ -135,6 +137,10 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float DotF32(const 
 }  // namespace
 
 void DequantizeRow(DType t, const uint8_t* row, float* dst, int64_t n) {
+  if (IsRuntimeLayout(t)) {
+    DequantizeRepackedRow(t, row, dst, n);
+    return;
+  }
   switch (t) {
     case DType::kF32:
       std::memcpy(dst, row, n * sizeof(float));
@@ -155,6 +161,11 @@ void DequantizeRow(DType t, const uint8_t* row, float* dst, int64_t n) {
 
 float DotRow(DType t, const uint8_t* row, const float* x, int64_t n) {
   if (t == DType::kF32) return DotF32(reinterpret_cast<const float*>(row), x, n);
+  if (IsRuntimeLayout(t)) {  // whole-row layouts: no chunks
+    std::vector<float> buf(n);
+    DequantizeRepackedRow(t, row, buf.data(), n);
+    return DotF32(buf.data(), x, n);
+  }
   // Dequantize a chunk at a time into a cache-resident buffer, then dot.
   constexpr int64_t kChunk = 256;
   alignas(64) float buf[kChunk];
@@ -219,6 +230,9 @@ absl::Status QuantizeRow(DType t, const float* src, uint8_t* dst, int64_t n) {
         }
       }
       return absl::OkStatus();
+    case DType::kQ8_0R:
+    case DType::kQ4_0R:
+      return absl::InvalidArgumentError("run-time layouts are made by RepackRows, not encoded");
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K: {

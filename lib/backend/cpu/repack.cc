@@ -1,0 +1,70 @@
+#include "lib/backend/cpu/repack.h"
+
+#include <cstring>
+#include <vector>
+
+#include "lib/base/half.h"
+
+namespace moe {
+
+DType RepackedType(DType t, int64_t cols) {
+  if (t == DType::kQ8_0 && cols % 32 == 0) return DType::kQ8_0R;
+  if (t == DType::kQ4_0 && cols % 128 == 0) return DType::kQ4_0R;
+  return t;
+}
+
+void RepackRows(DType t, uint8_t* data, int64_t rows, int64_t cols) {
+  const DType r = RepackedType(t, cols);
+  if (r == t) return;
+  const int64_t nb = cols / 32;
+  const size_t row_bytes = RowBytes(t, cols);
+  std::vector<uint8_t> tmp(row_bytes);
+  for (int64_t i = 0; i < rows; ++i) {
+    uint8_t* row = data + i * row_bytes;
+    if (t == DType::kQ8_0) {
+      for (int64_t b = 0; b < nb; ++b) {
+        std::memcpy(tmp.data() + 32 * b, row + 34 * b + 2, 32);
+        std::memcpy(tmp.data() + 32 * nb + 2 * b, row + 34 * b, 2);
+      }
+    } else {  // Q4_0: element e of block b is nibble (e < 16 ? low : high) of byte e % 16
+      uint8_t* nib = tmp.data();
+      std::memset(nib, 0, 16 * nb);
+      for (int64_t g = 0; g < nb / 4; ++g) {
+        for (int e = 0; e < 128; ++e) {
+          const int64_t b = 4 * g + e / 32, k = e % 32;
+          const uint8_t byte = row[18 * b + 2 + k % 16];
+          const uint8_t q = k < 16 ? byte & 0x0f : byte >> 4;
+          nib[64 * g + e % 64] |= e < 64 ? q : q << 4;
+        }
+      }
+      for (int64_t b = 0; b < nb; ++b) std::memcpy(tmp.data() + 16 * nb + 2 * b, row + 18 * b, 2);
+    }
+    std::memcpy(row, tmp.data(), row_bytes);
+  }
+}
+
+void DequantizeRepackedRow(DType t, const uint8_t* row, float* dst, int64_t cols) {
+  const int64_t nb = cols / 32;
+  auto scale = [&](int64_t b, int64_t quant_bytes) {
+    uint16_t h;
+    std::memcpy(&h, row + quant_bytes * nb + 2 * b, 2);
+    return HalfToFloat(h);
+  };
+  if (t == DType::kQ8_0R) {
+    const int8_t* q = reinterpret_cast<const int8_t*>(row);
+    for (int64_t b = 0; b < nb; ++b) {
+      const float d = scale(b, 32);
+      for (int k = 0; k < 32; ++k) dst[32 * b + k] = d * q[32 * b + k];
+    }
+    return;
+  }
+  for (int64_t g = 0; g < nb / 4; ++g) {  // Q4_0R
+    for (int e = 0; e < 128; ++e) {
+      const uint8_t byte = row[64 * g + e % 64];
+      const int q = e < 64 ? byte & 0x0f : byte >> 4;
+      dst[128 * g + e] = scale(4 * g + e / 32, 16) * static_cast<float>(q - 8);
+    }
+  }
+}
+
+}  // namespace moe
