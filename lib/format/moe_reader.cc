@@ -131,7 +131,9 @@ absl::StatusOr<ModelSpec> ReadMoeFile(const std::string& path) {
     if (t->dtype() > fb::DType::MAX)
       return fail(Corrupt(absl::StrCat("tensor '", ts.name, "' has an unknown dtype")));
     ts.dtype = static_cast<DType>(t->dtype());
-    ts.shape.assign(t->shape()->begin(), t->shape()->end());
+    // Copied byte-wise: the verifier does not check that the int64 elements are aligned.
+    ts.shape.resize(t->shape()->size());
+    std::memcpy(ts.shape.data(), t->shape()->Data(), ts.shape.size() * sizeof(int64_t));
     ts.layer = t->layer();
     ts.expert = t->expert();
     if (ts.shape.empty() || ts.shape.size() > 4) {

@@ -165,6 +165,13 @@ absl::Status Read(const std::string& path, TokenizerData* data) {
     if (id < 0 || id > INT32_MAX) return absl::InvalidArgumentError("added token id out of range");
     max_id = std::max(max_id, id);
   }
+  // Ids may leave holes, but not a vocabulary mostly made of them: a huge id is a corrupt file,
+  // not a reason to allocate gigabytes.
+  const int64_t entries = static_cast<int64_t>(by_id.size() + added.size());
+  if (max_id >= 2 * entries + 1024) {
+    return absl::InvalidArgumentError(absl::StrCat("token id ", max_id, " is far beyond the ",
+                                                   entries, " tokens the file defines"));
+  }
   data->tokens.assign(max_id + 1, "");
   data->token_types.assign(max_id + 1, static_cast<int32_t>(TokenType::kUnused));
   for (auto& [id, text] : by_id) {
@@ -229,8 +236,14 @@ absl::Status Read(const std::string& path, TokenizerData* data) {
 
 absl::StatusOr<TokenizerData> TokenizerDataFromHfJson(const std::string& tokenizer_json_path) {
   TokenizerData data;
-  MOE_RETURN_IF_ERROR(
-      Annotate(Read(tokenizer_json_path, &data), absl::StrCat("reading ", tokenizer_json_path)));
+  absl::Status status;
+  try {
+    status = Read(tokenizer_json_path, &data);
+  } catch (const nlohmann::json::exception& e) {
+    // A field of an unexpected JSON type: the file is not a tokenizer.json we understand.
+    status = absl::InvalidArgumentError(absl::StrCat("malformed tokenizer.json: ", e.what()));
+  }
+  MOE_RETURN_IF_ERROR(Annotate(status, absl::StrCat("reading ", tokenizer_json_path)));
   return data;
 }
 

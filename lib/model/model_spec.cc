@@ -1,5 +1,7 @@
 #include "lib/model/model_spec.h"
 
+#include <cmath>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -115,6 +117,14 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
   MOE_RETURN_IF_ERROR(Positive("n_expert", h.n_expert));
   MOE_RETURN_IF_ERROR(Positive("n_expert_used", h.n_expert_used));
   MOE_RETURN_IF_ERROR(Positive("n_ff_expert", h.n_ff_expert));
+  if (!(h.rms_eps > 0) || !std::isfinite(h.rms_eps)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rms_eps must be a positive number, got ", h.rms_eps));
+  }
+  if (!(h.rope_freq_base > 0) || !std::isfinite(h.rope_freq_base)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rope freq_base must be a positive number, got ", h.rope_freq_base));
+  }
   if (h.n_head % h.n_head_kv != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("n_head ", h.n_head, " is not a multiple of n_head_kv ", h.n_head_kv));

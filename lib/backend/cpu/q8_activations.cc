@@ -19,7 +19,9 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void QuantizeActiva
     o.d = HalfToFloat(FloatToHalf(amax / 127.0f));
     int s0 = 0, s1 = 0;
     for (int i = 0; i < 32; ++i) {
-      int q = static_cast<int>(std::nearbyint(v[i] * id));
+      // A NaN or infinite activation (from corrupt weights) must not overflow the conversion.
+      const float r = std::nearbyint(v[i] * id);
+      const int q = std::isfinite(r) ? static_cast<int>(std::clamp(r, -127.0f, 127.0f)) : 0;
       o.q[i] = static_cast<int8_t>(q);
       (i < 16 ? s0 : s1) += q;
     }

@@ -45,24 +45,30 @@ void RepackRows(DType t, uint8_t* data, int64_t rows, int64_t cols) {
 
 void DequantizeRepackedRow(DType t, const uint8_t* row, float* dst, int64_t cols) {
   const int64_t nb = cols / 32;
-  auto scale = [&](int64_t b, int64_t quant_bytes) {
-    uint16_t h;
-    std::memcpy(&h, row + quant_bytes * nb + 2 * b, 2);
-    return HalfToFloat(h);
+  const int64_t quant_bytes = t == DType::kQ8_0R ? 32 : 16;
+  float d[4];
+  auto load_scales = [&](int64_t b, int count) {
+    for (int k = 0; k < count; ++k) {
+      uint16_t h;
+      std::memcpy(&h, row + quant_bytes * nb + 2 * (b + k), 2);
+      d[k] = HalfToFloat(h);
+    }
   };
   if (t == DType::kQ8_0R) {
     const int8_t* q = reinterpret_cast<const int8_t*>(row);
     for (int64_t b = 0; b < nb; ++b) {
-      const float d = scale(b, 32);
-      for (int k = 0; k < 32; ++k) dst[32 * b + k] = d * q[32 * b + k];
+      load_scales(b, 1);
+      for (int k = 0; k < 32; ++k) dst[32 * b + k] = d[0] * q[32 * b + k];
     }
     return;
   }
-  for (int64_t g = 0; g < nb / 4; ++g) {  // Q4_0R
-    for (int e = 0; e < 128; ++e) {
-      const uint8_t byte = row[64 * g + e % 64];
-      const int q = e < 64 ? byte & 0x0f : byte >> 4;
-      dst[128 * g + e] = scale(4 * g + e / 32, 16) * static_cast<float>(q - 8);
+  for (int64_t g = 0; g < nb / 4; ++g) {  // Q4_0R: 4 blocks per 64 bytes
+    load_scales(4 * g, 4);
+    const uint8_t* bytes = row + 64 * g;
+    float* out = dst + 128 * g;
+    for (int j = 0; j < 64; ++j) {
+      out[j] = d[j / 32] * static_cast<float>((bytes[j] & 0x0f) - 8);
+      out[j + 64] = d[2 + j / 32] * static_cast<float>((bytes[j] >> 4) - 8);
     }
   }
 }
