@@ -164,19 +164,22 @@ class CpuBackend final : public Backend {
     const int64_t hd = kv.head_dim, kv_row = kv.n_kv_heads * hd;
     const int64_t group = n_heads / kv.n_kv_heads;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const size_t elem = kv.dtype == DType::kF32 ? 4 : 2;
+    // Scores are dot products of q with cache rows in their stored type (the SIMD kernels read
+    // F16 directly); values are accumulated from F32 rows, F16 ones converted first.
+    const FloatDotFn dot = GetFloatDot(kv.dtype, level_);
     Parallel(n * n_heads, (positions[n - 1] + 1) * hd * 2, [&](int64_t b, int64_t e) {
-      std::vector<float> scores, kbuf(hd), acc(hd);
+      thread_local std::vector<float> scores, vbuf, acc;
+      vbuf.resize(hd);
+      acc.resize(hd);
       for (int64_t job = b; job < e; ++job) {
-        int64_t t = job / n_heads, h = job % n_heads, kvh = h / group;
+        const int64_t t = job / n_heads, h = job % n_heads, kvh = h / group;
         const float* qv = q + (t * n_heads + h) * hd;
-        int64_t len = static_cast<int64_t>(positions[t]) + 1;
+        const int64_t len = static_cast<int64_t>(positions[t]) + 1;
         scores.resize(len);
         float max_s = -INFINITY;
         for (int64_t p = 0; p < len; ++p) {
-          const float* kr = LoadKvRow(kv.k, kv.dtype, p * kv_row + kvh * hd, hd, kbuf.data());
-          float s = 0;
-          for (int64_t i = 0; i < hd; ++i) s += qv[i] * kr[i];
-          scores[p] = s * scale;
+          scores[p] = dot(kv.k + (p * kv_row + kvh * hd) * elem, qv, hd) * scale;
           max_s = std::max(max_s, scores[p]);
         }
         float sum = 0;
@@ -185,10 +188,16 @@ class CpuBackend final : public Backend {
           sum += scores[p];
         }
         std::fill(acc.begin(), acc.end(), 0.f);
+        const float inv = 1.0f / sum;
         for (int64_t p = 0; p < len; ++p) {
-          const float* vr = LoadKvRow(kv.v, kv.dtype, p * kv_row + kvh * hd, hd, kbuf.data());
-          float w = scores[p] / sum;
-          for (int64_t i = 0; i < hd; ++i) acc[i] += w * vr[i];
+          const uint8_t* vr = kv.v + (p * kv_row + kvh * hd) * elem;
+          const float* v = reinterpret_cast<const float*>(vr);
+          if (kv.dtype != DType::kF32) {
+            DequantizeRow(kv.dtype, vr, vbuf.data(), hd);
+            v = vbuf.data();
+          }
+          const float w = scores[p] * inv;
+          for (int64_t i = 0; i < hd; ++i) acc[i] += w * v[i];
         }
         std::copy(acc.begin(), acc.end(), out + (t * n_heads + h) * hd);
       }
@@ -212,14 +221,6 @@ class CpuBackend final : public Backend {
   }
 
  private:
-  // Returns a pointer to `count` floats of the cache at element offset `off`, converting F16.
-  static const float* LoadKvRow(const uint8_t* base, DType dtype, int64_t off, int64_t count,
-                                float* scratch) {
-    if (dtype == DType::kF32) return reinterpret_cast<const float*>(base) + off;
-    const uint16_t* h = reinterpret_cast<const uint16_t*>(base) + off;
-    for (int64_t i = 0; i < count; ++i) scratch[i] = HalfToFloat(h[i]);
-    return scratch;
-  }
 
   // Runs fn over [0, n) on the pool, or inline when the whole loop is too small to repay waking
   // the other threads (tiny routers, short attention spans on small models).
