@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "lib/backend/cpu/cpu_features.h"
+#include "lib/backend/cpu/repack.h"
 #include "lib/base/half.h"
 
 namespace moe {
@@ -186,6 +188,42 @@ TEST(HalfTest, ConversionsRoundTripEveryHalf) {
   EXPECT_EQ(FloatToHalf(1e6f), 0x7c00);
   EXPECT_EQ(HalfToFloat(0x3c00), 1.0f);
   EXPECT_EQ(Bf16ToFloat(FloatToBf16(1.5f)), 1.5f);
+}
+
+}  // namespace
+}  // namespace moe
+
+namespace moe {
+namespace {
+
+TEST(DequantizeRowTest, SimdPathsAreBitIdenticalToThePortableCode) {
+  if (DetectedSimdLevel() < SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 dequantizers here";
+  std::mt19937 rng(12);
+  std::normal_distribution<float> nd;
+  const int64_t n = 1024;
+  std::vector<float> w(n);
+  for (auto& v : w) v = nd(rng);
+  const SimdLevel native = ActiveSimdLevel();
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kF16,
+                  DType::kBF16}) {
+    for (bool repacked : {false, true}) {
+      std::vector<uint8_t> row(RowBytes(t, n));
+      ASSERT_TRUE(QuantizeRow(t, w.data(), row.data(), n).ok());
+      DType rt = t;
+      if (repacked) {
+        rt = RepackedType(t, n);
+        if (rt == t) continue;
+        RepackRows(t, row.data(), 1, n);
+      }
+      std::vector<float> portable(n), simd(n);
+      SetSimdLevelForTesting(SimdLevel::kScalar);
+      DequantizeRow(rt, row.data(), portable.data(), n);
+      SetSimdLevelForTesting(SimdLevel::kAvx512Vnni);
+      DequantizeRow(rt, row.data(), simd.data(), n);
+      EXPECT_EQ(portable, simd) << DTypeName(rt);
+    }
+  }
+  SetSimdLevelForTesting(native);
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backend/cpu/cpu_features.h"
+#include "lib/backend/cpu/dequant_kernels.h"
 #include "lib/backend/cpu/kquant_encode.h"
 #include "lib/backend/cpu/repack.h"
 #include "lib/base/half.h"
@@ -111,8 +113,8 @@ __attribute__((target("avx2,f16c"))) void HalfsToFloatsF16c(const uint8_t* src, 
                                                             int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(dst + i,
-                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i))));
+    _mm256_storeu_ps(
+        dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i))));
   }
   for (; i < n; ++i) dst[i] = LoadHalf(src + 2 * i);
 }
@@ -160,6 +162,12 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float DotF32(const 
 }  // namespace
 
 void DequantizeRow(DType t, const uint8_t* row, float* dst, int64_t n) {
+  if (ActiveSimdLevel() >= SimdLevel::kAvx512) {
+    if (DequantRowFn f = kernels::Avx512DequantRow(t)) {
+      f(row, dst, n);
+      return;
+    }
+  }
   if (IsRuntimeLayout(t)) {
     DequantizeRepackedRow(t, row, dst, n);
     return;
