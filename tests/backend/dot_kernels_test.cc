@@ -35,10 +35,22 @@ TEST(DotKernelsTest, EveryLevelAgreesWithTheScalarKernel) {
       std::vector<uint8_t> row(RowBytes(t, n));
       ASSERT_TRUE(QuantizeRow(t, w.data(), row.data(), n).ok());
       const float want = GetQuantDot(t, SimdLevel::kScalar)(row.data(), xq.data(), n);
+      std::vector<float> xd, xsum, xsum16;
+      for (const Q8Block& b : xq) {
+        xd.push_back(b.d);
+        xsum.push_back(static_cast<float>(b.sum[0] + b.sum[1]));
+        xsum16.push_back(b.sum[0]);
+        xsum16.push_back(b.sum[1]);
+      }
+      const Q8Aux aux{xd.data(), xsum.data(), xsum16.data()};
       for (SimdLevel level : AvailableLevels()) {
         float got = GetQuantDot(t, level)(row.data(), xq.data(), n);
         EXPECT_NEAR(got, want, 1e-4 * (1 + std::fabs(want)))
             << DTypeName(t) << " " << CpuSimdLevelName(level) << " n=" << n;
+        if (SplitQuantDotFn split = GetSplitQuantDot(t, level)) {
+          EXPECT_NEAR(split(row.data(), xq.data(), aux, n), want, 1e-4 * (1 + std::fabs(want)))
+              << DTypeName(t) << " split " << CpuSimdLevelName(level) << " n=" << n;
+        }
       }
       // The integer product approximates the float one within the activation rounding:
       // each x moves by at most d/2 = max|x| / 254 per block.

@@ -15,10 +15,14 @@ namespace moe {
 using QuantDotFn = float (*)(const uint8_t* w, const Q8Block* x, int64_t n);
 using FloatDotFn = float (*)(const uint8_t* w, const float* x, int64_t n);
 
-// For the run-time layouts on AVX-512 VNNI: the activation scales and block sums also as plain
-// float arrays (xd[b], xsum[b] = sum of block b's quants), so the kernel loads 16 at a time.
-using SplitQuantDotFn = float (*)(const uint8_t* w, const Q8Block* x, const float* xd,
-                                  const float* xsum, int64_t n);
+// The activations' block scales and quant sums also as plain float arrays, so AVX-512 kernels
+// load them 16 at a time: d[b], sum[b] (of block b's 32 quants), sum16[2b + h] (of half h).
+struct Q8Aux {
+  const float* d;
+  const float* sum;
+  const float* sum16;
+};
+using SplitQuantDotFn = float (*)(const uint8_t* w, const Q8Block* x, const Q8Aux& aux, int64_t n);
 
 bool IsQuantized(DType t);
 // nullptr when (t, level) has no split kernel; use GetQuantDot then.

@@ -18,10 +18,13 @@ void PreparedActivations::Prepare(const float* x, int64_t n, int64_t cols, bool 
     q_.resize(n * nb);
     xd_.resize(n * nb);
     xsum_.resize(n * nb);
+    xsum16_.resize(2 * n * nb);
     for (int64_t t = 0; t < n; ++t) QuantizeActivations(x + t * cols, cols, q_.data() + t * nb);
     for (int64_t b = 0; b < n * nb; ++b) {
       xd_[b] = q_[b].d;
       xsum_[b] = static_cast<float>(q_[b].sum[0] + q_[b].sum[1]);
+      xsum16_[2 * b] = q_[b].sum[0];
+      xsum16_[2 * b + 1] = q_[b].sum[1];
     }
   } else {
     q_.clear();
@@ -40,8 +43,8 @@ void PreparedActivations::RowDots(const WeightView& w, int64_t r, float* out,
     const int64_t nb = cols_ / 32;
     if (SplitQuantDotFn split = GetSplitQuantDot(w.dtype, level_)) {
       for (int64_t t = 0; t < n_; ++t) {
-        out[t * stride] =
-            split(row, q_.data() + t * nb, xd_.data() + t * nb, xsum_.data() + t * nb, cols_);
+        const Q8Aux aux{xd_.data() + t * nb, xsum_.data() + t * nb, xsum16_.data() + 2 * t * nb};
+        out[t * stride] = split(row, q_.data() + t * nb, aux, cols_);
       }
       return;
     }

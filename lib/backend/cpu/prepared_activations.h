@@ -41,6 +41,7 @@ class PreparedActivations {
   int64_t n_ = 0, cols_ = 0;
   std::vector<Q8Block> q_;
   std::vector<float> xd_, xsum_;  // the blocks' scales and quant sums, [n x nb]
+  std::vector<float> xsum16_;     // the sums of each block's two halves, [n x 2 nb]
 };
 
 }  // namespace moe
