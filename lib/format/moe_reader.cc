@@ -133,7 +133,9 @@ absl::StatusOr<ModelSpec> ReadMoeFile(const std::string& path) {
     ts.dtype = static_cast<DType>(t->dtype());
     // Copied byte-wise: the verifier does not check that the int64 elements are aligned.
     ts.shape.resize(t->shape()->size());
-    std::memcpy(ts.shape.data(), t->shape()->Data(), ts.shape.size() * sizeof(int64_t));
+    if (!ts.shape.empty()) {
+      std::memcpy(ts.shape.data(), t->shape()->Data(), ts.shape.size() * sizeof(int64_t));
+    }
     ts.layer = t->layer();
     ts.expert = t->expert();
     if (ts.shape.empty() || ts.shape.size() > 4) {
