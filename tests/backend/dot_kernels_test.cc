@@ -35,13 +35,8 @@ TEST(DotKernelsTest, EveryLevelAgreesWithTheScalarKernel) {
       std::vector<uint8_t> row(RowBytes(t, n));
       ASSERT_TRUE(QuantizeRow(t, w.data(), row.data(), n).ok());
       const float want = GetQuantDot(t, SimdLevel::kScalar)(row.data(), xq.data(), n);
-      std::vector<float> xd, xsum, xsum16;
-      for (const Q8Block& b : xq) {
-        xd.push_back(b.d);
-        xsum.push_back(static_cast<float>(b.sum[0] + b.sum[1]));
-        xsum16.push_back(b.sum[0]);
-        xsum16.push_back(b.sum[1]);
-      }
+      std::vector<float> xd(xq.size()), xsum(xq.size()), xsum16(2 * xq.size());
+      FillQ8Aux(xq.data(), static_cast<int64_t>(xq.size()), xd.data(), xsum.data(), xsum16.data());
       const Q8Aux aux{xd.data(), xsum.data(), xsum16.data()};
       for (SimdLevel level : AvailableLevels()) {
         float got = GetQuantDot(t, level)(row.data(), xq.data(), n);

@@ -51,13 +51,9 @@ TEST(RepackTest, RowsKeepTheirValuesAndProducts) {
               << DTypeName(rt) << " " << CpuSimdLevelName(level) << " cols " << cols;
         }
         if (SplitQuantDotFn split = GetSplitQuantDot(rt, DetectedSimdLevel())) {
-          std::vector<float> xd, xsum, xsum16;
-          for (const Q8Block& blk : xq) {
-            xd.push_back(blk.d);
-            xsum.push_back(static_cast<float>(blk.sum[0] + blk.sum[1]));
-            xsum16.push_back(blk.sum[0]);
-            xsum16.push_back(blk.sum[1]);
-          }
+          std::vector<float> xd(xq.size()), xsum(xq.size()), xsum16(2 * xq.size());
+          FillQ8Aux(xq.data(), static_cast<int64_t>(xq.size()), xd.data(), xsum.data(),
+                    xsum16.data());
           const Q8Aux aux{xd.data(), xsum.data(), xsum16.data()};
           const float got = split(repacked.data() + r * row_bytes, xq.data(), aux, cols);
           EXPECT_NEAR(got, want, 1e-4 * (1 + std::fabs(want)))

@@ -22,6 +22,15 @@ QuantDotFn GetQuantDot(DType t, SimdLevel level) {
   return f != nullptr ? f : kernels::ScalarQuantDot(t);
 }
 
+void FillQ8Aux(const Q8Block* blocks, int64_t count, float* d, float* sum, float* sum16) {
+  for (int64_t b = 0; b < count; ++b) {
+    d[b] = blocks[b].d;
+    sum[b] = static_cast<float>(blocks[b].sum[0] + blocks[b].sum[1]);
+    sum16[2 * b] = blocks[b].sum[0];
+    sum16[2 * b + 1] = blocks[b].sum[1];
+  }
+}
+
 SplitQuantDotFn GetSplitQuantDot(DType t, SimdLevel level) {
   return level >= SimdLevel::kAvx512Vnni ? kernels::Avx512VnniSplitQuantDot(t) : nullptr;
 }

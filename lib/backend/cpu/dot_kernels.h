@@ -24,6 +24,9 @@ struct Q8Aux {
 };
 using SplitQuantDotFn = float (*)(const uint8_t* w, const Q8Block* x, const Q8Aux& aux, int64_t n);
 
+// Fills the arrays of a Q8Aux for `count` blocks: d[count], sum[count], sum16[2 count].
+void FillQ8Aux(const Q8Block* blocks, int64_t count, float* d, float* sum, float* sum16);
+
 bool IsQuantized(DType t);
 // nullptr when (t, level) has no split kernel; use GetQuantDot then.
 SplitQuantDotFn GetSplitQuantDot(DType t, SimdLevel level);

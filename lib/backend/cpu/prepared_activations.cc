@@ -20,12 +20,7 @@ void PreparedActivations::Prepare(const float* x, int64_t n, int64_t cols, bool 
     xsum_.resize(n * nb);
     xsum16_.resize(2 * n * nb);
     for (int64_t t = 0; t < n; ++t) QuantizeActivations(x + t * cols, cols, q_.data() + t * nb);
-    for (int64_t b = 0; b < n * nb; ++b) {
-      xd_[b] = q_[b].d;
-      xsum_[b] = static_cast<float>(q_[b].sum[0] + q_[b].sum[1]);
-      xsum16_[2 * b] = q_[b].sum[0];
-      xsum16_[2 * b + 1] = q_[b].sum[1];
-    }
+    FillQ8Aux(q_.data(), n * nb, xd_.data(), xsum_.data(), xsum16_.data());
   } else {
     q_.clear();
   }
