@@ -134,7 +134,7 @@ float DotQ4_0R(const uint8_t* w, const Q8Block* x, const Q8Aux& aux, int64_t n) 
   const int64_t nb = n / 32;  // a multiple of 4 (RepackedType)
   const uint8_t* scales = w + 16 * nb;
   const __m512i m4 = _mm512_set1_epi8(0x0f);
-  __m512 acc = _mm512_setzero_ps(), offsets = _mm512_setzero_ps();
+  __m512 acc = _mm512_setzero_ps(), acc2 = _mm512_setzero_ps(), offsets = _mm512_setzero_ps();
   for (int64_t b0 = 0; b0 < nb; b0 += 16) {
     const int count = static_cast<int>(std::min<int64_t>(16, nb - b0));
     const BlockScales bs = Scales16(scales + 2 * b0, xd + b0, xsum + b0, count);
@@ -148,11 +148,12 @@ float DotQ4_0R(const uint8_t* w, const Q8Block* x, const Q8Aux& aux, int64_t n) 
           _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, Load2x256(x[b].q, x[b + 1].q));
       const __m512i p1 =
           _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, Load2x256(x[b + 2].q, x[b + 3].q));
+      // Two accumulators: the FMAs of one iteration do not wait for each other.
       acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p0), PairScales(bs.s, k), acc);
-      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), PairScales(bs.s, k + 2), acc);
+      acc2 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), PairScales(bs.s, k + 2), acc2);
     }
   }
-  return _mm512_reduce_add_ps(acc) - 8 * _mm512_reduce_add_ps(offsets);
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc, acc2)) - 8 * _mm512_reduce_add_ps(offsets);
 }
 
 // The twelve Q4_K/Q5_K scale bytes to 8 scales (bytes of the first 8 bytes of `out`) and 8 mins
@@ -174,7 +175,7 @@ float DotQ4_KSplit(const uint8_t* w, const Q8Block* x, const Q8Aux& aux, int64_t
   const float* xd = aux.d;
   const float* xsum = aux.sum;
   const __m512i m4 = _mm512_set1_epi8(0x0f);
-  __m512 acc = _mm512_setzero_ps();
+  __m512 acc = _mm512_setzero_ps(), acc2 = _mm512_setzero_ps();
   __m256 mins = _mm256_setzero_ps();
   for (int64_t sb = 0; sb < n / 256; ++sb, w += 144, x += 8, xd += 8, xsum += 8) {
     uint32_t sm[4];
@@ -199,13 +200,14 @@ float DotQ4_KSplit(const uint8_t* w, const Q8Block* x, const Q8Aux& aux, int64_t
       const __m512i q = _mm512_and_si512(both, m4);
       const __m512i p =
           _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, Load2x256(x[2 * k].q, x[2 * k + 1].q));
-      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), PairScales(s16, 2 * k), acc);
+      __m512& a = k % 2 ? acc2 : acc;  // two chains of FMAs
+      a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), PairScales(s16, 2 * k), a);
     }
   }
   __m128 m = _mm_add_ps(_mm256_castps256_ps128(mins), _mm256_extractf128_ps(mins, 1));
   m = _mm_add_ps(m, _mm_movehl_ps(m, m));
   m = _mm_add_ss(m, _mm_movehdup_ps(m));
-  return _mm512_reduce_add_ps(acc) - _mm_cvtss_f32(m);
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc, acc2)) - _mm_cvtss_f32(m);
 }
 
 // Q6_K: per 128-element half, one 64-byte load of low nibbles gives two 32-element groups and its
@@ -214,7 +216,7 @@ float DotQ4_KSplit(const uint8_t* w, const Q8Block* x, const Q8Aux& aux, int64_t
 float DotQ6_KSplit(const uint8_t* w, const Q8Block* x, const Q8Aux& aux, int64_t n) {
   const __m512i m4 = _mm512_set1_epi8(0x0f), m2 = _mm512_set1_epi8(3);
   const __m512i quad_idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-  __m512 acc = _mm512_setzero_ps(), offsets = _mm512_setzero_ps();
+  __m512 acc = _mm512_setzero_ps(), acc2 = _mm512_setzero_ps(), offsets = _mm512_setzero_ps();
   const float* xd = aux.d;
   const float* xsum16 = aux.sum16;
   for (int64_t sb = 0; sb < n / 256; ++sb, w += 210, x += 8, xd += 8, xsum16 += 16) {
@@ -249,10 +251,10 @@ float DotQ6_KSplit(const uint8_t* w, const Q8Block* x, const Q8Aux& aux, int64_t
       const __m512 s23 =
           _mm512_permutexvar_ps(_mm512_add_epi32(quad_idx, _mm512_set1_epi32(8 * half + 4)), s);
       acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p01), s01, acc);
-      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p23), s23, acc);
+      acc2 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p23), s23, acc2);
     }
   }
-  return _mm512_reduce_add_ps(acc) - 32 * _mm512_reduce_add_ps(offsets);
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc, acc2)) - 32 * _mm512_reduce_add_ps(offsets);
 }
 
 }  // namespace avx512vnni
