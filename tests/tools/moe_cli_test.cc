@@ -1,6 +1,7 @@
 // The command-line contract: moe-convert + moe-cli reproduce llama.cpp's greedy tokens and prompt
 // logits for the fixtures, and bad input ends in a message and a non-zero exit, never a crash.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -26,9 +27,12 @@ struct Result {
   std::string out;
 };
 
+// Each test process has its own file: CTest runs the cases of this suite in parallel.
+std::string StderrPath() { return "/tmp/moe_cli_test_stderr." + std::to_string(::getpid()); }
+
 Result RunCommand(const std::string& cmd) {
   Result r{-1, ""};
-  FILE* p = popen((cmd + " 2>/tmp/moe_cli_test_stderr").c_str(), "r");
+  FILE* p = popen((cmd + " 2>" + StderrPath()).c_str(), "r");
   if (!p) return r;
   char buf[4096];
   size_t n;
@@ -96,7 +100,7 @@ TEST(MoeCliTest, BadInputFailsCleanly) {
     Result r = RunCommand(kBin + cmd);
     EXPECT_GT(r.exit_code, 0) << cmd;
     EXPECT_LT(r.exit_code, 128) << "crashed: " << cmd;
-    EXPECT_FALSE(Slurp("/tmp/moe_cli_test_stderr").empty()) << "no message: " << cmd;
+    EXPECT_FALSE(Slurp(StderrPath()).empty()) << "no message: " << cmd;
   }
 }
 
@@ -130,7 +134,7 @@ TEST(MoeCliTest, TextPromptStreamsAndJsonCarriesTelemetry) {
   EXPECT_EQ(field(again.out, "text"), field(r.out, "text"));
   Result stats = RunCommand(kBin + "moe-cli run -m " + gguf.string() + " -p Hi -n 4 --stats");
   ASSERT_EQ(stats.exit_code, 0);
-  std::string err = Slurp("/tmp/moe_cli_test_stderr");
+  std::string err = Slurp(StderrPath());
   EXPECT_NE(err.find("parameters per token"), std::string::npos) << err;
   EXPECT_NE(err.find("layer 0"), std::string::npos) << err;
 }
@@ -144,7 +148,7 @@ TEST(MoeCliTest, ChatAnswersEachLineOfStdin) {
   // Without a template and without --template, chat says what to do.
   Result bad = RunCommand("printf 'hi\\n' | " + kBin + "moe-cli chat -m " + gguf.string());
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_NE(Slurp("/tmp/moe_cli_test_stderr").find("--template"), std::string::npos);
+  EXPECT_NE(Slurp(StderrPath()).find("--template"), std::string::npos);
 }
 
 }  // namespace
