@@ -47,10 +47,10 @@ class CApiTest : public ::testing::Test {
     moe_model_free(model_);
     model_ = nullptr;
   }
-  moe_context* NewContext(int32_t n_ctx = 256, uint64_t seed = 0) {
+  moe_context* NewContext(int32_t n_ctx = 256, uint64_t seed = 0, int32_t threads = 2) {
     moe_context_params p = moe_context_default_params();
     p.n_ctx = n_ctx;
-    p.n_threads = 2;
+    p.n_threads = threads;
     p.seed = seed;
     moe_context* ctx = nullptr;
     EXPECT_EQ(moe_context_create(model_, &p, &ctx), MOE_OK) << moe_last_error();
@@ -507,14 +507,17 @@ TEST_F(CApiTest, CancelFromAnotherThreadDuringGeneration) {
 }
 
 TEST_F(CApiTest, CancelDuringALongPrompt) {
-  moe_context* ctx = NewContext(256);
-  std::vector<int32_t> prompt(250);
-  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = 100 + static_cast<int32_t>(i);
+  // A prompt long enough (quadratic attention over 4000 positions) that the cancelling thread
+  // is sure to run while it is processed, even on a busy machine; one compute thread.
+  const int32_t n = 4000;
+  moe_context* ctx = NewContext(4096, 0, /*threads=*/1);
+  std::vector<int32_t> prompt(n);
+  for (int32_t i = 0; i < n; ++i) prompt[i] = 100 + i % 30000;
   std::atomic<bool> done{false};
   std::thread canceller([&] {
     while (!done.load()) {
       moe_context_cancel(ctx);
-      std::this_thread::yield();
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   });
   moe_status s = moe_decode(ctx, prompt.data(), prompt.size());
@@ -523,9 +526,10 @@ TEST_F(CApiTest, CancelDuringALongPrompt) {
   EXPECT_EQ(s, MOE_ERROR_CANCELLED);
   // Whole chunks that completed stay; the context is consistent and usable.
   int32_t kept = moe_context_n_past(ctx);
-  EXPECT_LT(kept, 250);
-  EXPECT_EQ(moe_decode(ctx, prompt.data() + kept, 250 - kept), MOE_OK) << moe_last_error();
-  EXPECT_EQ(moe_context_n_past(ctx), 250);
+  EXPECT_LT(kept, n);
+  EXPECT_EQ(kept % 64, 0) << "cancellation lands between prompt chunks";
+  EXPECT_EQ(moe_decode(ctx, prompt.data() + kept, 8), MOE_OK) << moe_last_error();
+  EXPECT_EQ(moe_context_n_past(ctx), kept + 8);
   moe_context_free(ctx);
 }
 

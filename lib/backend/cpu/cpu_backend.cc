@@ -75,7 +75,9 @@ class CpuBackend final : public Backend {
       d_first[j + 1] = d_first[j] + job.down.rows;
     }
     // Pass 1: gate and up rows of every job, fused with SiLU x up.
-    Parallel(ff_first.back(), 2 * jobs[0].gate.cols * jobs[0].m, [&](int64_t b, int64_t e) {
+    std::vector<int64_t> tokens(nj);
+    for (size_t j = 0; j < nj; ++j) tokens[j] = jobs[j].m;
+    ParallelByCost(ff_first, tokens, 2 * jobs[0].gate.cols, [&](int64_t b, int64_t e) {
       thread_local std::vector<float> g, u;
       ForEachRange(ff_first, b, e, [&](size_t j, int64_t r0, int64_t r1) {
         const ExpertJob& job = jobs[j];
@@ -98,7 +100,7 @@ class CpuBackend final : public Backend {
                            IsQuantized(jobs[j].down.dtype));
     }
     // Pass 2: down rows of every job.
-    Parallel(d_first.back(), jobs[0].down.cols * jobs[0].m, [&](int64_t b, int64_t e) {
+    ParallelByCost(d_first, tokens, jobs[0].down.cols, [&](int64_t b, int64_t e) {
       ForEachRange(d_first, b, e, [&](size_t j, int64_t r0, int64_t r1) {
         job_acts_[j].Products(jobs[j].down, r0, r1, jobs[j].out + r0, jobs[j].down.rows);
       });
@@ -221,17 +223,56 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // Loops with fewer multiply-adds than this run inline.
+  static constexpr int64_t kMinParallelWork = 1 << 15;
 
   // Runs fn over [0, n) on the pool, or inline when the whole loop is too small to repay waking
   // the other threads (tiny routers, short attention spans on small models).
   template <typename Fn>
   void Parallel(int64_t n, int64_t work_per_item, Fn&& fn) {
-    constexpr int64_t kMinParallelWork = 1 << 15;  // multiply-adds
     if (n * work_per_item < kMinParallelWork) {
       fn(int64_t{0}, n);
     } else {
       pool_.ParallelFor(n, fn);
     }
+  }
+
+  // Runs fn over the global rows [0, first.back()) of matrices laid end to end, splitting them
+  // into one contiguous range per thread of about equal cost, where a row of matrix j costs its
+  // token count plus the fixed cost of reading (and for prompt batches dequantizing) the row.
+  // The experts of a prompt batch get very different numbers of tokens, so equal row counts
+  // would leave one thread waiting for the other.
+  template <typename Fn>
+  void ParallelByCost(const std::vector<int64_t>& first, const std::vector<int64_t>& tokens,
+                      int64_t cols, Fn&& fn) {
+    const int parts = pool_.num_threads();
+    const int64_t total_rows = first.back();
+    double total = 0;
+    for (size_t j = 0; j + 1 < first.size(); ++j)
+      total += (first[j + 1] - first[j]) * (tokens[j] + 2.0);
+    int64_t work = 0;
+    for (size_t j = 0; j + 1 < first.size(); ++j) work += (first[j + 1] - first[j]) * tokens[j];
+    if (parts == 1 || work * cols < kMinParallelWork) {
+      fn(int64_t{0}, total_rows);
+      return;
+    }
+    // bounds[p]..bounds[p+1] is part p: walk the matrices, cutting where the cost crosses p/parts.
+    std::vector<int64_t> bounds(parts + 1, total_rows);
+    bounds[0] = 0;
+    double acc = 0;
+    int p = 1;
+    for (size_t j = 0; j + 1 < first.size() && p < parts; ++j) {
+      const double row_cost = tokens[j] + 2.0;
+      for (int64_t r = first[j]; r < first[j + 1] && p < parts; ++r) {
+        acc += row_cost;
+        if (acc >= total * p / parts) bounds[p++] = r + 1;
+      }
+    }
+    pool_.ParallelFor(parts, [&](int64_t pb, int64_t pe) {
+      for (int64_t q = pb; q < pe; ++q) {
+        if (bounds[q] < bounds[q + 1]) fn(bounds[q], bounds[q + 1]);
+      }
+    });
   }
 
   ThreadPool pool_;
