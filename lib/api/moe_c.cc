@@ -564,13 +564,9 @@ moe_status moe_context_get_stats(const moe_context* ctx, moe_stats* out) {
     s.experts_seconds = t.time.experts_s;
     s.head_seconds = t.time.head_s;
     s.sampling_seconds = st.sample_s;
-    if (t.tokens > 0) {
-      s.active_params_per_token =
-          e.dense_params() + static_cast<double>(t.active_params) / t.tokens;
-      s.active_fraction = s.active_params_per_token / std::max<int64_t>(1, e.params().total);
-      s.mean_router_entropy =
-          t.router_entropy_sum / (t.tokens * std::max<size_t>(1, t.expert_counts.size()));
-    }
+    s.active_params_per_token = e.ActiveParamsPerToken(t);
+    s.active_fraction = s.active_params_per_token / std::max<int64_t>(1, e.params().total);
+    s.mean_router_entropy = t.MeanRouterEntropy();
     s.weight_bytes_read = t.weight_bytes_read;
     s.finish_reason = static_cast<int32_t>(st.finish);
     return WriteVersioned(s, out, "stats");

@@ -9,6 +9,12 @@ void Telemetry::Reset(int64_t n_layer, int64_t n_expert) {
   expert_counts.assign(n_layer, std::vector<int64_t>(n_expert, 0));
 }
 
+double Telemetry::MeanRouterEntropy() const {
+  if (tokens == 0) return 0;
+  const size_t layers = expert_counts.empty() ? 1 : expert_counts.size();
+  return router_entropy_sum / (static_cast<double>(tokens) * layers);
+}
+
 void Telemetry::Merge(const Telemetry& o) {
   if (expert_counts.empty())
     expert_counts = o.expert_counts;

@@ -26,6 +26,8 @@ struct Telemetry {
   StageTimes time;
 
   void Reset(int64_t n_layer, int64_t n_expert);
+  // Mean router entropy per token and layer (0 before any token).
+  double MeanRouterEntropy() const;
   void Merge(const Telemetry& other);
 };
 

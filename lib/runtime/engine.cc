@@ -92,6 +92,11 @@ absl::StatusOr<std::shared_ptr<const Engine>> Engine::FromSpec(ModelSpec spec) {
   return std::shared_ptr<const Engine>(std::move(engine));
 }
 
+double Engine::ActiveParamsPerToken(const Telemetry& t) const {
+  if (t.tokens == 0) return 0;
+  return dense_params_ + static_cast<double>(t.active_params) / t.tokens;
+}
+
 absl::StatusOr<const Tokenizer*> Engine::RequireTokenizer() const {
   if (tokenizer_) return tokenizer_.get();
   return Annotate(tokenizer_error_, "text input needs a tokenizer");

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "lib/model/model.h"
+#include "lib/model/telemetry.h"
 #include "lib/tokenizer/tokenizer.h"
 
 namespace moe {
@@ -36,6 +37,9 @@ class Engine {
   const ParamCounts& params() const { return params_; }
   // Parameters every token reads whatever the routing (everything but the routed experts).
   int64_t dense_params() const { return dense_params_; }
+  // Mean parameters a token of `t` actually touched: everything dense plus the routed experts
+  // it chose (0 before any token).
+  double ActiveParamsPerToken(const Telemetry& t) const;
 
  private:
   std::shared_ptr<const Model> model_;

@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "lib/runtime/chat_template.h"
 #include "lib/runtime/session.h"
+#include "tools/moe-cli/command_status.h"
 
 namespace moe::cli {
 namespace {
@@ -142,13 +143,7 @@ void AddChatCommand(CLI::App& app, int* exit_code) {
   chat->add_option("-s,--seed", o->seed, "random seed");
   chat->add_option("-t,--threads", o->threads, "threads (0 = one per core)");
   chat->add_option("-c,--ctx-size", o->ctx, "context length (0 = trained length, at most 4096)");
-  chat->callback([o, exit_code] {
-    absl::Status s = Chat(*o);
-    if (!s.ok()) {
-      std::fprintf(stderr, "moe-cli chat: %s\n", std::string(s.message()).c_str());
-      *exit_code = 1;
-    }
-  });
+  chat->callback([o, exit_code] { ReportStatus("chat", Chat(*o), exit_code); });
 }
 
 }  // namespace moe::cli

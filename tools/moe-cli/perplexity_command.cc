@@ -16,6 +16,7 @@
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
 #include "lib/runtime/engine.h"
+#include "tools/moe-cli/command_status.h"
 #include "tools/moe-cli/token_ids.h"
 
 namespace moe::cli {
@@ -133,13 +134,7 @@ void AddPerplexityCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--stride", opts->stride, "tokens between window starts (0 = half the window)");
   cmd->add_flag("--no-bos", opts->no_bos, "do not put BOS before the text");
   cmd->add_option("-t,--threads", opts->threads, "threads (0 = one per core)");
-  cmd->callback([opts, exit_code] {
-    absl::Status s = Run(*opts);
-    if (!s.ok()) {
-      std::fprintf(stderr, "moe-cli perplexity: %s\n", std::string(s.message()).c_str());
-      *exit_code = 1;
-    }
-  });
+  cmd->callback([opts, exit_code] { ReportStatus("perplexity", Run(*opts), exit_code); });
 }
 
 }  // namespace moe::cli

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "lib/runtime/session.h"
+#include "tools/moe-cli/command_status.h"
 #include "tools/moe-cli/stats_report.h"
 #include "tools/moe-cli/token_ids.h"
 
@@ -171,13 +172,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   run->add_flag("--stats", o->stats,
                 "print telemetry (stages, experts, active parameters) to stderr");
   run->add_flag("--json", o->json, "print one JSON object (text, tokens, statistics) to stdout");
-  run->callback([o, exit_code] {
-    absl::Status s = Run(*o);
-    if (!s.ok()) {
-      std::fprintf(stderr, "moe-cli run: %s\n", std::string(s.message()).c_str());
-      *exit_code = 1;
-    }
-  });
+  run->callback([o, exit_code] { ReportStatus("run", Run(*o), exit_code); });
 }
 
 }  // namespace moe::cli

@@ -11,12 +11,6 @@ namespace {
 
 double PerSecond(int64_t n, double s) { return s > 0 ? n / s : 0; }
 
-// Mean parameters a token actually touched: everything dense plus the experts it was routed to.
-double ActiveParamsPerToken(const Engine& e, const Telemetry& t) {
-  if (t.tokens == 0) return 0;
-  return e.dense_params() + static_cast<double>(t.active_params) / t.tokens;
-}
-
 const char* FinishName(FinishReason r) {
   switch (r) {
     case FinishReason::kEndOfGeneration:
@@ -48,13 +42,12 @@ std::string StatsTable(const Engine& e, const SessionStats& s) {
       &out,
       "time        attention %.3fs  router %.3fs  experts %.3fs  head %.3fs  sampling %.3fs\n",
       t.time.attention_s, t.time.router_s, t.time.experts_s, t.time.head_s, s.sample_s);
-  double active = ActiveParamsPerToken(e, t);
+  double active = e.ActiveParamsPerToken(t);
   absl::StrAppendFormat(&out, "active      %.0f of %d parameters per token = %.2f%%\n", active,
                         e.params().total, 100.0 * active / std::max<int64_t>(1, e.params().total));
   if (t.tokens > 0) {
-    absl::StrAppendFormat(
-        &out, "router      mean entropy %.3f nats per token and layer\n",
-        t.router_entropy_sum / (t.tokens * std::max<size_t>(1, t.expert_counts.size())));
+    absl::StrAppendFormat(&out, "router      mean entropy %.3f nats per token and layer\n",
+                          t.MeanRouterEntropy());
   }
   out += "experts     share of routed tokens per expert (%), one row per layer\n";
   for (size_t l = 0; l < t.expert_counts.size(); ++l) {
@@ -84,7 +77,7 @@ std::string StatsJson(const Engine& e, const SessionStats& s, const std::string&
                  {"experts", t.time.experts_s},     {"head", t.time.head_s},
                  {"sampling", s.sample_s},          {"prompt", s.prompt_s},
                  {"generation", s.generate_s}};
-  double active = ActiveParamsPerToken(e, t);
+  double active = e.ActiveParamsPerToken(t);
   j["total_params"] = e.params().total;
   j["active_params_per_token"] = active;
   j["active_fraction"] = active / std::max<int64_t>(1, e.params().total);
