@@ -9,6 +9,11 @@
 
 namespace moe {
 
+enum class ModelFileKind { kUnreadable, kGguf, kMoe, kHfCheckpoint, kOther };
+
+// What `path` holds, judged by its first bytes (or, for a directory, its config.json).
+ModelFileKind DetectModelFile(const std::string& path);
+
 absl::StatusOr<ModelSpec> LoadModelSpec(const std::string& path);
 
 }  // namespace moe

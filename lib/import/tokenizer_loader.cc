@@ -8,24 +8,33 @@
 #include "lib/import/gguf_file.h"
 #include "lib/import/gguf_tokenizer.h"
 #include "lib/import/hf_tokenizer.h"
+#include "lib/import/model_loader.h"
 
 namespace moe {
 
 absl::StatusOr<TokenizerData> LoadTokenizerData(const std::string& path) {
-  if (absl::EndsWith(path, ".gguf")) {
-    MOE_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> gguf, GgufFile::Open(path));
-    return TokenizerDataFromGguf(*gguf);
+  // Model files are recognised by content, as LoadModelSpec does; tokenizer.json by name.
+  switch (DetectModelFile(path)) {
+    case ModelFileKind::kGguf: {
+      MOE_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> gguf, GgufFile::Open(path));
+      return TokenizerDataFromGguf(*gguf);
+    }
+    case ModelFileKind::kMoe: {
+      MOE_ASSIGN_OR_RETURN(ModelSpec spec, ReadMoeFile(path));
+      if (spec.tokenizer.tokens.empty()) {
+        return absl::NotFoundError(absl::StrCat("'", path, "' carries no tokenizer"));
+      }
+      return std::move(spec.tokenizer);
+    }
+    case ModelFileKind::kUnreadable:
+      return absl::NotFoundError(absl::StrCat("cannot open '", path, "'"));
+    case ModelFileKind::kHfCheckpoint:
+    case ModelFileKind::kOther:
+      break;
   }
   if (absl::EndsWith(path, ".json")) return TokenizerDataFromHfJson(path);
-  if (absl::EndsWith(path, ".moe")) {
-    MOE_ASSIGN_OR_RETURN(ModelSpec spec, ReadMoeFile(path));
-    if (spec.tokenizer.tokens.empty()) {
-      return absl::NotFoundError(absl::StrCat("'", path, "' carries no tokenizer"));
-    }
-    return std::move(spec.tokenizer);
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown model file type (expected .gguf, tokenizer.json or .moe): ", path));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown model file type (expected a .gguf, tokenizer.json or .moe file): ", path));
 }
 
 }  // namespace moe
