@@ -37,7 +37,7 @@ absl::Status CopyWeights(ModelSpec& spec, bool repack, const std::function<bool(
     ReleaseMappedPages(t.data);
     t.data = {memory->data() + pos, t.data.size()};
     if (repack && t.shape.size() == 2) {
-      const DType r = RepackedType(t.dtype, t.shape[1]);
+      const DType r = RepackedType(t.dtype, t.shape[0], t.shape[1]);
       if (r != t.dtype) {
         RepackRows(t.dtype, memory->data() + pos, t.shape[0], t.shape[1]);
         t.dtype = r;

@@ -211,7 +211,7 @@ TEST(DequantizeRowTest, SimdPathsAreBitIdenticalToThePortableCode) {
       ASSERT_TRUE(QuantizeRow(t, w.data(), row.data(), n).ok());
       DType rt = t;
       if (repacked) {
-        rt = RepackedType(t, n);
+        rt = RepackedType(t, 1, n);
         if (rt == t) continue;
         RepackRows(t, row.data(), 1, n);
       }

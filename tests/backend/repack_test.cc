@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "lib/backend/cpu/dot_kernels.h"
+#include "lib/backend/cpu/group_products.h"
 #include "lib/backend/cpu/quant_rows.h"
 
 namespace moe {
@@ -28,7 +29,7 @@ TEST(RepackTest, RowsKeepTheirValuesAndProducts) {
         ASSERT_TRUE(
             QuantizeRow(t, w.data() + r * cols, original.data() + r * row_bytes, cols).ok());
       }
-      const DType rt = RepackedType(t, cols);
+      const DType rt = RepackedType(t, rows, cols);
       ASSERT_NE(rt, t) << DTypeName(t) << " " << cols;
       ASSERT_EQ(RowBytes(rt, cols), row_bytes);
       std::vector<uint8_t> repacked = original;
@@ -66,10 +67,83 @@ TEST(RepackTest, RowsKeepTheirValuesAndProducts) {
   }
 }
 
+// Every row of a 16-row group dequantizes exactly as before, and the group kernels at every
+// level compute the integer products of the row kernels (float sums in another order), for
+// batches of every size around the kernels' 8-token tiles.
+TEST(RepackTest, RowGroupsKeepTheirValuesAndProducts) {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> nd;
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K}) {
+    for (int64_t cols : {256, 1024, 1536 + 256}) {
+      const int64_t rows = 32;
+      std::vector<float> w(rows * cols);
+      for (auto& v : w) v = nd(rng);
+      const size_t row_bytes = RowBytes(t, cols);
+      std::vector<uint8_t> original(rows * row_bytes);
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_TRUE(
+            QuantizeRow(t, w.data() + r * cols, original.data() + r * row_bytes, cols).ok());
+      }
+      const DType gt = RepackedType(t, rows, cols);
+      ASSERT_EQ(RowGroup(gt), kGroupRows) << DTypeName(t);
+      ASSERT_EQ(RowBytes(gt, cols), row_bytes);
+      std::vector<uint8_t> grouped = original;
+      RepackRows(t, grouped.data(), rows, cols);
+      EXPECT_NE(grouped, original);
+      const WeightView view{gt, rows, cols, grouped.data()};
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<float> a(cols), b(cols);
+        DequantizeRow(t, original.data() + r * row_bytes, a.data(), cols);
+        DequantizeWeightRow(view, r, b.data());
+        ASSERT_EQ(a, b) << DTypeName(gt) << " cols " << cols << " row " << r;
+      }
+      for (int64_t n : {1, 2, 7, 8, 9, 19}) {
+        std::vector<float> x(n * cols);
+        for (auto& v : x) v = 2 * nd(rng);
+        x[5] = 40;  // one outlier, as real activations have
+        std::vector<Q8Block> xq(n * cols / 32);
+        for (int64_t k = 0; k < n; ++k)
+          QuantizeActivations(x.data() + k * cols, cols, xq.data() + k * cols / 32);
+        for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512Vnni}) {
+          if (level > DetectedSimdLevel()) continue;
+          const GroupProductsFn products = GetGroupProducts(gt, level);
+          ASSERT_NE(products, nullptr);
+          std::vector<float> y(n * rows, NAN);
+          for (int64_t g = 0; g < rows; g += kGroupRows)
+            products(view.row(g), cols, xq.data(), n, y.data() + g, rows);
+          for (int64_t k = 0; k < n; ++k) {
+            for (int64_t r = 0; r < rows; ++r) {
+              const float want = GetQuantDot(t, SimdLevel::kScalar)(
+                  original.data() + r * row_bytes, xq.data() + k * cols / 32, cols);
+              // Sums in another order differ by rounding, which scales with the terms' size
+              // (sum |w_i x_i|), not with the result's; one wrong quant moves it by ~|w_i x_i|.
+              std::vector<float> wr(cols);
+              DequantizeRow(t, original.data() + r * row_bytes, wr.data(), cols);
+              double l1 = 0;
+              for (int64_t i = 0; i < cols; ++i) l1 += std::fabs(wr[i] * x[k * cols + i]);
+              EXPECT_NEAR(y[k * rows + r], want, 1e-6 * l1)
+                  << DTypeName(gt) << " " << CpuSimdLevelName(level) << " cols " << cols
+                  << " tokens " << n << " token " << k << " row " << r;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(RepackTest, RowsThatDoNotFitKeepTheirType) {
-  EXPECT_EQ(RepackedType(DType::kQ4_0, 96), DType::kQ4_0);  // Q4_0R groups 4 blocks
-  EXPECT_EQ(RepackedType(DType::kQ8_0, 96), DType::kQ8_0R);
-  EXPECT_EQ(RepackedType(DType::kQ4_K, 256), DType::kQ4_K);
+  EXPECT_EQ(RepackedType(DType::kQ4_0, 3, 96), DType::kQ4_0);  // Q4_0R groups 4 blocks
+  EXPECT_EQ(RepackedType(DType::kQ8_0, 3, 96), DType::kQ8_0R);
+  EXPECT_EQ(RepackedType(DType::kQ4_K, 3, 256), DType::kQ4_K);
+  EXPECT_EQ(RepackedType(DType::kQ6_K, 32, 256), DType::kQ6_K);  // no group layout (yet)
+  // Sixteen-row groups where the rows divide into them.
+  EXPECT_EQ(RepackedType(DType::kQ4_0, 32, 96), DType::kQ4_0X16);
+  EXPECT_EQ(RepackedType(DType::kQ8_0, 16, 96), DType::kQ8_0X16);
+  EXPECT_EQ(RepackedType(DType::kQ4_K, 48, 256), DType::kQ4_KX16);
+  EXPECT_EQ(RepackedType(DType::kQ4_K, 40, 256), DType::kQ4_K);
+  EXPECT_EQ(RowGroup(DType::kQ4_KX16), 16);
+  EXPECT_EQ(RowGroup(DType::kQ8_0R), 1);
   EXPECT_FALSE(DTypeFromName("Q8_0R").has_value());  // never asked for by name
   EXPECT_TRUE(IsRuntimeLayout(DType::kQ4_0R));
 }

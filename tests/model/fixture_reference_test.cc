@@ -18,6 +18,7 @@
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
 #include "lib/model/model.h"
+#include "lib/runtime/engine.h"
 #include "tests/support/test_files.h"
 
 namespace moe {
@@ -167,6 +168,34 @@ TEST_P(FixtureTest, LogitsAndGreedyTokensMatchLlamaCpp) {
       // 8-bit activations reproduce its quantized run within the folder's stated tolerance.
       CheckAgainst(dir, **model, *model, {".deq", false, true}, threads);
       CheckAgainst(dir, **model, *model, {"", true, false}, threads);
+    }
+  }
+  SetSimdLevelForTesting(native);
+}
+
+// The default load path re-lays quantized rows for the AVX-512 VNNI kernels (16-row groups,
+// whose kernels quantize the activations of prompt batches too, as llama.cpp does): the same
+// references hold for it, through every level's kernels for those layouts.
+TEST_P(FixtureTest, ReLaidRowsMatchLlamaCppToo) {
+  const fs::path dir = GetParam();
+  const std::string name = dir.filename().string();
+  if (!fs::exists(dir / "p1.deq.gen_tokens.txt")) GTEST_SKIP() << "float weights: nothing re-laid";
+  if (DetectedSimdLevel() < SimdLevel::kAvx512Vnni)
+    GTEST_SKIP() << "rows are re-laid only where AVX-512 VNNI runs them";
+  const SimdLevel native = ActiveSimdLevel();
+  SetSimdLevelForTesting(SimdLevel::kAvx512Vnni);
+  auto engine = Engine::Load((dir / (name + ".gguf")).string(), LoadOptions{});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const std::shared_ptr<const Model> model = (*engine)->model();
+  int grouped = 0;
+  for (const auto& t : model->spec().tensors) grouped += RowGroup(t.dtype) > 1;
+  ASSERT_GT(grouped, 0);
+  for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512Vnni}) {
+    SetSimdLevelForTesting(level);
+    SCOPED_TRACE(std::string("re-laid, simd ") + std::string(CpuSimdLevelName(level)));
+    for (int threads : {1, 2}) {
+      CheckAgainst(dir, *model, model, {".deq", false, true}, threads);
+      CheckAgainst(dir, *model, model, {"", true, false}, threads);
     }
   }
   SetSimdLevelForTesting(native);

@@ -35,12 +35,14 @@ std::vector<float> PromptAndDecodeLogits(const Engine& e) {
   return all;
 }
 
-TEST(EngineTest, LoadModesAndReLaidRowsGiveTheSameLogits) {
+// Both load modes run the same kernels on the same bytes. (Re-laid rows run other kernels,
+// which quantize prompt activations as llama.cpp does: fixture_reference_test checks those
+// against llama.cpp's own logits.)
+TEST(EngineTest, LoadModesGiveTheSameLogits) {
   for (const char* name : {"tiny-llama-moe-q8_0", "tiny-qwen2moe-q4_0"}) {
     const std::string path = kFixtures + name + "/" + name + ".gguf";
     std::vector<float> reference;
-    for (auto [mmap, repack] :
-         {std::pair{true, false}, std::pair{false, false}, std::pair{false, true}}) {
+    for (auto [mmap, repack] : {std::pair{true, false}, std::pair{false, false}}) {
       LoadOptions o;
       o.use_mmap = mmap;
       o.repack = repack;
@@ -57,7 +59,6 @@ TEST(EngineTest, LoadModesAndReLaidRowsGiveTheSameLogits) {
         max_err = std::max(max_err, std::fabs(got[i] - reference[i]));
         max_abs = std::max(max_abs, std::fabs(reference[i]));
       }
-      // The same integer products, summed in another order: float rounding only.
       EXPECT_LE(max_err, 1e-5f * max_abs) << name << " mmap=" << mmap << " repack=" << repack;
     }
   }

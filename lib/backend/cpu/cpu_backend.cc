@@ -52,7 +52,10 @@ class CpuBackend final : public Backend {
       first_row[i + 1] = first_row[i] + ws[i].rows;
     }
     input_.Prepare(x, n, ws[0].cols, any_quantized);
-    Parallel(first_row.back(), ws[0].cols * n, [&](int64_t b, int64_t e) {
+    std::vector<int64_t> tokens(ws.size(), n);
+    std::vector<int> granule(ws.size());
+    for (size_t i = 0; i < ws.size(); ++i) granule[i] = RowGroup(ws[i].dtype);
+    ParallelByCost(first_row, tokens, granule, ws[0].cols, [&](int64_t b, int64_t e) {
       ForEachRange(first_row, b, e, [&](size_t i, int64_t r0, int64_t r1) {
         input_.Products(ws[i], r0, r1, ys[i] + r0, ws[i].rows);
       });
@@ -76,8 +79,13 @@ class CpuBackend final : public Backend {
     }
     // Pass 1: gate and up rows of every job, fused with SiLU x up.
     std::vector<int64_t> tokens(nj);
-    for (size_t j = 0; j < nj; ++j) tokens[j] = jobs[j].m;
-    ParallelByCost(ff_first, tokens, 2 * jobs[0].gate.cols, [&](int64_t b, int64_t e) {
+    std::vector<int> ff_granule(nj), d_granule(nj);
+    for (size_t j = 0; j < nj; ++j) {
+      tokens[j] = jobs[j].m;
+      ff_granule[j] = std::max(RowGroup(jobs[j].gate.dtype), RowGroup(jobs[j].up.dtype));
+      d_granule[j] = RowGroup(jobs[j].down.dtype);
+    }
+    ParallelByCost(ff_first, tokens, ff_granule, 2 * jobs[0].gate.cols, [&](int64_t b, int64_t e) {
       thread_local std::vector<float> g, u;
       ForEachRange(ff_first, b, e, [&](size_t j, int64_t r0, int64_t r1) {
         const ExpertJob& job = jobs[j];
@@ -100,7 +108,7 @@ class CpuBackend final : public Backend {
                            IsQuantized(jobs[j].down.dtype));
     }
     // Pass 2: down rows of every job.
-    ParallelByCost(d_first, tokens, jobs[0].down.cols, [&](int64_t b, int64_t e) {
+    ParallelByCost(d_first, tokens, d_granule, jobs[0].down.cols, [&](int64_t b, int64_t e) {
       ForEachRange(d_first, b, e, [&](size_t j, int64_t r0, int64_t r1) {
         job_acts_[j].Products(jobs[j].down, r0, r1, jobs[j].out + r0, jobs[j].down.rows);
       });
@@ -218,7 +226,7 @@ class CpuBackend final : public Backend {
 
   void GetRows(const WeightView& table, const int32_t* ids, int64_t n, float* dst) override {
     for (int64_t t = 0; t < n; ++t) {
-      DequantizeRow(table.dtype, table.row(ids[t]), dst + t * table.cols, table.cols);
+      DequantizeWeightRow(table, ids[t], dst + t * table.cols);
     }
   }
 
@@ -241,10 +249,11 @@ class CpuBackend final : public Backend {
   // into one contiguous range per thread of about equal cost, where a row of matrix j costs its
   // token count plus the fixed cost of reading (and for prompt batches dequantizing) the row.
   // The experts of a prompt batch get very different numbers of tokens, so equal row counts
-  // would leave one thread waiting for the other.
+  // would leave one thread waiting for the other. Cuts within matrix j fall on multiples of
+  // granule[j] (the row groups of interleaved layouts).
   template <typename Fn>
   void ParallelByCost(const std::vector<int64_t>& first, const std::vector<int64_t>& tokens,
-                      int64_t cols, Fn&& fn) {
+                      const std::vector<int>& granule, int64_t cols, Fn&& fn) {
     const int parts = pool_.num_threads();
     const int64_t total_rows = first.back();
     double total = 0;
@@ -263,9 +272,10 @@ class CpuBackend final : public Backend {
     int p = 1;
     for (size_t j = 0; j + 1 < first.size() && p < parts; ++j) {
       const double row_cost = tokens[j] + 2.0;
-      for (int64_t r = first[j]; r < first[j + 1] && p < parts; ++r) {
-        acc += row_cost;
-        if (acc >= total * p / parts) bounds[p++] = r + 1;
+      const int64_t g = granule[j];
+      for (int64_t r = first[j]; r < first[j + 1] && p < parts; r += g) {
+        acc += row_cost * std::min(g, first[j + 1] - r);
+        if (acc >= total * p / parts) bounds[p++] = std::min(r + g, first[j + 1]);
       }
     }
     pool_.ParallelFor(parts, [&](int64_t pb, int64_t pe) {

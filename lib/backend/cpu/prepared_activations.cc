@@ -4,6 +4,7 @@
 
 #include "lib/backend/cpu/dot_kernels.h"
 #include "lib/backend/cpu/gemm.h"
+#include "lib/backend/cpu/group_products.h"
 #include "lib/backend/cpu/quant_rows.h"
 
 namespace moe {
@@ -13,7 +14,8 @@ void PreparedActivations::Prepare(const float* x, int64_t n, int64_t cols, bool 
   n_ = n;
   cols_ = cols;
   use_gemm_ = n >= kGemmMinTokens && level_ >= SimdLevel::kAvx512 && cols % 16 == 0;
-  if (!use_gemm_ && quantize_ && quantized_weights && cols % 32 == 0) {
+  // Quantized even for GEMM batches: the row-group kernels take every batch size.
+  if (quantize_ && quantized_weights && cols % 32 == 0) {
     const int64_t nb = cols / 32;
     q_.resize(n * nb);
     xd_.resize(n * nb);
@@ -56,8 +58,34 @@ void PreparedActivations::RowDots(const WeightView& w, int64_t r, float* out,
   for (int64_t t = 0; t < n_; ++t) out[t * stride] = dot(d, x_ + t * cols_, cols_);
 }
 
+void PreparedActivations::GroupProducts(const WeightView& w, int64_t r0, int64_t r1, float* y,
+                                        int64_t ldy) const {
+  if (!q_.empty()) {
+    const GroupProductsFn products = GetGroupProducts(w.dtype, level_);
+    for (int64_t r = r0; r < r1; r += kGroupRows) {
+      products(w.row(r), cols_, q_.data(), n_, y + (r - r0), ldy);
+    }
+    return;
+  }
+  // Exact mode: the group's rows as floats, then float dots.
+  thread_local std::vector<float> rows;
+  rows.resize(kGroupRows * cols_);
+  const FloatDotFn dot = GetFloatDot(DType::kF32, level_);
+  for (int64_t r = r0; r < r1; r += kGroupRows) {
+    for (int i = 0; i < kGroupRows; ++i) DequantizeWeightRow(w, r + i, rows.data() + i * cols_);
+    for (int i = 0; i < kGroupRows; ++i) {
+      const uint8_t* row = reinterpret_cast<const uint8_t*>(rows.data() + i * cols_);
+      for (int64_t t = 0; t < n_; ++t) y[t * ldy + (r - r0) + i] = dot(row, x_ + t * cols_, cols_);
+    }
+  }
+}
+
 void PreparedActivations::Products(const WeightView& w, int64_t r0, int64_t r1, float* y,
                                    int64_t ldy) const {
+  if (RowGroup(w.dtype) > 1) {
+    GroupProducts(w, r0, r1, y, ldy);
+    return;
+  }
   if (!use_gemm_) {
     for (int64_t r = r0; r < r1; ++r) RowDots(w, r, y + (r - r0), ldy);
     return;

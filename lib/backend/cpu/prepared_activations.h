@@ -1,8 +1,10 @@
-// Token activations made ready for products with weight rows of any type. One or a few tokens
-// (decode): quantized once to 8-bit blocks for integer dot products with quantized weights (or
-// kept as floats for float weights and exact mode). Many tokens (prompt processing): kept as
-// floats and multiplied with blocks of dequantized rows by an F32 GEMM kernel, where each
-// dequantized weight is reused across all the tokens.
+// Token activations made ready for products with weight rows of any type. Quantized weights
+// meet activations quantized once to 8-bit blocks: integer dot products per row, or for the
+// row-group layouts (repack.h) one kernel over 16 rows and up to 8 tokens at a time, whatever
+// the batch size. Other quantized types in prompt batches (n >= kGemmMinTokens) are
+// dequantized a few rows at a time and multiplied with the float activations by an F32 GEMM
+// kernel, reusing each dequantized weight across all the tokens. Float weights and exact mode
+// use float activations.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +25,7 @@ class PreparedActivations {
   void Prepare(const float* x, int64_t n, int64_t cols, bool quantized_weights);
 
   // y[t * ldy + (r - r0)] = row r of w . token t, for r in [r0, r1) and every token. Safe to
-  // call from many threads at once.
+  // call from many threads at once. For row-group layouts r0 and r1 are multiples of 16.
   void Products(const WeightView& w, int64_t r0, int64_t r1, float* y, int64_t ldy) const;
 
   int64_t n() const { return n_; }
@@ -33,6 +35,7 @@ class PreparedActivations {
 
  private:
   void RowDots(const WeightView& w, int64_t r, float* out, int64_t stride) const;
+  void GroupProducts(const WeightView& w, int64_t r0, int64_t r1, float* y, int64_t ldy) const;
 
   SimdLevel level_;
   bool quantize_;

@@ -190,6 +190,15 @@ void DequantizeRow(DType t, const uint8_t* row, float* dst, int64_t n) {
   }
 }
 
+void DequantizeWeightRow(const WeightView& w, int64_t r, float* dst) {
+  if (RowGroup(w.dtype) > 1) {
+    const int64_t first = r / kGroupRows * kGroupRows;
+    DequantizeGroupRow(w.dtype, w.row(first), static_cast<int>(r - first), dst, w.cols);
+  } else {
+    DequantizeRow(w.dtype, w.row(r), dst, w.cols);
+  }
+}
+
 float DotRow(DType t, const uint8_t* row, const float* x, int64_t n) {
   if (t == DType::kF32) return DotF32(reinterpret_cast<const float*>(row), x, n);
   if (IsRuntimeLayout(t)) {  // whole-row layouts: no chunks
@@ -263,6 +272,9 @@ absl::Status QuantizeRow(DType t, const float* src, uint8_t* dst, int64_t n) {
       return absl::OkStatus();
     case DType::kQ8_0R:
     case DType::kQ4_0R:
+    case DType::kQ8_0X16:
+    case DType::kQ4_0X16:
+    case DType::kQ4_KX16:
       return absl::InvalidArgumentError("run-time layouts are made by RepackRows, not encoded");
     case DType::kQ4_K:
     case DType::kQ5_K:

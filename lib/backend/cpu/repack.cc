@@ -7,15 +7,21 @@
 
 namespace moe {
 
-DType RepackedType(DType t, int64_t cols) {
+DType RepackedType(DType t, int64_t rows, int64_t cols) {
+  if (rows % kGroupRows == 0) {
+    if (t == DType::kQ8_0 && cols % 32 == 0) return DType::kQ8_0X16;
+    if (t == DType::kQ4_0 && cols % 32 == 0) return DType::kQ4_0X16;
+    if (t == DType::kQ4_K && cols % 256 == 0) return DType::kQ4_KX16;
+  }
   if (t == DType::kQ8_0 && cols % 32 == 0) return DType::kQ8_0R;
   if (t == DType::kQ4_0 && cols % 128 == 0) return DType::kQ4_0R;
   return t;
 }
 
 void RepackRows(DType t, uint8_t* data, int64_t rows, int64_t cols) {
-  const DType r = RepackedType(t, cols);
+  const DType r = RepackedType(t, rows, cols);
   if (r == t) return;
+  if (RowGroup(r) > 1) return internal::RepackGroups(t, data, rows, cols);
   const int64_t nb = cols / 32;
   const size_t row_bytes = RowBytes(t, cols);
   std::vector<uint8_t> tmp(row_bytes);

@@ -1,0 +1,27 @@
+// Products of a 16-row group (the row-group layouts of repack.h) with tokens' Q8 activations:
+// every weight byte is loaded once per group and block, then used for up to eight tokens, so
+// the same kernel serves decode (one token) and prompt batches (many).
+#pragma once
+
+#include <cstdint>
+
+#include "lib/backend/cpu/cpu_features.h"
+#include "lib/backend/cpu/q8_activations.h"
+#include "lib/base/dtype.h"
+
+namespace moe {
+
+// y[t * ldy + i] = row i of the group . token t, for i < 16 and t < n; token t's activation
+// blocks are x[t * cols / 32 ...].
+using GroupProductsFn = void (*)(const uint8_t* group, int64_t cols, const Q8Block* x, int64_t n,
+                                 float* y, int64_t ldy);
+
+// The kernel for a row-group type at a level; below AVX-512 VNNI, a portable one that unpacks
+// each row and uses the level's row kernel.
+GroupProductsFn GetGroupProducts(DType t, SimdLevel level);
+
+namespace kernels {
+GroupProductsFn Avx512VnniGroupProducts(DType t);
+}  // namespace kernels
+
+}  // namespace moe

@@ -1,0 +1,178 @@
+// AVX-512 VNNI kernels for the row-group layouts (repack.h). Per block, the 16 rows' quants sit
+// in lane vectors; each vpdpbusd multiplies one of them with four activation bytes broadcast to
+// all lanes, adding four products to each row's int32 sum. The weights of a block are loaded
+// once and reused for up to kMaxTokens tokens, whose float sums stay in registers.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "lib/backend/cpu/group_products.h"
+
+namespace moe::kernels {
+namespace {
+
+constexpr int kMaxTokens = 8;
+
+inline __m512i Broadcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+inline __m512 HalfScales(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+inline int QuantSum(const Q8Block& b) { return b.sum[0] + b.sum[1]; }
+
+// The 16 rows' sums over one 32-quant block: q[k] holds quants 4k..4k+3 of every row (k < 8),
+// `first` is the int32 value each sum starts from. Two chains so the products overlap.
+inline __m512i BlockSums(const __m512i q[8], const Q8Block& x, __m512i first) {
+  __m512i a = first, b = _mm512_setzero_si512();
+  for (int k = 0; k < 8; k += 2) {
+    a = _mm512_dpbusd_epi32(a, q[k], Broadcast4(x.q + 4 * k));
+    b = _mm512_dpbusd_epi32(b, q[k + 1], Broadcast4(x.q + 4 * k + 4));
+  }
+  return _mm512_add_epi32(a, b);
+}
+
+// Q8_0X16 block: 8 lane vectors of q + 128, then 16 f16 scales (544 bytes).
+struct Q8_0Group {
+  static constexpr int64_t kBlockElems = 32, kBlockBytes = 544;
+  template <int T>
+  static void Tile(const uint8_t* g, int64_t nb, const Q8Block* x, float* y, int64_t ldy) {
+    __m512 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b, g += kBlockBytes) {
+      __m512i q[8];
+      for (int k = 0; k < 8; ++k) q[k] = _mm512_loadu_si512(g + 64 * k);
+      const __m512 d = HalfScales(g + 512);
+      for (int t = 0; t < T; ++t) {
+        const Q8Block& xb = x[t * nb + b];
+        // Stored as q + 128: take 128 x (the activation quants' sum) back off.
+        const __m512i s = BlockSums(q, xb, _mm512_set1_epi32(-128 * QuantSum(xb)));
+        acc[t] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_set1_ps(xb.d)), acc[t]);
+      }
+    }
+    for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * ldy, acc[t]);
+  }
+};
+
+// Q4_0X16 block: 4 lane vectors of nibbles (low = quants 4k.., high = 16 + 4k..), then 16 f16
+// scales (288 bytes). Quants are 0..15 with a zero point of 8.
+struct Q4_0Group {
+  static constexpr int64_t kBlockElems = 32, kBlockBytes = 288;
+  template <int T>
+  static void Tile(const uint8_t* g, int64_t nb, const Q8Block* x, float* y, int64_t ldy) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b, g += kBlockBytes) {
+      __m512i q[8];
+      for (int k = 0; k < 4; ++k) {
+        const __m512i raw = _mm512_loadu_si512(g + 64 * k);
+        q[k] = _mm512_and_si512(raw, m4);
+        q[k + 4] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+      }
+      const __m512 d = HalfScales(g + 256);
+      for (int t = 0; t < T; ++t) {
+        const Q8Block& xb = x[t * nb + b];
+        const __m512i s = BlockSums(q, xb, _mm512_set1_epi32(-8 * QuantSum(xb)));
+        acc[t] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_set1_ps(xb.d)), acc[t]);
+      }
+    }
+    for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * ldy, acc[t]);
+  }
+};
+
+// Q4_KX16 super-block: 16 f16 d, 16 f16 dmin, 3 lane vectors of packed 6-bit scales/mins, then
+// per 64-quant chunk 8 lane vectors of nibbles (low: sub-block 2c, high: 2c + 1); 2304 bytes.
+struct Q4_KGroup {
+  static constexpr int64_t kBlockElems = 256, kBlockBytes = 2304;
+  template <int T>
+  static void Tile(const uint8_t* g, int64_t nsb, const Q8Block* x, float* y, int64_t ldy) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i m6 = _mm512_set1_epi32(0x3f3f3f3f), m2 = _mm512_set1_epi32(0x03030303);
+    const __m512i low4 = _mm512_set1_epi32(0x0f0f0f0f), byte = _mm512_set1_epi32(0xff);
+    const int64_t nb = 8 * nsb;  // activation blocks per token
+    __m512 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb, g += kBlockBytes) {
+      const __m512 d = HalfScales(g), dmin = HalfScales(g + 32);
+      // Each row's twelve scale bytes to 8 scales and 8 mins, as ggml's get_scale_min_k4 does,
+      // on the 16 rows at once: bytes 0-3 / 4-7 of each lane.
+      const __m512i u0 = _mm512_loadu_si512(g + 64), u1 = _mm512_loadu_si512(g + 128),
+                    u2 = _mm512_loadu_si512(g + 192);
+      const __m512i sc[2] = {
+          _mm512_and_si512(u0, m6),
+          _mm512_or_si512(_mm512_and_si512(u2, low4),
+                          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), m2), 4))};
+      const __m512i mn[2] = {
+          _mm512_and_si512(u1, m6),
+          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), low4),
+                          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), m2), 4))};
+      for (int c = 0; c < 4; ++c) {
+        const uint8_t* nibbles = g + 256 + 512 * c;
+        for (int h = 0; h < 2; ++h) {
+          const int j = 2 * c + h;
+          const int shift = 8 * (j % 4);
+          const __m512 scale = _mm512_mul_ps(
+              d, _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(sc[j / 4], shift), byte)));
+          const __m512 min = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_and_si512(
+                                                     _mm512_srli_epi32(mn[j / 4], shift), byte)));
+          __m512i q[8];
+          for (int k = 0; k < 8; ++k) {
+            const __m512i raw = _mm512_loadu_si512(nibbles + 64 * k);
+            q[k] = _mm512_and_si512(h ? _mm512_srli_epi16(raw, 4) : raw, m4);
+          }
+          for (int t = 0; t < T; ++t) {
+            const Q8Block& xb = x[t * nb + 8 * sb + j];
+            const __m512i s = BlockSums(q, xb, _mm512_setzero_si512());
+            const __m512 xd = _mm512_set1_ps(xb.d);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(scale, xd), acc[t]);
+            acc[t] = _mm512_fnmadd_ps(min, _mm512_set1_ps(xb.d * QuantSum(xb)), acc[t]);
+          }
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * ldy, acc[t]);
+  }
+};
+
+// A tile of `left` (< kMaxTokens) tokens, with the count fixed at compile time.
+template <typename G, int T = kMaxTokens - 1>
+void Remainder(int left, const uint8_t* g, int64_t nb, const Q8Block* x, float* y, int64_t ldy) {
+  if constexpr (T > 0) {
+    if (left == T) return G::template Tile<T>(g, nb, x, y, ldy);
+    Remainder<G, T - 1>(left, g, nb, x, y, ldy);
+  }
+}
+
+template <typename G>
+void Products(const uint8_t* g, int64_t cols, const Q8Block* x, int64_t n, float* y, int64_t ldy) {
+  const int64_t nb = cols / G::kBlockElems;  // weight blocks per row
+  const int64_t xb = cols / 32;              // Q8 blocks per token
+  int64_t t = 0;
+  for (; t + kMaxTokens <= n; t += kMaxTokens)
+    G::template Tile<kMaxTokens>(g, nb, x + t * xb, y + t * ldy, ldy);
+  if (t < n) Remainder<G>(static_cast<int>(n - t), g, nb, x + t * xb, y + t * ldy, ldy);
+}
+
+}  // namespace
+
+GroupProductsFn Avx512VnniGroupProducts(DType t) {
+  switch (t) {
+    case DType::kQ8_0X16:
+      return Products<Q8_0Group>;
+    case DType::kQ4_0X16:
+      return Products<Q4_0Group>;
+    case DType::kQ4_KX16:
+      return Products<Q4_KGroup>;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace moe::kernels

@@ -1,0 +1,91 @@
+// The row-group layouts of repack.h as byte permutations: GroupOffset says where byte j of a
+// source block of row r goes within the group's block, so packing and unpacking are the same
+// walk in two directions.
+#include <cstring>
+#include <vector>
+
+#include "lib/backend/cpu/quant_rows.h"
+#include "lib/backend/cpu/repack.h"
+
+namespace moe {
+
+DType GroupSourceType(DType group_type) {
+  switch (group_type) {
+    case DType::kQ8_0X16:
+      return DType::kQ8_0;
+    case DType::kQ4_0X16:
+      return DType::kQ4_0;
+    default:
+      return DType::kQ4_K;
+  }
+}
+
+namespace {
+
+// Lane vector k, row r, byte i: the bytes of row r sit at 4r..4r+3 of each 64-byte vector.
+inline int Lane(int k, int r, int i) { return 64 * k + 4 * r + i; }
+
+// Offset within a group block (16 source blocks) of byte j of row r's source block.
+int GroupOffset(DType source, int r, int j) {
+  switch (source) {
+    case DType::kQ8_0:  // [2 scale bytes][32 quants]
+      return j < 2 ? 512 + 2 * r + j : Lane((j - 2) / 4, r, (j - 2) % 4);
+    case DType::kQ4_0:  // [2 scale bytes][16 nibble bytes]
+      return j < 2 ? 256 + 2 * r + j : Lane((j - 2) / 4, r, (j - 2) % 4);
+    default: {  // Q4_K: [d][dmin][12 scale bytes][128 nibble bytes]
+      if (j < 2) return 2 * r + j;
+      if (j < 4) return 32 + 2 * r + (j - 2);
+      if (j < 16) return 64 + Lane((j - 4) / 4, r, (j - 4) % 4);
+      const int e = j - 16, chunk = e / 32, l = e % 32;
+      return 256 + 512 * chunk + Lane(l / 4, r, l % 4);
+    }
+  }
+}
+
+// Q8_0 quants are stored unsigned (q + 128) for vpdpbusd; flipping the top bit does that.
+inline uint8_t Flip(DType source, int j) { return source == DType::kQ8_0 && j >= 2 ? 0x80 : 0; }
+
+}  // namespace
+
+namespace internal {
+
+void RepackGroups(DType t, uint8_t* data, int64_t rows, int64_t cols) {
+  const DTypeInfo& info = GetDTypeInfo(t);
+  const int64_t nb = cols / info.block_elems, bb = info.block_bytes;
+  const size_t row_bytes = RowBytes(t, cols);
+  std::vector<uint8_t> src(kGroupRows * row_bytes);
+  for (int64_t g = 0; g < rows / kGroupRows; ++g) {
+    uint8_t* group = data + g * kGroupRows * row_bytes;
+    std::memcpy(src.data(), group, src.size());
+    for (int r = 0; r < kGroupRows; ++r) {
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* block = src.data() + r * row_bytes + b * bb;
+        uint8_t* out = group + b * kGroupRows * bb;
+        for (int j = 0; j < bb; ++j) out[GroupOffset(t, r, j)] = block[j] ^ Flip(t, j);
+      }
+    }
+  }
+}
+
+}  // namespace internal
+
+void UngroupRow(DType t, const uint8_t* group, int row, uint8_t* out, int64_t cols) {
+  const DType source = GroupSourceType(t);
+  const DTypeInfo& info = GetDTypeInfo(source);
+  const int64_t nb = cols / info.block_elems, bb = info.block_bytes;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* in = group + b * kGroupRows * bb;
+    for (int j = 0; j < bb; ++j)
+      out[b * bb + j] = in[GroupOffset(source, row, j)] ^ Flip(source, j);
+  }
+}
+
+void DequantizeGroupRow(DType t, const uint8_t* group, int row, float* dst, int64_t cols) {
+  const DType source = GroupSourceType(t);
+  thread_local std::vector<uint8_t> src;
+  src.resize(RowBytes(source, cols));
+  UngroupRow(t, group, row, src.data(), cols);
+  DequantizeRow(source, src.data(), dst, cols);
+}
+
+}  // namespace moe
