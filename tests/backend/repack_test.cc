@@ -136,7 +136,7 @@ TEST(RepackTest, RowsThatDoNotFitKeepTheirType) {
   EXPECT_EQ(RepackedType(DType::kQ4_0, 3, 96), DType::kQ4_0);  // Q4_0R groups 4 blocks
   EXPECT_EQ(RepackedType(DType::kQ8_0, 3, 96), DType::kQ8_0R);
   EXPECT_EQ(RepackedType(DType::kQ4_K, 3, 256), DType::kQ4_K);
-  EXPECT_EQ(RepackedType(DType::kQ6_K, 32, 256), DType::kQ6_K);  // no group layout (yet)
+  EXPECT_EQ(RepackedType(DType::kQ6_K, 32, 256), DType::kQ6_K);  // see repack.h
   // Sixteen-row groups where the rows divide into them.
   EXPECT_EQ(RepackedType(DType::kQ4_0, 32, 96), DType::kQ4_0X16);
   EXPECT_EQ(RepackedType(DType::kQ8_0, 16, 96), DType::kQ8_0X16);

@@ -47,6 +47,7 @@ struct Q8_0Group {
       __m512i q[8];
       for (int k = 0; k < 8; ++k) q[k] = _mm512_loadu_si512(g + 64 * k);
       const __m512 d = HalfScales(g + 512);
+#pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         const Q8Block& xb = x[t * nb + b];
         // Stored as q + 128: take 128 x (the activation quants' sum) back off.
@@ -76,6 +77,7 @@ struct Q4_0Group {
         q[k + 4] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
       }
       const __m512 d = HalfScales(g + 256);
+#pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         const Q8Block& xb = x[t * nb + b];
         const __m512i s = BlockSums(q, xb, _mm512_set1_epi32(-8 * QuantSum(xb)));
@@ -113,8 +115,10 @@ struct Q4_KGroup {
           _mm512_and_si512(u1, m6),
           _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), low4),
                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), m2), 4))};
+#pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
         const uint8_t* nibbles = g + 256 + 512 * c;
+#pragma GCC unroll 4
         for (int h = 0; h < 2; ++h) {
           const int j = 2 * c + h;
           const int shift = 8 * (j % 4);
@@ -127,6 +131,7 @@ struct Q4_KGroup {
             const __m512i raw = _mm512_loadu_si512(nibbles + 64 * k);
             q[k] = _mm512_and_si512(h ? _mm512_srli_epi16(raw, 4) : raw, m4);
           }
+#pragma GCC unroll 8
           for (int t = 0; t < T; ++t) {
             const Q8Block& xb = x[t * nb + 8 * sb + j];
             const __m512i s = BlockSums(q, xb, _mm512_setzero_si512());

@@ -53,15 +53,23 @@ void RepackGroups(DType t, uint8_t* data, int64_t rows, int64_t cols) {
   const DTypeInfo& info = GetDTypeInfo(t);
   const int64_t nb = cols / info.block_elems, bb = info.block_bytes;
   const size_t row_bytes = RowBytes(t, cols);
+  // Where each byte of a block of each row goes: the same for every block.
+  std::vector<int> offset(kGroupRows * bb);
+  std::vector<uint8_t> flip(bb);
+  for (int r = 0; r < kGroupRows; ++r) {
+    for (int j = 0; j < bb; ++j) offset[r * bb + j] = GroupOffset(t, r, j);
+  }
+  for (int j = 0; j < bb; ++j) flip[j] = Flip(t, j);
   std::vector<uint8_t> src(kGroupRows * row_bytes);
   for (int64_t g = 0; g < rows / kGroupRows; ++g) {
     uint8_t* group = data + g * kGroupRows * row_bytes;
     std::memcpy(src.data(), group, src.size());
-    for (int r = 0; r < kGroupRows; ++r) {
-      for (int64_t b = 0; b < nb; ++b) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* out = group + b * kGroupRows * bb;
+      for (int r = 0; r < kGroupRows; ++r) {
         const uint8_t* block = src.data() + r * row_bytes + b * bb;
-        uint8_t* out = group + b * kGroupRows * bb;
-        for (int j = 0; j < bb; ++j) out[GroupOffset(t, r, j)] = block[j] ^ Flip(t, j);
+        const int* to = offset.data() + r * bb;
+        for (int j = 0; j < bb; ++j) out[to[j]] = block[j] ^ flip[j];
       }
     }
   }
