@@ -51,7 +51,9 @@ class CpuBackend final : public Backend {
       any_quantized |= IsQuantized(ws[i].dtype);
       first_row[i + 1] = first_row[i] + ws[i].rows;
     }
-    input_.Prepare(x, n, ws[0].cols, any_quantized);
+    if (input_.Prepare(x, n, ws[0].cols, any_quantized)) {
+      Parallel(n, ws[0].cols, [&](int64_t b, int64_t e) { input_.QuantizeTokens(b, e); });
+    }
     std::vector<int64_t> tokens(ws.size(), n);
     std::vector<int> granule(ws.size());
     for (size_t i = 0; i < ws.size(); ++i) granule[i] = RowGroup(ws[i].dtype);
@@ -69,14 +71,17 @@ class CpuBackend final : public Backend {
     while (job_acts_.size() < nj) job_acts_.emplace_back(level_, quantize_activations_);
     act_.resize(nj);
     std::vector<int64_t> ff_first(nj + 1, 0), d_first(nj + 1, 0);
+    std::vector<int64_t> token_first(nj + 1, 0);
     for (size_t j = 0; j < nj; ++j) {
       const ExpertJob& job = jobs[j];
-      job_inputs_[j].Prepare(job.in, job.m, job.gate.cols,
-                             IsQuantized(job.gate.dtype) || IsQuantized(job.up.dtype));
+      const bool quantize = job_inputs_[j].Prepare(
+          job.in, job.m, job.gate.cols, IsQuantized(job.gate.dtype) || IsQuantized(job.up.dtype));
+      token_first[j + 1] = token_first[j] + (quantize ? job.m : 0);
       act_[j].resize(job.m * job.gate.rows);
       ff_first[j + 1] = ff_first[j] + job.gate.rows;
       d_first[j + 1] = d_first[j] + job.down.rows;
     }
+    QuantizeJobTokens(token_first, jobs[0].gate.cols, job_inputs_);
     // Pass 1: gate and up rows of every job, fused with SiLU x up.
     std::vector<int64_t> tokens(nj);
     std::vector<int> ff_granule(nj), d_granule(nj);
@@ -104,9 +109,11 @@ class CpuBackend final : public Backend {
       });
     });
     for (size_t j = 0; j < nj; ++j) {
-      job_acts_[j].Prepare(act_[j].data(), jobs[j].m, jobs[j].down.cols,
-                           IsQuantized(jobs[j].down.dtype));
+      const bool quantize = job_acts_[j].Prepare(act_[j].data(), jobs[j].m, jobs[j].down.cols,
+                                                 IsQuantized(jobs[j].down.dtype));
+      token_first[j + 1] = token_first[j] + (quantize ? jobs[j].m : 0);
     }
+    QuantizeJobTokens(token_first, jobs[0].down.cols, job_acts_);
     // Pass 2: down rows of every job.
     ParallelByCost(d_first, tokens, d_granule, jobs[0].down.cols, [&](int64_t b, int64_t e) {
       ForEachRange(d_first, b, e, [&](size_t j, int64_t r0, int64_t r1) {
@@ -233,6 +240,16 @@ class CpuBackend final : public Backend {
  private:
   // Loops with fewer multiply-adds than this run inline.
   static constexpr int64_t kMinParallelWork = 1 << 15;
+
+  // Quantizes the tokens of every job at once, spread over the pool: job j's tokens are the
+  // global range [first[j], first[j + 1]) (empty where its weights take float activations).
+  void QuantizeJobTokens(const std::vector<int64_t>& first, int64_t cols,
+                         std::vector<PreparedActivations>& inputs) {
+    Parallel(first.back(), cols, [&](int64_t b, int64_t e) {
+      ForEachRange(first, b, e,
+                   [&](size_t j, int64_t t0, int64_t t1) { inputs[j].QuantizeTokens(t0, t1); });
+    });
+  }
 
   // Runs fn over [0, n) on the pool, or inline when the whole loop is too small to repay waking
   // the other threads (tiny routers, short attention spans on small models).

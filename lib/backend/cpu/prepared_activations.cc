@@ -9,7 +9,7 @@
 
 namespace moe {
 
-void PreparedActivations::Prepare(const float* x, int64_t n, int64_t cols, bool quantized_weights) {
+bool PreparedActivations::Prepare(const float* x, int64_t n, int64_t cols, bool quantized_weights) {
   x_ = x;
   n_ = n;
   cols_ = cols;
@@ -21,11 +21,17 @@ void PreparedActivations::Prepare(const float* x, int64_t n, int64_t cols, bool 
     xd_.resize(n * nb);
     xsum_.resize(n * nb);
     xsum16_.resize(2 * n * nb);
-    for (int64_t t = 0; t < n; ++t) QuantizeActivations(x + t * cols, cols, q_.data() + t * nb);
-    FillQ8Aux(q_.data(), n * nb, xd_.data(), xsum_.data(), xsum16_.data());
-  } else {
-    q_.clear();
+    return true;
   }
+  q_.clear();
+  return false;
+}
+
+void PreparedActivations::QuantizeTokens(int64_t t0, int64_t t1) {
+  const int64_t nb = cols_ / 32;
+  for (int64_t t = t0; t < t1; ++t) QuantizeActivations(x_ + t * cols_, cols_, q_.data() + t * nb);
+  FillQ8Aux(q_.data() + t0 * nb, (t1 - t0) * nb, xd_.data() + t0 * nb, xsum_.data() + t0 * nb,
+            xsum16_.data() + 2 * t0 * nb);
 }
 
 void PreparedActivations::RowDots(const WeightView& w, int64_t r, float* out,

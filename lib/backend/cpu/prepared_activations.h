@@ -22,7 +22,10 @@ class PreparedActivations {
 
   // x: n rows of `cols` floats, valid until the next Prepare. Quantizes only when some weight
   // that will meet it is quantized (quantized_weights).
-  void Prepare(const float* x, int64_t n, int64_t cols, bool quantized_weights);
+  // Returns whether the tokens need quantizing: then QuantizeTokens must cover [0, n) before
+  // any Products, in disjoint ranges from any threads.
+  bool Prepare(const float* x, int64_t n, int64_t cols, bool quantized_weights);
+  void QuantizeTokens(int64_t t0, int64_t t1);
 
   // y[t * ldy + (r - r0)] = row r of w . token t, for r in [r0, r1) and every token. Safe to
   // call from many threads at once. For row-group layouts r0 and r1 are multiples of 16.
