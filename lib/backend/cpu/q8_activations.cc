@@ -3,12 +3,19 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lib/backend/cpu/cpu_features.h"
 #include "lib/base/half.h"
 
 namespace moe {
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void QuantizeActivations(
-    const float* x, int64_t n, Q8Block* out) {
+namespace kernels {
+void QuantizeActivationsAvx512(const float* x, int64_t n, Q8Block* out);
+}  // namespace kernels
+
+namespace {
+
+__attribute__((target_clones("avx2", "default"))) void QuantizePortable(const float* x, int64_t n,
+                                                                        Q8Block* out) {
   for (int64_t b = 0; b < n / 32; ++b) {
     const float* v = x + 32 * b;
     float amax = 0;
@@ -27,6 +34,16 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void QuantizeActiva
     }
     o.sum[0] = static_cast<int16_t>(s0);
     o.sum[1] = static_cast<int16_t>(s1);
+  }
+}
+
+}  // namespace
+
+void QuantizeActivations(const float* x, int64_t n, Q8Block* out) {
+  if (ActiveSimdLevel() >= SimdLevel::kAvx512) {
+    kernels::QuantizeActivationsAvx512(x, n, out);
+  } else {
+    QuantizePortable(x, n, out);
   }
 }
 
