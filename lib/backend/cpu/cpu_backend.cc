@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "lib/backend/backend.h"
+#include "lib/backend/cpu/attention_kernels.h"
 #include "lib/backend/cpu/cpu_features.h"
 #include "lib/backend/cpu/dot_kernels.h"
 #include "lib/backend/cpu/prepared_activations.h"
@@ -178,45 +179,29 @@ class CpuBackend final : public Backend {
 
   void Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
                  const KvLayerView& kv, float* out) override {
-    const int64_t hd = kv.head_dim, kv_row = kv.n_kv_heads * hd;
-    const int64_t group = n_heads / kv.n_kv_heads;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const int64_t hd = kv.head_dim, nkv = kv.n_kv_heads, group = n_heads / nkv;
     const size_t elem = kv.dtype == DType::kF32 ? 4 : 2;
-    // Scores are dot products of q with cache rows in their stored type (the SIMD kernels read
-    // F16 directly); values are accumulated from F32 rows, F16 ones converted first.
-    const FloatDotFn dot = GetFloatDot(kv.dtype, level_);
-    Parallel(n * n_heads, (positions[n - 1] + 1) * hd * 2, [&](int64_t b, int64_t e) {
-      thread_local std::vector<float> scores, vbuf, acc;
-      vbuf.resize(hd);
-      acc.resize(hd);
+    const AttendFn attend = GetAttend(level_, kv.dtype, hd);
+    // One job per (token, KV head). A token's cost is its causal length, so tokens are taken in
+    // the order 0, n-1, 1, n-2, ...: every contiguous share of the jobs gets as many long rows
+    // as short ones.
+    auto token = [n](int64_t i) { return i % 2 == 0 ? i / 2 : n - 1 - i / 2; };
+    const int64_t mean_len = (positions[0] + positions[n - 1]) / 2 + 1;
+    Parallel(n * nkv, mean_len * hd * 2 * group, [&](int64_t b, int64_t e) {
       for (int64_t job = b; job < e; ++job) {
-        const int64_t t = job / n_heads, h = job % n_heads, kvh = h / group;
-        const float* qv = q + (t * n_heads + h) * hd;
-        const int64_t len = static_cast<int64_t>(positions[t]) + 1;
-        scores.resize(len);
-        float max_s = -INFINITY;
-        for (int64_t p = 0; p < len; ++p) {
-          scores[p] = dot(kv.k + (p * kv_row + kvh * hd) * elem, qv, hd) * scale;
-          max_s = std::max(max_s, scores[p]);
-        }
-        float sum = 0;
-        for (int64_t p = 0; p < len; ++p) {
-          scores[p] = std::exp(scores[p] - max_s);
-          sum += scores[p];
-        }
-        std::fill(acc.begin(), acc.end(), 0.f);
-        const float inv = 1.0f / sum;
-        for (int64_t p = 0; p < len; ++p) {
-          const uint8_t* vr = kv.v + (p * kv_row + kvh * hd) * elem;
-          const float* v = reinterpret_cast<const float*>(vr);
-          if (kv.dtype != DType::kF32) {
-            DequantizeRow(kv.dtype, vr, vbuf.data(), hd);
-            v = vbuf.data();
-          }
-          const float w = scores[p] * inv;
-          for (int64_t i = 0; i < hd; ++i) acc[i] += w * v[i];
-        }
-        std::copy(acc.begin(), acc.end(), out + (t * n_heads + h) * hd);
+        const int64_t t = token(job / nkv), kvh = job % nkv;
+        AttentionHeads a;
+        a.q = q + (t * n_heads + kvh * group) * hd;
+        a.out = out + (t * n_heads + kvh * group) * hd;
+        a.group = group;
+        a.head_dim = hd;
+        a.len = static_cast<int64_t>(positions[t]) + 1;
+        a.k = kv.k + kvh * hd * elem;
+        a.v = kv.v + kvh * hd * elem;
+        a.row_bytes = nkv * hd * elem;
+        a.dtype = kv.dtype;
+        a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        attend(a);
       }
     });
   }

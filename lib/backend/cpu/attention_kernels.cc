@@ -1,0 +1,54 @@
+#include "lib/backend/cpu/attention_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "lib/backend/cpu/quant_rows.h"
+
+namespace moe {
+namespace kernels {
+
+void AttendPortable(const AttentionHeads& a) {
+  const int64_t hd = a.head_dim;
+  thread_local std::vector<float> scores, k, v;
+  scores.resize(a.group * a.len);
+  k.resize(hd);
+  v.resize(hd);
+  for (int64_t p = 0; p < a.len; ++p) {
+    DequantizeRow(a.dtype, a.k + p * a.row_bytes, k.data(), hd);
+    for (int64_t g = 0; g < a.group; ++g) {
+      float s = 0;
+      for (int64_t i = 0; i < hd; ++i) s += a.q[g * hd + i] * k[i];
+      scores[g * a.len + p] = s * a.scale;
+    }
+  }
+  for (int64_t g = 0; g < a.group; ++g) {
+    float* s = scores.data() + g * a.len;
+    const float max_s = *std::max_element(s, s + a.len);
+    float sum = 0;
+    for (int64_t p = 0; p < a.len; ++p) sum += s[p] = std::exp(s[p] - max_s);
+    const float inv = 1.0f / sum;
+    for (int64_t p = 0; p < a.len; ++p) s[p] *= inv;
+    std::fill(a.out + g * hd, a.out + (g + 1) * hd, 0.0f);
+  }
+  for (int64_t p = 0; p < a.len; ++p) {
+    DequantizeRow(a.dtype, a.v + p * a.row_bytes, v.data(), hd);
+    for (int64_t g = 0; g < a.group; ++g) {
+      const float w = scores[g * a.len + p];
+      float* o = a.out + g * hd;
+      for (int64_t i = 0; i < hd; ++i) o[i] += w * v[i];
+    }
+  }
+}
+
+}  // namespace kernels
+
+AttendFn GetAttend(SimdLevel level, DType kv_type, int64_t head_dim) {
+  if (level >= SimdLevel::kAvx512 && (kv_type == DType::kF32 || kv_type == DType::kF16)) {
+    if (AttendFn f = kernels::Avx512Attend(head_dim)) return f;
+  }
+  return kernels::AttendPortable;
+}
+
+}  // namespace moe

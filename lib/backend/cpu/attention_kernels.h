@@ -1,0 +1,35 @@
+// Attention of one query position over its cached keys and values, for all the query heads that
+// share one KV head (grouped-query attention): each cached row is read once for the whole group.
+#pragma once
+
+#include <cstdint>
+
+#include "lib/backend/cpu/cpu_features.h"
+#include "lib/base/dtype.h"
+
+namespace moe {
+
+struct AttentionHeads {
+  const float* q;  // group x head_dim, head after head
+  float* out;      // group x head_dim
+  int64_t group, head_dim;
+  int64_t len;       // cached positions attended to: 0 .. len-1
+  const uint8_t* k;  // row p of this KV head at k + p * row_bytes
+  const uint8_t* v;
+  int64_t row_bytes;
+  DType dtype;  // F32 or F16
+  float scale;  // 1 / sqrt(head_dim)
+};
+
+using AttendFn = void (*)(const AttentionHeads& a);
+
+// The kernel for a level, cache type and head size.
+AttendFn GetAttend(SimdLevel level, DType kv_type, int64_t head_dim);
+
+namespace kernels {
+void AttendPortable(const AttentionHeads& a);
+// nullptr where head_dim is not a multiple of 16 (or above 256).
+AttendFn Avx512Attend(int64_t head_dim);
+}  // namespace kernels
+
+}  // namespace moe

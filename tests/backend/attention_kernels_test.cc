@@ -1,0 +1,87 @@
+// The SIMD attention kernels agree with the portable one for every head size path (fixed 64 and
+// 128, any multiple of 16, others), F32 and F16 caches, grouped heads, and one-position spans;
+// and the portable one is softmax(q.k / sqrt(d)) . v computed here in double.
+#include "lib/backend/cpu/attention_kernels.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "lib/base/half.h"
+
+namespace moe {
+namespace {
+
+struct Case {
+  int64_t head_dim, group, len;
+  DType dtype;
+};
+
+TEST(AttentionKernelsTest, SimdMatchesPortableAndTheDefinition) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd;
+  for (const Case& c :
+       {Case{64, 4, 37, DType::kF16}, Case{64, 1, 1, DType::kF32}, Case{128, 2, 130, DType::kF32},
+        Case{80, 3, 17, DType::kF16}, Case{48, 5, 9, DType::kF32}, Case{40, 2, 12, DType::kF16}}) {
+    const int64_t hd = c.head_dim, nkv = 2;  // two KV heads per row: use the second
+    const size_t elem = c.dtype == DType::kF32 ? 4 : 2;
+    std::vector<float> q(c.group * hd), kf(c.len * nkv * hd), vf(c.len * nkv * hd);
+    for (auto& x : q) x = nd(rng);
+    for (auto& x : kf) x = nd(rng);
+    for (auto& x : vf) x = nd(rng);
+    std::vector<uint8_t> k(kf.size() * elem), v(vf.size() * elem);
+    for (size_t i = 0; i < kf.size(); ++i) {
+      if (c.dtype == DType::kF32) {
+        std::memcpy(k.data() + 4 * i, &kf[i], 4);
+        std::memcpy(v.data() + 4 * i, &vf[i], 4);
+      } else {  // the test's values are what the cache holds
+        const uint16_t hk = FloatToHalf(kf[i]), hv = FloatToHalf(vf[i]);
+        kf[i] = HalfToFloat(hk);
+        vf[i] = HalfToFloat(hv);
+        std::memcpy(k.data() + 2 * i, &hk, 2);
+        std::memcpy(v.data() + 2 * i, &hv, 2);
+      }
+    }
+    AttentionHeads a;
+    a.q = q.data();
+    a.group = c.group;
+    a.head_dim = hd;
+    a.len = c.len;
+    a.k = k.data() + hd * elem;
+    a.v = v.data() + hd * elem;
+    a.row_bytes = nkv * hd * elem;
+    a.dtype = c.dtype;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    // The definition, in double.
+    std::vector<double> want(c.group * hd, 0.0);
+    for (int64_t g = 0; g < c.group; ++g) {
+      std::vector<double> s(c.len);
+      double max_s = -1e300, sum = 0;
+      for (int64_t p = 0; p < c.len; ++p) {
+        for (int64_t i = 0; i < hd; ++i) s[p] += q[g * hd + i] * kf[(p * nkv + 1) * hd + i];
+        s[p] *= a.scale;
+        max_s = std::max(max_s, s[p]);
+      }
+      for (auto& x : s) sum += x = std::exp(x - max_s);
+      for (int64_t p = 0; p < c.len; ++p)
+        for (int64_t i = 0; i < hd; ++i)
+          want[g * hd + i] += s[p] / sum * vf[(p * nkv + 1) * hd + i];
+    }
+    for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx512}) {
+      if (level > DetectedSimdLevel()) continue;
+      std::vector<float> out(c.group * hd, NAN);
+      a.out = out.data();
+      GetAttend(level, c.dtype, hd)(a);
+      for (size_t i = 0; i < out.size(); ++i) {
+        ASSERT_NEAR(out[i], want[i], 1e-5)
+            << CpuSimdLevelName(level) << " head_dim " << hd << " group " << c.group << " len "
+            << c.len << " " << DTypeName(c.dtype) << " element " << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace moe
