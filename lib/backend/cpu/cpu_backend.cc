@@ -11,6 +11,7 @@
 #include "lib/backend/cpu/dot_kernels.h"
 #include "lib/backend/cpu/prepared_activations.h"
 #include "lib/backend/cpu/quant_rows.h"
+#include "lib/backend/cpu/silu_mul.h"
 #include "lib/base/half.h"
 #include "lib/base/thread_pool.h"
 
@@ -35,6 +36,7 @@ class CpuBackend final : public Backend {
       : pool_(o.threads),
         quantize_activations_(o.quantize_activations),
         level_(ActiveSimdLevel()),
+        silu_mul_(GetSiluMul(level_)),
         input_(level_, quantize_activations_) {}
   absl::string_view name() const override { return "cpu"; }
   int num_threads() const override { return pool_.num_threads(); }
@@ -101,12 +103,8 @@ class CpuBackend final : public Backend {
         // Rows r0..r1 of gate and up for every token, as [m x nr] blocks.
         job_inputs_[j].Products(job.gate, r0, r1, g.data(), nr);
         job_inputs_[j].Products(job.up, r0, r1, u.data(), nr);
-        for (int64_t t = 0; t < job.m; ++t) {
-          for (int64_t i = 0; i < nr; ++i) {
-            const float gv = g[t * nr + i];
-            act_[j][t * ff + r0 + i] = gv / (1.0f + std::exp(-gv)) * u[t * nr + i];
-          }
-        }
+        for (int64_t t = 0; t < job.m; ++t)
+          silu_mul_(g.data() + t * nr, u.data() + t * nr, act_[j].data() + t * ff + r0, nr);
       });
     });
     for (size_t j = 0; j < nj; ++j) {
@@ -290,6 +288,7 @@ class CpuBackend final : public Backend {
   ThreadPool pool_;
   const bool quantize_activations_;
   const SimdLevel level_;
+  const SiluMulFn silu_mul_;
   // Scratch reused across calls (a backend serves one session, one call at a time).
   PreparedActivations input_;
   std::vector<PreparedActivations> job_inputs_, job_acts_;

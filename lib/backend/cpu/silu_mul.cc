@@ -1,0 +1,18 @@
+#include "lib/backend/cpu/silu_mul.h"
+
+#include <cmath>
+
+namespace moe {
+namespace kernels {
+
+void SiluMulPortable(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+}  // namespace kernels
+
+SiluMulFn GetSiluMul(SimdLevel level) {
+  return level >= SimdLevel::kAvx512 ? kernels::SiluMulAvx512 : kernels::SiluMulPortable;
+}
+
+}  // namespace moe

@@ -1,0 +1,21 @@
+// The gated FFN activation out[i] = silu(gate[i]) * up[i] = gate / (1 + e^-gate) * up, run on
+// every expert's gate/up outputs: with one exponential per element it is worth a vector exp.
+#pragma once
+
+#include <cstdint>
+
+#include "lib/backend/cpu/cpu_features.h"
+
+namespace moe {
+
+using SiluMulFn = void (*)(const float* gate, const float* up, float* out, int64_t n);
+
+SiluMulFn GetSiluMul(SimdLevel level);
+
+namespace kernels {
+void SiluMulPortable(const float* gate, const float* up, float* out, int64_t n);
+// e^x in 16 lanes: within 2 ulp of std::exp over the float range; inf, 0 and NaN as std::exp.
+void SiluMulAvx512(const float* gate, const float* up, float* out, int64_t n);
+}  // namespace kernels
+
+}  // namespace moe
