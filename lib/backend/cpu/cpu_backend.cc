@@ -123,56 +123,65 @@ class CpuBackend final : public Backend {
 
   void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
                float* y) override {
-    for (int64_t t = 0; t < n; ++t) {
-      const float* xr = x + t * dim;
-      float* yr = y + t * dim;
-      double ss = 0;  // ggml accumulates the sum of squares in double too
-      for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
-      float scale = 1.0f / std::sqrt(static_cast<float>(ss / dim) + eps);
-      for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * scale * weight[i];
-    }
+    // Tokens (or heads) are independent: spread over the pool for prompt batches.
+    Parallel(n, 2 * dim, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        const float* xr = x + t * dim;
+        float* yr = y + t * dim;
+        double ss = 0;  // ggml accumulates the sum of squares in double too
+        for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+        float scale = 1.0f / std::sqrt(static_cast<float>(ss / dim) + eps);
+        for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * scale * weight[i];
+      }
+    });
   }
 
   void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* positions,
             RopeLayout layout, float freq_base) override {
     const int64_t half = head_dim / 2;
-    std::vector<float> cos_t(half), sin_t(half);
-    for (int64_t t = 0; t < n; ++t) {
-      for (int64_t i = 0; i < half; ++i) {
-        float theta = positions[t] * std::pow(freq_base, -2.0f * i / head_dim);
-        cos_t[i] = std::cos(theta);
-        sin_t[i] = std::sin(theta);
-      }
-      for (int64_t h = 0; h < n_heads; ++h) {
-        float* v = x + (t * n_heads + h) * head_dim;
+    Parallel(n, 8 * n_heads * head_dim, [&](int64_t tb, int64_t te) {
+      thread_local std::vector<float> cos_t, sin_t;
+      cos_t.resize(half);
+      sin_t.resize(half);
+      for (int64_t t = tb; t < te; ++t) {
         for (int64_t i = 0; i < half; ++i) {
-          int64_t a = layout == RopeLayout::kNorm ? 2 * i : i;
-          int64_t b = layout == RopeLayout::kNorm ? 2 * i + 1 : i + half;
-          float x0 = v[a], x1 = v[b];
-          v[a] = x0 * cos_t[i] - x1 * sin_t[i];
-          v[b] = x0 * sin_t[i] + x1 * cos_t[i];
+          float theta = positions[t] * std::pow(freq_base, -2.0f * i / head_dim);
+          cos_t[i] = std::cos(theta);
+          sin_t[i] = std::sin(theta);
+        }
+        for (int64_t h = 0; h < n_heads; ++h) {
+          float* v = x + (t * n_heads + h) * head_dim;
+          for (int64_t i = 0; i < half; ++i) {
+            int64_t a = layout == RopeLayout::kNorm ? 2 * i : i;
+            int64_t b = layout == RopeLayout::kNorm ? 2 * i + 1 : i + half;
+            float x0 = v[a], x1 = v[b];
+            v[a] = x0 * cos_t[i] - x1 * sin_t[i];
+            v[b] = x0 * sin_t[i] + x1 * cos_t[i];
+          }
         }
       }
-    }
+    });
   }
 
   void StoreKv(const float* k, const float* v, int64_t n, const int32_t* positions,
                const KvLayerView& kv) override {
     const int64_t row = kv.n_kv_heads * kv.head_dim;
-    for (int64_t t = 0; t < n; ++t) {
-      int64_t off = static_cast<int64_t>(positions[t]) * row;
-      if (kv.dtype == DType::kF32) {
-        std::memcpy(reinterpret_cast<float*>(kv.k) + off, k + t * row, row * sizeof(float));
-        std::memcpy(reinterpret_cast<float*>(kv.v) + off, v + t * row, row * sizeof(float));
-      } else {
-        uint16_t* kd = reinterpret_cast<uint16_t*>(kv.k) + off;
-        uint16_t* vd = reinterpret_cast<uint16_t*>(kv.v) + off;
-        for (int64_t i = 0; i < row; ++i) {
-          kd[i] = FloatToHalf(k[t * row + i]);
-          vd[i] = FloatToHalf(v[t * row + i]);
+    Parallel(n, 2 * row, [&](int64_t tb, int64_t te) {
+      for (int64_t t = tb; t < te; ++t) {
+        int64_t off = static_cast<int64_t>(positions[t]) * row;
+        if (kv.dtype == DType::kF32) {
+          std::memcpy(reinterpret_cast<float*>(kv.k) + off, k + t * row, row * sizeof(float));
+          std::memcpy(reinterpret_cast<float*>(kv.v) + off, v + t * row, row * sizeof(float));
+        } else {
+          uint16_t* kd = reinterpret_cast<uint16_t*>(kv.k) + off;
+          uint16_t* vd = reinterpret_cast<uint16_t*>(kv.v) + off;
+          for (int64_t i = 0; i < row; ++i) {
+            kd[i] = FloatToHalf(k[t * row + i]);
+            vd[i] = FloatToHalf(v[t * row + i]);
+          }
         }
       }
-    }
+    });
   }
 
   void Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
