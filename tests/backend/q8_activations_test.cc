@@ -35,6 +35,11 @@ TEST(Q8ActivationsTest, EveryLevelGivesTheSameBlocks) {
   x[160 + 7] = std::numeric_limits<float>::quiet_NaN();
   x[192 + 9] = std::numeric_limits<float>::infinity();
   x[224 + 31] = -std::numeric_limits<float>::infinity();
+  // Scales that are subnormal in half precision, and a spread of magnitudes.
+  for (int i = 0; i < 32; ++i) x[256 + i] *= 1e-3f;
+  for (int i = 0; i < 32; ++i) x[288 + i] *= 1e-6f;
+  for (int b = 10; b < 64; ++b)
+    for (int i = 0; i < 32; ++i) x[32 * b + i] *= std::ldexp(1.0f, b % 24 - 12);
   const std::vector<Q8Block> want = Quantize(x, SimdLevel::kScalar);
   // The handled cases really are in the data: NaN leaves its block's other quants alone.
   EXPECT_EQ(want[1].d, 0.0f);

@@ -4,7 +4,6 @@
 #include <immintrin.h>
 
 #include "lib/backend/cpu/q8_activations.h"
-#include "lib/base/half.h"
 
 namespace moe::kernels {
 
@@ -19,7 +18,7 @@ void QuantizeActivationsAvx512(const float* x, int64_t n, Q8Block* out) {
     const float amax = _mm512_reduce_max_ps(m);
     const float id = amax != 0 ? 127.0f / amax : 0.0f;
     Q8Block& o = out[b];
-    o.d = HalfToFloat(FloatToHalf(amax / 127.0f));
+    o.d = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT));  // as FloatToHalf
     const __m512 scale = _mm512_set1_ps(id);
     __m512i q[2];
     const __m512 v[2] = {v0, v1};
