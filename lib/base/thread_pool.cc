@@ -17,6 +17,10 @@ namespace {
 constexpr int kPauseIterations = 2000;
 constexpr int kYieldIterations = 200;
 
+// A loop is cut into this many chunks per thread, taken in turn by whichever thread is free: a
+// thread slowed by the other's memory traffic or a late start does less, not the whole wait.
+constexpr int kChunksPerThread = 4;
+
 // One step of waiting: pause, then yield; returns false once the caller should block.
 bool WaitStep(int& spins) {
   ++spins;
@@ -60,6 +64,8 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
   }
   job_ = &fn;
   job_n_ = n;
+  job_chunks_ = std::min<int64_t>(n, int64_t{parts} * kChunksPerThread);
+  next_chunk_.store(0, std::memory_order_relaxed);
   pending_.store(parts - 1, std::memory_order_relaxed);
   {
     // Publishing under the mutex pairs with the sleepers' wait; spinners see the release store.
@@ -67,15 +73,23 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
     generation_.fetch_add(1, std::memory_order_release);
   }
   if (sleeping_.load(std::memory_order_acquire) > 0) work_cv_.notify_all();
-  auto [b, e] = Chunk(n, parts, 0);
-  if (b < e) fn(b, e);
+  RunChunks();
   for (int spins = 0; pending_.load(std::memory_order_acquire) != 0;) {
     if (!WaitStep(spins)) std::this_thread::yield();
   }
   job_ = nullptr;
 }
 
-void ThreadPool::WorkerLoop(int index) {
+void ThreadPool::RunChunks() {
+  for (;;) {
+    const int64_t c = next_chunk_.fetch_add(1, std::memory_order_relaxed);
+    if (c >= job_chunks_) return;
+    auto [b, e] = Chunk(job_n_, static_cast<int>(job_chunks_), static_cast<int>(c));
+    if (b < e) (*job_)(b, e);
+  }
+}
+
+void ThreadPool::WorkerLoop(int /*index*/) {
   uint64_t seen = 0;
   for (;;) {
     int spins = 0;
@@ -89,8 +103,7 @@ void ThreadPool::WorkerLoop(int index) {
     }
     if (stop_.load()) return;
     seen = generation_.load(std::memory_order_acquire);
-    auto [b, e] = Chunk(job_n_, num_threads(), index);
-    if (b < e) (*job_)(b, e);
+    RunChunks();
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }

@@ -22,19 +22,23 @@ class ThreadPool {
 
   int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
-  // Runs fn(begin, end) over [0, n) split into contiguous chunks, one per thread; returns when all
-  // chunks are done. Not re-entrant: fn must not call ParallelFor on the same pool. One caller
+  // Runs fn(begin, end) over [0, n) split into contiguous chunks (a few per thread, taken by
+  // whichever thread is free; chunk sizes differ by at most one); returns when all chunks are
+  // done. Not re-entrant: fn must not call ParallelFor on the same pool. One caller
   // at a time.
   void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
   void WorkerLoop(int index);
+  void RunChunks();  // claims and runs chunks of the current loop until none is left
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable work_cv_;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0;
+  int64_t job_chunks_ = 0;
+  std::atomic<int64_t> next_chunk_{0};
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<int> sleeping_{0};

@@ -255,7 +255,7 @@ class CpuBackend final : public Backend {
   }
 
   // Runs fn over the global rows [0, first.back()) of matrices laid end to end, splitting them
-  // into one contiguous range per thread of about equal cost, where a row of matrix j costs its
+  // into contiguous ranges of about equal cost, where a row of matrix j costs its
   // token count plus the fixed cost of reading (and for prompt batches dequantizing) the row.
   // The experts of a prompt batch get very different numbers of tokens, so equal row counts
   // would leave one thread waiting for the other. Cuts within matrix j fall on multiples of
@@ -263,14 +263,15 @@ class CpuBackend final : public Backend {
   template <typename Fn>
   void ParallelByCost(const std::vector<int64_t>& first, const std::vector<int64_t>& tokens,
                       const std::vector<int>& granule, int64_t cols, Fn&& fn) {
-    const int parts = pool_.num_threads();
+    // A few pieces per thread, taken by whichever thread is free (ThreadPool::ParallelFor).
+    const int threads = pool_.num_threads(), parts = 4 * threads;
     const int64_t total_rows = first.back();
     double total = 0;
     for (size_t j = 0; j + 1 < first.size(); ++j)
       total += (first[j + 1] - first[j]) * (tokens[j] + 2.0);
     int64_t work = 0;
     for (size_t j = 0; j + 1 < first.size(); ++j) work += (first[j + 1] - first[j]) * tokens[j];
-    if (parts == 1 || work * cols < kMinParallelWork) {
+    if (threads == 1 || work * cols < kMinParallelWork) {
       fn(int64_t{0}, total_rows);
       return;
     }
