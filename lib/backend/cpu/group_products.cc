@@ -38,6 +38,8 @@ GroupProductsFn PortableFor(DType t) {
       return Portable<DType::kQ4_0X16, kLevel>;
     case DType::kQ4_KX16:
       return Portable<DType::kQ4_KX16, kLevel>;
+    case DType::kQ6_KX16:
+      return Portable<DType::kQ6_KX16, kLevel>;
     default:
       return nullptr;
   }

@@ -146,6 +146,105 @@ struct Q4_KGroup {
   }
 };
 
+// Q6_KX16 super-block: 16 f16 d, 4 lane vectors of int8 scales (one per 16 quants), then per
+// 128-quant half and lane group k (quants 4k..4k+3 of each 32-quant block) three lane vectors:
+// low-nibble bytes of blocks 0|2, of blocks 1|3, and the 2-bit high parts of all four; 3360
+// bytes, read front to back. Quants are 0..63 with a zero point of 32; each 32-quant activation
+// block meets two scales, so its two 16-quant halves are summed apart.
+struct Q6_KGroup {
+  static constexpr int64_t kBlockElems = 256, kBlockBytes = 3360;
+
+  // Scale i (of 16) of the 16 rows as floats times d: byte i % 4 of lane vector i / 4.
+  static __m512 Scale(const uint8_t* g, __m512 d, int i) {
+    const __m512i v = _mm512_loadu_si512(g + 32 + 64 * (i / 4));
+    return _mm512_mul_ps(
+        d, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * (i % 4)), 24)));
+  }
+
+  // Lane group k of block s (of 4) in a half: nibbles | (high part at bits 4-5).
+  static __m512i Quants(const uint8_t* half, int s, int k) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    const __m512i l = _mm512_loadu_si512(half + 192 * k + 64 * (s & 1));
+    const __m512i nib = _mm512_and_si512(s < 2 ? l : _mm512_srli_epi16(l, 4), m4);
+    __m512i hb = _mm512_loadu_si512(half + 192 * k + 128);
+    if (s < 2) hb = _mm512_slli_epi16(hb, 4 - 2 * s);
+    if (s == 3) hb = _mm512_srli_epi16(hb, 2);
+    return _mm512_ternarylogic_epi32(nib, hb, m30, 0xf8);  // nib | (hb & 0x30)
+  }
+
+  // One token: each lane group is unpacked once for all four blocks of a half.
+  static void Decode(const uint8_t* g, int64_t nsb, const Q8Block* x, float* y) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb, g += kBlockBytes, x += 8) {
+      const __m512 d = HalfScales(g);
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* half = g + 288 + 1536 * h;
+        const Q8Block* xb = x + 4 * h;
+        __m512i sums[4][2];  // block s, quants 0-15 | 16-31, from the zero point's offset on
+        for (int s = 0; s < 4; ++s) {
+          sums[s][0] = _mm512_set1_epi32(-32 * xb[s].sum[0]);
+          sums[s][1] = _mm512_set1_epi32(-32 * xb[s].sum[1]);
+        }
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          for (int s = 0; s < 4; ++s) {
+            sums[s][k / 4] =
+                _mm512_dpbusd_epi32(sums[s][k / 4], Quants(half, s, k), Broadcast4(xb[s].q + 4 * k));
+          }
+        }
+        for (int s = 0; s < 4; ++s) {
+          const __m512 xd = _mm512_set1_ps(xb[s].d);
+          for (int e = 0; e < 2; ++e) {
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[s][e]),
+                                  _mm512_mul_ps(Scale(g, d, 8 * h + 2 * s + e), xd), acc);
+          }
+        }
+      }
+    }
+    _mm512_storeu_ps(y, acc);
+  }
+
+  template <int T>
+  static void Tile(const uint8_t* g, int64_t nsb, const Q8Block* x, float* y, int64_t ldy) {
+    if constexpr (T == 1) {
+      Decode(g, nsb, x, y);
+      return;
+    }
+    const int64_t nb = 8 * nsb;
+    __m512 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb, g += kBlockBytes) {
+      const __m512 d = HalfScales(g);
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* half = g + 288 + 1536 * h;
+#pragma GCC unroll 4
+        for (int s = 0; s < 4; ++s) {  // activation block 4h + s
+          const __m512 scale0 = Scale(g, d, 8 * h + 2 * s), scale1 = Scale(g, d, 8 * h + 2 * s + 1);
+          __m512i q[8];
+#pragma GCC unroll 8
+          for (int k = 0; k < 8; ++k) q[k] = Quants(half, s, k);
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t) {
+            const Q8Block& xb = x[t * nb + 8 * sb + 4 * h + s];
+            __m512i lo = _mm512_set1_epi32(-32 * xb.sum[0]);
+            __m512i hi = _mm512_set1_epi32(-32 * xb.sum[1]);
+            for (int k = 0; k < 4; ++k) {
+              lo = _mm512_dpbusd_epi32(lo, q[k], Broadcast4(xb.q + 4 * k));
+              hi = _mm512_dpbusd_epi32(hi, q[k + 4], Broadcast4(xb.q + 16 + 4 * k));
+            }
+            const __m512 xd = _mm512_set1_ps(xb.d);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), _mm512_mul_ps(scale0, xd), acc[t]);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), _mm512_mul_ps(scale1, xd), acc[t]);
+          }
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * ldy, acc[t]);
+  }
+};
+
 // A tile of `left` (< kMaxTokens) tokens, with the count fixed at compile time.
 template <typename G, int T = kMaxTokens - 1>
 void Remainder(int left, const uint8_t* g, int64_t nb, const Q8Block* x, float* y, int64_t ldy) {
@@ -175,6 +274,8 @@ GroupProductsFn Avx512VnniGroupProducts(DType t) {
       return Products<Q4_0Group>;
     case DType::kQ4_KX16:
       return Products<Q4_KGroup>;
+    case DType::kQ6_KX16:
+      return Products<Q6_KGroup>;
     default:
       return nullptr;
   }

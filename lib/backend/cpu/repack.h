@@ -21,9 +21,12 @@
 //            bytes 4w..4w+3), then per 64-element chunk c 8 lane vectors (vector k: low nibbles =
 //            quants 4k..4k+3 of sub-block 2c, high nibbles = those of sub-block 2c+1, as Q4_K
 //            pairs them)                                               (16 x 144 bytes)
-// Q6_K keeps its row layout: a 16-row group kernel for it was tried and made Q4_K_M prompts 25 %
-// faster but decode 12 % slower (unpacking its 6-bit quants costs more per token than a
-// row's), so it did not pay.
+//   Q6_KX16: 16 f16 d, 4 lane vectors of the rows' 16 int8 scales, then per 128-quant half and
+//            lane group k three lane vectors: low-nibble bytes 4k.., low-nibble bytes 32+4k..,
+//            high-bit bytes 4k.. (Q6_K's own pairings)                (16 x 210 bytes)
+//            The order is the decode kernel's reading order: an earlier layout that kept the
+//            low and high bytes in separate runs decoded at half the speed, every super-block
+//            starting with cache misses the hardware prefetcher did not cover.
 // Each is a permutation of the source bytes (plus the +128 of Q8_0), so it holds exactly the
 // source's values.
 #pragma once

@@ -15,6 +15,8 @@ DType GroupSourceType(DType group_type) {
       return DType::kQ8_0;
     case DType::kQ4_0X16:
       return DType::kQ4_0;
+    case DType::kQ6_KX16:
+      return DType::kQ6_K;
     default:
       return DType::kQ4_K;
   }
@@ -32,6 +34,19 @@ int GroupOffset(DType source, int r, int j) {
       return j < 2 ? 512 + 2 * r + j : Lane((j - 2) / 4, r, (j - 2) % 4);
     case DType::kQ4_0:  // [2 scale bytes][16 nibble bytes]
       return j < 2 ? 256 + 2 * r + j : Lane((j - 2) / 4, r, (j - 2) % 4);
+    case DType::kQ6_K: {  // [128 low-nibble bytes][64 high-bit bytes][16 int8 scales][d]
+      // Per half, lane group k: [low bytes 4k.. | low bytes 32+4k.. | high bytes 4k..], 192 bytes.
+      if (j < 128) {
+        const int h = j / 64, m = j % 64;
+        return 288 + 1536 * h + 192 * (m % 32 / 4) + Lane(m / 32, r, j % 4);
+      }
+      if (j < 192) {
+        const int h = (j - 128) / 32, l = (j - 128) % 32;
+        return 288 + 1536 * h + 192 * (l / 4) + Lane(2, r, j % 4);
+      }
+      if (j < 208) return 32 + Lane((j - 192) / 4, r, j % 4);
+      return 2 * r + (j - 208);
+    }
     default: {  // Q4_K: [d][dmin][12 scale bytes][128 nibble bytes]
       if (j < 2) return 2 * r + j;
       if (j < 4) return 32 + 2 * r + (j - 2);
