@@ -189,8 +189,8 @@ struct Q6_KGroup {
 #pragma GCC unroll 8
         for (int k = 0; k < 8; ++k) {
           for (int s = 0; s < 4; ++s) {
-            sums[s][k / 4] =
-                _mm512_dpbusd_epi32(sums[s][k / 4], Quants(half, s, k), Broadcast4(xb[s].q + 4 * k));
+            sums[s][k / 4] = _mm512_dpbusd_epi32(sums[s][k / 4], Quants(half, s, k),
+                                                 Broadcast4(xb[s].q + 4 * k));
           }
         }
         for (int s = 0; s < 4; ++s) {
