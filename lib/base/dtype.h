@@ -30,8 +30,9 @@ enum class DType : uint8_t {
   kQ4_0X16 = 11,
   kQ4_KX16 = 12,
   kQ6_KX16 = 13,
+  kQ5_KX16 = 14,
 };
-inline constexpr int kNumDTypes = 14;
+inline constexpr int kNumDTypes = 15;
 inline constexpr int kNumFileDTypes = 8;  // the types files may hold
 
 inline bool IsRuntimeLayout(DType t) { return static_cast<int>(t) >= kNumFileDTypes; }

@@ -64,6 +64,7 @@ uint32_t GgmlTypeOf(DType t) {
     case DType::kQ4_0X16:
     case DType::kQ4_KX16:
     case DType::kQ6_KX16:
+    case DType::kQ5_KX16:
       break;  // run-time layouts: made at load, never written (callers take file types only)
   }
   return kGgmlF32;

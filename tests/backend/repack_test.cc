@@ -73,7 +73,7 @@ TEST(RepackTest, RowsKeepTheirValuesAndProducts) {
 TEST(RepackTest, RowGroupsKeepTheirValuesAndProducts) {
   std::mt19937 rng(17);
   std::normal_distribution<float> nd;
-  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     for (int64_t cols : {256, 1024, 1536 + 256}) {
       const int64_t rows = 32;
       std::vector<float> w(rows * cols);
@@ -136,7 +136,7 @@ TEST(RepackTest, RowsThatDoNotFitKeepTheirType) {
   EXPECT_EQ(RepackedType(DType::kQ4_0, 3, 96), DType::kQ4_0);  // Q4_0R groups 4 blocks
   EXPECT_EQ(RepackedType(DType::kQ8_0, 3, 96), DType::kQ8_0R);
   EXPECT_EQ(RepackedType(DType::kQ4_K, 3, 256), DType::kQ4_K);
-  EXPECT_EQ(RepackedType(DType::kQ5_K, 32, 256), DType::kQ5_K);  // no group layout (yet)
+  EXPECT_EQ(RepackedType(DType::kQ5_K, 32, 256), DType::kQ5_KX16);
   EXPECT_EQ(RepackedType(DType::kQ6_K, 32, 256), DType::kQ6_KX16);
   // Sixteen-row groups where the rows divide into them.
   EXPECT_EQ(RepackedType(DType::kQ4_0, 32, 96), DType::kQ4_0X16);

@@ -40,6 +40,8 @@ GroupProductsFn PortableFor(DType t) {
       return Portable<DType::kQ4_KX16, kLevel>;
     case DType::kQ6_KX16:
       return Portable<DType::kQ6_KX16, kLevel>;
+    case DType::kQ5_KX16:
+      return Portable<DType::kQ5_KX16, kLevel>;
     default:
       return nullptr;
   }

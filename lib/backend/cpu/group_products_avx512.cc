@@ -91,8 +91,12 @@ struct Q4_0Group {
 
 // Q4_KX16 super-block: 16 f16 d, 16 f16 dmin, 3 lane vectors of packed 6-bit scales/mins, then
 // per 64-quant chunk 8 lane vectors of nibbles (low: sub-block 2c, high: 2c + 1); 2304 bytes.
-struct Q4_KGroup {
-  static constexpr int64_t kBlockElems = 256, kBlockBytes = 2304;
+// Q5_KX16 (kFifthBit) has 8 lane vectors of fifth bits before the nibbles (bit j of a byte for
+// sub-block j); 2816 bytes.
+template <bool kFifthBit>
+struct K4Group {
+  static constexpr int64_t kBlockElems = 256, kBlockBytes = kFifthBit ? 2816 : 2304;
+  static constexpr int64_t kNibbles = kFifthBit ? 768 : 256;
   template <int T>
   static void Tile(const uint8_t* g, int64_t nsb, const Q8Block* x, float* y, int64_t ldy) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
@@ -117,7 +121,7 @@ struct Q4_KGroup {
                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), m2), 4))};
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
-        const uint8_t* nibbles = g + 256 + 512 * c;
+        const uint8_t* nibbles = g + kNibbles + 512 * c;
 #pragma GCC unroll 4
         for (int h = 0; h < 2; ++h) {
           const int j = 2 * c + h;
@@ -130,6 +134,12 @@ struct Q4_KGroup {
           for (int k = 0; k < 8; ++k) {
             const __m512i raw = _mm512_loadu_si512(nibbles + 64 * k);
             q[k] = _mm512_and_si512(h ? _mm512_srli_epi16(raw, 4) : raw, m4);
+            if constexpr (kFifthBit) {  // bit j of each high byte to bit 4: q | (bits & 0x10)
+              const __m512i hb = _mm512_loadu_si512(g + 256 + 64 * k);
+              const __m512i moved =
+                  j <= 4 ? _mm512_slli_epi16(hb, 4 - j) : _mm512_srli_epi16(hb, j - 4);
+              q[k] = _mm512_ternarylogic_epi32(q[k], moved, _mm512_set1_epi8(0x10), 0xf8);
+            }
           }
 #pragma GCC unroll 8
           for (int t = 0; t < T; ++t) {
@@ -273,7 +283,9 @@ GroupProductsFn Avx512VnniGroupProducts(DType t) {
     case DType::kQ4_0X16:
       return Products<Q4_0Group>;
     case DType::kQ4_KX16:
-      return Products<Q4_KGroup>;
+      return Products<K4Group<false>>;
+    case DType::kQ5_KX16:
+      return Products<K4Group<true>>;
     case DType::kQ6_KX16:
       return Products<Q6_KGroup>;
     default:

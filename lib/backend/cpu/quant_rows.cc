@@ -276,6 +276,7 @@ absl::Status QuantizeRow(DType t, const float* src, uint8_t* dst, int64_t n) {
     case DType::kQ4_0X16:
     case DType::kQ4_KX16:
     case DType::kQ6_KX16:
+    case DType::kQ5_KX16:
       return absl::InvalidArgumentError("run-time layouts are made by RepackRows, not encoded");
     case DType::kQ4_K:
     case DType::kQ5_K:

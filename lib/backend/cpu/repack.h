@@ -21,6 +21,9 @@
 //            bytes 4w..4w+3), then per 64-element chunk c 8 lane vectors (vector k: low nibbles =
 //            quants 4k..4k+3 of sub-block 2c, high nibbles = those of sub-block 2c+1, as Q4_K
 //            pairs them)                                               (16 x 144 bytes)
+//   Q5_KX16: as Q4_KX16 with, before the nibbles, 8 lane vectors of the rows' 32 fifth-bit
+//            bytes (vector k: bytes 4k..4k+3; bit j of a byte belongs to sub-block j)
+//                                                                      (16 x 176 bytes)
 //   Q6_KX16: 16 f16 d, 4 lane vectors of the rows' 16 int8 scales, then per 128-quant half and
 //            lane group k three lane vectors: low-nibble bytes 4k.., low-nibble bytes 32+4k..,
 //            high-bit bytes 4k.. (Q6_K's own pairings)                (16 x 210 bytes)
