@@ -7,6 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include "lib/base/anonymous_memory.h"
+
 namespace moe::bench {
 namespace {
 
@@ -28,7 +30,11 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) uint64_t SumWords(c
 double MeasureReadBandwidth(int threads, double buffer_gib) {
   const size_t bytes = static_cast<size_t>(buffer_gib * (1ull << 30));
   const size_t words = bytes / 8;
-  std::unique_ptr<uint64_t[]> buf(new uint64_t[words]);
+  // The same kind of memory the weights live in (anonymous, huge pages where allowed), so the
+  // limit is not understated by TLB misses the model itself does not pay.
+  auto memory = AnonymousMemory::Allocate(words * 8);
+  if (!memory.ok()) return 0;
+  uint64_t* buf = reinterpret_cast<uint64_t*>((*memory)->data());
   // Touch every page from the threads that will read them.
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
@@ -46,7 +52,7 @@ double MeasureReadBandwidth(int threads, double buffer_gib) {
     for (int t = 0; t < threads; ++t) {
       pool.emplace_back([&, t] {
         size_t b = words * t / threads, e = words * (t + 1) / threads;
-        sums[t] = SumWords(buf.get() + b, e - b);
+        sums[t] = SumWords(buf + b, e - b);
       });
     }
     for (auto& th : pool) th.join();
