@@ -55,7 +55,7 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn) {
   if (n <= 0) return;
   const int parts = num_threads();
   if (parts == 1 || n == 1) {
@@ -67,12 +67,15 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
   job_chunks_ = std::min<int64_t>(n, int64_t{parts} * kChunksPerThread);
   next_chunk_.store(0, std::memory_order_relaxed);
   pending_.store(parts - 1, std::memory_order_relaxed);
-  {
-    // Publishing under the mutex pairs with the sleepers' wait; spinners see the release store.
+  // Spinning workers see the new generation by themselves; the mutex is taken only to wake
+  // sleeping ones, so a busy pool takes no lock per loop. (A worker going to sleep counts itself
+  // in sleeping_ before it checks the generation, both sequentially consistent: either it sees
+  // this generation or this thread sees it sleeping.)
+  generation_.fetch_add(1, std::memory_order_seq_cst);
+  if (sleeping_.load(std::memory_order_seq_cst) > 0) {
     std::lock_guard<std::mutex> lock(mu_);
-    generation_.fetch_add(1, std::memory_order_release);
+    work_cv_.notify_all();
   }
-  if (sleeping_.load(std::memory_order_acquire) > 0) work_cv_.notify_all();
   RunChunks();
   for (int spins = 0; pending_.load(std::memory_order_acquire) != 0;) {
     if (!WaitStep(spins)) std::this_thread::yield();
@@ -96,7 +99,7 @@ void ThreadPool::WorkerLoop(int /*index*/) {
     while (generation_.load(std::memory_order_acquire) == seen && !stop_.load()) {
       if (WaitStep(spins)) continue;
       std::unique_lock<std::mutex> lock(mu_);
-      sleeping_.fetch_add(1, std::memory_order_acq_rel);
+      sleeping_.fetch_add(1, std::memory_order_seq_cst);
       work_cv_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
       sleeping_.fetch_sub(1, std::memory_order_acq_rel);
       break;

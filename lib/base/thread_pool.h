@@ -6,10 +6,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "absl/functional/function_ref.h"
 
 namespace moe {
 
@@ -26,7 +27,8 @@ class ThreadPool {
   // whichever thread is free; chunk sizes differ by at most one); returns when all chunks are
   // done. Not re-entrant: fn must not call ParallelFor on the same pool. One caller
   // at a time.
-  void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+  // fn is borrowed for the call (absl::FunctionRef): no allocation, whatever the lambda captures.
+  void ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn);
 
  private:
   void WorkerLoop(int index);
@@ -35,7 +37,7 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable work_cv_;
-  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  const absl::FunctionRef<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0;
   int64_t job_chunks_ = 0;
   std::atomic<int64_t> next_chunk_{0};

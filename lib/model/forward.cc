@@ -126,16 +126,16 @@ void Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, 
   out.assign(n * d, 0.f);
   backend_->RmsNorm(x, L.ffn_norm, n, d, h.rms_eps, xn.data());
 
-  Routing routing;
+  Routing& routing = s_.routing;
   {
     StageTimer timer(Sink(tel, &StageTimes::router_s));
     std::vector<float>& router_logits = s_.router_logits;
     router_logits.resize(n * h.n_expert);
     backend_->MatMul(L.router, xn.data(), n, router_logits.data());
-    RouterConfig rc{
-        static_cast<int>(h.n_expert), static_cast<int>(h.n_expert_used), h.norm_topk_prob,
-        layer < static_cast<int>(disabled_.size()) ? disabled_[layer] : std::vector<bool>{}};
-    routing = Route(rc, router_logits, n);
+    RouterConfig rc{static_cast<int>(h.n_expert), static_cast<int>(h.n_expert_used),
+                    h.norm_topk_prob,
+                    layer < static_cast<int>(disabled_.size()) ? &disabled_[layer] : nullptr};
+    Route(rc, router_logits, n, &routing);
   }
 
   StageTimer timer(Sink(tel, &StageTimes::experts_s));
@@ -143,7 +143,12 @@ void Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, 
   const int64_t k = h.n_expert_used;
   auto& by_expert = s_.by_expert;
   by_expert.resize(h.n_expert);
-  for (auto& rows : by_expert) rows.clear();
+  for (auto& rows : by_expert) {
+    rows.clear();
+    // Room for every token up front, so an expert's first token in a decode step allocates
+    // nothing: any expert may be chosen next.
+    if (static_cast<int64_t>(rows.capacity()) < n) rows.reserve(std::max<int64_t>(n, 16));
+  }
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t j = 0; j < k; ++j) {
       int32_t e = routing.experts[t * k + j];

@@ -11,6 +11,7 @@
 #include "lib/kv/kv_cache.h"
 #include "lib/model/model.h"
 #include "lib/model/telemetry.h"
+#include "lib/moe/router.h"
 
 namespace moe {
 
@@ -52,6 +53,7 @@ class Transformer {
     std::vector<std::vector<float>> expert_in, expert_out;
     std::vector<Backend::ExpertJob> jobs;
     std::vector<int> job_expert;
+    Routing routing;
   };
   Scratch s_;
 };

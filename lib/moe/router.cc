@@ -6,13 +6,15 @@
 
 namespace moe {
 
-Routing Route(const RouterConfig& c, absl::Span<const float> logits, int64_t n_tokens) {
-  Routing r;
+void Route(const RouterConfig& c, absl::Span<const float> logits, int64_t n_tokens, Routing* out) {
+  Routing& r = *out;
   r.experts.resize(n_tokens * c.top_k);
   r.weights.resize(n_tokens * c.top_k);
   r.entropy.resize(n_tokens);
-  std::vector<float> probs(c.n_expert);
-  std::vector<int32_t> order(c.n_expert);
+  thread_local std::vector<float> probs;
+  thread_local std::vector<int32_t> order;
+  probs.resize(c.n_expert);
+  order.resize(c.n_expert);
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* l = logits.data() + t * c.n_expert;
     float max_l = *std::max_element(l, l + c.n_expert);
@@ -26,9 +28,10 @@ Routing Route(const RouterConfig& c, absl::Span<const float> logits, int64_t n_t
     r.entropy[t] = entropy;
     std::iota(order.begin(), order.end(), 0);
     auto allowed_end = order.end();
-    if (!c.disabled.empty()) {
-      allowed_end = std::stable_partition(order.begin(), order.end(),
-                                          [&](int32_t e) { return !c.disabled[e]; });
+    if (c.disabled != nullptr && !c.disabled->empty()) {
+      // In place and order-keeping without stable_partition's buffer.
+      allowed_end =
+          std::remove_if(order.begin(), order.end(), [&](int32_t e) { return (*c.disabled)[e]; });
     }
     int k = std::min<int>(c.top_k, static_cast<int>(allowed_end - order.begin()));
     std::partial_sort(order.begin(), order.begin() + k, allowed_end, [&](int32_t a, int32_t b) {
@@ -44,6 +47,11 @@ Routing Route(const RouterConfig& c, absl::Span<const float> logits, int64_t n_t
       r.weights[t * c.top_k + j] = w;
     }
   }
+}
+
+Routing Route(const RouterConfig& c, absl::Span<const float> logits, int64_t n_tokens) {
+  Routing r;
+  Route(c, logits, n_tokens, &r);
   return r;
 }
 

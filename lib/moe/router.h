@@ -12,9 +12,9 @@ struct RouterConfig {
   int n_expert = 0;
   int top_k = 0;
   bool renormalize = true;  // scale the k chosen probabilities to sum to 1
-  // Experts a caller has switched off (empty = all allowed). A masked expert is never chosen;
-  // probabilities are still the softmax over all experts, so weights keep their meaning.
-  std::vector<bool> disabled;
+  // Experts a caller has switched off (null or empty = all allowed). A masked expert is never
+  // chosen; probabilities are still the softmax over all experts, so weights keep their meaning.
+  const std::vector<bool>* disabled = nullptr;
 };
 
 struct Routing {
@@ -28,5 +28,8 @@ struct Routing {
 // logits: [n_tokens x n_expert] in F32. Softmax over all experts, then top-k by probability
 // (ties: lower expert id first).
 Routing Route(const RouterConfig& config, absl::Span<const float> logits, int64_t n_tokens);
+// The same into `out`, reusing its storage (no allocation once it has grown: the decode path).
+void Route(const RouterConfig& config, absl::Span<const float> logits, int64_t n_tokens,
+           Routing* out);
 
 }  // namespace moe

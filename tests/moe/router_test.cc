@@ -8,7 +8,7 @@ namespace moe {
 namespace {
 
 TEST(RouterTest, PicksTopKBySoftmaxAndRenormalises) {
-  RouterConfig c{4, 2, true, {}};
+  RouterConfig c{4, 2, true, nullptr};
   std::vector<float> logits = {0.f, 2.f, 1.f, -1.f};
   Routing r = Route(c, logits, 1);
   EXPECT_EQ(r.experts, (std::vector<int32_t>{1, 2}));
@@ -27,14 +27,15 @@ TEST(RouterTest, RawWeightsAreFullSoftmaxProbabilities) {
 }
 
 TEST(RouterTest, TiesGoToTheLowerExpertId) {
-  RouterConfig c{4, 2, true, {}};
+  RouterConfig c{4, 2, true, nullptr};
   std::vector<float> logits = {1.f, 3.f, 3.f, 3.f};
   Routing r = Route(c, logits, 1);
   EXPECT_EQ(r.experts, (std::vector<int32_t>{1, 2}));
 }
 
 TEST(RouterTest, MaskedExpertsAreSkippedAndFewerThanKLeavesEmptySlots) {
-  RouterConfig c{3, 2, true, {true, false, true}};
+  const std::vector<bool> disabled = {true, false, true};
+  RouterConfig c{3, 2, true, &disabled};
   std::vector<float> logits = {5.f, 0.f, 4.f, /* token 2 */ 0.f, 1.f, 2.f};
   Routing r = Route(c, logits, 2);
   EXPECT_EQ(r.experts[0], 1);

@@ -26,6 +26,7 @@ void Attend(const AttentionHeads& a) {
   const bool f16 = a.dtype == DType::kF16;
   const int64_t hd = a.head_dim;
   thread_local std::vector<float> scores;
+  if (scores.capacity() < 4096) scores.reserve(4096);  // grows only with long contexts
   scores.resize(a.group * a.len);
   for (int64_t p = 0; p < a.len; ++p) {
     __m512 k[kMaxChunks];

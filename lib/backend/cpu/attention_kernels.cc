@@ -12,6 +12,7 @@ namespace kernels {
 void AttendPortable(const AttentionHeads& a) {
   const int64_t hd = a.head_dim;
   thread_local std::vector<float> scores, k, v;
+  if (scores.capacity() < 4096) scores.reserve(4096);  // grows only with long contexts
   scores.resize(a.group * a.len);
   k.resize(hd);
   v.resize(hd);

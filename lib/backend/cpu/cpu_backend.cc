@@ -49,7 +49,8 @@ class CpuBackend final : public Backend {
   void MatMulShared(absl::Span<const WeightView> ws, const float* x, int64_t n,
                     absl::Span<float* const> ys) override {
     bool any_quantized = false;
-    std::vector<int64_t> first_row(ws.size() + 1, 0);
+    std::vector<int64_t>& first_row = Sized(s_.first_row, ws.size() + 1);
+    first_row[0] = 0;
     for (size_t i = 0; i < ws.size(); ++i) {
       any_quantized |= IsQuantized(ws[i].dtype);
       first_row[i + 1] = first_row[i] + ws[i].rows;
@@ -57,8 +58,9 @@ class CpuBackend final : public Backend {
     if (input_.Prepare(x, n, ws[0].cols, any_quantized)) {
       Parallel(n, ws[0].cols, [&](int64_t b, int64_t e) { input_.QuantizeTokens(b, e); });
     }
-    std::vector<int64_t> tokens(ws.size(), n);
-    std::vector<int> granule(ws.size());
+    std::vector<int64_t>& tokens = Sized(s_.tokens, ws.size());
+    std::fill(tokens.begin(), tokens.end(), n);
+    std::vector<int>& granule = Sized(s_.granule, ws.size());
     for (size_t i = 0; i < ws.size(); ++i) granule[i] = RowGroup(ws[i].dtype);
     ParallelByCost(first_row, tokens, granule, ws[0].cols, [&](int64_t b, int64_t e) {
       ForEachRange(first_row, b, e, [&](size_t i, int64_t r0, int64_t r1) {
@@ -73,8 +75,10 @@ class CpuBackend final : public Backend {
     while (job_inputs_.size() < nj) job_inputs_.emplace_back(level_, quantize_activations_);
     while (job_acts_.size() < nj) job_acts_.emplace_back(level_, quantize_activations_);
     act_.resize(nj);
-    std::vector<int64_t> ff_first(nj + 1, 0), d_first(nj + 1, 0);
-    std::vector<int64_t> token_first(nj + 1, 0);
+    std::vector<int64_t>& ff_first = Sized(s_.ff_first, nj + 1);
+    std::vector<int64_t>& d_first = Sized(s_.d_first, nj + 1);
+    std::vector<int64_t>& token_first = Sized(s_.token_first, nj + 1);
+    ff_first[0] = d_first[0] = token_first[0] = 0;
     for (size_t j = 0; j < nj; ++j) {
       const ExpertJob& job = jobs[j];
       const bool quantize = job_inputs_[j].Prepare(
@@ -86,8 +90,9 @@ class CpuBackend final : public Backend {
     }
     QuantizeJobTokens(token_first, jobs[0].gate.cols, job_inputs_);
     // Pass 1: gate and up rows of every job, fused with SiLU x up.
-    std::vector<int64_t> tokens(nj);
-    std::vector<int> ff_granule(nj), d_granule(nj);
+    std::vector<int64_t>& tokens = Sized(s_.tokens, nj);
+    std::vector<int>& ff_granule = Sized(s_.granule, nj);
+    std::vector<int>& d_granule = Sized(s_.granule2, nj);
     for (size_t j = 0; j < nj; ++j) {
       tokens[j] = jobs[j].m;
       ff_granule[j] = std::max(RowGroup(jobs[j].gate.dtype), RowGroup(jobs[j].up.dtype));
@@ -276,7 +281,8 @@ class CpuBackend final : public Backend {
       return;
     }
     // bounds[p]..bounds[p+1] is part p: walk the matrices, cutting where the cost crosses p/parts.
-    std::vector<int64_t> bounds(parts + 1, total_rows);
+    std::vector<int64_t>& bounds = Sized(s_.bounds, parts + 1);
+    std::fill(bounds.begin(), bounds.end(), total_rows);
     bounds[0] = 0;
     double acc = 0;
     int p = 1;
@@ -303,6 +309,17 @@ class CpuBackend final : public Backend {
   PreparedActivations input_;
   std::vector<PreparedActivations> job_inputs_, job_acts_;
   std::vector<std::vector<float>> act_;
+  // Bookkeeping of the matrix and expert passes, reused so a decode step allocates nothing.
+  struct Scratch {
+    std::vector<int64_t> first_row, tokens, ff_first, d_first, token_first, bounds;
+    std::vector<int> granule, granule2;
+  } s_;
+
+  template <typename T>
+  static std::vector<T>& Sized(std::vector<T>& v, size_t n) {
+    v.resize(n);
+    return v;
+  }
 };
 
 }  // namespace
