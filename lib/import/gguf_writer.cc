@@ -58,13 +58,7 @@ uint32_t GgmlTypeOf(DType t) {
       return kGgmlQ5_K;
     case DType::kQ6_K:
       return kGgmlQ6_K;
-    case DType::kQ8_0R:
-    case DType::kQ4_0R:
-    case DType::kQ8_0X16:
-    case DType::kQ4_0X16:
-    case DType::kQ4_KX16:
-    case DType::kQ6_KX16:
-    case DType::kQ5_KX16:
+    default:
       break;  // run-time layouts: made at load, never written (callers take file types only)
   }
   return kGgmlF32;

@@ -39,14 +39,7 @@ void Attend(const AttentionHeads& a) {
       scores[g * a.len + p] = _mm512_reduce_add_ps(s) * a.scale;
     }
   }
-  for (int64_t g = 0; g < a.group; ++g) {
-    float* s = scores.data() + g * a.len;
-    const float max_s = *std::max_element(s, s + a.len);
-    float sum = 0;
-    for (int64_t p = 0; p < a.len; ++p) sum += s[p] = std::exp(s[p] - max_s);
-    const float inv = 1.0f / sum;
-    for (int64_t p = 0; p < a.len; ++p) s[p] *= inv;
-  }
+  SoftmaxRows(scores.data(), a.group, a.len);
   // Output sums: up to 4 heads at a time in registers.
   for (int64_t g0 = 0; g0 < a.group; g0 += 4) {
     const int64_t ng = std::min<int64_t>(4, a.group - g0);

@@ -9,6 +9,17 @@
 namespace moe {
 namespace kernels {
 
+void SoftmaxRows(float* scores, int64_t rows, int64_t len) {
+  for (int64_t g = 0; g < rows; ++g) {
+    float* s = scores + g * len;
+    const float max_s = *std::max_element(s, s + len);
+    float sum = 0;
+    for (int64_t p = 0; p < len; ++p) sum += s[p] = std::exp(s[p] - max_s);
+    const float inv = 1.0f / sum;
+    for (int64_t p = 0; p < len; ++p) s[p] *= inv;
+  }
+}
+
 void AttendPortable(const AttentionHeads& a) {
   const int64_t hd = a.head_dim;
   thread_local std::vector<float> scores, k, v;
@@ -24,15 +35,8 @@ void AttendPortable(const AttentionHeads& a) {
       scores[g * a.len + p] = s * a.scale;
     }
   }
-  for (int64_t g = 0; g < a.group; ++g) {
-    float* s = scores.data() + g * a.len;
-    const float max_s = *std::max_element(s, s + a.len);
-    float sum = 0;
-    for (int64_t p = 0; p < a.len; ++p) sum += s[p] = std::exp(s[p] - max_s);
-    const float inv = 1.0f / sum;
-    for (int64_t p = 0; p < a.len; ++p) s[p] *= inv;
-    std::fill(a.out + g * hd, a.out + (g + 1) * hd, 0.0f);
-  }
+  SoftmaxRows(scores.data(), a.group, a.len);
+  std::fill(a.out, a.out + a.group * hd, 0.0f);
   for (int64_t p = 0; p < a.len; ++p) {
     DequantizeRow(a.dtype, a.v + p * a.row_bytes, v.data(), hd);
     for (int64_t g = 0; g < a.group; ++g) {

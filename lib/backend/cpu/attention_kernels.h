@@ -27,6 +27,8 @@ using AttendFn = void (*)(const AttentionHeads& a);
 AttendFn GetAttend(SimdLevel level, DType kv_type, int64_t head_dim);
 
 namespace kernels {
+// Each of `rows` rows of `len` scores becomes its softmax, in place (max subtracted first).
+void SoftmaxRows(float* scores, int64_t rows, int64_t len);
 void AttendPortable(const AttentionHeads& a);
 // nullptr where head_dim is not a multiple of 16 (or above 256).
 AttendFn Avx512Attend(int64_t head_dim);

@@ -36,22 +36,24 @@ inline __m512i BlockSums(const __m512i q[8], const Q8Block& x, __m512i first) {
   return _mm512_add_epi32(a, b);
 }
 
-// Q8_0X16 block: 8 lane vectors of q + 128, then 16 f16 scales (544 bytes).
-struct Q8_0Group {
-  static constexpr int64_t kBlockElems = 32, kBlockBytes = 544;
+// The 32-quant block types: per block, lane vectors that unpack to q[k] = quants 4k..4k+3 of
+// the 16 rows (k < 8), then the rows' 16 f16 scales. Quants are unsigned with a zero point,
+// taken back off through the activation quants' sum.
+template <typename Unpack>
+struct Block32Group {
+  static constexpr int64_t kBlockElems = 32, kBlockBytes = Unpack::kBlockBytes;
   template <int T>
   static void Tile(const uint8_t* g, int64_t nb, const Q8Block* x, float* y, int64_t ldy) {
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b, g += kBlockBytes) {
       __m512i q[8];
-      for (int k = 0; k < 8; ++k) q[k] = _mm512_loadu_si512(g + 64 * k);
-      const __m512 d = HalfScales(g + 512);
+      Unpack::Quants(g, q);
+      const __m512 d = HalfScales(g + kBlockBytes - 32);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         const Q8Block& xb = x[t * nb + b];
-        // Stored as q + 128: take 128 x (the activation quants' sum) back off.
-        const __m512i s = BlockSums(q, xb, _mm512_set1_epi32(-128 * QuantSum(xb)));
+        const __m512i s = BlockSums(q, xb, _mm512_set1_epi32(-Unpack::kZero * QuantSum(xb)));
         acc[t] =
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_set1_ps(xb.d)), acc[t]);
       }
@@ -60,32 +62,26 @@ struct Q8_0Group {
   }
 };
 
-// Q4_0X16 block: 4 lane vectors of nibbles (low = quants 4k.., high = 16 + 4k..), then 16 f16
-// scales (288 bytes). Quants are 0..15 with a zero point of 8.
-struct Q4_0Group {
-  static constexpr int64_t kBlockElems = 32, kBlockBytes = 288;
-  template <int T>
-  static void Tile(const uint8_t* g, int64_t nb, const Q8Block* x, float* y, int64_t ldy) {
+// Q8_0X16: 8 lane vectors of q + 128 (544 bytes a block).
+struct Q8_0Unpack {
+  static constexpr int64_t kBlockBytes = 544;
+  static constexpr int kZero = 128;
+  static void Quants(const uint8_t* g, __m512i q[8]) {
+    for (int k = 0; k < 8; ++k) q[k] = _mm512_loadu_si512(g + 64 * k);
+  }
+};
+
+// Q4_0X16: 4 lane vectors of nibbles, low = quants 4k.., high = 16 + 4k.. (288 bytes a block).
+struct Q4_0Unpack {
+  static constexpr int64_t kBlockBytes = 288;
+  static constexpr int kZero = 8;
+  static void Quants(const uint8_t* g, __m512i q[8]) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
-    __m512 acc[T];
-    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b, g += kBlockBytes) {
-      __m512i q[8];
-      for (int k = 0; k < 4; ++k) {
-        const __m512i raw = _mm512_loadu_si512(g + 64 * k);
-        q[k] = _mm512_and_si512(raw, m4);
-        q[k + 4] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
-      }
-      const __m512 d = HalfScales(g + 256);
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) {
-        const Q8Block& xb = x[t * nb + b];
-        const __m512i s = BlockSums(q, xb, _mm512_set1_epi32(-8 * QuantSum(xb)));
-        acc[t] =
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_set1_ps(xb.d)), acc[t]);
-      }
+    for (int k = 0; k < 4; ++k) {
+      const __m512i raw = _mm512_loadu_si512(g + 64 * k);
+      q[k] = _mm512_and_si512(raw, m4);
+      q[k + 4] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
     }
-    for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * ldy, acc[t]);
   }
 };
 
@@ -279,9 +275,9 @@ void Products(const uint8_t* g, int64_t cols, const Q8Block* x, int64_t n, float
 GroupProductsFn Avx512VnniGroupProducts(DType t) {
   switch (t) {
     case DType::kQ8_0X16:
-      return Products<Q8_0Group>;
+      return Products<Block32Group<Q8_0Unpack>>;
     case DType::kQ4_0X16:
-      return Products<Q4_0Group>;
+      return Products<Block32Group<Q4_0Unpack>>;
     case DType::kQ4_KX16:
       return Products<K4Group<false>>;
     case DType::kQ5_KX16:

@@ -270,14 +270,6 @@ absl::Status QuantizeRow(DType t, const float* src, uint8_t* dst, int64_t n) {
         }
       }
       return absl::OkStatus();
-    case DType::kQ8_0R:
-    case DType::kQ4_0R:
-    case DType::kQ8_0X16:
-    case DType::kQ4_0X16:
-    case DType::kQ4_KX16:
-    case DType::kQ6_KX16:
-    case DType::kQ5_KX16:
-      return absl::InvalidArgumentError("run-time layouts are made by RepackRows, not encoded");
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K: {
@@ -288,8 +280,12 @@ absl::Status QuantizeRow(DType t, const float* src, uint8_t* dst, int64_t n) {
       for (int64_t i = 0; i < n; i += 256, dst += bytes) encode(src + i, dst);
       return absl::OkStatus();
     }
+    default:
+      break;
   }
-  return absl::InvalidArgumentError("unknown dtype");
+  return absl::InvalidArgumentError(IsRuntimeLayout(t)
+                                        ? "run-time layouts are made by RepackRows, not encoded"
+                                        : "unknown dtype");
 }
 
 }  // namespace moe
