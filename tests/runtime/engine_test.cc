@@ -96,6 +96,9 @@ std::vector<float> Logits(const Engine& e, const std::vector<int32_t>& tokens, b
 //   the bound repack_test checks against the portable kernel), and this random model amplifies
 //   that to ~1e-3 of its logits.
 TEST(EngineTest, RowGroupLayoutsGiveTheSameLogitsBatchedAndAsStored) {
+#ifndef MOE_SYNTH_PATH
+  GTEST_SKIP() << "built without the tools (moe-synth writes this test's models)";
+#else
   if (ActiveSimdLevel() < SimdLevel::kAvx512Vnni)
     GTEST_SKIP() << "rows are re-laid only for AVX-512 VNNI";
   const std::string dir = ::testing::TempDir();
@@ -130,6 +133,7 @@ TEST(EngineTest, RowGroupLayoutsGiveTheSameLogitsBatchedAndAsStored) {
     }
     std::remove(path.c_str());
   }
+#endif
 }
 
 TEST(EngineTest, ReLaidModelsAreNeverWrittenToFiles) {
