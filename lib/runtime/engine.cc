@@ -27,7 +27,8 @@ void ReleaseMappedPages(absl::Span<const uint8_t> range) {
 
 // Copies every tensor into anonymous memory (huge pages where allowed), reporting progress; the
 // mapping of the file is released afterwards.
-absl::Status CopyWeights(ModelSpec& spec, bool repack, const std::function<bool(float)>& progress) {
+absl::Status CopyWeights(ModelSpec& spec, bool repack, SimdLevel level,
+                         const std::function<bool(float)>& progress) {
   size_t total = 0;
   for (const auto& t : spec.tensors) total += (t.data.size() + 63) / 64 * 64;
   MOE_ASSIGN_OR_RETURN(std::shared_ptr<AnonymousMemory> memory, AnonymousMemory::Allocate(total));
@@ -37,9 +38,9 @@ absl::Status CopyWeights(ModelSpec& spec, bool repack, const std::function<bool(
     ReleaseMappedPages(t.data);
     t.data = {memory->data() + pos, t.data.size()};
     if (repack && t.shape.size() == 2) {
-      const DType r = RepackedType(t.dtype, t.shape[0], t.shape[1]);
+      const DType r = RepackedType(t.dtype, t.shape[0], t.shape[1], level);
       if (r != t.dtype) {
-        RepackRows(t.dtype, memory->data() + pos, t.shape[0], t.shape[1]);
+        RepackRows(t.dtype, memory->data() + pos, t.shape[0], t.shape[1], level);
         t.dtype = r;
       }
     }
@@ -63,9 +64,8 @@ absl::StatusOr<std::shared_ptr<const Engine>> Engine::Load(const std::string& pa
   MOE_ASSIGN_OR_RETURN(ModelSpec spec, LoadModelSpec(path));
   if (!report(0.1f)) return absl::CancelledError("model load cancelled");
   if (!options.use_mmap) {
-    // The re-laid rows only pay off with the AVX-512 VNNI kernels.
-    const bool repack = options.repack && ActiveSimdLevel() >= SimdLevel::kAvx512Vnni;
-    MOE_RETURN_IF_ERROR(CopyWeights(spec, repack, options.progress));
+    // Rows are re-laid for the kernels of the level this process runs (RepackedType).
+    MOE_RETURN_IF_ERROR(CopyWeights(spec, options.repack, ActiveSimdLevel(), options.progress));
   }
   auto engine = FromSpec(std::move(spec));
   if (engine.ok() && !report(1.0f)) return absl::CancelledError("model load cancelled");

@@ -55,6 +55,7 @@ GroupProductsFn GetGroupProducts(DType t, SimdLevel level) {
       return kernels::Avx512VnniGroupProducts(t);
     case SimdLevel::kAvx512:
     case SimdLevel::kAvx2:
+      if (GroupProductsFn f = kernels::Avx2GroupProducts(t)) return f;
       return PortableFor<SimdLevel::kAvx2>(t);
     case SimdLevel::kScalar:
       break;

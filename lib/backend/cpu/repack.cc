@@ -7,21 +7,24 @@
 
 namespace moe {
 
-DType RepackedType(DType t, int64_t rows, int64_t cols) {
+DType RepackedType(DType t, int64_t rows, int64_t cols, SimdLevel level) {
+  if (level < SimdLevel::kAvx2) return t;
+  const bool vnni = level >= SimdLevel::kAvx512Vnni;
   if (rows % kGroupRows == 0) {
-    if (t == DType::kQ8_0 && cols % 32 == 0) return DType::kQ8_0X16;
+    if (t == DType::kQ8_0 && cols % 32 == 0 && vnni) return DType::kQ8_0X16;
     if (t == DType::kQ4_0 && cols % 32 == 0) return DType::kQ4_0X16;
     if (t == DType::kQ4_K && cols % 256 == 0) return DType::kQ4_KX16;
-    if (t == DType::kQ6_K && cols % 256 == 0) return DType::kQ6_KX16;
     if (t == DType::kQ5_K && cols % 256 == 0) return DType::kQ5_KX16;
+    if (t == DType::kQ6_K && cols % 256 == 0) return DType::kQ6_KX16;
   }
+  if (!vnni) return t;  // the row layouts have kernels only for AVX-512 VNNI
   if (t == DType::kQ8_0 && cols % 32 == 0) return DType::kQ8_0R;
   if (t == DType::kQ4_0 && cols % 128 == 0) return DType::kQ4_0R;
   return t;
 }
 
-void RepackRows(DType t, uint8_t* data, int64_t rows, int64_t cols) {
-  const DType r = RepackedType(t, rows, cols);
+void RepackRows(DType t, uint8_t* data, int64_t rows, int64_t cols, SimdLevel level) {
+  const DType r = RepackedType(t, rows, cols, level);
   if (r == t) return;
   if (RowGroup(r) > 1) return internal::RepackGroups(t, data, rows, cols);
   const int64_t nb = cols / 32;

@@ -36,15 +36,20 @@
 
 #include <cstdint>
 
+#include "lib/backend/cpu/cpu_features.h"
 #include "lib/base/dtype.h"
 
 namespace moe {
 
-// The run-time layout for a [rows x cols] matrix of type t, or t itself when there is none.
-DType RepackedType(DType t, int64_t rows, int64_t cols);
+// The run-time layout for a [rows x cols] matrix of type t whose products will run at `level`,
+// or t itself when there is none. With AVX-512 VNNI every layout below; with AVX2 (or AVX-512
+// without VNNI) only the group layouts of 4- to 6-bit types, whose quants fit the 16-bit pair
+// sums of vpmaddubsw; below that, none.
+DType RepackedType(DType t, int64_t rows, int64_t cols, SimdLevel level = SimdLevel::kAvx512Vnni);
 
-// Rewrites a [rows x cols] matrix in place from t to RepackedType(t, rows, cols).
-void RepackRows(DType t, uint8_t* data, int64_t rows, int64_t cols);
+// Rewrites a [rows x cols] matrix in place from t to RepackedType(t, rows, cols, level).
+void RepackRows(DType t, uint8_t* data, int64_t rows, int64_t cols,
+                SimdLevel level = SimdLevel::kAvx512Vnni);
 
 // Dequantizes one whole row of a row layout (Q8_0R, Q4_0R).
 void DequantizeRepackedRow(DType t, const uint8_t* row, float* dst, int64_t cols);

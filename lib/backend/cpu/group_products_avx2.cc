@@ -1,0 +1,222 @@
+// AVX2 kernels for the row-group layouts whose quants fit maddubs' 16-bit pair sums (4-, 5- and
+// 6-bit: at most 2 x 63 x 127, below 2^15). A 64-byte lane vector is two 256-bit halves of 8 rows
+// each, run one after the other; vpmaddubsw + vpmaddwd stand in for vpdpbusd. Q8_0 (quants stored
+// as q + 128) would overflow those pair sums, so without VNNI it keeps its row layout.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "lib/backend/cpu/group_products.h"
+
+namespace moe::kernels {
+namespace {
+
+constexpr int kMaxTokens = 4;
+
+inline __m256i Broadcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// acc + four u8 x s8 products per 32-bit lane.
+inline __m256i Dot4(__m256i acc, __m256i u, __m256i s) {
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+}
+
+inline __m256i LoadHalf(const uint8_t* lane_vector, int half) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lane_vector + 32 * half));
+}
+
+inline __m256 HalfScales8(const uint8_t* p16, int half) {  // 8 of the 16 rows' f16 scales
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p16 + 16 * half)));
+}
+
+inline int QuantSum(const Q8Block& b) { return b.sum[0] + b.sum[1]; }
+
+// Sums over one 32-quant activation block, q[k] = quants 4k..4k+3 of the 8 rows.
+inline __m256i BlockSums(const __m256i q[8], const Q8Block& x, __m256i first) {
+  __m256i a = first, b = _mm256_setzero_si256();
+  for (int k = 0; k < 8; k += 2) {
+    a = Dot4(a, q[k], Broadcast4(x.q + 4 * k));
+    b = Dot4(b, q[k + 1], Broadcast4(x.q + 4 * k + 4));
+  }
+  return _mm256_add_epi32(a, b);
+}
+
+// Q4_0X16: 4 lane vectors of nibbles, then 16 f16 scales (288 bytes a block); zero point 8.
+struct Q4_0Half {
+  static constexpr int64_t kBlockElems = 32, kBlockBytes = 288;
+  template <int T>
+  static void Tile(const uint8_t* g, int half, int64_t nb, const Q8Block* x, float* y,
+                   int64_t ldy) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b, g += kBlockBytes) {
+      __m256i q[8];
+      for (int k = 0; k < 4; ++k) {
+        const __m256i raw = LoadHalf(g + 64 * k, half);
+        q[k] = _mm256_and_si256(raw, m4);
+        q[k + 4] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+      }
+      const __m256 d = HalfScales8(g + 256, half);
+      for (int t = 0; t < T; ++t) {
+        const Q8Block& xb = x[t * nb + b];
+        const __m256i s = BlockSums(q, xb, _mm256_set1_epi32(-8 * QuantSum(xb)));
+        acc[t] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(xb.d)), acc[t]);
+      }
+    }
+    for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + t * ldy, acc[t]);
+  }
+};
+
+// Q4_KX16 / Q5_KX16 (kFifthBit): as the AVX-512 K4Group, 8 rows at a time.
+template <bool kFifthBit>
+struct K4Half {
+  static constexpr int64_t kBlockElems = 256, kBlockBytes = kFifthBit ? 2816 : 2304;
+  static constexpr int64_t kNibbles = kFifthBit ? 768 : 256;
+  template <int T>
+  static void Tile(const uint8_t* g, int half, int64_t nsb, const Q8Block* x, float* y,
+                   int64_t ldy) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), bit4 = _mm256_set1_epi8(0x10);
+    const __m256i m6 = _mm256_set1_epi32(0x3f3f3f3f), m2 = _mm256_set1_epi32(0x03030303);
+    const __m256i low4 = _mm256_set1_epi32(0x0f0f0f0f), byte = _mm256_set1_epi32(0xff);
+    const int64_t nb = 8 * nsb;
+    __m256 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb, g += kBlockBytes) {
+      const __m256 d = HalfScales8(g, half), dmin = HalfScales8(g + 32, half);
+      const __m256i u0 = LoadHalf(g + 64, half), u1 = LoadHalf(g + 128, half),
+                    u2 = LoadHalf(g + 192, half);
+      const __m256i sc[2] = {
+          _mm256_and_si256(u0, m6),
+          _mm256_or_si256(_mm256_and_si256(u2, low4),
+                          _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), m2), 4))};
+      const __m256i mn[2] = {
+          _mm256_and_si256(u1, m6),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), low4),
+                          _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), m2), 4))};
+      for (int c = 0; c < 4; ++c) {
+        const uint8_t* nibbles = g + kNibbles + 512 * c;
+        for (int h = 0; h < 2; ++h) {
+          const int j = 2 * c + h, shift = 8 * (j % 4);
+          const __m256 scale = _mm256_mul_ps(
+              d, _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(sc[j / 4], shift), byte)));
+          const __m256 min = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_and_si256(
+                                                     _mm256_srli_epi32(mn[j / 4], shift), byte)));
+          __m256i q[8];
+          for (int k = 0; k < 8; ++k) {
+            const __m256i raw = LoadHalf(nibbles + 64 * k, half);
+            q[k] = _mm256_and_si256(h ? _mm256_srli_epi16(raw, 4) : raw, m4);
+            if constexpr (kFifthBit) {
+              const __m256i hb = LoadHalf(g + 256 + 64 * k, half);
+              const __m256i moved =
+                  j <= 4 ? _mm256_slli_epi16(hb, 4 - j) : _mm256_srli_epi16(hb, j - 4);
+              q[k] = _mm256_or_si256(q[k], _mm256_and_si256(moved, bit4));
+            }
+          }
+          for (int t = 0; t < T; ++t) {
+            const Q8Block& xb = x[t * nb + 8 * sb + j];
+            const __m256i s = BlockSums(q, xb, _mm256_setzero_si256());
+            const __m256 xd = _mm256_set1_ps(xb.d);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(scale, xd), acc[t]);
+            acc[t] = _mm256_fnmadd_ps(min, _mm256_set1_ps(xb.d * QuantSum(xb)), acc[t]);
+          }
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + t * ldy, acc[t]);
+  }
+};
+
+// Q6_KX16: as the AVX-512 Q6_KGroup (its batch tile), 8 rows at a time.
+struct Q6_KHalf {
+  static constexpr int64_t kBlockElems = 256, kBlockBytes = 3360;
+  template <int T>
+  static void Tile(const uint8_t* g, int half, int64_t nsb, const Q8Block* x, float* y,
+                   int64_t ldy) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    const int64_t nb = 8 * nsb;
+    __m256 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb, g += kBlockBytes) {
+      const __m256 d = HalfScales8(g, half);
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* quants = g + 288 + 1536 * h;
+        for (int s = 0; s < 4; ++s) {
+          __m256 scale[2];
+          for (int e = 0; e < 2; ++e) {
+            const int i = 8 * h + 2 * s + e;
+            const __m256i v = LoadHalf(g + 32 + 64 * (i / 4), half);
+            scale[e] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_srai_epi32(
+                                            _mm256_slli_epi32(v, 24 - 8 * (i % 4)), 24)));
+          }
+          __m256i q[8];
+          for (int k = 0; k < 8; ++k) {
+            const __m256i l = LoadHalf(quants + 192 * k + 64 * (s & 1), half);
+            const __m256i nib = _mm256_and_si256(s < 2 ? l : _mm256_srli_epi16(l, 4), m4);
+            __m256i hb = LoadHalf(quants + 192 * k + 128, half);
+            if (s < 2) hb = _mm256_slli_epi16(hb, 4 - 2 * s);
+            if (s == 3) hb = _mm256_srli_epi16(hb, 2);
+            q[k] = _mm256_or_si256(nib, _mm256_and_si256(hb, m30));
+          }
+          for (int t = 0; t < T; ++t) {
+            const Q8Block& xb = x[t * nb + 8 * sb + 4 * h + s];
+            __m256i lo = _mm256_set1_epi32(-32 * xb.sum[0]);
+            __m256i hi = _mm256_set1_epi32(-32 * xb.sum[1]);
+            for (int k = 0; k < 4; ++k) {
+              lo = Dot4(lo, q[k], Broadcast4(xb.q + 4 * k));
+              hi = Dot4(hi, q[k + 4], Broadcast4(xb.q + 16 + 4 * k));
+            }
+            const __m256 xd = _mm256_set1_ps(xb.d);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), _mm256_mul_ps(scale[0], xd), acc[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), _mm256_mul_ps(scale[1], xd), acc[t]);
+          }
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + t * ldy, acc[t]);
+  }
+};
+
+template <typename G, int T = kMaxTokens - 1>
+void Remainder(int left, const uint8_t* g, int half, int64_t nb, const Q8Block* x, float* y,
+               int64_t ldy) {
+  if constexpr (T > 0) {
+    if (left == T) return G::template Tile<T>(g, half, nb, x, y, ldy);
+    Remainder<G, T - 1>(left, g, half, nb, x, y, ldy);
+  }
+}
+
+template <typename G>
+void Products(const uint8_t* g, int64_t cols, const Q8Block* x, int64_t n, float* y, int64_t ldy) {
+  const int64_t nb = cols / G::kBlockElems, xb = cols / 32;
+  for (int half = 0; half < 2; ++half) {
+    int64_t t = 0;
+    for (; t + kMaxTokens <= n; t += kMaxTokens)
+      G::template Tile<kMaxTokens>(g, half, nb, x + t * xb, y + t * ldy + 8 * half, ldy);
+    if (t < n)
+      Remainder<G>(static_cast<int>(n - t), g, half, nb, x + t * xb, y + t * ldy + 8 * half, ldy);
+  }
+}
+
+}  // namespace
+
+GroupProductsFn Avx2GroupProducts(DType t) {
+  switch (t) {
+    case DType::kQ4_0X16:
+      return Products<Q4_0Half>;
+    case DType::kQ4_KX16:
+      return Products<K4Half<false>>;
+    case DType::kQ5_KX16:
+      return Products<K4Half<true>>;
+    case DType::kQ6_KX16:
+      return Products<Q6_KHalf>;
+    default:
+      return nullptr;  // Q8_0X16: see the top of this file
+  }
+}
+
+}  // namespace moe::kernels
