@@ -22,7 +22,7 @@ GroupProductsFn GetGroupProducts(DType t, SimdLevel level);
 
 namespace kernels {
 GroupProductsFn Avx512VnniGroupProducts(DType t);
-GroupProductsFn Avx2GroupProducts(DType t);  // nullptr for Q8_0X16
+GroupProductsFn Avx2GroupProducts(DType t);
 }  // namespace kernels
 
 }  // namespace moe

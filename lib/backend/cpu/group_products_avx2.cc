@@ -1,9 +1,10 @@
-// AVX2 kernels for the row-group layouts whose quants fit maddubs' 16-bit pair sums (4-, 5- and
-// 6-bit: at most 2 x 63 x 127, below 2^15). A 64-byte lane vector is two 256-bit halves of 8 rows
-// each, run one after the other; vpmaddubsw + vpmaddwd stand in for vpdpbusd. Q8_0 (quants stored
-// as q + 128) would overflow those pair sums, so without VNNI it keeps its row layout.
+// AVX2 kernels for the row-group layouts. A 64-byte lane vector is two 256-bit halves of 8 rows
+// each, run one after the other; vpmaddubsw + vpmaddwd stand in for vpdpbusd. The 4- to 6-bit
+// quants fit vpmaddubsw's 16-bit pair sums as they are (at most 2 x 63 x 127 < 2^15); Q8_0's,
+// stored as q + 128, would not, so its kernel multiplies |q| by the activations with q's sign.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "lib/backend/cpu/group_products.h"
@@ -34,6 +35,15 @@ inline __m256 HalfScales8(const uint8_t* p16, int half) {  // 8 of the 16 rows' 
 
 inline int QuantSum(const Q8Block& b) { return b.sum[0] + b.sum[1]; }
 
+// y[t * ldy ..] = (or +=, for the later block chunks of a row) the tile's 8 sums per token.
+template <int T>
+inline void Store(const __m256 acc[T], float* y, int64_t ldy, bool add) {
+  for (int t = 0; t < T; ++t) {
+    float* o = y + t * ldy;
+    _mm256_storeu_ps(o, add ? _mm256_add_ps(_mm256_loadu_ps(o), acc[t]) : acc[t]);
+  }
+}
+
 // Sums over one 32-quant activation block, q[k] = quants 4k..4k+3 of the 8 rows.
 inline __m256i BlockSums(const __m256i q[8], const Q8Block& x, __m256i first) {
   __m256i a = first, b = _mm256_setzero_si256();
@@ -44,12 +54,41 @@ inline __m256i BlockSums(const __m256i q[8], const Q8Block& x, __m256i first) {
   return _mm256_add_epi32(a, b);
 }
 
+// Q8_0X16: 8 lane vectors of q + 128, then 16 f16 scales (544 bytes a block).
+struct Q8_0Half {
+  static constexpr int64_t kBlockElems = 32, kBlockBytes = 544;
+  template <int T>
+  static void Tile(const uint8_t* g, int half, int64_t nb, const Q8Block* x, int64_t xs, float* y,
+                   int64_t ldy, bool add) {
+    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+    __m256 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b, g += kBlockBytes) {
+      __m256i q[8], mag[8];  // signed quants and their magnitudes (|-128| = 128 fits a u8)
+      for (int k = 0; k < 8; ++k) {
+        q[k] = _mm256_xor_si256(LoadHalf(g + 64 * k, half), flip);
+        mag[k] = _mm256_abs_epi8(q[k]);
+      }
+      const __m256 d = HalfScales8(g + 512, half);
+      for (int t = 0; t < T; ++t) {
+        const Q8Block& xb = x[t * xs + b];
+        __m256i s = _mm256_setzero_si256();
+        for (int k = 0; k < 8; ++k)  // |q| x (x with q's sign): pair sums <= 2 x 128 x 127
+          s = Dot4(s, mag[k], _mm256_sign_epi8(Broadcast4(xb.q + 4 * k), q[k]));
+        acc[t] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(xb.d)), acc[t]);
+      }
+    }
+    Store<T>(acc, y, ldy, add);
+  }
+};
+
 // Q4_0X16: 4 lane vectors of nibbles, then 16 f16 scales (288 bytes a block); zero point 8.
 struct Q4_0Half {
   static constexpr int64_t kBlockElems = 32, kBlockBytes = 288;
   template <int T>
-  static void Tile(const uint8_t* g, int half, int64_t nb, const Q8Block* x, float* y,
-                   int64_t ldy) {
+  static void Tile(const uint8_t* g, int half, int64_t nb, const Q8Block* x, int64_t xs, float* y,
+                   int64_t ldy, bool add) {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
@@ -62,13 +101,13 @@ struct Q4_0Half {
       }
       const __m256 d = HalfScales8(g + 256, half);
       for (int t = 0; t < T; ++t) {
-        const Q8Block& xb = x[t * nb + b];
+        const Q8Block& xb = x[t * xs + b];
         const __m256i s = BlockSums(q, xb, _mm256_set1_epi32(-8 * QuantSum(xb)));
         acc[t] =
             _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(xb.d)), acc[t]);
       }
     }
-    for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + t * ldy, acc[t]);
+    Store<T>(acc, y, ldy, add);
   }
 };
 
@@ -78,12 +117,11 @@ struct K4Half {
   static constexpr int64_t kBlockElems = 256, kBlockBytes = kFifthBit ? 2816 : 2304;
   static constexpr int64_t kNibbles = kFifthBit ? 768 : 256;
   template <int T>
-  static void Tile(const uint8_t* g, int half, int64_t nsb, const Q8Block* x, float* y,
-                   int64_t ldy) {
+  static void Tile(const uint8_t* g, int half, int64_t nsb, const Q8Block* x, int64_t xs, float* y,
+                   int64_t ldy, bool add) {
     const __m256i m4 = _mm256_set1_epi8(0x0f), bit4 = _mm256_set1_epi8(0x10);
     const __m256i m6 = _mm256_set1_epi32(0x3f3f3f3f), m2 = _mm256_set1_epi32(0x03030303);
     const __m256i low4 = _mm256_set1_epi32(0x0f0f0f0f), byte = _mm256_set1_epi32(0xff);
-    const int64_t nb = 8 * nsb;
     __m256 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb, g += kBlockBytes) {
@@ -118,7 +156,7 @@ struct K4Half {
             }
           }
           for (int t = 0; t < T; ++t) {
-            const Q8Block& xb = x[t * nb + 8 * sb + j];
+            const Q8Block& xb = x[t * xs + 8 * sb + j];
             const __m256i s = BlockSums(q, xb, _mm256_setzero_si256());
             const __m256 xd = _mm256_set1_ps(xb.d);
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(scale, xd), acc[t]);
@@ -127,7 +165,7 @@ struct K4Half {
         }
       }
     }
-    for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + t * ldy, acc[t]);
+    Store<T>(acc, y, ldy, add);
   }
 };
 
@@ -135,10 +173,9 @@ struct K4Half {
 struct Q6_KHalf {
   static constexpr int64_t kBlockElems = 256, kBlockBytes = 3360;
   template <int T>
-  static void Tile(const uint8_t* g, int half, int64_t nsb, const Q8Block* x, float* y,
-                   int64_t ldy) {
+  static void Tile(const uint8_t* g, int half, int64_t nsb, const Q8Block* x, int64_t xs, float* y,
+                   int64_t ldy, bool add) {
     const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
-    const int64_t nb = 8 * nsb;
     __m256 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb, g += kBlockBytes) {
@@ -163,7 +200,7 @@ struct Q6_KHalf {
             q[k] = _mm256_or_si256(nib, _mm256_and_si256(hb, m30));
           }
           for (int t = 0; t < T; ++t) {
-            const Q8Block& xb = x[t * nb + 8 * sb + 4 * h + s];
+            const Q8Block& xb = x[t * xs + 8 * sb + 4 * h + s];
             __m256i lo = _mm256_set1_epi32(-32 * xb.sum[0]);
             __m256i hi = _mm256_set1_epi32(-32 * xb.sum[1]);
             for (int k = 0; k < 4; ++k) {
@@ -177,28 +214,40 @@ struct Q6_KHalf {
         }
       }
     }
-    for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + t * ldy, acc[t]);
+    Store<T>(acc, y, ldy, add);
   }
 };
 
 template <typename G, int T = kMaxTokens - 1>
-void Remainder(int left, const uint8_t* g, int half, int64_t nb, const Q8Block* x, float* y,
-               int64_t ldy) {
+void Remainder(int left, const uint8_t* g, int half, int64_t nb, const Q8Block* x, int64_t xs,
+               float* y, int64_t ldy, bool add) {
   if constexpr (T > 0) {
-    if (left == T) return G::template Tile<T>(g, half, nb, x, y, ldy);
-    Remainder<G, T - 1>(left, g, half, nb, x, y, ldy);
+    if (left == T) return G::template Tile<T>(g, half, nb, x, xs, y, ldy, add);
+    Remainder<G, T - 1>(left, g, half, nb, x, xs, y, ldy, add);
   }
 }
 
+// The two 8-row halves of a block share its cache lines: a row is taken in chunks of about 4 KB
+// that both halves read while they are in L1, instead of streaming the whole group twice.
 template <typename G>
 void Products(const uint8_t* g, int64_t cols, const Q8Block* x, int64_t n, float* y, int64_t ldy) {
-  const int64_t nb = cols / G::kBlockElems, xb = cols / 32;
-  for (int half = 0; half < 2; ++half) {
-    int64_t t = 0;
-    for (; t + kMaxTokens <= n; t += kMaxTokens)
-      G::template Tile<kMaxTokens>(g, half, nb, x + t * xb, y + t * ldy + 8 * half, ldy);
-    if (t < n)
-      Remainder<G>(static_cast<int>(n - t), g, half, nb, x + t * xb, y + t * ldy + 8 * half, ldy);
+  const int64_t nb = cols / G::kBlockElems, xs = cols / 32;
+  const int64_t q8_per_block = G::kBlockElems / 32;
+  const int64_t chunk = std::max<int64_t>(1, 4096 / G::kBlockBytes);
+  for (int64_t b0 = 0; b0 < nb; b0 += chunk) {
+    const int64_t nbc = std::min(chunk, nb - b0);
+    const uint8_t* gc = g + b0 * G::kBlockBytes;
+    const Q8Block* xc = x + b0 * q8_per_block;
+    const bool add = b0 > 0;
+    for (int half = 0; half < 2; ++half) {
+      int64_t t = 0;
+      for (; t + kMaxTokens <= n; t += kMaxTokens)
+        G::template Tile<kMaxTokens>(gc, half, nbc, xc + t * xs, xs, y + t * ldy + 8 * half, ldy,
+                                     add);
+      if (t < n)
+        Remainder<G>(static_cast<int>(n - t), gc, half, nbc, xc + t * xs, xs,
+                     y + t * ldy + 8 * half, ldy, add);
+    }
   }
 }
 
@@ -206,6 +255,8 @@ void Products(const uint8_t* g, int64_t cols, const Q8Block* x, int64_t n, float
 
 GroupProductsFn Avx2GroupProducts(DType t) {
   switch (t) {
+    case DType::kQ8_0X16:
+      return Products<Q8_0Half>;
     case DType::kQ4_0X16:
       return Products<Q4_0Half>;
     case DType::kQ4_KX16:
@@ -215,7 +266,7 @@ GroupProductsFn Avx2GroupProducts(DType t) {
     case DType::kQ6_KX16:
       return Products<Q6_KHalf>;
     default:
-      return nullptr;  // Q8_0X16: see the top of this file
+      return nullptr;
   }
 }
 

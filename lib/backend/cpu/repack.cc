@@ -11,7 +11,7 @@ DType RepackedType(DType t, int64_t rows, int64_t cols, SimdLevel level) {
   if (level < SimdLevel::kAvx2) return t;
   const bool vnni = level >= SimdLevel::kAvx512Vnni;
   if (rows % kGroupRows == 0) {
-    if (t == DType::kQ8_0 && cols % 32 == 0 && vnni) return DType::kQ8_0X16;
+    if (t == DType::kQ8_0 && cols % 32 == 0) return DType::kQ8_0X16;
     if (t == DType::kQ4_0 && cols % 32 == 0) return DType::kQ4_0X16;
     if (t == DType::kQ4_K && cols % 256 == 0) return DType::kQ4_KX16;
     if (t == DType::kQ5_K && cols % 256 == 0) return DType::kQ5_KX16;

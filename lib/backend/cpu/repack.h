@@ -42,9 +42,9 @@
 namespace moe {
 
 // The run-time layout for a [rows x cols] matrix of type t whose products will run at `level`,
-// or t itself when there is none. With AVX-512 VNNI every layout below; with AVX2 (or AVX-512
-// without VNNI) only the group layouts of 4- to 6-bit types, whose quants fit the 16-bit pair
-// sums of vpmaddubsw; below that, none.
+// or t itself when there is none. From AVX2 up the group layouts; the row layouts (Q8_0R,
+// Q4_0R, for matrices whose rows do not come in sixteens) only with AVX-512 VNNI, the level
+// their kernels are written for; below AVX2, none.
 DType RepackedType(DType t, int64_t rows, int64_t cols, SimdLevel level = SimdLevel::kAvx512Vnni);
 
 // Rewrites a [rows x cols] matrix in place from t to RepackedType(t, rows, cols, level).
