@@ -201,7 +201,7 @@ public final class Context implements AutoCloseable {
   // rethrown once the native call has returned: none may cross into C.
   private static final class TokenBridge extends TokenSink {
     private final TokenListener listener;
-    private Throwable thrown;
+    private final CallbackError error = new CallbackError();
 
     TokenBridge(TokenListener listener) {
       this.listener = listener;
@@ -209,19 +209,17 @@ public final class Context implements AutoCloseable {
 
     @Override
     public boolean OnToken(int token, byte[] piece) {
-      if (thrown != null) return false;
+      if (error.caught()) return false;
       try {
         return listener.onToken(token, Utf8.decode(piece));
       } catch (Throwable t) {
-        thrown = t;
+        error.capture(t);
         return false;
       }
     }
 
     void rethrow() {
-      if (thrown instanceof RuntimeException r) throw r;
-      if (thrown instanceof Error e) throw e;
-      if (thrown != null) throw new RuntimeException(thrown);
+      error.rethrow();
     }
   }
 }

@@ -159,7 +159,7 @@ public final class Model implements AutoCloseable {
   // Forwards progress, keeping an exception for the caller: none may cross into C.
   private static final class ProgressBridge extends ProgressSink {
     private final ProgressListener listener;
-    private Throwable thrown;
+    private final CallbackError error = new CallbackError();
 
     ProgressBridge(ProgressListener listener) {
       this.listener = listener;
@@ -170,15 +170,13 @@ public final class Model implements AutoCloseable {
       try {
         return listener.onProgress(progress);
       } catch (Throwable t) {
-        thrown = t;
+        error.capture(t);
         return false;
       }
     }
 
     void rethrow() {
-      if (thrown instanceof RuntimeException r) throw r;
-      if (thrown instanceof Error e) throw e;
-      if (thrown != null) throw new RuntimeException(thrown);
+      error.rethrow();
     }
   }
 }
