@@ -48,14 +48,15 @@ class CpuBackend final : public Backend {
 
   void MatMulShared(absl::Span<const WeightView> ws, const float* x, int64_t n,
                     absl::Span<float* const> ys) override {
-    bool any_quantized = false;
+    bool any_quantized = false, any_grouped = false;
     std::vector<int64_t>& first_row = Sized(s_.first_row, ws.size() + 1);
     first_row[0] = 0;
     for (size_t i = 0; i < ws.size(); ++i) {
       any_quantized |= IsQuantized(ws[i].dtype);
+      any_grouped |= RowGroup(ws[i].dtype) > 1;
       first_row[i + 1] = first_row[i] + ws[i].rows;
     }
-    if (input_.Prepare(x, n, ws[0].cols, any_quantized)) {
+    if (input_.Prepare(x, n, ws[0].cols, any_quantized, any_grouped)) {
       Parallel(n, ws[0].cols, [&](int64_t b, int64_t e) { input_.QuantizeTokens(b, e); });
     }
     std::vector<int64_t>& tokens = Sized(s_.tokens, ws.size());
@@ -82,7 +83,8 @@ class CpuBackend final : public Backend {
     for (size_t j = 0; j < nj; ++j) {
       const ExpertJob& job = jobs[j];
       const bool quantize = job_inputs_[j].Prepare(
-          job.in, job.m, job.gate.cols, IsQuantized(job.gate.dtype) || IsQuantized(job.up.dtype));
+          job.in, job.m, job.gate.cols, IsQuantized(job.gate.dtype) || IsQuantized(job.up.dtype),
+          RowGroup(job.gate.dtype) > 1 || RowGroup(job.up.dtype) > 1);
       token_first[j + 1] = token_first[j] + (quantize ? job.m : 0);
       act_[j].resize(job.m * job.gate.rows);
       ff_first[j + 1] = ff_first[j] + job.gate.rows;
@@ -113,8 +115,9 @@ class CpuBackend final : public Backend {
       });
     });
     for (size_t j = 0; j < nj; ++j) {
-      const bool quantize = job_acts_[j].Prepare(act_[j].data(), jobs[j].m, jobs[j].down.cols,
-                                                 IsQuantized(jobs[j].down.dtype));
+      const bool quantize =
+          job_acts_[j].Prepare(act_[j].data(), jobs[j].m, jobs[j].down.cols,
+                               IsQuantized(jobs[j].down.dtype), RowGroup(jobs[j].down.dtype) > 1);
       token_first[j + 1] = token_first[j] + (quantize ? jobs[j].m : 0);
     }
     QuantizeJobTokens(token_first, jobs[0].down.cols, job_acts_);
@@ -194,6 +197,7 @@ class CpuBackend final : public Backend {
     const int64_t hd = kv.head_dim, nkv = kv.n_kv_heads, group = n_heads / nkv;
     const size_t elem = kv.dtype == DType::kF32 ? 4 : 2;
     const AttendFn attend = GetAttend(level_, kv.dtype, hd);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     // One job per (token, KV head). A token's cost is its causal length, so tokens are taken in
     // the order 0, n-1, 1, n-2, ...: every contiguous share of the jobs gets as many long rows
     // as short ones.
@@ -212,7 +216,7 @@ class CpuBackend final : public Backend {
         a.v = kv.v + kvh * hd * elem;
         a.row_bytes = nkv * hd * elem;
         a.dtype = kv.dtype;
-        a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        a.scale = scale;
         attend(a);
       }
     });

@@ -9,13 +9,15 @@
 
 namespace moe {
 
-bool PreparedActivations::Prepare(const float* x, int64_t n, int64_t cols, bool quantized_weights) {
+bool PreparedActivations::Prepare(const float* x, int64_t n, int64_t cols, bool quantized_weights,
+                                  bool grouped_weights) {
   x_ = x;
   n_ = n;
   cols_ = cols;
   use_gemm_ = n >= kGemmMinTokens && level_ >= SimdLevel::kAvx512 && cols % 16 == 0;
-  // Quantized even for GEMM batches: the row-group kernels take every batch size.
-  if (quantize_ && quantized_weights && cols % 32 == 0) {
+  // The row-group kernels take 8-bit activations at every batch size; the other quantized types
+  // take them below the GEMM's batch size.
+  if (quantize_ && quantized_weights && cols % 32 == 0 && (grouped_weights || !use_gemm_)) {
     const int64_t nb = cols / 32;
     q_.resize(n * nb);
     xd_.resize(n * nb);

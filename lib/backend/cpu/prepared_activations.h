@@ -21,10 +21,12 @@ class PreparedActivations {
   PreparedActivations(SimdLevel level, bool quantize) : level_(level), quantize_(quantize) {}
 
   // x: n rows of `cols` floats, valid until the next Prepare. Quantizes only when some weight
-  // that will meet it is quantized (quantized_weights).
+  // that will meet it is quantized (quantized_weights) and will take 8-bit activations: a
+  // row-group layout (grouped_weights), or any quantized type below the GEMM's batch size.
   // Returns whether the tokens need quantizing: then QuantizeTokens must cover [0, n) before
   // any Products, in disjoint ranges from any threads.
-  bool Prepare(const float* x, int64_t n, int64_t cols, bool quantized_weights);
+  bool Prepare(const float* x, int64_t n, int64_t cols, bool quantized_weights,
+               bool grouped_weights);
   void QuantizeTokens(int64_t t0, int64_t t1);
 
   // y[t * ldy + (r - r0)] = row r of w . token t, for r in [r0, r1) and every token. Safe to
