@@ -23,9 +23,9 @@ enum class DType : uint8_t {
   // scales after them). Same bytes per row as their source types; never stored in files.
   kQ8_0R = 8,
   kQ4_0R = 9,
-  // Row-group layouts: 16 rows interleaved so that one 512-bit register holds four consecutive
-  // quants of each of the 16 rows and one integer instruction makes 16 rows' partial sums
-  // (repack.h). The same bytes as 16 rows of the source type; row r is not contiguous.
+  // Row-group layouts (all from here on): 16 rows interleaved so that one 512-bit register holds
+  // four consecutive quants of each of the 16 rows and one integer instruction makes 16 rows'
+  // partial sums (repack.h). The same bytes as 16 rows of the source type; row r is not contiguous.
   kQ8_0X16 = 10,
   kQ4_0X16 = 11,
   kQ4_KX16 = 12,
@@ -40,7 +40,7 @@ inline bool IsRuntimeLayout(DType t) { return static_cast<int>(t) >= kNumFileDTy
 // Rows per interleaved group: 16 for the row-group layouts, 1 for every other type. Group g
 // starts where row 16 g would, since a group holds the bytes of 16 rows.
 inline constexpr int kGroupRows = 16;
-inline int RowGroup(DType t) { return static_cast<int>(t) >= 10 ? kGroupRows : 1; }
+inline int RowGroup(DType t) { return t >= DType::kQ8_0X16 ? kGroupRows : 1; }
 
 struct DTypeInfo {
   absl::string_view name;

@@ -43,7 +43,7 @@ std::pair<int64_t, int64_t> Chunk(int64_t n, int parts, int t) {
 
 ThreadPool::ThreadPool(int num_threads) {
   int workers = std::max(1, num_threads) - 1;
-  for (int i = 0; i < workers; ++i) workers_.emplace_back([this, i] { WorkerLoop(i + 1); });
+  for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -92,7 +92,7 @@ void ThreadPool::RunChunks() {
   }
 }
 
-void ThreadPool::WorkerLoop(int /*index*/) {
+void ThreadPool::WorkerLoop() {
   uint64_t seen = 0;
   for (;;) {
     int spins = 0;

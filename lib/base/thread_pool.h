@@ -31,7 +31,7 @@ class ThreadPool {
   void ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn);
 
  private:
-  void WorkerLoop(int index);
+  void WorkerLoop();
   void RunChunks();  // claims and runs chunks of the current loop until none is left
 
   std::vector<std::thread> workers_;
