@@ -49,20 +49,15 @@ int GroupOffset(DType source, int r, int j) {
       if (j < 208) return 32 + Lane((j - 192) / 4, r, j % 4);
       return 2 * r + (j - 208);
     }
-    case DType::kQ5_K: {  // [d][dmin][12 scale bytes][32 fifth-bit bytes][128 nibble bytes]
+    default: {  // Q4_K: [d][dmin][12 scale bytes][128 nibble bytes]; Q5_K: 32 fifth-bit bytes
+                // before the nibbles, laid out as 8 lane vectors before the Q4_K part's
+      const int fifth = source == DType::kQ5_K ? 32 : 0;
       if (j < 2) return 2 * r + j;
       if (j < 4) return 32 + 2 * r + (j - 2);
       if (j < 16) return 64 + Lane((j - 4) / 4, r, (j - 4) % 4);
-      if (j < 48) return 256 + Lane((j - 16) / 4, r, j % 4);
-      const int e = j - 48, chunk = e / 32, l = e % 32;
-      return 768 + 512 * chunk + Lane(l / 4, r, l % 4);
-    }
-    default: {  // Q4_K: [d][dmin][12 scale bytes][128 nibble bytes]
-      if (j < 2) return 2 * r + j;
-      if (j < 4) return 32 + 2 * r + (j - 2);
-      if (j < 16) return 64 + Lane((j - 4) / 4, r, (j - 4) % 4);
-      const int e = j - 16, chunk = e / 32, l = e % 32;
-      return 256 + 512 * chunk + Lane(l / 4, r, l % 4);
+      if (j < 16 + fifth) return 256 + Lane((j - 16) / 4, r, j % 4);
+      const int e = j - 16 - fifth, chunk = e / 32, l = e % 32;
+      return 256 + 16 * fifth + 512 * chunk + Lane(l / 4, r, l % 4);
     }
   }
 }
