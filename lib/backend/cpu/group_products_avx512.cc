@@ -13,10 +13,14 @@ namespace {
 
 constexpr int kMaxTokens = 8;
 
-inline __m512i Broadcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
+// acc + the products of w's bytes with the four bytes at p, which the instruction broadcasts
+// from memory itself: GCC 12 loads a set1_epi32 into a register first, an extra vector
+// instruction per vpdpbusd (measured: +2-4 % on the group kernels).
+inline __m512i DpbusdBroadcast(__m512i acc, __m512i w, const int8_t* p) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0"
+          : "+v"(acc)
+          : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
+  return acc;
 }
 
 inline __m512 HalfScales(const uint8_t* p) {
@@ -30,8 +34,8 @@ inline int QuantSum(const Q8Block& b) { return b.sum[0] + b.sum[1]; }
 inline __m512i BlockSums(const __m512i q[8], const Q8Block& x, __m512i first) {
   __m512i a = first, b = _mm512_setzero_si512();
   for (int k = 0; k < 8; k += 2) {
-    a = _mm512_dpbusd_epi32(a, q[k], Broadcast4(x.q + 4 * k));
-    b = _mm512_dpbusd_epi32(b, q[k + 1], Broadcast4(x.q + 4 * k + 4));
+    a = DpbusdBroadcast(a, q[k], x.q + 4 * k);
+    b = DpbusdBroadcast(b, q[k + 1], x.q + 4 * k + 4);
   }
   return _mm512_add_epi32(a, b);
 }
@@ -195,8 +199,7 @@ struct Q6_KGroup {
 #pragma GCC unroll 8
         for (int k = 0; k < 8; ++k) {
           for (int s = 0; s < 4; ++s) {
-            sums[s][k / 4] = _mm512_dpbusd_epi32(sums[s][k / 4], Quants(half, s, k),
-                                                 Broadcast4(xb[s].q + 4 * k));
+            sums[s][k / 4] = DpbusdBroadcast(sums[s][k / 4], Quants(half, s, k), xb[s].q + 4 * k);
           }
         }
         for (int s = 0; s < 4; ++s) {
@@ -237,8 +240,8 @@ struct Q6_KGroup {
             __m512i lo = _mm512_set1_epi32(-32 * xb.sum[0]);
             __m512i hi = _mm512_set1_epi32(-32 * xb.sum[1]);
             for (int k = 0; k < 4; ++k) {
-              lo = _mm512_dpbusd_epi32(lo, q[k], Broadcast4(xb.q + 4 * k));
-              hi = _mm512_dpbusd_epi32(hi, q[k + 4], Broadcast4(xb.q + 16 + 4 * k));
+              lo = DpbusdBroadcast(lo, q[k], xb.q + 4 * k);
+              hi = DpbusdBroadcast(hi, q[k + 4], xb.q + 16 + 4 * k);
             }
             const __m512 xd = _mm512_set1_ps(xb.d);
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), _mm512_mul_ps(scale0, xd), acc[t]);
