@@ -40,11 +40,15 @@ class Backend {
                             absl::Span<float* const> ys) = 0;
 
   // SwiGLU feed-forward blocks over groups of token rows: for each job,
-  // out[t] = down(silu(gate in[t]) * up in[t]) for its m rows. All jobs run together, so the
+  // out[i] = down(silu(gate x_i) * up x_i) for its m rows x_i. All jobs run together, so the
   // experts a batch selected cost two parallel passes, not three per expert.
   struct ExpertJob {
     WeightView gate, up, down;  // [ff x d], [ff x d], [d x ff]
-    const float* in;            // [m x d]
+    // x_i = in[i] ([m x d]), or where rows is set, in[rows[i]]: the routed experts of a batch
+    // name their tokens in the batch's input, which they all share, so the backend prepares
+    // that input once (CPU: quantizes each token once, not once per expert that took it).
+    const float* in;
+    const int32_t* rows = nullptr;
     int64_t m;
     float* out;  // [m x d]
   };
@@ -67,9 +71,14 @@ class Backend {
   virtual void Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
                          const KvLayerView& kv, float* out) = 0;
 
-
   // y[i] += a * x[i].
   virtual void Axpy(float a, const float* x, int64_t count, float* y) = 0;
+
+  // x[t] += sum over j < k of w[t * k + j] * src[t * k + j][0..dim), for n rows; null sources
+  // are skipped. Each row's terms are summed in order j, then added to x[t]: the outputs of the
+  // experts a token chose, weighted by its router, back into the residual stream.
+  virtual void AddWeightedRows(int64_t n, int64_t k, int64_t dim, const float* const* src,
+                               const float* w, float* x) = 0;
 
   // x[t] += bias for n rows of length dim.
   virtual void AddBias(float* x, const float* bias, int64_t n, int64_t dim) = 0;

@@ -121,9 +121,8 @@ void Transformer::Attention(const LayerWeights& L, int64_t n, const int32_t* pos
 void Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, Telemetry* tel) {
   const HParams& h = model_->hp();
   const int64_t d = h.n_embd;
-  std::vector<float>&xn = s_.xn, &out = s_.out;
+  std::vector<float>& xn = s_.xn;
   xn.resize(n * d);
-  out.assign(n * d, 0.f);
   backend_->RmsNorm(x, L.ffn_norm, n, d, h.rms_eps, xn.data());
 
   Routing& routing = s_.routing;
@@ -139,10 +138,13 @@ void Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, 
   }
 
   StageTimer timer(Sink(tel, &StageTimes::experts_s));
-  // Dispatch: group the token rows by expert so each expert runs once over all its tokens.
+  // Dispatch: list each expert's tokens so each expert runs once over all of them; slot[t * k +
+  // j] is where token t's j-th choice sits in its expert's list.
   const int64_t k = h.n_expert_used;
   auto& by_expert = s_.by_expert;
+  auto& slot = s_.slot;
   by_expert.resize(h.n_expert);
+  slot.resize(n * k);
   for (auto& rows : by_expert) {
     rows.clear();
     // Room for every token up front, so an expert's first token in a decode step allocates
@@ -152,32 +154,27 @@ void Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, 
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t j = 0; j < k; ++j) {
       int32_t e = routing.experts[t * k + j];
-      if (e >= 0) by_expert[e].push_back({t, routing.weights[t * k + j]});
+      if (e < 0) continue;
+      slot[t * k + j] = static_cast<int32_t>(by_expert[e].size());
+      by_expert[e].push_back(static_cast<int32_t>(t));
     }
   }
-  // Gather each selected expert's token rows, run every expert (and the shared one) together,
-  // then combine: a weighted sum back into token order.
+  // Run every selected expert (and the shared one) together; each names its tokens in xn.
   auto& jobs = s_.jobs;
-  auto& job_expert = s_.job_expert;
-  auto& ins = s_.expert_in;
+  auto& job_of_expert = s_.job_of_expert;
   auto& outs = s_.expert_out;
   jobs.clear();
-  job_expert.clear();
-  ins.resize(h.n_expert);  // sized before any pointer into them is taken
-  outs.resize(h.n_expert);
+  job_of_expert.assign(h.n_expert, -1);
+  outs.resize(h.n_expert);  // sized before any pointer into them is taken
   for (int e = 0; e < h.n_expert; ++e) {
     const auto& rows = by_expert[e];
     if (rows.empty()) continue;
     const int64_t m = static_cast<int64_t>(rows.size());
-    std::vector<float>& in = ins[jobs.size()];
-    in.resize(m * d);
-    for (int64_t i = 0; i < m; ++i)
-      std::copy_n(xn.data() + rows[i].first * d, d, in.data() + i * d);
     std::vector<float>& res = outs[jobs.size()];
     res.resize(m * d);
     const ExpertWeights& w = L.experts[e];
-    jobs.push_back({w.gate, w.up, w.down, in.data(), m, res.data()});
-    job_expert.push_back(e);
+    job_of_expert[e] = static_cast<int>(jobs.size());
+    jobs.push_back({w.gate, w.up, w.down, xn.data(), rows.data(), m, res.data()});
     if (tel) {
       tel->expert_counts[layer][e] += m;
       tel->weight_bytes_read += w.byte_size();
@@ -187,17 +184,26 @@ void Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, 
   std::vector<float>& shared_out = s_.shared_out;
   if (L.has_shared) {
     shared_out.resize(n * d);
-    jobs.push_back({L.shared.gate, L.shared.up, L.shared.down, xn.data(), n, shared_out.data()});
+    jobs.push_back(
+        {L.shared.gate, L.shared.up, L.shared.down, xn.data(), nullptr, n, shared_out.data()});
   }
   backend_->RunExperts(jobs);
-  for (size_t j = 0; j < job_expert.size(); ++j) {
-    const auto& rows = by_expert[job_expert[j]];
-    for (size_t i = 0; i < rows.size(); ++i) {
-      backend_->Axpy(rows[i].second, outs[j].data() + i * d, d, out.data() + rows[i].first * d);
-    }
-  }
   if (tel) {
     for (float ent : routing.entropy) tel->router_entropy_sum += ent;
+  }
+  // Combine: each token's expert outputs in its router's order, weighted, then the gated shared
+  // expert, summed into the residual stream in one pass over the tokens.
+  const int64_t terms = k + (L.has_shared ? 1 : 0);
+  auto& src = s_.combine_src;
+  auto& weight = s_.combine_weight;
+  src.resize(n * terms);
+  weight.resize(n * terms);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t e = routing.experts[t * k + j];
+      src[t * terms + j] = e < 0 ? nullptr : outs[job_of_expert[e]].data() + slot[t * k + j] * d;
+      weight[t * terms + j] = e < 0 ? 0.f : routing.weights[t * k + j];
+    }
   }
   if (L.has_shared) {
     std::vector<float>& g = s_.shared_gate;
@@ -207,10 +213,11 @@ void Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, 
       for (float& v : g) v = 1.f / (1.f + std::exp(-v));
     }
     for (int64_t t = 0; t < n; ++t) {
-      backend_->Axpy(g[t], shared_out.data() + t * d, d, out.data() + t * d);
+      src[t * terms + k] = shared_out.data() + t * d;
+      weight[t * terms + k] = g[t];
     }
   }
-  backend_->Axpy(1.0f, out.data(), n * d, x);
+  backend_->AddWeightedRows(n, terms, d, src.data(), weight.data(), x);
 }
 
 }  // namespace moe

@@ -48,11 +48,14 @@ class Transformer {
   // buffers have grown to the batch size.
   struct Scratch {
     std::vector<int32_t> positions;
-    std::vector<float> x, xn, q, k, v, att, o, out, router_logits, shared_out, shared_gate;
-    std::vector<std::vector<std::pair<int64_t, float>>> by_expert;  // token, weight
-    std::vector<std::vector<float>> expert_in, expert_out;
+    std::vector<float> x, xn, q, k, v, att, o, router_logits, shared_out, shared_gate;
+    std::vector<std::vector<int32_t>> by_expert;  // each expert's tokens
+    std::vector<int32_t> slot;                    // [n x k]: place in the expert's list
+    std::vector<std::vector<float>> expert_out;
     std::vector<Backend::ExpertJob> jobs;
-    std::vector<int> job_expert;
+    std::vector<int> job_of_expert;
+    std::vector<const float*> combine_src;  // [n x terms]
+    std::vector<float> combine_weight;
     Routing routing;
   };
   Scratch s_;

@@ -57,7 +57,7 @@ class CpuBackend final : public Backend {
       first_row[i + 1] = first_row[i] + ws[i].rows;
     }
     if (input_.Prepare(x, n, ws[0].cols, any_quantized, any_grouped)) {
-      Parallel(n, ws[0].cols, [&](int64_t b, int64_t e) { input_.QuantizeTokens(b, e); });
+      Parallel(n, ws[0].cols, [&](int64_t b, int64_t e) { input_.PrepareTokens(b, e); });
     }
     std::vector<int64_t>& tokens = Sized(s_.tokens, ws.size());
     std::fill(tokens.begin(), tokens.end(), n);
@@ -80,17 +80,24 @@ class CpuBackend final : public Backend {
     std::vector<int64_t>& d_first = Sized(s_.d_first, nj + 1);
     std::vector<int64_t>& token_first = Sized(s_.token_first, nj + 1);
     ff_first[0] = d_first[0] = token_first[0] = 0;
+    const PreparedActivations* shared = PrepareSharedInput(jobs);
     for (size_t j = 0; j < nj; ++j) {
       const ExpertJob& job = jobs[j];
-      const bool quantize = job_inputs_[j].Prepare(
-          job.in, job.m, job.gate.cols, IsQuantized(job.gate.dtype) || IsQuantized(job.up.dtype),
-          RowGroup(job.gate.dtype) > 1 || RowGroup(job.up.dtype) > 1);
-      token_first[j + 1] = token_first[j] + (quantize ? job.m : 0);
+      const WeightView in_weights[] = {job.gate, job.up};
+      bool fill = true;
+      if (job.rows != nullptr) {
+        job_inputs_[j].PrepareGathered(shared, job.in, job.gate.cols, job.rows, job.m, in_weights);
+      } else {
+        fill = job_inputs_[j].Prepare(job.in, job.m, job.gate.cols,
+                                      IsQuantized(job.gate.dtype) || IsQuantized(job.up.dtype),
+                                      RowGroup(job.gate.dtype) > 1 || RowGroup(job.up.dtype) > 1);
+      }
+      token_first[j + 1] = token_first[j] + (fill ? job.m : 0);
       act_[j].resize(job.m * job.gate.rows);
       ff_first[j + 1] = ff_first[j] + job.gate.rows;
       d_first[j + 1] = d_first[j] + job.down.rows;
     }
-    QuantizeJobTokens(token_first, jobs[0].gate.cols, job_inputs_);
+    PrepareJobTokens(token_first, jobs[0].gate.cols, job_inputs_);
     // Pass 1: gate and up rows of every job, fused with SiLU x up.
     std::vector<int64_t>& tokens = Sized(s_.tokens, nj);
     std::vector<int>& ff_granule = Sized(s_.granule, nj);
@@ -120,7 +127,7 @@ class CpuBackend final : public Backend {
                                IsQuantized(jobs[j].down.dtype), RowGroup(jobs[j].down.dtype) > 1);
       token_first[j + 1] = token_first[j] + (quantize ? jobs[j].m : 0);
     }
-    QuantizeJobTokens(token_first, jobs[0].down.cols, job_acts_);
+    PrepareJobTokens(token_first, jobs[0].down.cols, job_acts_);
     // Pass 2: down rows of every job.
     ParallelByCost(d_first, tokens, d_granule, jobs[0].down.cols, [&](int64_t b, int64_t e) {
       ForEachRange(d_first, b, e, [&](size_t j, int64_t r0, int64_t r1) {
@@ -223,13 +230,39 @@ class CpuBackend final : public Backend {
   }
 
   void Axpy(float a, const float* x, int64_t count, float* y) override {
-    for (int64_t i = 0; i < count; ++i) y[i] += a * x[i];
+    Parallel(count, 2, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) y[i] += a * x[i];
+    });
+  }
+
+  void AddWeightedRows(int64_t n, int64_t k, int64_t dim, const float* const* src, const float* w,
+                       float* x) override {
+    Parallel(n, 2 * k * dim, [&](int64_t tb, int64_t te) {
+      constexpr int64_t kChunk = 256;  // a row's sum is built in a buffer that stays in L1
+      float sum[kChunk];
+      for (int64_t t = tb; t < te; ++t) {
+        for (int64_t c0 = 0; c0 < dim; c0 += kChunk) {
+          const int64_t len = std::min(kChunk, dim - c0);
+          std::fill_n(sum, len, 0.f);
+          for (int64_t j = 0; j < k; ++j) {
+            const float* s = src[t * k + j];
+            if (s == nullptr) continue;
+            const float a = w[t * k + j];
+            for (int64_t i = 0; i < len; ++i) sum[i] += a * s[c0 + i];
+          }
+          float* xr = x + t * dim + c0;
+          for (int64_t i = 0; i < len; ++i) xr[i] += sum[i];
+        }
+      }
+    });
   }
 
   void AddBias(float* x, const float* bias, int64_t n, int64_t dim) override {
-    for (int64_t t = 0; t < n; ++t) {
-      for (int64_t i = 0; i < dim; ++i) x[t * dim + i] += bias[i];
-    }
+    Parallel(n, dim, [&](int64_t tb, int64_t te) {
+      for (int64_t t = tb; t < te; ++t) {
+        for (int64_t i = 0; i < dim; ++i) x[t * dim + i] += bias[i];
+      }
+    });
   }
 
   void GetRows(const WeightView& table, const int32_t* ids, int64_t n, float* dst) override {
@@ -242,14 +275,34 @@ class CpuBackend final : public Backend {
   // Loops with fewer multiply-adds than this run inline.
   static constexpr int64_t kMinParallelWork = 1 << 15;
 
-  // Quantizes the tokens of every job at once, spread over the pool: job j's tokens are the
-  // global range [first[j], first[j + 1]) (empty where its weights take float activations).
-  void QuantizeJobTokens(const std::vector<int64_t>& first, int64_t cols,
-                         std::vector<PreparedActivations>& inputs) {
+  // Prepares (quantizes or gathers) the tokens of every job at once, spread over the pool: job
+  // j's tokens are the global range [first[j], first[j + 1]) (empty where nothing is to do).
+  void PrepareJobTokens(const std::vector<int64_t>& first, int64_t cols,
+                        std::vector<PreparedActivations>& inputs) {
     Parallel(first.back(), cols, [&](int64_t b, int64_t e) {
       ForEachRange(first, b, e,
-                   [&](size_t j, int64_t t0, int64_t t1) { inputs[j].QuantizeTokens(t0, t1); });
+                   [&](size_t j, int64_t t0, int64_t t1) { inputs[j].PrepareTokens(t0, t1); });
     });
+  }
+
+  // The input that jobs naming rows share, quantized once for all its tokens (null when no job
+  // names rows). Its token count is one past the largest row named.
+  const PreparedActivations* PrepareSharedInput(absl::Span<const ExpertJob> jobs) {
+    const float* in = nullptr;
+    int64_t n = 0;
+    bool quantized = false, grouped = false;
+    for (const ExpertJob& job : jobs) {
+      if (job.rows == nullptr || (in != nullptr && job.in != in)) continue;
+      in = job.in;
+      for (int64_t i = 0; i < job.m; ++i) n = std::max<int64_t>(n, job.rows[i] + 1);
+      quantized |= IsQuantized(job.gate.dtype) || IsQuantized(job.up.dtype);
+      grouped |= RowGroup(job.gate.dtype) > 1 || RowGroup(job.up.dtype) > 1;
+    }
+    if (in == nullptr) return nullptr;
+    if (input_.Prepare(in, n, jobs[0].gate.cols, quantized, grouped)) {
+      Parallel(n, jobs[0].gate.cols, [&](int64_t b, int64_t e) { input_.PrepareTokens(b, e); });
+    }
+    return &input_;
   }
 
   // Runs fn over [0, n) on the pool, or inline when the whole loop is too small to repay waking

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "lib/backend/cpu/cpu_features.h"
 #include "lib/backend/cpu/q8_activations.h"
 #include "lib/backend/weight_view.h"
@@ -23,11 +24,21 @@ class PreparedActivations {
   // x: n rows of `cols` floats, valid until the next Prepare. Quantizes only when some weight
   // that will meet it is quantized (quantized_weights) and will take 8-bit activations: a
   // row-group layout (grouped_weights), or any quantized type below the GEMM's batch size.
-  // Returns whether the tokens need quantizing: then QuantizeTokens must cover [0, n) before
+  // Returns whether the tokens need quantizing: then PrepareTokens must cover [0, n) before
   // any Products, in disjoint ranges from any threads.
   bool Prepare(const float* x, int64_t n, int64_t cols, bool quantized_weights,
                bool grouped_weights);
-  void QuantizeTokens(int64_t t0, int64_t t1);
+
+  // Tokens rows[0..m) of `x` (rows of `cols` floats) for products with `weights`, copied by
+  // PrepareTokens, which must then cover [0, m). Where src (prepared from the same x) holds
+  // those tokens' 8-bit blocks, they are copied instead of quantized again: the routed experts
+  // of a prompt batch each take some of its tokens, and quantizing once per token rather than
+  // once per expert saves three quarters of that work at top-4. src may be null.
+  void PrepareGathered(const PreparedActivations* src, const float* x, int64_t cols,
+                       const int32_t* rows, int64_t m, absl::Span<const WeightView> weights);
+
+  // Makes tokens [t0, t1) ready: quantizes them, or for gathered ones copies them.
+  void PrepareTokens(int64_t t0, int64_t t1);
 
   // y[t * ldy + (r - r0)] = row r of w . token t, for r in [r0, r1) and every token. Safe to
   // call from many threads at once. For row-group layouts r0 and r1 are multiples of 16.
@@ -41,6 +52,9 @@ class PreparedActivations {
  private:
   void RowDots(const WeightView& w, int64_t r, float* out, int64_t stride) const;
   void GroupProducts(const WeightView& w, int64_t r0, int64_t r1, float* y, int64_t ldy) const;
+  // Whether 8-bit activations pay for these weights at this batch size (and sets use_gemm_).
+  bool WantsQuantized(int64_t n, int64_t cols, bool quantized_weights, bool grouped_weights);
+  void SizeQuantized(int64_t n, int64_t nb);
 
   SimdLevel level_;
   bool quantize_;
@@ -50,6 +64,12 @@ class PreparedActivations {
   std::vector<Q8Block> q_;
   std::vector<float> xd_, xsum_;  // the blocks' scales and quant sums, [n x nb]
   std::vector<float> xsum16_;     // the sums of each block's two halves, [n x 2 nb]
+  // Gathered tokens: their source, rows in it and whether blocks / floats are copied from it.
+  const PreparedActivations* src_ = nullptr;
+  const float* src_x_ = nullptr;
+  const int32_t* rows_ = nullptr;
+  bool copy_blocks_ = false, copy_floats_ = false;
+  std::vector<float> floats_;  // the gathered float rows, where some weight reads floats
 };
 
 }  // namespace moe
