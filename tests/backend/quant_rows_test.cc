@@ -226,5 +226,16 @@ TEST(DequantizeRowTest, SimdPathsAreBitIdenticalToThePortableCode) {
   SetSimdLevelForTesting(native);
 }
 
+TEST(QuantRowsTest, RowsOfPartialBlocksAreRefused) {
+  std::vector<float> w(300, 1.f);
+  std::vector<uint8_t> row(4096);
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    const int64_t partial = t == DType::kQ8_0 || t == DType::kQ4_0 ? 48 : 128;
+    const absl::Status s = QuantizeRow(t, w.data(), row.data(), partial);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << DTypeName(t) << ": " << s;
+    EXPECT_TRUE(QuantizeRow(t, w.data(), row.data(), 256).ok()) << DTypeName(t);
+  }
+}
+
 }  // namespace
 }  // namespace moe
