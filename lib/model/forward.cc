@@ -170,7 +170,7 @@ void Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, 
     const auto& rows = by_expert[e];
     if (rows.empty()) continue;
     const int64_t m = static_cast<int64_t>(rows.size());
-    std::vector<float>& res = outs[jobs.size()];
+    ScratchVector<float>& res = outs[jobs.size()];
     res.resize(m * d);
     const ExpertWeights& w = L.experts[e];
     job_of_expert[e] = static_cast<int>(jobs.size());

@@ -8,6 +8,8 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "lib/backend/backend.h"
+#include "lib/base/scratch_vector.h"
+#include "lib/base/scratch_vector.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/model.h"
 #include "lib/model/telemetry.h"
@@ -51,7 +53,7 @@ class Transformer {
     std::vector<float> x, xn, q, k, v, att, o, router_logits, shared_out, shared_gate;
     std::vector<std::vector<int32_t>> by_expert;  // each expert's tokens
     std::vector<int32_t> slot;                    // [n x k]: place in the expert's list
-    std::vector<std::vector<float>> expert_out;
+    std::vector<ScratchVector<float>> expert_out;
     std::vector<Backend::ExpertJob> jobs;
     std::vector<int> job_of_expert;
     std::vector<const float*> combine_src;  // [n x terms]

@@ -9,10 +9,12 @@
 #include "lib/backend/cpu/attention_kernels.h"
 #include "lib/backend/cpu/cpu_features.h"
 #include "lib/backend/cpu/dot_kernels.h"
+#include "lib/backend/cpu/half_rows.h"
 #include "lib/backend/cpu/prepared_activations.h"
 #include "lib/backend/cpu/quant_rows.h"
 #include "lib/backend/cpu/silu_mul.h"
 #include "lib/base/half.h"
+#include "lib/base/scratch_vector.h"
 #include "lib/base/thread_pool.h"
 
 namespace moe {
@@ -37,6 +39,7 @@ class CpuBackend final : public Backend {
         quantize_activations_(o.quantize_activations),
         level_(ActiveSimdLevel()),
         silu_mul_(GetSiluMul(level_)),
+        to_halves_(GetToHalves(level_)),
         input_(level_, quantize_activations_) {}
   absl::string_view name() const override { return "cpu"; }
   int num_threads() const override { return pool_.num_threads(); }
@@ -108,7 +111,7 @@ class CpuBackend final : public Backend {
       d_granule[j] = RowGroup(jobs[j].down.dtype);
     }
     ParallelByCost(ff_first, tokens, ff_granule, 2 * jobs[0].gate.cols, [&](int64_t b, int64_t e) {
-      thread_local std::vector<float> g, u;
+      thread_local ScratchVector<float> g, u;
       ForEachRange(ff_first, b, e, [&](size_t j, int64_t r0, int64_t r1) {
         const ExpertJob& job = jobs[j];
         const int64_t ff = job.gate.rows, nr = r1 - r0;
@@ -188,12 +191,8 @@ class CpuBackend final : public Backend {
           std::memcpy(reinterpret_cast<float*>(kv.k) + off, k + t * row, row * sizeof(float));
           std::memcpy(reinterpret_cast<float*>(kv.v) + off, v + t * row, row * sizeof(float));
         } else {
-          uint16_t* kd = reinterpret_cast<uint16_t*>(kv.k) + off;
-          uint16_t* vd = reinterpret_cast<uint16_t*>(kv.v) + off;
-          for (int64_t i = 0; i < row; ++i) {
-            kd[i] = FloatToHalf(k[t * row + i]);
-            vd[i] = FloatToHalf(v[t * row + i]);
-          }
+          to_halves_(k + t * row, row, reinterpret_cast<uint16_t*>(kv.k) + off);
+          to_halves_(v + t * row, row, reinterpret_cast<uint16_t*>(kv.v) + off);
         }
       }
     });
@@ -362,10 +361,11 @@ class CpuBackend final : public Backend {
   const bool quantize_activations_;
   const SimdLevel level_;
   const SiluMulFn silu_mul_;
+  const ToHalvesFn to_halves_;
   // Scratch reused across calls (a backend serves one session, one call at a time).
   PreparedActivations input_;
   std::vector<PreparedActivations> job_inputs_, job_acts_;
-  std::vector<std::vector<float>> act_;
+  std::vector<ScratchVector<float>> act_;
   // Bookkeeping of the matrix and expert passes, reused so a decode step allocates nothing.
   struct Scratch {
     std::vector<int64_t> first_row, tokens, ff_first, d_first, token_first, bounds;

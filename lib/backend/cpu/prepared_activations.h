@@ -14,6 +14,7 @@
 #include "lib/backend/cpu/cpu_features.h"
 #include "lib/backend/cpu/q8_activations.h"
 #include "lib/backend/weight_view.h"
+#include "lib/base/scratch_vector.h"
 
 namespace moe {
 
@@ -61,15 +62,15 @@ class PreparedActivations {
   bool use_gemm_ = false;
   const float* x_ = nullptr;
   int64_t n_ = 0, cols_ = 0;
-  std::vector<Q8Block> q_;
-  std::vector<float> xd_, xsum_;  // the blocks' scales and quant sums, [n x nb]
-  std::vector<float> xsum16_;     // the sums of each block's two halves, [n x 2 nb]
+  ScratchVector<Q8Block> q_;
+  ScratchVector<float> xd_, xsum_;  // the blocks' scales and quant sums, [n x nb]
+  ScratchVector<float> xsum16_;     // the sums of each block's two halves, [n x 2 nb]
   // Gathered tokens: their source, rows in it and whether blocks / floats are copied from it.
   const PreparedActivations* src_ = nullptr;
   const float* src_x_ = nullptr;
   const int32_t* rows_ = nullptr;
   bool copy_blocks_ = false, copy_floats_ = false;
-  std::vector<float> floats_;  // the gathered float rows, where some weight reads floats
+  ScratchVector<float> floats_;  // the gathered float rows, where some weight reads floats
 };
 
 }  // namespace moe
