@@ -83,5 +83,69 @@ TEST(AttentionKernelsTest, SimdMatchesPortableAndTheDefinition) {
   }
 }
 
+// A tile of consecutive tokens computes for each token exactly what a call for that token
+// alone computes (prompt batches and decode steps agree), spans ending mid-block included.
+TEST(AttentionKernelsTest, TileOfTokensEqualsOneTokenAtATime) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd;
+  struct TileCase {
+    int64_t head_dim, group, tokens, len;
+    DType dtype;
+  };
+  for (const TileCase& c :
+       {TileCase{64, 4, 4, 37, DType::kF16}, TileCase{64, 4, 4, 1, DType::kF32},
+        TileCase{128, 2, 8, 9, DType::kF16}, TileCase{80, 3, 5, 16, DType::kF32},
+        TileCase{48, 1, 16, 30, DType::kF16}}) {
+    const int64_t hd = c.head_dim, span = c.len + c.tokens - 1;
+    const size_t elem = c.dtype == DType::kF32 ? 4 : 2;
+    const int64_t stride = (c.group + 1) * hd;  // other heads between one token's rows and the next
+    std::vector<float> q(c.tokens * stride);
+    for (auto& x : q) x = nd(rng);
+    std::vector<uint8_t> k(span * hd * elem), v(span * hd * elem);
+    for (int64_t i = 0; i < span * hd; ++i) {
+      const float kx = nd(rng), vx = nd(rng);
+      if (c.dtype == DType::kF32) {
+        std::memcpy(k.data() + 4 * i, &kx, 4);
+        std::memcpy(v.data() + 4 * i, &vx, 4);
+      } else {
+        const uint16_t hk = FloatToHalf(kx), hv = FloatToHalf(vx);
+        std::memcpy(k.data() + 2 * i, &hk, 2);
+        std::memcpy(v.data() + 2 * i, &hv, 2);
+      }
+    }
+    AttentionHeads a;
+    a.group = c.group;
+    a.head_dim = hd;
+    a.k = k.data();
+    a.v = v.data();
+    a.row_bytes = hd * elem;
+    a.dtype = c.dtype;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    a.q_stride = stride;
+    for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx512}) {
+      if (level > DetectedSimdLevel()) continue;
+      const AttendFn attend = GetAttend(level, c.dtype, hd);
+      std::vector<float> tiled(q.size(), NAN), alone(q.size(), NAN);
+      a.q = q.data();
+      a.out = tiled.data();
+      a.len = c.len;
+      a.tokens = c.tokens;
+      attend(a);
+      for (int64_t i = 0; i < c.tokens; ++i) {
+        AttentionHeads one = a;
+        one.q = q.data() + i * stride;
+        one.out = alone.data() + i * stride;
+        one.len = c.len + i;
+        one.tokens = 1;
+        attend(one);
+        for (int64_t j = 0; j < c.group * hd; ++j) {
+          ASSERT_EQ(tiled[i * stride + j], alone[i * stride + j])
+              << CpuSimdLevelName(level) << " head_dim " << hd << " token " << i << " at " << j;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace moe

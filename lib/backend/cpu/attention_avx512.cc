@@ -1,5 +1,9 @@
-// AVX-512 attention: a cached row is head_dim / 16 vectors (F16 rows widened on load), used by
-// every query head of the group; the group's output sums stay in vectors until the end.
+// AVX-512 attention over a tile of query rows (tokens x heads of one KV group). Scores are made
+// 16 cached positions at a time: those K rows are widened to floats once for every query row,
+// each row's 16 partial-sum vectors are reduced together by a transpose tree (lane i = the sum
+// of vector i; about 3 instructions a score instead of a full horizontal sum each), and the
+// softmax uses a vector exp. Every score is summed in the same order whatever the tile holds,
+// so a token gets the same result alone (decode) as in a prompt batch.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -7,6 +11,7 @@
 #include <vector>
 
 #include "lib/backend/cpu/attention_kernels.h"
+#include "lib/backend/cpu/exp_avx512.h"
 
 namespace moe::kernels {
 namespace {
@@ -18,49 +23,125 @@ inline __m512 LoadRow(const uint8_t* row, int c, bool f16) {
              : _mm512_loadu_ps(reinterpret_cast<const float*>(row) + 16 * c);
 }
 
+// Folds pairs: lanes [0, 8) of the result come from a, [8, 16) from b, each the sum of the two
+// lanes `lo` and `hi` pick.
+inline __m512 FoldPair(__m512 a, __m512 b, __m512i lo, __m512i hi) {
+  return _mm512_add_ps(_mm512_permutex2var_ps(a, lo, b), _mm512_permutex2var_ps(a, hi, b));
+}
+
+// Lane i of the result = the sum of the 16 lanes of v[i].
+inline __m512 SumEach16(__m512 v[16]) {
+  const __m512i lo1 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+  const __m512i hi1 =
+      _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  const __m512i lo2 = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
+  const __m512i hi2 = _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+  const __m512i lo3 = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29);
+  const __m512i hi3 = _mm512_setr_epi32(2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
+  const __m512i lo4 = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i hi4 = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  __m512 w[8], x[4], y[2];
+  for (int j = 0; j < 8; ++j) w[j] = FoldPair(v[2 * j], v[2 * j + 1], lo1, hi1);  // 8 lanes each
+  for (int j = 0; j < 4; ++j) x[j] = FoldPair(w[2 * j], w[2 * j + 1], lo2, hi2);  // 4 lanes
+  for (int j = 0; j < 2; ++j) y[j] = FoldPair(x[2 * j], x[2 * j + 1], lo3, hi3);  // 2 lanes
+  return FoldPair(y[0], y[1], lo4, hi4);
+}
+
 // C: head_dim / 16, fixed for the common head sizes so the vectors stay in registers; 0 = read
 // at run time.
 template <int C>
 void Attend(const AttentionHeads& a) {
   const int chunks = C > 0 ? C : static_cast<int>(a.head_dim / 16);
   const bool f16 = a.dtype == DType::kF16;
-  const int64_t hd = a.head_dim;
-  thread_local std::vector<float> scores;
-  if (scores.capacity() < 4096) scores.reserve(4096);  // grows only with long contexts
-  scores.resize(a.group * a.len);
-  for (int64_t p = 0; p < a.len; ++p) {
-    __m512 k[kMaxChunks];
-    const uint8_t* row = a.k + p * a.row_bytes;
-    for (int c = 0; c < chunks; ++c) k[c] = LoadRow(row, c, f16);
-    for (int64_t g = 0; g < a.group; ++g) {
-      const float* q = a.q + g * hd;
-      __m512 s = _mm512_mul_ps(_mm512_loadu_ps(q), k[0]);
-      for (int c = 1; c < chunks; ++c) s = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16 * c), k[c], s);
-      scores[g * a.len + p] = _mm512_reduce_add_ps(s) * a.scale;
+  const int64_t hd = a.head_dim, group = a.group;
+  const int64_t rows = a.tokens * group;      // query rows, token after token
+  const int64_t span = a.len + a.tokens - 1;  // what the last token attends to
+  const int64_t ld = (span + 15) / 16 * 16;   // scores per row, whole blocks of 16
+  thread_local std::vector<float> scores, kbuf;
+  if (scores.capacity() < 16384) scores.reserve(16384);  // grows only with long contexts
+  scores.resize(rows * ld);
+  kbuf.resize(16 * hd);
+  // Row r's offset in q and out.
+  auto row_at = [&](int64_t r) { return (r / group) * a.q_stride + (r % group) * hd; };
+  for (int64_t p0 = 0; p0 < span; p0 += 16) {
+    // The block's K rows as floats; zeros past the span (rows there may not exist).
+    for (int i = 0; i < 16; ++i) {
+      const uint8_t* row = a.k + (p0 + i) * a.row_bytes;
+      for (int c = 0; c < chunks; ++c) {
+        _mm512_storeu_ps(kbuf.data() + i * hd + 16 * c,
+                         p0 + i < span ? LoadRow(row, c, f16) : _mm512_setzero_ps());
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* q = a.q + row_at(r);
+      __m512 qv[kMaxChunks];
+      for (int c = 0; c < chunks; ++c) qv[c] = _mm512_loadu_ps(q + 16 * c);
+      __m512 part[16];
+      for (int i = 0; i < 16; ++i) {
+        const float* k = kbuf.data() + i * hd;
+        part[i] = _mm512_mul_ps(qv[0], _mm512_loadu_ps(k));
+        for (int c = 1; c < chunks; ++c)
+          part[i] = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(k + 16 * c), part[i]);
+      }
+      _mm512_storeu_ps(scores.data() + r * ld + p0,
+                       _mm512_mul_ps(SumEach16(part), _mm512_set1_ps(a.scale)));
     }
   }
-  SoftmaxRows(scores.data(), a.group, a.len);
-  // Output sums: up to 4 heads at a time in registers.
-  for (int64_t g0 = 0; g0 < a.group; g0 += 4) {
-    const int64_t ng = std::min<int64_t>(4, a.group - g0);
+  // Each row's softmax over its own span; the rest of the row weighs nothing.
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t len = a.len + r / group;
+    float* s = scores.data() + r * ld;
+    SoftmaxRowsAvx512(s, 1, len);
+    std::fill(s + len, s + ld, 0.0f);
+  }
+  // Output sums: up to 4 rows at a time in registers, over the longest span among them.
+  for (int64_t r0 = 0; r0 < rows; r0 += 4) {
+    const int64_t nr = std::min<int64_t>(4, rows - r0);
+    const int64_t len = a.len + (r0 + nr - 1) / group;
     __m512 acc[4][kMaxChunks];
-    for (int64_t g = 0; g < ng; ++g)
+    for (int64_t g = 0; g < nr; ++g)
       for (int c = 0; c < chunks; ++c) acc[g][c] = _mm512_setzero_ps();
-    for (int64_t p = 0; p < a.len; ++p) {
+    for (int64_t p = 0; p < len; ++p) {
       __m512 v[kMaxChunks];
       const uint8_t* row = a.v + p * a.row_bytes;
       for (int c = 0; c < chunks; ++c) v[c] = LoadRow(row, c, f16);
-      for (int64_t g = 0; g < ng; ++g) {
-        const __m512 w = _mm512_set1_ps(scores[(g0 + g) * a.len + p]);
+      for (int64_t g = 0; g < nr; ++g) {
+        const __m512 w = _mm512_set1_ps(scores[(r0 + g) * ld + p]);
         for (int c = 0; c < chunks; ++c) acc[g][c] = _mm512_fmadd_ps(w, v[c], acc[g][c]);
       }
     }
-    for (int64_t g = 0; g < ng; ++g)
-      for (int c = 0; c < chunks; ++c) _mm512_storeu_ps(a.out + (g0 + g) * hd + 16 * c, acc[g][c]);
+    for (int64_t g = 0; g < nr; ++g) {
+      float* out = a.out + row_at(r0 + g);
+      for (int c = 0; c < chunks; ++c) _mm512_storeu_ps(out + 16 * c, acc[g][c]);
+    }
   }
 }
 
 }  // namespace
+
+void SoftmaxRowsAvx512(float* scores, int64_t rows, int64_t len) {
+  for (int64_t g = 0; g < rows; ++g) {
+    float* s = scores + g * len;
+    __m512 vmax = _mm512_set1_ps(-INFINITY);
+    int64_t p = 0;
+    for (; p + 16 <= len; p += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(s + p));
+    float max_s = _mm512_reduce_max_ps(vmax);
+    for (; p < len; ++p) max_s = std::max(max_s, s[p]);
+    const __m512 m = _mm512_set1_ps(max_s);
+    __m512 vsum = _mm512_setzero_ps();
+    for (p = 0; p < len; p += 16) {
+      const __mmask16 k = len - p >= 16 ? 0xffff : static_cast<__mmask16>((1u << (len - p)) - 1);
+      const __m512 e = ExpAvx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + p), m));
+      _mm512_mask_storeu_ps(s + p, k, e);
+      vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(k, e));
+    }
+    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vsum));
+    for (p = 0; p < len; p += 16) {
+      const __mmask16 k = len - p >= 16 ? 0xffff : static_cast<__mmask16>((1u << (len - p)) - 1);
+      _mm512_mask_storeu_ps(s + p, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + p), inv));
+    }
+  }
+}
 
 AttendFn Avx512Attend(int64_t head_dim) {
   if (head_dim % 16 != 0 || head_dim / 16 > kMaxChunks || head_dim == 0) return nullptr;

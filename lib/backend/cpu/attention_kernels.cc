@@ -20,7 +20,9 @@ void SoftmaxRows(float* scores, int64_t rows, int64_t len) {
   }
 }
 
-void AttendPortable(const AttentionHeads& a) {
+namespace {
+
+void AttendOneToken(const AttentionHeads& a) {
   const int64_t hd = a.head_dim;
   thread_local std::vector<float> scores, k, v;
   if (scores.capacity() < 4096) scores.reserve(4096);  // grows only with long contexts
@@ -44,6 +46,19 @@ void AttendPortable(const AttentionHeads& a) {
       float* o = a.out + g * hd;
       for (int64_t i = 0; i < hd; ++i) o[i] += w * v[i];
     }
+  }
+}
+
+}  // namespace
+
+void AttendPortable(const AttentionHeads& a) {
+  for (int64_t i = 0; i < a.tokens; ++i) {
+    AttentionHeads one = a;
+    one.q = a.q + i * a.q_stride;
+    one.out = a.out + i * a.q_stride;
+    one.len = a.len + i;
+    one.tokens = 1;
+    AttendOneToken(one);
   }
 }
 

@@ -1,5 +1,6 @@
-// Attention of one query position over its cached keys and values, for all the query heads that
-// share one KV head (grouped-query attention): each cached row is read once for the whole group.
+// Attention of a few consecutive query positions over their cached keys and values, for all the
+// query heads that share one KV head (grouped-query attention): each cached row is read once for
+// every head of the group and every token of the tile.
 #pragma once
 
 #include <cstdint>
@@ -10,10 +11,14 @@
 namespace moe {
 
 struct AttentionHeads {
-  const float* q;  // group x head_dim, head after head
-  float* out;      // group x head_dim
+  const float* q;  // per token, group x head_dim, head after head
+  float* out;      // per token, group x head_dim
   int64_t group, head_dim;
-  int64_t len;       // cached positions attended to: 0 .. len-1
+  int64_t len;  // cached positions the first token attends to: 0 .. len-1
+  // Tokens at consecutive positions: token i attends to len + i rows, its q and out start
+  // i * q_stride floats on.
+  int64_t tokens = 1;
+  int64_t q_stride = 0;
   const uint8_t* k;  // row p of this KV head at k + p * row_bytes
   const uint8_t* v;
   int64_t row_bytes;
@@ -29,6 +34,8 @@ AttendFn GetAttend(SimdLevel level, DType kv_type, int64_t head_dim);
 namespace kernels {
 // Each of `rows` rows of `len` scores becomes its softmax, in place (max subtracted first).
 void SoftmaxRows(float* scores, int64_t rows, int64_t len);
+// The same with a vector exp (within 2 ulp of std::exp).
+void SoftmaxRowsAvx512(float* scores, int64_t rows, int64_t len);
 void AttendPortable(const AttentionHeads& a);
 // nullptr where head_dim is not a multiple of 16 (or above 256).
 AttendFn Avx512Attend(int64_t head_dim);

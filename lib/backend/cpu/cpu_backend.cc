@@ -204,26 +204,38 @@ class CpuBackend final : public Backend {
     const size_t elem = kv.dtype == DType::kF32 ? 4 : 2;
     const AttendFn attend = GetAttend(level_, kv.dtype, hd);
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    // One job per (token, KV head). A token's cost is its causal length, so tokens are taken in
-    // the order 0, n-1, 1, n-2, ...: every contiguous share of the jobs gets as many long rows
-    // as short ones.
-    auto token = [n](int64_t i) { return i % 2 == 0 ? i / 2 : n - 1 - i / 2; };
+    // One job per tile of consecutive tokens and KV head: a tile's query rows (tokens x group,
+    // about 16) share every cached row the kernel loads. A tile's cost is its causal length,
+    // so tiles are taken in the order 0, last, 1, last - 1, ...: every contiguous share of the
+    // jobs gets as many long tiles as short ones.
+    const int64_t per_tile = std::max<int64_t>(1, 16 / group);
+    const int64_t tiles = (n + per_tile - 1) / per_tile;
+    auto tile = [tiles](int64_t i) { return i % 2 == 0 ? i / 2 : tiles - 1 - i / 2; };
     const int64_t mean_len = (positions[0] + positions[n - 1]) / 2 + 1;
-    Parallel(n * nkv, mean_len * hd * 2 * group, [&](int64_t b, int64_t e) {
+    Parallel(tiles * nkv, mean_len * hd * 2 * group * per_tile, [&](int64_t b, int64_t e) {
       for (int64_t job = b; job < e; ++job) {
-        const int64_t t = token(job / nkv), kvh = job % nkv;
-        AttentionHeads a;
-        a.q = q + (t * n_heads + kvh * group) * hd;
-        a.out = out + (t * n_heads + kvh * group) * hd;
-        a.group = group;
-        a.head_dim = hd;
-        a.len = static_cast<int64_t>(positions[t]) + 1;
-        a.k = kv.k + kvh * hd * elem;
-        a.v = kv.v + kvh * hd * elem;
-        a.row_bytes = nkv * hd * elem;
-        a.dtype = kv.dtype;
-        a.scale = scale;
-        attend(a);
+        const int64_t t0 = tile(job / nkv) * per_tile, kvh = job % nkv;
+        const int64_t t1 = std::min(n, t0 + per_tile);
+        // Tokens at consecutive positions share a call; others (not seen from the forward
+        // pass, which numbers a batch's positions in order) go one at a time.
+        int64_t run = 1;
+        while (t0 + run < t1 && positions[t0 + run] == positions[t0] + run) ++run;
+        for (int64_t t = t0; t < t1; t += (t == t0 ? run : 1)) {
+          AttentionHeads a;
+          a.q = q + (t * n_heads + kvh * group) * hd;
+          a.out = out + (t * n_heads + kvh * group) * hd;
+          a.group = group;
+          a.head_dim = hd;
+          a.len = static_cast<int64_t>(positions[t]) + 1;
+          a.tokens = t == t0 ? run : 1;
+          a.q_stride = n_heads * hd;
+          a.k = kv.k + kvh * hd * elem;
+          a.v = kv.v + kvh * hd * elem;
+          a.row_bytes = nkv * hd * elem;
+          a.dtype = kv.dtype;
+          a.scale = scale;
+          attend(a);
+        }
       }
     });
   }
