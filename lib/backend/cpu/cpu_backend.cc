@@ -212,7 +212,7 @@ class CpuBackend final : public Backend {
     const int64_t tiles = (n + per_tile - 1) / per_tile;
     auto tile = [tiles](int64_t i) { return i % 2 == 0 ? i / 2 : tiles - 1 - i / 2; };
     const int64_t mean_len = (positions[0] + positions[n - 1]) / 2 + 1;
-    Parallel(tiles * nkv, mean_len * hd * 2 * group * per_tile, [&](int64_t b, int64_t e) {
+    Parallel(tiles * nkv, mean_len * hd * 2 * group * std::min(per_tile, n), [&](int64_t b, int64_t e) {
       for (int64_t job = b; job < e; ++job) {
         const int64_t t0 = tile(job / nkv) * per_tile, kvh = job % nkv;
         const int64_t t1 = std::min(n, t0 + per_tile);
