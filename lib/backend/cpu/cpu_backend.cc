@@ -51,15 +51,10 @@ class CpuBackend final : public Backend {
 
   void MatMulShared(absl::Span<const WeightView> ws, const float* x, int64_t n,
                     absl::Span<float* const> ys) override {
-    bool any_quantized = false, any_grouped = false;
     std::vector<int64_t>& first_row = Sized(s_.first_row, ws.size() + 1);
     first_row[0] = 0;
-    for (size_t i = 0; i < ws.size(); ++i) {
-      any_quantized |= IsQuantized(ws[i].dtype);
-      any_grouped |= RowGroup(ws[i].dtype) > 1;
-      first_row[i + 1] = first_row[i] + ws[i].rows;
-    }
-    if (input_.Prepare(x, n, ws[0].cols, any_quantized, any_grouped)) {
+    for (size_t i = 0; i < ws.size(); ++i) first_row[i + 1] = first_row[i] + ws[i].rows;
+    if (input_.Prepare(x, n, ws[0].cols, ws)) {
       Parallel(n, ws[0].cols, [&](int64_t b, int64_t e) { input_.PrepareTokens(b, e); });
     }
     std::vector<int64_t>& tokens = Sized(s_.tokens, ws.size());
@@ -91,9 +86,7 @@ class CpuBackend final : public Backend {
       if (job.rows != nullptr) {
         job_inputs_[j].PrepareGathered(shared, job.in, job.gate.cols, job.rows, job.m, in_weights);
       } else {
-        fill = job_inputs_[j].Prepare(job.in, job.m, job.gate.cols,
-                                      IsQuantized(job.gate.dtype) || IsQuantized(job.up.dtype),
-                                      RowGroup(job.gate.dtype) > 1 || RowGroup(job.up.dtype) > 1);
+        fill = job_inputs_[j].Prepare(job.in, job.m, job.gate.cols, in_weights);
       }
       token_first[j + 1] = token_first[j] + (fill ? job.m : 0);
       act_[j].resize(job.m * job.gate.rows);
@@ -126,8 +119,7 @@ class CpuBackend final : public Backend {
     });
     for (size_t j = 0; j < nj; ++j) {
       const bool quantize =
-          job_acts_[j].Prepare(act_[j].data(), jobs[j].m, jobs[j].down.cols,
-                               IsQuantized(jobs[j].down.dtype), RowGroup(jobs[j].down.dtype) > 1);
+          job_acts_[j].Prepare(act_[j].data(), jobs[j].m, jobs[j].down.cols, {&jobs[j].down, 1});
       token_first[j + 1] = token_first[j] + (quantize ? jobs[j].m : 0);
     }
     PrepareJobTokens(token_first, jobs[0].down.cols, job_acts_);
@@ -146,8 +138,16 @@ class CpuBackend final : public Backend {
       for (int64_t t = b; t < e; ++t) {
         const float* xr = x + t * dim;
         float* yr = y + t * dim;
-        double ss = 0;  // ggml accumulates the sum of squares in double too
-        for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+        // ggml accumulates the sum of squares in double too; eight partial sums so the adds
+        // do not wait on each other (one chain was ~1 us a row of 1024).
+        double part[8] = {};
+        int64_t i = 0;
+        for (; i + 8 <= dim; i += 8) {
+          for (int j = 0; j < 8; ++j) part[j] += static_cast<double>(xr[i + j]) * xr[i + j];
+        }
+        double ss = ((part[0] + part[4]) + (part[1] + part[5])) +
+                    ((part[2] + part[6]) + (part[3] + part[7]));
+        for (; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
         float scale = 1.0f / std::sqrt(static_cast<float>(ss / dim) + eps);
         for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * scale * weight[i];
       }
@@ -212,32 +212,33 @@ class CpuBackend final : public Backend {
     const int64_t tiles = (n + per_tile - 1) / per_tile;
     auto tile = [tiles](int64_t i) { return i % 2 == 0 ? i / 2 : tiles - 1 - i / 2; };
     const int64_t mean_len = (positions[0] + positions[n - 1]) / 2 + 1;
-    Parallel(tiles * nkv, mean_len * hd * 2 * group * std::min(per_tile, n), [&](int64_t b, int64_t e) {
-      for (int64_t job = b; job < e; ++job) {
-        const int64_t t0 = tile(job / nkv) * per_tile, kvh = job % nkv;
-        const int64_t t1 = std::min(n, t0 + per_tile);
-        // Tokens at consecutive positions share a call; others (not seen from the forward
-        // pass, which numbers a batch's positions in order) go one at a time.
-        int64_t run = 1;
-        while (t0 + run < t1 && positions[t0 + run] == positions[t0] + run) ++run;
-        for (int64_t t = t0; t < t1; t += (t == t0 ? run : 1)) {
-          AttentionHeads a;
-          a.q = q + (t * n_heads + kvh * group) * hd;
-          a.out = out + (t * n_heads + kvh * group) * hd;
-          a.group = group;
-          a.head_dim = hd;
-          a.len = static_cast<int64_t>(positions[t]) + 1;
-          a.tokens = t == t0 ? run : 1;
-          a.q_stride = n_heads * hd;
-          a.k = kv.k + kvh * hd * elem;
-          a.v = kv.v + kvh * hd * elem;
-          a.row_bytes = nkv * hd * elem;
-          a.dtype = kv.dtype;
-          a.scale = scale;
-          attend(a);
-        }
-      }
-    });
+    Parallel(tiles * nkv, mean_len * hd * 2 * group * std::min(per_tile, n),
+             [&](int64_t b, int64_t e) {
+               for (int64_t job = b; job < e; ++job) {
+                 const int64_t t0 = tile(job / nkv) * per_tile, kvh = job % nkv;
+                 const int64_t t1 = std::min(n, t0 + per_tile);
+                 // Tokens at consecutive positions share a call; others (not seen from the forward
+                 // pass, which numbers a batch's positions in order) go one at a time.
+                 int64_t run = 1;
+                 while (t0 + run < t1 && positions[t0 + run] == positions[t0] + run) ++run;
+                 for (int64_t t = t0; t < t1; t += (t == t0 ? run : 1)) {
+                   AttentionHeads a;
+                   a.q = q + (t * n_heads + kvh * group) * hd;
+                   a.out = out + (t * n_heads + kvh * group) * hd;
+                   a.group = group;
+                   a.head_dim = hd;
+                   a.len = static_cast<int64_t>(positions[t]) + 1;
+                   a.tokens = t == t0 ? run : 1;
+                   a.q_stride = n_heads * hd;
+                   a.k = kv.k + kvh * hd * elem;
+                   a.v = kv.v + kvh * hd * elem;
+                   a.row_bytes = nkv * hd * elem;
+                   a.dtype = kv.dtype;
+                   a.scale = scale;
+                   attend(a);
+                 }
+               }
+             });
   }
 
   void Axpy(float a, const float* x, int64_t count, float* y) override {
@@ -301,16 +302,17 @@ class CpuBackend final : public Backend {
   const PreparedActivations* PrepareSharedInput(absl::Span<const ExpertJob> jobs) {
     const float* in = nullptr;
     int64_t n = 0;
-    bool quantized = false, grouped = false;
+    std::vector<WeightView>& weights = s_.shared_input_weights;
+    weights.clear();
     for (const ExpertJob& job : jobs) {
       if (job.rows == nullptr || (in != nullptr && job.in != in)) continue;
       in = job.in;
       for (int64_t i = 0; i < job.m; ++i) n = std::max<int64_t>(n, job.rows[i] + 1);
-      quantized |= IsQuantized(job.gate.dtype) || IsQuantized(job.up.dtype);
-      grouped |= RowGroup(job.gate.dtype) > 1 || RowGroup(job.up.dtype) > 1;
+      weights.push_back(job.gate);
+      weights.push_back(job.up);
     }
     if (in == nullptr) return nullptr;
-    if (input_.Prepare(in, n, jobs[0].gate.cols, quantized, grouped)) {
+    if (input_.Prepare(in, n, jobs[0].gate.cols, weights)) {
       Parallel(n, jobs[0].gate.cols, [&](int64_t b, int64_t e) { input_.PrepareTokens(b, e); });
     }
     return &input_;
@@ -382,6 +384,7 @@ class CpuBackend final : public Backend {
   struct Scratch {
     std::vector<int64_t> first_row, tokens, ff_first, d_first, token_first, bounds;
     std::vector<int> granule, granule2;
+    std::vector<WeightView> shared_input_weights;
   } s_;
 
   template <typename T>

@@ -9,30 +9,39 @@
 
 namespace moe {
 
-bool PreparedActivations::WantsQuantized(int64_t n, int64_t cols, bool quantized_weights,
-                                         bool grouped_weights) {
+bool PreparedActivations::WantsQuantized(int64_t n, int64_t cols,
+                                         absl::Span<const WeightView> weights) {
+  bool quantized = false, grouped = false, rows = false;
+  for (const WeightView& w : weights) {
+    quantized |= IsQuantized(w.dtype);
+    grouped |= RowGroup(w.dtype) > 1;
+    rows |= IsQuantized(w.dtype) && RowGroup(w.dtype) == 1;
+  }
   use_gemm_ = n >= kGemmMinTokens && level_ >= SimdLevel::kAvx512 && cols % 16 == 0;
   // The row-group kernels take 8-bit activations at every batch size; the other quantized types
-  // take them below the GEMM's batch size.
-  return quantize_ && quantized_weights && cols % 32 == 0 && (grouped_weights || !use_gemm_);
+  // take them below the GEMM's batch size, and only their row kernels read the blocks' sums as
+  // floats (the aux arrays).
+  const bool quantize = quantize_ && quantized && cols % 32 == 0 && (grouped || !use_gemm_);
+  aux_ = quantize && rows && !use_gemm_;
+  return quantize;
 }
 
 void PreparedActivations::SizeQuantized(int64_t n, int64_t nb) {
   q_.resize(n * nb);
-  xd_.resize(n * nb);
-  xsum_.resize(n * nb);
-  xsum16_.resize(2 * n * nb);
+  xd_.resize(aux_ ? n * nb : 0);
+  xsum_.resize(aux_ ? n * nb : 0);
+  xsum16_.resize(aux_ ? 2 * n * nb : 0);
 }
 
-bool PreparedActivations::Prepare(const float* x, int64_t n, int64_t cols, bool quantized_weights,
-                                  bool grouped_weights) {
+bool PreparedActivations::Prepare(const float* x, int64_t n, int64_t cols,
+                                  absl::Span<const WeightView> weights) {
   x_ = x;
   n_ = n;
   cols_ = cols;
   src_ = nullptr;
   rows_ = nullptr;
   copy_blocks_ = copy_floats_ = false;
-  if (WantsQuantized(n, cols, quantized_weights, grouped_weights)) {
+  if (WantsQuantized(n, cols, weights)) {
     SizeQuantized(n, cols / 32);
     return true;
   }
@@ -43,18 +52,14 @@ bool PreparedActivations::Prepare(const float* x, int64_t n, int64_t cols, bool 
 void PreparedActivations::PrepareGathered(const PreparedActivations* src, const float* x,
                                           int64_t cols, const int32_t* rows, int64_t m,
                                           absl::Span<const WeightView> weights) {
-  bool quantized = false, grouped = false;
-  for (const WeightView& w : weights) {
-    quantized |= IsQuantized(w.dtype);
-    grouped |= RowGroup(w.dtype) > 1;
-  }
   n_ = m;
   cols_ = cols;
   src_ = src;
   src_x_ = x;
   rows_ = rows;
-  const bool quantize = WantsQuantized(m, cols, quantized, grouped);
-  copy_blocks_ = quantize && src != nullptr && !src->q_.empty() && src->x_ == x;
+  const bool quantize = WantsQuantized(m, cols, weights);
+  copy_blocks_ =
+      quantize && src != nullptr && !src->q_.empty() && src->x_ == x && (!aux_ || src->aux_);
   // Float rows are read by float weights and by the GEMM path, and quantized from where src
   // has no blocks.
   bool floats_read = quantize && !copy_blocks_;
@@ -79,8 +84,8 @@ void PreparedActivations::PrepareTokens(int64_t t0, int64_t t1) {
     for (int64_t i = t0; i < t1; ++i) {
       const int64_t r = rows_[i];
       if (copy_floats_) std::copy_n(src_x_ + r * cols_, cols_, floats_.data() + i * cols_);
-      if (copy_blocks_) {
-        std::copy_n(src_->q_.data() + r * nb, nb, q_.data() + i * nb);
+      if (copy_blocks_) std::copy_n(src_->q_.data() + r * nb, nb, q_.data() + i * nb);
+      if (copy_blocks_ && aux_) {
         std::copy_n(src_->xd_.data() + r * nb, nb, xd_.data() + i * nb);
         std::copy_n(src_->xsum_.data() + r * nb, nb, xsum_.data() + i * nb);
         std::copy_n(src_->xsum16_.data() + 2 * r * nb, 2 * nb, xsum16_.data() + 2 * i * nb);
@@ -89,6 +94,7 @@ void PreparedActivations::PrepareTokens(int64_t t0, int64_t t1) {
     if (copy_blocks_ || q_.empty()) return;
   }
   for (int64_t t = t0; t < t1; ++t) QuantizeActivations(x_ + t * cols_, cols_, q_.data() + t * nb);
+  if (!aux_) return;
   FillQ8Aux(q_.data() + t0 * nb, (t1 - t0) * nb, xd_.data() + t0 * nb, xsum_.data() + t0 * nb,
             xsum16_.data() + 2 * t0 * nb);
 }

@@ -22,13 +22,12 @@ class PreparedActivations {
  public:
   PreparedActivations(SimdLevel level, bool quantize) : level_(level), quantize_(quantize) {}
 
-  // x: n rows of `cols` floats, valid until the next Prepare. Quantizes only when some weight
-  // that will meet it is quantized (quantized_weights) and will take 8-bit activations: a
-  // row-group layout (grouped_weights), or any quantized type below the GEMM's batch size.
-  // Returns whether the tokens need quantizing: then PrepareTokens must cover [0, n) before
-  // any Products, in disjoint ranges from any threads.
-  bool Prepare(const float* x, int64_t n, int64_t cols, bool quantized_weights,
-               bool grouped_weights);
+  // x: n rows of `cols` floats, valid until the next Prepare, for products with `weights`.
+  // Quantizes only when some of them are quantized and will take 8-bit activations: a
+  // row-group layout, or any quantized type below the GEMM's batch size. Returns whether the
+  // tokens need quantizing: then PrepareTokens must cover [0, n) before any Products, in
+  // disjoint ranges from any threads.
+  bool Prepare(const float* x, int64_t n, int64_t cols, absl::Span<const WeightView> weights);
 
   // Tokens rows[0..m) of `x` (rows of `cols` floats) for products with `weights`, copied by
   // PrepareTokens, which must then cover [0, m). Where src (prepared from the same x) holds
@@ -54,12 +53,13 @@ class PreparedActivations {
   void RowDots(const WeightView& w, int64_t r, float* out, int64_t stride) const;
   void GroupProducts(const WeightView& w, int64_t r0, int64_t r1, float* y, int64_t ldy) const;
   // Whether 8-bit activations pay for these weights at this batch size (and sets use_gemm_).
-  bool WantsQuantized(int64_t n, int64_t cols, bool quantized_weights, bool grouped_weights);
+  bool WantsQuantized(int64_t n, int64_t cols, absl::Span<const WeightView> weights);
   void SizeQuantized(int64_t n, int64_t nb);
 
   SimdLevel level_;
   bool quantize_;
   bool use_gemm_ = false;
+  bool aux_ = false;  // whether row kernels will read xd_, xsum_, xsum16_
   const float* x_ = nullptr;
   int64_t n_ = 0, cols_ = 0;
   ScratchVector<Q8Block> q_;
