@@ -160,7 +160,7 @@ struct K4Half {
             const __m256i s = BlockSums(q, xb, _mm256_setzero_si256());
             const __m256 xd = _mm256_set1_ps(xb.d);
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(scale, xd), acc[t]);
-            acc[t] = _mm256_fnmadd_ps(min, _mm256_set1_ps(xb.d * QuantSum(xb)), acc[t]);
+            acc[t] = _mm256_fnmadd_ps(min, _mm256_set1_ps(xb.dsum), acc[t]);
           }
         }
       }

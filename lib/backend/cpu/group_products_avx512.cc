@@ -147,7 +147,7 @@ struct K4Group {
             const __m512i s = BlockSums(q, xb, _mm512_setzero_si512());
             const __m512 xd = _mm512_set1_ps(xb.d);
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(scale, xd), acc[t]);
-            acc[t] = _mm512_fnmadd_ps(min, _mm512_set1_ps(xb.d * QuantSum(xb)), acc[t]);
+            acc[t] = _mm512_fnmadd_ps(min, _mm512_set1_ps(xb.dsum), acc[t]);
           }
         }
       }

@@ -34,6 +34,7 @@ __attribute__((target_clones("avx2", "default"))) void QuantizePortable(const fl
     }
     o.sum[0] = static_cast<int16_t>(s0);
     o.sum[1] = static_cast<int16_t>(s1);
+    o.dsum = o.d * static_cast<float>(s0 + s1);
   }
 }
 

@@ -32,6 +32,7 @@ void QuantizeActivationsAvx512(const float* x, int64_t n, Q8Block* out) {
     }
     o.sum[0] = static_cast<int16_t>(_mm512_reduce_add_epi32(q[0]));
     o.sum[1] = static_cast<int16_t>(_mm512_reduce_add_epi32(q[1]));
+    o.dsum = o.d * static_cast<float>(o.sum[0] + o.sum[1]);
   }
 }
 
