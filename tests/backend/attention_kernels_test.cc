@@ -1,6 +1,6 @@
-// The SIMD attention kernels agree with the portable one for every head size path (fixed 64 and
-// 128, any multiple of 16, others), F32 and F16 caches, grouped heads, and one-position spans;
-// and the portable one is softmax(q.k / sqrt(d)) . v computed here in double.
+// The SIMD attention kernels (AVX2, AVX-512) agree with the portable one for every head size path
+// (fixed 64 and 128, any multiple of 16, others), F32 and F16 caches, grouped heads, and
+// one-position spans; and the portable one is softmax(q.k / sqrt(d)) . v computed here in double.
 #include "lib/backend/cpu/attention_kernels.h"
 
 #include <cmath>
@@ -24,7 +24,8 @@ TEST(AttentionKernelsTest, SimdMatchesPortableAndTheDefinition) {
   std::normal_distribution<float> nd;
   for (const Case& c :
        {Case{64, 4, 37, DType::kF16}, Case{64, 1, 1, DType::kF32}, Case{128, 2, 130, DType::kF32},
-        Case{80, 3, 17, DType::kF16}, Case{48, 5, 9, DType::kF32}, Case{40, 2, 12, DType::kF16}}) {
+        Case{80, 3, 17, DType::kF16}, Case{48, 5, 9, DType::kF32}, Case{40, 2, 12, DType::kF16},
+        Case{36, 2, 7, DType::kF16}}) {
     const int64_t hd = c.head_dim, nkv = 2;  // two KV heads per row: use the second
     const size_t elem = c.dtype == DType::kF32 ? 4 : 2;
     std::vector<float> q(c.group * hd), kf(c.len * nkv * hd), vf(c.len * nkv * hd);
@@ -69,7 +70,7 @@ TEST(AttentionKernelsTest, SimdMatchesPortableAndTheDefinition) {
         for (int64_t i = 0; i < hd; ++i)
           want[g * hd + i] += s[p] / sum * vf[(p * nkv + 1) * hd + i];
     }
-    for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx512}) {
+    for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
       if (level > DetectedSimdLevel()) continue;
       std::vector<float> out(c.group * hd, NAN);
       a.out = out.data();
@@ -122,7 +123,7 @@ TEST(AttentionKernelsTest, TileOfTokensEqualsOneTokenAtATime) {
     a.dtype = c.dtype;
     a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
     a.q_stride = stride;
-    for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx512}) {
+    for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
       if (level > DetectedSimdLevel()) continue;
       const AttendFn attend = GetAttend(level, c.dtype, hd);
       std::vector<float> tiled(q.size(), NAN), alone(q.size(), NAN);

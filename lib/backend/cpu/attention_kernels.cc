@@ -65,9 +65,11 @@ void AttendPortable(const AttentionHeads& a) {
 }  // namespace kernels
 
 AttendFn GetAttend(SimdLevel level, DType kv_type, int64_t head_dim) {
-  if (level >= SimdLevel::kAvx512 && (kv_type == DType::kF32 || kv_type == DType::kF16)) {
+  if (kv_type != DType::kF32 && kv_type != DType::kF16) return kernels::AttendPortable;
+  if (level >= SimdLevel::kAvx512) {
     if (AttendFn f = kernels::Avx512Attend(head_dim)) return f;
   }
+  if (level >= SimdLevel::kAvx2 && head_dim % 8 == 0 && head_dim > 0) return kernels::AttendAvx2;
   return kernels::AttendPortable;
 }
 

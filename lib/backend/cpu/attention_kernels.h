@@ -39,6 +39,8 @@ void SoftmaxRowsAvx512(float* scores, int64_t rows, int64_t len);
 void AttendPortable(const AttentionHeads& a);
 // nullptr where head_dim is not a multiple of 16 (or above 256).
 AttendFn Avx512Attend(int64_t head_dim);
+// AVX2 + FMA + F16C; head_dim a multiple of 8.
+void AttendAvx2(const AttentionHeads& a);
 }  // namespace kernels
 
 }  // namespace moe

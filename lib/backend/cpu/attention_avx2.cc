@@ -1,0 +1,149 @@
+// AVX2 attention, the same plan as attention_avx512.cc in 8 lanes: scores 8 cached positions at
+// a time (K rows widened once per block for every query row of the tile, each row's 8 partial
+// sums reduced together), a vector-exp softmax, and output sums a few rows and chunks at a time
+// so they fit the 16 vector registers. Every score and output is summed in the same order
+// whatever the tile holds.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "lib/backend/cpu/attention_kernels.h"
+
+namespace moe::kernels {
+namespace {
+
+inline __m256 LoadRow8(const uint8_t* row, int64_t c, bool f16) {
+  return f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row) + c))
+             : _mm256_loadu_ps(reinterpret_cast<const float*>(row) + 8 * c);
+}
+
+// Lane i of the result = the sum of the 8 lanes of v[i].
+inline __m256 SumEach8(const __m256 v[8]) {
+  const __m256 t0 = _mm256_hadd_ps(v[0], v[1]), t1 = _mm256_hadd_ps(v[2], v[3]);
+  const __m256 t2 = _mm256_hadd_ps(v[4], v[5]), t3 = _mm256_hadd_ps(v[6], v[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+// e^x for x <= 0 (a softmax's shifted scores): 2^n e^r as in exp_avx512.h, with 2^n built in
+// the exponent field; below -87.3 (where 2^n would leave the normal range) the result is 0.
+inline __m256 ExpNonPositive(__m256 x) {
+  const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.4286068203094172e-6f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 5040);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i bits =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(tiny, _mm256_mul_ps(p, _mm256_castsi256_ps(bits)));
+}
+
+inline __m256 TailMask(int64_t left) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_castsi256_ps(
+      _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min<int64_t>(left, 8))), lane));
+}
+
+void SoftmaxRow(float* s, int64_t len) {
+  float max_s = -INFINITY;
+  for (int64_t p = 0; p < len; ++p) max_s = std::max(max_s, s[p]);
+  const __m256 m = _mm256_set1_ps(max_s);
+  __m256 vsum = _mm256_setzero_ps();
+  for (int64_t p = 0; p < len; p += 8) {
+    const __m256i k = _mm256_castps_si256(TailMask(len - p));
+    const __m256 e = _mm256_and_ps(_mm256_castsi256_ps(k),
+                                   ExpNonPositive(_mm256_sub_ps(_mm256_maskload_ps(s + p, k), m)));
+    _mm256_maskstore_ps(s + p, k, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, vsum);
+  float sum = 0;
+  for (float v : lanes) sum += v;
+  const __m256 inv = _mm256_set1_ps(1.0f / sum);
+  for (int64_t p = 0; p < len; p += 8) {
+    const __m256i k = _mm256_castps_si256(TailMask(len - p));
+    _mm256_maskstore_ps(s + p, k, _mm256_mul_ps(_mm256_maskload_ps(s + p, k), inv));
+  }
+}
+
+}  // namespace
+
+void AttendAvx2(const AttentionHeads& a) {
+  const int64_t chunks = a.head_dim / 8, hd = a.head_dim, group = a.group;
+  const bool f16 = a.dtype == DType::kF16;
+  const int64_t rows = a.tokens * group;
+  const int64_t span = a.len + a.tokens - 1;
+  const int64_t ld = (span + 7) / 8 * 8;
+  thread_local std::vector<float> scores, kbuf;
+  if (scores.capacity() < 16384) scores.reserve(16384);  // grows only with long contexts
+  scores.resize(rows * ld);
+  kbuf.resize(8 * hd);
+  auto row_at = [&](int64_t r) { return (r / group) * a.q_stride + (r % group) * hd; };
+  for (int64_t p0 = 0; p0 < span; p0 += 8) {
+    for (int64_t i = 0; i < 8; ++i) {
+      const uint8_t* row = a.k + (p0 + i) * a.row_bytes;
+      for (int64_t c = 0; c < chunks; ++c) {
+        _mm256_storeu_ps(kbuf.data() + i * hd + 8 * c,
+                         p0 + i < span ? LoadRow8(row, c, f16) : _mm256_setzero_ps());
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* q = a.q + row_at(r);
+      __m256 part[8];
+      for (int i = 0; i < 8; ++i) {
+        const float* k = kbuf.data() + i * hd;
+        part[i] = _mm256_mul_ps(_mm256_loadu_ps(q), _mm256_loadu_ps(k));
+        for (int64_t c = 1; c < chunks; ++c)
+          part[i] =
+              _mm256_fmadd_ps(_mm256_loadu_ps(q + 8 * c), _mm256_loadu_ps(k + 8 * c), part[i]);
+      }
+      _mm256_storeu_ps(scores.data() + r * ld + p0,
+                       _mm256_mul_ps(SumEach8(part), _mm256_set1_ps(a.scale)));
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t len = a.len + r / group;
+    float* s = scores.data() + r * ld;
+    SoftmaxRow(s, len);
+    std::fill(s + len, s + ld, 0.0f);
+  }
+  // Output sums: 4 rows x 2 chunks in registers at a time, over the longest span among them.
+  for (int64_t r0 = 0; r0 < rows; r0 += 4) {
+    const int64_t nr = std::min<int64_t>(4, rows - r0);
+    const int64_t len = a.len + (r0 + nr - 1) / group;
+    for (int64_t c0 = 0; c0 < chunks; c0 += 2) {
+      const int64_t nc = std::min<int64_t>(2, chunks - c0);
+      __m256 acc[4][2];
+      for (auto& row : acc) row[0] = row[1] = _mm256_setzero_ps();
+      for (int64_t p = 0; p < len; ++p) {
+        const uint8_t* row = a.v + p * a.row_bytes;
+        const __m256 v0 = LoadRow8(row, c0, f16);
+        const __m256 v1 = nc > 1 ? LoadRow8(row, c0 + 1, f16) : _mm256_setzero_ps();
+        for (int64_t g = 0; g < nr; ++g) {
+          const __m256 w = _mm256_broadcast_ss(&scores[(r0 + g) * ld + p]);
+          acc[g][0] = _mm256_fmadd_ps(w, v0, acc[g][0]);
+          acc[g][1] = _mm256_fmadd_ps(w, v1, acc[g][1]);
+        }
+      }
+      for (int64_t g = 0; g < nr; ++g) {
+        float* out = a.out + row_at(r0 + g) + 8 * c0;
+        _mm256_storeu_ps(out, acc[g][0]);
+        if (nc > 1) _mm256_storeu_ps(out + 8, acc[g][1]);
+      }
+    }
+  }
+}
+
+}  // namespace moe::kernels
