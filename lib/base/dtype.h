@@ -42,6 +42,10 @@ inline bool IsRuntimeLayout(DType t) { return static_cast<int>(t) >= kNumFileDTy
 inline constexpr int kGroupRows = 16;
 inline int RowGroup(DType t) { return t >= DType::kQ8_0X16 ? kGroupRows : 1; }
 
+// What a .moe file may store: the file types, and the row-group layouts (the same on every CPU:
+// each SIMD level has kernels for them), but not the row layouts of one level (Q8_0R, Q4_0R).
+inline bool IsStorableDType(DType t) { return !IsRuntimeLayout(t) || RowGroup(t) > 1; }
+
 struct DTypeInfo {
   absl::string_view name;
   int block_elems;  // elements per block (1 for plain types)

@@ -128,7 +128,7 @@ absl::StatusOr<ModelSpec> ReadMoeFile(const std::string& path) {
   for (const fb::Tensor* t : *m->tensors()) {
     TensorSpec ts;
     ts.name = t->name()->str();
-    if (t->dtype() > fb::DType::MAX)
+    if (t->dtype() > fb::DType::MAX || !IsStorableDType(static_cast<DType>(t->dtype())))
       return fail(Corrupt(absl::StrCat("tensor '", ts.name, "' has an unknown dtype")));
     ts.dtype = static_cast<DType>(t->dtype());
     // Copied byte-wise: the verifier does not check that the int64 elements are aligned.

@@ -154,7 +154,7 @@ void BuildHeader(flatbuffers::FlatBufferBuilder& b, const ModelSpec& spec,
 absl::Status WriteMoeFile(const ModelSpec& spec, const std::string& path) {
   MOE_RETURN_IF_ERROR(ValidateModelSpec(spec));
   for (const auto& t : spec.tensors) {
-    if (IsRuntimeLayout(t.dtype)) {
+    if (!IsStorableDType(t.dtype)) {
       return absl::InvalidArgumentError(
           absl::StrCat("tensor '", t.name, "' is in the run-time layout ", DTypeName(t.dtype),
                        ", which files never hold (write the model as loaded from its file)"));

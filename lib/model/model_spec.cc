@@ -146,6 +146,14 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
                                                    " tokens but the model's vocabulary is ",
                                                    h.n_vocab));
   }
+  for (const TensorSpec& t : spec.tensors) {
+    // A row-group layout holds whole groups of 16 rows of a matrix.
+    if (RowGroup(t.dtype) > 1 && (t.shape.size() != 2 || t.shape[0] % kGroupRows != 0)) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", t.name, "' is stored as ",
+                                                     DTypeName(t.dtype), ", whole groups of ",
+                                                     kGroupRows, " rows, but its shape is not"));
+    }
+  }
   const int64_t q_dim = h.n_head * h.head_dim, kv_dim = h.n_head_kv * h.head_dim;
   MOE_RETURN_IF_ERROR(Expect(spec, "token_embd.weight", {h.n_vocab, h.n_embd}));
   MOE_RETURN_IF_ERROR(Expect(spec, "output_norm.weight", {h.n_embd}));

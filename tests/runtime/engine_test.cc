@@ -1,6 +1,8 @@
 // Loading: mapped or copied weights, re-laid rows or not, give the same model.
 #include "lib/runtime/engine.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -11,8 +13,10 @@
 #include "gtest/gtest.h"
 #include "lib/backend/cpu/cpu_features.h"
 #include "lib/format/moe_writer.h"
+#include "lib/import/model_loader.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
+#include "lib/runtime/weight_copy.h"
 
 namespace moe {
 namespace {
@@ -143,17 +147,75 @@ TEST(EngineTest, RowGroupLayoutsGiveTheSameLogitsBatchedAndAsStored) {
 #endif
 }
 
-TEST(EngineTest, ReLaidModelsAreNeverWrittenToFiles) {
-  if (ActiveSimdLevel() < SimdLevel::kAvx512Vnni)
-    GTEST_SKIP() << "rows are re-laid only for AVX-512 VNNI";
-  LoadOptions o;
-  auto e = Engine::Load(kFixtures + "tiny-llama-moe-q8_0/tiny-llama-moe-q8_0.gguf", o);
-  ASSERT_TRUE(e.ok());
-  bool relaid = false;
-  for (const auto& t : (*e)->model()->spec().tensors) relaid |= IsRuntimeLayout(t.dtype);
-  ASSERT_TRUE(relaid);
-  ModelSpec copy = (*e)->model()->spec();
-  auto s = WriteMoeFile(copy, "/tmp/moe_engine_test_relaid.moe");
+// `moe-convert --layout groups`: a .moe file that stores the 16-row group layouts maps and runs
+// them as they are (no copy, no re-laying), computing exactly what the same rows re-laid at load
+// compute.
+TEST(EngineTest, GroupLayoutFilesMapAndRunLikeRowsReLaidAtLoad) {
+  if (DetectedSimdLevel() < SimdLevel::kAvx2) GTEST_SKIP() << "rows are re-laid from AVX2 up";
+  const SimdLevel native = ActiveSimdLevel();
+  SetSimdLevelForTesting(SimdLevel::kAvx2);  // loads re-lay only the group layouts at AVX2
+  for (const char* name : {"tiny-llama-moe-q8_0", "tiny-qwen2moe-q4_0"}) {
+    const std::string gguf = kFixtures + name + "/" + name + ".gguf";
+    const std::string moe =
+        ::testing::TempDir() + "/moe_engine_test_groups_" + std::to_string(getpid()) + ".moe";
+    auto spec = LoadModelSpec(gguf);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    ASSERT_TRUE(CopyWeights(*spec, /*repack=*/true, SimdLevel::kAvx2, nullptr).ok());
+    ASSERT_TRUE(WriteMoeFile(*spec, moe).ok());
+    LoadOptions mapped;
+    mapped.use_mmap = true;
+    auto a = Engine::Load(moe, mapped);
+    auto b = Engine::Load(gguf, LoadOptions());
+    ASSERT_TRUE(a.ok() && b.ok()) << name;
+    int grouped = 0;
+    for (const auto& t : (*a)->model()->spec().tensors) grouped += RowGroup(t.dtype) > 1;
+    EXPECT_GT(grouped, 0) << name;
+    EXPECT_EQ(PromptAndDecodeLogits(**a), PromptAndDecodeLogits(**b)) << name;
+    {
+      // Below AVX2 the same file runs through the portable fallbacks, which unpack each group's
+      // rows for the row kernels: the logits of the rows as the GGUF file stores them.
+      SetSimdLevelForTesting(SimdLevel::kScalar);
+      auto c = Engine::Load(moe, mapped);
+      auto d = Engine::Load(gguf, LoadOptions());
+      ASSERT_TRUE(c.ok() && d.ok()) << name;
+      EXPECT_EQ(PromptAndDecodeLogits(**c), PromptAndDecodeLogits(**d)) << name;
+      SetSimdLevelForTesting(SimdLevel::kAvx2);
+    }
+    std::remove(moe.c_str());
+
+    // A group layout must hold whole groups of 16 rows of a matrix.
+    ModelSpec bad = *spec;
+    for (auto& t : bad.tensors) {
+      if (t.shape.size() == 1) {
+        t.dtype = DType::kQ8_0X16;
+        break;
+      }
+    }
+    const absl::Status s = WriteMoeFile(bad, moe);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("whole groups"), std::string::npos) << s;
+  }
+  SetSimdLevelForTesting(native);
+}
+
+// The row layouts of one SIMD level (Q8_0R, Q4_0R) stay in memory: a file may be read on
+// another CPU.
+TEST(EngineTest, RowLayoutsOfOneLevelAreNeverWrittenToFiles) {
+  auto spec = LoadModelSpec(kFixtures + "tiny-llama-moe-q8_0/tiny-llama-moe-q8_0.gguf");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  bool relabelled = false;
+  for (auto& t : spec->tensors) {
+    if (t.dtype == DType::kQ8_0 && t.shape.size() == 2) {
+      t.dtype = DType::kQ8_0R;  // the same bytes per row, so only the type tells
+      relabelled = true;
+      break;
+    }
+  }
+  ASSERT_TRUE(relabelled);
+  const std::string path =
+      ::testing::TempDir() + "/moe_engine_test_rows_" + std::to_string(getpid()) + ".moe";
+  auto s = WriteMoeFile(*spec, path);
+  std::remove(path.c_str());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_NE(s.message().find("run-time layout"), std::string::npos) << s;
 }

@@ -1,0 +1,55 @@
+#include "lib/runtime/weight_copy.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "lib/backend/cpu/repack.h"
+#include "lib/base/anonymous_memory.h"
+#include "lib/base/status_macros.h"
+
+namespace moe {
+namespace {
+
+// Drops the whole pages of a copied range of a read-only file mapping from this process, so that
+// loading does not hold the model twice (the page cache may keep them; that is not ours).
+void ReleaseMappedPages(absl::Span<const uint8_t> range) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  uintptr_t begin = (reinterpret_cast<uintptr_t>(range.data()) + page - 1) / page * page;
+  uintptr_t end = (reinterpret_cast<uintptr_t>(range.data()) + range.size()) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+}  // namespace
+
+absl::Status CopyWeights(ModelSpec& spec, bool repack, SimdLevel level,
+                         const std::function<bool(float)>& progress) {
+  size_t total = 0;
+  for (const auto& t : spec.tensors) total += (t.data.size() + 63) / 64 * 64;
+  MOE_ASSIGN_OR_RETURN(std::shared_ptr<AnonymousMemory> memory, AnonymousMemory::Allocate(total));
+  size_t pos = 0, done = 0;
+  for (auto& t : spec.tensors) {
+    std::memcpy(memory->data() + pos, t.data.data(), t.data.size());
+    ReleaseMappedPages(t.data);
+    t.data = {memory->data() + pos, t.data.size()};
+    if (repack && t.shape.size() == 2) {
+      const DType r = RepackedType(t.dtype, t.shape[0], t.shape[1], level);
+      if (r != t.dtype) {
+        RepackRows(t.dtype, memory->data() + pos, t.shape[0], t.shape[1], level);
+        t.dtype = r;
+      }
+    }
+    pos += (t.data.size() + 63) / 64 * 64;
+    done += t.data.size();
+    if (progress && !progress(0.1f + 0.8f * done / std::max<size_t>(1, total))) {
+      return absl::CancelledError("model load cancelled");
+    }
+  }
+  spec.owners.clear();
+  spec.owners.push_back(memory);
+  return absl::OkStatus();
+}
+
+}  // namespace moe
