@@ -26,38 +26,37 @@ bool PreparedActivations::WantsQuantized(int64_t n, int64_t cols,
   return quantize;
 }
 
-void PreparedActivations::SizeQuantized(int64_t n, int64_t nb) {
-  q_.resize(n * nb);
-  xd_.resize(aux_ ? n * nb : 0);
-  xsum_.resize(aux_ ? n * nb : 0);
-  xsum16_.resize(aux_ ? 2 * n * nb : 0);
+void PreparedActivations::SizeBlocks(bool quantize) {
+  const int64_t blocks = quantize ? n_ * (cols_ / 32) : 0, aux = aux_ ? blocks : 0;
+  q_.resize(blocks);
+  xd_.resize(aux);
+  xsum_.resize(aux);
+  xsum16_.resize(2 * aux);
+}
+
+bool PreparedActivations::Reset(const float* x, int64_t n, int64_t cols,
+                                const PreparedActivations* src, const int32_t* rows,
+                                absl::Span<const WeightView> weights) {
+  x_ = src_x_ = x;
+  n_ = n;
+  cols_ = cols;
+  src_ = src;
+  rows_ = rows;
+  copy_blocks_ = copy_floats_ = false;
+  return WantsQuantized(n, cols, weights);
 }
 
 bool PreparedActivations::Prepare(const float* x, int64_t n, int64_t cols,
                                   absl::Span<const WeightView> weights) {
-  x_ = x;
-  n_ = n;
-  cols_ = cols;
-  src_ = nullptr;
-  rows_ = nullptr;
-  copy_blocks_ = copy_floats_ = false;
-  if (WantsQuantized(n, cols, weights)) {
-    SizeQuantized(n, cols / 32);
-    return true;
-  }
-  q_.clear();
-  return false;
+  const bool quantize = Reset(x, n, cols, nullptr, nullptr, weights);
+  SizeBlocks(quantize);
+  return quantize;
 }
 
 void PreparedActivations::PrepareGathered(const PreparedActivations* src, const float* x,
                                           int64_t cols, const int32_t* rows, int64_t m,
                                           absl::Span<const WeightView> weights) {
-  n_ = m;
-  cols_ = cols;
-  src_ = src;
-  src_x_ = x;
-  rows_ = rows;
-  const bool quantize = WantsQuantized(m, cols, weights);
+  const bool quantize = Reset(x, m, cols, src, rows, weights);
   copy_blocks_ =
       quantize && src != nullptr && !src->q_.empty() && src->x_ == x && (!aux_ || src->aux_);
   // Float rows are read by float weights and by the GEMM path, and quantized from where src
@@ -71,11 +70,7 @@ void PreparedActivations::PrepareGathered(const PreparedActivations* src, const 
   copy_floats_ = floats_read;
   if (copy_floats_) floats_.resize(m * cols);
   x_ = copy_floats_ ? floats_.data() : nullptr;
-  if (quantize) {
-    SizeQuantized(m, cols / 32);
-  } else {
-    q_.clear();
-  }
+  SizeBlocks(quantize);
 }
 
 void PreparedActivations::PrepareTokens(int64_t t0, int64_t t1) {

@@ -54,7 +54,11 @@ class PreparedActivations {
   void GroupProducts(const WeightView& w, int64_t r0, int64_t r1, float* y, int64_t ldy) const;
   // Whether 8-bit activations pay for these weights at this batch size (and sets use_gemm_).
   bool WantsQuantized(int64_t n, int64_t cols, absl::Span<const WeightView> weights);
-  void SizeQuantized(int64_t n, int64_t nb);
+  // Sets what both Prepare calls set; returns WantsQuantized.
+  bool Reset(const float* x, int64_t n, int64_t cols, const PreparedActivations* src,
+             const int32_t* rows, absl::Span<const WeightView> weights);
+  // Sizes the 8-bit blocks (and aux arrays) for n_ tokens of cols_, or empties them.
+  void SizeBlocks(bool quantize);
 
   SimdLevel level_;
   bool quantize_;
