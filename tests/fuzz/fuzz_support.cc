@@ -21,9 +21,30 @@ void Fail(absl::string_view what, const char* file, int line) {
   std::abort();
 }
 
+namespace {
+
+// The temp files handed out, removed when the process exits normally (a failing run aborts and
+// keeps them, beside the saved crash input).
+struct TempFiles {
+  std::vector<std::string> paths;
+  ~TempFiles() {
+    for (const std::string& p : paths) std::remove(p.c_str());
+  }
+};
+
+TempFiles& HandedOut() {
+  static TempFiles files;
+  return files;
+}
+
+}  // namespace
+
 std::string TempPath(absl::string_view name) {
-  return (std::filesystem::temp_directory_path() / absl::StrCat("moe_fuzz_", ::getpid(), "_", name))
-      .string();
+  std::string path =
+      (std::filesystem::temp_directory_path() / absl::StrCat("moe_fuzz_", ::getpid(), "_", name))
+          .string();
+  HandedOut().paths.push_back(path);
+  return path;
 }
 
 void WriteFileOrDie(const std::string& path, const uint8_t* data, size_t size) {

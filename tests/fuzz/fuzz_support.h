@@ -41,7 +41,8 @@ std::vector<Seed> Seeds();
 [[noreturn]] void Fail(absl::string_view what, const char* file, int line);
 #define MOE_FUZZ_CHECK(cond) ((cond) ? (void)0 : ::moe::fuzz::Fail(#cond, __FILE__, __LINE__))
 
-// A per-process temporary path ending in `name`; one file per target is reused for every input.
+// A per-process temporary path ending in `name`; one file per target is reused for every input,
+// and removed when the process exits normally.
 std::string TempPath(absl::string_view name);
 void WriteFileOrDie(const std::string& path, const uint8_t* data, size_t size);
 std::vector<uint8_t> ReadFileOrDie(const std::string& path);
