@@ -25,7 +25,7 @@ TEST(AttentionKernelsTest, SimdMatchesPortableAndTheDefinition) {
   for (const Case& c :
        {Case{64, 4, 37, DType::kF16}, Case{64, 1, 1, DType::kF32}, Case{128, 2, 130, DType::kF32},
         Case{80, 3, 17, DType::kF16}, Case{48, 5, 9, DType::kF32}, Case{40, 2, 12, DType::kF16},
-        Case{36, 2, 7, DType::kF16}}) {
+        Case{36, 2, 7, DType::kF16}, Case{256, 2, 20, DType::kF16}}) {
     const int64_t hd = c.head_dim, nkv = 2;  // two KV heads per row: use the second
     const size_t elem = c.dtype == DType::kF32 ? 4 : 2;
     std::vector<float> q(c.group * hd), kf(c.len * nkv * hd), vf(c.len * nkv * hd);
@@ -96,7 +96,7 @@ TEST(AttentionKernelsTest, TileOfTokensEqualsOneTokenAtATime) {
   for (const TileCase& c :
        {TileCase{64, 4, 4, 37, DType::kF16}, TileCase{64, 4, 4, 1, DType::kF32},
         TileCase{128, 2, 8, 9, DType::kF16}, TileCase{80, 3, 5, 16, DType::kF32},
-        TileCase{48, 1, 16, 30, DType::kF16}}) {
+        TileCase{48, 1, 16, 30, DType::kF16}, TileCase{256, 8, 2, 33, DType::kF32}}) {
     const int64_t hd = c.head_dim, span = c.len + c.tokens - 1;
     const size_t elem = c.dtype == DType::kF32 ? 4 : 2;
     const int64_t stride = (c.group + 1) * hd;  // other heads between one token's rows and the next
