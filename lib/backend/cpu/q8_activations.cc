@@ -10,6 +10,7 @@ namespace moe {
 
 namespace kernels {
 void QuantizeActivationsAvx512(const float* x, int64_t n, Q8Block* out);
+void QuantizeActivationsAvx2(const float* x, int64_t n, Q8Block* out);
 }  // namespace kernels
 
 namespace {
@@ -43,6 +44,8 @@ __attribute__((target_clones("avx2", "default"))) void QuantizePortable(const fl
 void QuantizeActivations(const float* x, int64_t n, Q8Block* out) {
   if (ActiveSimdLevel() >= SimdLevel::kAvx512) {
     kernels::QuantizeActivationsAvx512(x, n, out);
+  } else if (ActiveSimdLevel() >= SimdLevel::kAvx2) {
+    kernels::QuantizeActivationsAvx2(x, n, out);
   } else {
     QuantizePortable(x, n, out);
   }
