@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "lib/backend/cpu/attention_kernels.h"
-#include "lib/backend/cpu/exp_poly.h"
+#include "lib/backend/cpu/exp_avx2.h"
 
 namespace moe::kernels {
 namespace {
@@ -28,22 +28,6 @@ inline __m256 SumEach8(const __m256 v[8]) {
   return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-// e^x for x <= 0 (a softmax's shifted scores), as exp_poly.h, with 2^n built in the exponent
-// field; below -87.3 (where 2^n would leave the normal range) the result is 0.
-inline __m256 ExpNonPositive(__m256 x) {
-  const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
-  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2E)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
-  __m256 p = _mm256_set1_ps(kExpTaylor[0]);
-  for (int i = 1; i < 8; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpTaylor[i]));
-  const __m256i bits =
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_andnot_ps(tiny, _mm256_mul_ps(p, _mm256_castsi256_ps(bits)));
-}
-
 inline __m256 TailMask(int64_t left) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   return _mm256_castsi256_ps(
@@ -58,7 +42,7 @@ void SoftmaxRow(float* s, int64_t len) {
   for (int64_t p = 0; p < len; p += 8) {
     const __m256i k = _mm256_castps_si256(TailMask(len - p));
     const __m256 e = _mm256_and_ps(_mm256_castsi256_ps(k),
-                                   ExpNonPositive(_mm256_sub_ps(_mm256_maskload_ps(s + p, k), m)));
+                                   ExpAvx2(_mm256_sub_ps(_mm256_maskload_ps(s + p, k), m)));
     _mm256_maskstore_ps(s + p, k, e);
     vsum = _mm256_add_ps(vsum, e);
   }

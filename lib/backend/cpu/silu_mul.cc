@@ -12,7 +12,8 @@ void SiluMulPortable(const float* gate, const float* up, float* out, int64_t n) 
 }  // namespace kernels
 
 SiluMulFn GetSiluMul(SimdLevel level) {
-  return level >= SimdLevel::kAvx512 ? kernels::SiluMulAvx512 : kernels::SiluMulPortable;
+  if (level >= SimdLevel::kAvx512) return kernels::SiluMulAvx512;
+  return level >= SimdLevel::kAvx2 ? kernels::SiluMulAvx2 : kernels::SiluMulPortable;
 }
 
 }  // namespace moe

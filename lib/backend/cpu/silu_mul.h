@@ -16,6 +16,8 @@ namespace kernels {
 void SiluMulPortable(const float* gate, const float* up, float* out, int64_t n);
 // e^x in 16 lanes: within 2 ulp of std::exp over the float range; inf, 0 and NaN as std::exp.
 void SiluMulAvx512(const float* gate, const float* up, float* out, int64_t n);
+// The same in 8 lanes (AVX2 + FMA).
+void SiluMulAvx2(const float* gate, const float* up, float* out, int64_t n);
 }  // namespace kernels
 
 }  // namespace moe
