@@ -1,19 +1,24 @@
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "lib/backend/cpu/exp_avx2.h"
 #include "lib/backend/cpu/silu_mul.h"
 
 namespace moe::kernels {
 
+// The tail goes through the same vector arithmetic (masked), so an element's result does not
+// depend on where a thread's share of the rows happens to end.
 void SiluMulAvx2(const float* gate, const float* up, float* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 g = _mm256_loadu_ps(gate + i);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t i = 0; i < n; i += 8) {
+    const int left = static_cast<int>(std::min<int64_t>(8, n - i));
+    const __m256i k = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), lane);
+    const __m256 g = _mm256_maskload_ps(gate + i, k);
     const __m256 e = ExpAvx2(_mm256_sub_ps(_mm256_setzero_ps(), g));
     const __m256 s = _mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-    _mm256_storeu_ps(out + i, _mm256_mul_ps(s, _mm256_loadu_ps(up + i)));
+    _mm256_maskstore_ps(out + i, k, _mm256_mul_ps(s, _mm256_maskload_ps(up + i, k)));
   }
-  if (i < n) SiluMulPortable(gate + i, up + i, out + i, n - i);
 }
 
 }  // namespace moe::kernels
