@@ -1,7 +1,6 @@
 #include "lib/runtime/engine.h"
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "lib/backend/cpu/cpu_features.h"
 #include "lib/base/status_macros.h"
 #include "lib/import/model_loader.h"

@@ -1,5 +1,6 @@
-// The CPU backend's batch plumbing: experts that name their tokens in a shared input compute
-// exactly what they compute on those tokens gathered by hand, and the weighted combine of
+// The CPU backend's batch plumbing: experts that name their tokens in a shared input (and a
+// shared expert that takes all of it) compute exactly what they compute on those tokens gathered
+// by hand (or alone), and the weighted combine of
 // expert outputs sums each row's terms in order.
 #include <cmath>
 #include <random>
@@ -85,11 +86,20 @@ TEST(CpuBackendTest, ExpertsOnNamedRowsEqualExpertsOnGatheredRows) {
       by_hand.push_back({gate[e].view, up[e].view, down[e].view, gathered[e].data(), nullptr, m,
                          gathered_out[e].data()});
     }
+    // A shared expert takes the whole input beside them: it runs on the input the named rows
+    // were prepared from, and must compute what it computes alone.
+    std::vector<float> shared_out(n * d, -3.f), alone_out(n * d, -4.f);
+    named.push_back(
+        {gate[0].view, up[0].view, down[0].view, in.data(), nullptr, n, shared_out.data()});
+    const Backend::ExpertJob alone = {gate[0].view, up[0].view, down[0].view,    in.data(),
+                                      nullptr,      n,          alone_out.data()};
     backend->RunExperts(named);
     backend->RunExperts(by_hand);
+    backend->RunExperts({&alone, 1});
     for (size_t e = 0; e < expert_rows.size(); ++e) {
       EXPECT_EQ(named_out[e], gathered_out[e]) << "expert " << e;
     }
+    EXPECT_EQ(shared_out, alone_out) << "shared expert";
   }
 }
 

@@ -8,12 +8,10 @@
 #include "lib/backend/backend.h"
 #include "lib/backend/cpu/attention_kernels.h"
 #include "lib/backend/cpu/cpu_features.h"
-#include "lib/backend/cpu/dot_kernels.h"
 #include "lib/backend/cpu/half_rows.h"
 #include "lib/backend/cpu/prepared_activations.h"
 #include "lib/backend/cpu/quant_rows.h"
 #include "lib/backend/cpu/silu_mul.h"
-#include "lib/base/half.h"
 #include "lib/base/scratch_vector.h"
 #include "lib/base/thread_pool.h"
 
@@ -79,11 +77,16 @@ class CpuBackend final : public Backend {
     std::vector<int64_t>& token_first = Sized(s_.token_first, nj + 1);
     ff_first[0] = d_first[0] = token_first[0] = 0;
     const PreparedActivations* shared = PrepareSharedInput(jobs);
+    std::vector<const PreparedActivations*>& inputs = Sized(s_.job_in, nj);
     for (size_t j = 0; j < nj; ++j) {
       const ExpertJob& job = jobs[j];
       const WeightView in_weights[] = {job.gate, job.up};
       bool fill = true;
-      if (job.rows != nullptr) {
+      inputs[j] = &job_inputs_[j];
+      if (shared != nullptr && TakesWholeInput(job, *shared)) {
+        inputs[j] = shared;  // the shared expert: the layer input as prepared for all
+        fill = false;
+      } else if (job.rows != nullptr) {
         job_inputs_[j].PrepareGathered(shared, job.in, job.gate.cols, job.rows, job.m, in_weights);
       } else {
         fill = job_inputs_[j].Prepare(job.in, job.m, job.gate.cols, in_weights);
@@ -111,8 +114,8 @@ class CpuBackend final : public Backend {
         g.resize(job.m * nr);
         u.resize(job.m * nr);
         // Rows r0..r1 of gate and up for every token, as [m x nr] blocks.
-        job_inputs_[j].Products(job.gate, r0, r1, g.data(), nr);
-        job_inputs_[j].Products(job.up, r0, r1, u.data(), nr);
+        inputs[j]->Products(job.gate, r0, r1, g.data(), nr);
+        inputs[j]->Products(job.up, r0, r1, u.data(), nr);
         for (int64_t t = 0; t < job.m; ++t)
           silu_mul_(g.data() + t * nr, u.data() + t * nr, act_[j].data() + t * ff + r0, nr);
       });
@@ -298,24 +301,41 @@ class CpuBackend final : public Backend {
   }
 
   // The input that jobs naming rows share, quantized once for all its tokens (null when no job
-  // names rows). Its token count is one past the largest row named.
+  // names rows), for those jobs and for any job that takes it whole (the shared expert). Its
+  // token count is one past the largest row named, or a whole job's count if larger.
   const PreparedActivations* PrepareSharedInput(absl::Span<const ExpertJob> jobs) {
     const float* in = nullptr;
+    for (const ExpertJob& job : jobs) {
+      if (job.rows != nullptr) {
+        in = job.in;
+        break;
+      }
+    }
+    if (in == nullptr) return nullptr;
     int64_t n = 0;
+    for (const ExpertJob& job : jobs) {
+      if (job.in != in) continue;
+      if (job.rows == nullptr) n = std::max(n, job.m);
+      for (int64_t i = 0; job.rows != nullptr && i < job.m; ++i)
+        n = std::max<int64_t>(n, job.rows[i] + 1);
+    }
     std::vector<WeightView>& weights = s_.shared_input_weights;
     weights.clear();
     for (const ExpertJob& job : jobs) {
-      if (job.rows == nullptr || (in != nullptr && job.in != in)) continue;
-      in = job.in;
-      for (int64_t i = 0; i < job.m; ++i) n = std::max<int64_t>(n, job.rows[i] + 1);
+      if (job.in != in || (job.rows == nullptr && job.m != n)) continue;
       weights.push_back(job.gate);
       weights.push_back(job.up);
     }
-    if (in == nullptr) return nullptr;
     if (input_.Prepare(in, n, jobs[0].gate.cols, weights)) {
       Parallel(n, jobs[0].gate.cols, [&](int64_t b, int64_t e) { input_.PrepareTokens(b, e); });
     }
     return &input_;
+  }
+
+  // A job that names no rows and takes all the shared input's tokens computes on it directly:
+  // prepared for its weights too (PrepareSharedInput), so nothing is quantized twice.
+  static bool TakesWholeInput(const ExpertJob& job, const PreparedActivations& shared) {
+    return job.rows == nullptr && job.in == shared.x() && job.m == shared.n();
   }
 
   // Runs fn over [0, n) on the pool, or inline when the whole loop is too small to repay waking
@@ -385,6 +405,7 @@ class CpuBackend final : public Backend {
     std::vector<int64_t> first_row, tokens, ff_first, d_first, token_first, bounds;
     std::vector<int> granule, granule2;
     std::vector<WeightView> shared_input_weights;
+    std::vector<const PreparedActivations*> job_in;
   } s_;
 
   template <typename T>

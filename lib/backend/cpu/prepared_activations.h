@@ -45,6 +45,8 @@ class PreparedActivations {
   void Products(const WeightView& w, int64_t r0, int64_t r1, float* y, int64_t ldy) const;
 
   int64_t n() const { return n_; }
+  // The float rows given to Prepare (null for gathered tokens that need no floats).
+  const float* x() const { return x_; }
 
   // Batches at least this large use the GEMM path when the CPU has a GEMM kernel.
   static constexpr int64_t kGemmMinTokens = 4;
