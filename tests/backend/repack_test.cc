@@ -109,8 +109,10 @@ TEST(RepackTest, RowGroupsKeepTheirValuesAndProducts) {
           const GroupProductsFn products = GetGroupProducts(gt, level);
           ASSERT_NE(products, nullptr);
           std::vector<float> y(n * rows, NAN);
-          for (int64_t g = 0; g < rows; g += kGroupRows)
-            products(view.row(g), cols, xq.data(), n, y.data() + g, rows);
+          for (int64_t g = 0; g < rows; g += kGroupRows) {
+            const uint8_t* next = g + kGroupRows < rows ? view.row(g + kGroupRows) : nullptr;
+            products(view.row(g), cols, xq.data(), n, y.data() + g, rows, next);
+          }
           for (int64_t k = 0; k < n; ++k) {
             for (int64_t r = 0; r < rows; ++r) {
               const float want = GetQuantDot(t, SimdLevel::kScalar)(

@@ -12,9 +12,10 @@
 namespace moe {
 
 // y[t * ldy + i] = row i of the group . token t, for i < 16 and t < n; token t's activation
-// blocks are x[t * cols / 32 ...].
+// blocks are x[t * cols / 32 ...]. `next` is the group the caller computes next (nullptr if
+// none): a kernel may fetch it into the cache meanwhile.
 using GroupProductsFn = void (*)(const uint8_t* group, int64_t cols, const Q8Block* x, int64_t n,
-                                 float* y, int64_t ldy);
+                                 float* y, int64_t ldy, const uint8_t* next);
 
 // The kernel for a row-group type at a level; below AVX-512 VNNI, a portable one that unpacks
 // each row and uses the level's row kernel.

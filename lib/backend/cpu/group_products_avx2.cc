@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "lib/backend/cpu/group_products.h"
+#include "lib/backend/cpu/prefetch.h"
 
 namespace moe::kernels {
 namespace {
@@ -230,7 +231,8 @@ void Remainder(int left, const uint8_t* g, int half, int64_t nb, const Q8Block* 
 // The two 8-row halves of a block share its cache lines: a row is taken in chunks of about 4 KB
 // that both halves read while they are in L1, instead of streaming the whole group twice.
 template <typename G>
-void Products(const uint8_t* g, int64_t cols, const Q8Block* x, int64_t n, float* y, int64_t ldy) {
+void Products(const uint8_t* g, int64_t cols, const Q8Block* x, int64_t n, float* y, int64_t ldy,
+              const uint8_t* next) {
   const int64_t nb = cols / G::kBlockElems, xs = cols / 32;
   const int64_t q8_per_block = G::kBlockElems / 32;
   const int64_t chunk = std::max<int64_t>(1, 4096 / G::kBlockBytes);
@@ -239,6 +241,8 @@ void Products(const uint8_t* g, int64_t cols, const Q8Block* x, int64_t n, float
     const uint8_t* gc = g + b0 * G::kBlockBytes;
     const Q8Block* xc = x + b0 * q8_per_block;
     const bool add = b0 > 0;
+    if (n >= kPrefetchTokens && next)
+      PrefetchToL2(next + b0 * G::kBlockBytes, nbc * G::kBlockBytes);
     for (int half = 0; half < 2; ++half) {
       int64_t t = 0;
       for (; t + kMaxTokens <= n; t += kMaxTokens)

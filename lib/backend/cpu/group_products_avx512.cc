@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "lib/backend/cpu/group_products.h"
+#include "lib/backend/cpu/prefetch.h"
 
 namespace moe::kernels {
 namespace {
@@ -47,10 +48,12 @@ template <typename Unpack>
 struct Block32Group {
   static constexpr int64_t kBlockElems = 32, kBlockBytes = Unpack::kBlockBytes;
   template <int T>
-  static void Tile(const uint8_t* g, int64_t nb, const Q8Block* x, float* y, int64_t ldy) {
+  static void Tile(const uint8_t* g, int64_t nb, const Q8Block* x, float* y, int64_t ldy,
+                   const uint8_t* next) {
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b, g += kBlockBytes) {
+      if (next) PrefetchToL2(next + b * kBlockBytes, kBlockBytes);
       __m512i q[8];
       Unpack::Quants(g, q);
       const __m512 d = HalfScales(g + kBlockBytes - 32);
@@ -98,7 +101,8 @@ struct K4Group {
   static constexpr int64_t kBlockElems = 256, kBlockBytes = kFifthBit ? 2816 : 2304;
   static constexpr int64_t kNibbles = kFifthBit ? 768 : 256;
   template <int T>
-  static void Tile(const uint8_t* g, int64_t nsb, const Q8Block* x, float* y, int64_t ldy) {
+  static void Tile(const uint8_t* g, int64_t nsb, const Q8Block* x, float* y, int64_t ldy,
+                   const uint8_t* next) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     const __m512i m6 = _mm512_set1_epi32(0x3f3f3f3f), m2 = _mm512_set1_epi32(0x03030303);
     const __m512i low4 = _mm512_set1_epi32(0x0f0f0f0f), byte = _mm512_set1_epi32(0xff);
@@ -121,6 +125,7 @@ struct K4Group {
                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), m2), 4))};
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
+        if (next) PrefetchToL2(next + sb * kBlockBytes + c * kBlockBytes / 4, kBlockBytes / 4);
         const uint8_t* nibbles = g + kNibbles + 512 * c;
 #pragma GCC unroll 4
         for (int h = 0; h < 2; ++h) {
@@ -215,7 +220,8 @@ struct Q6_KGroup {
   }
 
   template <int T>
-  static void Tile(const uint8_t* g, int64_t nsb, const Q8Block* x, float* y, int64_t ldy) {
+  static void Tile(const uint8_t* g, int64_t nsb, const Q8Block* x, float* y, int64_t ldy,
+                   const uint8_t* next) {
     if constexpr (T == 1) {
       Decode(g, nsb, x, y);
       return;
@@ -230,6 +236,8 @@ struct Q6_KGroup {
         const uint8_t* half = g + 288 + 1536 * h;
 #pragma GCC unroll 4
         for (int s = 0; s < 4; ++s) {  // activation block 4h + s
+          if (next)
+            PrefetchToL2(next + sb * kBlockBytes + (4 * h + s) * kBlockBytes / 8, kBlockBytes / 8);
           const __m512 scale0 = Scale(g, d, 8 * h + 2 * s), scale1 = Scale(g, d, 8 * h + 2 * s + 1);
           __m512i q[8];
 #pragma GCC unroll 8
@@ -256,21 +264,24 @@ struct Q6_KGroup {
 
 // A tile of `left` (< kMaxTokens) tokens, with the count fixed at compile time.
 template <typename G, int T = kMaxTokens - 1>
-void Remainder(int left, const uint8_t* g, int64_t nb, const Q8Block* x, float* y, int64_t ldy) {
+void Remainder(int left, const uint8_t* g, int64_t nb, const Q8Block* x, float* y, int64_t ldy,
+               const uint8_t* next) {
   if constexpr (T > 0) {
-    if (left == T) return G::template Tile<T>(g, nb, x, y, ldy);
-    Remainder<G, T - 1>(left, g, nb, x, y, ldy);
+    if (left == T) return G::template Tile<T>(g, nb, x, y, ldy, next);
+    Remainder<G, T - 1>(left, g, nb, x, y, ldy, next);
   }
 }
 
 template <typename G>
-void Products(const uint8_t* g, int64_t cols, const Q8Block* x, int64_t n, float* y, int64_t ldy) {
+void Products(const uint8_t* g, int64_t cols, const Q8Block* x, int64_t n, float* y, int64_t ldy,
+              const uint8_t* next) {
   const int64_t nb = cols / G::kBlockElems;  // weight blocks per row
   const int64_t xb = cols / 32;              // Q8 blocks per token
+  if (n < kPrefetchTokens) next = nullptr;  // every tile asks: a short last tile alone is too short
   int64_t t = 0;
   for (; t + kMaxTokens <= n; t += kMaxTokens)
-    G::template Tile<kMaxTokens>(g, nb, x + t * xb, y + t * ldy, ldy);
-  if (t < n) Remainder<G>(static_cast<int>(n - t), g, nb, x + t * xb, y + t * ldy, ldy);
+    G::template Tile<kMaxTokens>(g, nb, x + t * xb, y + t * ldy, ldy, next);
+  if (t < n) Remainder<G>(static_cast<int>(n - t), g, nb, x + t * xb, y + t * ldy, ldy, next);
 }
 
 }  // namespace

@@ -129,7 +129,8 @@ void PreparedActivations::GroupProducts(const WeightView& w, int64_t r0, int64_t
   if (!q_.empty()) {
     const GroupProductsFn products = GetGroupProducts(w.dtype, level_);
     for (int64_t r = r0; r < r1; r += kGroupRows) {
-      products(w.row(r), cols_, q_.data(), n_, y + (r - r0), ldy);
+      const uint8_t* next = r + kGroupRows < r1 ? w.row(r + kGroupRows) : nullptr;
+      products(w.row(r), cols_, q_.data(), n_, y + (r - r0), ldy, next);
     }
     return;
   }
