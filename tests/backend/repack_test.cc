@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -69,7 +70,8 @@ TEST(RepackTest, RowsKeepTheirValuesAndProducts) {
 
 // Every row of a 16-row group dequantizes exactly as before, and the group kernels at every
 // level compute the integer products of the row kernels (float sums in another order), for
-// batches of every size around the kernels' 8-token tiles.
+// batches of every size around the kernels' 8-token tiles, with activation scales per block or
+// per super-block (what K-quant weights are given).
 TEST(RepackTest, RowGroupsKeepTheirValuesAndProducts) {
   std::mt19937 rng(17);
   std::normal_distribution<float> nd;
@@ -97,16 +99,24 @@ TEST(RepackTest, RowGroupsKeepTheirValuesAndProducts) {
         DequantizeWeightRow(view, r, b.data());
         ASSERT_EQ(a, b) << DTypeName(gt) << " cols " << cols << " row " << r;
       }
-      for (int64_t n : {1, 2, 7, 8, 9, 19}) {
+      for (auto [n, scales] : {std::pair{1, ActivationScales::kPerBlock},
+                               {2, ActivationScales::kPerBlock},
+                               {7, ActivationScales::kPerBlock},
+                               {8, ActivationScales::kPerBlock},
+                               {9, ActivationScales::kPerBlock},
+                               {19, ActivationScales::kPerBlock},
+                               {1, ActivationScales::kPerSuperBlock},
+                               {5, ActivationScales::kPerSuperBlock},
+                               {19, ActivationScales::kPerSuperBlock}}) {
         std::vector<float> x(n * cols);
         for (auto& v : x) v = 2 * nd(rng);
         x[5] = 40;  // one outlier, as real activations have
         std::vector<Q8Block> xq(n * cols / 32);
         for (int64_t k = 0; k < n; ++k)
-          QuantizeActivations(x.data() + k * cols, cols, xq.data() + k * cols / 32);
+          QuantizeActivations(x.data() + k * cols, cols, xq.data() + k * cols / 32, scales);
         for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512Vnni}) {
           if (level > DetectedSimdLevel()) continue;
-          const GroupProductsFn products = GetGroupProducts(gt, level);
+          const GroupProductsFn products = GetGroupProducts(gt, level, scales);
           ASSERT_NE(products, nullptr);
           std::vector<float> y(n * rows, NAN);
           for (int64_t g = 0; g < rows; g += kGroupRows) {
@@ -125,7 +135,8 @@ TEST(RepackTest, RowGroupsKeepTheirValuesAndProducts) {
               for (int64_t i = 0; i < cols; ++i) l1 += std::fabs(wr[i] * x[k * cols + i]);
               EXPECT_NEAR(y[k * rows + r], want, 1e-6 * l1)
                   << DTypeName(gt) << " " << CpuSimdLevelName(level) << " cols " << cols
-                  << " tokens " << n << " token " << k << " row " << r;
+                  << " tokens " << n << " token " << k << " row " << r << " scales "
+                  << (scales == ActivationScales::kPerBlock ? "per block" : "per super-block");
             }
           }
         }

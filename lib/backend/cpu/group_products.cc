@@ -49,10 +49,10 @@ GroupProductsFn PortableFor(DType t) {
 
 }  // namespace
 
-GroupProductsFn GetGroupProducts(DType t, SimdLevel level) {
+GroupProductsFn GetGroupProducts(DType t, SimdLevel level, ActivationScales scales) {
   switch (level) {
     case SimdLevel::kAvx512Vnni:
-      return kernels::Avx512VnniGroupProducts(t);
+      return kernels::Avx512VnniGroupProducts(t, scales);
     case SimdLevel::kAvx512:
     case SimdLevel::kAvx2:
       if (GroupProductsFn f = kernels::Avx2GroupProducts(t)) return f;

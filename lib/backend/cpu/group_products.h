@@ -17,12 +17,15 @@ namespace moe {
 using GroupProductsFn = void (*)(const uint8_t* group, int64_t cols, const Q8Block* x, int64_t n,
                                  float* y, int64_t ldy, const uint8_t* next);
 
-// The kernel for a row-group type at a level; below AVX-512 VNNI, a portable one that unpacks
-// each row and uses the level's row kernel.
-GroupProductsFn GetGroupProducts(DType t, SimdLevel level);
+// The kernel for a row-group type at a level, for activations with `scales`; below AVX-512
+// VNNI, a portable one that unpacks each row and uses the level's row kernel. A kernel for
+// kPerBlock is right for activations of either kind; one for kPerSuperBlock needs the blocks of
+// each super-block to share their scale.
+GroupProductsFn GetGroupProducts(DType t, SimdLevel level,
+                                 ActivationScales scales = ActivationScales::kPerBlock);
 
 namespace kernels {
-GroupProductsFn Avx512VnniGroupProducts(DType t);
+GroupProductsFn Avx512VnniGroupProducts(DType t, ActivationScales scales);
 GroupProductsFn Avx2GroupProducts(DType t);
 }  // namespace kernels
 

@@ -95,66 +95,90 @@ struct Q4_0Unpack {
 // Q4_KX16 super-block: 16 f16 d, 16 f16 dmin, 3 lane vectors of packed 6-bit scales/mins, then
 // per 64-quant chunk 8 lane vectors of nibbles (low: sub-block 2c, high: 2c + 1); 2304 bytes.
 // Q5_KX16 (kFifthBit) has 8 lane vectors of fifth bits before the nibbles (bit j of a byte for
-// sub-block j); 2816 bytes.
-template <bool kFifthBit>
+// sub-block j); 2816 bytes. kSuperScale: the activations have one scale per super-block
+// (ActivationScales::kPerSuperBlock), multiplied in once per super-block rather than per block.
+template <bool kFifthBit, bool kSuperScale>
 struct K4Group {
   static constexpr int64_t kBlockElems = 256, kBlockBytes = kFifthBit ? 2816 : 2304;
   static constexpr int64_t kNibbles = kFifthBit ? 768 : 256;
+
+  // Each row's twelve scale bytes to 8 scales and 8 mins, as ggml's get_scale_min_k4 does, on
+  // the 16 rows at once: those of sub-block j are byte j % 4 of sc[j / 4] and mn[j / 4].
+  static void ScalesMins(const uint8_t* g, __m512i sc[2], __m512i mn[2]) {
+    const __m512i m6 = _mm512_set1_epi32(0x3f3f3f3f), m2 = _mm512_set1_epi32(0x03030303);
+    const __m512i low4 = _mm512_set1_epi32(0x0f0f0f0f);
+    const __m512i u0 = _mm512_loadu_si512(g + 64), u1 = _mm512_loadu_si512(g + 128),
+                  u2 = _mm512_loadu_si512(g + 192);
+    sc[0] = _mm512_and_si512(u0, m6);
+    sc[1] = _mm512_or_si512(_mm512_and_si512(u2, low4),
+                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), m2), 4));
+    mn[0] = _mm512_and_si512(u1, m6);
+    mn[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), low4),
+                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), m2), 4));
+  }
+
+  // factor x byte j % 4 of v[j / 4], per row.
+  static __m512 Times(__m512 factor, const __m512i v[2], int j) {
+    const __m512i b =
+        _mm512_and_si512(_mm512_srli_epi32(v[j / 4], 8 * (j % 4)), _mm512_set1_epi32(0xff));
+    return _mm512_mul_ps(factor, _mm512_cvtepi32_ps(b));
+  }
+
+  // Sub-block j's quants of the 16 rows: q[k] = quants 4k..4k+3.
+  static void Quants(const uint8_t* g, int j, __m512i q[8]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const uint8_t* nibbles = g + kNibbles + 512 * (j / 2);
+    for (int k = 0; k < 8; ++k) {
+      const __m512i raw = _mm512_loadu_si512(nibbles + 64 * k);
+      q[k] = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(raw, 4) : raw, m4);
+      if constexpr (kFifthBit) {  // bit j of each high byte to bit 4: q | (bits & 0x10)
+        const __m512i hb = _mm512_loadu_si512(g + 256 + 64 * k);
+        const __m512i moved = j <= 4 ? _mm512_slli_epi16(hb, 4 - j) : _mm512_srli_epi16(hb, j - 4);
+        q[k] = _mm512_ternarylogic_epi32(q[k], moved, _mm512_set1_epi8(0x10), 0xf8);
+      }
+    }
+  }
+
+  // A quarter of the next group's super-block sb, per 64-quant chunk c.
+  static void Prefetch(const uint8_t* next, int64_t sb, int c) {
+    if (next) PrefetchToL2(next + sb * kBlockBytes + c * kBlockBytes / 4, kBlockBytes / 4);
+  }
+
+  // kSuperScale: the sub-blocks' sums times the rows' scales are added up first (part), then
+  // multiplied by the token's one scale per super-block.
   template <int T>
   static void Tile(const uint8_t* g, int64_t nsb, const Q8Block* x, float* y, int64_t ldy,
                    const uint8_t* next) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-    const __m512i m6 = _mm512_set1_epi32(0x3f3f3f3f), m2 = _mm512_set1_epi32(0x03030303);
-    const __m512i low4 = _mm512_set1_epi32(0x0f0f0f0f), byte = _mm512_set1_epi32(0xff);
     const int64_t nb = 8 * nsb;  // activation blocks per token
-    __m512 acc[T];
+    __m512 acc[T], part[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb, g += kBlockBytes) {
+      for (int t = 0; t < T; ++t) part[t] = _mm512_setzero_ps();
       const __m512 d = HalfScales(g), dmin = HalfScales(g + 32);
-      // Each row's twelve scale bytes to 8 scales and 8 mins, as ggml's get_scale_min_k4 does,
-      // on the 16 rows at once: bytes 0-3 / 4-7 of each lane.
-      const __m512i u0 = _mm512_loadu_si512(g + 64), u1 = _mm512_loadu_si512(g + 128),
-                    u2 = _mm512_loadu_si512(g + 192);
-      const __m512i sc[2] = {
-          _mm512_and_si512(u0, m6),
-          _mm512_or_si512(_mm512_and_si512(u2, low4),
-                          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), m2), 4))};
-      const __m512i mn[2] = {
-          _mm512_and_si512(u1, m6),
-          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), low4),
-                          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), m2), 4))};
-#pragma GCC unroll 4
-      for (int c = 0; c < 4; ++c) {
-        if (next) PrefetchToL2(next + sb * kBlockBytes + c * kBlockBytes / 4, kBlockBytes / 4);
-        const uint8_t* nibbles = g + kNibbles + 512 * c;
-#pragma GCC unroll 4
-        for (int h = 0; h < 2; ++h) {
-          const int j = 2 * c + h;
-          const int shift = 8 * (j % 4);
-          const __m512 scale = _mm512_mul_ps(
-              d, _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(sc[j / 4], shift), byte)));
-          const __m512 min = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_and_si512(
-                                                     _mm512_srli_epi32(mn[j / 4], shift), byte)));
-          __m512i q[8];
-          for (int k = 0; k < 8; ++k) {
-            const __m512i raw = _mm512_loadu_si512(nibbles + 64 * k);
-            q[k] = _mm512_and_si512(h ? _mm512_srli_epi16(raw, 4) : raw, m4);
-            if constexpr (kFifthBit) {  // bit j of each high byte to bit 4: q | (bits & 0x10)
-              const __m512i hb = _mm512_loadu_si512(g + 256 + 64 * k);
-              const __m512i moved =
-                  j <= 4 ? _mm512_slli_epi16(hb, 4 - j) : _mm512_srli_epi16(hb, j - 4);
-              q[k] = _mm512_ternarylogic_epi32(q[k], moved, _mm512_set1_epi8(0x10), 0xf8);
-            }
-          }
+      __m512i sc[2], mn[2];
+      ScalesMins(g, sc, mn);
 #pragma GCC unroll 8
-          for (int t = 0; t < T; ++t) {
-            const Q8Block& xb = x[t * nb + 8 * sb + j];
-            const __m512i s = BlockSums(q, xb, _mm512_setzero_si512());
+      for (int j = 0; j < 8; ++j) {
+        if (j % 2 == 0) Prefetch(next, sb, j / 2);
+        const __m512 scale = Times(d, sc, j), min = Times(dmin, mn, j);
+        __m512i q[8];
+        Quants(g, j, q);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          const Q8Block& xb = x[t * nb + 8 * sb + j];
+          const __m512i s = BlockSums(q, xb, _mm512_setzero_si512());
+          if constexpr (kSuperScale) {
+            part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, part[t]);
+          } else {
             const __m512 xd = _mm512_set1_ps(xb.d);
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(scale, xd), acc[t]);
-            acc[t] = _mm512_fnmadd_ps(min, _mm512_set1_ps(xb.dsum), acc[t]);
           }
+          acc[t] = _mm512_fnmadd_ps(min, _mm512_set1_ps(xb.dsum), acc[t]);
         }
+      }
+      if constexpr (kSuperScale) {
+        for (int t = 0; t < T; ++t)
+          acc[t] = _mm512_fmadd_ps(part[t], _mm512_set1_ps(x[t * nb + 8 * sb].d), acc[t]);
       }
     }
     for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * ldy, acc[t]);
@@ -165,7 +189,8 @@ struct K4Group {
 // 128-quant half and lane group k (quants 4k..4k+3 of each 32-quant block) three lane vectors:
 // low-nibble bytes of blocks 0|2, of blocks 1|3, and the 2-bit high parts of all four; 3360
 // bytes, read front to back. Quants are 0..63 with a zero point of 32; each 32-quant activation
-// block meets two scales, so its two 16-quant halves are summed apart.
+// block meets two scales, so its two 16-quant halves are summed apart. kSuperScale: as K4Group.
+template <bool kSuperScale>
 struct Q6_KGroup {
   static constexpr int64_t kBlockElems = 256, kBlockBytes = 3360;
 
@@ -192,6 +217,7 @@ struct Q6_KGroup {
     __m512 acc = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb, g += kBlockBytes, x += 8) {
       const __m512 d = HalfScales(g);
+      __m512 part = _mm512_setzero_ps();  // kSuperScale: before the activation scale
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
         const uint8_t* half = g + 288 + 1536 * h;
@@ -210,11 +236,16 @@ struct Q6_KGroup {
         for (int s = 0; s < 4; ++s) {
           const __m512 xd = _mm512_set1_ps(xb[s].d);
           for (int e = 0; e < 2; ++e) {
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[s][e]),
-                                  _mm512_mul_ps(Scale(g, d, 8 * h + 2 * s + e), xd), acc);
+            const __m512 scale = Scale(g, d, 8 * h + 2 * s + e);
+            if constexpr (kSuperScale) {
+              part = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[s][e]), scale, part);
+            } else {
+              acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[s][e]), _mm512_mul_ps(scale, xd), acc);
+            }
           }
         }
       }
+      if constexpr (kSuperScale) acc = _mm512_fmadd_ps(part, _mm512_set1_ps(x[0].d), acc);
     }
     _mm512_storeu_ps(y, acc);
   }
@@ -227,9 +258,10 @@ struct Q6_KGroup {
       return;
     }
     const int64_t nb = 8 * nsb;
-    __m512 acc[T];
+    __m512 acc[T], part[T];  // part: as in K4Group
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb, g += kBlockBytes) {
+      for (int t = 0; t < T; ++t) part[t] = _mm512_setzero_ps();
       const __m512 d = HalfScales(g);
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
@@ -251,11 +283,20 @@ struct Q6_KGroup {
               lo = DpbusdBroadcast(lo, q[k], xb.q + 4 * k);
               hi = DpbusdBroadcast(hi, q[k + 4], xb.q + 16 + 4 * k);
             }
-            const __m512 xd = _mm512_set1_ps(xb.d);
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), _mm512_mul_ps(scale0, xd), acc[t]);
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), _mm512_mul_ps(scale1, xd), acc[t]);
+            if constexpr (kSuperScale) {
+              part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), scale0, part[t]);
+              part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), scale1, part[t]);
+            } else {
+              const __m512 xd = _mm512_set1_ps(xb.d);
+              acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), _mm512_mul_ps(scale0, xd), acc[t]);
+              acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), _mm512_mul_ps(scale1, xd), acc[t]);
+            }
           }
         }
+      }
+      if constexpr (kSuperScale) {
+        for (int t = 0; t < T; ++t)
+          acc[t] = _mm512_fmadd_ps(part[t], _mm512_set1_ps(x[t * nb + 8 * sb].d), acc[t]);
       }
     }
     for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * ldy, acc[t]);
@@ -286,18 +327,19 @@ void Products(const uint8_t* g, int64_t cols, const Q8Block* x, int64_t n, float
 
 }  // namespace
 
-GroupProductsFn Avx512VnniGroupProducts(DType t) {
+GroupProductsFn Avx512VnniGroupProducts(DType t, ActivationScales scales) {
+  const bool super = scales == ActivationScales::kPerSuperBlock;
   switch (t) {
     case DType::kQ8_0X16:
       return Products<Block32Group<Q8_0Unpack>>;
     case DType::kQ4_0X16:
       return Products<Block32Group<Q4_0Unpack>>;
     case DType::kQ4_KX16:
-      return Products<K4Group<false>>;
+      return super ? Products<K4Group<false, true>> : Products<K4Group<false, false>>;
     case DType::kQ5_KX16:
-      return Products<K4Group<true>>;
+      return super ? Products<K4Group<true, true>> : Products<K4Group<true, false>>;
     case DType::kQ6_KX16:
-      return Products<Q6_KGroup>;
+      return super ? Products<Q6_KGroup<true>> : Products<Q6_KGroup<false>>;
     default:
       return nullptr;
   }

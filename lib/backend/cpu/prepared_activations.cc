@@ -11,18 +11,24 @@ namespace moe {
 
 bool PreparedActivations::WantsQuantized(int64_t n, int64_t cols,
                                          absl::Span<const WeightView> weights) {
-  bool quantized = false, grouped = false, rows = false;
+  bool quantized = false, grouped = false, rows = false, k_quants_only = true;
+  use_gemm_ = n >= kGemmMinTokens && level_ >= SimdLevel::kAvx512 && cols % 16 == 0;
   for (const WeightView& w : weights) {
     quantized |= IsQuantized(w.dtype);
     grouped |= RowGroup(w.dtype) > 1;
     rows |= IsQuantized(w.dtype) && RowGroup(w.dtype) == 1;
+    const bool reads_blocks = IsQuantized(w.dtype) && (RowGroup(w.dtype) > 1 || !use_gemm_);
+    k_quants_only &= !reads_blocks || GetDTypeInfo(w.dtype).block_elems == kSuperBlockValues;
   }
-  use_gemm_ = n >= kGemmMinTokens && level_ >= SimdLevel::kAvx512 && cols % 16 == 0;
   // The row-group kernels take 8-bit activations at every batch size; the other quantized types
   // take them below the GEMM's batch size, and only their row kernels read the blocks' sums as
   // floats (the aux arrays).
   const bool quantize = quantize_ && quantized && cols % 32 == 0 && (grouped || !use_gemm_);
   aux_ = quantize && rows && !use_gemm_;
+  // K-quant weights alone take one activation scale per super-block, as llama.cpp gives them.
+  scales_ = quantize && k_quants_only && cols % kSuperBlockValues == 0
+                ? ActivationScales::kPerSuperBlock
+                : ActivationScales::kPerBlock;
   return quantize;
 }
 
@@ -57,8 +63,8 @@ void PreparedActivations::PrepareGathered(const PreparedActivations* src, const 
                                           int64_t cols, const int32_t* rows, int64_t m,
                                           absl::Span<const WeightView> weights) {
   const bool quantize = Reset(x, m, cols, src, rows, weights);
-  copy_blocks_ =
-      quantize && src != nullptr && !src->q_.empty() && src->x_ == x && (!aux_ || src->aux_);
+  copy_blocks_ = quantize && src != nullptr && !src->q_.empty() && src->x_ == x &&
+                 (!aux_ || src->aux_) && src->scales_ == scales_;
   // Float rows are read by float weights and by the GEMM path, and quantized from where src
   // has no blocks.
   bool floats_read = quantize && !copy_blocks_;
@@ -88,7 +94,8 @@ void PreparedActivations::PrepareTokens(int64_t t0, int64_t t1) {
     }
     if (copy_blocks_ || q_.empty()) return;
   }
-  for (int64_t t = t0; t < t1; ++t) QuantizeActivations(x_ + t * cols_, cols_, q_.data() + t * nb);
+  for (int64_t t = t0; t < t1; ++t)
+    QuantizeActivations(x_ + t * cols_, cols_, q_.data() + t * nb, scales_);
   if (!aux_) return;
   FillQ8Aux(q_.data() + t0 * nb, (t1 - t0) * nb, xd_.data() + t0 * nb, xsum_.data() + t0 * nb,
             xsum16_.data() + 2 * t0 * nb);
@@ -127,7 +134,7 @@ void PreparedActivations::RowDots(const WeightView& w, int64_t r, float* out,
 void PreparedActivations::GroupProducts(const WeightView& w, int64_t r0, int64_t r1, float* y,
                                         int64_t ldy) const {
   if (!q_.empty()) {
-    const GroupProductsFn products = GetGroupProducts(w.dtype, level_);
+    const GroupProductsFn products = GetGroupProducts(w.dtype, level_, scales_);
     for (int64_t r = r0; r < r1; r += kGroupRows) {
       const uint8_t* next = r + kGroupRows < r1 ? w.row(r + kGroupRows) : nullptr;
       products(w.row(r), cols_, q_.data(), n_, y + (r - r0), ldy, next);

@@ -1,6 +1,7 @@
 // Token activations made ready for products with weight rows of any type. Quantized weights
-// meet activations quantized once to 8-bit blocks: integer dot products per row, or for the
-// row-group layouts (repack.h) one kernel over 16 rows and up to 8 tokens at a time, whatever
+// meet activations quantized once to 8-bit blocks (one scale per super-block of 256 where all
+// the weights reading them are K-quants, as llama.cpp's q8_K): integer dot products per row, or for
+// the row-group layouts (repack.h) one kernel over 16 rows and up to 8 tokens at a time, whatever
 // the batch size. Other quantized types in prompt batches (n >= kGemmMinTokens) are
 // dequantized a few rows at a time and multiplied with the float activations by an F32 GEMM
 // kernel, reusing each dequantized weight across all the tokens. Float weights and exact mode
@@ -66,6 +67,7 @@ class PreparedActivations {
   bool quantize_;
   bool use_gemm_ = false;
   bool aux_ = false;  // whether row kernels will read xd_, xsum_, xsum16_
+  ActivationScales scales_ = ActivationScales::kPerBlock;
   const float* x_ = nullptr;
   int64_t n_ = 0, cols_ = 0;
   ScratchVector<Q8Block> q_;

@@ -1,6 +1,6 @@
 // Activations quantized once per token for integer dot products, as llama.cpp does: blocks of 32
-// with one scale (d = max|x| / 127, rounded to half precision as ggml stores it; quants rounded to
-// nearest) and the sums of each 16-element half
+// with a scale (d = max|x| / 127 over the values sharing it, rounded to half precision per block
+// as ggml's q8_0 stores it; quants rounded to nearest) and the sums of each 16-element half
 // (the K-quant kernels subtract offsets with them).
 #pragma once
 
@@ -18,7 +18,19 @@ struct Q8Block {
 };
 static_assert(sizeof(Q8Block) == 44);
 
-// n must be a multiple of 32.
-void QuantizeActivations(const float* x, int64_t n, Q8Block* out);
+// Which blocks share a scale. Per block is llama.cpp's q8_0. Per super-block (256 values, as
+// llama.cpp's q8_K for K-quant weights): every block of a super-block carries the same d, exact
+// in float, so a K-quant kernel can multiply by it once per super-block instead of once per
+// block (the blocks stay valid for every other kernel).
+enum class ActivationScales { kPerBlock, kPerSuperBlock };
+inline constexpr int64_t kSuperBlockValues = 256;
+
+inline int64_t BlocksPerScale(ActivationScales s) {
+  return s == ActivationScales::kPerSuperBlock ? kSuperBlockValues / 32 : 1;
+}
+
+// n must be a multiple of 32, and of 256 per super-block.
+void QuantizeActivations(const float* x, int64_t n, Q8Block* out,
+                         ActivationScales scales = ActivationScales::kPerBlock);
 
 }  // namespace moe

@@ -24,21 +24,25 @@ inline float MaxLanes(__m256 v) {
 
 }  // namespace
 
-void QuantizeActivationsAvx2(const float* x, int64_t n, Q8Block* out) {
+void QuantizeActivationsAvx2(const float* x, int64_t n, Q8Block* out, int64_t span) {
   const __m256 sign = _mm256_set1_ps(-0.0f), inf = _mm256_set1_ps(__builtin_inff());
   const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+  float id = 0, d = 0;
   for (int64_t b = 0; b < n / 32; ++b) {
-    __m256 v[4];
-    // MAXPS returns its second operand when either is NaN: NaN lanes keep the running max.
-    __m256 m = _mm256_setzero_ps();
-    for (int i = 0; i < 4; ++i) {
-      v[i] = _mm256_loadu_ps(x + 32 * b + 8 * i);
-      m = _mm256_max_ps(_mm256_andnot_ps(sign, v[i]), m);
+    if (b % span == 0) {  // the scale shared by blocks b..b + span
+      // MAXPS returns its second operand when either is NaN: NaN lanes keep the running max.
+      __m256 m = _mm256_setzero_ps();
+      for (int64_t i = 0; i < 32 * span; i += 8)
+        m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 32 * b + i)), m);
+      const float amax = MaxLanes(m);
+      id = amax != 0 ? 127.0f / amax : 0.0f;
+      d = span == 1 ? _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT))  // FloatToHalf
+                    : amax / 127.0f;
     }
-    const float amax = MaxLanes(m);
-    const float id = amax != 0 ? 127.0f / amax : 0.0f;
+    __m256 v[4];
+    for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(x + 32 * b + 8 * i);
     Q8Block& o = out[b];
-    o.d = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT));  // as FloatToHalf
+    o.d = d;
     const __m256 scale = _mm256_set1_ps(id);
     __m256i q[4];
     for (int i = 0; i < 4; ++i) {

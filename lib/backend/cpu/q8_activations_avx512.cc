@@ -7,18 +7,24 @@
 
 namespace moe::kernels {
 
-void QuantizeActivationsAvx512(const float* x, int64_t n, Q8Block* out) {
+void QuantizeActivationsAvx512(const float* x, int64_t n, Q8Block* out, int64_t span) {
   const __m512 inf = _mm512_set1_ps(__builtin_inff());
   const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+  float id = 0, d = 0;
   for (int64_t b = 0; b < n / 32; ++b) {
+    if (b % span == 0) {  // the scale shared by blocks b..b + span
+      // MAXPS returns its second operand when either is NaN: NaN lanes keep the running max.
+      __m512 m = _mm512_setzero_ps();
+      for (int64_t i = 0; i < 32 * span; i += 16)
+        m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + 32 * b + i)), m);
+      const float amax = _mm512_reduce_max_ps(m);
+      id = amax != 0 ? 127.0f / amax : 0.0f;
+      d = span == 1 ? _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT))  // FloatToHalf
+                    : amax / 127.0f;
+    }
     const __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
-    // MAXPS returns its second operand when either is NaN: NaN lanes keep the running max.
-    __m512 m = _mm512_max_ps(_mm512_abs_ps(v0), _mm512_setzero_ps());
-    m = _mm512_max_ps(_mm512_abs_ps(v1), m);
-    const float amax = _mm512_reduce_max_ps(m);
-    const float id = amax != 0 ? 127.0f / amax : 0.0f;
     Q8Block& o = out[b];
-    o.d = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT));  // as FloatToHalf
+    o.d = d;
     const __m512 scale = _mm512_set1_ps(id);
     __m512i q[2];
     const __m512 v[2] = {v0, v1};

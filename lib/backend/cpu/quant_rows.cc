@@ -222,8 +222,8 @@ float DotRow(DType t, const uint8_t* row, const float* x, int64_t n) {
 
 absl::Status QuantizeRow(DType t, const float* src, uint8_t* dst, int64_t n) {
   if (const int block = GetDTypeInfo(t).block_elems; n % block != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("a row of ", n, " values is not a whole number of ",
-                                                   DTypeName(t), " blocks of ", block));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a row of ", n, " values is not a whole number of ", DTypeName(t), " blocks of ", block));
   }
   switch (t) {
     case DType::kF32:
