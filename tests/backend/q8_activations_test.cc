@@ -99,6 +99,26 @@ TEST(Q8ActivationsSuperBlockTest, OneScalePerSuperBlock) {
   }
 }
 
+// Each block's sum comes back as 64 hi + lo from signed bytes, at the extremes too (a block of
+// 32 quants of -127 or 127), in the order the K-quant kernels read them.
+TEST(Q8ActivationsSuperBlockTest, SplitSumsRebuildEachBlocksSum) {
+  const int sums[] = {-4064, 4064, -1, 0, 63, 64, -64, -65, 4000, -2048, 1, 127, -128, 2032, 7, -7};
+  std::vector<Q8Block> blocks(16);
+  for (int b = 0; b < 16; ++b) {
+    blocks[b].sum[0] = static_cast<int16_t>(sums[b] / 2);
+    blocks[b].sum[1] = static_cast<int16_t>(sums[b] - sums[b] / 2);
+  }
+  std::vector<SplitSums> split(2);
+  SplitSuperBlockSums(blocks.data(), 2, split.data());
+  for (int b = 0; b < 16; ++b) {
+    const auto* bytes = reinterpret_cast<const int8_t*>(split[b / 8].words);
+    const int j = b % 8, hi = bytes[j], lo = bytes[8 + j];
+    EXPECT_EQ(64 * hi + lo, sums[b]) << "block " << b;
+    EXPECT_GE(lo, 0);
+    EXPECT_LT(lo, 64);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Scales, Q8ActivationsTest,
                          testing::Values(ActivationScales::kPerBlock,
                                          ActivationScales::kPerSuperBlock),

@@ -114,6 +114,11 @@ TEST(RepackTest, RowGroupsKeepTheirValuesAndProducts) {
         std::vector<Q8Block> xq(n * cols / 32);
         for (int64_t k = 0; k < n; ++k)
           QuantizeActivations(x.data() + k * cols, cols, xq.data() + k * cols / 32, scales);
+        std::vector<SplitSums> split;
+        if (scales == ActivationScales::kPerSuperBlock) {
+          split.resize(n * cols / kSuperBlockValues);
+          SplitSuperBlockSums(xq.data(), static_cast<int64_t>(split.size()), split.data());
+        }
         for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512Vnni}) {
           if (level > DetectedSimdLevel()) continue;
           const GroupProductsFn products = GetGroupProducts(gt, level, scales);
@@ -121,7 +126,8 @@ TEST(RepackTest, RowGroupsKeepTheirValuesAndProducts) {
           std::vector<float> y(n * rows, NAN);
           for (int64_t g = 0; g < rows; g += kGroupRows) {
             const uint8_t* next = g + kGroupRows < rows ? view.row(g + kGroupRows) : nullptr;
-            products(view.row(g), cols, xq.data(), n, y.data() + g, rows, next);
+            products(view.row(g), cols, xq.data(), split.empty() ? nullptr : split.data(), n,
+                     y.data() + g, rows, next);
           }
           for (int64_t k = 0; k < n; ++k) {
             for (int64_t r = 0; r < rows; ++r) {

@@ -24,8 +24,8 @@ void PortableGroupProducts(DType t, const uint8_t* group, int64_t cols, const Q8
 }
 
 template <DType kType, SimdLevel kLevel>
-void Portable(const uint8_t* group, int64_t cols, const Q8Block* x, int64_t n, float* y,
-              int64_t ldy, const uint8_t* /*next*/) {
+void Portable(const uint8_t* group, int64_t cols, const Q8Block* x, const SplitSums* /*xs*/,
+              int64_t n, float* y, int64_t ldy, const uint8_t* /*next*/) {
   PortableGroupProducts<kLevel>(kType, group, cols, x, n, y, ldy);
 }
 

@@ -12,15 +12,17 @@
 namespace moe {
 
 // y[t * ldy + i] = row i of the group . token t, for i < 16 and t < n; token t's activation
-// blocks are x[t * cols / 32 ...]. `next` is the group the caller computes next (nullptr if
-// none): a kernel may fetch it into the cache meanwhile.
-using GroupProductsFn = void (*)(const uint8_t* group, int64_t cols, const Q8Block* x, int64_t n,
-                                 float* y, int64_t ldy, const uint8_t* next);
+// blocks are x[t * cols / 32 ...], and for activations with a scale per super-block, xs[t * cols
+// / 256 ...] their split sums (null otherwise). `next` is the group the caller computes next
+// (nullptr if none): a kernel may fetch it into the cache meanwhile.
+using GroupProductsFn = void (*)(const uint8_t* group, int64_t cols, const Q8Block* x,
+                                 const SplitSums* xs, int64_t n, float* y, int64_t ldy,
+                                 const uint8_t* next);
 
 // The kernel for a row-group type at a level, for activations with `scales`; below AVX-512
 // VNNI, a portable one that unpacks each row and uses the level's row kernel. A kernel for
 // kPerBlock is right for activations of either kind; one for kPerSuperBlock needs the blocks of
-// each super-block to share their scale.
+// each super-block to share their scale, and their split sums.
 GroupProductsFn GetGroupProducts(DType t, SimdLevel level,
                                  ActivationScales scales = ActivationScales::kPerBlock);
 

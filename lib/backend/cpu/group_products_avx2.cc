@@ -231,8 +231,8 @@ void Remainder(int left, const uint8_t* g, int half, int64_t nb, const Q8Block* 
 // The two 8-row halves of a block share its cache lines: a row is taken in chunks of about 4 KB
 // that both halves read while they are in L1, instead of streaming the whole group twice.
 template <typename G>
-void Products(const uint8_t* g, int64_t cols, const Q8Block* x, int64_t n, float* y, int64_t ldy,
-              const uint8_t* next) {
+void Products(const uint8_t* g, int64_t cols, const Q8Block* x, const SplitSums* /*xs*/, int64_t n,
+              float* y, int64_t ldy, const uint8_t* next) {
   const int64_t nb = cols / G::kBlockElems, xs = cols / 32;
   const int64_t q8_per_block = G::kBlockElems / 32;
   const int64_t chunk = std::max<int64_t>(1, 4096 / G::kBlockBytes);

@@ -48,8 +48,8 @@ template <typename Unpack>
 struct Block32Group {
   static constexpr int64_t kBlockElems = 32, kBlockBytes = Unpack::kBlockBytes;
   template <int T>
-  static void Tile(const uint8_t* g, int64_t nb, const Q8Block* x, float* y, int64_t ldy,
-                   const uint8_t* next) {
+  static void Tile(const uint8_t* g, int64_t nb, const Q8Block* x, const SplitSums* /*xs*/,
+                   float* y, int64_t ldy, const uint8_t* next) {
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b, g += kBlockBytes) {
@@ -139,16 +139,27 @@ struct K4Group {
     }
   }
 
+  // Per row, the sum over the 8 sub-blocks of min_j x the token's quant sum of block j, as
+  // floats: the 6-bit mins (u8) times the split sums (s8), 64 x hi + lo.
+  static __m512 MinSums(const __m512i mn[2], const SplitSums& xs) {
+    const int8_t* parts = reinterpret_cast<const int8_t*>(xs.words);
+    __m512i m = DpbusdBroadcast(_mm512_setzero_si512(), mn[0], parts);
+    m = _mm512_slli_epi32(DpbusdBroadcast(m, mn[1], parts + 4), 6);
+    m = DpbusdBroadcast(DpbusdBroadcast(m, mn[0], parts + 8), mn[1], parts + 12);
+    return _mm512_cvtepi32_ps(m);
+  }
+
   // A quarter of the next group's super-block sb, per 64-quant chunk c.
   static void Prefetch(const uint8_t* next, int64_t sb, int c) {
     if (next) PrefetchToL2(next + sb * kBlockBytes + c * kBlockBytes / 4, kBlockBytes / 4);
   }
 
-  // kSuperScale: the sub-blocks' sums times the rows' scales are added up first (part), then
-  // multiplied by the token's one scale per super-block.
+  // kSuperScale: the sub-blocks' sums times the rows' scales, less the minimums times the split
+  // sums (xs), are added up first (part), then multiplied by the token's one scale per
+  // super-block. Otherwise each block's sum meets its own scale, and xs is not read.
   template <int T>
-  static void Tile(const uint8_t* g, int64_t nsb, const Q8Block* x, float* y, int64_t ldy,
-                   const uint8_t* next) {
+  static void Tile(const uint8_t* g, int64_t nsb, const Q8Block* x, const SplitSums* xs, float* y,
+                   int64_t ldy, const uint8_t* next) {
     const int64_t nb = 8 * nsb;  // activation blocks per token
     __m512 acc[T], part[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
@@ -157,10 +168,15 @@ struct K4Group {
       const __m512 d = HalfScales(g), dmin = HalfScales(g + 32);
       __m512i sc[2], mn[2];
       ScalesMins(g, sc, mn);
+      if constexpr (kSuperScale) {
+        for (int t = 0; t < T; ++t)
+          part[t] = _mm512_fnmadd_ps(MinSums(mn, xs[t * nsb + sb]), dmin, part[t]);
+      }
 #pragma GCC unroll 8
       for (int j = 0; j < 8; ++j) {
         if (j % 2 == 0) Prefetch(next, sb, j / 2);
-        const __m512 scale = Times(d, sc, j), min = Times(dmin, mn, j);
+        const __m512 scale = Times(d, sc, j);
+        const __m512 min = kSuperScale ? _mm512_setzero_ps() : Times(dmin, mn, j);
         __m512i q[8];
         Quants(g, j, q);
 #pragma GCC unroll 8
@@ -172,8 +188,8 @@ struct K4Group {
           } else {
             const __m512 xd = _mm512_set1_ps(xb.d);
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(scale, xd), acc[t]);
+            acc[t] = _mm512_fnmadd_ps(min, _mm512_set1_ps(xb.dsum), acc[t]);
           }
-          acc[t] = _mm512_fnmadd_ps(min, _mm512_set1_ps(xb.dsum), acc[t]);
         }
       }
       if constexpr (kSuperScale) {
@@ -251,8 +267,8 @@ struct Q6_KGroup {
   }
 
   template <int T>
-  static void Tile(const uint8_t* g, int64_t nsb, const Q8Block* x, float* y, int64_t ldy,
-                   const uint8_t* next) {
+  static void Tile(const uint8_t* g, int64_t nsb, const Q8Block* x, const SplitSums* /*xs*/,
+                   float* y, int64_t ldy, const uint8_t* next) {
     if constexpr (T == 1) {
       Decode(g, nsb, x, y);
       return;
@@ -305,24 +321,30 @@ struct Q6_KGroup {
 
 // A tile of `left` (< kMaxTokens) tokens, with the count fixed at compile time.
 template <typename G, int T = kMaxTokens - 1>
-void Remainder(int left, const uint8_t* g, int64_t nb, const Q8Block* x, float* y, int64_t ldy,
-               const uint8_t* next) {
+void Remainder(int left, const uint8_t* g, int64_t nb, const Q8Block* x, const SplitSums* xs,
+               float* y, int64_t ldy, const uint8_t* next) {
   if constexpr (T > 0) {
-    if (left == T) return G::template Tile<T>(g, nb, x, y, ldy, next);
-    Remainder<G, T - 1>(left, g, nb, x, y, ldy, next);
+    if (left == T) return G::template Tile<T>(g, nb, x, xs, y, ldy, next);
+    Remainder<G, T - 1>(left, g, nb, x, xs, y, ldy, next);
   }
 }
 
 template <typename G>
-void Products(const uint8_t* g, int64_t cols, const Q8Block* x, int64_t n, float* y, int64_t ldy,
-              const uint8_t* next) {
+void Products(const uint8_t* g, int64_t cols, const Q8Block* x, const SplitSums* xs, int64_t n,
+              float* y, int64_t ldy, const uint8_t* next) {
   const int64_t nb = cols / G::kBlockElems;  // weight blocks per row
   const int64_t xb = cols / 32;              // Q8 blocks per token
+  const int64_t xsb = cols / kSuperBlockValues;
   if (n < kPrefetchTokens) next = nullptr;  // every tile asks: a short last tile alone is too short
   int64_t t = 0;
-  for (; t + kMaxTokens <= n; t += kMaxTokens)
-    G::template Tile<kMaxTokens>(g, nb, x + t * xb, y + t * ldy, ldy, next);
-  if (t < n) Remainder<G>(static_cast<int>(n - t), g, nb, x + t * xb, y + t * ldy, ldy, next);
+  for (; t + kMaxTokens <= n; t += kMaxTokens) {
+    G::template Tile<kMaxTokens>(g, nb, x + t * xb, xs ? xs + t * xsb : nullptr, y + t * ldy, ldy,
+                                 next);
+  }
+  if (t < n) {
+    Remainder<G>(static_cast<int>(n - t), g, nb, x + t * xb, xs ? xs + t * xsb : nullptr,
+                 y + t * ldy, ldy, next);
+  }
 }
 
 }  // namespace

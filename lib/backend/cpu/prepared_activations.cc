@@ -35,6 +35,7 @@ bool PreparedActivations::WantsQuantized(int64_t n, int64_t cols,
 void PreparedActivations::SizeBlocks(bool quantize) {
   const int64_t blocks = quantize ? n_ * (cols_ / 32) : 0, aux = aux_ ? blocks : 0;
   q_.resize(blocks);
+  split_.resize(scales_ == ActivationScales::kPerSuperBlock ? blocks / 8 : 0);
   xd_.resize(aux);
   xsum_.resize(aux);
   xsum16_.resize(2 * aux);
@@ -80,6 +81,14 @@ void PreparedActivations::PrepareGathered(const PreparedActivations* src, const 
 }
 
 void PreparedActivations::PrepareTokens(int64_t t0, int64_t t1) {
+  PrepareBlocks(t0, t1);
+  if (!split_.empty()) {  // from the blocks, quantized or copied
+    const int64_t nsb = cols_ / kSuperBlockValues;
+    SplitSuperBlockSums(q_.data() + t0 * 8 * nsb, (t1 - t0) * nsb, split_.data() + t0 * nsb);
+  }
+}
+
+void PreparedActivations::PrepareBlocks(int64_t t0, int64_t t1) {
   const int64_t nb = cols_ / 32;
   if (rows_ != nullptr) {
     for (int64_t i = t0; i < t1; ++i) {
@@ -137,7 +146,8 @@ void PreparedActivations::GroupProducts(const WeightView& w, int64_t r0, int64_t
     const GroupProductsFn products = GetGroupProducts(w.dtype, level_, scales_);
     for (int64_t r = r0; r < r1; r += kGroupRows) {
       const uint8_t* next = r + kGroupRows < r1 ? w.row(r + kGroupRows) : nullptr;
-      products(w.row(r), cols_, q_.data(), n_, y + (r - r0), ldy, next);
+      products(w.row(r), cols_, q_.data(), split_.empty() ? nullptr : split_.data(), n_,
+               y + (r - r0), ldy, next);
     }
     return;
   }

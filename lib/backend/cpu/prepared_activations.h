@@ -53,6 +53,8 @@ class PreparedActivations {
   static constexpr int64_t kGemmMinTokens = 4;
 
  private:
+  // PrepareTokens' 8-bit blocks (and aux arrays): quantized, or copied for gathered tokens.
+  void PrepareBlocks(int64_t t0, int64_t t1);
   void RowDots(const WeightView& w, int64_t r, float* out, int64_t stride) const;
   void GroupProducts(const WeightView& w, int64_t r0, int64_t r1, float* y, int64_t ldy) const;
   // Whether 8-bit activations pay for these weights at this batch size (and sets use_gemm_).
@@ -73,6 +75,7 @@ class PreparedActivations {
   ScratchVector<Q8Block> q_;
   ScratchVector<float> xd_, xsum_;  // the blocks' scales and quant sums, [n x nb]
   ScratchVector<float> xsum16_;     // the sums of each block's two halves, [n x 2 nb]
+  ScratchVector<SplitSums> split_;  // per super-block scale: the blocks' split sums, [n x nb / 8]
   // Gathered tokens: their source, rows in it and whether blocks / floats are copied from it.
   const PreparedActivations* src_ = nullptr;
   const float* src_x_ = nullptr;

@@ -47,6 +47,18 @@ __attribute__((target_clones("avx2", "default"))) void QuantizePortable(const fl
 
 }  // namespace
 
+void SplitSuperBlockSums(const Q8Block* blocks, int64_t n_super, SplitSums* out) {
+  for (int64_t s = 0; s < n_super; ++s) {
+    SplitSums& o = out[s];
+    o = {};
+    for (int j = 0; j < 8; ++j) {
+      const int sum = blocks[8 * s + j].sum[0] + blocks[8 * s + j].sum[1];
+      o.words[j / 4] |= static_cast<uint32_t>((sum >> 6) & 0xff) << (8 * (j % 4));  // [-64, 63]
+      o.words[2 + j / 4] |= static_cast<uint32_t>(sum & 63) << (8 * (j % 4));
+    }
+  }
+}
+
 void QuantizeActivations(const float* x, int64_t n, Q8Block* out, ActivationScales scales) {
   const int64_t span = BlocksPerScale(scales);
   if (ActiveSimdLevel() >= SimdLevel::kAvx512) {

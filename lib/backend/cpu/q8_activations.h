@@ -29,6 +29,17 @@ inline int64_t BlocksPerScale(ActivationScales s) {
   return s == ActivationScales::kPerSuperBlock ? kSuperBlockValues / 32 : 1;
 }
 
+// A super-block's 8 block sums (sum[0] + sum[1], at most 32 x 127 in magnitude) as 64 hi + lo
+// in signed bytes, four to a word: hi of blocks 0-3, of blocks 4-7, lo of 0-3, of 4-7. The
+// K-quant kernels multiply their 6-bit minimums with these by vpdpbusd (four instructions per
+// token and super-block instead of eight float multiply-adds).
+struct SplitSums {
+  uint32_t words[4];
+};
+
+// out[s] for the super-blocks s < n_super of `blocks` (8 blocks each).
+void SplitSuperBlockSums(const Q8Block* blocks, int64_t n_super, SplitSums* out);
+
 // n must be a multiple of 32, and of 256 per super-block.
 void QuantizeActivations(const float* x, int64_t n, Q8Block* out,
                          ActivationScales scales = ActivationScales::kPerBlock);
