@@ -45,14 +45,22 @@ inline void Store(const __m256 acc[T], float* y, int64_t ldy, bool add) {
   }
 }
 
-// Sums over one 32-quant activation block, q[k] = quants 4k..4k+3 of the 8 rows.
-inline __m256i BlockSums(const __m256i q[8], const Q8Block& x, __m256i first) {
-  __m256i a = first, b = _mm256_setzero_si256();
-  for (int k = 0; k < 8; k += 2) {
-    a = Dot4(a, q[k], Broadcast4(x.q + 4 * k));
-    b = Dot4(b, q[k + 1], Broadcast4(x.q + 4 * k + 4));
+// acc + the products of quants of at most kBits bits with activation bytes over the n lane
+// groups q[k] (quants 4k..4k+3 of the 8 rows) and xq + 4k. vpmaddubsw's 16-bit pair sums are
+// exact for such quants (at most 2 x (2^kBits - 1) x 127), so as many of them as cannot
+// overflow 16 bits are added before one vpmaddwd widens them: for 4-bit quants one widening per
+// block instead of eight, the multiply pipes' scarcest work.
+template <int kBits>
+inline __m256i NarrowSums(const __m256i* q, const int8_t* xq, int n, __m256i acc) {
+  constexpr int kPerWiden = 32767 / (2 * ((1 << kBits) - 1) * 127);
+  static_assert(kPerWiden >= 1);
+  for (int k0 = 0; k0 < n; k0 += kPerWiden) {
+    __m256i s = _mm256_maddubs_epi16(q[k0], Broadcast4(xq + 4 * k0));
+    for (int k = k0 + 1; k < std::min(n, k0 + kPerWiden); ++k)
+      s = _mm256_add_epi16(s, _mm256_maddubs_epi16(q[k], Broadcast4(xq + 4 * k)));
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(s, _mm256_set1_epi16(1)));
   }
-  return _mm256_add_epi32(a, b);
+  return acc;
 }
 
 // Q8_0X16: 8 lane vectors of q + 128, then 16 f16 scales (544 bytes a block).
@@ -103,7 +111,7 @@ struct Q4_0Half {
       const __m256 d = HalfScales8(g + 256, half);
       for (int t = 0; t < T; ++t) {
         const Q8Block& xb = x[t * xs + b];
-        const __m256i s = BlockSums(q, xb, _mm256_set1_epi32(-8 * QuantSum(xb)));
+        const __m256i s = NarrowSums<4>(q, xb.q, 8, _mm256_set1_epi32(-8 * QuantSum(xb)));
         acc[t] =
             _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(xb.d)), acc[t]);
       }
@@ -158,7 +166,7 @@ struct K4Half {
           }
           for (int t = 0; t < T; ++t) {
             const Q8Block& xb = x[t * xs + 8 * sb + j];
-            const __m256i s = BlockSums(q, xb, _mm256_setzero_si256());
+            const __m256i s = NarrowSums < kFifthBit ? 5 : 4 > (q, xb.q, 8, _mm256_setzero_si256());
             const __m256 xd = _mm256_set1_ps(xb.d);
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(scale, xd), acc[t]);
             acc[t] = _mm256_fnmadd_ps(min, _mm256_set1_ps(xb.dsum), acc[t]);
@@ -202,12 +210,9 @@ struct Q6_KHalf {
           }
           for (int t = 0; t < T; ++t) {
             const Q8Block& xb = x[t * xs + 8 * sb + 4 * h + s];
-            __m256i lo = _mm256_set1_epi32(-32 * xb.sum[0]);
-            __m256i hi = _mm256_set1_epi32(-32 * xb.sum[1]);
-            for (int k = 0; k < 4; ++k) {
-              lo = Dot4(lo, q[k], Broadcast4(xb.q + 4 * k));
-              hi = Dot4(hi, q[k + 4], Broadcast4(xb.q + 16 + 4 * k));
-            }
+            const __m256i lo = NarrowSums<6>(q, xb.q, 4, _mm256_set1_epi32(-32 * xb.sum[0]));
+            const __m256i hi =
+                NarrowSums<6>(q + 4, xb.q + 16, 4, _mm256_set1_epi32(-32 * xb.sum[1]));
             const __m256 xd = _mm256_set1_ps(xb.d);
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), _mm256_mul_ps(scale[0], xd), acc[t]);
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), _mm256_mul_ps(scale[1], xd), acc[t]);
