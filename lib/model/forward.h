@@ -9,7 +9,6 @@
 #include "absl/types/span.h"
 #include "lib/backend/backend.h"
 #include "lib/base/scratch_vector.h"
-#include "lib/base/scratch_vector.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/model.h"
 #include "lib/model/telemetry.h"

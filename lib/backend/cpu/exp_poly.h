@@ -1,4 +1,4 @@
-// The constants both vector exps (exp_avx512.h, attention_avx2.cc) use: e^x = 2^n e^r with
+// The constants both vector exps (exp_avx512.h, exp_avx2.h) use: e^x = 2^n e^r with
 // n = round(x / ln 2) and |r| <= ln 2 / 2, e^r by its Taylor series to r^7 (truncation below
 // 2^-26). ln 2 is split in two so r = x - n ln 2 keeps its low bits.
 #pragma once

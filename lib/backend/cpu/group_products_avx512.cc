@@ -4,8 +4,6 @@
 // once and reused for up to kMaxTokens tokens, whose float sums stay in registers.
 #include <immintrin.h>
 
-#include <cstring>
-
 #include "lib/backend/cpu/group_products.h"
 #include "lib/backend/cpu/prefetch.h"
 
