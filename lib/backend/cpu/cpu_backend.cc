@@ -52,9 +52,7 @@ class CpuBackend final : public Backend {
     std::vector<int64_t>& first_row = Sized(s_.first_row, ws.size() + 1);
     first_row[0] = 0;
     for (size_t i = 0; i < ws.size(); ++i) first_row[i + 1] = first_row[i] + ws[i].rows;
-    if (input_.Prepare(x, n, ws[0].cols, ws)) {
-      Parallel(n, ws[0].cols, [&](int64_t b, int64_t e) { input_.PrepareTokens(b, e); });
-    }
+    PrepareInput(x, n, ws[0].cols, ws);
     std::vector<int64_t>& tokens = Sized(s_.tokens, ws.size());
     std::fill(tokens.begin(), tokens.end(), n);
     std::vector<int>& granule = Sized(s_.granule, ws.size());
@@ -290,6 +288,14 @@ class CpuBackend final : public Backend {
   // Loops with fewer multiply-adds than this run inline.
   static constexpr int64_t kMinParallelWork = 1 << 15;
 
+  // Makes input_ ready for products of x (n rows of cols) with weights, its tokens spread over
+  // the pool.
+  void PrepareInput(const float* x, int64_t n, int64_t cols, absl::Span<const WeightView> weights) {
+    if (input_.Prepare(x, n, cols, weights)) {
+      Parallel(n, cols, [&](int64_t b, int64_t e) { input_.PrepareTokens(b, e); });
+    }
+  }
+
   // Prepares (quantizes or gathers) the tokens of every job at once, spread over the pool: job
   // j's tokens are the global range [first[j], first[j + 1]) (empty where nothing is to do).
   void PrepareJobTokens(const std::vector<int64_t>& first, int64_t cols,
@@ -326,9 +332,7 @@ class CpuBackend final : public Backend {
       weights.push_back(job.gate);
       weights.push_back(job.up);
     }
-    if (input_.Prepare(in, n, jobs[0].gate.cols, weights)) {
-      Parallel(n, jobs[0].gate.cols, [&](int64_t b, int64_t e) { input_.PrepareTokens(b, e); });
-    }
+    PrepareInput(in, n, jobs[0].gate.cols, weights);
     return &input_;
   }
 

@@ -9,22 +9,23 @@
 
 namespace moe {
 
+bool PreparedActivations::ReadsBlocks(DType t) const {
+  return IsQuantized(t) && (RowGroup(t) > 1 || !use_gemm_);
+}
+
 bool PreparedActivations::WantsQuantized(int64_t n, int64_t cols,
                                          absl::Span<const WeightView> weights) {
-  bool quantized = false, grouped = false, rows = false, k_quants_only = true;
   use_gemm_ = n >= kGemmMinTokens && level_ >= SimdLevel::kAvx512 && cols % 16 == 0;
+  bool blocks_read = false, row_kernels = false, k_quants_only = true;
   for (const WeightView& w : weights) {
-    quantized |= IsQuantized(w.dtype);
-    grouped |= RowGroup(w.dtype) > 1;
-    rows |= IsQuantized(w.dtype) && RowGroup(w.dtype) == 1;
-    const bool reads_blocks = IsQuantized(w.dtype) && (RowGroup(w.dtype) > 1 || !use_gemm_);
-    k_quants_only &= !reads_blocks || GetDTypeInfo(w.dtype).block_elems == kSuperBlockValues;
+    if (!ReadsBlocks(w.dtype)) continue;
+    blocks_read = true;
+    row_kernels |= RowGroup(w.dtype) == 1;
+    k_quants_only &= GetDTypeInfo(w.dtype).block_elems == kSuperBlockValues;
   }
-  // The row-group kernels take 8-bit activations at every batch size; the other quantized types
-  // take them below the GEMM's batch size, and only their row kernels read the blocks' sums as
-  // floats (the aux arrays).
-  const bool quantize = quantize_ && quantized && cols % 32 == 0 && (grouped || !use_gemm_);
-  aux_ = quantize && rows && !use_gemm_;
+  // Only the row kernels read the blocks' sums as floats (the aux arrays).
+  const bool quantize = quantize_ && blocks_read && cols % 32 == 0;
+  aux_ = quantize && row_kernels;
   // K-quant weights alone take one activation scale per super-block, as llama.cpp gives them.
   scales_ = quantize && k_quants_only && cols % kSuperBlockValues == 0
                 ? ActivationScales::kPerSuperBlock
@@ -69,11 +70,7 @@ void PreparedActivations::PrepareGathered(const PreparedActivations* src, const 
   // Float rows are read by float weights and by the GEMM path, and quantized from where src
   // has no blocks.
   bool floats_read = quantize && !copy_blocks_;
-  for (const WeightView& w : weights) {
-    const bool reads_blocks =
-        quantize && IsQuantized(w.dtype) && (RowGroup(w.dtype) > 1 || !use_gemm_);
-    floats_read |= !reads_blocks;
-  }
+  for (const WeightView& w : weights) floats_read |= !(quantize && ReadsBlocks(w.dtype));
   copy_floats_ = floats_read;
   if (copy_floats_) floats_.resize(m * cols);
   x_ = copy_floats_ ? floats_.data() : nullptr;
