@@ -54,9 +54,7 @@ set(MOE_GO_ENV
     "PKG_CONFIG_PATH=${PROJECT_BINARY_DIR}/packaging/uninstalled"
     "LD_LIBRARY_PATH=${PROJECT_BINARY_DIR}/lib/api")
 
-# Reference data for the binding tests (same cache entry and default as tests/CMakeLists.txt,
-# which CMake reads later).
-set(MOE_TESTDATA_DIR "${PROJECT_SOURCE_DIR}/../shared/testdata" CACHE PATH "Reference test data")
+# Reference data for the binding tests: MOE_TESTDATA_DIR, set in the top-level CMakeLists.txt.
 set(MOE_FIXTURE_MODEL
     "${MOE_TESTDATA_DIR}/fixtures/tiny-qwen2moe-f32/tiny-qwen2moe-f32.gguf")
 

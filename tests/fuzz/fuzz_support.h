@@ -47,7 +47,7 @@ std::string TempPath(absl::string_view name);
 void WriteFileOrDie(const std::string& path, const uint8_t* data, size_t size);
 std::vector<uint8_t> ReadFileOrDie(const std::string& path);
 
-std::string TestdataDir();  // ../shared/testdata of the checkout
+std::string TestdataDir();  // tests/data of the checkout
 
 // Integer fields of a GGUF file (header counts, string lengths, value types, array counts,
 // tensor dims, types and offsets) and the end of its tensor-info section. Stops quietly at the

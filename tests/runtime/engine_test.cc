@@ -114,7 +114,8 @@ TEST(EngineTest, RowGroupLayoutsGiveTheSameLogitsBatchedAndAsStored) {
       const std::string cmd =
           std::string(MOE_SYNTH_PATH) + " -o " + path + " --type " + type +
           " --embd 256 --layers 2 --heads 4 --kv-heads 2 --experts 8 --top-k 2" +
-          " --ff 256 --shared-ff 512 --seed 7 2> /dev/null";
+          " --ff 256 --shared-ff 512 --seed 7 --vocab " + MOE_TESTDATA_DIR +
+          "/tokenizer/ggml-vocab-deepseek-coder.gguf 2> /dev/null";
       ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
       LoadOptions stored, relaid;
       stored.repack = false;

@@ -22,7 +22,7 @@ struct Options {
   int64_t embd = 1024, layers = 16, heads = 16, kv_heads = 4, experts = 32, top_k = 4;
   int64_t ff = 512, shared_ff = 2048, ctx = 4096;
   std::string type = "q8_0";
-  std::string vocab = std::string(MOE_TESTDATA_DIR) + "/tokenizer/ggml-vocab-deepseek-coder.gguf";
+  std::string vocab;  // required: a default would be a path of the machine that built the tool
   uint64_t seed = 1;
   std::string out;
 };
@@ -165,7 +165,10 @@ int main(int argc, char** argv) {
   app.add_option("--ff", o.ff, "expert FFN size")->capture_default_str();
   app.add_option("--shared-ff", o.shared_ff, "shared-expert FFN size (qwen2moe; 0 = none)")
       ->capture_default_str();
-  app.add_option("--vocab", o.vocab, "GGUF whose tokenizer keys are copied")->capture_default_str();
+  app.add_option("--vocab", o.vocab,
+                 "GGUF whose tokenizer keys are copied (any llama.cpp vocabulary file, e.g. "
+                 "tests/data/tokenizer/ggml-vocab-deepseek-coder.gguf in the source tree)")
+      ->required();
   app.add_option("--seed", o.seed)->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (o.arch != "qwen2moe") o.shared_ff = 0;
