@@ -79,6 +79,12 @@ class PreparedActivationsTest : public testing::TestWithParam<SimdLevel> {
       x_[k * kCols + 7 * k] = 30;  // outliers, as real rows have
   }
 
+  void SetUp() override {
+    if (GetParam() > DetectedSimdLevel()) {
+      GTEST_SKIP() << CpuSimdLevelName(GetParam()) << " is not available on this CPU";
+    }
+  }
+
   std::mt19937 rng_;
   Matrix q4k_, q8_;
   std::vector<float> x_;
