@@ -31,10 +31,17 @@
  *    compiled callers. Passing NULL means "all defaults".
  *
  *  - Threads. A moe_model is immutable after loading: share it freely between threads and
- *    contexts. A moe_context is used by one thread at a time; a call that overlaps another call
- *    on the same context returns MOE_ERROR_BUSY instead of corrupting it. The exceptions are
- *    moe_context_cancel(), which any thread may call at any time, and the *_free functions, which
- *    must not overlap other calls on the same handle.
+ *    contexts. A moe_context is used by one thread at a time: every call on a context that
+ *    overlaps another call on it (moe_decode, moe_generate*, moe_sample, moe_get_logits,
+ *    moe_context_get_stats, moe_context_get_expert_counts, moe_context_reset/_truncate) returns
+ *    MOE_ERROR_BUSY instead of corrupting it or reading what the running call writes. The
+ *    exceptions: moe_context_cancel(), moe_context_n_past() and moe_context_n_ctx() may be called
+ *    from any thread at any time; moe_context_free() may be called while a call runs on the
+ *    context on another thread (it cancels that call, waits for it to return, then frees) or from
+ *    that call's own token callback (the call then stops and frees the context as it returns).
+ *    No call may START on a handle once its free has begun. moe_model_free() may be called while
+ *    contexts and detokenizers made from the model are still in use: they keep what they need,
+ *    and the model's memory is released when the last of them is freed.
  *
  *  - Callbacks receive the user_data pointer they were registered with as their last argument.
  *    They run on the thread that made the call. They must not call back into the same context.
@@ -152,12 +159,23 @@ static inline moe_model_params moe_model_default_params(void) {
   return p;
 }
 
-/* Loads a model from a .moe container or a GGUF file (converted in memory). params may be NULL.
- * On success *out_model is a new handle to free with moe_model_free(). */
+/* Loads a model from a .moe container, a GGUF file or a Hugging Face checkpoint directory
+ * (converted in memory). params may be NULL. On success *out_model is a new handle to free with
+ * moe_model_free(). What a failure returns, by what path names:
+ *   MOE_ERROR_NOT_FOUND         no such file or directory
+ *   MOE_ERROR_IO                it exists but cannot be read (permissions, a read error)
+ *   MOE_ERROR_INVALID_ARGUMENT  a directory that is not a checkpoint (no config.json)
+ *   MOE_ERROR_UNSUPPORTED       a file of another kind (text, an image, random bytes), or one of
+ *                               our formats with an architecture or tensor type not supported
+ *   MOE_ERROR_CORRUPT_MODEL     a .moe or GGUF file that is damaged or truncated, and any file
+ *                               too short to be told apart from one that was cut (the empty
+ *                               file, a GGUF cut inside its magic, under 12 bytes of a .moe)
+ * The message names the path and what is wrong. */
 MOE_API moe_status moe_model_load(const char* path, const moe_model_params* params,
                                   moe_model** out_model);
 
-/* Frees a model. Every context created from it must be freed first. NULL is a no-op. */
+/* Frees the model handle. Contexts and detokenizers created from it stay usable (they share the
+ * weights); the memory goes when the last of them is freed. NULL is a no-op. */
 MOE_API void moe_model_free(moe_model* model);
 
 typedef struct moe_model_info {
@@ -272,16 +290,22 @@ static inline moe_context_params moe_context_default_params(void) {
 }
 
 /* A new context (conversation state: KV cache, sampler) over model. params may be NULL. The
- * model must outlive the context. */
+ * context keeps the model's weights alive: the model handle may be freed first. */
 MOE_API moe_status moe_context_create(moe_model* model, const moe_context_params* params,
                                       moe_context** out_context);
+/* Frees the context; NULL is a no-op. Safe while a call runs on it (see "Threads"): that call is
+ * cancelled and returns MOE_ERROR_CANCELLED first. */
 MOE_API void moe_context_free(moe_context* context);
 
-/* Forgets everything in the context. */
+/* Restores what a fresh context has: no tokens, no logits or statistics, and the samplers'
+ * random streams from the start, so the same seeds and inputs give a fresh context's output. */
 MOE_API moe_status moe_context_reset(moe_context* context);
-/* Keeps the first n_keep tokens and forgets the rest (e.g. to regenerate an answer). */
+/* Keeps the first n_keep tokens and forgets the rest (e.g. to regenerate an answer). The
+ * samplers' streams go on (a regenerated answer is a new draw); moe_generate* with an empty prompt
+ * then continues from the last kept token. */
 MOE_API moe_status moe_context_truncate(moe_context* context, int32_t n_keep);
-/* Tokens currently in the context (-1 for a NULL context). */
+/* Tokens currently in the context (-1 for a NULL context). During a call on another thread,
+ * some count that call has reached. */
 MOE_API int32_t moe_context_n_past(const moe_context* context);
 /* The context length (-1 for a NULL context). */
 MOE_API int32_t moe_context_n_ctx(const moe_context* context);
@@ -387,7 +411,9 @@ MOE_API moe_status moe_generate(moe_context* context, const char* prompt,
                                 const moe_generate_params* params, moe_token_callback callback,
                                 void* user_data);
 
-/* The same with prompt token ids. */
+/* The same with prompt token ids, used exactly as given: no BOS is added, on an empty context
+ * too (pass it first yourself, e.g. from moe_tokenize with MOE_TOKENIZE_ADD_BOS). With n_prompt 0
+ * it continues from what the context holds (an empty context is MOE_ERROR_INVALID_ARGUMENT). */
 MOE_API moe_status moe_generate_tokens(moe_context* context, const int32_t* prompt, size_t n_prompt,
                                        const moe_generate_params* params,
                                        moe_token_callback callback, void* user_data);

@@ -28,20 +28,27 @@ struct moe_model {
   std::string name;
 };
 
+// Contexts and detokenizers share the engine rather than point at the moe_model handle: the model
+// may be freed while they are still in use, and the engine goes when the last of them does.
 struct moe_context {
-  moe_model* model;
+  std::shared_ptr<const moe::Engine> engine;
   std::unique_ptr<moe::Session> session;
   uint64_t seed;
+  // Set when moe_context_free is called from inside this context's own token callback: the
+  // running moe_generate frees the context as it returns.
+  bool free_when_call_returns = false;
 };
 
 struct moe_detokenizer {
-  const moe_model* model;
+  std::shared_ptr<const moe::Engine> engine;
   std::unique_ptr<moe::StreamDecoder> decoder;
   // Text of a token that did not fit the caller's buffer, kept for the retry.
   std::optional<std::pair<int32_t, std::string>> held;
 };
 
 namespace {
+
+constexpr int32_t kMaxThreads = 1024;
 
 moe_status Null(const char* what) {
   return Fail(MOE_ERROR_INVALID_ARGUMENT, std::string(what) + " is NULL");
@@ -94,9 +101,12 @@ moe_status GenerateImpl(moe_context* ctx, const std::string* text, const int32_t
   moe_sampling_params sp;
   moe_sampling_params_init(&sp, sizeof(sp));
   if (moe_status s = ReadVersioned(gp.sampling, &sp, "moe_sampling_params"); s != MOE_OK) return s;
-  const int32_t n_vocab = static_cast<int32_t>(ctx->model->engine->model()->hp().n_vocab);
+  const int32_t n_vocab = static_cast<int32_t>(ctx->engine->model()->hp().n_vocab);
   if (moe_status s = ValidateSampling(sp, n_vocab); s != MOE_OK) return s;
-  if (gp.max_tokens < 0) return Fail(MOE_ERROR_INVALID_ARGUMENT, "max_tokens is negative");
+  if (gp.max_tokens < 0) {
+    return Fail(MOE_ERROR_INVALID_ARGUMENT,
+                absl::StrCat("max_tokens is ", gp.max_tokens, ": it must be >= 0"));
+  }
   if (gp.n_stop > 0 && gp.stop == nullptr) return Null("stop");
   moe::GenerateOptions go;
   go.sampling = ToSamplerConfig(sp, ctx->seed);
@@ -297,7 +307,7 @@ moe_status moe_detokenizer_create(const moe_model* model, moe_detokenizer** out)
     auto tok = TokenizerOf(model);
     if (!tok.ok()) return FromStatus(tok.status());
     auto d = std::make_unique<moe_detokenizer>();
-    d->model = model;
+    d->engine = model->engine;
     d->decoder = std::make_unique<moe::StreamDecoder>(**tok);
     *out = d.release();
     return MOE_OK;
@@ -394,8 +404,14 @@ moe_status moe_context_create(moe_model* model, const moe_context_params* params
     moe_context_params p;
     moe_context_params_init(&p, sizeof(p));
     if (moe_status s = ReadVersioned(params, &p, "moe_context_params"); s != MOE_OK) return s;
-    if (p.n_ctx < 0 || p.n_threads < 0 || p.n_threads > 1024) {
-      return Fail(MOE_ERROR_INVALID_ARGUMENT, "n_ctx and n_threads must be >= 0");
+    if (p.n_ctx < 0) {
+      return Fail(MOE_ERROR_INVALID_ARGUMENT,
+                  absl::StrCat("n_ctx is ", p.n_ctx, ": it must be >= 0 (0: the model's)"));
+    }
+    if (p.n_threads < 0 || p.n_threads > kMaxThreads) {
+      return Fail(MOE_ERROR_INVALID_ARGUMENT,
+                  absl::StrCat("n_threads is ", p.n_threads, ": it must be in [0, ", kMaxThreads,
+                               "] (0: one per core)"));
     }
     if (p.kv_type != MOE_KV_F32 && p.kv_type != MOE_KV_F16) {
       return Fail(MOE_ERROR_INVALID_ARGUMENT, absl::StrCat("unknown kv_type ", p.kv_type));
@@ -407,17 +423,26 @@ moe_status moe_context_create(moe_model* model, const moe_context_params* params
     so.seed = p.seed;
     auto session = moe::Session::Create(model->engine, so);
     if (!session.ok()) return FromStatus(session.status());
-    *out = new moe_context{model, *std::move(session), p.seed};
+    *out = new moe_context{model->engine, *std::move(session), p.seed};
     return MOE_OK;
   });
 }
 
-void moe_context_free(moe_context* ctx) { delete ctx; }
+void moe_context_free(moe_context* ctx) {
+  if (ctx == nullptr) return;
+  if (ctx->session->RunningOnThisThread()) {  // from the running call's own callback
+    ctx->free_when_call_returns = true;
+    ctx->session->Cancel();
+    return;
+  }
+  ctx->session->CancelAndWait();  // a call on another thread stops and returns first
+  delete ctx;
+}
 
 moe_status moe_context_reset(moe_context* ctx) {
   return Guard("moe_context_reset", [&]() -> moe_status {
     if (ctx == nullptr) return Null("context");
-    return FromStatus(ctx->session->Truncate(0));
+    return FromStatus(ctx->session->Reset());
   });
 }
 
@@ -476,7 +501,10 @@ moe_status moe_get_logits(moe_context* ctx, const float** logits, int32_t* n_voc
   return Guard("moe_get_logits", [&]() -> moe_status {
     if (ctx == nullptr) return Null("context");
     if (logits == nullptr || n_vocab == nullptr) return Null("logits or n_vocab");
-    auto l = ctx->session->logits();
+    absl::Span<const float> l;
+    if (absl::Status s = ctx->session->Inspect([&] { l = ctx->session->logits(); }); !s.ok()) {
+      return FromStatus(s);
+    }
     if (l.empty()) return Fail(MOE_ERROR_INVALID_ARGUMENT, "no logits yet: decode tokens first");
     *logits = l.data();
     *n_vocab = static_cast<int32_t>(l.size());
@@ -491,7 +519,7 @@ moe_status moe_sample(moe_context* ctx, const moe_sampling_params* params, int32
     moe_sampling_params sp;
     moe_sampling_params_init(&sp, sizeof(sp));
     if (moe_status s = ReadVersioned(params, &sp, "moe_sampling_params"); s != MOE_OK) return s;
-    const int32_t n_vocab = static_cast<int32_t>(ctx->model->engine->model()->hp().n_vocab);
+    const int32_t n_vocab = static_cast<int32_t>(ctx->engine->model()->hp().n_vocab);
     if (moe_status s = ValidateSampling(sp, n_vocab); s != MOE_OK) return s;
     auto tok = ctx->session->Sample(ToSamplerConfig(sp, ctx->seed));
     if (!tok.ok()) return FromStatus(tok.status());
@@ -513,24 +541,30 @@ moe_status moe_generate_params_init(moe_generate_params* p, size_t struct_size) 
   return MOE_OK;
 }
 
+// Frees a context whose own callback asked for that while the call ran.
+moe_status FinishCall(moe_context* ctx, moe_status status) {
+  if (ctx != nullptr && ctx->free_when_call_returns) delete ctx;
+  return status;
+}
+
 moe_status moe_generate(moe_context* ctx, const char* prompt, const moe_generate_params* params,
                         moe_token_callback callback, void* user_data) {
-  return Guard("moe_generate", [&]() -> moe_status {
+  return FinishCall(ctx, Guard("moe_generate", [&]() -> moe_status {
     if (ctx == nullptr) return Null("context");
     if (prompt == nullptr) return Null("prompt");
     std::string text(prompt);
     return GenerateImpl(ctx, &text, nullptr, 0, params, callback, user_data);
-  });
+  }));
 }
 
 moe_status moe_generate_tokens(moe_context* ctx, const int32_t* prompt, size_t n_prompt,
                                const moe_generate_params* params, moe_token_callback callback,
                                void* user_data) {
-  return Guard("moe_generate_tokens", [&]() -> moe_status {
+  return FinishCall(ctx, Guard("moe_generate_tokens", [&]() -> moe_status {
     if (ctx == nullptr) return Null("context");
     if (prompt == nullptr && n_prompt > 0) return Null("prompt");
     return GenerateImpl(ctx, nullptr, prompt, n_prompt, params, callback, user_data);
-  });
+  }));
 }
 
 /* ----- statistics ----- */
@@ -548,9 +582,12 @@ moe_status moe_stats_init(moe_stats* s, size_t struct_size) {
 moe_status moe_context_get_stats(const moe_context* ctx, moe_stats* out) {
   return Guard("moe_context_get_stats", [&]() -> moe_status {
     if (ctx == nullptr) return Null("context");
-    const moe::SessionStats& st = ctx->session->stats();
+    moe::SessionStats st;
+    if (absl::Status s = ctx->session->Inspect([&] { st = ctx->session->stats(); }); !s.ok()) {
+      return FromStatus(s);
+    }
     const moe::Telemetry& t = st.forward;
-    const moe::Engine& e = *ctx->model->engine;
+    const moe::Engine& e = *ctx->engine;
     moe_stats s{};
     s.struct_size = sizeof(s);
     s.prompt_tokens = static_cast<int32_t>(st.prompt_tokens);
@@ -577,9 +614,14 @@ moe_status moe_context_get_expert_counts(const moe_context* ctx, int64_t* counts
                                          size_t* len) {
   return Guard("moe_context_get_expert_counts", [&]() -> moe_status {
     if (ctx == nullptr) return Null("context");
-    const moe::HParams& h = ctx->model->engine->model()->hp();
+    const moe::HParams& h = ctx->engine->model()->hp();
     std::vector<int64_t> flat(h.n_layer * h.n_expert, 0);
-    const auto& ec = ctx->session->stats().forward.expert_counts;
+    std::vector<std::vector<int64_t>> ec;
+    if (absl::Status s =
+            ctx->session->Inspect([&] { ec = ctx->session->stats().forward.expert_counts; });
+        !s.ok()) {
+      return FromStatus(s);
+    }
     for (size_t l = 0; l < ec.size(); ++l) {
       for (size_t e = 0; e < ec[l].size(); ++e) flat[l * h.n_expert + e] = ec[l][e];
     }

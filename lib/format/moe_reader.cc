@@ -85,7 +85,13 @@ absl::StatusOr<HParams> ReadHParams(const fb::HParams* p) {
 }  // namespace
 
 bool LooksLikeMoeFile(absl::Span<const uint8_t> head) {
-  return head.size() >= 8 && std::memcmp(head.data() + 8, fb::ModelIdentifier(), 4) == 0;
+  return head.size() >= 12 && std::memcmp(head.data() + 8, fb::ModelIdentifier(), 4) == 0;
+}
+
+bool MayBeCutMoeFile(absl::Span<const uint8_t> head) {
+  if (head.size() >= 12) return false;
+  if (head.size() <= 8) return true;  // the first 8 bytes are sizes and offsets: anything goes
+  return std::memcmp(head.data() + 8, fb::ModelIdentifier(), head.size() - 8) == 0;
 }
 
 absl::StatusOr<ModelSpec> ReadMoeFile(const std::string& path) {

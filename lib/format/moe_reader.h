@@ -13,5 +13,8 @@ absl::StatusOr<ModelSpec> ReadMoeFile(const std::string& path);
 
 // True when the bytes start like a .moe file (size prefix + identifier).
 bool LooksLikeMoeFile(absl::Span<const uint8_t> head);
+// Whether head, shorter than the identifier's end, could be the start of a .moe file that was
+// cut: too short to tell, and its bytes up to the identifier's position agree with it.
+bool MayBeCutMoeFile(absl::Span<const uint8_t> head);
 
 }  // namespace moe

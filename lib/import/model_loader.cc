@@ -1,6 +1,8 @@
 #include "lib/import/model_loader.h"
 
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "absl/status/status.h"
@@ -10,35 +12,69 @@
 #include "lib/import/hf_import.h"
 
 namespace moe {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Shorter than GGUF's magic and a prefix of it (the empty file too).
+bool MayBeCutGgufFile(absl::Span<const uint8_t> head) {
+  return head.size() < 4 && std::memcmp(head.data(), "GGUF", head.size()) == 0;
+}
+
+}  // namespace
 
 ModelFileKind DetectModelFile(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (st.type() == fs::file_type::not_found) return ModelFileKind::kMissing;
   if (LooksLikeHfCheckpoint(path)) return ModelFileKind::kHfCheckpoint;
+  if (st.type() == fs::file_type::directory) return ModelFileKind::kDirectory;
   std::ifstream f(path, std::ios::binary);
   if (!f) return ModelFileKind::kUnreadable;
   uint8_t head[12] = {};
   f.read(reinterpret_cast<char*>(head), sizeof(head));
-  const size_t got = static_cast<size_t>(f.gcount());
-  if (got >= 4 && std::memcmp(head, "GGUF", 4) == 0) return ModelFileKind::kGguf;
-  if (LooksLikeMoeFile({head, got})) return ModelFileKind::kMoe;
+  if (f.bad()) return ModelFileKind::kUnreadable;
+  const absl::Span<const uint8_t> got(head, static_cast<size_t>(f.gcount()));
+  if (got.size() >= 4 && std::memcmp(head, "GGUF", 4) == 0) return ModelFileKind::kGguf;
+  if (LooksLikeMoeFile(got)) return ModelFileKind::kMoe;
+  if (MayBeCutMoeFile(got) || MayBeCutGgufFile(got)) return ModelFileKind::kTruncated;
   return ModelFileKind::kOther;
 }
 
+absl::Status NotAModelError(ModelFileKind kind, const std::string& path,
+                            const std::string& expected) {
+  const std::string q = absl::StrCat("'", path, "'");
+  switch (kind) {
+    case ModelFileKind::kMissing:
+      return absl::NotFoundError(absl::StrCat("no such file or directory: ", q));
+    case ModelFileKind::kUnreadable:
+      return absl::PermissionDeniedError(absl::StrCat("cannot read ", q, ": ",
+                                                      std::strerror(errno)));
+    case ModelFileKind::kDirectory:
+      return absl::InvalidArgumentError(absl::StrCat(
+          q, " is a directory without a config.json, not a Hugging Face checkpoint"));
+    case ModelFileKind::kTruncated:
+      return absl::DataLossError(absl::StrCat(
+          q, " is truncated: ", fs::file_size(path), " bytes are too few for a model header"));
+    default:
+      return absl::UnimplementedError(
+          absl::StrCat(q, " is not a model file libmoe reads (expected ", expected, ")"));
+  }
+}
+
 absl::StatusOr<ModelSpec> LoadModelSpec(const std::string& path) {
-  switch (DetectModelFile(path)) {
+  const ModelFileKind kind = DetectModelFile(path);
+  switch (kind) {
     case ModelFileKind::kHfCheckpoint:
       return ImportHfCheckpoint(path);
     case ModelFileKind::kGguf:
       return ImportGguf(path);
     case ModelFileKind::kMoe:
       return ReadMoeFile(path);
-    case ModelFileKind::kUnreadable:
-      return absl::NotFoundError(absl::StrCat("cannot open model file '", path, "'"));
-    case ModelFileKind::kOther:
-      break;
+    default:
+      return NotAModelError(kind, path,
+                            "a .moe or GGUF file, or a Hugging Face checkpoint directory");
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "'", path,
-      "' is neither a .moe nor a GGUF model file, nor a Hugging Face checkpoint directory"));
 }
 
 }  // namespace moe

@@ -9,10 +9,25 @@
 
 namespace moe {
 
-enum class ModelFileKind { kUnreadable, kGguf, kMoe, kHfCheckpoint, kOther };
+enum class ModelFileKind {
+  kMissing,     // no such file or directory
+  kUnreadable,  // exists, but cannot be opened or read
+  kDirectory,   // a directory that is not a Hugging Face checkpoint (no config.json)
+  kTruncated,   // too short to tell, and its bytes begin like one of our formats (or it is empty)
+  kGguf,
+  kMoe,
+  kHfCheckpoint,
+  kOther  // a file of some other kind
+};
 
 // What `path` holds, judged by its first bytes (or, for a directory, its config.json).
 ModelFileKind DetectModelFile(const std::string& path);
+
+// The error for a path that is none of the model kinds, in the classes moe_c.h documents:
+// NotFound (missing), PermissionDenied (unreadable), InvalidArgument (a directory), DataLoss
+// (truncated), Unimplemented (another kind of file). `expected` names what would have been read.
+absl::Status NotAModelError(ModelFileKind kind, const std::string& path,
+                            const std::string& expected);
 
 absl::StatusOr<ModelSpec> LoadModelSpec(const std::string& path);
 

@@ -14,7 +14,8 @@ namespace moe {
 
 absl::StatusOr<TokenizerData> LoadTokenizerData(const std::string& path) {
   // Model files are recognised by content, as LoadModelSpec does; tokenizer.json by name.
-  switch (DetectModelFile(path)) {
+  const ModelFileKind kind = DetectModelFile(path);
+  switch (kind) {
     case ModelFileKind::kGguf: {
       MOE_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> gguf, GgufFile::Open(path));
       return TokenizerDataFromGguf(*gguf);
@@ -26,15 +27,17 @@ absl::StatusOr<TokenizerData> LoadTokenizerData(const std::string& path) {
       }
       return std::move(spec.tokenizer);
     }
+    case ModelFileKind::kMissing:
     case ModelFileKind::kUnreadable:
-      return absl::NotFoundError(absl::StrCat("cannot open '", path, "'"));
+    case ModelFileKind::kDirectory:
     case ModelFileKind::kHfCheckpoint:
+      return NotAModelError(kind, path, "a .gguf, tokenizer.json or .moe file");
+    case ModelFileKind::kTruncated:
     case ModelFileKind::kOther:
       break;
   }
   if (absl::EndsWith(path, ".json")) return TokenizerDataFromHfJson(path);
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown model file type (expected a .gguf, tokenizer.json or .moe file): ", path));
+  return NotAModelError(kind, path, "a .gguf, tokenizer.json or .moe file");
 }
 
 }  // namespace moe

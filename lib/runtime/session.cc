@@ -20,21 +20,56 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 
 class Session::Busy {
  public:
-  explicit Busy(std::atomic<bool>& flag) : flag_(flag), acquired_(!flag.exchange(true)) {}
+  explicit Busy(Session& s) : s_(s) {
+    uint32_t idle = 0;
+    acquired_ = s_.state_.compare_exchange_strong(idle, kInCall);
+    if (acquired_) s_.running_thread_.store(std::this_thread::get_id());
+  }
   ~Busy() {
-    if (acquired_) flag_.store(false);
+    if (!acquired_) return;
+    s_.running_thread_.store(std::thread::id());
+    s_.state_.store(0);  // also drops a cancellation that came too late to stop this call
+    s_.state_.notify_all();
   }
   absl::Status status() const {
     return acquired_ ? absl::OkStatus()
                      : absl::AbortedError(
-                           "context is busy: another thread is using it (a context is for one "
-                           "thread at a time)");
+                           "context is busy: another call is running on it (a context is for "
+                           "one thread at a time)");
   }
 
  private:
-  std::atomic<bool>& flag_;
+  Session& s_;
   bool acquired_;
 };
+
+void Session::Cancel() {
+  uint32_t s = state_.load();
+  while ((s & kInCall) && !(s & kCancelRequested)) {
+    if (state_.compare_exchange_weak(s, s | kCancelRequested)) return;
+  }
+}
+
+void Session::CancelAndWait() {
+  for (uint32_t s = state_.load(); s & kInCall; s = state_.load()) {
+    if (!(s & kCancelRequested)) {
+      Cancel();
+      continue;
+    }
+    state_.wait(s);  // until the call ends (state_ changes to 0, or to a new call's state)
+  }
+}
+
+bool Session::RunningOnThisThread() const {
+  return (state_.load() & kInCall) && running_thread_.load() == std::this_thread::get_id();
+}
+
+absl::Status Session::Inspect(const std::function<void()>& f) {
+  Busy busy(*this);
+  MOE_RETURN_IF_ERROR(busy.status());
+  f();
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Engine> engine,
                                                          const SessionOptions& options) {
@@ -56,9 +91,8 @@ Session::Session(std::shared_ptr<const Engine> engine, KvCache cache, const Sess
       cache_(std::move(cache)) {}
 
 absl::Status Session::Decode(absl::Span<const int32_t> tokens, std::vector<float>* all_logits) {
-  Busy busy(busy_);
+  Busy busy(*this);
   MOE_RETURN_IF_ERROR(busy.status());
-  cancel_.store(false);
   stats_ = SessionStats();
   auto start = std::chrono::steady_clock::now();
   absl::Status s = DecodeLocked(tokens, all_logits);
@@ -75,7 +109,7 @@ absl::Status Session::DecodeLocked(absl::Span<const int32_t> tokens,
                      " new ones exceed its length of ", cache_.n_ctx()));
   }
   for (size_t i = 0; i < tokens.size(); i += options_.n_batch) {
-    if (cancel_.load()) return absl::CancelledError("cancelled");
+    if (cancel_requested()) return absl::CancelledError("cancelled");
     auto chunk = tokens.subspan(i, options_.n_batch);
     MOE_RETURN_IF_ERROR(transformer_.Forward(
         chunk, cache_, all_logits ? LogitsFor::kAll : LogitsFor::kLast, &logits_, &stats_.forward));
@@ -84,12 +118,15 @@ absl::Status Session::DecodeLocked(absl::Span<const int32_t> tokens,
       logits_.erase(logits_.begin(), logits_.end() - engine_->model()->hp().n_vocab);
     }
     history_.insert(history_.end(), chunk.begin(), chunk.end());
+    n_past_.store(cache_.size(), std::memory_order_relaxed);
     stats_.prompt_tokens += chunk.size();
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<int32_t> Session::Sample(const SamplerConfig& config) {
+  Busy busy(*this);
+  MOE_RETURN_IF_ERROR(busy.status());
   if (logits_.empty()) return absl::FailedPreconditionError("no logits yet: decode tokens first");
   std::vector<float> l = logits_;
   SamplerConfig c = config;
@@ -101,19 +138,21 @@ absl::StatusOr<int32_t> Session::Sample(const SamplerConfig& config) {
 absl::Status Session::Generate(absl::string_view prompt, const GenerateOptions& options,
                                const TokenCallback& callback) {
   MOE_ASSIGN_OR_RETURN(const Tokenizer* tok, engine_->RequireTokenizer());
+  Busy busy(*this);
+  MOE_RETURN_IF_ERROR(busy.status());
+  stats_ = SessionStats();
   EncodeOptions eo;
   eo.add_bos = cache_.size() == 0 && tok->data().add_bos;
   eo.parse_special = options.parse_special;
   std::vector<int32_t> ids = tok->Encode(prompt, eo);
-  return GenerateFromTokens(ids, options, callback);
+  return GenerateLocked(ids, options, callback);
 }
 
 absl::Status Session::GenerateFromTokens(absl::Span<const int32_t> prompt,
                                          const GenerateOptions& options,
                                          const TokenCallback& callback) {
-  Busy busy(busy_);
+  Busy busy(*this);
   MOE_RETURN_IF_ERROR(busy.status());
-  cancel_.store(false);
   stats_ = SessionStats();
   return GenerateLocked(prompt, options, callback);
 }
@@ -122,8 +161,18 @@ absl::Status Session::GenerateLocked(absl::Span<const int32_t> prompt,
                                      const GenerateOptions& options,
                                      const TokenCallback& callback) {
   MOE_ASSIGN_OR_RETURN(const Tokenizer* tok, engine_->RequireTokenizer());
+  if (prompt.empty() && cache_.size() == 0) {
+    return absl::InvalidArgumentError(
+        "empty prompt on an empty context: there is nothing to continue from");
+  }
+  // After a truncation the last kept token's logits are gone: compute them again from it.
+  int32_t redo_last = -1;
   if (prompt.empty() && logits_.empty()) {
-    return absl::InvalidArgumentError("empty prompt and nothing in the context to continue");
+    redo_last = history_.back();
+    history_.pop_back();
+    cache_.set_size(cache_.size() - 1);
+    n_past_.store(cache_.size(), std::memory_order_relaxed);
+    prompt = {&redo_last, 1};
   }
   if (cache_.size() + static_cast<int64_t>(prompt.size()) >= cache_.n_ctx()) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -148,7 +197,7 @@ absl::Status Session::GenerateLocked(absl::Span<const int32_t> prompt,
     return absl::OkStatus();
   };
   for (int64_t i = 0; i < options.max_tokens; ++i) {
-    if (cancel_.load()) {
+    if (cancel_requested()) {
       stats_.generate_s = Seconds(start);
       return absl::CancelledError("cancelled");
     }
@@ -163,6 +212,7 @@ absl::Status Session::GenerateLocked(absl::Span<const int32_t> prompt,
       MOE_RETURN_IF_ERROR(
           transformer_.Forward({&token, 1}, cache_, LogitsFor::kLast, &logits_, &stats_.forward));
       history_.push_back(token);
+      n_past_.store(cache_.size(), std::memory_order_relaxed);
     }
     if (eog) {
       std::string rest = stops.Flush();
@@ -186,15 +236,20 @@ absl::Status Session::GenerateLocked(absl::Span<const int32_t> prompt,
   return finish(FinishReason::kMaxTokens);
 }
 
-void Session::Reset() {
-  Busy busy(busy_);
+absl::Status Session::Reset() {
+  Busy busy(*this);
+  MOE_RETURN_IF_ERROR(busy.status());
   cache_.set_size(0);
+  n_past_.store(0, std::memory_order_relaxed);
   history_.clear();
   logits_.clear();
+  stats_ = SessionStats();
+  rng_calls_ = 0;
+  return absl::OkStatus();
 }
 
 absl::Status Session::Truncate(int64_t n_keep) {
-  Busy busy(busy_);
+  Busy busy(*this);
   MOE_RETURN_IF_ERROR(busy.status());
   if (n_keep < 0 || n_keep > cache_.size()) {
     return absl::OutOfRangeError(
@@ -202,6 +257,7 @@ absl::Status Session::Truncate(int64_t n_keep) {
   }
   // Entries past n_keep are simply overwritten later; causal attention never reads them.
   cache_.set_size(n_keep);
+  n_past_.store(n_keep, std::memory_order_relaxed);
   history_.resize(n_keep);
   logits_.clear();
   return absl::OkStatus();

@@ -1,10 +1,12 @@
-// A Session is one conversation: a KV cache, a sampler and the generate loop. One thread at a
-// time may call into a Session (concurrent calls get Aborted "busy"); Cancel() may be
-// called from any thread at any time.
+// A Session is one conversation: a KV cache, a sampler and the generate loop. One call at a time
+// may run on a Session: a call that overlaps another gets Aborted "busy" (every public call takes
+// part, the read-only ones through Inspect). Cancel() may be called from any thread at any time,
+// and from a signal handler: it is lock-free.
 #pragma once
 
 #include <atomic>
 #include <functional>
+#include <thread>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,11 +79,26 @@ class Session {
   absl::Status GenerateFromTokens(absl::Span<const int32_t> prompt, const GenerateOptions& options,
                                   const TokenCallback& callback);
 
-  void Cancel() { cancel_.store(true); }
-  void Reset();
+  // Asks the running call to stop soon (it returns Cancelled); does nothing when none runs, so a
+  // cancellation never leaks into a later call.
+  void Cancel();
+  // Cancels the running call, if any, and waits until it has returned. Must not be called from
+  // the thread running that call (e.g. from its token callback): see RunningOnThisThread().
+  void CancelAndWait();
+  // Whether the calling thread is the one running a call on this session right now.
+  bool RunningOnThisThread() const;
+
+  // Restores what a fresh session has: no tokens, no logits, the sampler streams from the start.
+  absl::Status Reset();
+  // Keeps the first n_keep tokens. The sampler streams go on (a later sample is not a repeat).
   absl::Status Truncate(int64_t n_keep);
 
-  int64_t n_past() const { return cache_.size(); }
+  // Runs f while holding the call slot, so that what f reads (stats(), logits()) is not being
+  // written by a call on another thread; Aborted "busy" if a call runs.
+  absl::Status Inspect(const std::function<void()>& f);
+
+  // Safe from any thread, also during a call (then some count that call has reached).
+  int64_t n_past() const { return n_past_.load(std::memory_order_relaxed); }
   int64_t n_ctx() const { return cache_.n_ctx(); }
   const std::vector<int32_t>& history() const { return history_; }
   const SessionStats& stats() const { return stats_; }
@@ -93,8 +110,10 @@ class Session {
   absl::Status GenerateLocked(absl::Span<const int32_t> prompt, const GenerateOptions& options,
                               const TokenCallback& callback);
 
-  // RAII guard against concurrent use from two threads.
+  // RAII holder of the call slot (state_'s kInCall bit).
   class Busy;
+  static constexpr uint32_t kInCall = 1, kCancelRequested = 2;
+  bool cancel_requested() const { return state_.load() & kCancelRequested; }
 
   std::shared_ptr<const Engine> engine_;
   SessionOptions options_;
@@ -103,8 +122,11 @@ class Session {
   KvCache cache_;
   std::vector<int32_t> history_;  // every token in the cache, in order
   std::vector<float> logits_;
-  std::atomic<bool> cancel_{false};
-  std::atomic<bool> busy_{false};
+  // kInCall while a call runs; kCancelRequested only ever set while kInCall is, and cleared with
+  // it when the call ends.
+  std::atomic<uint32_t> state_{0};
+  std::atomic<std::thread::id> running_thread_{};
+  std::atomic<int64_t> n_past_{0};  // cache_.size(), published for readers on other threads
   SessionStats stats_;
   uint64_t rng_calls_ = 0;
 };

@@ -140,9 +140,18 @@ TEST(CApiErrorsTest, BadModelFilesSayWhatIsWrong) {
   std::string corrupt_path = TempFile("corrupt.gguf", corrupt);
   EXPECT_NE(moe_model_load(corrupt_path.c_str(), nullptr, &m), MOE_OK);
   std::string text = TempFile("text.gguf", "just some text, not a model\n");
-  EXPECT_EQ(moe_model_load(text.c_str(), nullptr, &m), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(moe_model_load(text.c_str(), nullptr, &m), MOE_ERROR_UNSUPPORTED);
+  EXPECT_NE(std::string(moe_last_error()).find("not a model file"), std::string::npos);
+  std::string empty = TempFile("empty.gguf", "");
+  EXPECT_EQ(moe_model_load(empty.c_str(), nullptr, &m), MOE_ERROR_CORRUPT_MODEL);
+  std::string magic_cut = TempFile("magic.gguf", "GGU");
+  EXPECT_EQ(moe_model_load(magic_cut.c_str(), nullptr, &m), MOE_ERROR_CORRUPT_MODEL);
+  EXPECT_EQ(moe_model_load(::testing::TempDir().c_str(), nullptr, &m), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(moe_last_error()).find("directory"), std::string::npos);
   EXPECT_EQ(m, nullptr);
-  for (auto* p : {&truncated, &header_cut, &corrupt_path, &text}) std::remove(p->c_str());
+  for (auto* p : {&truncated, &header_cut, &corrupt_path, &text, &empty, &magic_cut}) {
+    std::remove(p->c_str());
+  }
 }
 
 TEST(CApiErrorsTest, StructSizeIsChecked) {
@@ -554,11 +563,220 @@ TEST_F(CApiTest, OneContextUsedByTwoThreadsIsBusyNotCorrupt) {
     int32_t tok = 5;
     EXPECT_EQ(moe_decode(ctx, &tok, 1), MOE_ERROR_BUSY);
     EXPECT_NE(std::string(moe_last_error()).find("busy"), std::string::npos);
+    // Every call on the context takes part, the reading ones too: what they read is what the
+    // running call writes.
+    int32_t sampled = -7;
+    EXPECT_EQ(moe_sample(ctx, nullptr, &sampled), MOE_ERROR_BUSY);
+    EXPECT_EQ(sampled, -7);
+    const float* logits = nullptr;
+    int32_t n_vocab = 0;
+    EXPECT_EQ(moe_get_logits(ctx, &logits, &n_vocab), MOE_ERROR_BUSY);
+    moe_stats st = moe_default_stats();
+    EXPECT_EQ(moe_context_get_stats(ctx, &st), MOE_ERROR_BUSY);
+    size_t n = 0;
+    EXPECT_EQ(moe_context_get_expert_counts(ctx, nullptr, 0, &n), MOE_ERROR_BUSY);
+    EXPECT_EQ(moe_context_reset(ctx), MOE_ERROR_BUSY);
+    EXPECT_EQ(moe_context_truncate(ctx, 0), MOE_ERROR_BUSY);
+    EXPECT_EQ(moe_generate(ctx, "y", nullptr, nullptr, nullptr), MOE_ERROR_BUSY);
+    EXPECT_GT(moe_context_n_past(ctx), 0);  // allowed at any time
     sh.checked = true;
     sh.cv.notify_all();
   });
   EXPECT_EQ(moe_generate(ctx, "x", nullptr, cb, &sh), MOE_OK);
   other.join();
+  moe_context_free(ctx);
+}
+
+// A callback that holds generation at its first token until the test lets it go on slowly.
+struct SlowGeneration {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool first_token = false;
+  static int Callback(int32_t, const char*, size_t, void* ud) {
+    auto* s = static_cast<SlowGeneration*>(ud);
+    {
+      std::lock_guard<std::mutex> lock(s->mu);
+      s->first_token = true;
+    }
+    s->cv.notify_all();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return 1;
+  }
+  void WaitForFirstToken() {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return first_token; });
+  }
+};
+
+TEST_F(CApiTest, FreeFromAnotherThreadCancelsTheRunningCallAndWaits) {
+  for (int round = 0; round < 3; ++round) {
+    moe_context* ctx = NewContext();
+    SlowGeneration slow;
+    moe_generate_params gp = moe_generate_default_params();
+    gp.max_tokens = 200;
+    moe_status result = MOE_OK;
+    std::thread generating(
+        [&] { result = moe_generate(ctx, "hello", &gp, SlowGeneration::Callback, &slow); });
+    slow.WaitForFirstToken();
+    moe_context_free(ctx);  // must not free what the running call uses
+    generating.join();
+    EXPECT_EQ(result, MOE_ERROR_CANCELLED);
+  }
+}
+
+TEST_F(CApiTest, FreeFromTheContextsOwnCallbackStopsAndFreesOnReturn) {
+  moe_context* ctx = NewContext();
+  auto cb = [](int32_t, const char*, size_t, void* ud) -> int {
+    moe_context_free(static_cast<moe_context*>(ud));
+    return 1;
+  };
+  moe_generate_params gp = moe_generate_default_params();
+  gp.max_tokens = 50;
+  EXPECT_EQ(moe_generate(ctx, "hello", &gp, cb, ctx), MOE_ERROR_CANCELLED);
+  // ctx is gone now; AddressSanitizer (the ASan run of these tests) reports a leak or a
+  // use after free if it was not freed exactly once.
+}
+
+TEST_F(CApiTest, TheModelMayBeFreedWhileItsContextsRun) {
+  moe_model* model = nullptr;
+  ASSERT_EQ(moe_model_load(kModel.c_str(), nullptr, &model), MOE_OK);
+  moe_context* ctx = nullptr;
+  ASSERT_EQ(moe_context_create(model, nullptr, &ctx), MOE_OK);
+  moe_detokenizer* detok = nullptr;
+  ASSERT_EQ(moe_detokenizer_create(model, &detok), MOE_OK);
+  std::vector<int32_t> prompt = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.tokens.txt");
+  std::vector<int32_t> want = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.gen_tokens.txt");
+  moe_sampling_params sp = moe_sampling_default_params();
+  sp.temperature = 0;
+  moe_generate_params gp = moe_generate_default_params();
+  gp.sampling = &sp;
+  gp.max_tokens = static_cast<int32_t>(want.size());
+  struct Run {
+    SlowGeneration slow;
+    Collected got;
+    static int Callback(int32_t t, const char* p, size_t n, void* ud) {
+      auto* r = static_cast<Run*>(ud);
+      Collect(t, p, n, &r->got);
+      return SlowGeneration::Callback(t, p, n, &r->slow);
+    }
+  } run;
+  moe_status result = MOE_ERROR_INTERNAL;
+  std::thread generating([&] {
+    result = moe_generate_tokens(ctx, prompt.data(), prompt.size(), &gp, Run::Callback, &run);
+  });
+  run.slow.WaitForFirstToken();
+  moe_model_free(model);
+  generating.join();
+  EXPECT_EQ(result, MOE_OK) << moe_last_error();
+  EXPECT_EQ(run.got.tokens, want);
+  char buf[64];
+  size_t len = 0;
+  EXPECT_EQ(moe_detokenizer_push(detok, want[0], buf, sizeof(buf), &len), MOE_OK);
+  moe_detokenizer_free(detok);
+  moe_context_free(ctx);
+}
+
+// Token ids are used exactly as given: no BOS is added on an empty context, unlike text.
+TEST_F(CApiTest, TokenIdsAreUsedExactlyAsGiven) {
+  moe_model_info info = moe_model_default_info();
+  ASSERT_EQ(moe_model_get_info(model_, &info), MOE_OK);
+  ASSERT_GE(info.bos_token, 0);
+  moe_sampling_params sp = moe_sampling_default_params();
+  sp.temperature = 0;
+  moe_generate_params gp = moe_generate_default_params();
+  gp.sampling = &sp;
+  gp.max_tokens = 1;
+  // The fixture's prompt ids begin with BOS, as llama.cpp tokenized them.
+  std::vector<int32_t> prompt = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.tokens.txt");
+  ASSERT_EQ(prompt[0], info.bos_token);
+  std::vector<int32_t> without_bos(prompt.begin() + 1, prompt.end());
+  moe_context* ctx = NewContext();
+  ASSERT_EQ(moe_generate_tokens(ctx, without_bos.data(), without_bos.size(), &gp, nullptr,
+                                nullptr),
+            MOE_OK);
+  EXPECT_EQ(moe_context_n_past(ctx), static_cast<int32_t>(without_bos.size() + 1));
+  ASSERT_EQ(moe_context_reset(ctx), MOE_OK);
+  // With BOS given, the llama.cpp reference continuation.
+  std::vector<int32_t> want = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.gen_tokens.txt");
+  gp.max_tokens = static_cast<int32_t>(want.size());
+  Collected got;
+  ASSERT_EQ(moe_generate_tokens(ctx, prompt.data(), prompt.size(), &gp, Collect, &got), MOE_OK);
+  EXPECT_EQ(got.tokens, want);
+  // Text on an empty context gets BOS first.
+  ASSERT_EQ(moe_context_reset(ctx), MOE_OK);
+  gp.max_tokens = 1;
+  ASSERT_EQ(moe_generate(ctx, "Hello", &gp, nullptr, nullptr), MOE_OK);
+  size_t n = 0;
+  std::vector<int32_t> hello(16);
+  ASSERT_EQ(moe_tokenize(model_, "Hello", 5, 0, hello.data(), hello.size(), &n), MOE_OK);
+  EXPECT_EQ(moe_context_n_past(ctx), static_cast<int32_t>(1 + n + 1));
+  moe_context_free(ctx);
+}
+
+TEST_F(CApiTest, ResetGivesWhatAFreshContextGives) {
+  moe_generate_params gp = moe_generate_default_params();
+  gp.max_tokens = 24;  // default sampling: temperature 0.8, the seeded random stream matters
+  moe_context* fresh = NewContext(256, /*seed=*/11);
+  Collected want;
+  ASSERT_EQ(moe_generate(fresh, "Once upon a time", &gp, Collect, &want), MOE_OK);
+  moe_context_free(fresh);
+  moe_context* ctx = NewContext(256, /*seed=*/11);
+  Collected first, again;
+  ASSERT_EQ(moe_generate(ctx, "Once upon a time", &gp, Collect, &first), MOE_OK);
+  EXPECT_EQ(first.tokens, want.tokens);
+  int32_t sampled = 0;
+  ASSERT_EQ(moe_sample(ctx, nullptr, &sampled), MOE_OK);  // advances the sampler's streams
+  ASSERT_EQ(moe_context_reset(ctx), MOE_OK);
+  const float* logits = nullptr;
+  int32_t n_vocab = 0;
+  EXPECT_EQ(moe_get_logits(ctx, &logits, &n_vocab), MOE_ERROR_INVALID_ARGUMENT);
+  ASSERT_EQ(moe_generate(ctx, "Once upon a time", &gp, Collect, &again), MOE_OK);
+  EXPECT_EQ(again.tokens, want.tokens);
+  moe_context_free(ctx);
+}
+
+TEST_F(CApiTest, AnEmptyPromptAfterTruncationContinuesFromTheLastKeptToken) {
+  std::vector<int32_t> prompt = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.tokens.txt");
+  std::vector<int32_t> want = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.gen_tokens.txt");
+  moe_sampling_params sp = moe_sampling_default_params();
+  sp.temperature = 0;
+  moe_generate_params gp = moe_generate_default_params();
+  gp.sampling = &sp;
+  gp.max_tokens = 4;
+  moe_context* ctx = NewContext();
+  ASSERT_EQ(moe_generate_tokens(ctx, prompt.data(), prompt.size(), &gp, nullptr, nullptr), MOE_OK);
+  ASSERT_EQ(moe_context_truncate(ctx, static_cast<int32_t>(prompt.size())), MOE_OK);
+  // The same greedy continuation as straight after the prompt.
+  gp.max_tokens = static_cast<int32_t>(want.size());
+  Collected got;
+  ASSERT_EQ(moe_generate_tokens(ctx, nullptr, 0, &gp, Collect, &got), MOE_OK) << moe_last_error();
+  EXPECT_EQ(got.tokens, want);
+  ASSERT_EQ(moe_context_reset(ctx), MOE_OK);
+  EXPECT_EQ(moe_generate_tokens(ctx, nullptr, 0, &gp, nullptr, nullptr),
+            MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(moe_last_error()).find("empty context"), std::string::npos)
+      << moe_last_error();
+  moe_context_free(ctx);
+}
+
+TEST_F(CApiTest, MessagesNameTheValueThatIsWrong) {
+  moe_context_params p = moe_context_default_params();
+  p.n_threads = 2147483647;
+  moe_context* ctx = nullptr;
+  EXPECT_EQ(moe_context_create(model_, &p, &ctx), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(moe_last_error()).find("n_threads is 2147483647"), std::string::npos)
+      << moe_last_error();
+  p = moe_context_default_params();
+  p.n_ctx = -5;
+  EXPECT_EQ(moe_context_create(model_, &p, &ctx), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(moe_last_error()).find("n_ctx is -5"), std::string::npos)
+      << moe_last_error();
+  ctx = NewContext();
+  moe_generate_params gp = moe_generate_default_params();
+  gp.max_tokens = -1;
+  EXPECT_EQ(moe_generate(ctx, "x", &gp, nullptr, nullptr), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(moe_last_error()).find("max_tokens is -1"), std::string::npos)
+      << moe_last_error();
   moe_context_free(ctx);
 }
 

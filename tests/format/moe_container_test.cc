@@ -118,7 +118,8 @@ TEST_F(MoeCorruptionTest, TruncatedFilesAreErrorsThatSaySo) {
   for (size_t cut : {size_t{0}, size_t{3}, size_t{11}, size_t{100}, size_t{5000}, bytes_.size() / 2,
                      bytes_.size() - 1}) {
     auto s = Load({bytes_.begin(), bytes_.begin() + cut});
-    EXPECT_FALSE(s.ok()) << "cut at " << cut;
+    // However short the cut, the file is a damaged model, not a file of another kind.
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << "cut at " << cut << ": " << s;
   }
   auto s = Load({bytes_.begin(), bytes_.end() - 4096});
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
@@ -149,11 +150,31 @@ TEST_F(MoeCorruptionTest, RandomHeaderDamageNeverCrashes) {
   EXPECT_GT(rejected, 0);
 }
 
+// The classes moe_c.h documents for moe_model_load: missing (NotFound), a directory that is no
+// checkpoint (InvalidArgument), a file of another kind (Unimplemented), a damaged or cut file of
+// our kinds (DataLoss).
 TEST_F(MoeCorruptionTest, WrongFileKindsAreClearErrors) {
   EXPECT_EQ(LoadModelSpec("/nonexistent.moe").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(LoadModelSpec(::testing::TempDir()).status().code(),
+            absl::StatusCode::kInvalidArgument);
   std::vector<uint8_t> text = {'h', 'e', 'l', 'l', 'o', ' ', 'w', 'o', 'r', 'l', 'd', '!', '\n'};
   auto s = Load(text);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_NE(s.message().find("not a model file"), std::string::npos) << s;
+  std::mt19937 rng(5);
+  std::vector<uint8_t> noise(4096);
+  for (uint8_t& b : noise) b = static_cast<uint8_t>(rng());
+  EXPECT_EQ(Load(noise).code(), absl::StatusCode::kUnimplemented);
+  for (size_t cut = 0; cut < 4; ++cut) {  // a GGUF cut inside its magic
+    const std::vector<uint8_t> gguf = {'G', 'G', 'U', 'F'};
+    s = Load({gguf.begin(), gguf.begin() + cut});
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << cut << ": " << s;
+    EXPECT_NE(s.message().find("truncated"), std::string::npos) << s;
+  }
+  for (size_t cut : {4, 8, 9, 11}) {  // a .moe cut before its identifier ends
+    s = Load({bytes_.begin(), bytes_.begin() + cut});
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << cut << ": " << s;
+  }
 }
 
 }  // namespace
