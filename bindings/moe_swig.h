@@ -13,11 +13,15 @@
 
 #include <moe_c.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -32,10 +36,73 @@ class Error : public std::runtime_error {
   int status_;
 };
 
+// Not a moe_status: the handle was closed. Each language maps it to its own idiom
+// (IllegalStateException, ObjectDisposedException, ErrClosed).
+constexpr int kClosedStatus = -1;
+
 // Throws the calling thread's last error for a failed status.
 inline void Check(moe_status status) {
   if (status != MOE_OK) throw Error(status, moe_last_error());
 }
+
+#ifndef SWIG  // internals: SWIG wraps none of them and need not parse them
+namespace detail {
+
+// A C handle that calls on several threads may use while another thread closes it: each call
+// holds a reference for its duration, so closing never frees what a running call uses (the last
+// reference frees it).
+template <typename T>
+class SharedHandle {
+ public:
+  SharedHandle() = default;
+  explicit SharedHandle(std::shared_ptr<T> p) : p_(std::move(p)) {}
+  void Set(std::shared_ptr<T> p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    p_ = std::move(p);
+  }
+  // A reference for one call; throws kClosedStatus once closed.
+  std::shared_ptr<T> Hold(const char* what) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!p_) throw Error(kClosedStatus, std::string("the ") + what + " is closed");
+    return p_;
+  }
+  std::shared_ptr<T> Peek() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return p_;
+  }
+  std::shared_ptr<T> Take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::move(p_);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<T> p_;
+};
+
+// The objects whose calls this thread is inside (a token callback runs within them): closing
+// one of them from its own callback must not wait for the call it is part of.
+inline thread_local std::vector<const void*> calls_on_this_thread;
+class CallScope {
+ public:
+  explicit CallScope(const void* owner) : owner_(owner) { calls_on_this_thread.push_back(owner); }
+  ~CallScope() {
+    auto it = std::find(calls_on_this_thread.rbegin(), calls_on_this_thread.rend(), owner_);
+    if (it != calls_on_this_thread.rend()) calls_on_this_thread.erase(std::next(it).base());
+  }
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+
+ private:
+  const void* owner_;
+};
+inline bool InCallOn(const void* owner) {
+  return std::find(calls_on_this_thread.begin(), calls_on_this_thread.end(), owner) !=
+         calls_on_this_thread.end();
+}
+
+}  // namespace detail
+#endif  // SWIG
 
 inline std::string VersionString() { return moe_version_string(); }
 inline std::string StatusString(int status) {
@@ -180,9 +247,9 @@ struct NativeStats {
   int32_t finish_reason = 0;
 };
 
-// A loaded model. The C handle is shared with the contexts made from it, so closing the model
-// while contexts are open (or a finalizer running in the wrong order) cannot free it under them:
-// it is freed when the last of them lets go.
+// A loaded model. Closing it while other threads call it, or while contexts made from it run,
+// frees nothing they use: calls hold the handle while they run, and contexts share the weights
+// inside the library.
 class NativeModel {
  public:
   static NativeModel* Load(const std::string& path, bool use_mmap, ProgressSink* progress) {
@@ -197,12 +264,12 @@ class NativeModel {
     return new NativeModel(std::shared_ptr<moe_model>(raw, &moe_model_free));
   }
 
-  void Close() { model_.reset(); }
-  bool IsOpen() const { return model_ != nullptr; }
+  void Close() { model_.Take(); }
+  bool IsOpen() const { return model_.Peek() != nullptr; }
 
   NativeModelInfo Info() const {
     moe_model_info c = moe_model_default_info();
-    Check(moe_model_get_info(Get(), &c));
+    Check(moe_model_get_info(Hold().get(), &c));
     NativeModelInfo i;
     i.n_layer = c.n_layer;
     i.n_embd = c.n_embd;
@@ -223,7 +290,7 @@ class NativeModel {
   }
   std::string Architecture() const { return InfoString(true); }
   std::string Name() const { return InfoString(false); }
-  std::string ChatTemplate() const { return moe_model_chat_template(Get()); }
+  std::string ChatTemplate() const { return moe_model_chat_template(Hold().get()); }
 
   // template_name "" means the model's own template.
   std::string ApplyChatTemplate(const NativeChat& chat, const std::string& template_name,
@@ -233,12 +300,13 @@ class NativeModel {
       messages.push_back({chat.roles[i].c_str(), chat.contents[i].c_str()});
     }
     const char* name = template_name.empty() ? nullptr : template_name.c_str();
+    const std::shared_ptr<moe_model> model = Hold();
     size_t len = 0;
-    moe_status s = moe_chat_apply_template(Get(), name, messages.data(), messages.size(),
+    moe_status s = moe_chat_apply_template(model.get(), name, messages.data(), messages.size(),
                                            add_generation_prompt, nullptr, 0, &len);
     if (s != MOE_ERROR_BUFFER_TOO_SMALL) Check(s);
     std::string text(len + 1, '\0');
-    Check(moe_chat_apply_template(Get(), name, messages.data(), messages.size(),
+    Check(moe_chat_apply_template(model.get(), name, messages.data(), messages.size(),
                                   add_generation_prompt, text.data(), text.size(), &len));
     text.resize(len);
     return text;
@@ -247,37 +315,38 @@ class NativeModel {
   std::vector<int32_t> Tokenize(const std::string& text, bool add_bos, bool parse_special) const {
     uint32_t flags = (add_bos ? MOE_TOKENIZE_ADD_BOS : 0u) |
                      (parse_special ? MOE_TOKENIZE_PARSE_SPECIAL : 0u);
+    const std::shared_ptr<moe_model> model = Hold();
     size_t n = 0;
-    moe_status s = moe_tokenize(Get(), text.data(), text.size(), flags, nullptr, 0, &n);
+    moe_status s = moe_tokenize(model.get(), text.data(), text.size(), flags, nullptr, 0, &n);
     if (s != MOE_ERROR_BUFFER_TOO_SMALL) Check(s);
     std::vector<int32_t> tokens(n);
-    if (n > 0) Check(moe_tokenize(Get(), text.data(), text.size(), flags, tokens.data(), n, &n));
+    if (n > 0) {
+      Check(moe_tokenize(model.get(), text.data(), text.size(), flags, tokens.data(), n, &n));
+    }
     return tokens;
   }
 
   std::string Detokenize(const int32_t* tokens, size_t n_tokens) const {
+    const std::shared_ptr<moe_model> model = Hold();
     size_t len = 0;
-    moe_status s = moe_detokenize(Get(), tokens, n_tokens, nullptr, 0, &len);
+    moe_status s = moe_detokenize(model.get(), tokens, n_tokens, nullptr, 0, &len);
     if (s != MOE_ERROR_BUFFER_TOO_SMALL) Check(s);
     std::string text(len + 1, '\0');
-    Check(moe_detokenize(Get(), tokens, n_tokens, text.data(), text.size(), &len));
+    Check(moe_detokenize(model.get(), tokens, n_tokens, text.data(), text.size(), &len));
     text.resize(len);
     return text;
   }
 
-  // For NativeContext; not wrapped.
-  const std::shared_ptr<moe_model>& handle() const { return model_; }
+  // For NativeContext and NativeDetokenizer; not wrapped. Throws once closed.
+  std::shared_ptr<moe_model> Hold() const { return model_.Hold("model"); }
 
  private:
   explicit NativeModel(std::shared_ptr<moe_model> model) : model_(std::move(model)) {}
 
-  moe_model* Get() const {
-    if (!model_) throw Error(MOE_ERROR_INVALID_ARGUMENT, "the model is closed");
-    return model_.get();
-  }
   std::string InfoString(bool architecture) const {
+    const std::shared_ptr<moe_model> model = Hold();
     moe_model_info c = moe_model_default_info();
-    Check(moe_model_get_info(Get(), &c));
+    Check(moe_model_get_info(model.get(), &c));
     const char* s = architecture ? c.architecture : c.name;
     return s != nullptr ? s : "";
   }
@@ -289,60 +358,144 @@ class NativeModel {
     }
   }
 
-  std::shared_ptr<moe_model> model_;
+  detail::SharedHandle<moe_model> model_;
 };
 
-// One conversation over a model. One thread at a time, except Cancel(), which is for other threads.
+// One conversation over a model. One thread at a time, except Cancel(), which is for other
+// threads, and Close(), which any thread may call at any time: it cancels a running call and
+// waits for it to return (from inside that call's own token callback it cannot wait, and the
+// call frees the context as it returns). Calls never start on a closed context.
 class NativeContext {
  public:
   NativeContext(const NativeModel& model, int32_t n_ctx, int32_t n_threads, int64_t seed) {
-    if (!model.handle()) throw Error(MOE_ERROR_INVALID_ARGUMENT, "the model is closed");
+    std::shared_ptr<moe_model> m = model.Hold();
     moe_context_params params = moe_context_default_params();
     params.n_ctx = n_ctx;
     params.n_threads = n_threads;
     params.seed = static_cast<uint64_t>(seed);
     moe_context* raw = nullptr;
-    Check(moe_context_create(model.handle().get(), &params, &raw));
-    context_ = raw;
-    model_ = model.handle();
+    Check(moe_context_create(m.get(), &params, &raw));
+    context_.Set(std::shared_ptr<moe_context>(raw, &moe_context_free));
+    model_ = std::move(m);
   }
   ~NativeContext() { Close(); }
   NativeContext(const NativeContext&) = delete;
   NativeContext& operator=(const NativeContext&) = delete;
 
-  // Frees the context, then lets go of the model. Must not overlap other calls on this context.
   void Close() {
-    moe_context_free(context_);
-    context_ = nullptr;
-    model_.reset();
+    std::shared_ptr<moe_context> ctx = context_.Take();
+    if (!ctx) return;
+    std::weak_ptr<moe_context> running = ctx;
+    moe_context_cancel(ctx.get());
+    ctx.reset();  // frees it now unless a call holds it
+    if (detail::InCallOn(this)) return;
+    // A call that took its reference just before Close may not have reached the library yet, so
+    // the first cancel missed it: cancel again until the last reference is gone.
+    for (int pause = 50;; pause = std::min(2 * pause, kMaxPauseMicros)) {
+      std::shared_ptr<moe_context> held = running.lock();
+      if (!held) break;
+      moe_context_cancel(held.get());
+      held.reset();
+      std::this_thread::sleep_for(std::chrono::microseconds(pause));
+    }
   }
-  bool IsOpen() const { return context_ != nullptr; }
+  bool IsOpen() const { return context_.Peek() != nullptr; }
 
-  // Safe from any thread while another runs Generate.
-  void Cancel() { Check(moe_context_cancel(Get())); }
-  void Reset() { Check(moe_context_reset(Get())); }
-  void Truncate(int32_t n_keep) { Check(moe_context_truncate(Get(), n_keep)); }
-  int32_t NPast() const { return moe_context_n_past(Get()); }
-  int32_t NCtx() const { return moe_context_n_ctx(Get()); }
+  // Safe from any thread while another runs Generate; nothing happens once closed.
+  void Cancel() {
+    if (std::shared_ptr<moe_context> ctx = context_.Peek()) Check(moe_context_cancel(ctx.get()));
+  }
+  void Reset() { Check(moe_context_reset(Hold().get())); }
+  void Truncate(int32_t n_keep) { Check(moe_context_truncate(Hold().get(), n_keep)); }
+  int32_t NPast() const { return moe_context_n_past(Hold().get()); }
+  int32_t NCtx() const { return moe_context_n_ctx(Hold().get()); }
 
   // Both return the moe_finish_reason.
   int32_t Generate(const std::string& prompt, const NativeGenerateOptions& options,
                    TokenSink* sink) {
+    const std::shared_ptr<moe_context> ctx = Hold();
     Params p(options);
-    Check(moe_generate(Get(), prompt.c_str(), &p.generate, sink ? &TokenThunk : nullptr, sink));
-    return Stats().finish_reason;
+    {
+      detail::CallScope scope(this);
+      Check(moe_generate(ctx.get(), prompt.c_str(), &p.generate, sink ? &TokenThunk : nullptr,
+                         sink));
+    }
+    return StatsOf(ctx.get()).finish_reason;
   }
   int32_t GenerateTokens(const int32_t* tokens, size_t n_tokens,
                          const NativeGenerateOptions& options, TokenSink* sink) {
+    const std::shared_ptr<moe_context> ctx = Hold();
     Params p(options);
-    Check(moe_generate_tokens(Get(), tokens, n_tokens, &p.generate, sink ? &TokenThunk : nullptr,
-                              sink));
-    return Stats().finish_reason;
+    {
+      detail::CallScope scope(this);
+      Check(moe_generate_tokens(ctx.get(), tokens, n_tokens, &p.generate,
+                                sink ? &TokenThunk : nullptr, sink));
+    }
+    return StatsOf(ctx.get()).finish_reason;
   }
 
-  NativeStats Stats() const {
+  NativeStats Stats() const { return StatsOf(Hold().get()); }
+
+  // Row-major [n_layer x n_expert]; NExpert() gives the row length.
+  std::vector<int64_t> ExpertCounts() const {
+    const std::shared_ptr<moe_context> ctx = Hold();
+    size_t n = 0;
+    moe_status s = moe_context_get_expert_counts(ctx.get(), nullptr, 0, &n);
+    if (s != MOE_ERROR_BUFFER_TOO_SMALL) Check(s);
+    std::vector<int64_t> counts(n);
+    if (n > 0) Check(moe_context_get_expert_counts(ctx.get(), counts.data(), n, &n));
+    return counts;
+  }
+  int32_t NExpert() const {
+    Hold();
+    moe_model_info info = moe_model_default_info();
+    Check(moe_model_get_info(model_.get(), &info));
+    return info.n_expert;
+  }
+
+  // The low-level path: append tokens, read the last token's logits, sample.
+  void Decode(const int32_t* tokens, size_t n_tokens) {
+    Check(moe_decode(Hold().get(), tokens, n_tokens));
+  }
+  std::vector<float> Logits() {
+    const std::shared_ptr<moe_context> ctx = Hold();
+    const float* logits = nullptr;
+    int32_t n_vocab = 0;
+    Check(moe_get_logits(ctx.get(), &logits, &n_vocab));
+    return std::vector<float>(logits, logits + n_vocab);
+  }
+  int32_t Sample(const NativeGenerateOptions& options) {
+    moe_sampling_params p = options.Sampling();
+    int32_t token = -1;
+    Check(moe_sample(Hold().get(), &p, &token));
+    return token;
+  }
+
+ private:
+  static constexpr int kMaxPauseMicros = 2000;
+
+  // The C params structs point into this, so it lives for the whole call.
+  struct Params {
+    explicit Params(const NativeGenerateOptions& o) {
+      sampling = o.Sampling();
+      for (const std::string& s : o.stops) stops.push_back(s.c_str());
+      generate = moe_generate_default_params();
+      generate.sampling = &sampling;
+      generate.max_tokens = o.max_tokens;
+      generate.stop = stops.empty() ? nullptr : stops.data();
+      generate.n_stop = stops.size();
+      generate.parse_special = o.parse_special ? 1 : 0;
+    }
+    moe_sampling_params sampling;
+    moe_generate_params generate;
+    std::vector<const char*> stops;
+  };
+
+  std::shared_ptr<moe_context> Hold() const { return context_.Hold("context"); }
+
+  static NativeStats StatsOf(const moe_context* ctx) {
     moe_stats c = moe_default_stats();
-    Check(moe_context_get_stats(Get(), &c));
+    Check(moe_context_get_stats(ctx, &c));
     NativeStats s;
     s.prompt_tokens = c.prompt_tokens;
     s.generated_tokens = c.generated_tokens;
@@ -362,62 +515,6 @@ class NativeContext {
     s.finish_reason = c.finish_reason;
     return s;
   }
-
-  // Row-major [n_layer x n_expert]; NExpert() gives the row length.
-  std::vector<int64_t> ExpertCounts() const {
-    size_t n = 0;
-    moe_status s = moe_context_get_expert_counts(Get(), nullptr, 0, &n);
-    if (s != MOE_ERROR_BUFFER_TOO_SMALL) Check(s);
-    std::vector<int64_t> counts(n);
-    if (n > 0) Check(moe_context_get_expert_counts(Get(), counts.data(), n, &n));
-    return counts;
-  }
-  int32_t NExpert() const {
-    Get();
-    moe_model_info info = moe_model_default_info();
-    Check(moe_model_get_info(model_.get(), &info));
-    return info.n_expert;
-  }
-
-  // The low-level path: append tokens, read the last token's logits, sample.
-  void Decode(const int32_t* tokens, size_t n_tokens) {
-    Check(moe_decode(Get(), tokens, n_tokens));
-  }
-  std::vector<float> Logits() {
-    const float* logits = nullptr;
-    int32_t n_vocab = 0;
-    Check(moe_get_logits(Get(), &logits, &n_vocab));
-    return std::vector<float>(logits, logits + n_vocab);
-  }
-  int32_t Sample(const NativeGenerateOptions& options) {
-    moe_sampling_params p = options.Sampling();
-    int32_t token = -1;
-    Check(moe_sample(Get(), &p, &token));
-    return token;
-  }
-
- private:
-  // The C params structs point into this, so it lives for the whole call.
-  struct Params {
-    explicit Params(const NativeGenerateOptions& o) {
-      sampling = o.Sampling();
-      for (const std::string& s : o.stops) stops.push_back(s.c_str());
-      generate = moe_generate_default_params();
-      generate.sampling = &sampling;
-      generate.max_tokens = o.max_tokens;
-      generate.stop = stops.empty() ? nullptr : stops.data();
-      generate.n_stop = stops.size();
-      generate.parse_special = o.parse_special ? 1 : 0;
-    }
-    moe_sampling_params sampling;
-    moe_generate_params generate;
-    std::vector<const char*> stops;
-  };
-
-  moe_context* Get() const {
-    if (context_ == nullptr) throw Error(MOE_ERROR_INVALID_ARGUMENT, "the context is closed");
-    return context_;
-  }
   static int TokenThunk(int32_t token, const char* piece, size_t len, void* user_data) {
     try {
       return static_cast<TokenSink*>(user_data)->OnToken(token, std::string(piece, len)) ? 1 : 0;
@@ -426,48 +523,43 @@ class NativeContext {
     }
   }
 
-  moe_context* context_ = nullptr;
-  std::shared_ptr<moe_model> model_;
+  detail::SharedHandle<moe_context> context_;
+  std::shared_ptr<moe_model> model_;  // for NExpert; the library keeps the weights itself
 };
 
-// Streaming detokenizer: text completed by each pushed token. Keeps the model alive like a context.
+// Streaming detokenizer: text completed by each pushed token. Close() may come from any thread:
+// a Push running then finishes on the handle it holds.
 class NativeDetokenizer {
  public:
   explicit NativeDetokenizer(const NativeModel& model) {
-    if (!model.handle()) throw Error(MOE_ERROR_INVALID_ARGUMENT, "the model is closed");
+    std::shared_ptr<moe_model> m = model.Hold();
     moe_detokenizer* raw = nullptr;
-    Check(moe_detokenizer_create(model.handle().get(), &raw));
-    detokenizer_ = raw;
-    model_ = model.handle();
+    Check(moe_detokenizer_create(m.get(), &raw));
+    detokenizer_.Set(std::shared_ptr<moe_detokenizer>(raw, &moe_detokenizer_free));
   }
-  ~NativeDetokenizer() { Close(); }
+  ~NativeDetokenizer() = default;
   NativeDetokenizer(const NativeDetokenizer&) = delete;
   NativeDetokenizer& operator=(const NativeDetokenizer&) = delete;
 
-  void Close() {
-    moe_detokenizer_free(detokenizer_);
-    detokenizer_ = nullptr;
-    model_.reset();
-  }
-  bool IsOpen() const { return detokenizer_ != nullptr; }
+  void Close() { detokenizer_.Take(); }
+  bool IsOpen() const { return detokenizer_.Peek() != nullptr; }
 
   std::string Push(int32_t token) {
-    if (detokenizer_ == nullptr) throw Error(MOE_ERROR_INVALID_ARGUMENT, "the detokenizer is closed");
+    const std::shared_ptr<moe_detokenizer> d = detokenizer_.Hold("detokenizer");
     // Most tokens complete a few bytes; a too-small buffer leaves the token unconsumed, so retry.
     char small[64];
     size_t len = 0;
-    moe_status s = moe_detokenizer_push(detokenizer_, token, small, sizeof(small), &len);
+    moe_status s = moe_detokenizer_push(d.get(), token, small, sizeof(small), &len);
     if (s == MOE_OK) return std::string(small, len);
     if (s != MOE_ERROR_BUFFER_TOO_SMALL) Check(s);
     std::string text(len + 1, '\0');
-    Check(moe_detokenizer_push(detokenizer_, token, text.data(), text.size(), &len));
+    Check(moe_detokenizer_push(d.get(), token, text.data(), text.size(), &len));
     text.resize(len);
     return text;
   }
 
  private:
-  moe_detokenizer* detokenizer_ = nullptr;
-  std::shared_ptr<moe_model> model_;
+  detail::SharedHandle<moe_detokenizer> detokenizer_;
 };
 
 // Copies a vector into a caller array in one call (C# and Go read token lists this way).

@@ -33,7 +33,12 @@ static void MoeCsSetPendingException(int status, const char* message) {
     [global::System.Runtime.InteropServices.DllImport("$dllimport", EntryPoint="MoeCs_RegisterExceptionCallback")]
     static extern void MoeCs_RegisterExceptionCallback(Callback cb);
 
+    // status -1 is moe_swig::kClosedStatus: a handle used after Dispose, raced with it.
     static void SetPending(int status, string message) {
+      if (status == -1) {
+        SWIGPendingException.Set(new global::System.ObjectDisposedException(null, message));
+        return;
+      }
       SWIGPendingException.Set(new LibMoe.MoeException((LibMoe.Status)status, message));
     }
 

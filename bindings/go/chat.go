@@ -2,7 +2,6 @@ package moe
 
 import (
 	"runtime"
-	"sync"
 
 	"github.com/libmoe/moe/internal/raw"
 )
@@ -41,46 +40,48 @@ func (m *Model) ApplyNamedChatTemplate(name string, messages []ChatMessage,
 // character split across tokens until it is complete, so every piece is whole UTF-8. Use it from
 // one goroutine at a time and Close it when done.
 type Detokenizer struct {
-	mu     sync.Mutex
-	native raw.NativeDetokenizer
+	h handle[raw.NativeDetokenizer]
 }
 
 // NewDetokenizer returns a streaming detokenizer over the model's vocabulary.
 func (m *Model) NewDetokenizer() (*Detokenizer, error) {
-	d := &Detokenizer{}
+	var native raw.NativeDetokenizer
 	err := m.with(func(n raw.NativeModel) error {
-		return call(func() { d.native = raw.NewNativeDetokenizer(n) })
+		return call(func() { native = raw.NewNativeDetokenizer(n) })
 	})
 	if err != nil {
-		if d.native != nil {
-			raw.DeleteNativeDetokenizer(d.native)
+		if native != nil {
+			raw.DeleteNativeDetokenizer(native)
 		}
 		return nil, err
 	}
-	runtime.SetFinalizer(d, (*Detokenizer).Close)
+	d := &Detokenizer{h: handle[raw.NativeDetokenizer]{native: native}}
+	runtime.SetFinalizer(d, func(d *Detokenizer) { raw.DeleteNativeDetokenizer(d.h.native) })
 	return d, nil
 }
 
 // Push returns the text token completes, possibly "" (an incomplete character). An id outside
 // the vocabulary is an error matching ErrOutOfRange.
 func (d *Detokenizer) Push(token int32) (text string, err error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.native == nil {
-		return "", ErrClosed
+	n, err := d.h.get()
+	if err != nil {
+		return "", err
 	}
-	err = call(func() { text = d.native.Push(int(token)) })
-	return text, err
+	err = call(func() { text = n.Push(int(token)) })
+	runtime.KeepAlive(d)
+	if err != nil {
+		return "", err
+	}
+	return text, nil
 }
 
-// Close releases the detokenizer. It is idempotent; later calls return ErrClosed.
+// Close releases the detokenizer. Every later call, a second Close too, returns ErrClosed.
 func (d *Detokenizer) Close() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.native != nil {
-		raw.DeleteNativeDetokenizer(d.native)
-		d.native = nil
-		runtime.SetFinalizer(d, nil)
+	n, err := d.h.close()
+	if err != nil {
+		return err
 	}
-	return nil
+	err = call(n.Close)
+	runtime.KeepAlive(d)
+	return err
 }

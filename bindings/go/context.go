@@ -3,14 +3,13 @@ package moe
 import (
 	"runtime"
 	"strings"
-	"sync"
 
 	"github.com/libmoe/moe/internal/raw"
 )
 
 // GenerateOptions says how to generate (its sampling fields also serve Context.Sample). Start from DefaultGenerateOptions() (the library's
 // defaults) or set every field you care about: the zero value means greedy decoding with
-// no length limit of its own (MaxTokens 0 uses the library default of 256).
+// the library's default length (MaxTokens 0: 256 tokens; a negative MaxTokens is an error).
 type GenerateOptions struct {
 	MaxTokens     int
 	Temperature   float32 // <= 0: greedy (argmax)
@@ -50,7 +49,7 @@ func (o *GenerateOptions) native() raw.NativeGenerateOptions {
 	if o == nil {
 		return n
 	}
-	if o.MaxTokens > 0 {
+	if o.MaxTokens != 0 { // negative values reach the library, which rejects them
 		n.SetMax_tokens(o.MaxTokens)
 	}
 	n.SetTemperature(o.Temperature)
@@ -102,23 +101,23 @@ type Stats struct {
 }
 
 // Context is one conversation over a Model (KV cache and sampler). Use it from one goroutine at a
-// time (a concurrent call fails with ErrBusy); Cancel may be called from any goroutine.
+// time (a concurrent call fails with ErrBusy); Cancel and Close may be called from any goroutine.
 type Context struct {
-	model  *Model
-	mu     sync.RWMutex // Close takes it exclusively; calls and Cancel share it
-	native raw.NativeContext
+	model *Model
+	h     handle[raw.NativeContext]
 }
 
 // Model is the model the context was created from.
 func (c *Context) Model() *Model { return c.model }
 
 func (c *Context) with(f func(raw.NativeContext) error) error {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if c.native == nil {
-		return ErrClosed
+	n, err := c.h.get()
+	if err != nil {
+		return err
 	}
-	return f(c.native)
+	err = f(n)
+	runtime.KeepAlive(c) // the finalizer must not delete n while f uses it
+	return err
 }
 
 // Generate appends prompt to the context (BOS first when it is empty) and generates, calling
@@ -190,10 +189,16 @@ func (b *tokenBridge) OnToken(token int, piece string) (ok bool) {
 }
 
 // Cancel asks the Generate call running on this context (in another goroutine) to stop soon; it
-// then returns ErrCancelled. Tokens processed so far stay in the context. Harmless when nothing
-// runs or the context is closed.
+// then returns ErrCancelled. Tokens processed so far stay in the context. It returns at once, and
+// is harmless when nothing runs or the context is closed.
 func (c *Context) Cancel() {
-	_ = c.with(func(n raw.NativeContext) error { return call(n.Cancel) })
+	// The native wrapper outlives Close (only the finalizer deletes it), and cancels nothing
+	// once closed.
+	c.h.mu.Lock()
+	n := c.h.native
+	c.h.mu.Unlock()
+	_ = call(n.Cancel)
+	runtime.KeepAlive(c)
 }
 
 // Reset forgets everything in the context.
@@ -264,7 +269,10 @@ func (c *Context) Sample(opts *GenerateOptions) (token int32, err error) {
 	err = c.with(func(n raw.NativeContext) error {
 		return call(func() { token = int32(n.Sample(o)) })
 	})
-	return token, err
+	if err != nil {
+		return 0, err
+	}
+	return token, nil
 }
 
 // Stats describes the last Generate or Decode call.
@@ -294,15 +302,16 @@ func (c *Context) Stats() (st Stats, err error) {
 	return st, err
 }
 
-// Close releases the context; it waits for a running Generate to return (cancel it first).
-// It is idempotent; later calls return ErrClosed.
+// Close releases the context. A Generate running on another goroutine is cancelled (it returns
+// ErrCancelled) and Close waits for it to return; called from that Generate's own onToken, it
+// returns at once and the context is released as Generate returns. Every later call, a second
+// Close too, returns ErrClosed.
 func (c *Context) Close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.native != nil {
-		raw.DeleteNativeContext(c.native)
-		c.native = nil
-		runtime.SetFinalizer(c, nil)
+	n, err := c.h.close()
+	if err != nil {
+		return err
 	}
-	return nil
+	err = call(n.Close)
+	runtime.KeepAlive(c)
+	return err
 }

@@ -85,10 +85,51 @@ func call(f func()) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	f()
-	if s := raw.TakeErrorStatus(); s != 0 {
+	switch s := raw.TakeErrorStatus(); s {
+	case 0:
+		return nil
+	case closedStatus:
+		return ErrClosed
+	default:
 		return &Error{Status: Status(s), Message: raw.ErrorMessage()}
 	}
-	return nil
+}
+
+// closedStatus is the native layer's "the handle is closed" (moe_swig::kClosedStatus).
+const closedStatus = -1
+
+// handle holds a native object that goroutines may call while another closes it. No lock is
+// held during a call: the native layer keeps what a running call uses (closing a context cancels
+// its running call and waits for it), so Close and Cancel never wait behind a long Generate. The
+// native wrapper itself is deleted by a finalizer, once nothing can call it any more.
+type handle[T any] struct {
+	mu     sync.Mutex
+	native T
+	closed bool
+}
+
+// get returns the native object, or ErrClosed.
+func (h *handle[T]) get() (T, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		var zero T
+		return zero, ErrClosed
+	}
+	return h.native, nil
+}
+
+// close marks the handle closed and returns the native object to close; ErrClosed the second
+// time.
+func (h *handle[T]) close() (T, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		var zero T
+		return zero, ErrClosed
+	}
+	h.closed = true
+	return h.native, nil
 }
 
 // Version is the library's version ("0.1.0").
@@ -109,8 +150,7 @@ const (
 // Model is a loaded model (.moe or GGUF). It is immutable and safe to share between goroutines;
 // contexts still open keep the native model alive after Close.
 type Model struct {
-	mu     sync.RWMutex
-	native raw.NativeModel
+	h handle[raw.NativeModel]
 }
 
 // Load loads a model. A missing file is an error matching ErrNotFound.
@@ -137,8 +177,8 @@ func LoadWithProgress(path string, progress func(float32) bool) (*Model, error) 
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{native: native}
-	runtime.SetFinalizer(m, (*Model).Close)
+	m := &Model{h: handle[raw.NativeModel]{native: native}}
+	runtime.SetFinalizer(m, func(m *Model) { raw.DeleteNativeModel(m.h.native) })
 	return m, nil
 }
 
@@ -157,32 +197,35 @@ func (b *progressBridge) OnProgress(p float32) (ok bool) {
 	return b.f(p)
 }
 
-// Close releases the model. It is idempotent; later calls return ErrClosed.
+// Close releases the model; contexts and detokenizers made from it stay usable and keep its
+// weights until they are closed. A call running on another goroutine finishes first. Every later
+// call, a second Close too, returns ErrClosed.
 func (m *Model) Close() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.native != nil {
-		raw.DeleteNativeModel(m.native)
-		m.native = nil
-		runtime.SetFinalizer(m, nil)
+	n, err := m.h.close()
+	if err != nil {
+		return err
 	}
-	return nil
+	err = call(n.Close)
+	runtime.KeepAlive(m)
+	return err
 }
 
 // with runs f on the open native model, or returns ErrClosed.
 func (m *Model) with(f func(raw.NativeModel) error) error {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if m.native == nil {
-		return ErrClosed
+	n, err := m.h.get()
+	if err != nil {
+		return err
 	}
-	return f(m.native)
+	err = f(n)
+	runtime.KeepAlive(m) // the finalizer must not delete n while f uses it
+	return err
 }
 
 // ModelInfo holds a model's hyper-parameters and vocabulary facts.
 type ModelInfo struct {
 	Architecture, Name                      string
 	Layers, Experts, ExpertsUsed, VocabSize int
+	EmbeddingSize, Heads, KVHeads           int // n_embd, attention heads, key/value heads
 	TrainedContextLength                    int
 	TotalParameters, ActiveParameters       int64
 	BOSToken, EOSToken, EOTToken            int32
@@ -198,6 +241,7 @@ func (m *Model) Info() (info ModelInfo, err error) {
 			info = ModelInfo{
 				Architecture: n.Architecture(), Name: n.Name(), Layers: i.GetN_layer(),
 				Experts: i.GetN_expert(), ExpertsUsed: i.GetN_expert_used(),
+				EmbeddingSize: i.GetN_embd(), Heads: i.GetN_head(), KVHeads: i.GetN_head_kv(),
 				VocabSize: i.GetN_vocab(), TrainedContextLength: i.GetN_ctx_train(),
 				TotalParameters: i.GetN_params_total(), ActiveParameters: i.GetN_params_active(),
 				BOSToken: int32(i.GetBos_token()), EOSToken: int32(i.GetEos_token()),
@@ -239,17 +283,20 @@ func (m *Model) NewContext(opts *ContextOptions) (*Context, error) {
 		opts = &ContextOptions{}
 	}
 	c := &Context{model: m}
+	var native raw.NativeContext
 	err := m.with(func(n raw.NativeModel) error {
 		return call(func() {
-			c.native = raw.NewNativeContext(n, opts.ContextLength, opts.Threads, opts.Seed)
+			native = raw.NewNativeContext(n, opts.ContextLength, opts.Threads, opts.Seed)
 		})
 	})
 	if err != nil {
-		if c.native != nil {
-			raw.DeleteNativeContext(c.native)
+		if native != nil {
+			raw.DeleteNativeContext(native)
 		}
 		return nil, err
 	}
-	runtime.SetFinalizer(c, (*Context).Close)
+	c.h.native = native
+	// Deleting the wrapper closes the native context too, for a Context never closed.
+	runtime.SetFinalizer(c, func(c *Context) { raw.DeleteNativeContext(c.h.native) })
 	return c, nil
 }

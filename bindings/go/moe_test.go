@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // The Go binding against the tiny-qwen2moe fixture (random weights, real tokenizer), found
@@ -138,8 +139,12 @@ func TestClosedHandles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Close()
-	c.Close() // idempotent
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("second Close: %v, want ErrClosed", err)
+	}
 	if _, err := c.Generate("x", greedy(2), nil); !errors.Is(err, ErrClosed) {
 		t.Fatalf("closed context: %v", err)
 	}
@@ -569,5 +574,86 @@ func TestLogHandlerCanBeReplacedWhileOtherGoroutinesLoad(t *testing.T) {
 	}
 	if len(lines) != before {
 		t.Fatal("a removed handler still received messages")
+	}
+}
+
+// slowGeneration runs a Generate slowed by its callback, so that it still runs when another
+// goroutine acts; started closes at the first token, the result arrives on done.
+func slowGeneration(c *Context, prompt []int32) (started chan struct{}, done chan error) {
+	started, done = make(chan struct{}), make(chan error, 1)
+	go func() {
+		var once sync.Once
+		_, err := c.GenerateTokens(prompt, greedy(200), func(int32, string) bool {
+			once.Do(func() { close(started) })
+			time.Sleep(10 * time.Millisecond)
+			return true
+		})
+		done <- err
+	}()
+	return started, done
+}
+
+func TestCloseDuringGenerateCancelsItAndCancelReturnsAtOnce(t *testing.T) {
+	m := load(t)
+	prompt := readIDs(t, "p1.tokens.txt")
+	for round := 0; round < 3; round++ {
+		c, err := m.NewContext(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		started, done := slowGeneration(c, prompt)
+		<-started
+		closed := make(chan struct{})
+		go func() { c.Close(); close(closed) }()
+		// Cancel from a third goroutine while Close waits: it must not queue behind Close.
+		t0 := time.Now()
+		c.Cancel()
+		if d := time.Since(t0); d > time.Second {
+			t.Fatalf("Cancel blocked for %v", d)
+		}
+		select {
+		case <-closed:
+		case <-time.After(time.Second):
+			t.Fatal("Close waited for the whole generation")
+		}
+		if err := <-done; !errors.Is(err, ErrCancelled) {
+			t.Fatalf("generation: %v, want ErrCancelled", err)
+		}
+		if _, err := c.Len(); !errors.Is(err, ErrClosed) {
+			t.Fatalf("after Close: %v", err)
+		}
+	}
+}
+
+func TestCloseFromTheCallbackStopsTheCall(t *testing.T) {
+	m := load(t)
+	c, err := m.NewContext(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.GenerateTokens(readIDs(t, "p1.tokens.txt"), greedy(16), func(int32, string) bool {
+		if err := c.Close(); err != nil {
+			t.Errorf("Close inside the callback: %v", err)
+		}
+		return true
+	})
+	if !errors.Is(err, ErrCancelled) {
+		t.Fatalf("generation: %v, want ErrCancelled", err)
+	}
+}
+
+func TestNegativeMaxTokensIsAnErrorAndFailedSampleIsZero(t *testing.T) {
+	m := load(t)
+	c, err := m.NewContext(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Generate("x", &GenerateOptions{MaxTokens: -1}, nil); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("MaxTokens -1: %v, want ErrInvalidArgument", err)
+	}
+	token, err := c.Sample(nil) // nothing decoded yet
+	if err == nil || token != 0 {
+		t.Fatalf("Sample before decoding: %d, %v; want 0 and an error", token, err)
 	}
 }

@@ -7,8 +7,14 @@
 #include <cstring>
 #include <vector>
 
-// Throws org.libmoe.MoeException(status, utf8 message) into the JVM.
+// Throws org.libmoe.MoeException(status, utf8 message) into the JVM; a closed handle is an
+// IllegalStateException, as Java expects of a closed resource.
 static void MoeThrowJava(JNIEnv* jenv, int status, const char* message) {
+  if (status == moe_swig::kClosedStatus) {
+    jclass ise = jenv->FindClass("java/lang/IllegalStateException");
+    if (ise != nullptr) jenv->ThrowNew(ise, message);
+    return;
+  }
   jclass cls = jenv->FindClass("org/libmoe/MoeException");
   if (cls == nullptr) return;  // NoClassDefFoundError is pending instead
   jmethodID ctor = jenv->GetMethodID(cls, "<init>", "(I[B)V");

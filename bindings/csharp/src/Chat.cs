@@ -29,7 +29,8 @@ namespace LibMoe {
   /// from <see cref="Model.CreateDetokenizer"/>; one thread at a time; dispose it when done.
   /// </summary>
   public sealed class Detokenizer : IDisposable {
-    private NativeDetokenizer native;
+    private readonly NativeDetokenizer native;  // never disposed by Dispose (see Model)
+    private volatile bool disposed;
 
     internal Detokenizer(Model model) {
       native = new NativeDetokenizer(model.Native);
@@ -40,20 +41,15 @@ namespace LibMoe {
     /// <exception cref="MoeException">Status.OutOfRange for an id outside the vocabulary.
     /// </exception>
     public string Push(int token) {
-      NativeDetokenizer d = native;
-      if (d == null) throw new MoeException(Status.InvalidArgument, "the detokenizer is disposed");
-      return d.Push(token);
+      if (disposed) throw new ObjectDisposedException("Detokenizer", "the detokenizer is disposed");
+      return native.Push(token);
     }
 
-    /// <summary>Releases it. Idempotent; using it afterwards throws <see cref="MoeException"/>.
-    /// </summary>
+    /// <summary>Releases it. Idempotent; using it afterwards throws
+    /// <see cref="ObjectDisposedException"/>.</summary>
     public void Dispose() {
-      NativeDetokenizer d;
-      lock (this) {
-        d = native;
-        native = null;
-      }
-      if (d != null) d.Dispose();
+      disposed = true;
+      native.Close();
     }
   }
 }

@@ -6,8 +6,10 @@ namespace LibMoe {
   /// thread at a time (a concurrent call fails with <see cref="Status.Busy"/>), except
   /// <see cref="Cancel"/>, which any thread may call. Dispose it when done.</summary>
   public sealed class Context : IDisposable {
-    private readonly object disposeLock = new object();
-    private NativeContext native;
+    // Never disposed by Dispose(): a call on another thread may be entering it. The native layer
+    // keeps a running call's state until it returns; the wrapper goes with its finalizer.
+    private readonly NativeContext native;
+    private volatile bool disposed;
 
     internal Context(Model model, ContextOptions options) {
       Model = model;
@@ -47,12 +49,9 @@ namespace LibMoe {
 
     /// <summary>Asks the Generate call running on this context (on another thread) to stop soon;
     /// it then throws <see cref="MoeException"/> with Status.Cancelled. Tokens processed so far
-    /// stay in the context. Does nothing when nothing runs or the context is disposed.</summary>
-    public void Cancel() {
-      lock (disposeLock) {
-        if (native != null) native.Cancel();
-      }
-    }
+    /// stay in the context. Returns at once; does nothing when nothing runs or the context is
+    /// disposed.</summary>
+    public void Cancel() { native.Cancel(); }
 
     /// <summary>Forgets everything in the context.</summary>
     public void Reset() { Native.Reset(); }
@@ -128,20 +127,20 @@ namespace LibMoe {
       }
     }
 
-    /// <summary>Releases the context. Idempotent; must not overlap a Generate call on another
-    /// thread (cancel it and let it return first).</summary>
+    /// <summary>Releases the context; idempotent, and safe from any thread at any time. A
+    /// Generate running on another thread is cancelled (it throws <see cref="MoeException"/> with
+    /// Status.Cancelled) and Dispose waits for it to return; called from that call's own handler,
+    /// Dispose returns at once and the context is released as the call returns. Using the context
+    /// afterwards throws <see cref="ObjectDisposedException"/>.</summary>
     public void Dispose() {
-      lock (disposeLock) {
-        if (native != null) native.Dispose();
-        native = null;
-      }
+      disposed = true;
+      native.Close();
     }
 
     private NativeContext Native {
       get {
-        NativeContext c = native;
-        if (c == null) throw new MoeException(Status.InvalidArgument, "the context is disposed");
-        return c;
+        if (disposed) throw new ObjectDisposedException("Context", "the context is disposed");
+        return native;
       }
     }
 

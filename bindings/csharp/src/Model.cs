@@ -13,7 +13,10 @@ namespace LibMoe {
   /// }
   /// </code></example>
   public sealed class Model : IDisposable {
-    private NativeModel native;
+    // Never disposed by Dispose(): another thread may be calling it. The native layer keeps what
+    // a running call uses; the wrapper goes with its finalizer.
+    private readonly NativeModel native;
+    private volatile bool disposed;
 
     private Model(NativeModel native) {
       this.native = native;
@@ -50,6 +53,8 @@ namespace LibMoe {
             Experts = i.n_expert, ExpertsUsed = i.n_expert_used, VocabularySize = i.n_vocab,
             TrainedContextLength = i.n_ctx_train, TotalParameters = i.n_params_total,
             ActiveParameters = i.n_params_active, BosToken = i.bos_token, EosToken = i.eos_token,
+            EotToken = i.eot_token, EmbeddingSize = i.n_embd, Heads = i.n_head,
+            KvHeads = i.n_head_kv,
             HasTokenizer = i.has_tokenizer, HasChatTemplate = i.has_chat_template,
           };
         }
@@ -98,22 +103,18 @@ namespace LibMoe {
       return Native.Detokenize(tokens, (uint)tokens.Length);
     }
 
-    /// <summary>Releases the model. Idempotent; using it afterwards throws
-    /// <see cref="MoeException"/>.</summary>
+    /// <summary>Releases the model; idempotent, and safe from any thread. Contexts and
+    /// detokenizers made from it stay usable and keep its weights until they are disposed. Using
+    /// the model afterwards throws <see cref="ObjectDisposedException"/>.</summary>
     public void Dispose() {
-      NativeModel m;
-      lock (this) {
-        m = native;
-        native = null;
-      }
-      if (m != null) m.Dispose();
+      disposed = true;
+      native.Close();
     }
 
     internal NativeModel Native {
       get {
-        NativeModel m = native;
-        if (m == null) throw new MoeException(Status.InvalidArgument, "the model is disposed");
-        return m;
+        if (disposed) throw new ObjectDisposedException("Model", "the model is disposed");
+        return native;
       }
     }
 

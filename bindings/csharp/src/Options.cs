@@ -133,6 +133,14 @@ namespace LibMoe {
     public long ActiveParameters { get; internal set; }
     public int BosToken { get; internal set; }
     public int EosToken { get; internal set; }
+    /// <summary>End of turn, -1 when the vocabulary has none.</summary>
+    public int EotToken { get; internal set; }
+    /// <summary>The embedding (hidden) size, n_embd.</summary>
+    public int EmbeddingSize { get; internal set; }
+    /// <summary>Attention (query) heads.</summary>
+    public int Heads { get; internal set; }
+    /// <summary>Key/value heads (fewer than Heads with grouped-query attention).</summary>
+    public int KvHeads { get; internal set; }
     public bool HasTokenizer { get; internal set; }
     public bool HasChatTemplate { get; internal set; }
   }

@@ -97,16 +97,63 @@ public class MoeTests {
     Context ctx = model.CreateContext();
     ctx.Dispose();
     ctx.Dispose();  // idempotent
-    var e = Assert.Throws<MoeException>(() => ctx.Generate(prompt, Greedy(2), null));
-    Assert.AreEqual(Status.InvalidArgument, e.Status);
+    var e = Assert.Throws<ObjectDisposedException>(() => ctx.Generate(prompt, Greedy(2), null));
+    StringAssert.Contains("disposed", e.Message);
     ctx.Cancel();  // harmless
 
     Model m = Model.Load(ModelPath);
     Context open = m.CreateContext();
     m.Dispose();  // the open context keeps the native model alive
-    Assert.Throws<MoeException>(() => m.Tokenize("x"));
+    Assert.Throws<ObjectDisposedException>(() => m.Tokenize("x"));
     Assert.AreEqual(2, GenerateIds(open, prompt, 2).Length);
     open.Dispose();
+  }
+
+  // Generation slowed by the handler, so that it still runs when another thread acts.
+  Thread SlowGeneration(Context ctx, ManualResetEvent started, Exception[] outcome) {
+    var t = new Thread(() => {
+      try {
+        ctx.Generate(prompt, Greedy(200), (token, piece) => {
+          started.Set();
+          Thread.Sleep(10);
+          return true;
+        });
+        outcome[0] = new Exception("generation was not cancelled");
+      } catch (Exception ex) {
+        outcome[0] = ex;
+      }
+    });
+    t.Start();
+    return t;
+  }
+
+  [Test]
+  public void DisposeDuringGenerateCancelsItAndWaits() {
+    for (int round = 0; round < 3; round++) {
+      Context ctx = model.CreateContext();
+      var started = new ManualResetEvent(false);
+      var outcome = new Exception[1];
+      Thread t = SlowGeneration(ctx, started, outcome);
+      Assert.IsTrue(started.WaitOne(30000));
+      var clock = System.Diagnostics.Stopwatch.StartNew();
+      ctx.Dispose();  // from another thread, mid-generation
+      Assert.Less(clock.ElapsedMilliseconds, 1000, "Dispose waited for the whole generation");
+      Assert.IsTrue(t.Join(30000));
+      Assert.IsInstanceOf<MoeException>(outcome[0]);
+      Assert.AreEqual(Status.Cancelled, ((MoeException)outcome[0]).Status);
+      Assert.Throws<ObjectDisposedException>(() => { int n = ctx.Count; });
+    }
+  }
+
+  [Test]
+  public void DisposeFromTheHandlerStopsTheCall() {
+    Context ctx = model.CreateContext();
+    var e = Assert.Throws<MoeException>(() => ctx.Generate(prompt, Greedy(16), (token, piece) => {
+      ctx.Dispose();
+      return true;
+    }));
+    Assert.AreEqual(Status.Cancelled, e.Status);
+    Assert.Throws<ObjectDisposedException>(() => { int n = ctx.Count; });
   }
 
   [Test]
@@ -300,7 +347,7 @@ public class MoeTests {
     Assert.AreEqual(model.Detokenize(ids), text.ToString());
     Detokenizer disposed = model.CreateDetokenizer();
     disposed.Dispose();
-    Assert.Throws<MoeException>(() => disposed.Push(ids[0]));
+    Assert.Throws<ObjectDisposedException>(() => disposed.Push(ids[0]));
   }
 
   [Test]

@@ -7,8 +7,10 @@ package org.libmoe;
  */
 public final class Context implements AutoCloseable {
   private final Model model;
-  private final Object closeLock = new Object();
-  private volatile NativeContext nativeContext;
+  // Never deleted by close(): a call on another thread may be entering it. The native layer keeps
+  // a running call's state until it returns; the wrapper goes with the garbage collector.
+  private final NativeContext nativeContext;
+  private volatile boolean closed;
 
   Context(Model model, ContextOptions options) {
     this.model = model;
@@ -31,11 +33,12 @@ public final class Context implements AutoCloseable {
    * @throws RuntimeException whatever {@code listener} threw (generation stops at that token)
    */
   public FinishReason generate(String prompt, GenerateOptions options, TokenListener listener) {
-    return run(options, listener, (ctx, o, sink) -> ctx.Generate(Utf8.encode(prompt), o, sink));
+    return run(options, listener, (ctx, o, sink) -> ctx.Generate(Utf8.encode(prompt, "prompt"), o, sink));
   }
 
   /** The same with prompt token ids (see {@link Model#tokenize}). */
   public FinishReason generate(int[] prompt, GenerateOptions options, TokenListener listener) {
+    java.util.Objects.requireNonNull(prompt, "prompt is null");
     return run(options, listener, (ctx, o, sink) -> ctx.GenerateTokens(prompt, o, sink));
   }
 
@@ -52,13 +55,10 @@ public final class Context implements AutoCloseable {
   /**
    * Asks the generate call running on this context (on another thread) to stop soon; it then
    * throws {@link MoeException} with {@link Status#CANCELLED}. Tokens processed so far stay in
-   * the context. Does nothing when no call is running or the context is closed.
+   * the context. Returns at once; does nothing when no call is running or the context is closed.
    */
   public void cancel() {
-    synchronized (closeLock) {
-      NativeContext c = nativeContext;
-      if (c != null) c.Cancel();
-    }
+    nativeContext.Cancel();
   }
 
   /** Forgets everything in the context. */
@@ -126,6 +126,7 @@ public final class Context implements AutoCloseable {
    *     #cancel()}
    */
   public void decode(int[] tokens) {
+    java.util.Objects.requireNonNull(tokens, "tokens is null");
     get().Decode(tokens);
   }
 
@@ -155,22 +156,21 @@ public final class Context implements AutoCloseable {
   }
 
   /**
-   * Releases the context. Idempotent; must not overlap a generate call on another thread (cancel
-   * it and let it return first). Using the context afterwards throws {@link MoeException}.
+   * Releases the context; idempotent, and safe from any thread at any time. A generate call
+   * running on another thread is cancelled (it throws {@link MoeException} with {@link
+   * Status#CANCELLED}) and close waits for it to return; called from that call's own listener,
+   * close returns at once and the context is released as the call returns. Using the context
+   * afterwards throws {@link IllegalStateException}.
    */
   @Override
   public void close() {
-    synchronized (closeLock) {
-      NativeContext c = nativeContext;
-      nativeContext = null;
-      if (c != null) c.delete();
-    }
+    closed = true;
+    nativeContext.Close();
   }
 
   private NativeContext get() {
-    NativeContext c = nativeContext;
-    if (c == null) throw new MoeException(Status.INVALID_ARGUMENT, "the context is closed");
-    return c;
+    if (closed) throw new IllegalStateException("the context is closed");
+    return nativeContext;
   }
 
   private interface Call {

@@ -6,7 +6,8 @@ package org.libmoe;
  * Model#newDetokenizer()}; one thread at a time; close it when done.
  */
 public final class Detokenizer implements AutoCloseable {
-  private volatile NativeDetokenizer nativeDetokenizer;
+  private final NativeDetokenizer nativeDetokenizer;  // never deleted by close (see Context)
+  private volatile boolean closed;
 
   Detokenizer(Model model) {
     nativeDetokenizer = new NativeDetokenizer(model.get());
@@ -18,16 +19,14 @@ public final class Detokenizer implements AutoCloseable {
    * @throws MoeException {@link Status#OUT_OF_RANGE} for an id outside the vocabulary
    */
   public String push(int token) {
-    NativeDetokenizer d = nativeDetokenizer;
-    if (d == null) throw new MoeException(Status.INVALID_ARGUMENT, "the detokenizer is closed");
-    return Utf8.decode(d.Push(token));
+    if (closed) throw new IllegalStateException("the detokenizer is closed");
+    return Utf8.decode(nativeDetokenizer.Push(token));
   }
 
-  /** Releases it. Idempotent; using it afterwards throws {@link MoeException}. */
+  /** Releases it. Idempotent; using it afterwards throws {@link IllegalStateException}. */
   @Override
-  public synchronized void close() {
-    NativeDetokenizer d = nativeDetokenizer;
-    nativeDetokenizer = null;
-    if (d != null) d.delete();
+  public void close() {
+    closed = true;
+    nativeDetokenizer.Close();
   }
 }

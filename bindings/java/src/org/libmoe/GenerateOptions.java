@@ -135,7 +135,7 @@ public final class GenerateOptions {
     for (Map.Entry<Integer, Float> e : logitBias.entrySet()) n.AddLogitBias(e.getKey(), e.getValue());
     n.setSeed(seed);
     n.setParse_special(parseSpecial);
-    for (String s : stops) n.AddStop(Utf8.encode(s));
+    for (String s : stops) n.AddStop(Utf8.encode(s, "a stop string"));
     return n;
   }
 }

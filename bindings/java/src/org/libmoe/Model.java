@@ -16,7 +16,9 @@ import java.util.List;
  * }</pre>
  */
 public final class Model implements AutoCloseable {
-  private volatile NativeModel nativeModel;
+  // Never deleted by close(): another thread may be calling it (see Context).
+  private final NativeModel nativeModel;
+  private volatile boolean closed;
 
   private Model(NativeModel nativeModel) {
     this.nativeModel = nativeModel;
@@ -36,7 +38,7 @@ public final class Model implements AutoCloseable {
   public static Model load(String path, ProgressListener progress) {
     ProgressBridge bridge = progress == null ? null : new ProgressBridge(progress);
     try {
-      return new Model(NativeModel.Load(Utf8.encode(path), false, bridge));
+      return new Model(NativeModel.Load(Utf8.encode(path, "path"), false, bridge));
     } catch (MoeException e) {
       if (bridge != null) bridge.rethrow();
       throw e;
@@ -102,9 +104,10 @@ public final class Model implements AutoCloseable {
     NativeChat chat = new NativeChat();
     try {
       for (ChatMessage message : messages) {
-        chat.Add(Utf8.encode(message.role()), Utf8.encode(message.content()));
+        chat.Add(Utf8.encode(message.role(), "a message role"),
+            Utf8.encode(message.content(), "a message content"));
       }
-      byte[] name = templateName == null ? new byte[0] : Utf8.encode(templateName);
+      byte[] name = templateName == null ? new byte[0] : Utf8.encode(templateName, "templateName");
       return Utf8.decode(m.ApplyChatTemplate(chat, name, addGenerationPrompt));
     } finally {
       chat.delete();
@@ -129,7 +132,7 @@ public final class Model implements AutoCloseable {
    *     inject it
    */
   public int[] tokenize(String text, boolean addBos, boolean parseSpecial) {
-    return get().Tokenize(Utf8.encode(text), addBos, parseSpecial);
+    return get().Tokenize(Utf8.encode(text, "text"), addBos, parseSpecial);
   }
 
   /**
@@ -142,18 +145,20 @@ public final class Model implements AutoCloseable {
     return Utf8.decode(get().Detokenize(tokens));
   }
 
-  /** Releases the model. Idempotent. Using it afterwards throws {@link MoeException}. */
+  /**
+   * Releases the model; idempotent, and safe from any thread. Contexts and detokenizers made
+   * from it stay usable and keep its weights until they are closed. Using the model afterwards
+   * throws {@link IllegalStateException}.
+   */
   @Override
-  public synchronized void close() {
-    NativeModel m = nativeModel;
-    nativeModel = null;
-    if (m != null) m.delete();
+  public void close() {
+    closed = true;
+    nativeModel.Close();
   }
 
   NativeModel get() {
-    NativeModel m = nativeModel;
-    if (m == null) throw new MoeException(Status.INVALID_ARGUMENT, "the model is closed");
-    return m;
+    if (closed) throw new IllegalStateException("the model is closed");
+    return nativeModel;
   }
 
   // Forwards progress, keeping an exception for the caller: none may cross into C.

@@ -6,8 +6,9 @@ import java.nio.charset.StandardCharsets;
 final class Utf8 {
   private Utf8() {}
 
-  static byte[] encode(String s) {
-    if (s == null) throw new NullPointerException("string");
+  /** {@code what} names the argument in the NullPointerException for a null {@code s}. */
+  static byte[] encode(String s, String what) {
+    if (s == null) throw new NullPointerException(what + " is null");
     return s.getBytes(StandardCharsets.UTF_8);
   }
 

@@ -3,6 +3,7 @@ package org.libmoe;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -118,17 +119,115 @@ class MoeTest {
     Context ctx = model.newContext();
     ctx.close();
     ctx.close(); // idempotent
-    MoeException e = assertThrows(MoeException.class, () -> ctx.generate(prompt, greedy(2), null));
-    assertEquals(Status.INVALID_ARGUMENT, e.status());
+    IllegalStateException e =
+        assertThrows(IllegalStateException.class, () -> ctx.generate(prompt, greedy(2), null));
+    assertTrue(e.getMessage().contains("closed"), e.getMessage());
     ctx.cancel(); // harmless
 
     Model m = Model.load(FIXTURES.resolve("tiny-qwen2moe-f32.gguf").toString());
     Context open = m.newContext();
     m.close(); // the open context keeps the native model alive
-    assertThrows(MoeException.class, () -> m.tokenize("x"));
-    assertThrows(MoeException.class, m::newContext);
+    assertThrows(IllegalStateException.class, () -> m.tokenize("x"));
+    assertThrows(IllegalStateException.class, m::newContext);
     assertEquals(2, generateIds(open, prompt, 2).length);
     open.close();
+  }
+
+  // Generation slowed by the listener so that it is still running when another thread acts.
+  private static Thread slowGeneration(Context ctx, CountDownLatch started,
+      AtomicReference<Throwable> outcome) {
+    Thread t = new Thread(() -> {
+      try {
+        ctx.generate(prompt, greedy(200), (token, piece) -> {
+          started.countDown();
+          try {
+            Thread.sleep(10);
+          } catch (InterruptedException ie) {
+            Thread.currentThread().interrupt();
+          }
+          return true;
+        });
+        outcome.set(new AssertionError("generation was not cancelled"));
+      } catch (Throwable th) {
+        outcome.set(th);
+      }
+    });
+    t.start();
+    return t;
+  }
+
+  @Test
+  void closeDuringGenerateCancelsItAndWaits() throws Exception {
+    for (int round = 0; round < 3; round++) {
+      Context ctx = model.newContext();
+      CountDownLatch started = new CountDownLatch(1);
+      AtomicReference<Throwable> outcome = new AtomicReference<>();
+      Thread t = slowGeneration(ctx, started, outcome);
+      assertTrue(started.await(30, TimeUnit.SECONDS));
+      long t0 = System.nanoTime();
+      ctx.close(); // from another thread, mid-generation: must not free what generate uses
+      assertTrue(System.nanoTime() - t0 < 1_000_000_000L, "close waited for the whole generation");
+      t.join(30_000);
+      assertFalse(t.isAlive());
+      MoeException e = assertInstanceOf(MoeException.class, outcome.get());
+      assertEquals(Status.CANCELLED, e.status());
+      assertThrows(IllegalStateException.class, ctx::size);
+      ctx.cancel(); // harmless after close
+    }
+  }
+
+  @Test
+  void closingTheModelDuringGenerateLetsItFinish() throws Exception {
+    Model m = Model.load(FIXTURES.resolve("tiny-qwen2moe-f32.gguf").toString());
+    Context ctx = m.newContext();
+    AtomicReference<int[]> got = new AtomicReference<>();
+    CountDownLatch started = new CountDownLatch(1);
+    Thread t = new Thread(() -> {
+      List<Integer> ids = new ArrayList<>();
+      ctx.generate(prompt, greedy(expected.length), (token, piece) -> {
+        started.countDown();
+        if (token >= 0) ids.add(token);
+        try {
+          Thread.sleep(2);
+        } catch (InterruptedException ie) {
+          Thread.currentThread().interrupt();
+        }
+        return true;
+      });
+      got.set(ids.stream().mapToInt(Integer::intValue).toArray());
+    });
+    t.start();
+    assertTrue(started.await(30, TimeUnit.SECONDS));
+    m.close();
+    t.join(30_000);
+    assertArrayEquals(expected, got.get());
+    ctx.close();
+  }
+
+  @Test
+  void closeFromTheListenerStopsTheCall() {
+    Context ctx = model.newContext();
+    MoeException e = assertThrows(MoeException.class,
+        () -> ctx.generate(prompt, greedy(16), (token, piece) -> {
+          ctx.close();
+          return true;
+        }));
+    assertEquals(Status.CANCELLED, e.status());
+    assertThrows(IllegalStateException.class, ctx::size);
+  }
+
+  @Test
+  void nullArgumentsAreNamed() {
+    try (Context ctx = model.newContext()) {
+      NullPointerException e = assertThrows(NullPointerException.class,
+          () -> ctx.generate((String) null, greedy(2), null));
+      assertEquals("prompt is null", e.getMessage());
+      e = assertThrows(NullPointerException.class,
+          () -> ctx.generate((int[]) null, greedy(2), null));
+      assertEquals("prompt is null", e.getMessage());
+      e = assertThrows(NullPointerException.class, () -> model.tokenize(null));
+      assertEquals("text is null", e.getMessage());
+    }
   }
 
   @Test
@@ -338,7 +437,7 @@ class MoeTest {
     assertEquals(model.detokenize(ids), text.toString());
     Detokenizer closed = model.newDetokenizer();
     closed.close();
-    assertThrows(MoeException.class, () -> closed.push(ids[0]));
+    assertThrows(IllegalStateException.class, () -> closed.push(1));
   }
 
   @Test
