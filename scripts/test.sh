@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The one test command: installs dependencies, builds libmoe, and runs every test suite, then the
-# C ABI tests and the parsers' fuzz targets again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# C ABI tests and the parsers' fuzz targets again under AddressSanitizer + UndefinedBehaviorSanitizer,
+# and the concurrency tests (C ABI threads, the bindings' glue, the thread pool, the engine and
+# backend tests that use threads) under ThreadSanitizer.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -17,7 +19,17 @@ ctest --test-dir "$build" --output-on-failure -j "$jobs"
 asan="${MOE_ASAN_BUILD_DIR:-build-asan}"
 cmake -S . -B "$asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOE_BUILD_TESTS=ON -DMOE_BUILD_TOOLS=OFF \
   -DMOE_SANITIZE=ON
-cmake --build "$asan" -j "$jobs" --target c_api_test header_c99_test example_c_stream \
+cmake --build "$asan" -j "$jobs" --target c_api_test swig_glue_test header_c99_test example_c_stream \
   moe_file_fuzz gguf_fuzz safetensors_fuzz tokenizer_fuzz hf_tokenizer_json_fuzz
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir "$asan" --output-on-failure -j "$jobs" -R "^(CApi|header_c99|example_c|fuzz_)"
+  ctest --test-dir "$asan" --output-on-failure -j "$jobs" -R "^(CApi|SwigGlue|header_c99|example_c|fuzz_)"
+
+tsan="${MOE_TSAN_BUILD_DIR:-build-tsan}"
+# Tests are listed when they run, not at build time: the listing is a run under ThreadSanitizer too.
+cmake -S . -B "$tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOE_BUILD_TESTS=ON -DMOE_BUILD_TOOLS=OFF \
+  -DMOE_TSAN=ON -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST
+cmake --build "$tsan" -j "$jobs" --target c_api_test swig_glue_test thread_pool_test engine_test \
+  cpu_backend_test
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  ctest --test-dir "$tsan" --output-on-failure -j "$jobs" \
+  -R "^(CApi|SwigGlue|ThreadPool|Engine|CpuBackend)"

@@ -2,6 +2,7 @@
 // exception barrier, and reports failures as a moe_status plus a thread-local message.
 #include "include/moe_c.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -34,9 +35,6 @@ struct moe_context {
   std::shared_ptr<const moe::Engine> engine;
   std::unique_ptr<moe::Session> session;
   uint64_t seed;
-  // Set when moe_context_free is called from inside this context's own token callback: the
-  // running moe_generate frees the context as it returns.
-  bool free_when_call_returns = false;
 };
 
 struct moe_detokenizer {
@@ -49,6 +47,12 @@ struct moe_detokenizer {
 namespace {
 
 constexpr int32_t kMaxThreads = 1024;
+
+// Contexts that moe_context_free was asked to free from inside their own token callback, on
+// this thread: the running moe_generate frees them as it returns. Thread-local, because once
+// that call has left the context's call slot another thread may free it: the returning call
+// must decide without reading the context.
+thread_local std::vector<moe_context*> free_on_return;
 
 moe_status Null(const char* what) {
   return Fail(MOE_ERROR_INVALID_ARGUMENT, std::string(what) + " is NULL");
@@ -125,6 +129,16 @@ moe_status GenerateImpl(moe_context* ctx, const std::string* text, const int32_t
   absl::Status s = text != nullptr ? ctx->session->Generate(*text, go, cb)
                                    : ctx->session->GenerateFromTokens({prompt, n_prompt}, go, cb);
   return FromStatus(s);
+}
+
+// Frees a context whose own callback asked for that while the call ran.
+moe_status FinishCall(moe_context* ctx, moe_status status) {
+  auto it = std::find(free_on_return.begin(), free_on_return.end(), ctx);
+  if (ctx != nullptr && it != free_on_return.end()) {
+    free_on_return.erase(it);
+    delete ctx;
+  }
+  return status;
 }
 
 }  // namespace
@@ -431,7 +445,7 @@ moe_status moe_context_create(moe_model* model, const moe_context_params* params
 void moe_context_free(moe_context* ctx) {
   if (ctx == nullptr) return;
   if (ctx->session->RunningOnThisThread()) {  // from the running call's own callback
-    ctx->free_when_call_returns = true;
+    free_on_return.push_back(ctx);
     ctx->session->Cancel();
     return;
   }
@@ -539,12 +553,6 @@ moe_status moe_generate_params_init(moe_generate_params* p, size_t struct_size) 
   p->struct_size = sizeof(moe_generate_params);
   p->max_tokens = 256;
   return MOE_OK;
-}
-
-// Frees a context whose own callback asked for that while the call ran.
-moe_status FinishCall(moe_context* ctx, moe_status status) {
-  if (ctx != nullptr && ctx->free_when_call_returns) delete ctx;
-  return status;
 }
 
 moe_status moe_generate(moe_context* ctx, const char* prompt, const moe_generate_params* params,

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "lib/backend/cpu/cpu_features.h"
+#include "lib/backend/cpu/target_clones.h"
 #include "lib/base/half.h"
 
 namespace moe {
@@ -16,9 +17,8 @@ void QuantizeActivationsAvx2(const float* x, int64_t n, Q8Block* out, int64_t sp
 namespace {
 
 // span: blocks sharing a scale (BlocksPerScale).
-__attribute__((target_clones("avx2", "default"))) void QuantizePortable(const float* x, int64_t n,
-                                                                        Q8Block* out,
-                                                                        int64_t span) {
+MOE_TARGET_CLONES("avx2", "default")
+void QuantizePortable(const float* x, int64_t n, Q8Block* out, int64_t span) {
   for (int64_t b0 = 0; b0 < n / 32; b0 += span) {
     float amax = 0;
     for (int64_t i = 0; i < 32 * span; ++i) amax = std::max(amax, std::fabs(x[32 * b0 + i]));

@@ -12,6 +12,7 @@
 #include "lib/backend/cpu/dequant_kernels.h"
 #include "lib/backend/cpu/kquant_encode.h"
 #include "lib/backend/cpu/repack.h"
+#include "lib/backend/cpu/target_clones.h"
 #include "lib/base/half.h"
 
 namespace moe {
@@ -150,9 +151,8 @@ BlockDequant BlockDequantFor(DType t) {
 }
 
 // Compiled for several ISAs; the loader picks the best the CPU has at run time.
-__attribute__((target_clones("avx512f", "avx2", "default"))) float DotF32(const float* a,
-                                                                          const float* b,
-                                                                          int64_t n) {
+MOE_TARGET_CLONES("avx512f", "avx2", "default")
+float DotF32(const float* a, const float* b, int64_t n) {
   float s = 0;
 #pragma omp simd reduction(+ : s)
   for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
