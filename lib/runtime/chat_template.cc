@@ -6,8 +6,36 @@
 
 namespace moe {
 
+namespace {
+
+constexpr char kKnownNames[] = "chatml, llama3, mistral, llama2, zephyr, deepseek, plain";
+
+// The plain format's Jinja, as the bundled model's tokenizer_config.json ships it; compared
+// with whitespace and Jinja's backslash-n escapes removed, so that line breaks, indentation and
+// whether the newline is written as an escape or as itself do not matter.
+constexpr char kPlainJinja[] =
+    "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
+    "{{ message['content'] + '\\n' }}{% else %}{{ message['content'] + eos_token }}{% endif %}"
+    "{% endfor %}";
+
+std::string WithoutSpaces(absl::string_view t) {
+  std::string out;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const char c = t[i];
+    if (c == '\\' && i + 1 < t.size() && t[i + 1] == 'n') {
+      ++i;
+    } else if (c != ' ' && c != '\n' && c != '\t' && c != '\r') {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<ChatFormat> DetectChatFormat(absl::string_view t) {
   if (t.empty()) return absl::NotFoundError("the model has no chat template");
+  if (WithoutSpaces(t) == WithoutSpaces(kPlainJinja)) return ChatFormat::kPlain;
   if (absl::StrContains(t, "<|im_start|>")) return ChatFormat::kChatMl;
   if (absl::StrContains(t, "<|start_header_id|>")) return ChatFormat::kLlama3;
   if (absl::StrContains(t, "[INST]")) {
@@ -22,7 +50,7 @@ absl::StatusOr<ChatFormat> DetectChatFormat(absl::string_view t) {
   std::string head(t.substr(0, 80));
   return absl::UnimplementedError(
       absl::StrCat("unknown chat template \"", head, t.size() > 80 ? "..." : "",
-                   "\" (supported: chatml, llama3, mistral, llama2, zephyr, deepseek)"));
+                   "\" (known: ", kKnownNames, ")"));
 }
 
 absl::StatusOr<ChatFormat> ChatFormatFromName(absl::string_view name) {
@@ -32,8 +60,9 @@ absl::StatusOr<ChatFormat> ChatFormatFromName(absl::string_view name) {
   if (name == "llama2") return ChatFormat::kLlama2;
   if (name == "zephyr") return ChatFormat::kZephyr;
   if (name == "deepseek") return ChatFormat::kDeepSeek;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown chat format '", name, "' (chatml, llama3, mistral, llama2, zephyr, deepseek)"));
+  if (name == "plain") return ChatFormat::kPlain;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown chat template '", name, "' (known: ", kKnownNames, ")"));
 }
 
 absl::StatusOr<std::string> FormatChat(ChatFormat format, const std::vector<ChatMessage>& messages,
@@ -95,6 +124,11 @@ absl::StatusOr<std::string> FormatChat(ChatFormat format, const std::vector<Chat
       }
       if (add_generation_prompt) out += "Assistant:";
       break;
+    case ChatFormat::kPlain:
+      for (const auto& m : messages) {
+        absl::StrAppend(&out, m.content, m.role == "user" ? absl::string_view("\n") : eos);
+      }
+      break;  // the reply simply follows the user's line
   }
   return out;
 }

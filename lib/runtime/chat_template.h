@@ -16,11 +16,13 @@ struct ChatMessage {
   std::string content;
 };
 
-enum class ChatFormat { kChatMl, kLlama3, kMistral, kLlama2, kZephyr, kDeepSeek };
+// kPlain is for models trained on plain text, such as the bundled one: each user message is a
+// line of text, every other message is followed by EOS, and the reply follows the user's line.
+enum class ChatFormat { kChatMl, kLlama3, kMistral, kLlama2, kZephyr, kDeepSeek, kPlain };
 
 // The family a Jinja template belongs to; Unimplemented naming the template when unknown.
 absl::StatusOr<ChatFormat> DetectChatFormat(absl::string_view jinja_template);
-// Family by name: "chatml", "llama3", "mistral", "llama2", "zephyr", "deepseek".
+// Family by name: "chatml", "llama3", "mistral", "llama2", "zephyr", "deepseek", "plain".
 absl::StatusOr<ChatFormat> ChatFormatFromName(absl::string_view name);
 
 // The prompt text for the messages; with add_generation_prompt, ends where the assistant's

@@ -125,6 +125,44 @@ TEST(BundledModelTest, CliPerplexityEqualsTrainingScript) {
             0.5 * report["heldout"]["unigram_perplexity"].get<double>());
 }
 
+// The default model chats out of the box: its template is one the library knows, and with the
+// defaults (answers that may fill the 256-token context) every question is answered, the
+// oldest turns dropped to make room, and the user told so.
+TEST(BundledModelTest, ChatsOutOfTheBoxAndKeepsAnsweringWhenTheContextFills) {
+  // Three lines of the held-out sample are the questions.
+  const fs::path questions_path = fs::path(::testing::TempDir()) / "moe_bundled_chat_questions";
+  const int questions = 3;
+  {
+    std::ifstream sample(kSource / "heldout_sample.txt");
+    std::ofstream q(questions_path);
+    std::string line;
+    for (int i = 0; i < questions && std::getline(sample, line);) {
+      if (!line.empty()) q << line << "\n", ++i;
+    }
+  }
+  const std::string out = RunCli(std::string("chat -m ") + MOE_BUNDLED_MODEL + " --seed 5 < " +
+                                 questions_path.string());
+  fs::remove(questions_path);
+  EXPECT_EQ(out.find("unknown chat template"), std::string::npos) << out;
+  EXPECT_EQ(out.find("starting over"), std::string::npos) << out;
+  EXPECT_EQ(out.find("does not fit"), std::string::npos) << out;
+  EXPECT_NE(out.find("[context full: dropped the"), std::string::npos) << out;
+  size_t answers = 0;
+  for (size_t at = out.find("\n> "); at != std::string::npos; at = out.find("\n> ", at + 1)) {
+    const size_t next = out.find("\n> ", at + 1);
+    if (next == std::string::npos) break;
+    // Between two prompts there is answer text, not only status lines.
+    std::string between = out.substr(at + 3, next - at - 3);
+    std::string text;
+    std::istringstream lines(between);
+    for (std::string l; std::getline(lines, l);) {
+      if (!l.empty() && l[0] != '[') text += l;
+    }
+    answers += !text.empty();
+  }
+  EXPECT_EQ(answers, static_cast<size_t>(questions)) << out;
+}
+
 TEST(BundledModelTest, IsAMixtralLayoutMoe) {
   auto engine = LoadBundled();
   ASSERT_NE(engine, nullptr);

@@ -95,6 +95,16 @@ TEST(MoeCliTest, BadInputFailsCleanly) {
           "/fixtures/README.md --prompt-ids 1 --greedy",
       "moe-cli frobnicate",
       "moe-convert /no/such/file.gguf /tmp/out.moe",
+      // Flags the library would reject, or that make no sense, are usage errors.
+      "moe-cli run -m " + gguf.string() + " -p hi -n -5",
+      "moe-cli run -m " + gguf.string() + " -p hi -c -5",
+      "moe-cli run -m " + gguf.string() + " -p hi -t -3",
+      "moe-cli run -m " + gguf.string() + " -p hi --temp nan",
+      "moe-cli run -m " + gguf.string() + " -p hi --top-p 2",
+      "moe-cli chat -m " + gguf.string() + " --template chatml -t -1 < /dev/null",
+      "moe-bench -m " + gguf.string() + " -r 0",
+      "moe-bench -m " + gguf.string() + " --bandwidth-gib 0",
+      "moe-cli tokenize -m " + gguf.string(),
   };
   for (const auto& cmd : bad) {
     Result r = RunCommand(kBin + cmd);
@@ -102,6 +112,39 @@ TEST(MoeCliTest, BadInputFailsCleanly) {
     EXPECT_LT(r.exit_code, 128) << "crashed: " << cmd;
     EXPECT_FALSE(Slurp(StderrPath()).empty()) << "no message: " << cmd;
   }
+}
+
+// -1 tokens: until the end of the text or a full context, as llama.cpp users read it.
+TEST(MoeCliTest, MinusOneTokensRunsUntilTheContextIsFull) {
+  fs::path gguf = kFixtures / "tiny-qwen2moe-f32" / "tiny-qwen2moe-f32.gguf";
+  Result r = RunCommand(kBin + "moe-cli run -m " + gguf.string() +
+                        " --prompt-ids \"1 2\" --greedy -c 32 -n -1");
+  ASSERT_EQ(r.exit_code, 0) << Slurp(StderrPath());
+  std::istringstream ids(r.out);
+  int n = 0;
+  for (int id; ids >> id;) ++n;
+  EXPECT_EQ(n, 32 - 2);  // token ids run without stopping at end of text: the context fills
+}
+
+TEST(MoeCliTest, TokenizeAndDetokenizeAreListedAndHaveHelp) {
+  Result help = RunCommand(kBin + "moe-cli --help");
+  EXPECT_NE(help.out.find("tokenize"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("detokenize"), std::string::npos) << help.out;
+  for (const char* sub : {"tokenize", "detokenize"}) {
+    Result r = RunCommand(kBin + "moe-cli " + sub + " --help");
+    EXPECT_EQ(r.exit_code, 0) << sub;
+    EXPECT_NE(r.out.find("usage: moe-cli " + std::string(sub)), std::string::npos) << r.out;
+  }
+  fs::path gguf = kFixtures / "tiny-llama-moe-f32" / "tiny-llama-moe-f32.gguf";
+  Result words = RunCommand(kBin + "moe-cli tokenize -m " + gguf.string() + " Hello world");
+  Result piped =
+      RunCommand("printf 'Hello world' | " + kBin + "moe-cli tokenize -m " + gguf.string() +
+                 " --file -");
+  ASSERT_EQ(words.exit_code, 0);
+  EXPECT_EQ(words.out, "15043 3186\n");  // llama-spm, as in the tokenizer tests
+  EXPECT_EQ(piped.out, words.out);
+  Result back = RunCommand(kBin + "moe-cli detokenize -m " + gguf.string() + " 15043 3186");
+  EXPECT_EQ(back.out, "Hello world\n");
 }
 
 TEST(MoeCliTest, InspectReportsActiveParameterFraction) {

@@ -15,6 +15,7 @@
 #include "lib/model/forward.h"
 #include "lib/runtime/engine.h"
 #include "nlohmann/json.hpp"
+#include "tools/flag_checks.h"
 #include "tools/moe-bench/bandwidth.h"
 
 namespace {
@@ -186,15 +187,23 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app("Measures prompt processing and generation speed.", "moe-bench");
   app.add_option("-m,--model", o.model, "model (.moe or .gguf)")->required();
-  app.add_option("-t,--threads", o.threads)->capture_default_str();
-  app.add_option("-p", o.p, "prompt tokens processed in one batch (0 = skip)")
+  app.add_option("-t,--threads", o.threads, "threads (0 = one per core)")
+      ->check(moe::cli::ThreadCount())
       ->capture_default_str();
-  app.add_option("-n", o.n, "tokens generated one at a time (0 = skip)")->capture_default_str();
-  app.add_option("-r", o.reps, "repetitions")->capture_default_str();
+  app.add_option("-p", o.p, "prompt tokens processed in one batch (0 = skip)")
+      ->check(moe::cli::AtLeast(0, "0 = skip"))
+      ->capture_default_str();
+  app.add_option("-n", o.n, "tokens generated one at a time (0 = skip)")
+      ->check(moe::cli::AtLeast(0, "0 = skip"))
+      ->capture_default_str();
+  app.add_option("-r", o.reps, "repetitions")
+      ->check(moe::cli::AtLeast(1))
+      ->capture_default_str();
   app.add_option("--load", o.load, "ram: copy weights into memory; mmap: map the file")
       ->check(CLI::IsMember({"ram", "mmap"}))
       ->capture_default_str();
   app.add_option("--bandwidth-gib", o.bandwidth_gib, "buffer for the bandwidth measurement")
+      ->check(moe::cli::NumberIn(1.0 / 1024, 1024))
       ->capture_default_str();
   app.add_flag("--json", o.json, "one JSON object per test");
   CLI11_PARSE(app, argc, argv);

@@ -1,5 +1,6 @@
 // moe-cli: run a model from the command line.
-#include <cstring>
+#include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "tools/moe-cli/chat_command.h"
@@ -7,22 +8,37 @@
 #include "tools/moe-cli/run_command.h"
 #include "tools/moe-cli/tokenize_command.h"
 
+namespace {
+
+// tokenize and detokenize parse their own flags (the tokenizer tests run them without CLI11):
+// listed here like the other subcommands, they get everything after their name.
+void AddForwardedCommand(CLI::App& app, const char* name, const char* description,
+                         int (*main_fn)(int, char**), int* exit_code) {
+  CLI::App* sub = app.add_subcommand(name, description);
+  sub->prefix_command();
+  sub->set_help_flag();  // --help goes to main_fn, which knows the flags
+  sub->callback([sub, name, main_fn, exit_code] {
+    std::vector<std::string> args = sub->remaining();
+    args.insert(args.begin(), name);
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    *exit_code = main_fn(static_cast<int>(argv.size()), argv.data());
+  });
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  // tokenize/detokenize parse their own flags.
-  if (argc >= 2 && std::strcmp(argv[1], "tokenize") == 0)
-    return moe::TokenizeMain(argc - 1, argv + 1);
-  if (argc >= 2 && std::strcmp(argv[1], "detokenize") == 0) {
-    return moe::DetokenizeMain(argc - 1, argv + 1);
-  }
   CLI::App app("libmoe command-line interface", "moe-cli");
-  app.footer(
-      "Also: moe-cli tokenize -m MODEL --file TEXT [--add-bos] [--parse-special]\n"
-      "      moe-cli detokenize -m MODEL --ids \"1 2 3\"");
   app.require_subcommand(1);
   int exit_code = 0;
   moe::cli::AddRunCommand(app, &exit_code);
   moe::cli::AddChatCommand(app, &exit_code);
   moe::cli::AddPerplexityCommand(app, &exit_code);
+  AddForwardedCommand(app, "tokenize", "print the token ids of a text (--help for its flags)",
+                      moe::TokenizeMain, &exit_code);
+  AddForwardedCommand(app, "detokenize", "print the text of token ids (--help for its flags)",
+                      moe::DetokenizeMain, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

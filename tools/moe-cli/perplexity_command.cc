@@ -1,3 +1,4 @@
+#include "tools/flag_checks.h"
 #include "tools/moe-cli/perplexity_command.h"
 
 #include <algorithm>
@@ -130,10 +131,13 @@ void AddPerplexityCommand(CLI::App& app, int* exit_code) {
       ->required();
   cmd->add_option("-f,--file", opts->file, "text file, tokenized with the model's tokenizer");
   cmd->add_option("--ids-file", opts->ids_file, "token ids (whitespace separated) instead of text");
-  cmd->add_option("-c,--ctx", opts->ctx, "window length (0 = the model's context, at most 4096)");
-  cmd->add_option("--stride", opts->stride, "tokens between window starts (0 = half the window)");
+  cmd->add_option("-c,--ctx", opts->ctx, "window length (0 = the model's context, at most 4096)")
+      ->check(AtLeast(0, "0 = the model's context"));
+  cmd->add_option("--stride", opts->stride, "tokens between window starts (0 = half the window)")
+      ->check(AtLeast(0, "0 = half the window"));
   cmd->add_flag("--no-bos", opts->no_bos, "do not put BOS before the text");
-  cmd->add_option("-t,--threads", opts->threads, "threads (0 = one per core)");
+  cmd->add_option("-t,--threads", opts->threads, "threads (0 = one per core)")
+      ->check(ThreadCount());
   cmd->callback([opts, exit_code] { ReportStatus("perplexity", Run(*opts), exit_code); });
 }
 

@@ -13,6 +13,7 @@
 #include "lib/runtime/session.h"
 #include "tools/moe-cli/command_status.h"
 #include "tools/moe-cli/stats_report.h"
+#include "tools/flag_checks.h"
 #include "tools/moe-cli/token_ids.h"
 
 namespace moe::cli {
@@ -73,7 +74,9 @@ absl::Status Run(const RunOptions& o) {
   Session& s = **session;
 
   GenerateOptions go;
-  go.max_tokens = o.n_predict;
+  // -1: as many as the context holds; generation also ends at the end of the text (for text
+  // prompts) or where the context fills up.
+  go.max_tokens = o.n_predict >= 0 ? o.n_predict : s.n_ctx();
   go.stop = o.stop;
   go.parse_special = o.parse_special;
   SamplerConfig& sc = go.sampling;
@@ -94,7 +97,7 @@ absl::Status Run(const RunOptions& o) {
     auto ids = ParseTokenIds(o.prompt_ids);
     if (!ids.ok()) return ids.status();
     if (ids->empty()) return absl::InvalidArgumentError("empty --prompt-ids");
-    if (static_cast<int64_t>(ids->size()) + o.n_predict > s.n_ctx()) {
+    if (o.n_predict >= 0 && static_cast<int64_t>(ids->size()) + o.n_predict > s.n_ctx()) {
       return absl::OutOfRangeError("prompt of " + std::to_string(ids->size()) + " tokens plus " +
                                    std::to_string(o.n_predict) +
                                    " to generate exceeds the context of " +
@@ -147,15 +150,29 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   run->add_option("-m,--model", o->model, "model file (.moe or .gguf)")->required();
   run->add_option("-p,--prompt", o->prompt, "prompt text");
   run->add_option("--prompt-ids", o->prompt_ids, "prompt as space-separated token ids");
-  run->add_option("-n,--n-predict", o->n_predict, "tokens to generate")->capture_default_str();
+  run->add_option("-n,--n-predict", o->n_predict,
+                  "tokens to generate (-1 = until the end of the text or a full context)")
+      ->check(AtLeast(-1, "-1 = until the end or a full context"))
+      ->capture_default_str();
   run->add_flag("--greedy", o->greedy, "greedy decoding (argmax, lowest id on ties)");
-  run->add_option("--temp", o->temperature, "temperature (0 = greedy)")->capture_default_str();
-  run->add_option("--top-k", o->top_k, "top-k (0 = off)")->capture_default_str();
-  run->add_option("--top-p", o->top_p, "top-p (1 = off)")->capture_default_str();
-  run->add_option("--min-p", o->min_p, "min-p (0 = off)")->capture_default_str();
-  run->add_option("--repeat-penalty", o->repeat_penalty, "repetition penalty (1 = off)");
-  run->add_option("--frequency-penalty", o->frequency_penalty, "frequency penalty");
-  run->add_option("--presence-penalty", o->presence_penalty, "presence penalty");
+  run->add_option("--temp", o->temperature, "temperature (0 = greedy)")
+      ->check(NumberIn(0, 100, "0 = greedy"))
+      ->capture_default_str();
+  run->add_option("--top-k", o->top_k, "top-k (0 = off)")
+      ->check(AtLeast(0, "0 = off"))
+      ->capture_default_str();
+  run->add_option("--top-p", o->top_p, "top-p (1 = off)")
+      ->check(NumberIn(0, 1, "1 = off"))
+      ->capture_default_str();
+  run->add_option("--min-p", o->min_p, "min-p (0 = off)")
+      ->check(NumberIn(0, 1, "0 = off"))
+      ->capture_default_str();
+  run->add_option("--repeat-penalty", o->repeat_penalty, "repetition penalty (1 = off)")
+      ->check(NumberIn(1e-6, 1e6, "1 = off"));
+  run->add_option("--frequency-penalty", o->frequency_penalty, "frequency penalty (0 = off)")
+      ->check(Finite());
+  run->add_option("--presence-penalty", o->presence_penalty, "presence penalty (0 = off)")
+      ->check(Finite());
   run->add_option("-s,--seed", o->seed, "random seed (same seed, same output)");
   run->add_option("--stop", o->stop, "stop string (repeatable)");
   run->add_flag("--parse-special", o->parse_special, "recognise control tokens in the prompt");
@@ -165,8 +182,9 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   run->add_option("--kv-type", o->kv_type, "KV cache element type")
       ->check(CLI::IsMember({"f32", "f16"}))
       ->capture_default_str();
-  run->add_option("-t,--threads", o->threads, "threads (0 = one per core)");
-  run->add_option("-c,--ctx-size", o->ctx, "context length (0 = trained length, at most 4096)");
+  run->add_option("-t,--threads", o->threads, "threads (0 = one per core)")->check(ThreadCount());
+  run->add_option("-c,--ctx-size", o->ctx, "context length (0 = trained length, at most 4096)")
+      ->check(AtLeast(0, "0 = the trained length"));
   run->add_flag("--mmap", o->mmap,
                 "map the weights from the file instead of copying them into memory");
   run->add_flag("--stats", o->stats,

@@ -23,45 +23,101 @@ namespace {
 
 struct Args {
   std::string model;
-  std::string file;
+  std::string file;  // "-": standard input
+  std::string text;  // from --text or the positional words
+  bool has_text = false;
   std::string ids;
   bool add_bos = false;
   bool parse_special = false;
 };
 
-// Parses the flags both subcommands share; false (after printing why) on bad usage.
-bool ParseArgs(int argc, char** argv, bool tokenize, Args* args) {
+constexpr char kTokenizeUsage[] =
+    "usage: moe-cli tokenize -m MODEL (TEXT... | --text TEXT | --file FILE | --file -) "
+    "[--add-bos] [--parse-special]\n"
+    "  Prints the token ids of the text (of FILE, or of standard input with --file -).\n"
+    "  -m, --model MODEL   a .gguf, .moe or tokenizer.json file\n"
+    "  --add-bos           prepend BOS when the vocabulary uses one\n"
+    "  --parse-special     recognise control-token markup such as <|im_start|>\n";
+constexpr char kDetokenizeUsage[] =
+    "usage: moe-cli detokenize -m MODEL (ID... | --ids \"ID ID ...\" | --ids -)\n"
+    "  Prints the text of the token ids (read from standard input with --ids -).\n"
+    "  -m, --model MODEL   a .gguf, .moe or tokenizer.json file\n";
+
+enum class Parsed { kRun, kHelp, kBadUsage };
+
+// Parses the flags of either subcommand; prints why on bad usage, the usage for --help.
+Parsed ParseArgs(int argc, char** argv, bool tokenize, Args* args) {
+  const char* usage = tokenize ? kTokenizeUsage : kDetokenizeUsage;
+  std::vector<std::string> words;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     auto value = [&](std::string* out) {
       if (i + 1 >= argc) {
-        std::cerr << argv[0] << ": " << flag << " needs a value\n";
+        std::cerr << "moe-cli " << argv[0] << ": " << flag << " needs a value\n";
         return false;
       }
       *out = argv[++i];
       return true;
     };
-    if (flag == "-m" || flag == "--model") {
-      if (!value(&args->model)) return false;
+    bool ok = true;
+    if (flag == "-h" || flag == "--help") {
+      std::cout << usage;
+      return Parsed::kHelp;
+    } else if (flag == "-m" || flag == "--model") {
+      ok = value(&args->model);
     } else if (tokenize && (flag == "-f" || flag == "--file")) {
-      if (!value(&args->file)) return false;
+      ok = value(&args->file);
+    } else if (tokenize && flag == "--text") {
+      ok = value(&args->text);
+      args->has_text = true;
     } else if (tokenize && flag == "--add-bos") {
       args->add_bos = true;
     } else if (tokenize && flag == "--parse-special") {
       args->parse_special = true;
     } else if (!tokenize && flag == "--ids") {
-      if (!value(&args->ids)) return false;
+      ok = value(&args->ids);
+    } else if (flag.size() > 1 && flag[0] == '-' && flag != "-") {
+      std::cerr << "moe-cli " << argv[0] << ": unknown argument " << flag << "\n" << usage;
+      return Parsed::kBadUsage;
     } else {
-      std::cerr << argv[0] << ": unknown argument " << flag << "\n";
-      return false;
+      words.push_back(flag);
+    }
+    if (!ok) return Parsed::kBadUsage;
+  }
+  if (!words.empty()) {
+    std::string joined = absl::StrJoin(words, " ");
+    if (tokenize) {
+      args->text = args->has_text ? args->text + " " + joined : joined;
+      args->has_text = true;
+    } else {
+      args->ids = args->ids.empty() ? joined : args->ids + " " + joined;
     }
   }
-  if (args->model.empty() || (tokenize ? args->file.empty() : false)) {
-    std::cerr << (tokenize ? "usage: moe-cli tokenize -m MODEL --file TEXTFILE [--add-bos] "
-                             "[--parse-special]\n"
-                           : "usage: moe-cli detokenize -m MODEL --ids \"ID ID ...\"\n");
-    return false;
+  const int sources = tokenize ? (args->has_text ? 1 : 0) + (args->file.empty() ? 0 : 1)
+                               : (args->ids.empty() ? 0 : 1);
+  if (args->model.empty() || sources != 1) {
+    std::cerr << "moe-cli " << argv[0] << ": "
+              << (args->model.empty() ? "-m MODEL is required"
+                  : sources == 0       ? "nothing to read: give the input"
+                                       : "give the text one way only")
+              << "\n"
+              << usage;
+    return Parsed::kBadUsage;
   }
+  return Parsed::kRun;
+}
+
+// The whole of a file, or of standard input for "-".
+bool ReadAll(const std::string& path, std::string* out) {
+  std::stringstream text;
+  if (path == "-") {
+    text << std::cin.rdbuf();
+  } else {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return false;
+    text << in.rdbuf();
+  }
+  *out = text.str();
   return true;
 }
 
@@ -74,29 +130,42 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
 
 int TokenizeMain(int argc, char** argv) {
   Args args;
-  if (!ParseArgs(argc, argv, /*tokenize=*/true, &args)) return 2;
-  std::ifstream in(args.file, std::ios::binary);
-  if (!in) {
-    std::cerr << "cannot read " << args.file << "\n";
+  switch (ParseArgs(argc, argv, /*tokenize=*/true, &args)) {
+    case Parsed::kHelp:
+      return 0;
+    case Parsed::kBadUsage:
+      return 2;
+    case Parsed::kRun:
+      break;
+  }
+  std::string text = args.text;
+  if (!args.has_text && !ReadAll(args.file, &text)) {
+    std::cerr << "moe-cli tokenize: cannot read '" << args.file << "'\n";
     return 1;
   }
-  std::stringstream text;
-  text << in.rdbuf();
   auto tokenizer = LoadTokenizer(args.model);
   if (!tokenizer.ok()) {
-    std::cerr << tokenizer.status() << "\n";
+    std::cerr << "moe-cli " << argv[0] << ": " << tokenizer.status().message() << "\n";
     return 1;
   }
   EncodeOptions options;
   options.add_bos = args.add_bos;
   options.parse_special = args.parse_special;
-  std::cout << absl::StrJoin((*tokenizer)->Encode(text.str(), options), " ") << "\n";
+  std::cout << absl::StrJoin((*tokenizer)->Encode(text, options), " ") << "\n";
   return 0;
 }
 
 int DetokenizeMain(int argc, char** argv) {
   Args args;
-  if (!ParseArgs(argc, argv, /*tokenize=*/false, &args)) return 2;
+  switch (ParseArgs(argc, argv, /*tokenize=*/false, &args)) {
+    case Parsed::kHelp:
+      return 0;
+    case Parsed::kBadUsage:
+      return 2;
+    case Parsed::kRun:
+      break;
+  }
+  if (args.ids == "-" && !ReadAll("-", &args.ids)) return 1;
   auto parsed = cli::ParseTokenIds(args.ids);
   if (!parsed.ok()) {
     std::cerr << parsed.status().message() << "\n";
@@ -105,7 +174,7 @@ int DetokenizeMain(int argc, char** argv) {
   const std::vector<int32_t>& ids = *parsed;
   auto tokenizer = LoadTokenizer(args.model);
   if (!tokenizer.ok()) {
-    std::cerr << tokenizer.status() << "\n";
+    std::cerr << "moe-cli " << argv[0] << ": " << tokenizer.status().message() << "\n";
     return 1;
   }
   auto text = (*tokenizer)->Decode(ids);
