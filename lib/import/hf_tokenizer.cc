@@ -1,5 +1,6 @@
 #include "lib/import/hf_tokenizer.h"
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -14,6 +15,9 @@ namespace moe {
 namespace {
 
 using Json = nlohmann::json;
+
+// SentencePiece's word marker, U+2581.
+constexpr char kSpaceMarker[] = "\xe2\x96\x81";
 
 // GPT-2's byte-level regex, as the ByteLevel pre-tokenizer applies it when use_regex is set.
 constexpr char kByteLevelRegex[] =
@@ -34,15 +38,30 @@ std::string StringOr(const Json& object, const char* key, std::string fallback =
   return it != object.end() && it->is_string() ? it->get<std::string>() : fallback;
 }
 
+// A token id: an integer JSON number, else -1 (a float such as 4e31 would not convert safely).
+int64_t IdOr(const Json& value) {
+  if (value.is_number_unsigned()) {
+    const uint64_t u = value.get<uint64_t>();
+    return u > static_cast<uint64_t>(INT64_MAX) ? -1 : static_cast<int64_t>(u);
+  }
+  return value.is_number_integer() ? value.get<int64_t>() : -1;
+}
+
 bool BoolOr(const Json& object, const char* key, bool fallback) {
   auto it = object.find(key);
   return it != object.end() && it->is_boolean() ? it->get<bool>() : fallback;
 }
 
+// What the pre-tokenizer and normalizer say, for the two families of BPE tokenizer.json:
+// byte-level (ByteLevel pre-tokenizer) and SentencePiece-style (spaces become "▁", either by a
+// Metaspace pre-tokenizer or by a Prepend + Replace normalizer, with byte fallback).
 struct PreTokenizerState {
   std::vector<std::string> regexes;
   bool byte_level = false;
   bool add_prefix_space = false;
+  bool metaspace = false;          // spaces become "▁" (Metaspace, or Replace " " -> "▁")
+  bool marker_prefix = false;      // "▁" is put before the text (Metaspace's scheme, or Prepend)
+  std::string unicode_normalizer;  // "" or "NFC"
 };
 
 absl::Status ParsePreTokenizer(const Json& pre, PreTokenizerState* state) {
@@ -80,22 +99,48 @@ absl::Status ParsePreTokenizer(const Json& pre, PreTokenizerState* state) {
     state->regexes.push_back(BoolOr(pre, "individual_digits", false) ? "\\p{N}" : "\\p{N}+");
     return absl::OkStatus();
   }
+  if (type == "Metaspace") {
+    if (StringOr(pre, "replacement", kSpaceMarker) != kSpaceMarker) {
+      return absl::UnimplementedError("Metaspace pre-tokenizer with a replacement other than ▁");
+    }
+    state->metaspace = true;
+    // Older files say add_prefix_space, newer ones prepend_scheme ("always", "first", "never").
+    const std::string scheme =
+        StringOr(pre, "prepend_scheme", BoolOr(pre, "add_prefix_space", true) ? "always" : "never");
+    state->marker_prefix = scheme != "never";
+    return absl::OkStatus();
+  }
   return absl::UnimplementedError(
       absl::StrCat("tokenizer.json pre-tokenizer '", type, "' is not supported"));
 }
 
-absl::Status ParseNormalizer(const Json& normalizer, std::string* out) {
+absl::Status ParseNormalizer(const Json& normalizer, PreTokenizerState* state) {
   if (normalizer.is_null()) return absl::OkStatus();
   const std::string type = StringOr(normalizer, "type");
   if (type == "Sequence") {
     for (const Json& child : normalizer.value("normalizers", Json::array())) {
-      MOE_RETURN_IF_ERROR(ParseNormalizer(child, out));
+      MOE_RETURN_IF_ERROR(ParseNormalizer(child, state));
     }
     return absl::OkStatus();
   }
   if (type == "NFC") {
-    *out = "NFC";
+    state->unicode_normalizer = "NFC";
     return absl::OkStatus();
+  }
+  // The SentencePiece convention as normalizers (Mistral's and Mixtral's files).
+  if (type == "Prepend" && StringOr(normalizer, "prepend") == kSpaceMarker) {
+    state->marker_prefix = true;
+    return absl::OkStatus();
+  }
+  if (type == "Replace") {
+    const Json& pattern = normalizer.value("pattern", Json::object());
+    if (pattern.is_object() && StringOr(pattern, "String") == " " &&
+        StringOr(normalizer, "content") == kSpaceMarker) {
+      state->metaspace = true;
+      return absl::OkStatus();
+    }
+    return absl::UnimplementedError(
+        "tokenizer.json Replace normalizer other than ' ' -> '▁' is not supported");
   }
   return absl::UnimplementedError(
       absl::StrCat("tokenizer.json normalizer '", type, "' is not supported"));
@@ -108,6 +153,24 @@ std::string TokenContent(const Json& config, const char* key) {
   if (it->is_string()) return it->get<std::string>();
   if (it->is_object()) return StringOr(*it, "content");
   return "";
+}
+
+// The special token a TemplateProcessing post-processor (possibly inside a Sequence) puts first
+// in a single sequence; "" when none.
+std::string TemplateFirstSpecialToken(const Json& post) {
+  if (post.is_null() || !post.is_object()) return "";
+  const std::string type = StringOr(post, "type");
+  if (type == "Sequence") {
+    for (const Json& child : post.value("processors", Json::array())) {
+      std::string first = TemplateFirstSpecialToken(child);
+      if (!first.empty()) return first;
+    }
+    return "";
+  }
+  if (type != "TemplateProcessing") return "";
+  const Json& single = post.value("single", Json::array());
+  if (single.empty() || !single[0].contains("SpecialToken")) return "";
+  return StringOr(single[0]["SpecialToken"], "id");
 }
 
 // True when a TemplateProcessing post-processor (possibly inside a Sequence) puts token_id
@@ -127,6 +190,26 @@ bool TemplateStartsWith(const Json& post, int32_t token_id, const TokenizerData&
   return StringOr(single[0]["SpecialToken"], "id") == data.tokens[token_id];
 }
 
+// SentencePiece-style BPE ranks its merges; the "llama" tokenizer merges by piece score, so each
+// piece scores by the first merge that makes it: lower rank, higher score. The same merge order,
+// and llama.cpp's reading of a SentencePiece BPE vocabulary (whose scores rank the pieces the
+// same way). Pieces no merge makes (characters, bytes, special tokens) score lowest.
+void ScoresFromMerges(TokenizerData* data) {
+  absl::flat_hash_map<std::string, int32_t> ids;
+  for (size_t i = 0; i < data->tokens.size(); ++i) ids.emplace(data->tokens[i], i);
+  data->scores.assign(data->tokens.size(), -1e30f);
+  std::vector<bool> scored(data->tokens.size(), false);
+  for (size_t rank = 0; rank < data->merges.size(); ++rank) {
+    const std::string& merge = data->merges[rank];
+    const size_t space = merge.find(' ');
+    if (space == std::string::npos) continue;
+    auto it = ids.find(merge.substr(0, space) + merge.substr(space + 1));
+    if (it == ids.end() || scored[it->second]) continue;
+    scored[it->second] = true;
+    data->scores[it->second] = -static_cast<float>(rank);
+  }
+}
+
 absl::Status Read(const std::string& path, TokenizerData* data) {
   MOE_ASSIGN_OR_RETURN(Json json, ReadJson(path));
   const Json& model = json.value("model", Json::object());
@@ -137,31 +220,39 @@ absl::Status Read(const std::string& path, TokenizerData* data) {
   }
   PreTokenizerState pre;
   MOE_RETURN_IF_ERROR(ParsePreTokenizer(json.value("pre_tokenizer", Json()), &pre));
-  if (!pre.byte_level) {
+  MOE_RETURN_IF_ERROR(ParseNormalizer(json.value("normalizer", Json()), &pre));
+  const bool sentencepiece = !pre.byte_level && pre.metaspace;
+  if (!pre.byte_level && !sentencepiece) {
     return absl::UnimplementedError(
-        "tokenizer.json BPE without a ByteLevel pre-tokenizer (SentencePiece-style Metaspace "
-        "vocabularies) is not supported; convert it to GGUF");
+        "tokenizer.json BPE with neither a ByteLevel pre-tokenizer nor SentencePiece's ▁ for "
+        "spaces (a Metaspace pre-tokenizer, or a Replace ' ' -> '▁' normalizer) is not supported");
   }
-  MOE_RETURN_IF_ERROR(ParseNormalizer(json.value("normalizer", Json()), &data->normalizer));
-  data->model = "gpt2";
-  data->pre_regexes = pre.regexes;
-  if (data->pre_regexes.empty()) data->pre = "none";
-  data->add_space_prefix = pre.add_prefix_space;
-  data->ignore_merges = BoolOr(model, "ignore_merges", false);
+  data->normalizer = pre.unicode_normalizer;
+  if (sentencepiece) {
+    // Words are not split: like SentencePiece and llama.cpp, merges run over the whole text.
+    data->model = "llama";
+    data->add_space_prefix = pre.marker_prefix;
+  } else {
+    data->model = "gpt2";
+    data->pre_regexes = pre.regexes;
+    if (data->pre_regexes.empty()) data->pre = "none";
+    data->add_space_prefix = pre.add_prefix_space;
+    data->ignore_merges = BoolOr(model, "ignore_merges", false);
+  }
 
   // Vocabulary plus added tokens; ids may leave holes, which stay empty and unused.
   const Json& vocab = model.value("vocab", Json::object());
   absl::flat_hash_map<int64_t, std::string> by_id;
   int64_t max_id = -1;
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    const int64_t id = it.value().get<int64_t>();
+    const int64_t id = IdOr(it.value());
     if (id < 0 || id > INT32_MAX) return absl::InvalidArgumentError("vocabulary id out of range");
     by_id[id] = it.key();
     max_id = std::max(max_id, id);
   }
   const Json& added = json.value("added_tokens", Json::array());
   for (const Json& token : added) {
-    const int64_t id = token.value("id", int64_t{-1});
+    const int64_t id = token.is_object() && token.contains("id") ? IdOr(token["id"]) : -1;
     if (id < 0 || id > INT32_MAX) return absl::InvalidArgumentError("added token id out of range");
     max_id = std::max(max_id, id);
   }
@@ -179,7 +270,7 @@ absl::Status Read(const std::string& path, TokenizerData* data) {
     data->token_types[id] = static_cast<int32_t>(TokenType::kNormal);
   }
   for (const Json& token : added) {
-    const int64_t id = token["id"].get<int64_t>();
+    const int64_t id = IdOr(token["id"]);
     data->tokens[id] = StringOr(token, "content");
     data->token_types[id] = static_cast<int32_t>(
         BoolOr(token, "special", false) ? TokenType::kControl : TokenType::kUserDefined);
@@ -204,6 +295,21 @@ absl::Status Read(const std::string& path, TokenizerData* data) {
     return -1;
   };
   data->unk_id = find_id(StringOr(model, "unk_token"));
+  if (sentencepiece) {
+    ScoresFromMerges(data);
+    if (data->unk_id >= 0) {
+      data->token_types[data->unk_id] = static_cast<int32_t>(TokenType::kUnknown);
+    }
+    // Byte fallback: pieces <0x00>..<0xFF> stand for raw bytes.
+    for (size_t i = 0; i < data->tokens.size(); ++i) {
+      const std::string& t = data->tokens[i];
+      if (data->token_types[i] == static_cast<int32_t>(TokenType::kNormal) && t.size() == 6 &&
+          t.compare(0, 3, "<0x") == 0 && t[5] == '>' && std::isxdigit(static_cast<uint8_t>(t[3])) &&
+          std::isxdigit(static_cast<uint8_t>(t[4]))) {
+        data->token_types[i] = static_cast<int32_t>(TokenType::kByte);
+      }
+    }
+  }
 
   const std::filesystem::path config_path =
       std::filesystem::path(path).parent_path() / "tokenizer_config.json";
@@ -213,12 +319,15 @@ absl::Status Read(const std::string& path, TokenizerData* data) {
   }
   data->bos_id = find_id(TokenContent(config, "bos_token"));
   data->eos_id = find_id(TokenContent(config, "eos_token"));
+  // Without a tokenizer_config.json: BOS is the special token the post-processor puts first, and
+  // for SentencePiece vocabularies EOS is their "</s>".
+  const Json& post = json.value("post_processor", Json());
+  if (data->bos_id < 0) data->bos_id = find_id(TemplateFirstSpecialToken(post));
+  if (data->eos_id < 0 && sentencepiece) data->eos_id = find_id("</s>");
   data->pad_id = find_id(TokenContent(config, "pad_token"));
   if (const int32_t unk = find_id(TokenContent(config, "unk_token")); unk >= 0) data->unk_id = unk;
   // BOS: the config's explicit flag, else whether the post-processor template starts with it.
-  data->add_bos =
-      BoolOr(config, "add_bos_token",
-             TemplateStartsWith(json.value("post_processor", Json()), data->bos_id, *data));
+  data->add_bos = BoolOr(config, "add_bos_token", TemplateStartsWith(post, data->bos_id, *data));
   data->add_eos = BoolOr(config, "add_eos_token", false);
   if (auto it = config.find("chat_template"); it != config.end()) {
     if (it->is_string()) {

@@ -20,10 +20,13 @@
 #include "lib/format/moe_writer.h"
 #include "lib/import/model_loader.h"
 #include "lib/import/safetensors_file.h"
+#include "lib/import/tokenizer_loader.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
 #include "lib/model/model.h"
+#include "lib/tokenizer/tokenizer.h"
 #include "tests/hf/checkpoint_builder.h"
+#include "tests/support/sentencepiece_tokenizer_json.h"
 #include "tests/support/test_files.h"
 
 namespace moe {
@@ -229,6 +232,40 @@ std::pair<double, double> Compare(const std::vector<float>& got, const std::vect
     max_abs = std::max(max_abs, std::fabs(static_cast<double>(want[i])));
   }
   return {err, 1e-3 * max_abs};
+}
+
+// A Mixtral-layout checkpoint whose tokenizer is only a SentencePiece-style tokenizer.json (no
+// tokenizer.model, no tokenizer_config.json), written from the llama-spm GGUF vocabulary: it
+// imports, tokenizes the llama fixture prompts into the ids llama.cpp made of them with that
+// vocabulary, and gives the logits the GGUF vocabulary's tokenization gives.
+TEST(HfImportTest, SentencePieceTokenizerJsonAloneImportsExactly) {
+  const std::string vocab = std::string(MOE_TESTDATA_DIR) + "/tokenizer/ggml-vocab-llama-spm.gguf";
+  auto gguf = LoadTokenizerData(vocab);
+  ASSERT_TRUE(gguf.ok()) << gguf.status();
+  const fs::path dir = TempDir("spm_tokenizer_json");
+  nlohmann::json config = TinyConfig("MixtralForCausalLM");
+  config["vocab_size"] = static_cast<int64_t>(gguf->tokens.size());
+  WriteCheckpoint(dir, config, TinyTensors(config, 5));
+  std::ofstream(dir / "tokenizer.json")
+      << testing::SentencePieceTokenizerJson(*gguf, testing::SentencePieceJsonForm::kNormalizer)
+             .dump();
+  auto spec = ImportHfCheckpoint(dir.string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->tokenizer.model, "llama");
+  auto from_json = Tokenizer::Create(spec->tokenizer);
+  ASSERT_TRUE(from_json.ok()) << from_json.status();
+  const fs::path fixture = fs::path(MOE_TESTDATA_DIR) / "fixtures" / "tiny-llama-moe-f32";
+  for (const char* prompt : {"p1", "p2"}) {
+    SCOPED_TRACE(prompt);
+    const std::string text =
+        testing::ReadFileBytes(fixture / (std::string(prompt) + ".prompt.txt"));
+    const std::vector<int32_t> want = ReadIds(fixture / (std::string(prompt) + ".tokens.txt"));
+    EncodeOptions with_bos;
+    with_bos.add_bos = true;
+    const std::vector<int32_t> ids = (*from_json)->Encode(text, with_bos);
+    EXPECT_EQ(ids, want);
+    EXPECT_EQ(RunAll(*spec, ids), RunAll(*spec, want));
+  }
 }
 
 class FixtureTest : public ::testing::TestWithParam<std::string> {};
