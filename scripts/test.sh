@@ -20,7 +20,8 @@ asan="${MOE_ASAN_BUILD_DIR:-build-asan}"
 cmake -S . -B "$asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOE_BUILD_TESTS=ON -DMOE_BUILD_TOOLS=OFF \
   -DMOE_SANITIZE=ON
 cmake --build "$asan" -j "$jobs" --target c_api_test swig_glue_test header_c99_test example_c_stream \
-  moe_file_fuzz gguf_fuzz safetensors_fuzz tokenizer_fuzz hf_tokenizer_json_fuzz
+  moe_file_fuzz gguf_fuzz safetensors_fuzz hf_checkpoint_fuzz tokenizer_fuzz hf_tokenizer_json_fuzz \
+  sentencepiece_model_fuzz chat_template_fuzz c_api_fuzz
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir "$asan" --output-on-failure -j "$jobs" -R "^(CApi|SwigGlue|header_c99|example_c|fuzz_)"
 

@@ -74,6 +74,10 @@ size_t ScalarSize(GgufType t) {
 }
 
 // Decodes one numeric scalar at p into v's integer/float fields.
+// The integer view of a float value: truncated when it fits an int64, else 0 (converting NaN,
+// infinities or values past 2^63 is undefined behaviour).
+int64_t IntegerPart(double f) { return f > -9.2e18 && f < 9.2e18 ? static_cast<int64_t>(f) : 0; }
+
 void DecodeScalar(GgufType t, const uint8_t* p, GgufValue& v) {
   auto load = [&](auto x) {
     std::memcpy(&x, p, sizeof(x));
@@ -127,12 +131,12 @@ void DecodeScalar(GgufType t, const uint8_t* p, GgufValue& v) {
       break;
     case GgufType::kF32:
       v.f = load(float{});
-      v.i = v.f;
+      v.i = IntegerPart(v.f);
       v.u = v.i;
       break;
     case GgufType::kF64:
       v.f = load(double{});
-      v.i = v.f;
+      v.i = IntegerPart(v.f);
       v.u = v.i;
       break;
     default:

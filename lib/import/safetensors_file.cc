@@ -113,8 +113,11 @@ absl::Status SafetensorsFile::Parse(absl::Span<const uint8_t> bytes) {
       }
       continue;
     }
+    // A named copy: lambdas may not capture structured bindings before C++20 compilers
+    // implement P1091 (clang 16).
+    const std::string& tensor_name = name;
     auto bad = [&](absl::string_view why) {
-      return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "': ", why));
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", tensor_name, "': ", why));
     };
     if (!info.is_object()) return bad("entry is not an object");
     auto dt = info.find("dtype");

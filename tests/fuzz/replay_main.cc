@@ -246,6 +246,17 @@ int Main(int argc, char** argv) {
   }
   for (const Seed& seed : seeds) RunOne(seed.bytes.data(), seed.bytes.size(), per_input_s);
   std::printf("%s: %zu seeds passed\n", target.c_str(), seeds.size());
+  // The corpus kept in the repository: what coverage-guided runs found worth keeping, and every
+  // input that once crashed (crash-*, timeout-*, oom-*), each a regression test from then on.
+  size_t kept = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(MOE_FUZZ_CORPUS, ec)) {
+    if (!entry.is_regular_file()) continue;
+    std::vector<uint8_t> input = ReadFileOrDie(entry.path().string());
+    RunOne(input.data(), input.size(), per_input_s);
+    ++kept;
+  }
+  std::printf("%s: %zu inputs of %s passed\n", target.c_str(), kept, MOE_FUZZ_CORPUS);
 
   // One working buffer, refilled from a seed each iteration: memory stays at the largest seed
   // (plus insertions), however many iterations run.

@@ -12,6 +12,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "lib/import/tokenizer_loader.h"
 #include "lib/tokenizer/stream_decoder.h"
@@ -72,10 +73,15 @@ void Encode(const Tokenizer& tokenizer, absl::string_view text, uint8_t op) {
   // KNOWN ISSUE (reported, not fixed here): Decode drops the SentencePiece prefix space only
   // from token 0, so with a BOS first (even one not rendered) " text" comes back. Tokenizer's
   // header says "from the first text piece". Accept exactly that difference until it is fixed.
+  // SentencePiece writes spaces as U+2581 "▁", so a "▁" in the text itself comes back as the space
+  // it stands for (SentencePiece and llama.cpp do the same).
+  std::string expected(text);
+  if (tokenizer.data().model == "llama")
+    expected = absl::StrReplaceAll(expected, {{"\xe2\x96\x81", " "}});
   const bool bos_keeps_space = options.add_bos && tokenizer.strips_leading_space() &&
                                !ids.empty() && ids[0] == tokenizer.bos_id() &&
-                               *decoded == absl::StrCat(" ", text);
-  if (!options.parse_special && *decoded != text && !bos_keeps_space) {
+                               *decoded == absl::StrCat(" ", expected);
+  if (!options.parse_special && *decoded != expected && !bos_keeps_space) {
     std::fprintf(stderr,
                  "round trip of \"%s\" (add_bos %d) gave \"%s\"; ids:", absl::CEscape(text).c_str(),
                  options.add_bos, absl::CEscape(*decoded).c_str());
@@ -83,7 +89,7 @@ void Encode(const Tokenizer& tokenizer, absl::string_view text, uint8_t op) {
       std::fprintf(stderr, " %d '%s'", id, absl::CEscape(tokenizer.data().tokens[id]).c_str());
     }
     std::fprintf(stderr, "\n");
-    MOE_FUZZ_CHECK(*decoded == text);
+    MOE_FUZZ_CHECK(*decoded == expected);
   }
   const std::string streamed = Stream(tokenizer, ids, /*render=*/false);
   // Streaming must produce what Decode does, whenever that is valid UTF-8.

@@ -1,5 +1,7 @@
 #include "lib/backend/cpu/cpu_features.h"
 
+#include <cpuid.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -30,13 +32,17 @@ SimdLevel DetectedSimdLevel() {
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
       return __builtin_cpu_supports("avx512vnni") ? SimdLevel::kAvx512Vnni : SimdLevel::kAvx512;
     }
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c")) {
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && CpuHasF16c()) {
       return SimdLevel::kAvx2;
     }
     return SimdLevel::kScalar;
   }();
   return level;
+}
+
+bool CpuHasF16c() {
+  unsigned eax, ebx, ecx, edx;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
 }
 
 SimdLevel ActiveSimdLevel() {

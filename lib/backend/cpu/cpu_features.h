@@ -9,6 +9,9 @@ namespace moe {
 enum class SimdLevel { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Vnni = 3 };
 
 SimdLevel DetectedSimdLevel();
+// Whether the CPU converts halves in hardware (F16C), asked of cpuid directly: clang's
+// __builtin_cpu_supports does not know the feature.
+bool CpuHasF16c();
 // min(detected, MOE_SIMD) unless overridden for testing.
 SimdLevel ActiveSimdLevel();
 // Forces a level (capped at what the CPU has); returns the level in force.

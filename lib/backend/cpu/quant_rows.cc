@@ -123,7 +123,7 @@ __attribute__((target("avx2,f16c"))) void HalfsToFloatsF16c(const uint8_t* src, 
 // F16 rows (the F16 KV cache, F16 weights in exact mode): the F16C conversion where the CPU
 // has it.
 void HalfsToFloats(const uint8_t* src, float* dst, int64_t n) {
-  static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
+  static const bool f16c = CpuHasF16c() && __builtin_cpu_supports("avx2");
   if (f16c) {
     HalfsToFloatsF16c(src, dst, n);
     return;
