@@ -48,9 +48,9 @@ absl::StatusOr<ChatFormat> DetectChatFormat(absl::string_view t) {
     return ChatFormat::kDeepSeek;
   }
   std::string head(t.substr(0, 80));
-  return absl::UnimplementedError(
-      absl::StrCat("unknown chat template \"", head, t.size() > 80 ? "..." : "",
-                   "\" (known: ", kKnownNames, ")"));
+  return absl::UnimplementedError(absl::StrCat("unknown chat template \"", head,
+                                               t.size() > 80 ? "..." : "",
+                                               "\" (known: ", kKnownNames, ")"));
 }
 
 absl::StatusOr<ChatFormat> ChatFormatFromName(absl::string_view name) {
@@ -88,7 +88,19 @@ absl::StatusOr<std::string> FormatChat(ChatFormat format, const std::vector<Chat
       break;
     case ChatFormat::kMistral:
     case ChatFormat::kLlama2: {
-      // The system prompt goes into the first user turn (Llama-2 wraps it in <<SYS>>).
+      // The system prompt goes into the first user turn (Llama-2 wraps it in <<SYS>>), so it can
+      // only come first, before a user message: anywhere else it would be silently lost.
+      for (size_t i = 0; i < messages.size(); ++i) {
+        if (messages[i].role != "system") continue;
+        const bool user_follows = i + 1 < messages.size() && messages[i + 1].role == "user";
+        if (i != 0 || !user_follows) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "the ", format == ChatFormat::kLlama2 ? "llama2" : "mistral",
+              " template takes a system message only first and followed by a user message (got "
+              "one at position ",
+              i, ")"));
+        }
+      }
       std::string system;
       bool first_user = true;
       for (const auto& m : messages) {
