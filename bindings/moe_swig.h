@@ -213,7 +213,7 @@ struct NativeGenerateOptions {
   int32_t penalty_last_n;
   int64_t seed;  // signed so that Java gets a long, not a BigInteger
   bool parse_special;
-  std::vector<std::string> stops;  // hidden from SWIG; use AddStop
+  std::vector<std::string> stops;          // hidden from SWIG; use AddStop
   std::vector<moe_logit_bias> logit_bias;  // hidden from SWIG; use AddLogitBias
 
   // The C sampling params; they point into logit_bias, so this object must outlive their use.
@@ -313,8 +313,8 @@ class NativeModel {
   }
 
   std::vector<int32_t> Tokenize(const std::string& text, bool add_bos, bool parse_special) const {
-    uint32_t flags = (add_bos ? MOE_TOKENIZE_ADD_BOS : 0u) |
-                     (parse_special ? MOE_TOKENIZE_PARSE_SPECIAL : 0u);
+    uint32_t flags =
+        (add_bos ? MOE_TOKENIZE_ADD_BOS : 0u) | (parse_special ? MOE_TOKENIZE_PARSE_SPECIAL : 0u);
     const std::shared_ptr<moe_model> model = Hold();
     size_t n = 0;
     moe_status s = moe_tokenize(model.get(), text.data(), text.size(), flags, nullptr, 0, &n);
@@ -367,12 +367,15 @@ class NativeModel {
 // call frees the context as it returns). Calls never start on a closed context.
 class NativeContext {
  public:
-  NativeContext(const NativeModel& model, int32_t n_ctx, int32_t n_threads, int64_t seed) {
+  // kv_type: a moe_kv_type (0 = F32, 1 = F16).
+  NativeContext(const NativeModel& model, int32_t n_ctx, int32_t n_threads, int64_t seed,
+                int32_t kv_type) {
     std::shared_ptr<moe_model> m = model.Hold();
     moe_context_params params = moe_context_default_params();
     params.n_ctx = n_ctx;
     params.n_threads = n_threads;
     params.seed = static_cast<uint64_t>(seed);
+    params.kv_type = kv_type;
     moe_context* raw = nullptr;
     Check(moe_context_create(m.get(), &params, &raw));
     context_.Set(std::shared_ptr<moe_context>(raw, &moe_context_free));
@@ -417,8 +420,8 @@ class NativeContext {
     Params p(options);
     {
       detail::CallScope scope(this);
-      Check(moe_generate(ctx.get(), prompt.c_str(), &p.generate, sink ? &TokenThunk : nullptr,
-                         sink));
+      Check(
+          moe_generate(ctx.get(), prompt.c_str(), &p.generate, sink ? &TokenThunk : nullptr, sink));
     }
     return StatsOf(ctx.get()).finish_reason;
   }

@@ -154,11 +154,30 @@ type Model struct {
 }
 
 // Load loads a model. A missing file is an error matching ErrNotFound.
-func Load(path string) (*Model, error) { return LoadWithProgress(path, nil) }
+func Load(path string) (*Model, error) { return LoadWithOptions(path, nil) }
 
 // LoadWithProgress loads a model, calling progress with values in [0, 1]; progress returning
 // false cancels the load (ErrCancelled). A panic in progress cancels the load and is re-raised.
 func LoadWithProgress(path string, progress func(float32) bool) (*Model, error) {
+	return LoadWithOptions(path, &ModelOptions{Progress: progress})
+}
+
+// ModelOptions configures LoadWithOptions; the zero value means the defaults.
+type ModelOptions struct {
+	// UseMmap leaves the weights in the memory-mapped file instead of copying them into memory:
+	// instant start and pages shared between processes, but reads through a cold or crowded
+	// page cache are slower (moe_model_params.use_mmap).
+	UseMmap bool
+	// Progress, when set, is called with values in [0, 1]; returning false cancels the load.
+	Progress func(float32) bool
+}
+
+// LoadWithOptions loads a model; opts may be nil.
+func LoadWithOptions(path string, opts *ModelOptions) (*Model, error) {
+	if opts == nil {
+		opts = &ModelOptions{}
+	}
+	progress := opts.Progress
 	var sink raw.ProgressSink
 	var bridge *progressBridge
 	if progress != nil {
@@ -167,7 +186,7 @@ func LoadWithProgress(path string, progress func(float32) bool) (*Model, error) 
 		defer raw.DeleteDirectorProgressSink(sink)
 	}
 	var native raw.NativeModel
-	err := call(func() { native = raw.NativeModelLoad(path, false, sink) })
+	err := call(func() { native = raw.NativeModelLoad(path, opts.UseMmap, sink) })
 	if bridge != nil && bridge.panicked != nil {
 		if err == nil {
 			raw.DeleteNativeModel(native)
@@ -272,10 +291,19 @@ func (m *Model) Detokenize(tokens []int32) (text string, err error) {
 
 // ContextOptions configures NewContext; the zero value means the defaults.
 type ContextOptions struct {
-	ContextLength int   // tokens; 0: the model's, at most 4096
-	Threads       int   // 0: one per core
-	Seed          int64 // base seed of the samplers
+	ContextLength int    // tokens; 0: the model's, at most 4096
+	Threads       int    // 0: one per core
+	Seed          int64  // base seed of the samplers
+	KVType        KVType // element type of the KV cache; the zero value is KVF32
 }
+
+// KVType is the element type of a context's KV cache (moe_kv_type).
+type KVType int
+
+const (
+	KVF32 KVType = iota // 32-bit floats (the default)
+	KVF16               // 16-bit floats: half the memory, a little rounding
+)
 
 // NewContext creates a conversation over the model; opts may be nil.
 func (m *Model) NewContext(opts *ContextOptions) (*Context, error) {
@@ -286,7 +314,8 @@ func (m *Model) NewContext(opts *ContextOptions) (*Context, error) {
 	var native raw.NativeContext
 	err := m.with(func(n raw.NativeModel) error {
 		return call(func() {
-			native = raw.NewNativeContext(n, opts.ContextLength, opts.Threads, opts.Seed)
+			native = raw.NewNativeContext(n, opts.ContextLength, opts.Threads, opts.Seed,
+				int(opts.KVType))
 		})
 	})
 	if err != nil {

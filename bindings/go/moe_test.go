@@ -657,3 +657,32 @@ func TestNegativeMaxTokensIsAnErrorAndFailedSampleIsZero(t *testing.T) {
 		t.Fatalf("Sample before decoding: %d, %v; want 0 and an error", token, err)
 	}
 }
+
+func TestMappedWeightsAndAnF16CacheAreReachable(t *testing.T) {
+	mapped, err := LoadWithOptions(fixture(t, "tiny-qwen2moe-f32.gguf"), &ModelOptions{UseMmap: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mapped.Close()
+	c, err := mapped.NewContext(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	want := readIDs(t, "p1.gen_tokens.txt")
+	if got := generateIDs(t, c, readIDs(t, "p1.tokens.txt"), len(want)); !reflect.DeepEqual(got, want) {
+		t.Fatalf("mapped: %v, want %v", got, want)
+	}
+	f16, err := mapped.NewContext(&ContextOptions{KVType: KVF16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f16.Close()
+	if got := generateIDs(t, f16, readIDs(t, "p1.tokens.txt"), 4); len(got) != 4 {
+		t.Fatalf("f16 cache: %v", got)
+	}
+	info, err := mapped.Info()
+	if err != nil || info.EmbeddingSize <= 0 || info.Heads <= 0 || info.KVHeads <= 0 {
+		t.Fatalf("info: %+v, %v", info, err)
+	}
+}

@@ -2,8 +2,6 @@
 // ThreadSanitizer too (a JVM, Mono or Go runtime cannot): closing a context, a model or a
 // detokenizer from another thread while a call runs, from the call's own callback, and calls on
 // closed handles.
-#include "bindings/moe_swig.h"
-
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -12,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "bindings/moe_swig.h"
 #include "gtest/gtest.h"
 
 namespace {
@@ -64,7 +63,7 @@ TEST(SwigGlueTest, CloseFromAnotherThreadCancelsTheRunningCallAndWaits) {
   auto model = Load();
   const std::vector<int32_t> prompt = ReadIds("p1.tokens.txt");
   for (int round = 0; round < 3; ++round) {
-    NativeContext ctx(*model, 0, 2, 0);
+    NativeContext ctx(*model, 0, 2, 0, MOE_KV_F32);
     SlowSink sink;
     int status = 0;
     std::thread generating([&] {
@@ -98,7 +97,7 @@ TEST(SwigGlueTest, CloseFromAnotherThreadCancelsTheRunningCallAndWaits) {
 TEST(SwigGlueTest, CloseFromTheCallbackStopsTheCall) {
   auto model = Load();
   const std::vector<int32_t> prompt = ReadIds("p1.tokens.txt");
-  NativeContext ctx(*model, 0, 2, 0);
+  NativeContext ctx(*model, 0, 2, 0, MOE_KV_F32);
   SlowSink sink;
   sink.on_token = [&] { ctx.Close(); };
   try {
@@ -114,7 +113,7 @@ TEST(SwigGlueTest, ClosingTheModelLetsRunningContextsFinish) {
   auto model = Load();
   const std::vector<int32_t> prompt = ReadIds("p1.tokens.txt");
   const std::vector<int32_t> want = ReadIds("p1.gen_tokens.txt");
-  NativeContext ctx(*model, 0, 2, 0);
+  NativeContext ctx(*model, 0, 2, 0, MOE_KV_F32);
   NativeDetokenizer detok(*model);
   SlowSink sink;
   std::thread generating(
@@ -135,7 +134,7 @@ TEST(SwigGlueTest, ClosingTheModelLetsRunningContextsFinish) {
 TEST(SwigGlueTest, ManyThreadsCloseAndCallAtOnce) {
   auto model = Load();
   const std::vector<int32_t> prompt = ReadIds("p1.tokens.txt");
-  NativeContext ctx(*model, 0, 1, 0);
+  NativeContext ctx(*model, 0, 1, 0, MOE_KV_F32);
   std::vector<std::thread> threads;
   std::atomic<int> calls{0};
   for (int t = 0; t < 4; ++t) {

@@ -13,7 +13,8 @@ namespace LibMoe {
 
     internal Context(Model model, ContextOptions options) {
       Model = model;
-      native = new NativeContext(model.Native, options.ContextLength, options.Threads, options.Seed);
+      native = new NativeContext(model.Native, options.ContextLength, options.Threads, options.Seed,
+                                 (int)options.KvType);
     }
 
     /// <summary>The model this context was created from.</summary>

@@ -26,10 +26,16 @@ namespace LibMoe {
     /// <exception cref="MoeException">Status.NotFound for a missing file, Status.CorruptModel
     /// for a damaged one, and so on.</exception>
     public static Model Load(string path, ProgressHandler progress = null) {
+      return Load(path, new ModelOptions { Progress = progress });
+    }
+
+    /// <summary>Loads a model with <paramref name="options"/> (null: the defaults).</summary>
+    public static Model Load(string path, ModelOptions options) {
       if (path == null) throw new ArgumentNullException("path");
-      ProgressBridge bridge = progress == null ? null : new ProgressBridge(progress);
+      ModelOptions o = options ?? new ModelOptions();
+      ProgressBridge bridge = o.Progress == null ? null : new ProgressBridge(o.Progress);
       try {
-        return new Model(NativeModel.Load(path, false, bridge));
+        return new Model(NativeModel.Load(path, o.UseMmap, bridge));
       } catch (MoeException) {
         if (bridge != null) bridge.Rethrow();
         throw;

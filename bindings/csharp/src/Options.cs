@@ -81,6 +81,26 @@ namespace LibMoe {
     public int Threads { get; set; }
     /// <summary>Base seed of the samplers (default 0).</summary>
     public long Seed { get; set; }
+    /// <summary>Element type of the KV cache (default F32; F16 halves its memory).</summary>
+    public KvType KvType { get; set; }
+  }
+
+  /// <summary>Element type of a context's KV cache (<c>moe_kv_type</c>).</summary>
+  public enum KvType {
+    /// <summary>32-bit floats (the default).</summary>
+    F32 = 0,
+    /// <summary>16-bit floats: half the memory, a little rounding.</summary>
+    F16 = 1,
+  }
+
+  /// <summary>How to load a <see cref="Model"/>; the defaults suit most uses.</summary>
+  public sealed class ModelOptions {
+    /// <summary>Leave the weights in the memory-mapped file instead of copying them into memory
+    /// (default false): instant start and pages shared between processes, but reads through a
+    /// cold or crowded page cache are slower (<c>moe_model_params.use_mmap</c>).</summary>
+    public bool UseMmap { get; set; }
+    /// <summary>Reports load progress in [0, 1]; returning false cancels the load.</summary>
+    public ProgressHandler Progress { get; set; }
   }
 
   /// <summary>Statistics of the last Generate or Decode call on a context.</summary>

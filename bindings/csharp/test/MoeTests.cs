@@ -146,6 +146,17 @@ public class MoeTests {
   }
 
   [Test]
+  public void MappedWeightsAndAnF16CacheAreReachable() {
+    using (Model mapped = Model.Load(ModelPath, new ModelOptions { UseMmap = true }))
+    using (Context ctx = mapped.CreateContext()) {
+      Assert.AreEqual(expected, GenerateIds(ctx, prompt, expected.Length));
+    }
+    using (Context f16 = model.CreateContext(new ContextOptions { KvType = KvType.F16 })) {
+      Assert.AreEqual(4, GenerateIds(f16, prompt, 4).Length);
+    }
+  }
+
+  [Test]
   public void DisposeFromTheHandlerStopsTheCall() {
     Context ctx = model.CreateContext();
     var e = Assert.Throws<MoeException>(() => ctx.Generate(prompt, Greedy(16), (token, piece) => {

@@ -15,7 +15,8 @@ public final class Context implements AutoCloseable {
   Context(Model model, ContextOptions options) {
     this.model = model;
     this.nativeContext =
-        new NativeContext(model.get(), options.contextLength, options.threads, options.seed);
+        new NativeContext(model.get(), options.contextLength, options.threads, options.seed,
+            options.kvType.code);
   }
 
   /** The model this context was created from. */

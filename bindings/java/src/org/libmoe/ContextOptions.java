@@ -5,6 +5,7 @@ public final class ContextOptions {
   int contextLength;
   int threads;
   long seed;
+  KvType kvType = KvType.F32;
 
   /** Tokens the context holds; 0 (default): the model's, at most 4096. */
   public ContextOptions contextLength(int n) {
@@ -21,6 +22,12 @@ public final class ContextOptions {
   /** Base seed of the samplers (default 0). */
   public ContextOptions seed(long s) {
     seed = s;
+    return this;
+  }
+
+  /** Element type of the KV cache (default {@link KvType#F32}; F16 halves its memory). */
+  public ContextOptions kvType(KvType type) {
+    kvType = java.util.Objects.requireNonNull(type, "kvType is null");
     return this;
   }
 }

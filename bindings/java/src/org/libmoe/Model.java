@@ -31,14 +31,20 @@ public final class Model implements AutoCloseable {
    *     Status#CORRUPT_MODEL} for a damaged one, and so on
    */
   public static Model load(String path) {
-    return load(path, null);
+    return load(path, new ModelOptions());
   }
 
   /** Loads a model, reporting progress to {@code progress} (may be null). */
   public static Model load(String path, ProgressListener progress) {
-    ProgressBridge bridge = progress == null ? null : new ProgressBridge(progress);
+    return load(path, new ModelOptions().progress(progress));
+  }
+
+  /** Loads a model with {@code options} (null: the defaults). */
+  public static Model load(String path, ModelOptions options) {
+    ModelOptions o = options != null ? options : new ModelOptions();
+    ProgressBridge bridge = o.progress == null ? null : new ProgressBridge(o.progress);
     try {
-      return new Model(NativeModel.Load(Utf8.encode(path, "path"), false, bridge));
+      return new Model(NativeModel.Load(Utf8.encode(path, "path"), o.useMmap, bridge));
     } catch (MoeException e) {
       if (bridge != null) bridge.rethrow();
       throw e;

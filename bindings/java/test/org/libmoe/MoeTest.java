@@ -217,6 +217,18 @@ class MoeTest {
   }
 
   @Test
+  void mappedWeightsAndAnF16CacheAreReachable() {
+    try (Model mapped = Model.load(FIXTURES.resolve("tiny-qwen2moe-f32.gguf").toString(),
+             new ModelOptions().useMmap(true));
+         Context ctx = mapped.newContext()) {
+      assertArrayEquals(expected, generateIds(ctx, prompt, expected.length));
+    }
+    try (Context f16 = model.newContext(new ContextOptions().kvType(KvType.F16))) {
+      assertEquals(4, generateIds(f16, prompt, 4).length);
+    }
+  }
+
+  @Test
   void nullArgumentsAreNamed() {
     try (Context ctx = model.newContext()) {
       NullPointerException e = assertThrows(NullPointerException.class,
