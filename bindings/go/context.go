@@ -131,7 +131,8 @@ func (c *Context) Generate(prompt string, opts *GenerateOptions,
 	})
 }
 
-// GenerateTokens is Generate with prompt token ids (see Model.Tokenize).
+// GenerateTokens is Generate with prompt token ids, used exactly as given: no BOS is added, on an
+// empty context too (Model.Tokenize with addBOS puts it first).
 func (c *Context) GenerateTokens(prompt []int32, opts *GenerateOptions,
 	onToken func(token int32, piece string) bool) (FinishReason, error) {
 	return c.run(opts, onToken, func(n raw.NativeContext, o raw.NativeGenerateOptions, s raw.TokenSink) int {

@@ -149,7 +149,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   CLI::App* run = app.add_subcommand("run", "generate a continuation of a prompt");
   run->add_option("-m,--model", o->model, "model file (.moe or .gguf)")->required();
   run->add_option("-p,--prompt", o->prompt, "prompt text");
-  run->add_option("--prompt-ids", o->prompt_ids, "prompt as space-separated token ids");
+  run->add_option("--prompt-ids", o->prompt_ids,
+                  "prompt as space-separated token ids, used exactly as given (no BOS added)");
   run->add_option("-n,--n-predict", o->n_predict,
                   "tokens to generate (-1 = until the end of the text or a full context)")
       ->check(AtLeast(-1, "-1 = until the end or a full context"))

@@ -31,7 +31,9 @@ namespace LibMoe {
       return Run(options, onToken, (ctx, o, sink) => ctx.Generate(prompt, o, sink));
     }
 
-    /// <summary>The same with prompt token ids (see <see cref="LibMoe.Model.Tokenize"/>).</summary>
+    /// <summary>The same with prompt token ids, used exactly as given: no BOS is added, on an
+    /// empty context too (<see cref="LibMoe.Model.Tokenize"/> with addBos puts it first).
+    /// </summary>
     public FinishReason Generate(int[] prompt, GenerateOptions options, TokenHandler onToken) {
       if (prompt == null) throw new ArgumentNullException("prompt");
       return Run(options, onToken,

@@ -37,7 +37,10 @@ public final class Context implements AutoCloseable {
     return run(options, listener, (ctx, o, sink) -> ctx.Generate(Utf8.encode(prompt, "prompt"), o, sink));
   }
 
-  /** The same with prompt token ids (see {@link Model#tokenize}). */
+  /**
+   * The same with prompt token ids, used exactly as given: no BOS is added, on an empty context
+   * too ({@link Model#tokenize(String)} puts it first).
+   */
   public FinishReason generate(int[] prompt, GenerateOptions options, TokenListener listener) {
     java.util.Objects.requireNonNull(prompt, "prompt is null");
     return run(options, listener, (ctx, o, sink) -> ctx.GenerateTokens(prompt, o, sink));
