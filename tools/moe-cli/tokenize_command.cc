@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -43,10 +44,9 @@ constexpr char kDetokenizeUsage[] =
     "  Prints the text of the token ids (read from standard input with --ids -).\n"
     "  -m, --model MODEL   a .gguf, .moe or tokenizer.json file\n";
 
-enum class Parsed { kRun, kHelp, kBadUsage };
-
-// Parses the flags of either subcommand; prints why on bad usage, the usage for --help.
-Parsed ParseArgs(int argc, char** argv, bool tokenize, Args* args) {
+// Parses the flags of either subcommand. Returns the exit code when there is nothing to run
+// (0 after printing the usage for --help, 2 after saying what is wrong), nothing otherwise.
+std::optional<int> ParseArgs(int argc, char** argv, bool tokenize, Args* args) {
   const char* usage = tokenize ? kTokenizeUsage : kDetokenizeUsage;
   std::vector<std::string> words;
   for (int i = 1; i < argc; ++i) {
@@ -62,7 +62,7 @@ Parsed ParseArgs(int argc, char** argv, bool tokenize, Args* args) {
     bool ok = true;
     if (flag == "-h" || flag == "--help") {
       std::cout << usage;
-      return Parsed::kHelp;
+      return 0;
     } else if (flag == "-m" || flag == "--model") {
       ok = value(&args->model);
     } else if (tokenize && (flag == "-f" || flag == "--file")) {
@@ -78,11 +78,11 @@ Parsed ParseArgs(int argc, char** argv, bool tokenize, Args* args) {
       ok = value(&args->ids);
     } else if (flag.size() > 1 && flag[0] == '-' && flag != "-") {
       std::cerr << "moe-cli " << argv[0] << ": unknown argument " << flag << "\n" << usage;
-      return Parsed::kBadUsage;
+      return 2;
     } else {
       words.push_back(flag);
     }
-    if (!ok) return Parsed::kBadUsage;
+    if (!ok) return 2;
   }
   if (!words.empty()) {
     std::string joined = absl::StrJoin(words, " ");
@@ -98,13 +98,13 @@ Parsed ParseArgs(int argc, char** argv, bool tokenize, Args* args) {
   if (args->model.empty() || sources != 1) {
     std::cerr << "moe-cli " << argv[0] << ": "
               << (args->model.empty() ? "-m MODEL is required"
-                  : sources == 0       ? "nothing to read: give the input"
-                                       : "give the text one way only")
+                  : sources == 0      ? "nothing to read: give the input"
+                                      : "give the text one way only")
               << "\n"
               << usage;
-    return Parsed::kBadUsage;
+    return 2;
   }
-  return Parsed::kRun;
+  return std::nullopt;
 }
 
 // The whole of a file, or of standard input for "-".
@@ -130,13 +130,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
 
 int TokenizeMain(int argc, char** argv) {
   Args args;
-  switch (ParseArgs(argc, argv, /*tokenize=*/true, &args)) {
-    case Parsed::kHelp:
-      return 0;
-    case Parsed::kBadUsage:
-      return 2;
-    case Parsed::kRun:
-      break;
+  if (std::optional<int> exit_code = ParseArgs(argc, argv, /*tokenize=*/true, &args)) {
+    return *exit_code;
   }
   std::string text = args.text;
   if (!args.has_text && !ReadAll(args.file, &text)) {
@@ -157,13 +152,8 @@ int TokenizeMain(int argc, char** argv) {
 
 int DetokenizeMain(int argc, char** argv) {
   Args args;
-  switch (ParseArgs(argc, argv, /*tokenize=*/false, &args)) {
-    case Parsed::kHelp:
-      return 0;
-    case Parsed::kBadUsage:
-      return 2;
-    case Parsed::kRun:
-      break;
+  if (std::optional<int> exit_code = ParseArgs(argc, argv, /*tokenize=*/false, &args)) {
+    return *exit_code;
   }
   if (args.ids == "-" && !ReadAll("-", &args.ids)) return 1;
   auto parsed = cli::ParseTokenIds(args.ids);
