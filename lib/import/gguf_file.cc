@@ -267,6 +267,7 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Parse(absl::Span<const uint8
                                                           std::shared_ptr<const void> owner) {
   std::unique_ptr<GgufFile> g(new GgufFile());
   g->owner_ = std::move(owner);
+  g->bytes_ = bytes;
   Cursor c(bytes);
   MOE_ASSIGN_OR_RETURN(uint32_t magic, c.Read<uint32_t>("magic"));
   if (magic != kGgufMagic) return absl::InvalidArgumentError("not a GGUF file (bad magic)");

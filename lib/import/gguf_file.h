@@ -63,6 +63,8 @@ class GgufFile {
                                                          std::shared_ptr<const void> owner);
 
   uint32_t version() const { return version_; }
+  // The whole file's bytes (tensor data lies inside them).
+  absl::Span<const uint8_t> bytes() const { return bytes_; }
   const std::vector<std::string>& keys() const { return key_order_; }
   const GgufValue* Find(absl::string_view key) const;
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
@@ -80,6 +82,7 @@ class GgufFile {
  private:
   GgufFile() = default;
   std::shared_ptr<const void> owner_;
+  absl::Span<const uint8_t> bytes_;
   uint32_t version_ = 0;
   std::vector<std::string> key_order_;
   absl::flat_hash_map<std::string, GgufValue> kv_;

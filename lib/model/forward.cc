@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "lib/base/status_macros.h"
 #include "lib/moe/router.h"
 
 namespace moe {
@@ -58,7 +60,9 @@ absl::Status Transformer::Forward(absl::Span<const int32_t> tokens, KvCache& cac
   for (int l = 0; l < h.n_layer; ++l) {
     const LayerWeights& L = model_->layers()[l];
     Attention(L, n, positions.data(), cache.layer(l), x.data(), tel);
-    MoeFfn(l, L, n, x.data(), tel);
+    // An error (an expert that could not be read) leaves the cache's size as it was: the K/V
+    // rows written for these tokens lie past it and are overwritten by the next call.
+    MOE_RETURN_IF_ERROR(MoeFfn(l, L, n, x.data(), tel));
   }
   cache.set_size(pos0 + n);
 
@@ -118,7 +122,8 @@ void Transformer::Attention(const LayerWeights& L, int64_t n, const int32_t* pos
   backend_->Axpy(1.0f, o.data(), n * d, x);
 }
 
-void Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, Telemetry* tel) {
+absl::Status Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x,
+                                 Telemetry* tel) {
   const HParams& h = model_->hp();
   const int64_t d = h.n_embd;
   std::vector<float>& xn = s_.xn;
@@ -166,28 +171,56 @@ void Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, 
   jobs.clear();
   job_of_expert.assign(h.n_expert, -1);
   outs.resize(h.n_expert);  // sized before any pointer into them is taken
+  auto& selected = s_.selected;
+  selected.clear();
   for (int e = 0; e < h.n_expert; ++e) {
-    const auto& rows = by_expert[e];
-    if (rows.empty()) continue;
-    const int64_t m = static_cast<int64_t>(rows.size());
-    ScratchVector<float>& res = outs[jobs.size()];
-    res.resize(m * d);
-    const ExpertWeights& w = L.experts[e];
-    job_of_expert[e] = static_cast<int>(jobs.size());
-    jobs.push_back({w.gate, w.up, w.down, xn.data(), rows.data(), m, res.data()});
-    if (tel) {
-      tel->expert_counts[layer][e] += m;
-      tel->weight_bytes_read += w.byte_size();
-      tel->active_params += m * (w.gate.rows * w.gate.cols * 3);
-    }
+    if (!by_expert[e].empty()) selected.push_back(e);
   }
   std::vector<float>& shared_out = s_.shared_out;
-  if (L.has_shared) {
-    shared_out.resize(n * d);
-    jobs.push_back(
-        {L.shared.gate, L.shared.up, L.shared.down, xn.data(), nullptr, n, shared_out.data()});
+  if (L.has_shared) shared_out.resize(n * d);
+  // Resident experts run in one call. From the expert store they run in chunks of as many as the
+  // cache holds at once, each chunk pinned until its jobs have run: a prompt batch may select
+  // every expert of the layer, and the smallest budget holds only the top-k. Jobs are independent
+  // (the outputs are combined afterwards), so chunking changes no result.
+  const size_t chunk = store_ != nullptr ? store_->cache().slot_count() : selected.size();
+  size_t next_out = 0;
+  for (size_t begin = 0; begin < selected.size() || (begin == 0 && L.has_shared);
+       begin += std::max<size_t>(chunk, 1)) {
+    const size_t end = std::min(selected.size(), begin + chunk);
+    jobs.clear();
+    std::optional<ExpertStore::Step> step;
+    if (store_ != nullptr && end > begin) {
+      auto acquired =
+          store_->Acquire(layer, absl::MakeConstSpan(selected).subspan(begin, end - begin));
+      if (!acquired.ok()) return acquired.status();
+      step = *std::move(acquired);
+    }
+    for (size_t i = begin; i < end; ++i) {
+      const int e = selected[i];
+      const auto& rows = by_expert[e];
+      const int64_t m = static_cast<int64_t>(rows.size());
+      ScratchVector<float>& res = outs[next_out];
+      res.resize(m * d);
+      job_of_expert[e] = static_cast<int>(next_out++);
+      const ExpertWeights& w = L.experts[e];
+      if (step) {
+        const ExpertViews& v = step->views(i - begin);
+        jobs.push_back({v.gate, v.up, v.down, xn.data(), rows.data(), m, res.data()});
+      } else {
+        jobs.push_back({w.gate, w.up, w.down, xn.data(), rows.data(), m, res.data()});
+      }
+      if (tel) {
+        tel->expert_counts[layer][e] += m;
+        tel->weight_bytes_read += w.byte_size();
+        tel->active_params += m * (w.gate.rows * w.gate.cols * 3);
+      }
+    }
+    if (begin == 0 && L.has_shared) {
+      jobs.push_back(
+          {L.shared.gate, L.shared.up, L.shared.down, xn.data(), nullptr, n, shared_out.data()});
+    }
+    backend_->RunExperts(jobs);
   }
-  backend_->RunExperts(jobs);
   if (tel) {
     for (float ent : routing.entropy) tel->router_entropy_sum += ent;
   }
@@ -218,6 +251,7 @@ void Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, 
     }
   }
   backend_->AddWeightedRows(n, terms, d, src.data(), weight.data(), x);
+  return absl::OkStatus();
 }
 
 }  // namespace moe

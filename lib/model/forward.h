@@ -12,6 +12,7 @@
 #include "lib/kv/kv_cache.h"
 #include "lib/model/model.h"
 #include "lib/model/telemetry.h"
+#include "lib/moe/expert_store.h"
 #include "lib/moe/router.h"
 
 namespace moe {
@@ -34,15 +35,20 @@ class Transformer {
     disabled_ = std::move(disabled);
   }
 
+  // Routed experts come from `store` (pinned per step) instead of the model's resident copies;
+  // null: resident. The store outlives the Transformer.
+  void set_expert_store(ExpertStore* store) { store_ = store; }
+
   const Model& model() const { return *model_; }
 
  private:
   void Attention(const LayerWeights& L, int64_t n, const int32_t* positions, KvLayerView kv,
                  float* x, Telemetry* tel);
-  void MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, Telemetry* tel);
+  absl::Status MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, Telemetry* tel);
 
   std::shared_ptr<const Model> model_;
   Backend* backend_;
+  ExpertStore* store_ = nullptr;
   std::vector<std::vector<bool>> disabled_;
 
   // Activations of the current call, kept between calls so decoding allocates nothing once the
@@ -55,6 +61,7 @@ class Transformer {
     std::vector<ScratchVector<float>> expert_out;
     std::vector<Backend::ExpertJob> jobs;
     std::vector<int> job_of_expert;
+    std::vector<int32_t> selected;          // the experts this layer's step runs, in job order
     std::vector<const float*> combine_src;  // [n x terms]
     std::vector<float> combine_weight;
     Routing routing;

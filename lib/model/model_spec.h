@@ -80,6 +80,11 @@ struct ModelSpec {
   std::vector<TensorSpec> tensors;
   // Keeps the bytes behind TensorSpec::data alive (mapped files, converted buffers).
   std::vector<std::shared_ptr<const void>> owners;
+  // The one file every tensor's data was mapped from, when there is one (.moe, GGUF): a tensor
+  // lies at file offset data.data() - source_base. The expert cache reads experts from there.
+  std::string source_path;
+  const uint8_t* source_base = nullptr;
+  uint64_t source_size = 0;
 
   const TensorSpec* Find(absl::string_view name) const;
 };

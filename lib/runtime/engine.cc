@@ -1,12 +1,84 @@
 #include "lib/runtime/engine.h"
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "lib/backend/cpu/cpu_features.h"
+#include "lib/backend/cpu/repack.h"
 #include "lib/base/status_macros.h"
 #include "lib/import/model_loader.h"
 #include "lib/runtime/weight_copy.h"
 
 namespace moe {
+namespace {
+
+bool IsRoutedExpert(const TensorSpec& t) { return t.expert >= 0; }
+
+// Where each routed expert's matrices lie in the file the spec was mapped from.
+absl::StatusOr<std::vector<std::vector<ExpertSource>>> ExpertSources(const ModelSpec& spec) {
+  if (spec.source_base == nullptr) {
+    return absl::UnimplementedError(
+        "the expert cache reads experts from a .moe or GGUF file; convert this checkpoint with "
+        "moe-convert first");
+  }
+  const HParams& h = spec.hp;
+  std::vector<std::vector<ExpertSource>> sources(h.n_layer, std::vector<ExpertSource>(h.n_expert));
+  for (int l = 0; l < h.n_layer; ++l) {
+    for (int e = 0; e < h.n_expert; ++e) {
+      ExpertSource& src = sources[l][e];
+      for (auto [base, part] : {std::pair{"ffn_gate", &src.gate}, std::pair{"ffn_up", &src.up},
+                                std::pair{"ffn_down", &src.down}}) {
+        const TensorSpec* t = spec.Find(ExpertTensorName(l, e, base));
+        if (t == nullptr || t->shape.size() != 2) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("expert tensor ", ExpertTensorName(l, e, base), " is missing"));
+        }
+        if (t->data.data() < spec.source_base ||
+            t->data.data() + t->data.size() > spec.source_base + spec.source_size) {
+          return absl::UnimplementedError(absl::StrCat(
+              "expert tensor ", t->name, " is not stored in '", spec.source_path,
+              "' as it is run (converted at load): the expert cache cannot read it from there"));
+        }
+        *part = ExpertPart{static_cast<uint64_t>(t->data.data() - spec.source_base), t->dtype,
+                           t->shape[0], t->shape[1]};
+      }
+    }
+  }
+  return sources;
+}
+
+absl::StatusOr<std::unique_ptr<ExpertStore>> MakeExpertStore(const ModelSpec& spec,
+                                                             const LoadOptions& options) {
+  MOE_ASSIGN_OR_RETURN(auto sources, ExpertSources(spec));
+  // Experts are re-laid on arrival exactly as resident weights are at load.
+  const SimdLevel level = ActiveSimdLevel();
+  const bool repack = options.repack;
+  ExpertLayout layout;
+  layout.type = [=](DType t, int64_t rows, int64_t cols) {
+    return repack ? RepackedType(t, rows, cols, level) : t;
+  };
+  layout.relayout = [=](DType t, uint8_t* data, int64_t rows, int64_t cols) {
+    if (repack && RepackedType(t, rows, cols, level) != t) RepackRows(t, data, rows, cols, level);
+  };
+  ExpertStoreOptions so;
+  so.policy = options.expert_eviction;
+  so.prefer_direct_io = options.expert_direct_io;
+  so.experts_per_step = static_cast<size_t>(spec.hp.n_expert_used);
+  so.budget_bytes = options.expert_cache_bytes;
+  if (options.expert_cache_fraction > 0) {
+    if (!(options.expert_cache_fraction <= 1)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "expert cache fraction ", options.expert_cache_fraction, " is not in (0, 1]"));
+    }
+    // That fraction of the slots all experts take, in whole slots.
+    const size_t slot = ExpertStore::SlotBytes(sources);
+    const size_t all = static_cast<size_t>(spec.hp.n_layer * spec.hp.n_expert);
+    so.budget_bytes =
+        std::max<size_t>(1, static_cast<size_t>(options.expert_cache_fraction * all)) * slot;
+  }
+  return ExpertStore::Create(spec.source_path, std::move(sources), layout, so);
+}
+
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<const Engine>> Engine::Load(const std::string& path,
                                                            const LoadOptions& options) {
@@ -14,17 +86,27 @@ absl::StatusOr<std::shared_ptr<const Engine>> Engine::Load(const std::string& pa
   if (!report(0.0f)) return absl::CancelledError("model load cancelled");
   MOE_ASSIGN_OR_RETURN(ModelSpec spec, LoadModelSpec(path));
   if (!report(0.1f)) return absl::CancelledError("model load cancelled");
-  if (!options.use_mmap) {
-    // Rows are re-laid for the kernels of the level this process runs (RepackedType).
-    MOE_RETURN_IF_ERROR(CopyWeights(spec, options.repack, ActiveSimdLevel(), options.progress));
+  const bool expert_cache = options.expert_cache_bytes > 0 || options.expert_cache_fraction > 0;
+  std::unique_ptr<ExpertStore> store;
+  if (expert_cache) {
+    MOE_ASSIGN_OR_RETURN(store, MakeExpertStore(spec, options));
   }
-  auto engine = FromSpec(std::move(spec));
+  if (!options.use_mmap) {
+    // Rows are re-laid for the kernels of the level this process runs (RepackedType). With the
+    // expert cache, experts stay in the file: the cache reads them from there.
+    MOE_RETURN_IF_ERROR(
+        CopyWeights(spec, options.repack, ActiveSimdLevel(), options.progress,
+                    expert_cache ? IsRoutedExpert : std::function<bool(const TensorSpec&)>()));
+  }
+  auto engine = FromSpec(std::move(spec), std::move(store));
   if (engine.ok() && !report(1.0f)) return absl::CancelledError("model load cancelled");
   return engine;
 }
 
-absl::StatusOr<std::shared_ptr<const Engine>> Engine::FromSpec(ModelSpec spec) {
+absl::StatusOr<std::shared_ptr<const Engine>> Engine::FromSpec(
+    ModelSpec spec, std::unique_ptr<ExpertStore> expert_store) {
   auto engine = std::make_shared<Engine>();
+  engine->expert_store_ = std::move(expert_store);
   if (!spec.tokenizer.tokens.empty()) {
     auto tok = Tokenizer::Create(spec.tokenizer);
     if (tok.ok()) {

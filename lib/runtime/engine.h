@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "lib/model/model.h"
 #include "lib/model/telemetry.h"
+#include "lib/moe/expert_store.h"
 #include "lib/tokenizer/tokenizer.h"
 
 namespace moe {
@@ -22,19 +23,30 @@ struct LoadOptions {
   bool repack = true;
   // Called with progress in [0, 1]; returning false cancels the load (Cancelled).
   std::function<bool(float)> progress;
+  // The expert cache (issue 16's disk tier): when either is set, routed experts are not loaded
+  // with the rest but read from the model file into a cache of this many bytes, or of this
+  // fraction of all expert bytes (0 < f <= 1), as steps need them. .moe and GGUF files only.
+  size_t expert_cache_bytes = 0;
+  double expert_cache_fraction = 0;
+  EvictionPolicy expert_eviction = EvictionPolicy::kLru;
+  bool expert_direct_io = true;  // false: buffered reads even where direct I/O works
 };
 
 class Engine {
  public:
   static absl::StatusOr<std::shared_ptr<const Engine>> Load(const std::string& path,
                                                             const LoadOptions& options);
-  static absl::StatusOr<std::shared_ptr<const Engine>> FromSpec(ModelSpec spec);
+  // expert_store: where the routed experts come from instead of the spec's resident copies.
+  static absl::StatusOr<std::shared_ptr<const Engine>> FromSpec(
+      ModelSpec spec, std::unique_ptr<ExpertStore> expert_store = nullptr);
 
   const std::shared_ptr<const Model>& model() const { return model_; }
   // Null when the model file carries no (supported) tokenizer.
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
   absl::StatusOr<const Tokenizer*> RequireTokenizer() const;
   const ParamCounts& params() const { return params_; }
+  // The expert store when experts come from the disk tier; null when they are all resident.
+  ExpertStore* expert_store() const { return expert_store_.get(); }
   // Parameters every token reads whatever the routing (everything but the routed experts).
   int64_t dense_params() const { return dense_params_; }
   // Mean parameters a token of `t` actually touched: everything dense plus the routed experts
@@ -47,6 +59,7 @@ class Engine {
   absl::Status tokenizer_error_;
   ParamCounts params_;
   int64_t dense_params_ = 0;
+  std::unique_ptr<ExpertStore> expert_store_;  // internally synchronized: shared by sessions
 };
 
 }  // namespace moe

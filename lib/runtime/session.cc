@@ -88,7 +88,9 @@ Session::Session(std::shared_ptr<const Engine> engine, KvCache cache, const Sess
       options_(options),
       backend_(CreateCpuBackend(options.threads)),
       transformer_(engine_->model(), backend_.get()),
-      cache_(std::move(cache)) {}
+      cache_(std::move(cache)) {
+  transformer_.set_expert_store(engine_->expert_store());
+}
 
 absl::Status Session::Decode(absl::Span<const int32_t> tokens, std::vector<float>* all_logits) {
   Busy busy(*this);

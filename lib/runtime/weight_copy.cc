@@ -25,12 +25,22 @@ void ReleaseMappedPages(absl::Span<const uint8_t> range) {
 }  // namespace
 
 absl::Status CopyWeights(ModelSpec& spec, bool repack, SimdLevel level,
-                         const std::function<bool(float)>& progress) {
+                         const std::function<bool(float)>& progress,
+                         const std::function<bool(const TensorSpec&)>& leave_in_file) {
+  auto copied = [&](const TensorSpec& t) { return !leave_in_file || !leave_in_file(t); };
   size_t total = 0;
-  for (const auto& t : spec.tensors) total += (t.data.size() + 63) / 64 * 64;
-  MOE_ASSIGN_OR_RETURN(std::shared_ptr<AnonymousMemory> memory, AnonymousMemory::Allocate(total));
+  for (const auto& t : spec.tensors) {
+    if (copied(t)) total += (t.data.size() + 63) / 64 * 64;
+  }
+  MOE_ASSIGN_OR_RETURN(std::shared_ptr<AnonymousMemory> memory,
+                       AnonymousMemory::Allocate(std::max<size_t>(total, 64)));
   size_t pos = 0, done = 0;
+  bool left_some = false;
   for (auto& t : spec.tensors) {
+    if (!copied(t)) {
+      left_some = true;
+      continue;
+    }
     std::memcpy(memory->data() + pos, t.data.data(), t.data.size());
     ReleaseMappedPages(t.data);
     t.data = {memory->data() + pos, t.data.size()};
@@ -47,7 +57,7 @@ absl::Status CopyWeights(ModelSpec& spec, bool repack, SimdLevel level,
       return absl::CancelledError("model load cancelled");
     }
   }
-  spec.owners.clear();
+  if (!left_some) spec.owners.clear();
   spec.owners.push_back(memory);
   return absl::OkStatus();
 }

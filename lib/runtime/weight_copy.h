@@ -17,7 +17,10 @@ namespace moe {
 // RepackedType(dtype, rows, cols, level) (repack.h): at kAvx2 that is the row-group layouts
 // only, which every level runs; at kAvx512Vnni also the row layouts of that level. progress
 // (may be empty) is told 0.1 .. 0.9 as the copy goes and can cancel it by returning false.
+// Tensors for which leave_in_file (when given) is true are not copied: they stay where they are,
+// and so do the owners that keep them alive (the expert cache reads experts from the file).
 absl::Status CopyWeights(ModelSpec& spec, bool repack, SimdLevel level,
-                         const std::function<bool(float)>& progress);
+                         const std::function<bool(float)>& progress,
+                         const std::function<bool(const TensorSpec&)>& leave_in_file = {});
 
 }  // namespace moe

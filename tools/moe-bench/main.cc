@@ -15,6 +15,7 @@
 #include "lib/model/forward.h"
 #include "lib/runtime/engine.h"
 #include "nlohmann/json.hpp"
+#include "tools/expert_cache_flag.h"
 #include "tools/flag_checks.h"
 #include "tools/moe-bench/bandwidth.h"
 
@@ -27,6 +28,7 @@ struct Options {
   int n = 64;
   int reps = 3;
   std::string load = "ram";
+  std::string expert_cache;
   bool json = false;
   double bandwidth_gib = 1.0;
 };
@@ -35,7 +37,23 @@ struct Result {
   std::string test;
   std::vector<double> tps;
   double bytes_per_token = 0;
+  // With the expert cache, over all repetitions of the test.
+  moe::ExpertCacheStats cache;
+  double seconds = 0;
+  int64_t tokens = 0;
 };
+
+// What the expert cache did between two snapshots.
+moe::ExpertCacheStats Since(const moe::ExpertCacheStats& a, const moe::ExpertCacheStats& b) {
+  moe::ExpertCacheStats d;
+  d.hits = b.hits - a.hits;
+  d.misses = b.misses - a.misses;
+  d.evictions = b.evictions - a.evictions;
+  d.bytes_loaded = b.bytes_loaded - a.bytes_loaded;
+  d.load_seconds = b.load_seconds - a.load_seconds;
+  d.wait_seconds = b.wait_seconds - a.wait_seconds;
+  return d;
+}
 
 double Mean(const std::vector<double>& v) {
   double s = 0;
@@ -62,6 +80,10 @@ int64_t PeakRssBytes() {
 int Run(const Options& o) {
   moe::LoadOptions lo;
   lo.use_mmap = o.load == "mmap";
+  if (absl::Status s = moe::cli::ApplyExpertCacheFlag(o.expert_cache, &lo); !s.ok()) {
+    std::fprintf(stderr, "moe-bench: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   auto engine = moe::Engine::Load(o.model, lo);
   if (!engine.ok()) {
     std::fprintf(stderr, "moe-bench: %s\n", std::string(engine.status().message()).c_str());
@@ -70,6 +92,9 @@ int Run(const Options& o) {
   const moe::HParams& h = (*engine)->model()->hp();
   auto backend = moe::CreateCpuBackend(o.threads);
   moe::Transformer tf((*engine)->model(), backend.get());
+  moe::ExpertStore* store = (*engine)->expert_store();
+  tf.set_expert_store(store);
+  auto cache_stats = [&] { return store ? store->cache().stats() : moe::ExpertCacheStats(); };
   std::mt19937 rng(42);
   std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(h.n_vocab) - 1);
   auto cache =
@@ -90,6 +115,7 @@ int Run(const Options& o) {
   if (o.p > 0) {
     Result r{absl::StrFormat("pp%d", o.p), {}, 0};
     moe::Telemetry tel;
+    const moe::ExpertCacheStats before = cache_stats();
     for (int rep = 0; rep < o.reps; ++rep) {
       std::vector<int32_t> prompt(o.p);
       for (auto& t : prompt) t = tok(rng);
@@ -98,13 +124,17 @@ int Run(const Options& o) {
       double s =
           timed([&] { (void)tf.Forward(prompt, *cache, moe::LogitsFor::kLast, &logits, &tel); });
       r.tps.push_back(o.p / s);
+      r.seconds += s;
+      r.tokens += o.p;
     }
     r.bytes_per_token = static_cast<double>(tel.weight_bytes_read) / o.p;
+    r.cache = Since(before, cache_stats());
     results.push_back(r);
   }
   if (o.n > 0) {
     Result r{absl::StrFormat("tg%d", o.n), {}, 0};
     moe::Telemetry tel;
+    const moe::ExpertCacheStats before = cache_stats();
     for (int rep = 0; rep < o.reps; ++rep) {
       cache->set_size(0);
       tel = moe::Telemetry();
@@ -116,8 +146,11 @@ int Run(const Options& o) {
         }
       });
       r.tps.push_back(o.n / s);
+      r.seconds += s;
+      r.tokens += o.n;
     }
     r.bytes_per_token = static_cast<double>(tel.weight_bytes_read) / o.n;
+    r.cache = Since(before, cache_stats());
     results.push_back(r);
   }
   // Peak memory of loading and running, before the bandwidth buffer adds its own.
@@ -139,6 +172,7 @@ int Run(const Options& o) {
     std::printf("threads %d, load %s, simd %s, streaming read bandwidth %.1f GB/s\n", o.threads,
                 o.load.c_str(), simd.c_str(), bw);
     std::printf("layout: %.0f%% of weight bytes in 16-row groups\n", 100.0 * grouped);
+    std::printf("%s\n", moe::cli::ExpertPlacementLine(**engine).c_str());
     const double peak_mb = peak_rss / 1e6, model_mb = (*engine)->params().total_bytes / 1e6,
                  kv_mb = cache->byte_size() / 1e6;
     std::printf(
@@ -165,6 +199,15 @@ int Run(const Options& o) {
                           {"peak_rss_bytes", peak_rss},
                           {"weight_bytes", (*engine)->params().total_bytes},
                           {"grouped_weight_fraction", grouped}};
+      if (store != nullptr) {
+        const moe::ExpertCacheStats& c = r.cache;
+        j["expert_cache"] = {
+            {"budget_bytes", store->cache().capacity_bytes()},
+            {"hit_rate", c.hits + c.misses > 0 ? double(c.hits) / (c.hits + c.misses) : 0.0},
+            {"disk_bytes_per_token", r.tokens ? double(c.bytes_loaded) / r.tokens : 0.0},
+            {"read_share", r.seconds > 0 ? c.load_seconds / r.seconds : 0.0},
+            {"io", moe::ExpertFileReader::ModeName(store->reader().mode())}};
+      }
       std::printf("%s\n", j.dump().c_str());
     } else {
       // The bandwidth limit bounds generation; a prompt batch reads each weight once for all its
@@ -175,6 +218,15 @@ int Run(const Options& o) {
       } else {
         std::printf("%-7s %9.2f ± %5.2f %16.1f %10.1f %12s %10s\n", r.test.c_str(), mean, Sd(r.tps),
                     r.bytes_per_token / 1e6, gbps, "-", "-");
+      }
+      if (store != nullptr) {
+        const moe::ExpertCacheStats& c = r.cache;
+        std::printf(
+            "        expert cache: hit rate %.1f%%, %.2f MB from disk per token, %.1f%% of "
+            "the time reading\n",
+            100.0 * c.hits / std::max<int64_t>(1, c.hits + c.misses),
+            r.tokens ? c.bytes_loaded / 1e6 / r.tokens : 0.0,
+            r.seconds > 0 ? 100.0 * c.load_seconds / r.seconds : 0.0);
       }
     }
   }
@@ -196,9 +248,7 @@ int main(int argc, char** argv) {
   app.add_option("-n", o.n, "tokens generated one at a time (0 = skip)")
       ->check(moe::cli::AtLeast(0, "0 = skip"))
       ->capture_default_str();
-  app.add_option("-r", o.reps, "repetitions")
-      ->check(moe::cli::AtLeast(1))
-      ->capture_default_str();
+  app.add_option("-r", o.reps, "repetitions")->check(moe::cli::AtLeast(1))->capture_default_str();
   app.add_option("--load", o.load, "ram: copy weights into memory; mmap: map the file")
       ->check(CLI::IsMember({"ram", "mmap"}))
       ->capture_default_str();
@@ -206,6 +256,9 @@ int main(int argc, char** argv) {
       ->check(moe::cli::NumberIn(1.0 / 1024, 1024))
       ->capture_default_str();
   app.add_flag("--json", o.json, "one JSON object per test");
+  app.add_option("--expert-cache", o.expert_cache,
+                 "read routed experts from the model file through a cache of SIZE (2GiB, 512MiB) "
+                 "or PERCENT of the expert bytes (25%); default: all resident");
   CLI11_PARSE(app, argc, argv);
   return Run(o);
 }

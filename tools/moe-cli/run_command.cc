@@ -11,9 +11,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "lib/runtime/session.h"
+#include "tools/expert_cache_flag.h"
+#include "tools/flag_checks.h"
 #include "tools/moe-cli/command_status.h"
 #include "tools/moe-cli/stats_report.h"
-#include "tools/flag_checks.h"
 #include "tools/moe-cli/token_ids.h"
 
 namespace moe::cli {
@@ -39,6 +40,8 @@ struct RunOptions {
   int threads = 0;
   int ctx = 0;
   bool mmap = false;
+  std::string expert_cache;
+  std::string expert_eviction = "lru";
   bool stats = false;
   bool json = false;
   bool parse_special = false;
@@ -62,8 +65,13 @@ absl::Status Run(const RunOptions& o) {
   LoadOptions lo;
   lo.use_mmap = o.mmap;
   lo.progress = ProgressBar;
+  if (absl::Status s = ApplyExpertCacheFlag(o.expert_cache, &lo); !s.ok()) return s;
+  lo.expert_eviction = o.expert_eviction == "lfru" ? EvictionPolicy::kLfru : EvictionPolicy::kLru;
   auto engine = Engine::Load(o.model, lo);
   if (!engine.ok()) return engine.status();
+  if (!o.expert_cache.empty() || o.stats) {
+    std::fprintf(stderr, "%s\n", ExpertPlacementLine(**engine).c_str());
+  }
   SessionOptions so;
   so.n_ctx = o.ctx;
   so.threads = o.threads;
@@ -188,6 +196,12 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       ->check(AtLeast(0, "0 = the trained length"));
   run->add_flag("--mmap", o->mmap,
                 "map the weights from the file instead of copying them into memory");
+  run->add_option("--expert-cache", o->expert_cache,
+                  "read routed experts from the model file through a cache of SIZE (2GiB, "
+                  "512MiB) or PERCENT of the expert bytes (25%); default: all resident");
+  run->add_option("--expert-eviction", o->expert_eviction, "expert cache eviction policy")
+      ->check(CLI::IsMember({"lru", "lfru"}))
+      ->capture_default_str();
   run->add_flag("--stats", o->stats,
                 "print telemetry (stages, experts, active parameters) to stderr");
   run->add_flag("--json", o->json, "print one JSON object (text, tokens, statistics) to stdout");

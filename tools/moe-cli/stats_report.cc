@@ -49,6 +49,16 @@ std::string StatsTable(const Engine& e, const SessionStats& s) {
     absl::StrAppendFormat(&out, "router      mean entropy %.3f nats per token and layer\n",
                           t.MeanRouterEntropy());
   }
+  if (const ExpertStore* store = e.expert_store()) {
+    const ExpertCacheStats c = store->cache().stats();
+    absl::StrAppendFormat(
+        &out,
+        "expert cache %d hits, %d misses (hit rate %.1f%%), %d evictions, %.1f MiB read in "
+        "%.3fs (%s I/O), waited %.3fs (since load)\n",
+        c.hits, c.misses, 100.0 * c.hits / std::max<int64_t>(1, c.hits + c.misses), c.evictions,
+        c.bytes_loaded / 1048576.0, c.load_seconds,
+        ExpertFileReader::ModeName(store->reader().mode()), c.wait_seconds);
+  }
   out += "experts     share of routed tokens per expert (%), one row per layer\n";
   for (size_t l = 0; l < t.expert_counts.size(); ++l) {
     int64_t sum = 0;
@@ -83,6 +93,18 @@ std::string StatsJson(const Engine& e, const SessionStats& s, const std::string&
   j["active_fraction"] = active / std::max<int64_t>(1, e.params().total);
   j["weight_bytes_read"] = t.weight_bytes_read;
   j["expert_counts"] = t.expert_counts;
+  if (const ExpertStore* store = e.expert_store()) {
+    const ExpertCacheStats c = store->cache().stats();
+    j["expert_cache"] = {{"budget_bytes", store->cache().capacity_bytes()},
+                         {"slots", store->cache().slot_count()},
+                         {"hits", c.hits},
+                         {"misses", c.misses},
+                         {"evictions", c.evictions},
+                         {"bytes_read", c.bytes_loaded},
+                         {"read_s", c.load_seconds},
+                         {"wait_s", c.wait_seconds},
+                         {"io", ExpertFileReader::ModeName(store->reader().mode())}};
+  }
   return j.dump();
 }
 

@@ -1,0 +1,108 @@
+// The experts of a model as units the runtime places: each (layer, expert) lives in the model
+// file and, while it is used or kept hot, in a slot of the expert cache (lib/moe/expert_cache.h),
+// read from disk on demand (lib/moe/expert_file_reader.h) and re-laid there into the layout the
+// kernels run. Everything else of the model stays resident as before.
+//
+// The forward pass asks for a step's experts with Acquire and gets their weights, pinned until
+// the Step is gone. Bytes are what the resident path would run (same file bytes, same re-layout),
+// so outputs are bit-identical whatever the budget.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "lib/backend/weight_view.h"
+#include "lib/moe/expert_cache.h"
+#include "lib/moe/expert_file_reader.h"
+
+namespace moe {
+
+// One matrix of an expert (gate, up or down) as stored in the file.
+struct ExpertPart {
+  uint64_t offset = 0;  // in the file
+  DType dtype = DType::kF32;
+  int64_t rows = 0, cols = 0;
+  size_t bytes() const { return RowBytes(dtype, cols) * rows; }
+};
+
+struct ExpertSource {
+  ExpertPart gate, up, down;
+};
+
+// An expert's matrices where the kernels read them: in a pinned slot.
+struct ExpertViews {
+  WeightView gate, up, down;
+};
+
+// How the kernels want a matrix laid out, decided by the backend that runs them: the type it
+// becomes, and the in-place re-layout from the stored type. Same bytes in, same bytes out as the
+// load-time re-layout of resident weights.
+struct ExpertLayout {
+  std::function<DType(DType stored, int64_t rows, int64_t cols)> type;
+  std::function<void(DType stored, uint8_t* data, int64_t rows, int64_t cols)> relayout;
+};
+
+struct ExpertStoreOptions {
+  size_t budget_bytes = 0;
+  EvictionPolicy policy = EvictionPolicy::kLru;
+  bool prefer_direct_io = true;
+  size_t experts_per_step = 1;  // top-k: the least a layer's step pins at once
+};
+
+class ExpertStore {
+ public:
+  // sources: [layer][expert], every part inside the file at `path`.
+  static absl::StatusOr<std::unique_ptr<ExpertStore>> Create(
+      const std::string& path, std::vector<std::vector<ExpertSource>> sources,
+      const ExpertLayout& layout, const ExpertStoreOptions& options);
+
+  // The bytes one expert takes in a slot (its three matrices, each 64-byte aligned), and all of
+  // them together: what a 100% budget is.
+  size_t slot_bytes() const { return slot_bytes_; }
+  size_t total_expert_bytes() const;
+  static size_t SlotBytes(const std::vector<std::vector<ExpertSource>>& sources);
+
+  // A step's experts, pinned while this lives.
+  class Step {
+   public:
+    // The i-th expert asked for.
+    const ExpertViews& views(size_t i) const { return views_[i]; }
+
+   private:
+    friend class ExpertStore;
+    ExpertCache::Pinned pinned_;
+    std::vector<ExpertViews> views_;
+  };
+  // Makes the experts of `layer` resident (reading the missing ones) and pinned. A read error,
+  // or the file changed on disk, is this call's status; the store stays usable.
+  absl::StatusOr<Step> Acquire(int layer, absl::Span<const int32_t> experts);
+
+  ExpertCache& cache() { return *cache_; }
+  const ExpertCache& cache() const { return *cache_; }
+  ExpertFileReader& reader() { return *reader_; }
+  const ExpertFileReader& reader() const { return *reader_; }
+  int n_layer() const { return static_cast<int>(sources_.size()); }
+  int n_expert() const { return sources_.empty() ? 0 : static_cast<int>(sources_[0].size()); }
+
+ private:
+  ExpertStore() = default;
+  absl::Status Load(ExpertKey key, absl::Span<uint8_t> slot) const;
+  // Where each part sits in a slot, and its type there.
+  struct SlotPart {
+    size_t offset;
+    DType dtype;
+  };
+
+  std::vector<std::vector<ExpertSource>> sources_;
+  ExpertLayout layout_;
+  size_t slot_bytes_ = 0;
+  std::unique_ptr<ExpertFileReader> reader_;
+  std::unique_ptr<ExpertCache> cache_;
+};
+
+}  // namespace moe

@@ -1,0 +1,198 @@
+// The engine with the expert cache (the disk tier): outputs bit-identical to the resident run at
+// every budget down to the smallest legal one, on every SIMD level; a budget below that is an
+// error naming the minimum; a read error fails the call that needed the expert and leaves the
+// context usable; a model file changed on disk is detected.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "lib/backend/cpu/cpu_features.h"
+#include "lib/runtime/engine.h"
+#include "lib/runtime/session.h"
+
+namespace moe {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kFixtures = std::string(MOE_TESTDATA_DIR) + "/fixtures/";
+std::string Gguf(const std::string& name) { return kFixtures + name + "/" + name + ".gguf"; }
+
+std::vector<int32_t> PromptOf(const std::string& name) {
+  std::ifstream f(kFixtures + name + "/p2.tokens.txt");
+  std::vector<int32_t> ids;
+  for (int32_t x; f >> x;) ids.push_back(x);
+  return ids;
+}
+
+// Every prompt position's logits, then greedy decode steps' logits.
+std::vector<float> LogitsOf(const std::shared_ptr<const Engine>& engine,
+                            const std::vector<int32_t>& prompt, int steps) {
+  SessionOptions so;
+  so.threads = 2;
+  so.n_ctx = 128;
+  auto session = Session::Create(engine, so);
+  EXPECT_TRUE(session.ok()) << session.status();
+  std::vector<float> all;
+  absl::Status s = (*session)->Decode(prompt, &all);
+  EXPECT_TRUE(s.ok()) << s;
+  const int64_t v = engine->model()->hp().n_vocab;
+  for (int i = 0; i < steps && s.ok(); ++i) {
+    auto l = (*session)->logits();
+    const int32_t t = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+    s = (*session)->Decode({&t, 1});
+    EXPECT_TRUE(s.ok()) << s;
+    all.insert(all.end(), (*session)->logits().begin(), (*session)->logits().end());
+  }
+  EXPECT_EQ(static_cast<int64_t>(all.size()) % v, 0);
+  return all;
+}
+
+std::shared_ptr<const Engine> Load(const std::string& path, size_t bytes, double fraction) {
+  LoadOptions o;
+  o.expert_cache_bytes = bytes;
+  o.expert_cache_fraction = fraction;
+  auto engine = Engine::Load(path, o);
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  return engine.ok() ? *engine : nullptr;
+}
+
+class ExpertCacheEngineTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ExpertCacheEngineTest, BitIdenticalToResidentAtEveryBudgetAndLevel) {
+  const std::string path = Gguf(GetParam());
+  const std::vector<int32_t> prompt = PromptOf(GetParam());
+  const SimdLevel native = ActiveSimdLevel();
+  for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512Vnni}) {
+    if (level > DetectedSimdLevel()) continue;
+    SetSimdLevelForTesting(level);  // loads re-lay for this level, experts arriving too
+    SCOPED_TRACE(CpuSimdLevelName(level));
+    auto resident = Engine::Load(path, {});
+    ASSERT_TRUE(resident.ok());
+    const std::vector<float> want = LogitsOf(*resident, prompt, 6);
+    auto full = Load(path, 0, 1.0);
+    ASSERT_NE(full, nullptr);
+    const size_t slot = full->expert_store()->slot_bytes();
+    const size_t k = static_cast<size_t>(full->model()->hp().n_expert_used);
+    EXPECT_EQ(LogitsOf(full, prompt, 6), want) << "100%";
+    for (double fraction : {0.5, 0.25}) {
+      auto part = Load(path, 0, fraction);
+      ASSERT_NE(part, nullptr);
+      EXPECT_EQ(LogitsOf(part, prompt, 6), want) << fraction;
+      EXPECT_GT(part->expert_store()->cache().stats().misses, 0);
+    }
+    // The smallest legal budget: one layer's top-k at once, every other expert read again.
+    auto smallest = Load(path, k * slot, 0);
+    ASSERT_NE(smallest, nullptr);
+    EXPECT_EQ(smallest->expert_store()->cache().slot_count(), k);
+    EXPECT_EQ(LogitsOf(smallest, prompt, 6), want) << "top-k slots";
+    const ExpertCacheStats st = smallest->expert_store()->cache().stats();
+    EXPECT_GT(st.evictions, 0);
+    EXPECT_EQ(st.bytes_loaded, st.misses * static_cast<int64_t>(slot));
+  }
+  SetSimdLevelForTesting(native);
+}
+
+TEST_P(ExpertCacheEngineTest, ABudgetBelowOneStepIsAnErrorNamingTheMinimum) {
+  auto full = Load(Gguf(GetParam()), 0, 1.0);
+  ASSERT_NE(full, nullptr);
+  const size_t slot = full->expert_store()->slot_bytes();
+  const size_t k = static_cast<size_t>(full->model()->hp().n_expert_used);
+  LoadOptions o;
+  o.expert_cache_bytes = k * slot - 1;
+  auto small = Engine::Load(Gguf(GetParam()), o);
+  ASSERT_FALSE(small.ok());
+  EXPECT_EQ(small.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(small.status().message().find(std::to_string(k * slot)), std::string::npos)
+      << small.status();
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ExpertCacheEngineTest,
+                         ::testing::Values("tiny-qwen2moe-q4_0", "tiny-llama-moe-q8_0",
+                                           "tiny-olmoe-q8_0", "tiny-olmoe-f32"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+TEST(ExpertCacheEngineFaultTest, AReadErrorFailsTheCallAndTheContextGoesOn) {
+  const std::string path = Gguf("tiny-qwen2moe-q4_0");
+  const std::vector<int32_t> prompt = PromptOf("tiny-qwen2moe-q4_0");
+  auto resident = Engine::Load(path, {});
+  ASSERT_TRUE(resident.ok());
+  const std::vector<float> want = LogitsOf(*resident, prompt, 4);
+  auto full = Load(path, 0, 1.0);
+  const size_t slot = full->expert_store()->slot_bytes();
+  auto engine = Load(path, 4 * slot, 0);  // the smallest legal budget: top-4 of one layer
+  ASSERT_NE(engine, nullptr);
+  SessionOptions so;
+  so.threads = 2;
+  so.n_ctx = 128;
+  auto session = Session::Create(engine, so);
+  ASSERT_TRUE(session.ok());
+  std::vector<float> got;
+  ASSERT_TRUE((*session)->Decode(prompt, &got).ok());
+  // The disk fails: the next step's misses fail the call, which names what it could not read.
+  engine->expert_store()->reader().set_fault_for_testing(
+      [](uint64_t, size_t) { return absl::DataLossError("injected: Input/output error"); });
+  const int64_t v = engine->model()->hp().n_vocab;
+  auto argmax = [&] {
+    auto l = (*session)->logits();
+    return static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+  };
+  int32_t t = argmax();
+  absl::Status failed = (*session)->Decode({&t, 1});
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(failed.message().find("loading expert"), std::string::npos) << failed;
+  EXPECT_EQ((*session)->n_past(), static_cast<int64_t>(prompt.size()));  // nothing appended
+  // The disk recovers: the same step now gives the resident run's logits.
+  engine->expert_store()->reader().set_fault_for_testing(nullptr);
+  for (int i = 0; i < 4; ++i) {
+    t = argmax();
+    ASSERT_TRUE((*session)->Decode({&t, 1}).ok());
+    got.insert(got.end(), (*session)->logits().begin(), (*session)->logits().end());
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(static_cast<int64_t>(got.size()) % v, 0);
+}
+
+TEST(ExpertCacheEngineFaultTest, AModelFileChangedOnDiskIsReported) {
+  const fs::path copy = fs::path(::testing::TempDir()) /
+                        ("moe_expert_cache_changed_" + std::to_string(::getpid()) + ".gguf");
+  fs::copy_file(Gguf("tiny-qwen2moe-q4_0"), copy, fs::copy_options::overwrite_existing);
+  auto full = Load(copy.string(), 0, 1.0);
+  const size_t slot = full->expert_store()->slot_bytes();
+  auto engine = Load(copy.string(), 4 * slot, 0);
+  ASSERT_NE(engine, nullptr);
+  auto session = Session::Create(engine, {});
+  ASSERT_TRUE(session.ok());
+  const std::vector<int32_t> prompt = PromptOf("tiny-qwen2moe-q4_0");
+  ASSERT_TRUE((*session)->Decode(prompt).ok());
+  std::ofstream(copy, std::ios::binary | std::ios::app) << "appended";
+  int32_t t = 5;
+  absl::Status s = absl::OkStatus();
+  for (int i = 0; i < 8 && s.ok(); ++i) s = (*session)->Decode({&t, 1});  // until a miss reads
+  fs::remove(copy);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("changed on disk"), std::string::npos) << s;
+}
+
+TEST(ExpertCacheEngineFaultTest, CheckpointDirectoriesAreRefusedWithAReason) {
+  LoadOptions o;
+  o.expert_cache_fraction = 0.5;
+  auto engine = Engine::Load(std::string(MOE_TESTDATA_DIR) + "/hf/olmoe", o);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(engine.status().message().find("moe-convert"), std::string::npos) << engine.status();
+}
+
+}  // namespace
+}  // namespace moe
