@@ -252,9 +252,19 @@ struct NativeStats {
 // inside the library.
 class NativeModel {
  public:
-  static NativeModel* Load(const std::string& path, bool use_mmap, ProgressSink* progress) {
+  // expert_*: the expert cache (moe_model_params); 0 bytes and fraction 0: experts resident.
+  static NativeModel* Load(const std::string& path, bool use_mmap, ProgressSink* progress,
+                           int64_t expert_cache_bytes, double expert_cache_fraction,
+                           int32_t expert_eviction, bool expert_direct_io) {
     moe_model_params params = moe_model_default_params();
     params.use_mmap = use_mmap ? 1 : 0;
+    if (expert_cache_bytes < 0) {
+      throw Error(MOE_ERROR_INVALID_ARGUMENT, "the expert cache size is negative");
+    }
+    params.expert_cache_bytes = static_cast<uint64_t>(expert_cache_bytes);
+    params.expert_cache_fraction = expert_cache_fraction;
+    params.expert_eviction = expert_eviction;
+    params.expert_direct_io = expert_direct_io ? 1 : 0;
     if (progress != nullptr) {
       params.progress_callback = &ProgressThunk;
       params.progress_user_data = progress;

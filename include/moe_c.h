@@ -28,7 +28,9 @@
  *  - Params structs. Get them from moe_*_default_params(), change what you need, and pass a
  *    pointer. Each carries struct_size, filled in by the default function from the header the
  *    caller compiled against, so fields can be appended in later versions without breaking
- *    compiled callers. Passing NULL means "all defaults".
+ *    compiled callers: fields past a caller's struct_size keep their defaults (or, in structs the
+ *    library fills, are not written). A struct_size below the first published version's is
+ *    INVALID_ARGUMENT. Passing NULL means "all defaults".
  *
  *  - Threads. A moe_model is immutable after loading: share it freely between threads and
  *    contexts. A moe_context is used by one thread at a time: every call on a context that
@@ -147,7 +149,24 @@ typedef struct moe_model_params {
   int32_t use_mmap;
   moe_progress_callback progress_callback; /* may be NULL */
   void* progress_user_data;
+  /* Fields below were appended after the first version: a caller compiled against an older
+   * header passes a smaller struct_size, and they keep their defaults. */
+  /* The expert cache: routed experts stay in the model file and are read on demand into a cache
+   * of expert_cache_bytes, or of expert_cache_fraction (0 < f <= 1) of all expert bytes, as the
+   * steps need them; everything else is loaded as usual. 0 and 0 (default): every expert
+   * resident. .moe and GGUF files. Outputs are bit-identical to the resident run at any budget;
+   * a budget below one layer's top-k experts fails the load with INVALID_ARGUMENT naming the
+   * minimum, and a read error fails the call that needed the expert (the context stays usable). */
+  uint64_t expert_cache_bytes;
+  double expert_cache_fraction;
+  int32_t expert_eviction;  /* moe_expert_eviction; MOE_EXPERT_EVICT_LRU (default) */
+  int32_t expert_direct_io; /* 1 (default): direct I/O where the file system allows it; 0: buffered */
 } moe_model_params;
+
+typedef enum moe_expert_eviction {
+  MOE_EXPERT_EVICT_LRU = 0,  /* the least recently used expert goes */
+  MOE_EXPERT_EVICT_LFRU = 1  /* the least frequently used one (counts age), then the least recent */
+} moe_expert_eviction;
 
 /* Fills *params with defaults for a struct of struct_size bytes (use the macro-free inline
  * moe_model_default_params() below rather than calling this directly). */
@@ -444,6 +463,13 @@ typedef struct moe_stats {
   double mean_router_entropy; /* nats, per token and layer */
   int64_t weight_bytes_read;
   int32_t finish_reason; /* moe_finish_reason */
+  /* Appended after the first version (see moe_model_params). The model's expert cache during the
+   * call (it is shared by the model's contexts: their calls at the same time count too); 0 when
+   * every expert is resident. */
+  int64_t expert_cache_hits;
+  int64_t expert_cache_misses;
+  int64_t expert_bytes_read; /* from the model file */
+  double expert_read_seconds;
 } moe_stats;
 
 MOE_API moe_status moe_stats_init(moe_stats* stats, size_t struct_size);

@@ -170,7 +170,23 @@ type ModelOptions struct {
 	UseMmap bool
 	// Progress, when set, is called with values in [0, 1]; returning false cancels the load.
 	Progress func(float32) bool
+	// ExpertCacheBytes or ExpertCacheFraction (0 < f <= 1 of all expert bytes) read the routed
+	// experts from the model file on demand into a cache of that size instead of loading them
+	// all; outputs are the same. 0 and 0: all resident. .moe and GGUF files.
+	ExpertCacheBytes    int64
+	ExpertCacheFraction float64
+	ExpertEviction      ExpertEviction
+	// BufferedIO reads experts through the page cache even where direct I/O works.
+	BufferedIO bool
 }
+
+// ExpertEviction says which cached expert makes room (moe_expert_eviction).
+type ExpertEviction int
+
+const (
+	EvictLRU  ExpertEviction = iota // the least recently used (the default)
+	EvictLFRU                       // the least frequently used (counts age), then the least recent
+)
 
 // LoadWithOptions loads a model; opts may be nil.
 func LoadWithOptions(path string, opts *ModelOptions) (*Model, error) {
@@ -186,7 +202,10 @@ func LoadWithOptions(path string, opts *ModelOptions) (*Model, error) {
 		defer raw.DeleteDirectorProgressSink(sink)
 	}
 	var native raw.NativeModel
-	err := call(func() { native = raw.NativeModelLoad(path, opts.UseMmap, sink) })
+	err := call(func() {
+		native = raw.NativeModelLoad(path, opts.UseMmap, sink, opts.ExpertCacheBytes,
+			opts.ExpertCacheFraction, int(opts.ExpertEviction), !opts.BufferedIO)
+	})
 	if bridge != nil && bridge.panicked != nil {
 		if err == nil {
 			raw.DeleteNativeModel(native)

@@ -685,4 +685,22 @@ func TestMappedWeightsAndAnF16CacheAreReachable(t *testing.T) {
 	if err != nil || info.EmbeddingSize <= 0 || info.Heads <= 0 || info.KVHeads <= 0 {
 		t.Fatalf("info: %+v, %v", info, err)
 	}
+	// Half the experts cached from disk: the same tokens.
+	cached, err := LoadWithOptions(fixture(t, "tiny-qwen2moe-f32.gguf"),
+		&ModelOptions{ExpertCacheFraction: 0.5, ExpertEviction: EvictLFRU, BufferedIO: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cached.Close()
+	cc, err := cached.NewContext(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	if got := generateIDs(t, cc, readIDs(t, "p1.tokens.txt"), len(want)); !reflect.DeepEqual(got, want) {
+		t.Fatalf("expert cache: %v, want %v", got, want)
+	}
+	if _, err := LoadWithOptions(fixture(t, "tiny-qwen2moe-f32.gguf"), &ModelOptions{ExpertCacheBytes: 10}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("tiny expert cache: %v", err)
+	}
 }

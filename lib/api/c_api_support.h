@@ -2,6 +2,7 @@
 // struct_size handling, and logging.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <new>
@@ -34,18 +35,34 @@ moe_status Guard(const char* function, Fn&& fn) {
   }
 }
 
+// The size of the first published version of each struct: what older callers pass. Fields
+// appended since lie past it.
+template <typename T>
+constexpr size_t FirstVersionSize() {
+  return sizeof(T);
+}
+template <>
+constexpr size_t FirstVersionSize<moe_model_params>() {
+  return offsetof(moe_model_params, expert_cache_bytes);
+}
+template <>
+constexpr size_t FirstVersionSize<moe_stats>() {
+  return offsetof(moe_stats, expert_cache_hits);
+}
+
 // The caller's struct may come from an older or newer header: read (or write) only the fields
-// both sides know. A size below the first published version's is rejected.
+// both sides know; the rest of *out keeps its defaults. A size below the first published
+// version's is rejected.
 template <typename T>
 moe_status ReadVersioned(const T* in, T* out, const char* what) {
   if (in == nullptr) return MOE_OK;  // keep the defaults in *out
-  if (in->struct_size < sizeof(T)) {
-    // This is the first version of every struct: nothing smaller is valid.
+  if (in->struct_size < FirstVersionSize<T>()) {
     return Fail(MOE_ERROR_INVALID_ARGUMENT,
                 std::string(what) + ": struct_size " + std::to_string(in->struct_size) +
                     " is not set or too small (start from the moe_*_default_params() functions)");
   }
-  std::memcpy(static_cast<void*>(out), in, sizeof(T));  // fields of newer headers are ignored
+  // Fields of newer headers are ignored; those of this one an older caller lacks keep defaults.
+  std::memcpy(static_cast<void*>(out), in, std::min(in->struct_size, sizeof(T)));
   out->struct_size = sizeof(T);
   return MOE_OK;
 }
@@ -53,14 +70,28 @@ moe_status ReadVersioned(const T* in, T* out, const char* what) {
 template <typename T>
 moe_status WriteVersioned(const T& value, T* out, const char* what) {
   if (out == nullptr) return Fail(MOE_ERROR_INVALID_ARGUMENT, std::string(what) + " is NULL");
-  if (out->struct_size < sizeof(T)) {
+  if (out->struct_size < FirstVersionSize<T>()) {
     return Fail(MOE_ERROR_INVALID_ARGUMENT,
                 std::string(what) + ": struct_size " + std::to_string(out->struct_size) +
                     " is not set or too small (use the moe_default_* functions)");
   }
   size_t caller_size = out->struct_size;
-  std::memcpy(static_cast<void*>(out), &value, sizeof(T));
+  std::memcpy(static_cast<void*>(out), &value, std::min(caller_size, sizeof(T)));
   out->struct_size = caller_size;
+  return MOE_OK;
+}
+
+// For the *_init functions: fills the caller's struct (of struct_size bytes, an older header's
+// perhaps) with the defaults in `value`.
+template <typename T>
+moe_status InitVersioned(const T& value, T* out, size_t struct_size, const char* what) {
+  if (out == nullptr) return Fail(MOE_ERROR_INVALID_ARGUMENT, std::string(what) + " is NULL");
+  if (struct_size < FirstVersionSize<T>()) {
+    return Fail(MOE_ERROR_INVALID_ARGUMENT, std::string(what) + ": struct_size too small");
+  }
+  const size_t n = std::min(struct_size, sizeof(T));
+  std::memcpy(static_cast<void*>(out), &value, n);
+  out->struct_size = n;
   return MOE_OK;
 }
 

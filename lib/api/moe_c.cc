@@ -20,6 +20,7 @@ using moe::api::CopyOut;
 using moe::api::Fail;
 using moe::api::FromStatus;
 using moe::api::Guard;
+using moe::api::InitVersioned;
 using moe::api::ReadVersioned;
 using moe::api::WriteVersioned;
 
@@ -189,14 +190,12 @@ void moe_set_log_callback(moe_log_callback callback, moe_log_level min_level, vo
 /* ----- models ----- */
 
 moe_status moe_model_params_init(moe_model_params* p, size_t struct_size) {
-  if (p == nullptr) return Null("params");
-  if (struct_size < sizeof(moe_model_params)) {
-    return Fail(MOE_ERROR_INVALID_ARGUMENT, "moe_model_params_init: struct_size too small");
-  }
-  *p = moe_model_params{};
-  p->struct_size = sizeof(moe_model_params);
-  p->use_mmap = 0;
-  return MOE_OK;
+  moe_model_params d{};
+  d.struct_size = sizeof(moe_model_params);
+  d.use_mmap = 0;
+  d.expert_eviction = MOE_EXPERT_EVICT_LRU;
+  d.expert_direct_io = 1;
+  return InitVersioned(d, p, struct_size, "moe_model_params_init: params");
 }
 
 moe_status moe_model_load(const char* path, const moe_model_params* params, moe_model** out) {
@@ -209,6 +208,20 @@ moe_status moe_model_load(const char* path, const moe_model_params* params, moe_
     if (moe_status s = ReadVersioned(params, &p, "moe_model_params"); s != MOE_OK) return s;
     moe::LoadOptions lo;
     lo.use_mmap = p.use_mmap != 0;
+    if (!(p.expert_cache_fraction >= 0 && p.expert_cache_fraction <= 1)) {
+      return Fail(MOE_ERROR_INVALID_ARGUMENT,
+                  absl::StrCat("expert_cache_fraction is ", p.expert_cache_fraction,
+                               ": it must be in [0, 1] (0: not a fraction)"));
+    }
+    if (p.expert_eviction != MOE_EXPERT_EVICT_LRU && p.expert_eviction != MOE_EXPERT_EVICT_LFRU) {
+      return Fail(MOE_ERROR_INVALID_ARGUMENT,
+                  absl::StrCat("unknown expert_eviction ", p.expert_eviction));
+    }
+    lo.expert_cache_bytes = static_cast<size_t>(p.expert_cache_bytes);
+    lo.expert_cache_fraction = p.expert_cache_fraction;
+    lo.expert_eviction = p.expert_eviction == MOE_EXPERT_EVICT_LFRU ? moe::EvictionPolicy::kLfru
+                                                                    : moe::EvictionPolicy::kLru;
+    lo.expert_direct_io = p.expert_direct_io != 0;
     if (p.progress_callback != nullptr) {
       lo.progress = [cb = p.progress_callback, ud = p.progress_user_data](float f) {
         return cb(f, ud) != 0;
@@ -558,33 +571,30 @@ moe_status moe_generate_params_init(moe_generate_params* p, size_t struct_size) 
 moe_status moe_generate(moe_context* ctx, const char* prompt, const moe_generate_params* params,
                         moe_token_callback callback, void* user_data) {
   return FinishCall(ctx, Guard("moe_generate", [&]() -> moe_status {
-    if (ctx == nullptr) return Null("context");
-    if (prompt == nullptr) return Null("prompt");
-    std::string text(prompt);
-    return GenerateImpl(ctx, &text, nullptr, 0, params, callback, user_data);
-  }));
+                      if (ctx == nullptr) return Null("context");
+                      if (prompt == nullptr) return Null("prompt");
+                      std::string text(prompt);
+                      return GenerateImpl(ctx, &text, nullptr, 0, params, callback, user_data);
+                    }));
 }
 
 moe_status moe_generate_tokens(moe_context* ctx, const int32_t* prompt, size_t n_prompt,
                                const moe_generate_params* params, moe_token_callback callback,
                                void* user_data) {
   return FinishCall(ctx, Guard("moe_generate_tokens", [&]() -> moe_status {
-    if (ctx == nullptr) return Null("context");
-    if (prompt == nullptr && n_prompt > 0) return Null("prompt");
-    return GenerateImpl(ctx, nullptr, prompt, n_prompt, params, callback, user_data);
-  }));
+                      if (ctx == nullptr) return Null("context");
+                      if (prompt == nullptr && n_prompt > 0) return Null("prompt");
+                      return GenerateImpl(ctx, nullptr, prompt, n_prompt, params, callback,
+                                          user_data);
+                    }));
 }
 
 /* ----- statistics ----- */
 
 moe_status moe_stats_init(moe_stats* s, size_t struct_size) {
-  if (s == nullptr) return Null("stats");
-  if (struct_size < sizeof(moe_stats)) {
-    return Fail(MOE_ERROR_INVALID_ARGUMENT, "moe_stats_init: struct_size too small");
-  }
-  *s = moe_stats{};
-  s->struct_size = sizeof(moe_stats);
-  return MOE_OK;
+  moe_stats d{};
+  d.struct_size = sizeof(moe_stats);
+  return InitVersioned(d, s, struct_size, "moe_stats_init: stats");
 }
 
 moe_status moe_context_get_stats(const moe_context* ctx, moe_stats* out) {
@@ -614,6 +624,10 @@ moe_status moe_context_get_stats(const moe_context* ctx, moe_stats* out) {
     s.mean_router_entropy = t.MeanRouterEntropy();
     s.weight_bytes_read = t.weight_bytes_read;
     s.finish_reason = static_cast<int32_t>(st.finish);
+    s.expert_cache_hits = st.expert_cache.hits;
+    s.expert_cache_misses = st.expert_cache.misses;
+    s.expert_bytes_read = st.expert_cache.bytes_loaded;
+    s.expert_read_seconds = st.expert_cache.load_seconds;
     return WriteVersioned(s, out, "stats");
   });
 }

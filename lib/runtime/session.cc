@@ -16,6 +16,30 @@ double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
+// Records in *out what the engine's expert cache does from construction to destruction.
+class ExpertCacheDelta {
+ public:
+  ExpertCacheDelta(const Engine& engine, ExpertCacheStats* out)
+      : store_(engine.expert_store()), out_(out) {
+    if (store_ != nullptr) before_ = store_->cache().stats();
+  }
+  ~ExpertCacheDelta() {
+    if (store_ == nullptr) return;
+    const ExpertCacheStats now = store_->cache().stats();
+    out_->hits = now.hits - before_.hits;
+    out_->misses = now.misses - before_.misses;
+    out_->evictions = now.evictions - before_.evictions;
+    out_->bytes_loaded = now.bytes_loaded - before_.bytes_loaded;
+    out_->load_seconds = now.load_seconds - before_.load_seconds;
+    out_->wait_seconds = now.wait_seconds - before_.wait_seconds;
+  }
+
+ private:
+  const ExpertStore* store_;
+  ExpertCacheStats* out_;
+  ExpertCacheStats before_;
+};
+
 }  // namespace
 
 class Session::Busy {
@@ -96,6 +120,7 @@ absl::Status Session::Decode(absl::Span<const int32_t> tokens, std::vector<float
   Busy busy(*this);
   MOE_RETURN_IF_ERROR(busy.status());
   stats_ = SessionStats();
+  ExpertCacheDelta expert_cache(*engine_, &stats_.expert_cache);
   auto start = std::chrono::steady_clock::now();
   absl::Status s = DecodeLocked(tokens, all_logits);
   stats_.prompt_s = Seconds(start);
@@ -143,6 +168,7 @@ absl::Status Session::Generate(absl::string_view prompt, const GenerateOptions& 
   Busy busy(*this);
   MOE_RETURN_IF_ERROR(busy.status());
   stats_ = SessionStats();
+  ExpertCacheDelta expert_cache(*engine_, &stats_.expert_cache);
   EncodeOptions eo;
   eo.add_bos = cache_.size() == 0 && tok->data().add_bos;
   eo.parse_special = options.parse_special;
@@ -156,6 +182,7 @@ absl::Status Session::GenerateFromTokens(absl::Span<const int32_t> prompt,
   Busy busy(*this);
   MOE_RETURN_IF_ERROR(busy.status());
   stats_ = SessionStats();
+  ExpertCacheDelta expert_cache(*engine_, &stats_.expert_cache);
   return GenerateLocked(prompt, options, callback);
 }
 

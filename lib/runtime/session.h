@@ -6,9 +6,9 @@
 
 #include <atomic>
 #include <functional>
-#include <thread>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -55,6 +55,8 @@ struct SessionStats {
   double sample_s = 0;
   Telemetry forward;  // stages, expert counts, bytes read
   FinishReason finish = FinishReason::kNone;
+  // What the engine's expert cache did during the call (zero when every expert is resident).
+  ExpertCacheStats expert_cache;
 };
 
 class Session {

@@ -2,6 +2,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -691,8 +692,7 @@ TEST_F(CApiTest, TokenIdsAreUsedExactlyAsGiven) {
   ASSERT_EQ(prompt[0], info.bos_token);
   std::vector<int32_t> without_bos(prompt.begin() + 1, prompt.end());
   moe_context* ctx = NewContext();
-  ASSERT_EQ(moe_generate_tokens(ctx, without_bos.data(), without_bos.size(), &gp, nullptr,
-                                nullptr),
+  ASSERT_EQ(moe_generate_tokens(ctx, without_bos.data(), without_bos.size(), &gp, nullptr, nullptr),
             MOE_OK);
   EXPECT_EQ(moe_context_n_past(ctx), static_cast<int32_t>(without_bos.size() + 1));
   ASSERT_EQ(moe_context_reset(ctx), MOE_OK);
@@ -778,6 +778,60 @@ TEST_F(CApiTest, MessagesNameTheValueThatIsWrong) {
   EXPECT_NE(std::string(moe_last_error()).find("max_tokens is -1"), std::string::npos)
       << moe_last_error();
   moe_context_free(ctx);
+}
+
+// The expert cache through the C ABI: the same greedy tokens as llama.cpp with half the experts
+// cached from disk, the call's cache statistics, a bad fraction named, and a caller compiled
+// against the first header (a smaller struct_size) still served, its new fields at defaults.
+TEST(CApiExpertCacheTest, HalfTheExpertsFromDiskGiveTheReferenceTokens) {
+  moe_model_params mp = moe_model_default_params();
+  mp.expert_cache_fraction = 0.5;
+  moe_model* model = nullptr;
+  ASSERT_EQ(moe_model_load(kModel.c_str(), &mp, &model), MOE_OK) << moe_last_error();
+  moe_context* ctx = nullptr;
+  ASSERT_EQ(moe_context_create(model, nullptr, &ctx), MOE_OK);
+  std::vector<int32_t> prompt = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.tokens.txt");
+  std::vector<int32_t> want = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.gen_tokens.txt");
+  moe_sampling_params sp = moe_sampling_default_params();
+  sp.temperature = 0;
+  moe_generate_params gp = moe_generate_default_params();
+  gp.sampling = &sp;
+  gp.max_tokens = static_cast<int32_t>(want.size());
+  Collected got;
+  ASSERT_EQ(moe_generate_tokens(ctx, prompt.data(), prompt.size(), &gp, Collect, &got), MOE_OK)
+      << moe_last_error();
+  EXPECT_EQ(got.tokens, want);
+  moe_stats st = moe_default_stats();
+  ASSERT_EQ(moe_context_get_stats(ctx, &st), MOE_OK);
+  EXPECT_GT(st.expert_cache_misses, 0);
+  EXPECT_GT(st.expert_bytes_read, 0);
+  moe_context_free(ctx);
+  moe_model_free(model);
+
+  mp.expert_cache_fraction = 1.5;
+  EXPECT_EQ(moe_model_load(kModel.c_str(), &mp, &model), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(moe_last_error()).find("expert_cache_fraction is 1.5"), std::string::npos)
+      << moe_last_error();
+
+  // An older caller: the struct ends before the expert cache fields (garbage there is ignored).
+  moe_model_params old;
+  std::memset(&old, 0xFF, sizeof(old));
+  const size_t old_size = offsetof(moe_model_params, expert_cache_bytes);
+  ASSERT_EQ(moe_model_params_init(&old, old_size), MOE_OK);
+  EXPECT_EQ(old.struct_size, old_size);
+  old.expert_cache_fraction = 99;  // beyond the old struct: must not be read
+  ASSERT_EQ(moe_model_load(kModel.c_str(), &old, &model), MOE_OK) << moe_last_error();
+  moe_model_free(model);
+  moe_stats old_stats;
+  std::memset(&old_stats, 0xEE, sizeof(old_stats));
+  ASSERT_EQ(moe_stats_init(&old_stats, offsetof(moe_stats, expert_cache_hits)), MOE_OK);
+  const int64_t untouched = old_stats.expert_cache_hits;
+  ASSERT_EQ(moe_model_load(kModel.c_str(), nullptr, &model), MOE_OK);
+  ASSERT_EQ(moe_context_create(model, nullptr, &ctx), MOE_OK);
+  ASSERT_EQ(moe_context_get_stats(ctx, &old_stats), MOE_OK);
+  EXPECT_EQ(old_stats.expert_cache_hits, untouched);  // past the caller's struct: not written
+  moe_context_free(ctx);
+  moe_model_free(model);
 }
 
 TEST_F(CApiTest, TwoThreadsTwoContextsShareOneModel) {

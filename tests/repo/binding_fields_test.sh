@@ -16,14 +16,29 @@ fail() {
 
 # Fields of each "typedef struct moe_*_params { ... } moe_*_params;" block, struct_size aside.
 fields="$(awk '
-  /^typedef struct moe_[a-z]+_params \{/ { name = $3; inside = 1; next }
+  /^typedef struct moe_[a-z]+_params \{/ { name = $3; inside = 1; comment = 0; next }
   inside && /^\}/ { inside = 0; next }
   inside {
     line = $0
-    sub(/\/\*.*$/, "", line)
-    if (line !~ /;/) next
-    sub(/;.*$/, "", line)
-    n = split(line, parts, /[ *]+/)
+    # Drop comments, those that span lines too.
+    out = ""
+    while (line != "") {
+      if (comment) {
+        end = index(line, "*/")
+        if (end == 0) { line = ""; break }
+        line = substr(line, end + 2)
+        comment = 0
+      } else {
+        start = index(line, "/*")
+        if (start == 0) { out = out line; line = ""; break }
+        out = out substr(line, 1, start - 1)
+        line = substr(line, start + 2)
+        comment = 1
+      }
+    }
+    if (out !~ /;/) next
+    sub(/;.*$/, "", out)
+    n = split(out, parts, /[ *]+/)
     field = parts[n]
     if (field != "" && field != "struct_size") print name "\t" field
   }' "$header")"

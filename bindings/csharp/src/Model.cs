@@ -35,7 +35,9 @@ namespace LibMoe {
       ModelOptions o = options ?? new ModelOptions();
       ProgressBridge bridge = o.Progress == null ? null : new ProgressBridge(o.Progress);
       try {
-        return new Model(NativeModel.Load(path, o.UseMmap, bridge));
+        return new Model(NativeModel.Load(path, o.UseMmap, bridge, o.ExpertCacheBytes,
+                                          o.ExpertCacheFraction, (int)o.ExpertEviction,
+                                          o.ExpertDirectIo));
       } catch (MoeException) {
         if (bridge != null) bridge.Rethrow();
         throw;

@@ -101,6 +101,25 @@ namespace LibMoe {
     public bool UseMmap { get; set; }
     /// <summary>Reports load progress in [0, 1]; returning false cancels the load.</summary>
     public ProgressHandler Progress { get; set; }
+    /// <summary>Reads the routed experts from the model file on demand into a cache of this many
+    /// bytes instead of loading them all (<c>expert_cache_bytes</c>; 0: all resident). Outputs
+    /// are the same. .moe and GGUF files.</summary>
+    public long ExpertCacheBytes { get; set; }
+    /// <summary>The expert cache as a fraction (0, 1] of all expert bytes.</summary>
+    public double ExpertCacheFraction { get; set; }
+    /// <summary>Which cached expert makes room (default Lru).</summary>
+    public ExpertEviction ExpertEviction { get; set; }
+    /// <summary>Direct I/O for expert reads where the file system allows it (default true).
+    /// </summary>
+    public bool ExpertDirectIo { get; set; } = true;
+  }
+
+  /// <summary>Which cached expert makes room when the expert cache is full.</summary>
+  public enum ExpertEviction {
+    /// <summary>The least recently used (the default).</summary>
+    Lru = 0,
+    /// <summary>The least frequently used (counts age), then the least recent.</summary>
+    Lfru = 1,
   }
 
   /// <summary>Statistics of the last Generate or Decode call on a context.</summary>

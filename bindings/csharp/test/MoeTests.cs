@@ -154,6 +154,15 @@ public class MoeTests {
     using (Context f16 = model.CreateContext(new ContextOptions { KvType = KvType.F16 })) {
       Assert.AreEqual(4, GenerateIds(f16, prompt, 4).Length);
     }
+    // Half the experts cached from disk: the same tokens.
+    var half = new ModelOptions { ExpertCacheFraction = 0.5, ExpertEviction = ExpertEviction.Lfru };
+    using (Model cached = Model.Load(ModelPath, half))
+    using (Context ctx = cached.CreateContext()) {
+      Assert.AreEqual(expected, GenerateIds(ctx, prompt, expected.Length));
+    }
+    var e = Assert.Throws<MoeException>(
+        () => Model.Load(ModelPath, new ModelOptions { ExpertCacheBytes = 10 }));
+    Assert.AreEqual(Status.InvalidArgument, e.Status);
   }
 
   [Test]

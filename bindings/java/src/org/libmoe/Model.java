@@ -44,7 +44,8 @@ public final class Model implements AutoCloseable {
     ModelOptions o = options != null ? options : new ModelOptions();
     ProgressBridge bridge = o.progress == null ? null : new ProgressBridge(o.progress);
     try {
-      return new Model(NativeModel.Load(Utf8.encode(path, "path"), o.useMmap, bridge));
+      return new Model(NativeModel.Load(Utf8.encode(path, "path"), o.useMmap, bridge,
+          o.expertCacheBytes, o.expertCacheFraction, o.expertEviction.code, o.expertDirectIo));
     } catch (MoeException e) {
       if (bridge != null) bridge.rethrow();
       throw e;

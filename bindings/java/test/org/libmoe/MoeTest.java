@@ -226,6 +226,16 @@ class MoeTest {
     try (Context f16 = model.newContext(new ContextOptions().kvType(KvType.F16))) {
       assertEquals(4, generateIds(f16, prompt, 4).length);
     }
+    // Half the experts cached from disk: the same tokens.
+    try (Model cached = Model.load(FIXTURES.resolve("tiny-qwen2moe-f32.gguf").toString(),
+             new ModelOptions().expertCacheFraction(0.5).expertEviction(ExpertEviction.LFRU));
+         Context ctx = cached.newContext()) {
+      assertArrayEquals(expected, generateIds(ctx, prompt, expected.length));
+    }
+    MoeException e = assertThrows(MoeException.class,
+        () -> Model.load(FIXTURES.resolve("tiny-qwen2moe-f32.gguf").toString(),
+            new ModelOptions().expertCacheBytes(10)));
+    assertEquals(Status.INVALID_ARGUMENT, e.status());
   }
 
   @Test
