@@ -61,6 +61,19 @@ class CApiTest : public ::testing::Test {
 };
 moe_model* CApiTest::model_ = nullptr;
 
+// Greedy generation params: gp points at sp, so the pair lives together and is not copied.
+struct Greedy {
+  explicit Greedy(size_t max_tokens) {
+    sp.temperature = 0;
+    gp.sampling = &sp;
+    gp.max_tokens = static_cast<int32_t>(max_tokens);
+  }
+  Greedy(const Greedy&) = delete;
+  Greedy& operator=(const Greedy&) = delete;
+  moe_sampling_params sp = moe_sampling_default_params();
+  moe_generate_params gp = moe_generate_default_params();
+};
+
 struct Collected {
   std::vector<int32_t> tokens;
   std::string text;
@@ -285,11 +298,8 @@ TEST_F(CApiTest, GreedyGenerationReproducesLlamaCpp) {
   moe_context* ctx = NewContext();
   std::vector<int32_t> prompt = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.tokens.txt");
   std::vector<int32_t> want = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.gen_tokens.txt");
-  moe_sampling_params sp = moe_sampling_default_params();
-  sp.temperature = 0;
-  moe_generate_params gp = moe_generate_default_params();
-  gp.sampling = &sp;
-  gp.max_tokens = static_cast<int32_t>(want.size());
+  Greedy greedy(want.size());
+  moe_generate_params& gp = greedy.gp;
   Collected got;
   ASSERT_EQ(moe_generate_tokens(ctx, prompt.data(), prompt.size(), &gp, Collect, &got), MOE_OK)
       << moe_last_error();
@@ -383,11 +393,8 @@ TEST_F(CApiTest, SameSeedSameTextDifferentSeedDifferentText) {
 
 TEST_F(CApiTest, StopStringsAndCallbackStop) {
   moe_context* ctx = NewContext();
-  moe_sampling_params sp = moe_sampling_default_params();
-  sp.temperature = 0;
-  moe_generate_params gp = moe_generate_default_params();
-  gp.sampling = &sp;
-  gp.max_tokens = 12;
+  Greedy greedy(12);
+  moe_generate_params& gp = greedy.gp;
   Collected full;
   ASSERT_EQ(moe_generate(ctx, "def fib(n):", &gp, Collect, &full), MOE_OK);
   ASSERT_GE(full.text.size(), 6u);
@@ -440,11 +447,8 @@ TEST_F(CApiTest, PromptLongerThanTheContextIsRejectedUpFront) {
 }
 
 TEST_F(CApiTest, MultiTurnReusesTheCacheAndMatchesAFreshRun) {
-  moe_sampling_params sp = moe_sampling_default_params();
-  sp.temperature = 0;
-  moe_generate_params gp = moe_generate_default_params();
-  gp.sampling = &sp;
-  gp.max_tokens = 5;
+  Greedy greedy(5);
+  moe_generate_params& gp = greedy.gp;
   moe_context* ctx = NewContext();
   Collected t1, t2;
   ASSERT_EQ(moe_generate(ctx, "The first turn.", &gp, Collect, &t1), MOE_OK);
@@ -647,11 +651,8 @@ TEST_F(CApiTest, TheModelMayBeFreedWhileItsContextsRun) {
   ASSERT_EQ(moe_detokenizer_create(model, &detok), MOE_OK);
   std::vector<int32_t> prompt = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.tokens.txt");
   std::vector<int32_t> want = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.gen_tokens.txt");
-  moe_sampling_params sp = moe_sampling_default_params();
-  sp.temperature = 0;
-  moe_generate_params gp = moe_generate_default_params();
-  gp.sampling = &sp;
-  gp.max_tokens = static_cast<int32_t>(want.size());
+  Greedy greedy(want.size());
+  moe_generate_params& gp = greedy.gp;
   struct Run {
     SlowGeneration slow;
     Collected got;
@@ -682,11 +683,8 @@ TEST_F(CApiTest, TokenIdsAreUsedExactlyAsGiven) {
   moe_model_info info = moe_model_default_info();
   ASSERT_EQ(moe_model_get_info(model_, &info), MOE_OK);
   ASSERT_GE(info.bos_token, 0);
-  moe_sampling_params sp = moe_sampling_default_params();
-  sp.temperature = 0;
-  moe_generate_params gp = moe_generate_default_params();
-  gp.sampling = &sp;
-  gp.max_tokens = 1;
+  Greedy greedy(1);
+  moe_generate_params& gp = greedy.gp;
   // The fixture's prompt ids begin with BOS, as llama.cpp tokenized them.
   std::vector<int32_t> prompt = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.tokens.txt");
   ASSERT_EQ(prompt[0], info.bos_token);
@@ -738,11 +736,8 @@ TEST_F(CApiTest, ResetGivesWhatAFreshContextGives) {
 TEST_F(CApiTest, AnEmptyPromptAfterTruncationContinuesFromTheLastKeptToken) {
   std::vector<int32_t> prompt = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.tokens.txt");
   std::vector<int32_t> want = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.gen_tokens.txt");
-  moe_sampling_params sp = moe_sampling_default_params();
-  sp.temperature = 0;
-  moe_generate_params gp = moe_generate_default_params();
-  gp.sampling = &sp;
-  gp.max_tokens = 4;
+  Greedy greedy(4);
+  moe_generate_params& gp = greedy.gp;
   moe_context* ctx = NewContext();
   ASSERT_EQ(moe_generate_tokens(ctx, prompt.data(), prompt.size(), &gp, nullptr, nullptr), MOE_OK);
   ASSERT_EQ(moe_context_truncate(ctx, static_cast<int32_t>(prompt.size())), MOE_OK);
@@ -792,11 +787,8 @@ TEST(CApiExpertCacheTest, HalfTheExpertsFromDiskGiveTheReferenceTokens) {
   ASSERT_EQ(moe_context_create(model, nullptr, &ctx), MOE_OK);
   std::vector<int32_t> prompt = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.tokens.txt");
   std::vector<int32_t> want = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.gen_tokens.txt");
-  moe_sampling_params sp = moe_sampling_default_params();
-  sp.temperature = 0;
-  moe_generate_params gp = moe_generate_default_params();
-  gp.sampling = &sp;
-  gp.max_tokens = static_cast<int32_t>(want.size());
+  Greedy greedy(want.size());
+  moe_generate_params& gp = greedy.gp;
   Collected got;
   ASSERT_EQ(moe_generate_tokens(ctx, prompt.data(), prompt.size(), &gp, Collect, &got), MOE_OK)
       << moe_last_error();
