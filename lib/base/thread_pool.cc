@@ -41,9 +41,21 @@ std::pair<int64_t, int64_t> Chunk(int64_t n, int parts, int t) {
 
 }  // namespace
 
+namespace {
+// 0 on every thread that is not a pool worker (the callers of ParallelFor).
+thread_local int current_thread_index = 0;
+}  // namespace
+
+int ThreadPool::CurrentThreadIndex() { return current_thread_index; }
+
 ThreadPool::ThreadPool(int num_threads) {
   int workers = std::max(1, num_threads) - 1;
-  for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  for (int i = 0; i < workers; ++i) {
+    workers_.emplace_back([this, i] {
+      current_thread_index = i + 1;
+      WorkerLoop();
+    });
+  }
 }
 
 ThreadPool::~ThreadPool() {

@@ -30,6 +30,11 @@ class ThreadPool {
   // fn is borrowed for the call (absl::FunctionRef): no allocation, whatever the lambda captures.
   void ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn);
 
+  // Inside fn: which of the pool's threads runs it, 0 (the caller) to num_threads() - 1, so
+  // that callers can keep per-thread scratch sized before the loop instead of growing it lazily
+  // in whichever thread happens to take a chunk.
+  static int CurrentThreadIndex();
+
  private:
   void WorkerLoop();
   void RunChunks();  // claims and runs chunks of the current loop until none is left

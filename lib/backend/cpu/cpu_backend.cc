@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "lib/backend/backend.h"
@@ -104,13 +105,26 @@ class CpuBackend final : public Backend {
       ff_granule[j] = std::max(RowGroup(jobs[j].gate.dtype), RowGroup(jobs[j].up.dtype));
       d_granule[j] = RowGroup(jobs[j].down.dtype);
     }
+    // Every thread's gate/up scratch holds any share of any job's rows before the loop starts:
+    // which rows a thread gets varies from step to step, and growing them lazily there would
+    // allocate in whichever thread first took a larger share (a decode step must not).
+    int64_t most = 0;
+    for (const ExpertJob& job : jobs) most = std::max(most, job.m * job.gate.rows);
+    if (gate_up_scratch_.size() < static_cast<size_t>(pool_.num_threads())) {
+      gate_up_scratch_.resize(pool_.num_threads());
+    }
+    for (auto& [g, u] : gate_up_scratch_) {
+      if (static_cast<int64_t>(g.size()) < most) {
+        g.resize(most);
+        u.resize(most);
+      }
+    }
     ParallelByCost(ff_first, tokens, ff_granule, 2 * jobs[0].gate.cols, [&](int64_t b, int64_t e) {
-      thread_local ScratchVector<float> g, u;
+      ScratchVector<float>& g = gate_up_scratch_[ThreadPool::CurrentThreadIndex()].first;
+      ScratchVector<float>& u = gate_up_scratch_[ThreadPool::CurrentThreadIndex()].second;
       ForEachRange(ff_first, b, e, [&](size_t j, int64_t r0, int64_t r1) {
         const ExpertJob& job = jobs[j];
         const int64_t ff = job.gate.rows, nr = r1 - r0;
-        g.resize(job.m * nr);
-        u.resize(job.m * nr);
         // Rows r0..r1 of gate and up for every token, as [m x nr] blocks.
         inputs[j]->Products(job.gate, r0, r1, g.data(), nr);
         inputs[j]->Products(job.up, r0, r1, u.data(), nr);
@@ -396,6 +410,8 @@ class CpuBackend final : public Backend {
   }
 
   ThreadPool pool_;
+  // Per pool thread (ThreadPool::CurrentThreadIndex): gate and up products of RunExperts.
+  std::vector<std::pair<ScratchVector<float>, ScratchVector<float>>> gate_up_scratch_;
   const bool quantize_activations_;
   const SimdLevel level_;
   const SiluMulFn silu_mul_;
