@@ -99,7 +99,13 @@ absl::StatusOr<ExpertCache::Pinned> ExpertCache::Acquire(absl::Span<const Expert
     to_load.clear();
     {
       absl::MutexLock lock(&mu_);
-      if (distinct.size() + user_pins_ > slots_.size()) {
+      // Keys pinned by Pin() already have their slot: they count once.
+      size_t pinned_among_keys = 0;
+      for (const ExpertKey& k : distinct) {
+        auto it = where_.find(k);
+        pinned_among_keys += it != where_.end() && slots_[it->second].user_pinned;
+      }
+      if (distinct.size() - pinned_among_keys + user_pins_ > slots_.size()) {
         return absl::ResourceExhaustedError(absl::StrCat(
             "a step needs ", distinct.size(), " experts at once, but the expert cache holds ",
             slots_.size(), " (", user_pins_, " of them pinned): enlarge the expert cache"));

@@ -137,6 +137,12 @@ TEST(ExpertCacheTest, PinnedExpertsStayAndCountAgainstTheBudget) {
   auto too_many = cache->Acquire(two);
   ASSERT_FALSE(too_many.ok());
   EXPECT_EQ(too_many.status().code(), absl::StatusCode::kResourceExhausted);
+  // A step may use pinned experts: they take no second slot.
+  const std::vector<ExpertKey> with_pinned = {{1, 7}, {1, 8}, {0, 1}};
+  auto uses_pinned = cache->Acquire(with_pinned);
+  ASSERT_TRUE(uses_pinned.ok()) << uses_pinned.status();
+  EXPECT_TRUE(Holds(uses_pinned->bytes(0), with_pinned[0]));
+  uses_pinned = ExpertCache::Pinned();
   cache->Unpin({1, 7});
   EXPECT_TRUE(cache->Acquire(two).ok());
 }
