@@ -98,7 +98,7 @@ absl::StatusOr<ExpertCache::Pinned> ExpertCache::Acquire(absl::Span<const Expert
   for (;;) {
     to_load.clear();
     {
-      absl::MutexLock lock(&mu_);
+      std::unique_lock<std::mutex> lock(mu_);
       // Keys pinned by Pin() already have their slot: they count once.
       size_t pinned_among_keys = 0;
       for (const ExpertKey& k : distinct) {
@@ -118,7 +118,7 @@ absl::StatusOr<ExpertCache::Pinned> ExpertCache::Acquire(absl::Span<const Expert
         for (const ExpertKey& k : distinct) missing += !where_.contains(k);
         victims = VictimsLocked(missing, distinct);  // never a slot this step hits
         if (victims.size() == missing) break;
-        changed_.Wait(&mu_);
+        changed_.wait(lock);
       }
       stats_.wait_seconds += SecondsSince(t0);
       size_t next_victim = 0;
@@ -154,7 +154,7 @@ absl::StatusOr<ExpertCache::Pinned> ExpertCache::Acquire(absl::Span<const Expert
       const auto t0 = std::chrono::steady_clock::now();
       absl::Status s = failed.ok() ? loader_(distinct[i], {SlotData(slot_of[i]), slot_bytes_})
                                    : absl::CancelledError("an earlier expert failed to load");
-      absl::MutexLock lock(&mu_);
+      std::unique_lock<std::mutex> lock(mu_);
       stats_.load_seconds += SecondsSince(t0);
       Slot& slot = slots_[slot_of[i]];
       slot.loading = false;
@@ -165,28 +165,28 @@ absl::StatusOr<ExpertCache::Pinned> ExpertCache::Acquire(absl::Span<const Expert
         slot = Slot{};  // free again, no pins
         if (failed.ok()) failed = s;
       }
-      changed_.SignalAll();
+      changed_.notify_all();
     }
     // Keys other threads were loading: wait until they are done; if a load failed there, start
     // over (that key is missing again).
     bool lost = false;
     {
-      absl::MutexLock lock(&mu_);
+      std::unique_lock<std::mutex> lock(mu_);
       for (size_t i = 0; i < distinct.size(); ++i) {
         Slot& s = slots_[slot_of[i]];
-        while (s.loading) changed_.Wait(&mu_);
+        while (s.loading) changed_.wait(lock);
         lost |= !(s.used && s.key == distinct[i]);
       }
     }
     if (!failed.ok() || lost) {
       // Drop this call's pins; a slot whose load failed was freed and holds no pin of ours.
       {
-        absl::MutexLock lock(&mu_);
+        std::unique_lock<std::mutex> lock(mu_);
         for (size_t i = 0; i < distinct.size(); ++i) {
           Slot& s = slots_[slot_of[i]];
           if (s.used && s.key == distinct[i] && s.pins > 0) --s.pins;
         }
-        changed_.SignalAll();
+        changed_.notify_all();
       }
       if (!failed.ok()) return failed;
       continue;
@@ -200,22 +200,22 @@ absl::StatusOr<ExpertCache::Pinned> ExpertCache::Acquire(absl::Span<const Expert
 }
 
 void ExpertCache::ReleaseSlots(absl::Span<const int32_t> slots) {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   for (int32_t slot : slots) {
     if (slot >= 0 && slots_[slot].pins > 0) --slots_[slot].pins;
   }
-  changed_.SignalAll();
+  changed_.notify_all();
 }
 
 absl::Status ExpertCache::Pin(ExpertKey key) {
   {
-    absl::MutexLock lock(&mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     auto it = where_.find(key);
     if (it != where_.end() && slots_[it->second].user_pinned) return absl::OkStatus();
   }
   absl::StatusOr<Pinned> step = Acquire({&key, 1});
   if (!step.ok()) return step.status();
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   Slot& s = slots_[step->slots_[0]];  // `step` holds one distinct key
   if (!s.user_pinned) {
     s.user_pinned = true;
@@ -226,7 +226,7 @@ absl::Status ExpertCache::Pin(ExpertKey key) {
 }
 
 void ExpertCache::Unpin(ExpertKey key) {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   auto it = where_.find(key);
   if (it == where_.end()) return;
   Slot& s = slots_[it->second];
@@ -234,17 +234,17 @@ void ExpertCache::Unpin(ExpertKey key) {
   s.user_pinned = false;
   --s.pins;
   --user_pins_;
-  changed_.SignalAll();
+  changed_.notify_all();
 }
 
 bool ExpertCache::IsResident(ExpertKey key) const {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   auto it = where_.find(key);
   return it != where_.end() && !slots_[it->second].loading;
 }
 
 std::vector<ExpertKey> ExpertCache::Resident() const {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   std::vector<ExpertKey> out;
   for (const Slot& s : slots_) {
     if (s.used && !s.loading) out.push_back(s.key);
@@ -253,7 +253,7 @@ std::vector<ExpertKey> ExpertCache::Resident() const {
 }
 
 ExpertCacheStats ExpertCache::stats() const {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   return stats_;
 }
 

@@ -8,15 +8,16 @@
 // several threads share one cache.
 #pragma once
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 
 namespace moe {
@@ -118,9 +119,9 @@ class ExpertCache {
   ExpertCache(const Options& options, Loader loader, std::shared_ptr<void> slab, size_t slots);
   // Up to n slots a request may take: free ones first, then unpinned ones in the order the
   // policy gives them up, never one holding a key in `keep` (the request's own hits).
-  std::vector<int32_t> VictimsLocked(size_t n, absl::Span<const ExpertKey> keep)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void TouchLocked(Slot& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The *Locked functions run with mu_ held.
+  std::vector<int32_t> VictimsLocked(size_t n, absl::Span<const ExpertKey> keep);
+  void TouchLocked(Slot& s);
   void ReleaseSlots(absl::Span<const int32_t> slots);
   uint8_t* SlotData(int32_t slot) const { return slab_ + static_cast<size_t>(slot) * slot_bytes_; }
 
@@ -131,13 +132,16 @@ class ExpertCache {
   std::shared_ptr<void> slab_owner_;
   uint8_t* slab_ = nullptr;
 
-  mutable absl::Mutex mu_;
-  absl::CondVar changed_;  // a slot was released or finished loading
-  std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<ExpertKey, int32_t> where_ ABSL_GUARDED_BY(mu_);
-  uint64_t clock_ ABSL_GUARDED_BY(mu_) = 0;
-  int32_t user_pins_ ABSL_GUARDED_BY(mu_) = 0;
-  ExpertCacheStats stats_ ABSL_GUARDED_BY(mu_);
+  // std::mutex rather than absl::Mutex: Debian's Abseil is not built for ThreadSanitizer, which
+  // then cannot see its locking; pthread-based locks it sees.
+  mutable std::mutex mu_;
+  std::condition_variable changed_;  // a slot was released or finished loading
+  // Guarded by mu_:
+  std::vector<Slot> slots_;
+  absl::flat_hash_map<ExpertKey, int32_t> where_;
+  uint64_t clock_ = 0;
+  int32_t user_pins_ = 0;
+  ExpertCacheStats stats_;
 };
 
 }  // namespace moe
