@@ -1,5 +1,6 @@
 #include "lib/import/hf_tokenizer.h"
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -155,39 +156,22 @@ std::string TokenContent(const Json& config, const char* key) {
   return "";
 }
 
-// The special token a TemplateProcessing post-processor (possibly inside a Sequence) puts first
-// in a single sequence; "" when none.
-std::string TemplateFirstSpecialToken(const Json& post) {
-  if (post.is_null() || !post.is_object()) return "";
+// The special tokens the TemplateProcessing post-processors (possibly inside a Sequence) put first
+// in a single sequence, in order.
+void TemplateFirstSpecialTokens(const Json& post, std::vector<std::string>* out) {
+  if (post.is_null() || !post.is_object()) return;
   const std::string type = StringOr(post, "type");
   if (type == "Sequence") {
     for (const Json& child : post.value("processors", Json::array())) {
-      std::string first = TemplateFirstSpecialToken(child);
-      if (!first.empty()) return first;
+      TemplateFirstSpecialTokens(child, out);
     }
-    return "";
+    return;
   }
-  if (type != "TemplateProcessing") return "";
+  if (type != "TemplateProcessing") return;
   const Json& single = post.value("single", Json::array());
-  if (single.empty() || !single[0].contains("SpecialToken")) return "";
-  return StringOr(single[0]["SpecialToken"], "id");
-}
-
-// True when a TemplateProcessing post-processor (possibly inside a Sequence) puts token_id
-// first in a single sequence.
-bool TemplateStartsWith(const Json& post, int32_t token_id, const TokenizerData& data) {
-  if (post.is_null() || token_id < 0) return false;
-  const std::string type = StringOr(post, "type");
-  if (type == "Sequence") {
-    for (const Json& child : post.value("processors", Json::array())) {
-      if (TemplateStartsWith(child, token_id, data)) return true;
-    }
-    return false;
-  }
-  if (type != "TemplateProcessing") return false;
-  const Json& single = post.value("single", Json::array());
-  if (single.empty() || !single[0].contains("SpecialToken")) return false;
-  return StringOr(single[0]["SpecialToken"], "id") == data.tokens[token_id];
+  if (single.empty() || !single[0].contains("SpecialToken")) return;
+  std::string id = StringOr(single[0]["SpecialToken"], "id");
+  if (!id.empty()) out->push_back(std::move(id));
 }
 
 // SentencePiece-style BPE ranks its merges; the "llama" tokenizer merges by piece score, so each
@@ -321,13 +305,17 @@ absl::Status Read(const std::string& path, TokenizerData* data) {
   data->eos_id = find_id(TokenContent(config, "eos_token"));
   // Without a tokenizer_config.json: BOS is the special token the post-processor puts first, and
   // for SentencePiece vocabularies EOS is their "</s>".
-  const Json& post = json.value("post_processor", Json());
-  if (data->bos_id < 0) data->bos_id = find_id(TemplateFirstSpecialToken(post));
+  std::vector<std::string> template_first;
+  TemplateFirstSpecialTokens(json.value("post_processor", Json()), &template_first);
+  if (data->bos_id < 0 && !template_first.empty()) data->bos_id = find_id(template_first[0]);
   if (data->eos_id < 0 && sentencepiece) data->eos_id = find_id("</s>");
   data->pad_id = find_id(TokenContent(config, "pad_token"));
   if (const int32_t unk = find_id(TokenContent(config, "unk_token")); unk >= 0) data->unk_id = unk;
   // BOS: the config's explicit flag, else whether the post-processor template starts with it.
-  data->add_bos = BoolOr(config, "add_bos_token", TemplateStartsWith(post, data->bos_id, *data));
+  const bool template_starts_with_bos =
+      data->bos_id >= 0 && std::find(template_first.begin(), template_first.end(),
+                                     data->tokens[data->bos_id]) != template_first.end();
+  data->add_bos = BoolOr(config, "add_bos_token", template_starts_with_bos);
   data->add_eos = BoolOr(config, "add_eos_token", false);
   if (auto it = config.find("chat_template"); it != config.end()) {
     if (it->is_string()) {

@@ -48,6 +48,16 @@ struct ExpertCacheStats {
   double wait_seconds = 0;  // Acquire waiting for a slot other threads had pinned
 };
 
+// What happened between two snapshots of a cache's statistics.
+inline ExpertCacheStats operator-(const ExpertCacheStats& now, const ExpertCacheStats& before) {
+  return {now.hits - before.hits,
+          now.misses - before.misses,
+          now.evictions - before.evictions,
+          now.bytes_loaded - before.bytes_loaded,
+          now.load_seconds - before.load_seconds,
+          now.wait_seconds - before.wait_seconds};
+}
+
 class ExpertCache {
  public:
   // Fills `slot` (slot_bytes long) with the unit of `key`. An error fails the Acquire that

@@ -24,14 +24,7 @@ class ExpertCacheDelta {
     if (store_ != nullptr) before_ = store_->cache().stats();
   }
   ~ExpertCacheDelta() {
-    if (store_ == nullptr) return;
-    const ExpertCacheStats now = store_->cache().stats();
-    out_->hits = now.hits - before_.hits;
-    out_->misses = now.misses - before_.misses;
-    out_->evictions = now.evictions - before_.evictions;
-    out_->bytes_loaded = now.bytes_loaded - before_.bytes_loaded;
-    out_->load_seconds = now.load_seconds - before_.load_seconds;
-    out_->wait_seconds = now.wait_seconds - before_.wait_seconds;
+    if (store_ != nullptr) *out_ = store_->cache().stats() - before_;
   }
 
  private:

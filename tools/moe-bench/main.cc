@@ -43,18 +43,6 @@ struct Result {
   int64_t tokens = 0;
 };
 
-// What the expert cache did between two snapshots.
-moe::ExpertCacheStats Since(const moe::ExpertCacheStats& a, const moe::ExpertCacheStats& b) {
-  moe::ExpertCacheStats d;
-  d.hits = b.hits - a.hits;
-  d.misses = b.misses - a.misses;
-  d.evictions = b.evictions - a.evictions;
-  d.bytes_loaded = b.bytes_loaded - a.bytes_loaded;
-  d.load_seconds = b.load_seconds - a.load_seconds;
-  d.wait_seconds = b.wait_seconds - a.wait_seconds;
-  return d;
-}
-
 double Mean(const std::vector<double>& v) {
   double s = 0;
   for (double x : v) s += x;
@@ -128,7 +116,7 @@ int Run(const Options& o) {
       r.tokens += o.p;
     }
     r.bytes_per_token = static_cast<double>(tel.weight_bytes_read) / o.p;
-    r.cache = Since(before, cache_stats());
+    r.cache = cache_stats() - before;
     results.push_back(r);
   }
   if (o.n > 0) {
@@ -150,7 +138,7 @@ int Run(const Options& o) {
       r.tokens += o.n;
     }
     r.bytes_per_token = static_cast<double>(tel.weight_bytes_read) / o.n;
-    r.cache = Since(before, cache_stats());
+    r.cache = cache_stats() - before;
     results.push_back(r);
   }
   // Peak memory of loading and running, before the bandwidth buffer adds its own.
