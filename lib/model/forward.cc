@@ -182,6 +182,7 @@ absl::Status Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, fl
   // cache holds at once, each chunk pinned until its jobs have run: a prompt batch may select
   // every expert of the layer, and the smallest budget holds only the top-k. Jobs are independent
   // (the outputs are combined afterwards), so chunking changes no result.
+  if (store_ != nullptr) ScorePrediction(layer);
   const size_t chunk = store_ != nullptr ? store_->cache().slot_count() : selected.size();
   size_t next_out = 0;
   for (size_t begin = 0; begin < selected.size() || (begin == 0 && L.has_shared);
@@ -190,10 +191,12 @@ absl::Status Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, fl
     jobs.clear();
     std::optional<ExpertStore::Step> step;
     if (store_ != nullptr && end > begin) {
-      auto acquired =
-          store_->Acquire(layer, absl::MakeConstSpan(selected).subspan(begin, end - begin));
-      if (!acquired.ok()) return acquired.status();
-      step = *std::move(acquired);
+      auto requested =
+          store_->Request(layer, absl::MakeConstSpan(selected).subspan(begin, end - begin));
+      if (!requested.ok()) return requested.status();
+      step = *std::move(requested);
+      // The misses are queued; the next layer's guesses queue behind them while this one runs.
+      if (begin == 0 && prefetch_) PrefetchNextLayer(layer, n, x);
     }
     for (size_t i = begin; i < end; ++i) {
       const int e = selected[i];
@@ -203,23 +206,24 @@ absl::Status Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, fl
       res.resize(m * d);
       job_of_expert[e] = static_cast<int>(next_out++);
       const ExpertWeights& w = L.experts[e];
-      if (step) {
-        const ExpertViews& v = step->views(i - begin);
-        jobs.push_back({v.gate, v.up, v.down, xn.data(), rows.data(), m, res.data()});
-      } else {
-        jobs.push_back({w.gate, w.up, w.down, xn.data(), rows.data(), m, res.data()});
-      }
+      // From the store, the weights are filled in once the expert is read (RunStoredExperts).
+      jobs.push_back({w.gate, w.up, w.down, xn.data(), rows.data(), m, res.data()});
       if (tel) {
         tel->expert_counts[layer][e] += m;
         tel->weight_bytes_read += w.byte_size();
         tel->active_params += m * (w.gate.rows * w.gate.cols * 3);
       }
     }
-    if (begin == 0 && L.has_shared) {
+    const bool with_shared = begin == 0 && L.has_shared;
+    if (with_shared) {
       jobs.push_back(
           {L.shared.gate, L.shared.up, L.shared.down, xn.data(), nullptr, n, shared_out.data()});
     }
-    backend_->RunExperts(jobs);
+    if (step) {
+      MOE_RETURN_IF_ERROR(RunStoredExperts(*step, with_shared));
+    } else {
+      backend_->RunExperts(jobs);
+    }
   }
   if (tel) {
     for (float ent : routing.entropy) tel->router_entropy_sum += ent;
@@ -252,6 +256,94 @@ absl::Status Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, fl
   }
   backend_->AddWeightedRows(n, terms, d, src.data(), weight.data(), x);
   return absl::OkStatus();
+}
+
+absl::Status Transformer::RunStoredExperts(const ExpertStore::Step& step, bool with_shared) {
+  // jobs[i] is the step's i-th expert; the shared expert, if any, comes last and runs in the
+  // first group, so it computes while the first misses are read.
+  std::vector<Backend::ExpertJob>& jobs = s_.jobs;
+  std::vector<Backend::ExpertJob>& group = s_.group;
+  std::vector<char>& done = s_.job_done;
+  done.assign(step.size(), 0);
+  size_t left = step.size();
+  bool shared_left = with_shared;
+  while (left > 0 || shared_left) {
+    group.clear();
+    for (size_t i = 0; i < step.size(); ++i) {
+      if (done[i] || !step.ready(i)) continue;
+      MOE_RETURN_IF_ERROR(step.Wait(i));  // its read failed: this call's error
+      const ExpertViews& v = step.views(i);
+      Backend::ExpertJob job = jobs[i];
+      job.gate = v.gate;
+      job.up = v.up;
+      job.down = v.down;
+      group.push_back(job);
+      done[i] = 1;
+      --left;
+    }
+    if (shared_left) {
+      group.push_back(jobs.back());
+      shared_left = false;
+    }
+    if (group.empty()) {
+      // Nothing is ready: block on the first expert still being read, only on it.
+      for (size_t i = 0; i < step.size(); ++i) {
+        if (!done[i]) {
+          MOE_RETURN_IF_ERROR(step.Wait(i));
+          break;
+        }
+      }
+      continue;
+    }
+    backend_->RunExperts(group);
+  }
+  return absl::OkStatus();
+}
+
+void Transformer::PrefetchNextLayer(int layer, int64_t n, const float* x) {
+  const HParams& h = model_->hp();
+  const int next = layer + 1;
+  if (next >= h.n_layer) return;
+  const LayerWeights& N = model_->layers()[next];
+  const int64_t d = h.n_embd;
+  // The residual stream entering this layer's experts changes little by the next layer's: its
+  // router on it mostly picks what it will pick then.
+  s_.guess_xn.resize(n * d);
+  backend_->RmsNorm(x, N.ffn_norm, n, d, h.rms_eps, s_.guess_xn.data());
+  s_.guess_logits.resize(n * h.n_expert);
+  backend_->MatMul(N.router, s_.guess_xn.data(), n, s_.guess_logits.data());
+  RouterConfig rc{static_cast<int>(h.n_expert), static_cast<int>(h.n_expert_used), h.norm_topk_prob,
+                  next < static_cast<int>(disabled_.size()) ? &disabled_[next] : nullptr};
+  Route(rc, s_.guess_logits, n, &s_.guess_routing);
+  std::vector<int32_t>& count = s_.guess_count;
+  count.assign(h.n_expert, 0);
+  for (int32_t e : s_.guess_routing.experts) {
+    if (e >= 0) ++count[e];
+  }
+  if (s_.guessed.size() < static_cast<size_t>(h.n_layer)) s_.guessed.resize(h.n_layer);
+  std::vector<int32_t>& guess = s_.guessed[next];
+  guess.clear();
+  for (int e = 0; e < h.n_expert; ++e) {
+    if (count[e] > 0) guess.push_back(e);
+  }
+  // Most chosen first; a prompt batch may pick every expert, more than is worth reading ahead
+  // (half the cache, so the guesses cannot crowd out what the steps between use).
+  std::stable_sort(guess.begin(), guess.end(),
+                   [&](int32_t a, int32_t b) { return count[a] > count[b]; });
+  const size_t most = std::max<size_t>(h.n_expert_used, store_->cache().slot_count() / 2);
+  if (guess.size() > most) guess.resize(most);
+  store_->Prefetch(next, guess);
+}
+
+void Transformer::ScorePrediction(int layer) {
+  if (static_cast<size_t>(layer) >= s_.guessed.size() || s_.guessed[layer].empty()) return;
+  std::vector<int32_t>& guess = s_.guessed[layer];
+  int64_t right = 0;
+  for (int32_t e : s_.selected) {
+    right += std::find(guess.begin(), guess.end(), e) != guess.end();
+  }
+  store_->cache().RecordPrediction(layer, static_cast<int64_t>(s_.selected.size()), right);
+  guess.clear();
 }
 
 }  // namespace moe

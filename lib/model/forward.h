@@ -38,6 +38,9 @@ class Transformer {
   // Routed experts come from `store` (pinned per step) instead of the model's resident copies;
   // null: resident. The store outlives the Transformer.
   void set_expert_store(ExpertStore* store) { store_ = store; }
+  // With an expert store: while a layer's experts run, guess the next layer's by applying its
+  // router to the current hidden state (pre-gating) and start reading them. Changes no result.
+  void set_expert_prefetch(bool on) { prefetch_ = on; }
 
   const Model& model() const { return *model_; }
 
@@ -45,10 +48,19 @@ class Transformer {
   void Attention(const LayerWeights& L, int64_t n, const int32_t* positions, KvLayerView kv,
                  float* x, Telemetry* tel);
   absl::Status MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, Telemetry* tel);
+  // Runs the chunk's jobs (s_.jobs, the step's experts in order, then the shared expert if
+  // with_shared) as the reads finish: the resident ones first, then each group that became ready
+  // while the previous one ran.
+  absl::Status RunStoredExperts(const ExpertStore::Step& step, bool with_shared);
+  // The experts of layer + 1 its router picks for x (pre-gating), handed to the store to read.
+  void PrefetchNextLayer(int layer, int64_t n, const float* x);
+  // Checks the guess PrefetchNextLayer made for this layer against what it selected.
+  void ScorePrediction(int layer);
 
   std::shared_ptr<const Model> model_;
   Backend* backend_;
   ExpertStore* store_ = nullptr;
+  bool prefetch_ = true;
   std::vector<std::vector<bool>> disabled_;
 
   // Activations of the current call, kept between calls so decoding allocates nothing once the
@@ -59,12 +71,19 @@ class Transformer {
     std::vector<std::vector<int32_t>> by_expert;  // each expert's tokens
     std::vector<int32_t> slot;                    // [n x k]: place in the expert's list
     std::vector<ScratchVector<float>> expert_out;
-    std::vector<Backend::ExpertJob> jobs;
+    std::vector<Backend::ExpertJob> jobs, group;
     std::vector<int> job_of_expert;
     std::vector<int32_t> selected;          // the experts this layer's step runs, in job order
     std::vector<const float*> combine_src;  // [n x terms]
     std::vector<float> combine_weight;
     Routing routing;
+    // Pre-gating: the next layer's router on the current hidden state, and per layer the experts
+    // guessed for it (empty: no guess).
+    std::vector<float> guess_xn, guess_logits;
+    std::vector<int32_t> guess_count;
+    Routing guess_routing;
+    std::vector<std::vector<int32_t>> guessed;
+    std::vector<char> job_done;
   };
   Scratch s_;
 };

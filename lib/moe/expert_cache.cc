@@ -17,7 +17,43 @@ double SecondsSince(std::chrono::steady_clock::time_point t0) {
 // stay forever (the "recently" of least frequently recently used).
 constexpr uint64_t kAgingUsesPerSlot = 16;
 
+bool Contains(absl::Span<const ExpertKey> keys, ExpertKey k) {
+  return std::find(keys.begin(), keys.end(), k) != keys.end();
+}
+
 }  // namespace
+
+ExpertCacheStats& ExpertCacheStats::operator+=(const ExpertCacheStats& o) {
+  hits += o.hits;
+  misses += o.misses;
+  evictions += o.evictions;
+  bytes_loaded += o.bytes_loaded;
+  load_seconds += o.load_seconds;
+  wait_seconds += o.wait_seconds;
+  slot_wait_seconds += o.slot_wait_seconds;
+  prefetches += o.prefetches;
+  prefetch_hits += o.prefetch_hits;
+  prefetch_wasted_bytes += o.prefetch_wasted_bytes;
+  predicted += o.predicted;
+  predicted_right += o.predicted_right;
+  return *this;
+}
+
+ExpertCacheStats& ExpertCacheStats::operator-=(const ExpertCacheStats& o) {
+  hits -= o.hits;
+  misses -= o.misses;
+  evictions -= o.evictions;
+  bytes_loaded -= o.bytes_loaded;
+  load_seconds -= o.load_seconds;
+  wait_seconds -= o.wait_seconds;
+  slot_wait_seconds -= o.slot_wait_seconds;
+  prefetches -= o.prefetches;
+  prefetch_hits -= o.prefetch_hits;
+  prefetch_wasted_bytes -= o.prefetch_wasted_bytes;
+  predicted -= o.predicted;
+  predicted_right -= o.predicted_right;
+  return *this;
+}
 
 absl::StatusOr<std::unique_ptr<ExpertCache>> ExpertCache::Create(const Options& options,
                                                                  Loader loader) {
@@ -44,9 +80,27 @@ ExpertCache::ExpertCache(const Options& options, Loader loader, std::shared_ptr<
       loader_(std::move(loader)),
       slab_owner_(std::move(slab)),
       slab_(static_cast<AnonymousMemory*>(slab_owner_.get())->data()),
-      slots_(slots) {}
+      slots_(slots),
+      stats_(std::max(0, options.n_layer)) {
+  for (int i = 0; i < std::max(1, options.io_threads); ++i) {
+    io_threads_.emplace_back([this] { IoLoop(); });
+  }
+}
 
-ExpertCache::~ExpertCache() = default;
+ExpertCache::~ExpertCache() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  io_work_.notify_all();
+  for (std::thread& t : io_threads_) t.join();
+}
+
+ExpertCacheStats& ExpertCache::StatsLocked(int32_t layer) {
+  const size_t l = static_cast<size_t>(std::max(0, layer));
+  if (l >= stats_.size()) stats_.resize(l + 1);
+  return stats_[l];
+}
 
 void ExpertCache::TouchLocked(Slot& s) {
   s.last_use = ++clock_;
@@ -56,14 +110,14 @@ void ExpertCache::TouchLocked(Slot& s) {
   }
 }
 
-std::vector<int32_t> ExpertCache::VictimsLocked(size_t n, absl::Span<const ExpertKey> keep) {
+std::vector<int32_t> ExpertCache::VictimsLocked(size_t n, absl::Span<const ExpertKey> keep,
+                                                absl::Span<const ExpertKey> keep_too) {
   std::vector<int32_t> free, evictable;
   for (int32_t i = 0; i < static_cast<int32_t>(slots_.size()); ++i) {
     const Slot& s = slots_[i];
     if (!s.used) {
       free.push_back(i);
-    } else if (s.pins == 0 && !s.loading &&
-               std::find(keep.begin(), keep.end(), s.key) == keep.end()) {
+    } else if (s.pins == 0 && !s.loading && !Contains(keep, s.key) && !Contains(keep_too, s.key)) {
       evictable.push_back(i);
     }
   }
@@ -84,7 +138,58 @@ std::vector<int32_t> ExpertCache::VictimsLocked(size_t n, absl::Span<const Exper
   return free;
 }
 
-absl::StatusOr<ExpertCache::Pinned> ExpertCache::Acquire(absl::Span<const ExpertKey> keys) {
+void ExpertCache::AssignLocked(int32_t slot, ExpertKey key) {
+  Slot& s = slots_[slot];
+  if (s.used) {
+    where_.erase(s.key);
+    ExpertCacheStats& st = StatsLocked(s.key.layer);
+    ++st.evictions;
+    if (s.prefetched) st.prefetch_wasted_bytes += static_cast<int64_t>(slot_bytes_);
+  }
+  s = Slot{};
+  s.key = key;
+  s.used = true;
+  s.loading = true;
+  where_[key] = slot;
+}
+
+void ExpertCache::IoLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    io_work_.wait(lock,
+                  [&] { return stopping_ || !demand_queue_.empty() || !prefetch_queue_.empty(); });
+    if (stopping_) return;
+    std::deque<int32_t>& queue = demand_queue_.empty() ? prefetch_queue_ : demand_queue_;
+    const int32_t slot = queue.front();
+    queue.pop_front();
+    slots_[slot].queued_for_prefetch = false;
+    const ExpertKey key = slots_[slot].key;
+    lock.unlock();
+    // The slot is `loading`: nobody else writes it or evicts it meanwhile.
+    const auto t0 = std::chrono::steady_clock::now();
+    absl::Status status = loader_(key, {SlotData(slot), slot_bytes_});
+    const double seconds = SecondsSince(t0);
+    lock.lock();
+    ExpertCacheStats& st = StatsLocked(key.layer);
+    st.load_seconds += seconds;
+    Slot& s = slots_[slot];
+    s.loading = false;
+    if (status.ok()) {
+      st.bytes_loaded += static_cast<int64_t>(slot_bytes_);
+    } else {
+      // Missing again for whoever asks next; the steps pinning it get the error from Wait.
+      where_.erase(key);
+      if (s.pins == 0) {
+        s = Slot{};
+      } else {
+        s.error = std::move(status);
+      }
+    }
+    changed_.notify_all();
+  }
+}
+
+absl::StatusOr<ExpertCache::Pinned> ExpertCache::Request(absl::Span<const ExpertKey> keys) {
   // Distinct keys in order, and for each given key the index of its distinct key.
   std::vector<ExpertKey> distinct;
   std::vector<size_t> index_of(keys.size());
@@ -94,115 +199,121 @@ absl::StatusOr<ExpertCache::Pinned> ExpertCache::Acquire(absl::Span<const Expert
     if (it == distinct.end()) distinct.push_back(keys[i]);
   }
   std::vector<int32_t> slot_of(distinct.size(), -1);
-  std::vector<size_t> to_load;  // indices into distinct whose slot this call loads
-  for (;;) {
-    to_load.clear();
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      // Keys pinned by Pin() already have their slot: they count once.
-      size_t pinned_among_keys = 0;
-      for (const ExpertKey& k : distinct) {
-        auto it = where_.find(k);
-        pinned_among_keys += it != where_.end() && slots_[it->second].user_pinned;
-      }
-      if (distinct.size() - pinned_among_keys + user_pins_ > slots_.size()) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "a step needs ", distinct.size(), " experts at once, but the expert cache holds ",
-            slots_.size(), " (", user_pins_, " of them pinned): enlarge the expert cache"));
-      }
-      const auto t0 = std::chrono::steady_clock::now();
-      // Wait, holding nothing, until the missing keys can all get a slot at once.
-      std::vector<int32_t> victims;
-      for (;;) {
-        size_t missing = 0;
-        for (const ExpertKey& k : distinct) missing += !where_.contains(k);
-        victims = VictimsLocked(missing, distinct);  // never a slot this step hits
-        if (victims.size() == missing) break;
-        changed_.wait(lock);
-      }
-      stats_.wait_seconds += SecondsSince(t0);
-      size_t next_victim = 0;
-      for (size_t i = 0; i < distinct.size(); ++i) {
-        auto it = where_.find(distinct[i]);
-        int32_t slot;
-        if (it != where_.end()) {
-          slot = it->second;
-          ++stats_.hits;
-        } else {
-          slot = victims[next_victim++];
-          Slot& s = slots_[slot];
-          if (s.used) {
-            where_.erase(s.key);
-            ++stats_.evictions;
-          }
-          s = Slot{};
-          s.key = distinct[i];
-          s.used = true;
-          s.loading = true;
-          where_[distinct[i]] = slot;
-          to_load.push_back(i);
-          ++stats_.misses;
-        }
-        ++slots_[slot].pins;
-        TouchLocked(slots_[slot]);
-        slot_of[i] = slot;
-      }
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    // Keys pinned by Pin() already have their slot: they count once.
+    size_t pinned_among_keys = 0;
+    for (const ExpertKey& k : distinct) {
+      auto it = where_.find(k);
+      pinned_among_keys += it != where_.end() && slots_[it->second].user_pinned;
     }
-    // Load what this call reserved, outside the lock.
-    absl::Status failed;
-    for (size_t i : to_load) {
-      const auto t0 = std::chrono::steady_clock::now();
-      absl::Status s = failed.ok() ? loader_(distinct[i], {SlotData(slot_of[i]), slot_bytes_})
-                                   : absl::CancelledError("an earlier expert failed to load");
-      std::unique_lock<std::mutex> lock(mu_);
-      stats_.load_seconds += SecondsSince(t0);
-      Slot& slot = slots_[slot_of[i]];
-      slot.loading = false;
-      if (s.ok()) {
-        stats_.bytes_loaded += slot_bytes_;
+    if (distinct.size() - pinned_among_keys + user_pins_ > slots_.size()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "a step needs ", distinct.size(), " experts at once, but the expert cache holds ",
+          slots_.size(), " (", user_pins_, " of them pinned): enlarge the expert cache"));
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    // Wait, holding nothing, until the missing keys can all get a slot at once.
+    std::vector<int32_t> victims;
+    for (;;) {
+      size_t missing = 0;
+      for (const ExpertKey& k : distinct) missing += !where_.contains(k);
+      victims = VictimsLocked(missing, distinct);  // never a slot this step hits
+      if (victims.size() == missing) break;
+      changed_.wait(lock);
+    }
+    if (!distinct.empty()) StatsLocked(distinct[0].layer).slot_wait_seconds += SecondsSince(t0);
+    size_t next_victim = 0;
+    bool queued = false;
+    for (size_t i = 0; i < distinct.size(); ++i) {
+      ExpertCacheStats& st = StatsLocked(distinct[i].layer);
+      auto it = where_.find(distinct[i]);
+      int32_t slot;
+      if (it != where_.end()) {
+        slot = it->second;
+        Slot& s = slots_[slot];
+        ++st.hits;
+        if (s.prefetched) {
+          ++st.prefetch_hits;
+          s.prefetched = false;
+        }
+        if (s.queued_for_prefetch) {
+          // A step needs it now: read it before any other guess.
+          prefetch_queue_.erase(std::find(prefetch_queue_.begin(), prefetch_queue_.end(), slot));
+          s.queued_for_prefetch = false;
+          demand_queue_.push_back(slot);
+          queued = true;
+        }
       } else {
-        where_.erase(slot.key);
-        slot = Slot{};  // free again, no pins
-        if (failed.ok()) failed = s;
+        slot = victims[next_victim++];
+        AssignLocked(slot, distinct[i]);
+        demand_queue_.push_back(slot);
+        queued = true;
+        ++st.misses;
       }
-      changed_.notify_all();
+      ++slots_[slot].pins;
+      TouchLocked(slots_[slot]);
+      slot_of[i] = slot;
     }
-    // Keys other threads were loading: wait until they are done; if a load failed there, start
-    // over (that key is missing again).
-    bool lost = false;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      for (size_t i = 0; i < distinct.size(); ++i) {
-        Slot& s = slots_[slot_of[i]];
-        while (s.loading) changed_.wait(lock);
-        lost |= !(s.used && s.key == distinct[i]);
-      }
-    }
-    if (!failed.ok() || lost) {
-      // Drop this call's pins; a slot whose load failed was freed and holds no pin of ours.
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        for (size_t i = 0; i < distinct.size(); ++i) {
-          Slot& s = slots_[slot_of[i]];
-          if (s.used && s.key == distinct[i] && s.pins > 0) --s.pins;
-        }
-        changed_.notify_all();
-      }
-      if (!failed.ok()) return failed;
-      continue;
-    }
-    Pinned pinned;
-    pinned.cache_ = this;
-    pinned.slots_ = std::move(slot_of);  // one pin each, taken above
-    pinned.index_of_ = std::move(index_of);
-    return pinned;
+    if (queued) io_work_.notify_all();
   }
+  Pinned pinned;
+  pinned.cache_ = this;
+  pinned.slots_ = std::move(slot_of);  // one pin each, taken above
+  pinned.index_of_ = std::move(index_of);
+  return pinned;
+}
+
+absl::StatusOr<ExpertCache::Pinned> ExpertCache::Acquire(absl::Span<const ExpertKey> keys) {
+  auto pinned = Request(keys);
+  if (!pinned.ok()) return pinned.status();
+  if (absl::Status s = pinned->WaitAll(); !s.ok()) return s;
+  return pinned;
+}
+
+size_t ExpertCache::Prefetch(absl::Span<const ExpertKey> keys, absl::Span<const ExpertKey> keep) {
+  std::unique_lock<std::mutex> lock(mu_);
+  // Guesses queued earlier that no step has asked for since: stale, give their slots back.
+  for (int32_t slot : prefetch_queue_) {
+    Slot& s = slots_[slot];
+    if (s.pins > 0) continue;  // cannot be: a step's request moves it to the demand queue
+    --StatsLocked(s.key.layer).prefetches;  // never read
+    where_.erase(s.key);
+    s = Slot{};
+  }
+  prefetch_queue_.clear();
+  size_t queued = 0;
+  for (const ExpertKey& k : keys) {
+    if (where_.contains(k)) continue;
+    std::vector<int32_t> victim = VictimsLocked(1, keep, keys);
+    if (victim.empty()) break;  // everything else is pinned, being read or to be kept
+    AssignLocked(victim[0], k);
+    Slot& s = slots_[victim[0]];
+    s.prefetched = true;
+    s.queued_for_prefetch = true;
+    // Not touched: until a step uses it, it is the first to go.
+    prefetch_queue_.push_back(victim[0]);
+    ++StatsLocked(k.layer).prefetches;
+    ++queued;
+  }
+  if (queued > 0) io_work_.notify_all();
+  return queued;
+}
+
+void ExpertCache::RecordPrediction(int layer, int64_t used, int64_t right) {
+  std::unique_lock<std::mutex> lock(mu_);
+  ExpertCacheStats& st = StatsLocked(layer);
+  st.predicted += used;
+  st.predicted_right += right;
 }
 
 void ExpertCache::ReleaseSlots(absl::Span<const int32_t> slots) {
   std::unique_lock<std::mutex> lock(mu_);
   for (int32_t slot : slots) {
-    if (slot >= 0 && slots_[slot].pins > 0) --slots_[slot].pins;
+    if (slot < 0) continue;
+    Slot& s = slots_[slot];
+    if (s.pins > 0) --s.pins;
+    if (s.pins == 0 && !s.error.ok()) s = Slot{};  // its read failed: free again
   }
   changed_.notify_all();
 }
@@ -243,16 +354,29 @@ bool ExpertCache::IsResident(ExpertKey key) const {
   return it != where_.end() && !slots_[it->second].loading;
 }
 
+bool ExpertCache::IsPinned(ExpertKey key) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = where_.find(key);
+  return it != where_.end() && slots_[it->second].user_pinned;
+}
+
 std::vector<ExpertKey> ExpertCache::Resident() const {
   std::unique_lock<std::mutex> lock(mu_);
   std::vector<ExpertKey> out;
   for (const Slot& s : slots_) {
-    if (s.used && !s.loading) out.push_back(s.key);
+    if (s.used && !s.loading && s.error.ok()) out.push_back(s.key);
   }
   return out;
 }
 
 ExpertCacheStats ExpertCache::stats() const {
+  std::unique_lock<std::mutex> lock(mu_);
+  ExpertCacheStats sum;
+  for (const ExpertCacheStats& s : stats_) sum += s;
+  return sum;
+}
+
+std::vector<ExpertCacheStats> ExpertCache::layer_stats() const {
   std::unique_lock<std::mutex> lock(mu_);
   return stats_;
 }
@@ -277,6 +401,28 @@ ExpertCache::Pinned& ExpertCache::Pinned::operator=(Pinned&& other) noexcept {
 
 ExpertCache::Pinned::~Pinned() {
   if (cache_ != nullptr) cache_->ReleaseSlots(slots_);
+}
+
+bool ExpertCache::Pinned::ready(size_t i) const {
+  std::unique_lock<std::mutex> lock(cache_->mu_);
+  return !cache_->slots_[slots_[index_of_[i]]].loading;
+}
+
+absl::Status ExpertCache::Pinned::Wait(size_t i) const {
+  const Slot& s = cache_->slots_[slots_[index_of_[i]]];
+  std::unique_lock<std::mutex> lock(cache_->mu_);
+  if (s.loading) {
+    const auto t0 = std::chrono::steady_clock::now();
+    cache_->changed_.wait(lock, [&] { return !s.loading; });
+    cache_->StatsLocked(s.key.layer).wait_seconds += SecondsSince(t0);
+  }
+  return s.error;
+}
+
+absl::Status ExpertCache::Pinned::WaitAll() const {
+  absl::Status first;
+  for (size_t i = 0; i < size(); ++i) first.Update(Wait(i));
+  return first;
 }
 
 absl::Span<const uint8_t> ExpertCache::Pinned::bytes(size_t i) const {

@@ -3,17 +3,21 @@
 // step ends; the others are evicted by policy when room is needed. The budget is exact: the slab
 // is allocated once, as many whole slots as fit, and nothing else holds expert bytes.
 //
-// Loading is the caller's (a Loader fills a slot: a disk read, a re-layout); it runs outside the
-// cache's lock, so one thread's miss does not stall other threads' hits. Thread-safe: contexts on
-// several threads share one cache.
+// Loading is the caller's (a Loader fills a slot: a disk read, a re-layout) and runs on the
+// cache's own I/O threads, never on the thread that asked: a step's misses are queued at once and
+// the step waits on each expert only when it is about to run it, so experts already resident
+// compute meanwhile. Prefetches (a guess at a coming step's experts) queue behind every miss.
+// Thread-safe: contexts on several threads share one cache.
 #pragma once
 
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -39,24 +43,30 @@ enum class EvictionPolicy {
   kLfru,  // the least frequently used one (counts halve as they age), the least recent on ties
 };
 
+// Kept per layer (the layer of the expert concerned) and summed over layers.
 struct ExpertCacheStats {
-  int64_t hits = 0;
-  int64_t misses = 0;
+  int64_t hits = 0;    // a step's expert found resident, or already being read
+  int64_t misses = 0;  // a step's expert that had to be read
   int64_t evictions = 0;
-  int64_t bytes_loaded = 0;
-  double load_seconds = 0;  // inside the loader
-  double wait_seconds = 0;  // Acquire waiting for a slot other threads had pinned
+  int64_t bytes_loaded = 0;      // read into slots (misses and prefetches)
+  double load_seconds = 0;       // inside the loader, on the I/O threads
+  double wait_seconds = 0;       // a step waiting for an expert's read (compute stalled on I/O)
+  double slot_wait_seconds = 0;  // a step waiting for slots other threads' steps had pinned
+  int64_t prefetches = 0;        // reads started by Prefetch
+  int64_t prefetch_hits = 0;     // prefetched experts a step then used
+  int64_t prefetch_wasted_bytes = 0;  // prefetched experts evicted before any step used them
+  int64_t predicted = 0;              // experts used by steps whose experts had been predicted
+  int64_t predicted_right = 0;        // of those, the ones the prediction named
+
+  ExpertCacheStats& operator+=(const ExpertCacheStats& o);
+  ExpertCacheStats& operator-=(const ExpertCacheStats& o);
 };
 
-// What happened between two snapshots of a cache's statistics.
-inline ExpertCacheStats operator-(const ExpertCacheStats& now, const ExpertCacheStats& before) {
-  return {now.hits - before.hits,
-          now.misses - before.misses,
-          now.evictions - before.evictions,
-          now.bytes_loaded - before.bytes_loaded,
-          now.load_seconds - before.load_seconds,
-          now.wait_seconds - before.wait_seconds};
+// What happened between two snapshots of a cache's statistics, and sums of them.
+inline ExpertCacheStats operator-(ExpertCacheStats now, const ExpertCacheStats& before) {
+  return now -= before;
 }
+inline ExpertCacheStats operator+(ExpertCacheStats a, const ExpertCacheStats& b) { return a += b; }
 
 class ExpertCache {
  public:
@@ -71,6 +81,8 @@ class ExpertCache {
     // fewer is an error naming the bytes it takes.
     size_t min_slots = 1;
     EvictionPolicy policy = EvictionPolicy::kLru;
+    int io_threads = 2;  // the loader runs on these; at least 1
+    int n_layer = 0;     // statistics per layer are kept for layers [0, n_layer) (more on demand)
   };
 
   static absl::StatusOr<std::unique_ptr<ExpertCache>> Create(const Options& options, Loader loader);
@@ -85,9 +97,15 @@ class ExpertCache {
     Pinned(Pinned&& other) noexcept;
     Pinned& operator=(Pinned&& other) noexcept;
     ~Pinned();
-    // The bytes of the i-th key given to Acquire.
-    absl::Span<const uint8_t> bytes(size_t i) const;
     size_t size() const { return index_of_.size(); }
+    // Whether the i-th key's read has finished (well or not): Wait(i) would not block.
+    bool ready(size_t i) const;
+    // Blocks until the i-th key given is resident, counting the time as the step's wait for I/O;
+    // its read error, if it failed (the call that needed the expert reports it).
+    absl::Status Wait(size_t i) const;
+    absl::Status WaitAll() const;
+    // The bytes of the i-th key given, once Wait(i) succeeded.
+    absl::Span<const uint8_t> bytes(size_t i) const;
 
    private:
     friend class ExpertCache;
@@ -96,12 +114,23 @@ class ExpertCache {
     std::vector<size_t> index_of_;  // for each key given, its distinct key
   };
 
-  // Makes every key resident (loading the missing ones) and pins them. The slots for all of them
-  // are reserved at once (so two threads' steps cannot each hold part of what the other needs);
-  // it waits, holding nothing, while other threads' steps have them pinned, and fails at once
-  // when the keys, with the experts pinned by Pin(), could never fit. Duplicate keys share one
-  // slot.
+  // Pins a slot for every key and queues the reads of the missing ones ahead of any prefetch,
+  // returning before they finish (Pinned::Wait). The slots for all of them are reserved at once
+  // (so two threads' steps cannot each hold part of what the other needs); it waits, holding
+  // nothing, while other threads' steps have them pinned, and fails at once when the keys, with
+  // the experts pinned by Pin(), could never fit. Duplicate keys share one slot.
+  absl::StatusOr<Pinned> Request(absl::Span<const ExpertKey> keys);
+  // Request, then waits for every read: the first read error is the status.
   absl::StatusOr<Pinned> Acquire(absl::Span<const ExpertKey> keys);
+
+  // Starts reading the keys that are not resident, into free slots or ones the policy would give
+  // up first, never one holding a key in `keep` (or in `keys`), pinned or being read; never waits.
+  // Reads queued by an earlier Prefetch that have not started and no step wants are dropped
+  // first: that guess is stale. Returns how many reads it queued.
+  size_t Prefetch(absl::Span<const ExpertKey> keys, absl::Span<const ExpertKey> keep = {});
+
+  // A step's prediction was checked: `used` experts ran, `right` of them had been predicted.
+  void RecordPrediction(int layer, int64_t used, int64_t right);
 
   // Keeps an expert resident until Unpin (loading it now); counted against the budget.
   absl::Status Pin(ExpertKey key);
@@ -109,7 +138,9 @@ class ExpertCache {
 
   bool IsResident(ExpertKey key) const;
   std::vector<ExpertKey> Resident() const;
-  ExpertCacheStats stats() const;
+  bool IsPinned(ExpertKey key) const;  // by Pin()
+  ExpertCacheStats stats() const;      // summed over layers
+  std::vector<ExpertCacheStats> layer_stats() const;
   size_t slot_count() const { return slot_count_; }
   size_t slot_bytes() const { return slot_bytes_; }
   // Bytes the slab holds: slot_count() * slot_bytes() <= the budget, always.
@@ -118,21 +149,29 @@ class ExpertCache {
  private:
   struct Slot {
     ExpertKey key;
-    bool used = false;     // holds `key` (or is loading it)
-    bool loading = false;  // reserved, its loader running outside the lock
-    int32_t pins = 0;      // steps using it plus user pins
+    bool used = false;                 // holds `key`, or is being read for it, or failed to be
+    bool loading = false;              // queued or being read on an I/O thread
+    bool queued_for_prefetch = false;  // in prefetch_queue_, not started
+    bool prefetched = false;           // read by Prefetch, no step has used it yet
+    int32_t pins = 0;                  // steps using it plus user pins
     bool user_pinned = false;
     uint64_t last_use = 0;
     uint32_t frequency = 0;
+    absl::Status error;  // its read failed: no longer in where_, freed when the last pin goes
   };
 
   ExpertCache(const Options& options, Loader loader, std::shared_ptr<void> slab, size_t slots);
   // Up to n slots a request may take: free ones first, then unpinned ones in the order the
   // policy gives them up, never one holding a key in `keep` (the request's own hits).
   // The *Locked functions run with mu_ held.
-  std::vector<int32_t> VictimsLocked(size_t n, absl::Span<const ExpertKey> keep);
+  std::vector<int32_t> VictimsLocked(size_t n, absl::Span<const ExpertKey> keep,
+                                     absl::Span<const ExpertKey> keep_too = {});
+  // Makes slot hold `key`, being read (evicting what it held).
+  void AssignLocked(int32_t slot, ExpertKey key);
   void TouchLocked(Slot& s);
+  ExpertCacheStats& StatsLocked(int32_t layer);
   void ReleaseSlots(absl::Span<const int32_t> slots);
+  void IoLoop();
   uint8_t* SlotData(int32_t slot) const { return slab_ + static_cast<size_t>(slot) * slot_bytes_; }
 
   const size_t slot_bytes_;
@@ -151,7 +190,12 @@ class ExpertCache {
   absl::flat_hash_map<ExpertKey, int32_t> where_;
   uint64_t clock_ = 0;
   int32_t user_pins_ = 0;
-  ExpertCacheStats stats_;
+  std::deque<int32_t> demand_queue_, prefetch_queue_;  // slots to read, misses first
+  bool stopping_ = false;
+  std::condition_variable io_work_;
+  std::vector<ExpertCacheStats> stats_;  // per layer
+
+  std::vector<std::thread> io_threads_;  // last: started once everything above is ready
 };
 
 }  // namespace moe

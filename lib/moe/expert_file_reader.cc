@@ -76,7 +76,7 @@ ExpertFileReader::~ExpertFileReader() {
 }
 
 absl::Status ExpertFileReader::Read(uint64_t offset, absl::Span<uint8_t> out) const {
-  if (fault_) {
+  if (std::lock_guard<std::mutex> lock(fault_mu_); fault_) {
     if (absl::Status s = fault_(offset, out.size()); !s.ok()) return s;
   }
   if (offset > size_ || out.size() > size_ - offset) {

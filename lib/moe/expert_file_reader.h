@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -41,7 +42,9 @@ class ExpertFileReader {
   uint64_t size() const { return size_; }
 
   // Tests: called before every read; an error it returns is what the read returns.
+  // Safe while reads run on other threads (the cache's I/O threads may be reading ahead).
   void set_fault_for_testing(std::function<absl::Status(uint64_t offset, size_t size)> fault) {
+    std::lock_guard<std::mutex> lock(fault_mu_);
     fault_ = std::move(fault);
   }
 
@@ -55,7 +58,8 @@ class ExpertFileReader {
   Mode mode_;
   uint64_t size_;
   int64_t mtime_ns_;
-  std::function<absl::Status(uint64_t, size_t)> fault_;
+  mutable std::mutex fault_mu_;
+  std::function<absl::Status(uint64_t, size_t)> fault_;  // guarded by fault_mu_
 };
 
 }  // namespace moe

@@ -26,6 +26,7 @@ absl::StatusOr<std::unique_ptr<ExpertStore>> ExpertStore::Create(
     }
   }
   store->slot_bytes_ = SlotBytes(sources);
+  store->prefetch_ = options.prefetch;
   store->sources_ = std::move(sources);
   store->layout_ = layout;
   store->reader_ = *std::move(reader);
@@ -34,6 +35,9 @@ absl::StatusOr<std::unique_ptr<ExpertStore>> ExpertStore::Create(
   co.slot_bytes = store->slot_bytes_;
   co.min_slots = std::max<size_t>(1, options.experts_per_step);
   co.policy = options.policy;
+  co.io_threads = options.io_threads;
+  co.n_layer = static_cast<int>(store->sources_.size());
+  store->latest_.resize(store->sources_.size());
   const ExpertStore* self = store.get();
   auto cache = ExpertCache::Create(
       co, [self](ExpertKey key, absl::Span<uint8_t> slot) { return self->Load(key, slot); });
@@ -78,10 +82,31 @@ absl::Status ExpertStore::Load(ExpertKey key, absl::Span<uint8_t> slot) const {
 
 absl::StatusOr<ExpertStore::Step> ExpertStore::Acquire(int layer,
                                                        absl::Span<const int32_t> experts) {
+  auto step = Request(layer, experts);
+  if (!step.ok()) return step.status();
+  if (absl::Status s = step->pinned_.WaitAll(); !s.ok()) return s;
+  return step;
+}
+
+size_t ExpertStore::Prefetch(int layer, absl::Span<const int32_t> experts) {
+  if (layer < 0 || layer >= n_layer()) return 0;
   std::vector<ExpertKey> keys;
   keys.reserve(experts.size());
   for (int32_t e : experts) keys.push_back({layer, e});
-  auto pinned = cache_->Acquire(keys);
+  std::vector<ExpertKey> keep;
+  {
+    std::lock_guard<std::mutex> lock(latest_mu_);
+    keep = latest_[layer];
+  }
+  return cache_->Prefetch(keys, keep);
+}
+
+absl::StatusOr<ExpertStore::Step> ExpertStore::Request(int layer,
+                                                       absl::Span<const int32_t> experts) {
+  std::vector<ExpertKey> keys;
+  keys.reserve(experts.size());
+  for (int32_t e : experts) keys.push_back({layer, e});
+  auto pinned = cache_->Request(keys);
   if (!pinned.ok()) return pinned.status();
   Step step;
   step.views_.reserve(experts.size());
@@ -100,6 +125,10 @@ absl::StatusOr<ExpertStore::Step> ExpertStore::Acquire(int layer,
     step.views_.push_back(v);
   }
   step.pinned_ = *std::move(pinned);
+  {
+    std::lock_guard<std::mutex> lock(latest_mu_);
+    latest_[layer] = std::move(keys);
+  }
   return step;
 }
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,8 @@ struct ExpertStoreOptions {
   EvictionPolicy policy = EvictionPolicy::kLru;
   bool prefer_direct_io = true;
   size_t experts_per_step = 1;  // top-k: the least a layer's step pins at once
+  int io_threads = 2;           // reads run on these, never on the compute threads
+  bool prefetch = true;         // whether forward passes read ahead (pre-gating)
 };
 
 class ExpertStore {
@@ -70,7 +73,12 @@ class ExpertStore {
   // A step's experts, pinned while this lives.
   class Step {
    public:
-    // The i-th expert asked for.
+    size_t size() const { return views_.size(); }
+    // Whether the i-th expert asked for is read (Wait would not block).
+    bool ready(size_t i) const { return pinned_.ready(i); }
+    // Blocks until the i-th expert is resident; its read error if it could not be read.
+    absl::Status Wait(size_t i) const { return pinned_.Wait(i); }
+    // The i-th expert asked for, once Wait(i) succeeded.
     const ExpertViews& views(size_t i) const { return views_[i]; }
 
    private:
@@ -78,14 +86,25 @@ class ExpertStore {
     ExpertCache::Pinned pinned_;
     std::vector<ExpertViews> views_;
   };
-  // Makes the experts of `layer` resident (reading the missing ones) and pinned. A read error,
-  // or the file changed on disk, is this call's status; the store stays usable.
+  // Pins the experts of `layer` and queues the reads of the missing ones, returning before they
+  // finish: the caller runs the ready ones and waits on the others (Step::Wait), so compute
+  // overlaps the reads. A read error, or the file changed on disk, is Wait's status; the store
+  // stays usable. Remembers the experts as the layer's latest (see Prefetch).
+  absl::StatusOr<Step> Request(int layer, absl::Span<const int32_t> experts);
+  // Request, then waits for every read: the first error is the status.
   absl::StatusOr<Step> Acquire(int layer, absl::Span<const int32_t> experts);
+
+  // A guess at a coming step's experts of `layer` (for example that layer's router applied to
+  // the current hidden state): starts reading the missing ones, never evicting the layer's
+  // latest step's experts (temporal locality: the next token often picks them again). Returns
+  // the reads queued.
+  size_t Prefetch(int layer, absl::Span<const int32_t> experts);
 
   ExpertCache& cache() { return *cache_; }
   const ExpertCache& cache() const { return *cache_; }
   ExpertFileReader& reader() { return *reader_; }
   const ExpertFileReader& reader() const { return *reader_; }
+  bool prefetch() const { return prefetch_; }
   int n_layer() const { return static_cast<int>(sources_.size()); }
   int n_expert() const { return sources_.empty() ? 0 : static_cast<int>(sources_[0].size()); }
 
@@ -101,8 +120,13 @@ class ExpertStore {
   std::vector<std::vector<ExpertSource>> sources_;
   ExpertLayout layout_;
   size_t slot_bytes_ = 0;
+  bool prefetch_ = true;
   std::unique_ptr<ExpertFileReader> reader_;
-  std::unique_ptr<ExpertCache> cache_;
+
+  std::mutex latest_mu_;
+  std::vector<std::vector<ExpertKey>> latest_;  // per layer: its latest step's experts
+
+  std::unique_ptr<ExpertCache> cache_;  // last: its I/O threads stop before the rest goes
 };
 
 }  // namespace moe

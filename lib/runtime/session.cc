@@ -107,6 +107,8 @@ Session::Session(std::shared_ptr<const Engine> engine, KvCache cache, const Sess
       transformer_(engine_->model(), backend_.get()),
       cache_(std::move(cache)) {
   transformer_.set_expert_store(engine_->expert_store());
+  transformer_.set_expert_prefetch(engine_->expert_store() != nullptr &&
+                                   engine_->expert_store()->prefetch());
 }
 
 absl::Status Session::Decode(absl::Span<const int32_t> tokens, std::vector<float>* all_logits) {

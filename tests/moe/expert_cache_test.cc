@@ -1,9 +1,13 @@
-// The expert cache: an exact budget, pinning, the two eviction policies, load failures, and many
-// threads' steps sharing one cache.
+// The expert cache: an exact budget, pinning, the two eviction policies, load failures, reads on
+// the I/O threads (a step waits only on the expert it needs), prefetching, and many threads'
+// steps sharing one cache.
 #include "lib/moe/expert_cache.h"
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
@@ -192,6 +196,161 @@ TEST(ExpertCacheTest, ManyThreadsShareASmallCache) {
   const ExpertCacheStats s = cache->stats();
   EXPECT_GT(s.hits, 0);
   EXPECT_GT(s.misses, 0);
+}
+
+// Reads of one layer wait until the test opens the gate: a slow disk, under the test's control.
+struct GatedDisk {
+  FakeDisk disk;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  std::atomic<int> gated_layer{-1};
+  std::atomic<int> waiting{0};
+  std::atomic<std::thread::id> reader_thread{};
+  std::vector<ExpertKey> reads;  // in the order they started, guarded by mu
+  ExpertCache::Loader loader() {
+    ExpertCache::Loader inner = disk.loader();
+    return [this, inner](ExpertKey k, absl::Span<uint8_t> slot) {
+      reader_thread = std::this_thread::get_id();
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        reads.push_back(k);
+        if (k.layer == gated_layer.load()) {
+          ++waiting;
+          cv.wait(lock, [&] { return open; });
+          --waiting;
+        }
+      }
+      return inner(k, slot);
+    };
+  }
+  std::vector<ExpertKey> Reads() {
+    std::lock_guard<std::mutex> lock(mu);
+    return reads;
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu);
+    open = true;
+    cv.notify_all();
+  }
+};
+
+std::unique_ptr<ExpertCache> MakeGated(GatedDisk& gated, size_t slots, int io_threads = 2) {
+  ExpertCache::Options o;
+  o.budget_bytes = slots * kSlot;
+  o.slot_bytes = kSlot;
+  o.io_threads = io_threads;
+  auto cache = ExpertCache::Create(o, gated.loader());
+  EXPECT_TRUE(cache.ok()) << cache.status();
+  return cache.ok() ? *std::move(cache) : nullptr;
+}
+
+// Waits (bounded) until `done` holds; a test that would hang fails instead.
+template <typename F>
+bool Eventually(F done) {
+  for (int i = 0; i < 5000 && !done(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return done();
+}
+
+TEST(ExpertCacheTest, AStepWaitsOnlyForTheExpertStillBeingRead) {
+  GatedDisk gated;
+  auto cache = MakeGated(gated, 4);
+  ASSERT_TRUE(cache->Acquire(std::vector<ExpertKey>{{0, 1}}).ok());  // resident beforehand
+  gated.gated_layer = 3;
+  const std::vector<ExpertKey> step = {{0, 1}, {3, 2}};
+  auto pinned = cache->Request(step);  // returns while {3, 2} is still being read
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  EXPECT_TRUE(pinned->ready(0));
+  EXPECT_TRUE(pinned->Wait(0).ok());  // does not block
+  EXPECT_TRUE(Holds(pinned->bytes(0), step[0]));
+  EXPECT_FALSE(pinned->ready(1));
+  gated.Open();
+  EXPECT_TRUE(pinned->Wait(1).ok());
+  EXPECT_TRUE(Holds(pinned->bytes(1), step[1]));
+  EXPECT_NE(gated.reader_thread.load(), std::this_thread::get_id());  // never the caller's
+  EXPECT_EQ(cache->stats().misses, 2);
+  EXPECT_EQ(cache->stats().hits, 1);
+}
+
+TEST(ExpertCacheTest, PrefetchedExpertsCountAsHitsWhenUsedAndAsWasteWhenEvictedUnused) {
+  FakeDisk disk;
+  auto cache = Make(disk, 4, EvictionPolicy::kLru);
+  const std::vector<ExpertKey> guess = {{1, 0}, {1, 1}};
+  EXPECT_EQ(cache->Prefetch(guess), 2u);
+  ASSERT_TRUE(Eventually([&] { return cache->IsResident({1, 0}) && cache->IsResident({1, 1}); }));
+  EXPECT_EQ(cache->Prefetch(guess), 0u);  // already there
+  // A step uses one of the two.
+  ASSERT_TRUE(cache->Acquire(std::vector<ExpertKey>{{1, 0}}).ok());
+  ExpertCacheStats s = cache->stats();
+  EXPECT_EQ(s.prefetches, 2);
+  EXPECT_EQ(s.prefetch_hits, 1);
+  EXPECT_EQ(s.hits, 1);
+  EXPECT_EQ(s.misses, 0);
+  // Four other experts fill the cache: the unused guess goes first (never touched), wasted.
+  for (int e = 0; e < 3; ++e) {
+    ExpertKey k{2, e};
+    ASSERT_TRUE(cache->Acquire({&k, 1}).ok());
+  }
+  EXPECT_FALSE(cache->IsResident({1, 1}));
+  EXPECT_TRUE(cache->IsResident({1, 0}));
+  s = cache->stats();
+  EXPECT_EQ(s.prefetch_wasted_bytes, static_cast<int64_t>(kSlot));
+  EXPECT_EQ(cache->layer_stats()[1].prefetch_wasted_bytes, static_cast<int64_t>(kSlot));
+  EXPECT_EQ(cache->layer_stats()[2].misses, 3);
+}
+
+TEST(ExpertCacheTest, PrefetchNeverEvictsWhatItIsToKeepOrWhatIsPinned) {
+  FakeDisk disk;
+  auto cache = Make(disk, 3, EvictionPolicy::kLru);
+  const std::vector<ExpertKey> latest = {{0, 0}, {0, 1}};
+  ASSERT_TRUE(cache->Acquire(latest).ok());
+  ExpertKey held{0, 2};
+  auto step = cache->Acquire({&held, 1});  // pinned while `step` lives
+  ASSERT_TRUE(step.ok());
+  EXPECT_EQ(cache->Prefetch(std::vector<ExpertKey>{{0, 5}}, latest), 0u);
+  EXPECT_TRUE(cache->IsResident({0, 0}) && cache->IsResident({0, 1}));
+  *step = ExpertCache::Pinned();  // unpinned: now the guess may take its slot
+  EXPECT_EQ(cache->Prefetch(std::vector<ExpertKey>{{0, 5}}, latest), 1u);
+  EXPECT_TRUE(Eventually([&] { return cache->IsResident({0, 5}); }));
+  EXPECT_FALSE(cache->IsResident({0, 2}));
+}
+
+TEST(ExpertCacheTest, AStaleGuessIsDroppedAndAWantedOneIsReadFirst) {
+  GatedDisk gated;
+  auto cache = MakeGated(gated, 6, /*io_threads=*/1);
+  gated.gated_layer = 9;
+  // The one I/O thread is stuck on a slow read; further guesses queue behind it.
+  ASSERT_EQ(cache->Prefetch(std::vector<ExpertKey>{{9, 0}}), 1u);
+  ASSERT_TRUE(Eventually([&] { return gated.waiting.load() == 1; }));
+  ASSERT_EQ(cache->Prefetch(std::vector<ExpertKey>{{9, 1}}), 1u);
+  // A newer guess replaces the one not started yet, which no step wants.
+  ASSERT_EQ(cache->Prefetch(std::vector<ExpertKey>{{4, 0}, {4, 1}}), 2u);
+  EXPECT_EQ(cache->stats().prefetches, 3);  // {9, 1} was never read
+  // A step wants {4, 1}: read before the guess {4, 0}.
+  auto step = cache->Request(std::vector<ExpertKey>{{4, 1}});
+  ASSERT_TRUE(step.ok());
+  gated.gated_layer = -1;
+  gated.Open();
+  EXPECT_TRUE(step->Wait(0).ok());
+  EXPECT_TRUE(Holds(step->bytes(0), {4, 1}));
+  ASSERT_TRUE(Eventually([&] { return cache->IsResident({4, 0}); }));
+  EXPECT_EQ(gated.Reads(), (std::vector<ExpertKey>{{9, 0}, {4, 1}, {4, 0}}));
+  EXPECT_FALSE(cache->IsResident({9, 1}));
+}
+
+TEST(ExpertCacheTest, AFailedPrefetchIsRetriedByTheStepThatNeedsIt) {
+  FakeDisk disk;
+  auto cache = Make(disk, 4, EvictionPolicy::kLru);
+  disk.fail_layer = 1;
+  EXPECT_EQ(cache->Prefetch(std::vector<ExpertKey>{{1, 3}}), 1u);
+  ASSERT_TRUE(Eventually([&] { return cache->stats().load_seconds > 0; }));
+  EXPECT_FALSE(cache->IsResident({1, 3}));
+  disk.fail_layer = -1;
+  auto step = cache->Acquire(std::vector<ExpertKey>{{1, 3}});
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_TRUE(Holds(step->bytes(0), {1, 3}));
+  EXPECT_EQ(cache->stats().misses, 1);
 }
 
 }  // namespace

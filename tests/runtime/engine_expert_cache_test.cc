@@ -54,10 +54,12 @@ std::vector<float> LogitsOf(const std::shared_ptr<const Engine>& engine,
   return all;
 }
 
-std::shared_ptr<const Engine> Load(const std::string& path, size_t bytes, double fraction) {
+std::shared_ptr<const Engine> Load(const std::string& path, size_t bytes, double fraction,
+                                   bool prefetch = true) {
   LoadOptions o;
   o.expert_cache_bytes = bytes;
   o.expert_cache_fraction = fraction;
+  o.expert_prefetch = prefetch;
   auto engine = Engine::Load(path, o);
   EXPECT_TRUE(engine.ok()) << engine.status();
   return engine.ok() ? *engine : nullptr;
@@ -97,6 +99,48 @@ TEST_P(ExpertCacheEngineTest, BitIdenticalToResidentAtEveryBudgetAndLevel) {
     EXPECT_EQ(st.bytes_loaded, st.misses * static_cast<int64_t>(slot));
   }
   SetSimdLevelForTesting(native);
+}
+
+// Pre-gating reads ahead what the next layer's router picks for the current hidden state: the
+// guesses are scored against what the layer then selects, and change no result.
+TEST_P(ExpertCacheEngineTest, PrefetchGuessesAheadAndChangesNoResult) {
+  const std::string path = Gguf(GetParam());
+  const std::vector<int32_t> prompt = PromptOf(GetParam());
+  auto resident = Engine::Load(path, {});
+  ASSERT_TRUE(resident.ok());
+  const std::vector<float> want = LogitsOf(*resident, prompt, 8);
+  // Room beyond one step and the next layer's latest experts (which a guess never evicts).
+  auto off = Load(path, 0, 0.75, /*prefetch=*/false);
+  ASSERT_NE(off, nullptr);
+  EXPECT_EQ(LogitsOf(off, prompt, 8), want);
+  const ExpertCacheStats none = off->expert_store()->cache().stats();
+  EXPECT_EQ(none.prefetches, 0);
+  EXPECT_EQ(none.predicted, 0);
+  auto on = Load(path, 0, 0.75);
+  ASSERT_NE(on, nullptr);
+  EXPECT_EQ(LogitsOf(on, prompt, 8), want);
+  const ExpertCache& cache = on->expert_store()->cache();
+  const ExpertCacheStats st = cache.stats();
+  EXPECT_GT(st.prefetches, 0);
+  EXPECT_GT(st.predicted, 0);
+  EXPECT_GT(st.predicted_right, 0);  // far better than nothing, even on random weights
+  EXPECT_LE(st.predicted_right, st.predicted);
+  EXPECT_LE(st.prefetch_hits, st.prefetches);
+  // Every read is a step's miss or a guess; per layer the counts add up to the totals.
+  EXPECT_EQ(st.bytes_loaded % static_cast<int64_t>(cache.slot_bytes()), 0);
+  EXPECT_LE(st.bytes_loaded / static_cast<int64_t>(cache.slot_bytes()), st.misses + st.prefetches);
+  const std::vector<ExpertCacheStats> layers = cache.layer_stats();
+  ASSERT_EQ(static_cast<int>(layers.size()), on->model()->hp().n_layer);
+  ExpertCacheStats sum;
+  for (const ExpertCacheStats& l : layers) sum += l;
+  EXPECT_EQ(sum.hits, st.hits);
+  EXPECT_EQ(sum.misses, st.misses);
+  EXPECT_EQ(sum.prefetches, st.prefetches);
+  EXPECT_EQ(layers[0].predicted, 0);  // nothing guesses the first layer
+  std::printf("%s: prediction recall %.0f%% (%lld experts), %lld guesses read, %lld used\n",
+              GetParam().c_str(), 100.0 * st.predicted_right / st.predicted,
+              static_cast<long long>(st.predicted), static_cast<long long>(st.prefetches),
+              static_cast<long long>(st.prefetch_hits));
 }
 
 TEST_P(ExpertCacheEngineTest, ABudgetBelowOneStepIsAnErrorNamingTheMinimum) {

@@ -18,6 +18,7 @@
 #include "tools/expert_cache_flag.h"
 #include "tools/flag_checks.h"
 #include "tools/moe-bench/bandwidth.h"
+#include "tools/moe-bench/disk_bandwidth.h"
 
 namespace {
 
@@ -65,6 +66,30 @@ int64_t PeakRssBytes() {
   return 0;
 }
 
+// What a test's expert cache statistics come to per token.
+struct CacheFigures {
+  double hit_rate = 0;
+  double disk_bytes_per_token = 0;
+  double stall_share = 0;        // of the test's time, compute waiting for reads
+  double prediction_recall = 0;  // of the experts steps used, the share pre-gating had guessed
+  double wasted_bytes_per_token = 0;
+  double disk_limit = 0;  // tok/s the disk allows at these reads per token (0: none read)
+};
+
+CacheFigures Figures(const Result& r, double disk_gbps) {
+  const moe::ExpertCacheStats& c = r.cache;
+  CacheFigures f;
+  f.hit_rate = c.hits + c.misses > 0 ? double(c.hits) / double(c.hits + c.misses) : 0.0;
+  if (r.tokens > 0) {
+    f.disk_bytes_per_token = double(c.bytes_loaded) / r.tokens;
+    f.wasted_bytes_per_token = double(c.prefetch_wasted_bytes) / r.tokens;
+  }
+  f.stall_share = r.seconds > 0 ? c.wait_seconds / r.seconds : 0.0;
+  f.prediction_recall = c.predicted > 0 ? double(c.predicted_right) / double(c.predicted) : 0.0;
+  f.disk_limit = f.disk_bytes_per_token > 0 ? disk_gbps * 1e9 / f.disk_bytes_per_token : 0.0;
+  return f;
+}
+
 int Run(const Options& o) {
   moe::LoadOptions lo;
   lo.use_mmap = o.load == "mmap";
@@ -82,6 +107,7 @@ int Run(const Options& o) {
   moe::Transformer tf((*engine)->model(), backend.get());
   moe::ExpertStore* store = (*engine)->expert_store();
   tf.set_expert_store(store);
+  tf.set_expert_prefetch(store != nullptr && store->prefetch());
   auto cache_stats = [&] { return store ? store->cache().stats() : moe::ExpertCacheStats(); };
   std::mt19937 rng(42);
   std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(h.n_vocab) - 1);
@@ -101,7 +127,8 @@ int Run(const Options& o) {
     (void)tf.Forward(w, *cache, moe::LogitsFor::kLast, &logits);
   }
   if (o.p > 0) {
-    Result r{absl::StrFormat("pp%d", o.p), {}, 0};
+    Result r;
+    r.test = absl::StrFormat("pp%d", o.p);
     moe::Telemetry tel;
     const moe::ExpertCacheStats before = cache_stats();
     for (int rep = 0; rep < o.reps; ++rep) {
@@ -120,7 +147,8 @@ int Run(const Options& o) {
     results.push_back(r);
   }
   if (o.n > 0) {
-    Result r{absl::StrFormat("tg%d", o.n), {}, 0};
+    Result r;
+    r.test = absl::StrFormat("tg%d", o.n);
     moe::Telemetry tel;
     const moe::ExpertCacheStats before = cache_stats();
     for (int rep = 0; rep < o.reps; ++rep) {
@@ -144,6 +172,17 @@ int Run(const Options& o) {
   // Peak memory of loading and running, before the bandwidth buffer adds its own.
   const int64_t peak_rss = PeakRssBytes();
   const double bw = moe::bench::MeasureReadBandwidth(o.threads, o.bandwidth_gib);
+  // With the expert cache, the disk is the other limit: missed bytes / its bandwidth.
+  double disk_bw = 0;
+  if (store != nullptr) {
+    auto measured = moe::bench::MeasureDiskReadBandwidth(store->reader());
+    if (!measured.ok()) {
+      std::fprintf(stderr, "moe-bench: measuring the disk: %s\n",
+                   std::string(measured.status().message()).c_str());
+      return 1;
+    }
+    disk_bw = *measured;
+  }
   const std::string simd(moe::CpuSimdLevelName(moe::ActiveSimdLevel()));
   // How much of the weights the 16-row group kernels run (re-laid at load, or stored so by
   // `moe-convert --layout groups`): mapped files in their own layout run the slower row kernels.
@@ -161,6 +200,10 @@ int Run(const Options& o) {
                 o.load.c_str(), simd.c_str(), bw);
     std::printf("layout: %.0f%% of weight bytes in 16-row groups\n", 100.0 * grouped);
     std::printf("%s\n", moe::cli::ExpertPlacementLine(**engine).c_str());
+    if (store != nullptr) {
+      std::printf("disk: %.2f GB/s in 1 MiB %s reads spread over the model file\n", disk_bw,
+                  moe::ExpertFileReader::ModeName(store->reader().mode()));
+    }
     const double peak_mb = peak_rss / 1e6, model_mb = (*engine)->params().total_bytes / 1e6,
                  kv_mb = cache->byte_size() / 1e6;
     std::printf(
@@ -188,13 +231,16 @@ int Run(const Options& o) {
                           {"weight_bytes", (*engine)->params().total_bytes},
                           {"grouped_weight_fraction", grouped}};
       if (store != nullptr) {
-        const moe::ExpertCacheStats& c = r.cache;
-        j["expert_cache"] = {
-            {"budget_bytes", store->cache().capacity_bytes()},
-            {"hit_rate", c.hits + c.misses > 0 ? double(c.hits) / (c.hits + c.misses) : 0.0},
-            {"disk_bytes_per_token", r.tokens ? double(c.bytes_loaded) / r.tokens : 0.0},
-            {"read_share", r.seconds > 0 ? c.load_seconds / r.seconds : 0.0},
-            {"io", moe::ExpertFileReader::ModeName(store->reader().mode())}};
+        const CacheFigures f = Figures(r, disk_bw);
+        j["expert_cache"] = {{"budget_bytes", store->cache().capacity_bytes()},
+                             {"hit_rate", f.hit_rate},
+                             {"disk_bytes_per_token", f.disk_bytes_per_token},
+                             {"stall_share", f.stall_share},
+                             {"prediction_recall", f.prediction_recall},
+                             {"prefetched_unused_bytes_per_token", f.wasted_bytes_per_token},
+                             {"disk_gbps", disk_bw},
+                             {"disk_limit_tokens_per_s", f.disk_limit},
+                             {"io", moe::ExpertFileReader::ModeName(store->reader().mode())}};
       }
       std::printf("%s\n", j.dump().c_str());
     } else {
@@ -208,13 +254,13 @@ int Run(const Options& o) {
                     r.bytes_per_token / 1e6, gbps, "-", "-");
       }
       if (store != nullptr) {
-        const moe::ExpertCacheStats& c = r.cache;
+        const CacheFigures f = Figures(r, disk_bw);
         std::printf(
-            "        expert cache: hit rate %.1f%%, %.2f MB from disk per token, %.1f%% of "
-            "the time reading\n",
-            100.0 * c.hits / std::max<int64_t>(1, c.hits + c.misses),
-            r.tokens ? c.bytes_loaded / 1e6 / r.tokens : 0.0,
-            r.seconds > 0 ? 100.0 * c.load_seconds / r.seconds : 0.0);
+            "        expert cache: hit rate %.1f%%, %.2f MB from disk per token, compute waited "
+            "on reads %.1f%% of the time; guesses: %.0f%% of the experts used, %.2f MB read "
+            "ahead unused per token; disk-bound limit %.1f tok/s\n",
+            100.0 * f.hit_rate, f.disk_bytes_per_token / 1e6, 100.0 * f.stall_share,
+            100.0 * f.prediction_recall, f.wasted_bytes_per_token / 1e6, f.disk_limit);
       }
     }
   }
