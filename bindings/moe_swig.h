@@ -245,6 +245,39 @@ struct NativeStats {
   double mean_router_entropy = 0;
   int64_t weight_bytes_read = 0;
   int32_t finish_reason = 0;
+  // The expert cache during the call (moe_stats' expert_* fields; 0 when all are resident).
+  int64_t expert_cache_hits = 0, expert_cache_misses = 0, expert_bytes_read = 0;
+  double expert_read_seconds = 0, expert_wait_seconds = 0;
+  int64_t expert_prefetches = 0, expert_prefetch_hits = 0, expert_prefetch_wasted_bytes = 0;
+  int64_t expert_predicted = 0, expert_predicted_right = 0;
+};
+
+// Where one expert lives (moe_expert_placement).
+struct NativeExpertPlacement {
+  int32_t tier = 0;  // moe_expert_tier
+  bool in_memory = false;
+  int64_t bytes = 0;
+  // A method: strings cross by value (the language typemaps), not as member references.
+  std::string WeightTypes() const { return weight_types; }
+  std::string weight_types;  // hidden from SWIG
+};
+
+// moe_expert_layer_stats flattened, kExpertLayerStatFields per layer in this order, seconds as
+// nanoseconds: one int64 array crosses into every language with the typemap the expert counts
+// use.
+enum {  // anonymous: constants in every language, not an enum type
+  kLayerHits,
+  kLayerMisses,
+  kLayerBytesRead,
+  kLayerReadNanos,
+  kLayerWaitNanos,
+  kLayerPrefetches,
+  kLayerPrefetchHits,
+  kLayerPrefetchWastedBytes,
+  kLayerPredicted,
+  kLayerPredictedRight,
+  kLayerExpertsInMemory,
+  kExpertLayerStatFields
 };
 
 // A loaded model. Closing it while other threads call it, or while contexts made from it run,
@@ -253,10 +286,20 @@ struct NativeStats {
 class NativeModel {
  public:
   // expert_*: the expert cache (moe_model_params); 0 bytes and fraction 0: experts resident.
+  // expert_placement "": no placement file; memory_limit_bytes 0: what the system has.
   static NativeModel* Load(const std::string& path, bool use_mmap, ProgressSink* progress,
                            int64_t expert_cache_bytes, double expert_cache_fraction,
-                           int32_t expert_eviction, bool expert_direct_io) {
+                           int32_t expert_eviction, bool expert_direct_io,
+                           const std::string& expert_placement, bool expert_prefetch,
+                           int64_t memory_limit_bytes, int32_t memory_fit) {
     moe_model_params params = moe_model_default_params();
+    if (memory_limit_bytes < 0) {
+      throw Error(MOE_ERROR_INVALID_ARGUMENT, "the memory limit is negative");
+    }
+    params.expert_placement_path = expert_placement.empty() ? nullptr : expert_placement.c_str();
+    params.expert_prefetch = expert_prefetch ? 1 : 0;
+    params.memory_limit_bytes = static_cast<uint64_t>(memory_limit_bytes);
+    params.memory_fit = memory_fit;
     params.use_mmap = use_mmap ? 1 : 0;
     if (expert_cache_bytes < 0) {
       throw Error(MOE_ERROR_INVALID_ARGUMENT, "the expert cache size is negative");
@@ -298,6 +341,23 @@ class NativeModel {
     i.has_chat_template = c.has_chat_template != 0;
     return i;
   }
+  NativeExpertPlacement ExpertPlacement(int32_t layer, int32_t expert) const {
+    moe_expert_placement c = moe_default_expert_placement();
+    Check(moe_model_get_expert_placement(Hold().get(), layer, expert, &c));
+    NativeExpertPlacement p;
+    p.tier = c.tier;
+    p.in_memory = c.in_memory != 0;
+    p.bytes = static_cast<int64_t>(c.bytes);
+    p.weight_types = c.weight_types;
+    return p;
+  }
+  void PinExpert(int32_t layer, int32_t expert) {
+    Check(moe_model_pin_expert(Hold().get(), layer, expert));
+  }
+  void UnpinExpert(int32_t layer, int32_t expert) {
+    Check(moe_model_unpin_expert(Hold().get(), layer, expert));
+  }
+
   std::string Architecture() const { return InfoString(true); }
   std::string Name() const { return InfoString(false); }
   std::string ChatTemplate() const { return moe_model_chat_template(Hold().get()); }
@@ -459,6 +519,32 @@ class NativeContext {
     if (n > 0) Check(moe_context_get_expert_counts(ctx.get(), counts.data(), n, &n));
     return counts;
   }
+  // The expert cache per layer in the last call, kExpertLayerStatFields values per layer.
+  std::vector<int64_t> ExpertLayerStats() const {
+    const std::shared_ptr<moe_context> ctx = Hold();
+    size_t n = 0;
+    moe_status s = moe_context_get_expert_layer_stats(ctx.get(), nullptr, 0, &n);
+    if (s != MOE_ERROR_BUFFER_TOO_SMALL) Check(s);
+    std::vector<moe_expert_layer_stats> layers(n);
+    if (n > 0) Check(moe_context_get_expert_layer_stats(ctx.get(), layers.data(), n, &n));
+    std::vector<int64_t> flat(n * kExpertLayerStatFields);
+    for (size_t i = 0; i < n; ++i) {
+      const moe_expert_layer_stats& l = layers[i];
+      int64_t* row = flat.data() + i * kExpertLayerStatFields;
+      row[kLayerHits] = l.hits;
+      row[kLayerMisses] = l.misses;
+      row[kLayerBytesRead] = l.bytes_read;
+      row[kLayerReadNanos] = static_cast<int64_t>(l.read_seconds * 1e9);
+      row[kLayerWaitNanos] = static_cast<int64_t>(l.wait_seconds * 1e9);
+      row[kLayerPrefetches] = l.prefetches;
+      row[kLayerPrefetchHits] = l.prefetch_hits;
+      row[kLayerPrefetchWastedBytes] = l.prefetch_wasted_bytes;
+      row[kLayerPredicted] = l.predicted;
+      row[kLayerPredictedRight] = l.predicted_right;
+      row[kLayerExpertsInMemory] = l.experts_in_memory;
+    }
+    return flat;
+  }
   int32_t NExpert() const {
     Hold();
     moe_model_info info = moe_model_default_info();
@@ -526,6 +612,16 @@ class NativeContext {
     s.mean_router_entropy = c.mean_router_entropy;
     s.weight_bytes_read = c.weight_bytes_read;
     s.finish_reason = c.finish_reason;
+    s.expert_cache_hits = c.expert_cache_hits;
+    s.expert_cache_misses = c.expert_cache_misses;
+    s.expert_bytes_read = c.expert_bytes_read;
+    s.expert_read_seconds = c.expert_read_seconds;
+    s.expert_wait_seconds = c.expert_wait_seconds;
+    s.expert_prefetches = c.expert_prefetches;
+    s.expert_prefetch_hits = c.expert_prefetch_hits;
+    s.expert_prefetch_wasted_bytes = c.expert_prefetch_wasted_bytes;
+    s.expert_predicted = c.expert_predicted;
+    s.expert_predicted_right = c.expert_predicted_right;
     return s;
   }
   static int TokenThunk(int32_t token, const char* piece, size_t len, void* user_data) {

@@ -159,14 +159,42 @@ typedef struct moe_model_params {
    * minimum, and a read error fails the call that needed the expert (the context stays usable). */
   uint64_t expert_cache_bytes;
   double expert_cache_fraction;
-  int32_t expert_eviction;  /* moe_expert_eviction; MOE_EXPERT_EVICT_LRU (default) */
-  int32_t expert_direct_io; /* 1 (default): direct I/O where the file system allows it; 0: buffered */
+  int32_t expert_eviction; /* moe_expert_eviction; MOE_EXPERT_EVICT_LRU (default) */
+  int32_t
+      expert_direct_io; /* 1 (default): direct I/O where the file system allows it; 0: buffered */
+  /* A placement file (JSON; see the README's Offloading section): experts "resident" (read at
+   * load, in memory outside the budget) or "pinned" (read at load, in the cache, never evicted);
+   * the others are cached. NULL (default): none. Turns the expert cache on by itself. A malformed
+   * file fails the load with INVALID_ARGUMENT naming the file and the place. */
+  const char* expert_placement_path;
+  /* 1 (default): while a layer runs, read the next layer's likely experts ahead (its router on
+   * the current hidden state); 0: read only what steps ask for. Changes no result. */
+  int32_t expert_prefetch;
+  /* The memory the model may use, in bytes; 0 (default): what the system says is available at
+   * load (MemAvailable, or the cgroup's limit if lower). When the weights copied into memory
+   * would not fit, memory_fit says what happens. Mapped files (use_mmap) are not checked. */
+  uint64_t memory_limit_bytes;
+  int32_t memory_fit; /* moe_memory_fit; MOE_MEMORY_FIT_CACHE_EXPERTS (default) */
 } moe_model_params;
 
+typedef enum moe_memory_fit {
+  /* Experts stay in the file and an expert cache is sized to what fits (the load logs it);
+   * OUT_OF_MEMORY only if not even the other weights and one step's experts fit. */
+  MOE_MEMORY_FIT_CACHE_EXPERTS = 0,
+  MOE_MEMORY_FIT_ERROR = 1 /* the load fails with OUT_OF_MEMORY, naming the bytes needed */
+} moe_memory_fit;
+
 typedef enum moe_expert_eviction {
-  MOE_EXPERT_EVICT_LRU = 0,  /* the least recently used expert goes */
-  MOE_EXPERT_EVICT_LFRU = 1  /* the least frequently used one (counts age), then the least recent */
+  MOE_EXPERT_EVICT_LRU = 0, /* the least recently used expert goes */
+  MOE_EXPERT_EVICT_LFRU = 1 /* the least frequently used one (counts age), then the least recent */
 } moe_expert_eviction;
+
+/* Where an expert lives (moe_model_get_expert_placement). */
+typedef enum moe_expert_tier {
+  MOE_EXPERT_RESIDENT = 0, /* loaded with the model, always in memory */
+  MOE_EXPERT_CACHED = 1,   /* read from the model file into the expert cache when a step needs it */
+  MOE_EXPERT_PINNED = 2    /* in the expert cache and never evicted */
+} moe_expert_tier;
 
 /* Fills *params with defaults for a struct of struct_size bytes (use the macro-free inline
  * moe_model_default_params() below rather than calling this directly). */
@@ -439,6 +467,61 @@ MOE_API moe_status moe_generate_tokens(moe_context* context, const int32_t* prom
                                        moe_token_callback callback, void* user_data);
 
 /* ---------------------------------------------------------------------------------------------
+ * Experts as placed units (the expert cache; see moe_model_params)
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct moe_expert_placement {
+  size_t struct_size;
+  int32_t tier;      /* moe_expert_tier; every expert is MOE_EXPERT_RESIDENT without the cache */
+  int32_t in_memory; /* 1: its weights are in memory now */
+  uint64_t bytes;    /* its gate, up and down matrices as the model file stores them */
+  char weight_types[32]; /* their types as stored, "gate/up/down", e.g. "Q4_K/Q4_K/Q6_K" */
+} moe_expert_placement;
+
+MOE_API moe_status moe_expert_placement_init(moe_expert_placement* placement, size_t struct_size);
+
+static inline moe_expert_placement moe_default_expert_placement(void) {
+  moe_expert_placement p;
+  moe_expert_placement_init(&p, sizeof(p));
+  return p;
+}
+
+/* Fills *placement (struct_size set, e.g. by moe_default_expert_placement()) for one expert;
+ * OUT_OF_RANGE for a layer or expert the model does not have. */
+MOE_API moe_status moe_model_get_expert_placement(const moe_model* model, int32_t layer,
+                                                  int32_t expert, moe_expert_placement* placement);
+
+/* Keeps a cached expert in memory (reading it now) until unpinned; it counts against the cache's
+ * budget, which keeps room for one step's experts besides (OUT_OF_MEMORY when it would not).
+ * Pinning a resident or pinned expert changes nothing. Thread-safe; contexts may be running. */
+MOE_API moe_status moe_model_pin_expert(moe_model* model, int32_t layer, int32_t expert);
+/* A pinned expert becomes cached again; a resident one cannot (INVALID_ARGUMENT). */
+MOE_API moe_status moe_model_unpin_expert(moe_model* model, int32_t layer, int32_t expert);
+
+/* The expert cache per layer during the last moe_decode / moe_generate call on a context (the
+ * cache is shared by the model's contexts: their calls at the same time count too). All zero
+ * when every expert is resident. This struct is not versioned: fields are never added to it. */
+typedef struct moe_expert_layer_stats {
+  int64_t hits;                  /* the call's experts found in memory (or already being read) */
+  int64_t misses;                /* the call's experts read from the file */
+  int64_t bytes_read;            /* from the model file, misses and prefetches */
+  double read_seconds;           /* on the I/O threads */
+  double wait_seconds;           /* compute waiting for reads */
+  int64_t prefetches;            /* experts read ahead by pre-gating */
+  int64_t prefetch_hits;         /* of those, the ones a step then used */
+  int64_t prefetch_wasted_bytes; /* read ahead and evicted unused */
+  int64_t predicted;             /* experts the layer used while a guess was out for it */
+  int64_t predicted_right;       /* of those, the ones the guess named */
+  int32_t experts_in_memory;     /* this layer's experts in memory when the call ended */
+} moe_expert_layer_stats;
+
+/* One moe_expert_layer_stats per layer into layers[0..capacity); see "Caller buffers" (*len
+ * counts layers). */
+MOE_API moe_status moe_context_get_expert_layer_stats(const moe_context* context,
+                                                      moe_expert_layer_stats* layers,
+                                                      size_t capacity, size_t* len);
+
+/* ---------------------------------------------------------------------------------------------
  * Statistics of the last moe_decode / moe_generate call on a context
  * ------------------------------------------------------------------------------------------- */
 
@@ -470,6 +553,13 @@ typedef struct moe_stats {
   int64_t expert_cache_misses;
   int64_t expert_bytes_read; /* from the model file */
   double expert_read_seconds;
+  /* Appended in the second version; summed over layers as moe_expert_layer_stats. */
+  double expert_wait_seconds;
+  int64_t expert_prefetches;
+  int64_t expert_prefetch_hits;
+  int64_t expert_prefetch_wasted_bytes;
+  int64_t expert_predicted;
+  int64_t expert_predicted_right;
 } moe_stats;
 
 MOE_API moe_status moe_stats_init(moe_stats* stats, size_t struct_size);

@@ -98,6 +98,41 @@ type Stats struct {
 	ActiveParamsPerToken float64 // mean parameters touched per token
 	MeanRouterEntropy    float64 // nats, per token and layer
 	WeightBytesRead      int64
+
+	ExpertCache ExpertCacheStats // what the expert cache did during the call, over all layers
+}
+
+// ExpertCacheStats says what the expert cache did during a call, for one layer
+// (Context.ExpertLayerStats) or all of them (Stats.ExpertCache); all zero when every expert is
+// resident.
+type ExpertCacheStats struct {
+	Hits                int64   // the call's experts found in memory (or already being read)
+	Misses              int64   // the call's experts read from the model file
+	BytesRead           int64   // read from the file, misses and prefetches
+	ReadSeconds         float64 // time reading, on the I/O threads
+	WaitSeconds         float64 // time compute waited for reads
+	Prefetches          int64   // experts read ahead by pre-gating
+	PrefetchHits        int64   // of those, the ones a step then used
+	PrefetchWastedBytes int64   // read ahead and evicted unused
+	Predicted           int64   // experts used while a guess was out for their layer
+	PredictedRight      int64   // of those, the ones the guess named
+	ExpertsInMemory     int     // experts in memory when the call ended
+}
+
+// HitRate is hits / (hits + misses), or 0 when there were none.
+func (s ExpertCacheStats) HitRate() float64 {
+	if s.Hits+s.Misses == 0 {
+		return 0
+	}
+	return float64(s.Hits) / float64(s.Hits+s.Misses)
+}
+
+// PredictionRecall is the share of the used experts that pre-gating had guessed (0: no guesses).
+func (s ExpertCacheStats) PredictionRecall() float64 {
+	if s.Predicted == 0 {
+		return 0
+	}
+	return float64(s.PredictedRight) / float64(s.Predicted)
 }
 
 // Context is one conversation over a Model (KV cache and sampler). Use it from one goroutine at a
@@ -297,10 +332,52 @@ func (c *Context) Stats() (st Stats, err error) {
 				ActiveParamsPerToken:    s.GetActive_params_per_token(),
 				MeanRouterEntropy:       s.GetMean_router_entropy(),
 				WeightBytesRead:         s.GetWeight_bytes_read(),
+				ExpertCache: ExpertCacheStats{
+					Hits: s.GetExpert_cache_hits(), Misses: s.GetExpert_cache_misses(),
+					BytesRead: s.GetExpert_bytes_read(), ReadSeconds: s.GetExpert_read_seconds(),
+					WaitSeconds: s.GetExpert_wait_seconds(), Prefetches: s.GetExpert_prefetches(),
+					PrefetchHits:        s.GetExpert_prefetch_hits(),
+					PrefetchWastedBytes: s.GetExpert_prefetch_wasted_bytes(),
+					Predicted:           s.GetExpert_predicted(),
+					PredictedRight:      s.GetExpert_predicted_right(),
+				},
 			}
 		})
 	})
+	if err != nil {
+		return st, err
+	}
+	layers, err := c.ExpertLayerStats()
+	for _, l := range layers {
+		st.ExpertCache.ExpertsInMemory += l.ExpertsInMemory
+	}
 	return st, err
+}
+
+// ExpertLayerStats says what the expert cache did during the last Generate or Decode call, per
+// layer.
+func (c *Context) ExpertLayerStats() (layers []ExpertCacheStats, err error) {
+	var flat []int64
+	err = c.with(func(n raw.NativeContext) error {
+		return call(func() { flat = n.ExpertLayerStats() })
+	})
+	fields := raw.KExpertLayerStatFields
+	for b := 0; err == nil && b+fields <= len(flat); b += fields {
+		row := flat[b : b+fields]
+		layers = append(layers, ExpertCacheStats{
+			Hits: row[raw.KLayerHits], Misses: row[raw.KLayerMisses],
+			BytesRead:           row[raw.KLayerBytesRead],
+			ReadSeconds:         float64(row[raw.KLayerReadNanos]) / 1e9,
+			WaitSeconds:         float64(row[raw.KLayerWaitNanos]) / 1e9,
+			Prefetches:          row[raw.KLayerPrefetches],
+			PrefetchHits:        row[raw.KLayerPrefetchHits],
+			PrefetchWastedBytes: row[raw.KLayerPrefetchWastedBytes],
+			Predicted:           row[raw.KLayerPredicted],
+			PredictedRight:      row[raw.KLayerPredictedRight],
+			ExpertsInMemory:     int(row[raw.KLayerExpertsInMemory]),
+		})
+	}
+	return layers, err
 }
 
 // Close releases the context. A Generate running on another goroutine is cancelled (it returns

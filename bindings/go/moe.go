@@ -74,6 +74,7 @@ var (
 	ErrUnsupported     = &Error{Status: Unsupported}
 	ErrOutOfRange      = &Error{Status: OutOfRange}
 	ErrContextFull     = &Error{Status: ContextFull}
+	ErrOutOfMemory     = &Error{Status: OutOfMemory}
 	ErrCancelled       = &Error{Status: Cancelled}
 	ErrBusy            = &Error{Status: Busy}
 	ErrClosed          = &Error{Status: InvalidArgument, Message: "use of a closed Model or Context"}
@@ -178,6 +179,44 @@ type ModelOptions struct {
 	ExpertEviction      ExpertEviction
 	// BufferedIO reads experts through the page cache even where direct I/O works.
 	BufferedIO bool
+	// ExpertPlacementFile is a placement file (JSON; see the README): experts resident or
+	// pinned, the others cached. "" means none; a file turns the expert cache on by itself.
+	ExpertPlacementFile string
+	// NoPrefetch reads only what steps ask for (no pre-gating read-ahead).
+	NoPrefetch bool
+	// MemoryLimitBytes is the memory the model may take (0: what the system has available); a
+	// model that does not fit is handled as MemoryFit says.
+	MemoryLimitBytes int64
+	MemoryFit        MemoryFit
+}
+
+// MemoryFit says what a load does when the weights copied into memory would not fit
+// (moe_memory_fit).
+type MemoryFit int
+
+const (
+	// FitCacheExperts keeps the routed experts in the file behind an expert cache sized to fit
+	// (the default).
+	FitCacheExperts MemoryFit = iota
+	// FitError fails the load with an error matching ErrOutOfMemory, naming the bytes needed.
+	FitError
+)
+
+// ExpertTier says where an expert lives (moe_expert_tier).
+type ExpertTier int
+
+const (
+	ExpertResident ExpertTier = iota // loaded with the model, always in memory
+	ExpertCached                     // read from the model file into the expert cache as needed
+	ExpertPinned                     // in the expert cache and never evicted
+)
+
+// ExpertPlacement says where one expert lives (moe_expert_placement).
+type ExpertPlacement struct {
+	Tier        ExpertTier
+	InMemory    bool   // its weights are in memory now
+	Bytes       int64  // its gate, up and down matrices as the model file stores them
+	WeightTypes string // their types as stored, "gate/up/down", e.g. "Q4_K/Q4_K/Q6_K"
 }
 
 // ExpertEviction says which cached expert makes room (moe_expert_eviction).
@@ -204,7 +243,8 @@ func LoadWithOptions(path string, opts *ModelOptions) (*Model, error) {
 	var native raw.NativeModel
 	err := call(func() {
 		native = raw.NativeModelLoad(path, opts.UseMmap, sink, opts.ExpertCacheBytes,
-			opts.ExpertCacheFraction, int(opts.ExpertEviction), !opts.BufferedIO)
+			opts.ExpertCacheFraction, int(opts.ExpertEviction), !opts.BufferedIO,
+			opts.ExpertPlacementFile, !opts.NoPrefetch, opts.MemoryLimitBytes, int(opts.MemoryFit))
 	})
 	if bridge != nil && bridge.panicked != nil {
 		if err == nil {
@@ -289,6 +329,37 @@ func (m *Model) Info() (info ModelInfo, err error) {
 		})
 	})
 	return info, err
+}
+
+// ExpertPlacement says where expert `expert` of layer `layer` lives; an expert the model does not
+// have is an error matching ErrOutOfRange.
+func (m *Model) ExpertPlacement(layer, expert int) (p ExpertPlacement, err error) {
+	err = m.with(func(n raw.NativeModel) error {
+		return call(func() {
+			x := n.ExpertPlacement(int(int32(layer)), int(int32(expert)))
+			defer raw.DeleteNativeExpertPlacement(x)
+			p = ExpertPlacement{Tier: ExpertTier(x.GetTier()), InMemory: x.GetIn_memory(),
+				Bytes: x.GetBytes(), WeightTypes: x.WeightTypes()}
+		})
+	})
+	return p, err
+}
+
+// PinExpert keeps a cached expert in memory (reading it now) until UnpinExpert; it counts against
+// the cache's budget, which keeps room for one step besides (else an error matching
+// ErrOutOfMemory).
+func (m *Model) PinExpert(layer, expert int) error {
+	return m.with(func(n raw.NativeModel) error {
+		return call(func() { n.PinExpert(int(int32(layer)), int(int32(expert))) })
+	})
+}
+
+// UnpinExpert makes a pinned expert cached again; a resident one is an error matching
+// ErrInvalidArgument.
+func (m *Model) UnpinExpert(layer, expert int) error {
+	return m.with(func(n raw.NativeModel) error {
+		return call(func() { n.UnpinExpert(int(int32(layer)), int(int32(expert))) })
+	})
 }
 
 // Tokenize returns the token ids of text. addBOS prepends BOS when the vocabulary uses one;

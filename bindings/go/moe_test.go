@@ -704,3 +704,72 @@ func TestMappedWeightsAndAnF16CacheAreReachable(t *testing.T) {
 		t.Fatalf("tiny expert cache: %v", err)
 	}
 }
+
+// Experts as placed units: a placement file, where an expert lives, pinning, the cache's
+// statistics in total and per layer, and a model larger than its memory limit.
+func TestExpertPlacementPinningAndStatistics(t *testing.T) {
+	placement := filepath.Join(t.TempDir(), "placement.json")
+	if err := os.WriteFile(placement, []byte(`{"layers": {"0": {"resident": [1]}, "1": {"pinned": [0]}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := LoadWithOptions(fixture(t, "tiny-qwen2moe-f32.gguf"),
+		&ModelOptions{ExpertCacheFraction: 0.5, ExpertPlacementFile: placement})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if p, err := m.ExpertPlacement(0, 1); err != nil || p.Tier != ExpertResident || !p.InMemory || p.Bytes <= 0 || p.WeightTypes != "F32/F32/F32" {
+		t.Fatalf("resident expert: %+v, %v", p, err)
+	}
+	if p, err := m.ExpertPlacement(1, 3); err != nil || p.Tier != ExpertCached {
+		t.Fatalf("cached expert: %+v, %v", p, err)
+	}
+	if err := m.PinExpert(1, 3); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := m.ExpertPlacement(1, 3); err != nil || p.Tier != ExpertPinned || !p.InMemory {
+		t.Fatalf("pinned expert: %+v, %v", p, err)
+	}
+	if err := m.UnpinExpert(0, 1); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("unpinning a resident expert: %v", err)
+	}
+	if _, err := m.ExpertPlacement(99, 0); !errors.Is(err, ErrOutOfRange) {
+		t.Fatalf("no such expert: %v", err)
+	}
+	c, err := m.NewContext(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	want := readIDs(t, "p1.gen_tokens.txt")
+	if got := generateIDs(t, c, readIDs(t, "p1.tokens.txt"), len(want)); !reflect.DeepEqual(got, want) {
+		t.Fatalf("with a placement: %v, want %v", got, want)
+	}
+	st, err := c.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, err := c.ExpertLayerStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := m.Info()
+	if len(layers) != info.Layers {
+		t.Fatalf("%d layers of statistics, want %d", len(layers), info.Layers)
+	}
+	var hits, misses int64
+	for _, l := range layers {
+		hits += l.Hits
+		misses += l.Misses
+	}
+	if hits != st.ExpertCache.Hits || misses != st.ExpertCache.Misses || hits+misses == 0 {
+		t.Fatalf("layers sum to %d hits %d misses, the call's totals are %+v", hits, misses, st.ExpertCache)
+	}
+	if st.ExpertCache.ExpertsInMemory < 2 || st.ExpertCache.HitRate() <= 0 {
+		t.Fatalf("totals: %+v", st.ExpertCache)
+	}
+	if _, err := LoadWithOptions(fixture(t, "tiny-qwen2moe-f32.gguf"),
+		&ModelOptions{MemoryLimitBytes: 1, MemoryFit: FitError}); !errors.Is(err, ErrOutOfMemory) {
+		t.Fatalf("a model larger than its memory limit: %v", err)
+	}
+}

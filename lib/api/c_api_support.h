@@ -15,6 +15,9 @@ namespace moe::api {
 
 // Records the message on this thread and returns the code.
 moe_status Fail(moe_status code, std::string message);
+inline moe_status Null(const char* what) {
+  return Fail(MOE_ERROR_INVALID_ARGUMENT, std::string(what) + " is NULL");
+}
 moe_status FromStatus(const absl::Status& status);
 void Log(moe_log_level level, const std::string& message);
 void SetLogCallback(moe_log_callback callback, moe_log_level min_level, void* user_data);

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/api/c_api_support.h"
+#include "lib/api/handles.h"
 #include "lib/runtime/chat_template.h"
 #include "lib/runtime/engine.h"
 #include "lib/runtime/session.h"
@@ -21,29 +22,9 @@ using moe::api::Fail;
 using moe::api::FromStatus;
 using moe::api::Guard;
 using moe::api::InitVersioned;
+using moe::api::Null;
 using moe::api::ReadVersioned;
 using moe::api::WriteVersioned;
-
-struct moe_model {
-  std::shared_ptr<const moe::Engine> engine;
-  std::string architecture;
-  std::string name;
-};
-
-// Contexts and detokenizers share the engine rather than point at the moe_model handle: the model
-// may be freed while they are still in use, and the engine goes when the last of them does.
-struct moe_context {
-  std::shared_ptr<const moe::Engine> engine;
-  std::unique_ptr<moe::Session> session;
-  uint64_t seed;
-};
-
-struct moe_detokenizer {
-  std::shared_ptr<const moe::Engine> engine;
-  std::unique_ptr<moe::StreamDecoder> decoder;
-  // Text of a token that did not fit the caller's buffer, kept for the retry.
-  std::optional<std::pair<int32_t, std::string>> held;
-};
 
 namespace {
 
@@ -54,10 +35,6 @@ constexpr int32_t kMaxThreads = 1024;
 // that call has left the context's call slot another thread may free it: the returning call
 // must decide without reading the context.
 thread_local std::vector<moe_context*> free_on_return;
-
-moe_status Null(const char* what) {
-  return Fail(MOE_ERROR_INVALID_ARGUMENT, std::string(what) + " is NULL");
-}
 
 absl::StatusOr<const moe::Tokenizer*> TokenizerOf(const moe_model* model) {
   return model->engine->RequireTokenizer();
@@ -195,6 +172,8 @@ moe_status moe_model_params_init(moe_model_params* p, size_t struct_size) {
   d.use_mmap = 0;
   d.expert_eviction = MOE_EXPERT_EVICT_LRU;
   d.expert_direct_io = 1;
+  d.expert_prefetch = 1;
+  d.memory_fit = MOE_MEMORY_FIT_CACHE_EXPERTS;
   return InitVersioned(d, p, struct_size, "moe_model_params_init: params");
 }
 
@@ -222,18 +201,35 @@ moe_status moe_model_load(const char* path, const moe_model_params* params, moe_
     lo.expert_eviction = p.expert_eviction == MOE_EXPERT_EVICT_LFRU ? moe::EvictionPolicy::kLfru
                                                                     : moe::EvictionPolicy::kLru;
     lo.expert_direct_io = p.expert_direct_io != 0;
+    if (p.expert_placement_path != nullptr) lo.expert_placement_path = p.expert_placement_path;
+    lo.expert_prefetch = p.expert_prefetch != 0;
+    if (p.memory_fit != MOE_MEMORY_FIT_CACHE_EXPERTS && p.memory_fit != MOE_MEMORY_FIT_ERROR) {
+      return Fail(MOE_ERROR_INVALID_ARGUMENT, absl::StrCat("unknown memory_fit ", p.memory_fit));
+    }
+    lo.memory_limit_bytes = static_cast<size_t>(p.memory_limit_bytes);
+    lo.memory_fit = p.memory_fit == MOE_MEMORY_FIT_ERROR ? moe::MemoryFit::kError
+                                                         : moe::MemoryFit::kCacheExperts;
     if (p.progress_callback != nullptr) {
       lo.progress = [cb = p.progress_callback, ud = p.progress_user_data](float f) {
         return cb(f, ud) != 0;
       };
     }
     auto engine = moe::Engine::Load(path, lo);
-    if (!engine.ok()) return FromStatus(engine.status());
+    if (!engine.ok()) {
+      // At load, a resource that runs out is memory (the model, or the expert cache's minimum).
+      if (engine.status().code() == absl::StatusCode::kResourceExhausted) {
+        return Fail(MOE_ERROR_OUT_OF_MEMORY, std::string(engine.status().message()));
+      }
+      return FromStatus(engine.status());
+    }
     auto model = std::make_unique<moe_model>();
     model->engine = *std::move(engine);
     const moe::ModelSpec& spec = model->engine->model()->spec();
     model->architecture = std::string(moe::ArchName(spec.arch));
     model->name = spec.name;
+    if (!model->engine->memory_note().empty()) {
+      moe::api::Log(MOE_LOG_WARN, absl::StrCat(path, ": ", model->engine->memory_note()));
+    }
     moe::api::Log(MOE_LOG_INFO, absl::StrCat("loaded ", path, ": ", model->architecture, ", ",
                                              spec.hp.n_layer, " layers, ", spec.hp.n_expert,
                                              " experts (top-", spec.hp.n_expert_used, ")"));
@@ -628,6 +624,12 @@ moe_status moe_context_get_stats(const moe_context* ctx, moe_stats* out) {
     s.expert_cache_misses = st.expert_cache.misses;
     s.expert_bytes_read = st.expert_cache.bytes_loaded;
     s.expert_read_seconds = st.expert_cache.load_seconds;
+    s.expert_wait_seconds = st.expert_cache.wait_seconds;
+    s.expert_prefetches = st.expert_cache.prefetches;
+    s.expert_prefetch_hits = st.expert_cache.prefetch_hits;
+    s.expert_prefetch_wasted_bytes = st.expert_cache.prefetch_wasted_bytes;
+    s.expert_predicted = st.expert_cache.predicted;
+    s.expert_predicted_right = st.expert_cache.predicted_right;
     return WriteVersioned(s, out, "stats");
   });
 }

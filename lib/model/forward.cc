@@ -179,11 +179,12 @@ absl::Status Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, fl
   std::vector<float>& shared_out = s_.shared_out;
   if (L.has_shared) shared_out.resize(n * d);
   // Resident experts run in one call. From the expert store they run in chunks of as many as the
-  // cache holds at once, each chunk pinned until its jobs have run: a prompt batch may select
-  // every expert of the layer, and the smallest budget holds only the top-k. Jobs are independent
-  // (the outputs are combined afterwards), so chunking changes no result.
+  // cache holds at once besides its pinned experts, each chunk pinned until its jobs have run: a
+  // prompt batch may select every expert of the layer, and the smallest budget holds only the
+  // top-k. Jobs are independent (the outputs are combined afterwards), so chunking changes no
+  // result.
   if (store_ != nullptr) ScorePrediction(layer);
-  const size_t chunk = store_ != nullptr ? store_->cache().slot_count() : selected.size();
+  const size_t chunk = store_ != nullptr ? store_->cache().step_capacity() : selected.size();
   size_t next_out = 0;
   for (size_t begin = 0; begin < selected.size() || (begin == 0 && L.has_shared);
        begin += std::max<size_t>(chunk, 1)) {

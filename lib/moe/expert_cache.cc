@@ -354,6 +354,11 @@ bool ExpertCache::IsResident(ExpertKey key) const {
   return it != where_.end() && !slots_[it->second].loading;
 }
 
+size_t ExpertCache::step_capacity() const {
+  std::unique_lock<std::mutex> lock(mu_);
+  return slot_count_ - static_cast<size_t>(user_pins_);
+}
+
 bool ExpertCache::IsPinned(ExpertKey key) const {
   std::unique_lock<std::mutex> lock(mu_);
   auto it = where_.find(key);

@@ -142,6 +142,8 @@ class ExpertCache {
   ExpertCacheStats stats() const;      // summed over layers
   std::vector<ExpertCacheStats> layer_stats() const;
   size_t slot_count() const { return slot_count_; }
+  // The most experts one step can have pinned at once: the slots not pinned by Pin().
+  size_t step_capacity() const;
   size_t slot_bytes() const { return slot_bytes_; }
   // Bytes the slab holds: slot_count() * slot_bytes() <= the budget, always.
   size_t capacity_bytes() const { return slot_count_ * slot_bytes_; }

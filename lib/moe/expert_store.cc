@@ -1,6 +1,7 @@
 #include "lib/moe/expert_store.h"
 
 #include "absl/strings/str_cat.h"
+#include "lib/base/status_macros.h"
 
 namespace moe {
 namespace {
@@ -27,22 +28,55 @@ absl::StatusOr<std::unique_ptr<ExpertStore>> ExpertStore::Create(
   }
   store->slot_bytes_ = SlotBytes(sources);
   store->prefetch_ = options.prefetch;
+  store->experts_per_step_ = std::max<size_t>(1, options.experts_per_step);
   store->sources_ = std::move(sources);
   store->layout_ = layout;
   store->reader_ = *std::move(reader);
+  const int n_layer = store->n_layer(), n_expert = store->n_expert();
+  ExpertPlacement cached(n_layer, n_expert);
+  const ExpertPlacement& placement = options.placement ? *options.placement : cached;
+  if (placement.n_layer() != n_layer || placement.n_expert() != n_expert) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the placement is for ", placement.n_layer(), " layers of ",
+                     placement.n_expert(), " experts, the model has ", n_layer, " of ", n_expert));
+  }
+  const size_t slot = store->slot_bytes_;
+  const size_t resident = placement.Count(ExpertTier::kResident);
+  const size_t pinned = placement.Count(ExpertTier::kPinned);
+  const size_t step = placement.Count(ExpertTier::kCached) > 0 ? store->experts_per_step_ : 0;
+  const size_t budget_slots = options.budget_bytes / slot;
+  if (budget_slots < pinned + step) {
+    const size_t need = pinned + step;
+    return absl::InvalidArgumentError(
+        absl::StrCat("an expert cache of ", options.budget_bytes, " bytes holds ", budget_slots,
+                     " experts, fewer than the ",
+                     pinned > 0 ? absl::StrCat(pinned, " pinned plus the ") : std::string(), step,
+                     " one step uses at once: it needs at least ", need * slot, " bytes"));
+  }
+  store->resident_slots_ = resident;
   ExpertCache::Options co;
-  co.budget_bytes = options.budget_bytes;
-  co.slot_bytes = store->slot_bytes_;
-  co.min_slots = std::max<size_t>(1, options.experts_per_step);
+  co.budget_bytes = (budget_slots + resident) * slot;
+  co.slot_bytes = slot;
+  co.min_slots = resident + pinned + step;
   co.policy = options.policy;
   co.io_threads = options.io_threads;
-  co.n_layer = static_cast<int>(store->sources_.size());
-  store->latest_.resize(store->sources_.size());
+  co.n_layer = n_layer;
+  store->latest_.resize(n_layer);
+  store->tiers_.assign(n_layer, std::vector<ExpertTier>(n_expert, ExpertTier::kCached));
   const ExpertStore* self = store.get();
   auto cache = ExpertCache::Create(
       co, [self](ExpertKey key, absl::Span<uint8_t> slot) { return self->Load(key, slot); });
   if (!cache.ok()) return cache.status();
   store->cache_ = *std::move(cache);
+  // Resident and pinned experts are read now, at load.
+  for (int l = 0; l < n_layer; ++l) {
+    for (int e = 0; e < n_expert; ++e) {
+      const ExpertTier t = placement.tier(l, e);
+      if (t == ExpertTier::kCached) continue;
+      MOE_RETURN_IF_ERROR(store->cache_->Pin({l, e}));
+      store->tiers_[l][e] = t;
+    }
+  }
   return store;
 }
 
@@ -130,6 +164,66 @@ absl::StatusOr<ExpertStore::Step> ExpertStore::Request(int layer,
     latest_[layer] = std::move(keys);
   }
   return step;
+}
+
+ExpertTier ExpertStore::tier(int layer, int expert) const {
+  std::lock_guard<std::mutex> lock(tier_mu_);
+  return tiers_[layer][expert];
+}
+
+int ExpertStore::CountTier(ExpertTier tier) const {
+  std::lock_guard<std::mutex> lock(tier_mu_);
+  int n = 0;
+  for (const auto& l : tiers_) {
+    for (ExpertTier x : l) n += x == tier;
+  }
+  return n;
+}
+
+absl::Status ExpertStore::CheckExpert(int layer, int expert) const {
+  if (layer < 0 || layer >= n_layer() || expert < 0 || expert >= n_expert()) {
+    return absl::InvalidArgumentError(absl::StrCat("expert ", expert, " of layer ", layer,
+                                                   " does not exist: the model has ", n_layer(),
+                                                   " layers of ", n_expert(), " experts"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExpertStore::Pin(int layer, int expert) {
+  MOE_RETURN_IF_ERROR(CheckExpert(layer, expert));
+  std::lock_guard<std::mutex> lock(tier_mu_);  // one Pin/Unpin at a time: the count below holds
+  ExpertTier& t = tiers_[layer][expert];
+  if (t != ExpertTier::kCached) return absl::OkStatus();
+  size_t pinned = 0;
+  for (const auto& l : tiers_) {
+    for (ExpertTier x : l) pinned += x == ExpertTier::kPinned;
+  }
+  // Keep room for a step's experts besides everything pinned.
+  const size_t budget_slots = cache_->slot_count() - resident_slots_;
+  if (pinned + 1 + experts_per_step_ > budget_slots) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot pin expert ", expert, " of layer ", layer, ": the expert cache holds ",
+                     budget_slots, " experts, ", pinned, " pinned already and ", experts_per_step_,
+                     " kept free for a step"));
+  }
+  MOE_RETURN_IF_ERROR(cache_->Pin({layer, expert}));
+  t = ExpertTier::kPinned;
+  return absl::OkStatus();
+}
+
+absl::Status ExpertStore::Unpin(int layer, int expert) {
+  MOE_RETURN_IF_ERROR(CheckExpert(layer, expert));
+  std::lock_guard<std::mutex> lock(tier_mu_);
+  ExpertTier& t = tiers_[layer][expert];
+  if (t == ExpertTier::kResident) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("expert ", expert, " of layer ", layer, " is resident by the placement file"));
+  }
+  if (t == ExpertTier::kPinned) {
+    cache_->Unpin({layer, expert});
+    t = ExpertTier::kCached;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace moe

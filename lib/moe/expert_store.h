@@ -20,6 +20,7 @@
 #include "lib/backend/weight_view.h"
 #include "lib/moe/expert_cache.h"
 #include "lib/moe/expert_file_reader.h"
+#include "lib/moe/expert_placement.h"
 
 namespace moe {
 
@@ -49,12 +50,15 @@ struct ExpertLayout {
 };
 
 struct ExpertStoreOptions {
+  // For the cached and pinned experts; resident ones (placement) take their slots on top.
   size_t budget_bytes = 0;
   EvictionPolicy policy = EvictionPolicy::kLru;
   bool prefer_direct_io = true;
   size_t experts_per_step = 1;  // top-k: the least a layer's step pins at once
   int io_threads = 2;           // reads run on these, never on the compute threads
   bool prefetch = true;         // whether forward passes read ahead (pre-gating)
+  // Which experts are resident or pinned (read at load); null: every expert cached.
+  const ExpertPlacement* placement = nullptr;
 };
 
 class ExpertStore {
@@ -100,6 +104,23 @@ class ExpertStore {
   // the reads queued.
   size_t Prefetch(int layer, absl::Span<const int32_t> experts);
 
+  // Where an expert lives now: its placement, changed by Pin and Unpin.
+  ExpertTier tier(int layer, int expert) const;
+  // Whether its weights are in memory now (resident, pinned, or cached and not evicted).
+  bool InMemory(int layer, int expert) const { return cache_->IsResident({layer, expert}); }
+  const ExpertSource& source(int layer, int expert) const { return sources_[layer][expert]; }
+  // InvalidArgument unless 0 <= layer < n_layer() and 0 <= expert < n_expert().
+  absl::Status CheckExpert(int layer, int expert) const;
+  // Keeps a cached expert in memory (reading it now) until Unpin; counted against the budget,
+  // which must keep room for one step besides. A resident expert is in memory already.
+  absl::Status Pin(int layer, int expert);
+  // A pinned expert becomes cached again; a resident one cannot (FailedPrecondition).
+  absl::Status Unpin(int layer, int expert);
+  int CountTier(ExpertTier tier) const;
+  size_t resident_bytes() const { return resident_slots_ * slot_bytes_; }
+  // The cache's bytes less the resident experts': what the budget bought.
+  size_t budget_bytes() const { return cache_->capacity_bytes() - resident_bytes(); }
+
   ExpertCache& cache() { return *cache_; }
   const ExpertCache& cache() const { return *cache_; }
   ExpertFileReader& reader() { return *reader_; }
@@ -121,6 +142,10 @@ class ExpertStore {
   ExpertLayout layout_;
   size_t slot_bytes_ = 0;
   bool prefetch_ = true;
+  size_t resident_slots_ = 0;
+  size_t experts_per_step_ = 1;
+  mutable std::mutex tier_mu_;
+  std::vector<std::vector<ExpertTier>> tiers_;  // guarded by tier_mu_
   std::unique_ptr<ExpertFileReader> reader_;
 
   std::mutex latest_mu_;

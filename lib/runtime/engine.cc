@@ -1,9 +1,13 @@
 #include "lib/runtime/engine.h"
 
+#include <optional>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "lib/backend/cpu/cpu_features.h"
 #include "lib/backend/cpu/repack.h"
+#include "lib/base/available_memory.h"
 #include "lib/base/status_macros.h"
 #include "lib/import/model_loader.h"
 #include "lib/runtime/weight_copy.h"
@@ -60,6 +64,12 @@ absl::StatusOr<std::unique_ptr<ExpertStore>> MakeExpertStore(const ModelSpec& sp
     if (repack && RepackedType(t, rows, cols, level) != t) RepackRows(t, data, rows, cols, level);
   };
   ExpertStoreOptions so;
+  std::optional<ExpertPlacement> placement;
+  if (!options.expert_placement_path.empty()) {
+    MOE_ASSIGN_OR_RETURN(placement, ExpertPlacement::ReadFile(options.expert_placement_path,
+                                                              spec.hp.n_layer, spec.hp.n_expert));
+    so.placement = &*placement;
+  }
   so.policy = options.expert_eviction;
   so.prefer_direct_io = options.expert_direct_io;
   so.prefetch = options.expert_prefetch;
@@ -79,6 +89,49 @@ absl::StatusOr<std::unique_ptr<ExpertStore>> MakeExpertStore(const ModelSpec& sp
   return ExpertStore::Create(spec.source_path, std::move(sources), layout, so);
 }
 
+double MiB(size_t bytes) { return static_cast<double>(bytes) / 1048576.0; }
+
+// Copied weights need room for the KV cache, activations and the allocator besides: a tenth more.
+size_t WithHeadroom(size_t bytes) { return bytes + bytes / 10; }
+
+// The expert cache budget that makes copied weights fit the memory the model may take; nullopt
+// when they fit resident (or the memory cannot be read). *note says what was decided and why.
+absl::StatusOr<std::optional<size_t>> FitToMemory(const ModelSpec& spec, const LoadOptions& o,
+                                                  std::string* note) {
+  size_t available = o.memory_limit_bytes;
+  const char* source = "allowed (memory_limit_bytes)";
+  if (available == 0) {
+    std::optional<size_t> system = AvailableMemoryBytes();
+    if (!system) return std::nullopt;
+    available = *system;
+    source = "available";
+  }
+  size_t weights = 0, dense = 0;
+  for (const TensorSpec& t : spec.tensors) {
+    weights += t.data.size();
+    if (!IsRoutedExpert(t)) dense += t.data.size();
+  }
+  if (WithHeadroom(weights) <= available) return std::nullopt;
+  const std::string need = absl::StrFormat(
+      "the weights take %.1f MiB in memory (%.1f MiB with a tenth for the KV cache and "
+      "activations), %.1f MiB %s",
+      MiB(weights), MiB(WithHeadroom(weights)), MiB(available), source);
+  if (o.memory_fit == MemoryFit::kError) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        need, ": load it with an expert cache (expert_cache_bytes, --expert-cache) or mapped"));
+  }
+  if (WithHeadroom(dense) >= available) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("%s, and even without the routed experts the rest takes %.1f MiB", need,
+                        MiB(WithHeadroom(dense))));
+  }
+  const size_t budget = available / 11 * 10 - dense;  // (dense + budget) * 1.1 <= available
+  *note = absl::StrFormat(
+      "%s: the routed experts stay in the file, read through an expert cache of %.1f MiB", need,
+      MiB(budget));
+  return budget;
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const Engine>> Engine::Load(const std::string& path,
@@ -87,10 +140,26 @@ absl::StatusOr<std::shared_ptr<const Engine>> Engine::Load(const std::string& pa
   if (!report(0.0f)) return absl::CancelledError("model load cancelled");
   MOE_ASSIGN_OR_RETURN(ModelSpec spec, LoadModelSpec(path));
   if (!report(0.1f)) return absl::CancelledError("model load cancelled");
-  const bool expert_cache = options.expert_cache_bytes > 0 || options.expert_cache_fraction > 0;
+  bool expert_cache = options.expert_cache_bytes > 0 || options.expert_cache_fraction > 0 ||
+                      !options.expert_placement_path.empty();
+  LoadOptions fitted = options;
+  std::string memory_note;
+  if (!options.use_mmap && !expert_cache) {
+    MOE_ASSIGN_OR_RETURN(std::optional<size_t> budget, FitToMemory(spec, options, &memory_note));
+    if (budget) {
+      fitted.expert_cache_bytes = *budget;
+      expert_cache = true;
+    }
+  }
   std::unique_ptr<ExpertStore> store;
   if (expert_cache) {
-    MOE_ASSIGN_OR_RETURN(store, MakeExpertStore(spec, options));
+    auto made = MakeExpertStore(spec, fitted);
+    if (!made.ok() && !memory_note.empty()) {
+      // The cache was the way to fit; without it the model cannot load here.
+      return absl::ResourceExhaustedError(
+          absl::StrCat(memory_note, ", but ", made.status().message()));
+    }
+    MOE_ASSIGN_OR_RETURN(store, std::move(made));
   }
   if (!options.use_mmap) {
     // Rows are re-laid for the kernels of the level this process runs (RepackedType). With the
@@ -99,15 +168,16 @@ absl::StatusOr<std::shared_ptr<const Engine>> Engine::Load(const std::string& pa
         CopyWeights(spec, options.repack, ActiveSimdLevel(), options.progress,
                     expert_cache ? IsRoutedExpert : std::function<bool(const TensorSpec&)>()));
   }
-  auto engine = FromSpec(std::move(spec), std::move(store));
+  auto engine = FromSpec(std::move(spec), std::move(store), std::move(memory_note));
   if (engine.ok() && !report(1.0f)) return absl::CancelledError("model load cancelled");
   return engine;
 }
 
 absl::StatusOr<std::shared_ptr<const Engine>> Engine::FromSpec(
-    ModelSpec spec, std::unique_ptr<ExpertStore> expert_store) {
+    ModelSpec spec, std::unique_ptr<ExpertStore> expert_store, std::string memory_note) {
   auto engine = std::make_shared<Engine>();
   engine->expert_store_ = std::move(expert_store);
+  engine->memory_note_ = std::move(memory_note);
   if (!spec.tokenizer.tokens.empty()) {
     auto tok = Tokenizer::Create(spec.tokenizer);
     if (tok.ok()) {

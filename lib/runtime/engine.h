@@ -14,6 +14,12 @@
 
 namespace moe {
 
+// What a load does when the weights copied into memory would not fit in the memory available.
+enum class MemoryFit {
+  kCacheExperts,  // experts stay in the file, read through an expert cache sized to what fits
+  kError,         // the load fails (ResourceExhausted), naming the bytes
+};
+
 struct LoadOptions {
   // false: weights are copied once into anonymous memory (huge pages where allowed): steady full
   // speed. true: they stay in the mapped file: instant start, shared page cache.
@@ -33,15 +39,25 @@ struct LoadOptions {
   // While a layer runs, read the next layer's likely experts (its router on the current hidden
   // state) ahead of need. Changes no result.
   bool expert_prefetch = true;
+  // A placement file (lib/moe/expert_placement.h): experts resident (outside the budget) or
+  // pinned (inside it), read at load; the others cached. Turns the expert cache on by itself.
+  std::string expert_placement_path;
+  // The memory the model may take; 0: what the system has available at load (MemAvailable, or
+  // the cgroup's limit if lower). Checked for copied weights only (not use_mmap), and only when
+  // no expert cache is asked for.
+  size_t memory_limit_bytes = 0;
+  MemoryFit memory_fit = MemoryFit::kCacheExperts;
 };
 
 class Engine {
  public:
   static absl::StatusOr<std::shared_ptr<const Engine>> Load(const std::string& path,
                                                             const LoadOptions& options);
-  // expert_store: where the routed experts come from instead of the spec's resident copies.
+  // expert_store: where the routed experts come from instead of the spec's resident copies;
+  // memory_note: what the load decided for lack of memory (memory_note()).
   static absl::StatusOr<std::shared_ptr<const Engine>> FromSpec(
-      ModelSpec spec, std::unique_ptr<ExpertStore> expert_store = nullptr);
+      ModelSpec spec, std::unique_ptr<ExpertStore> expert_store = nullptr,
+      std::string memory_note = "");
 
   const std::shared_ptr<const Model>& model() const { return model_; }
   // Null when the model file carries no (supported) tokenizer.
@@ -55,6 +71,8 @@ class Engine {
   // Mean parameters a token of `t` actually touched: everything dense plus the routed experts
   // it chose (0 before any token).
   double ActiveParamsPerToken(const Telemetry& t) const;
+  // What the load decided because of the memory available (empty when the model simply fit).
+  const std::string& memory_note() const { return memory_note_; }
 
  private:
   std::shared_ptr<const Model> model_;
@@ -62,6 +80,7 @@ class Engine {
   absl::Status tokenizer_error_;
   ParamCounts params_;
   int64_t dense_params_ = 0;
+  std::string memory_note_;
   std::unique_ptr<ExpertStore> expert_store_;  // internally synchronized: shared by sessions
 };
 

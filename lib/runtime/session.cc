@@ -16,21 +16,29 @@ double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
-// Records in *out what the engine's expert cache does from construction to destruction.
+// Records in *stats what the engine's expert cache does from construction to destruction, in
+// all and per layer.
 class ExpertCacheDelta {
  public:
-  ExpertCacheDelta(const Engine& engine, ExpertCacheStats* out)
-      : store_(engine.expert_store()), out_(out) {
-    if (store_ != nullptr) before_ = store_->cache().stats();
+  ExpertCacheDelta(const Engine& engine, SessionStats* stats)
+      : store_(engine.expert_store()), stats_(stats) {
+    if (store_ != nullptr) before_ = store_->cache().layer_stats();
   }
   ~ExpertCacheDelta() {
-    if (store_ != nullptr) *out_ = store_->cache().stats() - before_;
+    if (store_ == nullptr) return;
+    std::vector<ExpertCacheStats> layers = store_->cache().layer_stats();
+    stats_->expert_cache = ExpertCacheStats();
+    for (size_t l = 0; l < layers.size(); ++l) {
+      if (l < before_.size()) layers[l] -= before_[l];
+      stats_->expert_cache += layers[l];
+    }
+    stats_->expert_cache_layers = std::move(layers);
   }
 
  private:
   const ExpertStore* store_;
-  ExpertCacheStats* out_;
-  ExpertCacheStats before_;
+  SessionStats* stats_;
+  std::vector<ExpertCacheStats> before_;
 };
 
 }  // namespace
@@ -115,7 +123,7 @@ absl::Status Session::Decode(absl::Span<const int32_t> tokens, std::vector<float
   Busy busy(*this);
   MOE_RETURN_IF_ERROR(busy.status());
   stats_ = SessionStats();
-  ExpertCacheDelta expert_cache(*engine_, &stats_.expert_cache);
+  ExpertCacheDelta expert_cache(*engine_, &stats_);
   auto start = std::chrono::steady_clock::now();
   absl::Status s = DecodeLocked(tokens, all_logits);
   stats_.prompt_s = Seconds(start);
@@ -163,7 +171,7 @@ absl::Status Session::Generate(absl::string_view prompt, const GenerateOptions& 
   Busy busy(*this);
   MOE_RETURN_IF_ERROR(busy.status());
   stats_ = SessionStats();
-  ExpertCacheDelta expert_cache(*engine_, &stats_.expert_cache);
+  ExpertCacheDelta expert_cache(*engine_, &stats_);
   EncodeOptions eo;
   eo.add_bos = cache_.size() == 0 && tok->data().add_bos;
   eo.parse_special = options.parse_special;
@@ -177,7 +185,7 @@ absl::Status Session::GenerateFromTokens(absl::Span<const int32_t> prompt,
   Busy busy(*this);
   MOE_RETURN_IF_ERROR(busy.status());
   stats_ = SessionStats();
-  ExpertCacheDelta expert_cache(*engine_, &stats_.expert_cache);
+  ExpertCacheDelta expert_cache(*engine_, &stats_);
   return GenerateLocked(prompt, options, callback);
 }
 

@@ -57,6 +57,7 @@ struct SessionStats {
   FinishReason finish = FinishReason::kNone;
   // What the engine's expert cache did during the call (zero when every expert is resident).
   ExpertCacheStats expert_cache;
+  std::vector<ExpertCacheStats> expert_cache_layers;  // the same per layer
 };
 
 class Session {

@@ -1,4 +1,6 @@
 // The C ABI as an application sees it: this file includes only moe_c.h.
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -823,6 +825,126 @@ TEST(CApiExpertCacheTest, HalfTheExpertsFromDiskGiveTheReferenceTokens) {
   ASSERT_EQ(moe_context_get_stats(ctx, &old_stats), MOE_OK);
   EXPECT_EQ(old_stats.expert_cache_hits, untouched);  // past the caller's struct: not written
   moe_context_free(ctx);
+  moe_model_free(model);
+}
+
+// Experts as placed units through the C ABI: a placement file, where each expert is, pinning
+// and unpinning, the per-layer statistics of a call, and the errors of each.
+TEST(CApiExpertPlacementTest, PlacementPinningAndLayerStatistics) {
+  const std::string placement =
+      ::testing::TempDir() + "/c_api_placement_" + std::to_string(::getpid()) + ".json";
+  std::ofstream(placement) << R"({"layers": {"0": {"resident": [1]}, "1": {"pinned": [0]}}})";
+  moe_model_params mp = moe_model_default_params();
+  EXPECT_EQ(mp.expert_prefetch, 1);
+  EXPECT_EQ(mp.memory_fit, MOE_MEMORY_FIT_CACHE_EXPERTS);
+  mp.expert_cache_fraction = 0.5;
+  mp.expert_placement_path = placement.c_str();
+  moe_model* model = nullptr;
+  ASSERT_EQ(moe_model_load(kModel.c_str(), &mp, &model), MOE_OK) << moe_last_error();
+  moe_expert_placement p = moe_default_expert_placement();
+  ASSERT_EQ(moe_model_get_expert_placement(model, 0, 1, &p), MOE_OK) << moe_last_error();
+  EXPECT_EQ(p.tier, MOE_EXPERT_RESIDENT);
+  EXPECT_EQ(p.in_memory, 1);
+  EXPECT_GT(p.bytes, 0u);
+  EXPECT_EQ(std::string(p.weight_types), "F32/F32/F32");
+  ASSERT_EQ(moe_model_get_expert_placement(model, 1, 0, &p), MOE_OK);
+  EXPECT_EQ(p.tier, MOE_EXPERT_PINNED);
+  EXPECT_EQ(p.in_memory, 1);
+  ASSERT_EQ(moe_model_get_expert_placement(model, 1, 3, &p), MOE_OK);
+  EXPECT_EQ(p.tier, MOE_EXPERT_CACHED);
+  EXPECT_EQ(moe_model_get_expert_placement(model, 99, 0, &p), MOE_ERROR_OUT_OF_RANGE);
+  EXPECT_NE(std::string(moe_last_error()).find("layer 99"), std::string::npos) << moe_last_error();
+  EXPECT_EQ(moe_model_get_expert_placement(nullptr, 0, 0, &p), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(moe_model_get_expert_placement(model, 0, 0, nullptr), MOE_ERROR_INVALID_ARGUMENT);
+
+  ASSERT_EQ(moe_model_pin_expert(model, 1, 3), MOE_OK) << moe_last_error();
+  ASSERT_EQ(moe_model_get_expert_placement(model, 1, 3, &p), MOE_OK);
+  EXPECT_EQ(p.tier, MOE_EXPERT_PINNED);
+  EXPECT_EQ(p.in_memory, 1);
+  EXPECT_EQ(moe_model_unpin_expert(model, 0, 1), MOE_ERROR_INVALID_ARGUMENT);  // resident
+  EXPECT_EQ(moe_model_pin_expert(model, 0, -1), MOE_ERROR_OUT_OF_RANGE);
+  EXPECT_EQ(moe_model_pin_expert(nullptr, 0, 0), MOE_ERROR_INVALID_ARGUMENT);
+  // Pinning everything cannot leave room for a step.
+  moe_model_info info = moe_model_default_info();
+  ASSERT_EQ(moe_model_get_info(model, &info), MOE_OK);
+  moe_status last = MOE_OK;
+  for (int32_t e = 0; e < info.n_expert && last == MOE_OK; ++e)
+    last = moe_model_pin_expert(model, 0, e);
+  EXPECT_EQ(last, MOE_ERROR_OUT_OF_MEMORY);
+  EXPECT_NE(std::string(moe_last_error()).find("kept free for a step"), std::string::npos)
+      << moe_last_error();
+  for (int32_t e = 0; e < info.n_expert; ++e) {
+    if (e != 1) EXPECT_EQ(moe_model_unpin_expert(model, 0, e), MOE_OK) << e;
+  }
+
+  moe_context* ctx = nullptr;
+  ASSERT_EQ(moe_context_create(model, nullptr, &ctx), MOE_OK);
+  std::vector<int32_t> prompt = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.tokens.txt");
+  std::vector<int32_t> want = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.gen_tokens.txt");
+  Greedy greedy(want.size());
+  Collected got;
+  ASSERT_EQ(moe_generate_tokens(ctx, prompt.data(), prompt.size(), &greedy.gp, Collect, &got),
+            MOE_OK)
+      << moe_last_error();
+  EXPECT_EQ(got.tokens, want);
+  std::vector<moe_expert_layer_stats> layers(info.n_layer);
+  size_t len = 0;
+  ASSERT_EQ(moe_context_get_expert_layer_stats(ctx, layers.data(), layers.size(), &len), MOE_OK)
+      << moe_last_error();
+  ASSERT_EQ(len, static_cast<size_t>(info.n_layer));
+  moe_stats st = moe_default_stats();
+  ASSERT_EQ(moe_context_get_stats(ctx, &st), MOE_OK);
+  int64_t hits = 0, misses = 0, prefetches = 0, predicted = 0;
+  for (const moe_expert_layer_stats& l : layers) {
+    hits += l.hits;
+    misses += l.misses;
+    prefetches += l.prefetches;
+    predicted += l.predicted;
+    EXPECT_GE(l.experts_in_memory, 1);
+    EXPECT_LE(l.predicted_right, l.predicted);
+  }
+  EXPECT_EQ(hits, st.expert_cache_hits);
+  EXPECT_EQ(misses, st.expert_cache_misses);
+  EXPECT_EQ(prefetches, st.expert_prefetches);
+  EXPECT_EQ(predicted, st.expert_predicted);
+  EXPECT_GT(st.expert_cache_hits + st.expert_cache_misses, 0);
+  EXPECT_EQ(layers[0].predicted, 0);  // nothing guesses the first layer
+  EXPECT_EQ(moe_context_get_expert_layer_stats(ctx, layers.data(), 1, &len),
+            MOE_ERROR_BUFFER_TOO_SMALL);
+  EXPECT_EQ(len, static_cast<size_t>(info.n_layer));
+  moe_context_free(ctx);
+  moe_model_free(model);
+
+  // A malformed placement file fails the load, naming it.
+  std::ofstream(placement) << R"({"layers": {"0": {"hot": [1]}}})";
+  EXPECT_EQ(moe_model_load(kModel.c_str(), &mp, &model), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(moe_last_error()).find("unknown tier \"hot\""), std::string::npos)
+      << moe_last_error();
+  std::remove(placement.c_str());
+}
+
+// A model larger than the memory it may take: cached to fit by default, or OUT_OF_MEMORY.
+TEST(CApiExpertPlacementTest, AModelLargerThanItsMemoryLimit) {
+  moe_model_params mp = moe_model_default_params();
+  mp.memory_limit_bytes = 1;
+  mp.memory_fit = MOE_MEMORY_FIT_ERROR;
+  moe_model* model = nullptr;
+  EXPECT_EQ(moe_model_load(kModel.c_str(), &mp, &model), MOE_ERROR_OUT_OF_MEMORY);
+  EXPECT_NE(std::string(moe_last_error()).find("MiB"), std::string::npos) << moe_last_error();
+  mp.memory_fit = MOE_MEMORY_FIT_CACHE_EXPERTS;
+  EXPECT_EQ(moe_model_load(kModel.c_str(), &mp, &model), MOE_ERROR_OUT_OF_MEMORY);
+  EXPECT_NE(std::string(moe_last_error()).find("without the routed experts"), std::string::npos)
+      << moe_last_error();
+  mp.memory_fit = 7;
+  EXPECT_EQ(moe_model_load(kModel.c_str(), &mp, &model), MOE_ERROR_INVALID_ARGUMENT);
+  // Without the cache every expert is resident, and pinning changes nothing.
+  ASSERT_EQ(moe_model_load(kModel.c_str(), nullptr, &model), MOE_OK);
+  moe_expert_placement p = moe_default_expert_placement();
+  ASSERT_EQ(moe_model_get_expert_placement(model, 0, 0, &p), MOE_OK);
+  EXPECT_EQ(p.tier, MOE_EXPERT_RESIDENT);
+  EXPECT_EQ(p.in_memory, 1);
+  EXPECT_EQ(moe_model_pin_expert(model, 0, 0), MOE_OK);
+  EXPECT_EQ(moe_model_unpin_expert(model, 0, 0), MOE_ERROR_INVALID_ARGUMENT);
   moe_model_free(model);
 }
 

@@ -166,6 +166,138 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ExpertCacheEngineTest,
                            return n;
                          });
 
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  const fs::path p = fs::path(::testing::TempDir()) / (name + std::to_string(::getpid()));
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+// A placement file: resident experts are read at load and held outside the budget, pinned ones
+// inside it; both stay in memory whatever the steps read, and the outputs stay exact.
+TEST(ExpertPlacementEngineTest, ResidentAndPinnedExpertsStayAndOutputsStayExact) {
+  const std::string path = Gguf("tiny-qwen2moe-q4_0");
+  const std::vector<int32_t> prompt = PromptOf("tiny-qwen2moe-q4_0");
+  auto resident = Engine::Load(path, {});
+  ASSERT_TRUE(resident.ok());
+  const std::vector<float> want = LogitsOf(*resident, prompt, 6);
+  const int k = (*resident)->model()->hp().n_expert_used;
+  const std::string placement = WriteTemp(
+      "placement.json", R"({"layers": {"0": {"resident": [0, 1]}, "1": {"pinned": [2]}}})");
+  auto full = Load(path, 0, 1.0);
+  const size_t slot = full->expert_store()->slot_bytes();
+  LoadOptions o;
+  o.expert_placement_path = placement;
+  o.expert_cache_bytes = (1 + k) * slot;  // the pinned one and a step: the least there is
+  auto engine = Engine::Load(path, o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  ExpertStore& store = *(*engine)->expert_store();
+  EXPECT_EQ(store.tier(0, 0), ExpertTier::kResident);
+  EXPECT_EQ(store.tier(1, 2), ExpertTier::kPinned);
+  EXPECT_EQ(store.tier(1, 0), ExpertTier::kCached);
+  EXPECT_EQ(store.resident_bytes(), 2 * slot);
+  EXPECT_EQ(store.budget_bytes(), (1 + k) * slot);
+  EXPECT_EQ(LogitsOf(*engine, prompt, 6), want);
+  EXPECT_GT(store.cache().stats().evictions, 0);
+  for (auto [l, e] : {std::pair{0, 0}, std::pair{0, 1}, std::pair{1, 2}}) {
+    EXPECT_TRUE(store.InMemory(l, e)) << l << "/" << e;
+  }
+  // One slot less cannot hold the pinned expert and a step: the error names the minimum.
+  o.expert_cache_bytes = k * slot;
+  auto small = Engine::Load(path, o);
+  ASSERT_FALSE(small.ok());
+  EXPECT_NE(small.status().message().find("1 pinned plus the " + std::to_string(k)),
+            std::string::npos)
+      << small.status();
+  EXPECT_NE(small.status().message().find(std::to_string((1 + k) * slot)), std::string::npos);
+  // A malformed placement fails the load, naming the file.
+  o.expert_placement_path =
+      WriteTemp("bad_placement.json", R"({"layers": {"0": {"pinned": [99]}}})");
+  auto bad = Engine::Load(path, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find(o.expert_placement_path), std::string::npos);
+  fs::remove(placement);
+  fs::remove(o.expert_placement_path);
+}
+
+TEST(ExpertPlacementEngineTest, PinningKeepsAnExpertAndUnpinningLetsItGo) {
+  const std::string path = Gguf("tiny-qwen2moe-q4_0");
+  const std::vector<int32_t> prompt = PromptOf("tiny-qwen2moe-q4_0");
+  auto resident = Engine::Load(path, {});
+  ASSERT_TRUE(resident.ok());
+  const std::vector<float> want = LogitsOf(*resident, prompt, 6);
+  const int k = (*resident)->model()->hp().n_expert_used;
+  auto full = Load(path, 0, 1.0);
+  const size_t slot = full->expert_store()->slot_bytes();
+  auto engine = Load(path, (k + 2) * slot, 0);
+  ASSERT_NE(engine, nullptr);
+  ExpertStore& store = *engine->expert_store();
+  ASSERT_TRUE(store.Pin(1, 3).ok());
+  ASSERT_TRUE(store.Pin(1, 3).ok());  // again: nothing changes
+  ASSERT_TRUE(store.Pin(0, 5).ok());
+  EXPECT_EQ(store.tier(1, 3), ExpertTier::kPinned);
+  // A third would leave no room for a step.
+  absl::Status full_pin = store.Pin(0, 6);
+  EXPECT_EQ(full_pin.code(), absl::StatusCode::kResourceExhausted) << full_pin;
+  EXPECT_EQ(LogitsOf(engine, prompt, 6), want);
+  EXPECT_TRUE(store.InMemory(1, 3));
+  EXPECT_TRUE(store.InMemory(0, 5));
+  ASSERT_TRUE(store.Unpin(1, 3).ok());
+  EXPECT_EQ(store.tier(1, 3), ExpertTier::kCached);
+  EXPECT_TRUE(store.Pin(0, 6).ok());  // room again
+  EXPECT_EQ(store.Pin(99, 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.Unpin(0, -1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(LogitsOf(engine, prompt, 6), want);
+}
+
+// A model larger than the memory it may take is not loaded whole: the experts stay in the file
+// behind a cache sized to fit (or, if asked, the load fails), and the outputs stay exact.
+TEST(MemoryFitEngineTest, AModelLargerThanItsMemoryRunsFromAnExpertCacheThatFits) {
+  const std::string path = Gguf("tiny-olmoe-q8_0");
+  const std::vector<int32_t> prompt = PromptOf("tiny-olmoe-q8_0");
+  auto resident = Engine::Load(path, {});
+  ASSERT_TRUE(resident.ok());
+  EXPECT_EQ((*resident)->expert_store(), nullptr);  // this machine has room for it
+  EXPECT_TRUE((*resident)->memory_note().empty());
+  const std::vector<float> want = LogitsOf(*resident, prompt, 6);
+  size_t weights = 0, dense = 0;
+  for (const auto& t : (*resident)->model()->spec().tensors) {
+    weights += t.data.size();
+    if (t.expert < 0) dense += t.data.size();
+  }
+  LoadOptions o;
+  // Room for the dense weights and about half the experts, with the tenth of headroom.
+  o.memory_limit_bytes = (dense + (weights - dense) / 2) * 11 / 10;
+  auto fitted = Engine::Load(path, o);
+  ASSERT_TRUE(fitted.ok()) << fitted.status();
+  const ExpertStore* store = (*fitted)->expert_store();
+  ASSERT_NE(store, nullptr);
+  EXPECT_NE((*fitted)->memory_note().find("expert cache of"), std::string::npos)
+      << (*fitted)->memory_note();
+  // Resident weights plus the cache, with the tenth of headroom, stay within the limit.
+  EXPECT_LE((dense + store->cache().capacity_bytes()) * 11 / 10, o.memory_limit_bytes);
+  EXPECT_EQ(LogitsOf(*fitted, prompt, 6), want);
+  // Asked to fail instead, it fails and says by how much.
+  o.memory_fit = MemoryFit::kError;
+  auto refused = Engine::Load(path, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("MiB"), std::string::npos) << refused.status();
+  // Not even the dense weights fit: an error, never a load that would be killed.
+  o.memory_fit = MemoryFit::kCacheExperts;
+  o.memory_limit_bytes = dense / 2;
+  auto tiny = Engine::Load(path, o);
+  ASSERT_FALSE(tiny.ok());
+  EXPECT_EQ(tiny.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(tiny.status().message().find("without the routed experts"), std::string::npos)
+      << tiny.status();
+  // A mapped model is the page cache's to manage: not checked.
+  o.use_mmap = true;
+  auto mapped = Engine::Load(path, o);
+  ASSERT_TRUE(mapped.ok()) << mapped.status();
+  EXPECT_EQ((*mapped)->expert_store(), nullptr);
+}
+
 TEST(ExpertCacheEngineFaultTest, AReadErrorFailsTheCallAndTheContextGoesOn) {
   const std::string path = Gguf("tiny-qwen2moe-q4_0");
   const std::vector<int32_t> prompt = PromptOf("tiny-qwen2moe-q4_0");

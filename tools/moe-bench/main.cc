@@ -29,7 +29,7 @@ struct Options {
   int n = 64;
   int reps = 3;
   std::string load = "ram";
-  std::string expert_cache;
+  moe::cli::ExpertFlags experts;
   bool json = false;
   double bandwidth_gib = 1.0;
 };
@@ -93,7 +93,7 @@ CacheFigures Figures(const Result& r, double disk_gbps) {
 int Run(const Options& o) {
   moe::LoadOptions lo;
   lo.use_mmap = o.load == "mmap";
-  if (absl::Status s = moe::cli::ApplyExpertCacheFlag(o.expert_cache, &lo); !s.ok()) {
+  if (absl::Status s = moe::cli::ApplyExpertFlags(o.experts, &lo); !s.ok()) {
     std::fprintf(stderr, "moe-bench: %s\n", std::string(s.message()).c_str());
     return 2;
   }
@@ -290,9 +290,7 @@ int main(int argc, char** argv) {
       ->check(moe::cli::NumberIn(1.0 / 1024, 1024))
       ->capture_default_str();
   app.add_flag("--json", o.json, "one JSON object per test");
-  app.add_option("--expert-cache", o.expert_cache,
-                 "read routed experts from the model file through a cache of SIZE (2GiB, 512MiB) "
-                 "or PERCENT of the expert bytes (25%); default: all resident");
+  moe::cli::AddExpertFlags(&app, &o.experts);
   CLI11_PARSE(app, argc, argv);
   return Run(o);
 }

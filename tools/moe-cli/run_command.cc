@@ -40,8 +40,7 @@ struct RunOptions {
   int threads = 0;
   int ctx = 0;
   bool mmap = false;
-  std::string expert_cache;
-  std::string expert_eviction = "lru";
+  ExpertFlags experts;
   bool stats = false;
   bool json = false;
   bool parse_special = false;
@@ -65,11 +64,10 @@ absl::Status Run(const RunOptions& o) {
   LoadOptions lo;
   lo.use_mmap = o.mmap;
   lo.progress = ProgressBar;
-  if (absl::Status s = ApplyExpertCacheFlag(o.expert_cache, &lo); !s.ok()) return s;
-  lo.expert_eviction = o.expert_eviction == "lfru" ? EvictionPolicy::kLfru : EvictionPolicy::kLru;
+  if (absl::Status s = ApplyExpertFlags(o.experts, &lo); !s.ok()) return s;
   auto engine = Engine::Load(o.model, lo);
   if (!engine.ok()) return engine.status();
-  if (!o.expert_cache.empty() || o.stats) {
+  if ((*engine)->expert_store() != nullptr || o.stats) {
     std::fprintf(stderr, "%s\n", ExpertPlacementLine(**engine).c_str());
   }
   SessionOptions so;
@@ -196,12 +194,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       ->check(AtLeast(0, "0 = the trained length"));
   run->add_flag("--mmap", o->mmap,
                 "map the weights from the file instead of copying them into memory");
-  run->add_option("--expert-cache", o->expert_cache,
-                  "read routed experts from the model file through a cache of SIZE (2GiB, "
-                  "512MiB) or PERCENT of the expert bytes (25%); default: all resident");
-  run->add_option("--expert-eviction", o->expert_eviction, "expert cache eviction policy")
-      ->check(CLI::IsMember({"lru", "lfru"}))
-      ->capture_default_str();
+  AddExpertFlags(run, &o->experts);
   run->add_flag("--stats", o->stats,
                 "print telemetry (stages, experts, active parameters) to stderr");
   run->add_flag("--json", o->json, "print one JSON object (text, tokens, statistics) to stdout");

@@ -54,10 +54,26 @@ std::string StatsTable(const Engine& e, const SessionStats& s) {
     absl::StrAppendFormat(
         &out,
         "expert cache %d hits, %d misses (hit rate %.1f%%), %d evictions, %.1f MiB read in "
-        "%.3fs (%s I/O), waited %.3fs (since load)\n",
+        "%.3fs (%s I/O), compute waited %.3fs; %d read ahead, %d of them used, %.1f MiB "
+        "unused; guesses named %.0f%% of the experts used (since load)\n",
         c.hits, c.misses, 100.0 * c.hits / std::max<int64_t>(1, c.hits + c.misses), c.evictions,
         c.bytes_loaded / 1048576.0, c.load_seconds,
-        ExpertFileReader::ModeName(store->reader().mode()), c.wait_seconds);
+        ExpertFileReader::ModeName(store->reader().mode()), c.wait_seconds, c.prefetches,
+        c.prefetch_hits, c.prefetch_wasted_bytes / 1048576.0,
+        100.0 * c.predicted_right / std::max<int64_t>(1, c.predicted));
+    out += "  layer   hits  misses  MiB read  wait s  ahead  used  guessed  in memory\n";
+    const std::vector<ExpertCacheStats> layers = store->cache().layer_stats();
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const ExpertCacheStats& x = layers[l];
+      int in_memory = 0;
+      for (int ex = 0; ex < store->n_expert(); ++ex) {
+        in_memory += store->InMemory(static_cast<int>(l), ex);
+      }
+      absl::StrAppendFormat(
+          &out, "  %-5d %6d %7d %9.1f %7.3f %6d %5d %7.0f%% %10d\n", l, x.hits, x.misses,
+          x.bytes_loaded / 1048576.0, x.wait_seconds, x.prefetches, x.prefetch_hits,
+          100.0 * x.predicted_right / std::max<int64_t>(1, x.predicted), in_memory);
+    }
   }
   out += "experts     share of routed tokens per expert (%), one row per layer\n";
   for (size_t l = 0; l < t.expert_counts.size(); ++l) {
@@ -95,15 +111,29 @@ std::string StatsJson(const Engine& e, const SessionStats& s, const std::string&
   j["expert_counts"] = t.expert_counts;
   if (const ExpertStore* store = e.expert_store()) {
     const ExpertCacheStats c = store->cache().stats();
-    j["expert_cache"] = {{"budget_bytes", store->cache().capacity_bytes()},
-                         {"slots", store->cache().slot_count()},
-                         {"hits", c.hits},
-                         {"misses", c.misses},
-                         {"evictions", c.evictions},
-                         {"bytes_read", c.bytes_loaded},
-                         {"read_s", c.load_seconds},
-                         {"wait_s", c.wait_seconds},
-                         {"io", ExpertFileReader::ModeName(store->reader().mode())}};
+    auto figures = [](const ExpertCacheStats& x) {
+      return nlohmann::json{{"hits", x.hits},
+                            {"misses", x.misses},
+                            {"evictions", x.evictions},
+                            {"bytes_read", x.bytes_loaded},
+                            {"read_s", x.load_seconds},
+                            {"wait_s", x.wait_seconds},
+                            {"prefetches", x.prefetches},
+                            {"prefetch_hits", x.prefetch_hits},
+                            {"prefetch_wasted_bytes", x.prefetch_wasted_bytes},
+                            {"predicted", x.predicted},
+                            {"predicted_right", x.predicted_right}};
+    };
+    nlohmann::json cache = figures(c);
+    cache["budget_bytes"] = store->budget_bytes();
+    cache["resident_bytes"] = store->resident_bytes();
+    cache["slots"] = store->cache().slot_count();
+    cache["io"] = ExpertFileReader::ModeName(store->reader().mode());
+    cache["prefetch"] = store->prefetch();
+    cache["layers"] = nlohmann::json::array();
+    for (const ExpertCacheStats& x : store->cache().layer_stats())
+      cache["layers"].push_back(figures(x));
+    j["expert_cache"] = cache;
   }
   return j.dump();
 }

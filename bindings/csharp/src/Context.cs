@@ -72,6 +72,8 @@ namespace LibMoe {
     /// <summary>Statistics of the last Generate or <see cref="Decode"/> call.</summary>
     public Stats Stats {
       get {
+        int inMemory = 0;
+        foreach (ExpertCacheStats layer in GetExpertLayerStats()) inMemory += layer.ExpertsInMemory;
         using (NativeStats s = Native.Stats()) {
           return new Stats {
             PromptTokens = s.prompt_tokens, GeneratedTokens = s.generated_tokens,
@@ -84,9 +86,42 @@ namespace LibMoe {
             SamplingSeconds = s.sampling_seconds,
             ActiveParametersPerToken = s.active_params_per_token,
             MeanRouterEntropy = s.mean_router_entropy, WeightBytesRead = s.weight_bytes_read,
+            ExpertCache = new ExpertCacheStats {
+              Hits = s.expert_cache_hits, Misses = s.expert_cache_misses,
+              BytesRead = s.expert_bytes_read, ReadSeconds = s.expert_read_seconds,
+              WaitSeconds = s.expert_wait_seconds, Prefetches = s.expert_prefetches,
+              PrefetchHits = s.expert_prefetch_hits,
+              PrefetchWastedBytes = s.expert_prefetch_wasted_bytes,
+              Predicted = s.expert_predicted, PredictedRight = s.expert_predicted_right,
+              ExpertsInMemory = inMemory,
+            },
           };
         }
       }
+    }
+
+    /// <summary>What the expert cache did during the last Generate or <see cref="Decode"/> call,
+    /// per layer.</summary>
+    public ExpertCacheStats[] GetExpertLayerStats() {
+      long[] flat = Native.ExpertLayerStats();
+      int fields = moe.kExpertLayerStatFields;
+      var layers = new ExpertCacheStats[flat.Length / fields];
+      for (int l = 0; l < layers.Length; l++) {
+        int b = l * fields;
+        layers[l] = new ExpertCacheStats {
+          Hits = flat[b + moe.kLayerHits], Misses = flat[b + moe.kLayerMisses],
+          BytesRead = flat[b + moe.kLayerBytesRead],
+          ReadSeconds = flat[b + moe.kLayerReadNanos] / 1e9,
+          WaitSeconds = flat[b + moe.kLayerWaitNanos] / 1e9,
+          Prefetches = flat[b + moe.kLayerPrefetches],
+          PrefetchHits = flat[b + moe.kLayerPrefetchHits],
+          PrefetchWastedBytes = flat[b + moe.kLayerPrefetchWastedBytes],
+          Predicted = flat[b + moe.kLayerPredicted],
+          PredictedRight = flat[b + moe.kLayerPredictedRight],
+          ExpertsInMemory = (int)flat[b + moe.kLayerExpertsInMemory],
+        };
+      }
+      return layers;
     }
 
     /// <summary>How many tokens chose each expert during the last Generate or

@@ -37,7 +37,9 @@ namespace LibMoe {
       try {
         return new Model(NativeModel.Load(path, o.UseMmap, bridge, o.ExpertCacheBytes,
                                           o.ExpertCacheFraction, (int)o.ExpertEviction,
-                                          o.ExpertDirectIo));
+                                          o.ExpertDirectIo, o.ExpertPlacementFile ?? "",
+                                          o.ExpertPrefetch, o.MemoryLimitBytes,
+                                          (int)o.MemoryFit));
       } catch (MoeException) {
         if (bridge != null) bridge.Rethrow();
         throw;
@@ -50,6 +52,29 @@ namespace LibMoe {
     public Context CreateContext(ContextOptions options = null) {
       return new Context(this, options ?? new ContextOptions());
     }
+
+    /// <summary>Where expert <paramref name="expert"/> of layer <paramref name="layer"/>
+    /// lives.</summary>
+    /// <exception cref="MoeException">Status.OutOfRange for an expert the model does not
+    /// have.</exception>
+    public ExpertPlacement GetExpertPlacement(int layer, int expert) {
+      using (NativeExpertPlacement p = Native.ExpertPlacement(layer, expert)) {
+        return new ExpertPlacement {
+          Tier = (ExpertTier)p.tier, InMemory = p.in_memory, Bytes = p.bytes,
+          WeightTypes = p.WeightTypes(),
+        };
+      }
+    }
+
+    /// <summary>Keeps a cached expert in memory (reading it now) until
+    /// <see cref="UnpinExpert"/>; it counts against the cache's budget, which keeps room for one
+    /// step besides.</summary>
+    /// <exception cref="MoeException">Status.OutOfMemory when it would not.</exception>
+    public void PinExpert(int layer, int expert) { Native.PinExpert(layer, expert); }
+
+    /// <summary>A pinned expert becomes cached again.</summary>
+    /// <exception cref="MoeException">Status.InvalidArgument for a resident expert.</exception>
+    public void UnpinExpert(int layer, int expert) { Native.UnpinExpert(layer, expert); }
 
     /// <summary>The model's hyper-parameters and vocabulary facts.</summary>
     public ModelInfo Info {

@@ -112,6 +112,78 @@ namespace LibMoe {
     /// <summary>Direct I/O for expert reads where the file system allows it (default true).
     /// </summary>
     public bool ExpertDirectIo { get; set; } = true;
+    /// <summary>A placement file (JSON; see the README): experts resident or pinned, the others
+    /// cached (expert_placement_path; null: none). Turns the expert cache on by itself.</summary>
+    public string ExpertPlacementFile { get; set; }
+    /// <summary>Read the next layer's likely experts ahead (default true).</summary>
+    public bool ExpertPrefetch { get; set; } = true;
+    /// <summary>The memory the model may take in bytes (0, the default: what the system has
+    /// available); a model that does not fit is handled as <see cref="MemoryFit"/> says.</summary>
+    public long MemoryLimitBytes { get; set; }
+    /// <summary>What a model larger than its memory does.</summary>
+    public MemoryFit MemoryFit { get; set; } = MemoryFit.CacheExperts;
+  }
+
+  /// <summary>What a load does when the weights copied into memory would not fit.</summary>
+  public enum MemoryFit {
+    /// <summary>The routed experts stay in the file behind an expert cache sized to fit (the
+    /// default).</summary>
+    CacheExperts = 0,
+    /// <summary>The load fails with Status.OutOfMemory, naming the bytes needed.</summary>
+    Error = 1,
+  }
+
+  /// <summary>Where an expert lives.</summary>
+  public enum ExpertTier {
+    /// <summary>Loaded with the model, always in memory.</summary>
+    Resident = 0,
+    /// <summary>Read from the model file into the expert cache when a step needs it.</summary>
+    Cached = 1,
+    /// <summary>In the expert cache and never evicted.</summary>
+    Pinned = 2,
+  }
+
+  /// <summary>Where one expert lives (moe_expert_placement).</summary>
+  public sealed class ExpertPlacement {
+    public ExpertTier Tier { get; internal set; }
+    /// <summary>Whether its weights are in memory now.</summary>
+    public bool InMemory { get; internal set; }
+    /// <summary>Its gate, up and down matrices as the model file stores them.</summary>
+    public long Bytes { get; internal set; }
+    /// <summary>Their types as stored, "gate/up/down", e.g. "Q4_K/Q4_K/Q6_K".</summary>
+    public string WeightTypes { get; internal set; }
+  }
+
+  /// <summary>What the expert cache did during a call, for one layer
+  /// (<see cref="Context.GetExpertLayerStats"/>) or all of them (<see cref="Stats.ExpertCache"/>);
+  /// all zero when every expert is resident.</summary>
+  public sealed class ExpertCacheStats {
+    /// <summary>The call's experts found in memory (or already being read).</summary>
+    public long Hits { get; internal set; }
+    /// <summary>The call's experts read from the model file.</summary>
+    public long Misses { get; internal set; }
+    /// <summary>Read from the file, misses and prefetches.</summary>
+    public long BytesRead { get; internal set; }
+    /// <summary>Time reading, on the I/O threads.</summary>
+    public double ReadSeconds { get; internal set; }
+    /// <summary>Time compute waited for reads.</summary>
+    public double WaitSeconds { get; internal set; }
+    /// <summary>Experts read ahead by pre-gating.</summary>
+    public long Prefetches { get; internal set; }
+    /// <summary>Of those, the ones a step then used.</summary>
+    public long PrefetchHits { get; internal set; }
+    /// <summary>Read ahead and evicted unused.</summary>
+    public long PrefetchWastedBytes { get; internal set; }
+    /// <summary>Experts used while a guess was out for their layer.</summary>
+    public long Predicted { get; internal set; }
+    /// <summary>Of those, the ones the guess named.</summary>
+    public long PredictedRight { get; internal set; }
+    /// <summary>Experts in memory when the call ended.</summary>
+    public int ExpertsInMemory { get; internal set; }
+    /// <summary>Hits / (hits + misses), or 0 when there were none.</summary>
+    public double HitRate { get { return Hits + Misses > 0 ? (double)Hits / (Hits + Misses) : 0; } }
+    /// <summary>The share of the used experts that pre-gating had guessed (0: no guesses).</summary>
+    public double PredictionRecall { get { return Predicted > 0 ? (double)PredictedRight / Predicted : 0; } }
   }
 
   /// <summary>Which cached expert makes room when the expert cache is full.</summary>
@@ -157,6 +229,8 @@ namespace LibMoe {
     public double MeanRouterEntropy { get; internal set; }
     /// <summary>Weight bytes read during the call.</summary>
     public long WeightBytesRead { get; internal set; }
+    /// <summary>What the expert cache did during the call, over all layers.</summary>
+    public ExpertCacheStats ExpertCache { get; internal set; }
   }
 
   /// <summary>A model's hyper-parameters and vocabulary facts.</summary>

@@ -166,6 +166,44 @@ public class MoeTests {
   }
 
   [Test]
+  public void ExpertPlacementPinningAndStatistics() {
+    string placement = Path.GetTempFileName();
+    File.WriteAllText(placement, "{\"layers\": {\"0\": {\"resident\": [1]}, \"1\": {\"pinned\": [0]}}}");
+    try {
+      var options = new ModelOptions { ExpertCacheFraction = 0.5, ExpertPlacementFile = placement };
+      using (Model m = Model.Load(ModelPath, options))
+      using (Context ctx = m.CreateContext()) {
+        ExpertPlacement resident = m.GetExpertPlacement(0, 1);
+        Assert.AreEqual(ExpertTier.Resident, resident.Tier);
+        Assert.IsTrue(resident.InMemory);
+        Assert.Greater(resident.Bytes, 0);
+        Assert.AreEqual("F32/F32/F32", resident.WeightTypes);
+        Assert.AreEqual(ExpertTier.Cached, m.GetExpertPlacement(1, 3).Tier);
+        m.PinExpert(1, 3);
+        Assert.AreEqual(ExpertTier.Pinned, m.GetExpertPlacement(1, 3).Tier);
+        Assert.AreEqual(Status.InvalidArgument,
+                        Assert.Throws<MoeException>(() => m.UnpinExpert(0, 1)).Status);
+        Assert.AreEqual(Status.OutOfRange,
+                        Assert.Throws<MoeException>(() => m.GetExpertPlacement(99, 0)).Status);
+        Assert.AreEqual(expected, GenerateIds(ctx, prompt, expected.Length));
+        Stats st = ctx.Stats;
+        ExpertCacheStats[] layers = ctx.GetExpertLayerStats();
+        Assert.AreEqual(m.Info.Layers, layers.Length);
+        Assert.AreEqual(st.ExpertCache.Hits, layers.Sum(l => l.Hits));
+        Assert.AreEqual(st.ExpertCache.Misses, layers.Sum(l => l.Misses));
+        Assert.Greater(st.ExpertCache.Hits + st.ExpertCache.Misses, 0);
+        Assert.GreaterOrEqual(st.ExpertCache.ExpertsInMemory, 2);
+        Assert.Greater(st.ExpertCache.HitRate, 0);
+      }
+    } finally {
+      File.Delete(placement);
+    }
+    var e = Assert.Throws<MoeException>(() => Model.Load(
+        ModelPath, new ModelOptions { MemoryLimitBytes = 1, MemoryFit = MemoryFit.Error }));
+    Assert.AreEqual(Status.OutOfMemory, e.Status);
+  }
+
+  [Test]
   public void DisposeFromTheHandlerStopsTheCall() {
     Context ctx = model.CreateContext();
     var e = Assert.Throws<MoeException>(() => ctx.Generate(prompt, Greedy(16), (token, piece) => {

@@ -90,18 +90,43 @@ public final class Context implements AutoCloseable {
 
   /** Statistics of the last generate or {@link #decode} call. */
   public Stats stats() {
-    NativeStats s = get().Stats();
+    NativeContext c = get();
+    int inMemory = 0;
+    for (ExpertCacheStats layer : expertLayerStats()) inMemory += layer.expertsInMemory();
+    NativeStats s = c.Stats();
     try {
+      ExpertCacheStats cache = new ExpertCacheStats(s.getExpert_cache_hits(),
+          s.getExpert_cache_misses(), s.getExpert_bytes_read(), s.getExpert_read_seconds(),
+          s.getExpert_wait_seconds(), s.getExpert_prefetches(), s.getExpert_prefetch_hits(),
+          s.getExpert_prefetch_wasted_bytes(), s.getExpert_predicted(),
+          s.getExpert_predicted_right(), inMemory);
       return new Stats(s.getPrompt_tokens(), s.getGenerated_tokens(), s.getPrompt_seconds(),
           s.getGenerate_seconds(), s.getPrompt_tokens_per_second(),
           s.getGenerate_tokens_per_second(), s.getActive_fraction(),
           FinishReason.fromCode(s.getFinish_reason()), s.getAttention_seconds(),
           s.getRouter_seconds(), s.getExperts_seconds(), s.getHead_seconds(),
           s.getSampling_seconds(), s.getActive_params_per_token(), s.getMean_router_entropy(),
-          s.getWeight_bytes_read());
+          s.getWeight_bytes_read(), cache);
     } finally {
       s.delete();
     }
+  }
+
+  /** What the expert cache did during the last generate or {@link #decode} call, per layer. */
+  public ExpertCacheStats[] expertLayerStats() {
+    long[] flat = get().ExpertLayerStats();
+    int fields = moe.kExpertLayerStatFields;
+    ExpertCacheStats[] layers = new ExpertCacheStats[flat.length / fields];
+    for (int l = 0; l < layers.length; l++) {
+      int b = l * fields;
+      layers[l] = new ExpertCacheStats(flat[b + moe.kLayerHits], flat[b + moe.kLayerMisses],
+          flat[b + moe.kLayerBytesRead], flat[b + moe.kLayerReadNanos] / 1e9,
+          flat[b + moe.kLayerWaitNanos] / 1e9, flat[b + moe.kLayerPrefetches],
+          flat[b + moe.kLayerPrefetchHits], flat[b + moe.kLayerPrefetchWastedBytes],
+          flat[b + moe.kLayerPredicted], flat[b + moe.kLayerPredictedRight],
+          (int) flat[b + moe.kLayerExpertsInMemory]);
+    }
+    return layers;
   }
 
   /**

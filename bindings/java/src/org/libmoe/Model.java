@@ -44,8 +44,12 @@ public final class Model implements AutoCloseable {
     ModelOptions o = options != null ? options : new ModelOptions();
     ProgressBridge bridge = o.progress == null ? null : new ProgressBridge(o.progress);
     try {
+      byte[] placement = o.expertPlacementFile == null
+          ? new byte[0]
+          : Utf8.encode(o.expertPlacementFile, "expertPlacementFile");
       return new Model(NativeModel.Load(Utf8.encode(path, "path"), o.useMmap, bridge,
-          o.expertCacheBytes, o.expertCacheFraction, o.expertEviction.code, o.expertDirectIo));
+          o.expertCacheBytes, o.expertCacheFraction, o.expertEviction.code, o.expertDirectIo,
+          placement, o.expertPrefetch, o.memoryLimitBytes, o.memoryFit.code));
     } catch (MoeException e) {
       if (bridge != null) bridge.rethrow();
       throw e;
@@ -77,6 +81,41 @@ public final class Model implements AutoCloseable {
     } finally {
       i.delete();
     }
+  }
+
+  /**
+   * Where expert {@code expert} of layer {@code layer} lives.
+   *
+   * @throws MoeException {@link Status#OUT_OF_RANGE} for an expert the model does not have
+   */
+  public ExpertPlacement expertPlacement(int layer, int expert) {
+    NativeExpertPlacement p = get().ExpertPlacement(layer, expert);
+    try {
+      return new ExpertPlacement(ExpertTier.fromCode(p.getTier()), p.getIn_memory(), p.getBytes(),
+          Utf8.decode(p.WeightTypes()));
+    } finally {
+      p.delete();
+    }
+  }
+
+  /**
+   * Keeps a cached expert in memory (reading it now) until {@link #unpinExpert}; it counts
+   * against the cache's budget, which keeps room for one step besides.
+   *
+   * @throws MoeException {@link Status#OUT_OF_MEMORY} when it would not, {@link
+   *     Status#OUT_OF_RANGE} for an expert the model does not have
+   */
+  public void pinExpert(int layer, int expert) {
+    get().PinExpert(layer, expert);
+  }
+
+  /**
+   * A pinned expert becomes cached again.
+   *
+   * @throws MoeException {@link Status#INVALID_ARGUMENT} for a resident expert
+   */
+  public void unpinExpert(int layer, int expert) {
+    get().UnpinExpert(layer, expert);
   }
 
   /** The model's chat template (Jinja text), or "" if it has none. */

@@ -8,6 +8,10 @@ public final class ModelOptions {
   double expertCacheFraction;
   ExpertEviction expertEviction = ExpertEviction.LRU;
   boolean expertDirectIo = true;
+  String expertPlacementFile;
+  boolean expertPrefetch = true;
+  long memoryLimitBytes;
+  MemoryFit memoryFit = MemoryFit.CACHE_EXPERTS;
 
   /**
    * Leave the weights in the memory-mapped file instead of copying them into memory (default
@@ -44,6 +48,36 @@ public final class ModelOptions {
   /** Direct I/O for expert reads where the file system allows it (default true). */
   public ModelOptions expertDirectIo(boolean on) {
     expertDirectIo = on;
+    return this;
+  }
+
+  /**
+   * A placement file (JSON; see the README): experts resident or pinned, the others cached
+   * ({@code expert_placement_path}; null: none). Turns the expert cache on by itself.
+   */
+  public ModelOptions expertPlacementFile(String path) {
+    expertPlacementFile = path;
+    return this;
+  }
+
+  /** Read the next layer's likely experts ahead (default true; {@code expert_prefetch}). */
+  public ModelOptions expertPrefetch(boolean on) {
+    expertPrefetch = on;
+    return this;
+  }
+
+  /**
+   * The memory the model may take in bytes ({@code memory_limit_bytes}; 0, the default: what the
+   * system has available). A model that does not fit is handled as {@link #memoryFit} says.
+   */
+  public ModelOptions memoryLimitBytes(long bytes) {
+    memoryLimitBytes = bytes;
+    return this;
+  }
+
+  /** What a model larger than its memory does (default {@link MemoryFit#CACHE_EXPERTS}). */
+  public ModelOptions memoryFit(MemoryFit fit) {
+    memoryFit = java.util.Objects.requireNonNull(fit, "memoryFit is null");
     return this;
   }
 

@@ -20,6 +20,7 @@ package org.libmoe;
  * @param activeParametersPerToken mean parameters touched per token
  * @param meanRouterEntropy mean router entropy in nats, per token and layer
  * @param weightBytesRead weight bytes read during the call
+ * @param expertCache what the expert cache did during the call, over all layers
  */
 public record Stats(
     int promptTokens,
@@ -37,13 +38,27 @@ public record Stats(
     double samplingSeconds,
     double activeParametersPerToken,
     double meanRouterEntropy,
-    long weightBytesRead) {
+    long weightBytesRead,
+    ExpertCacheStats expertCache) {
+
+  /** The second release's constructor, kept for source compatibility: no expert cache figures. */
+  public Stats(int promptTokens, int generatedTokens, double promptSeconds,
+      double generateSeconds, double promptTokensPerSecond, double generateTokensPerSecond,
+      double activeFraction, FinishReason finishReason, double attentionSeconds,
+      double routerSeconds, double expertsSeconds, double headSeconds, double samplingSeconds,
+      double activeParametersPerToken, double meanRouterEntropy, long weightBytesRead) {
+    this(promptTokens, generatedTokens, promptSeconds, generateSeconds, promptTokensPerSecond,
+        generateTokensPerSecond, activeFraction, finishReason, attentionSeconds, routerSeconds,
+        expertsSeconds, headSeconds, samplingSeconds, activeParametersPerToken, meanRouterEntropy,
+        weightBytesRead, ExpertCacheStats.NONE);
+  }
 
   /** The first release's constructor, kept for source compatibility; the newer fields are 0. */
   public Stats(int promptTokens, int generatedTokens, double promptSeconds,
       double generateSeconds, double promptTokensPerSecond, double generateTokensPerSecond,
       double activeFraction, FinishReason finishReason) {
     this(promptTokens, generatedTokens, promptSeconds, generateSeconds, promptTokensPerSecond,
-        generateTokensPerSecond, activeFraction, finishReason, 0, 0, 0, 0, 0, 0, 0, 0);
+        generateTokensPerSecond, activeFraction, finishReason, 0, 0, 0, 0, 0, 0, 0, 0,
+        ExpertCacheStats.NONE);
   }
 }

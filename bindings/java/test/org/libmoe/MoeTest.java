@@ -239,6 +239,49 @@ class MoeTest {
   }
 
   @Test
+  void expertPlacementPinningAndStatistics() throws IOException {
+    Path placement = Files.createTempFile("placement", ".json");
+    Files.writeString(placement, "{\"layers\": {\"0\": {\"resident\": [1]}, \"1\": {\"pinned\": [0]}}}");
+    String path = FIXTURES.resolve("tiny-qwen2moe-f32.gguf").toString();
+    try (Model m = Model.load(path, new ModelOptions().expertCacheFraction(0.5)
+                                        .expertPlacementFile(placement.toString()));
+         Context ctx = m.newContext()) {
+      ExpertPlacement resident = m.expertPlacement(0, 1);
+      assertEquals(ExpertTier.RESIDENT, resident.tier());
+      assertTrue(resident.inMemory());
+      assertTrue(resident.bytes() > 0);
+      assertEquals("F32/F32/F32", resident.weightTypes());
+      assertEquals(ExpertTier.CACHED, m.expertPlacement(1, 3).tier());
+      m.pinExpert(1, 3);
+      assertEquals(ExpertTier.PINNED, m.expertPlacement(1, 3).tier());
+      assertTrue(m.expertPlacement(1, 3).inMemory());
+      assertEquals(Status.INVALID_ARGUMENT,
+          assertThrows(MoeException.class, () -> m.unpinExpert(0, 1)).status());
+      assertEquals(Status.OUT_OF_RANGE,
+          assertThrows(MoeException.class, () -> m.expertPlacement(99, 0)).status());
+      assertArrayEquals(expected, generateIds(ctx, prompt, expected.length));
+      Stats st = ctx.stats();
+      ExpertCacheStats[] layers = ctx.expertLayerStats();
+      assertEquals(m.info().layers(), layers.length);
+      long hits = 0, misses = 0;
+      for (ExpertCacheStats l : layers) {
+        hits += l.hits();
+        misses += l.misses();
+      }
+      assertEquals(st.expertCache().hits(), hits);
+      assertEquals(st.expertCache().misses(), misses);
+      assertTrue(hits + misses > 0);
+      assertTrue(st.expertCache().expertsInMemory() >= 2);
+      assertTrue(st.expertCache().hitRate() > 0);
+    } finally {
+      Files.deleteIfExists(placement);
+    }
+    MoeException e = assertThrows(MoeException.class, () -> Model.load(path,
+        new ModelOptions().memoryLimitBytes(1).memoryFit(MemoryFit.ERROR)));
+    assertEquals(Status.OUT_OF_MEMORY, e.status());
+  }
+
+  @Test
   void nullArgumentsAreNamed() {
     try (Context ctx = model.newContext()) {
       NullPointerException e = assertThrows(NullPointerException.class,

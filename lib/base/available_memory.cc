@@ -1,0 +1,71 @@
+#include "lib/base/available_memory.h"
+
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace moe {
+namespace {
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// The files holding this process's cgroup memory limit and use: the v1 memory controller's
+// ("N:memory:/path") where there is one, else the unified (v2) hierarchy's ("0::/path").
+std::pair<std::string, std::string> CgroupFiles() {
+  std::istringstream lines(ReadAll("/proc/self/cgroup"));
+  std::string v2;
+  for (std::string line; std::getline(lines, line);) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    absl::string_view rest = absl::string_view(line).substr(colon + 1);
+    if (absl::ConsumePrefix(&rest, "memory:")) {
+      const std::string dir = absl::StrCat("/sys/fs/cgroup/memory", rest);
+      return {dir + "/memory.limit_in_bytes", dir + "/memory.usage_in_bytes"};
+    }
+    if (absl::ConsumePrefix(&rest, ":")) v2 = absl::StrCat("/sys/fs/cgroup", rest);
+  }
+  if (v2.empty()) return {"", ""};
+  return {v2 + "/memory.max", v2 + "/memory.current"};
+}
+
+}  // namespace
+
+std::optional<size_t> AvailableMemoryFrom(const std::string& meminfo, const std::string& cgroup_max,
+                                          const std::string& cgroup_current) {
+  std::optional<size_t> available;
+  for (absl::string_view line : absl::StrSplit(meminfo, '\n')) {
+    if (!absl::ConsumePrefix(&line, "MemAvailable:")) continue;
+    line = absl::StripAsciiWhitespace(line);
+    uint64_t kib;
+    if (absl::ConsumeSuffix(&line, "kB") &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &kib)) {
+      available = static_cast<size_t>(kib) * 1024;
+    }
+  }
+  uint64_t max, current;
+  if (absl::SimpleAtoi(absl::StripAsciiWhitespace(cgroup_max), &max) &&
+      absl::SimpleAtoi(absl::StripAsciiWhitespace(cgroup_current), &current)) {
+    const size_t room = current < max ? static_cast<size_t>(max - current) : 0;
+    if (!available || room < *available) available = room;
+  }
+  return available;
+}
+
+std::optional<size_t> AvailableMemoryBytes() {
+  const auto [max, current] = CgroupFiles();
+  return AvailableMemoryFrom(ReadAll("/proc/meminfo"), max.empty() ? "" : ReadAll(max),
+                             current.empty() ? "" : ReadAll(current));
+}
+
+}  // namespace moe

@@ -1,0 +1,19 @@
+// How much memory this process can still take: what a load compares a model's weights with.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+namespace moe {
+
+// MemAvailable of /proc/meminfo, or the room left under this process's cgroup limit (v1 or v2)
+// when that is lower; nullopt when neither can be read.
+std::optional<size_t> AvailableMemoryBytes();
+
+// The parsing, for tests: meminfo's text, and the cgroup's limit and use (memory.max and
+// memory.current, or v1's limit_in_bytes and usage_in_bytes; empty where absent).
+std::optional<size_t> AvailableMemoryFrom(const std::string& meminfo, const std::string& cgroup_max,
+                                          const std::string& cgroup_current);
+
+}  // namespace moe

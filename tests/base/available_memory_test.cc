@@ -1,0 +1,41 @@
+// The memory a load compares a model with: MemAvailable, or less under a cgroup limit.
+#include "lib/base/available_memory.h"
+
+#include "gtest/gtest.h"
+
+namespace moe {
+namespace {
+
+constexpr char kMeminfo[] =
+    "MemTotal:       24000000 kB\n"
+    "MemFree:         1000000 kB\n"
+    "MemAvailable:    8000000 kB\n"
+    "Buffers:           10000 kB\n";
+
+TEST(AvailableMemoryTest, MemAvailableWithoutACgroupLimit) {
+  EXPECT_EQ(AvailableMemoryFrom(kMeminfo, "", ""), size_t{8000000} * 1024);
+  EXPECT_EQ(AvailableMemoryFrom(kMeminfo, "max\n", "123\n"), size_t{8000000} * 1024);  // v2
+}
+
+TEST(AvailableMemoryTest, TheRoomUnderALowerCgroupLimit) {
+  EXPECT_EQ(AvailableMemoryFrom(kMeminfo, "4294967296\n", "1073741824\n"), size_t{3} << 30);
+  EXPECT_EQ(AvailableMemoryFrom(kMeminfo, "1000\n", "2000\n"), 0u);  // over its limit already
+  // v1's "unlimited" is a huge number: MemAvailable stays the smaller.
+  EXPECT_EQ(AvailableMemoryFrom(kMeminfo, "9223372036854771712\n", "5000\n"),
+            size_t{8000000} * 1024);
+  EXPECT_EQ(AvailableMemoryFrom("", "4096\n", "1024\n"), 3072u);
+}
+
+TEST(AvailableMemoryTest, NothingReadableIsNothing) {
+  EXPECT_EQ(AvailableMemoryFrom("", "", ""), std::nullopt);
+  EXPECT_EQ(AvailableMemoryFrom("MemAvailable: lots\n", "", ""), std::nullopt);
+}
+
+TEST(AvailableMemoryTest, ThisMachineSaysSomething) {
+  std::optional<size_t> a = AvailableMemoryBytes();
+  ASSERT_TRUE(a.has_value());
+  EXPECT_GT(*a, size_t{16} << 20);
+}
+
+}  // namespace
+}  // namespace moe
