@@ -192,6 +192,14 @@ int Run(const Options& o) {
     if (moe::RowGroup(t.dtype) > 1) grouped_bytes += t.data.size();
   }
   const double grouped = weight_bytes > 0 ? grouped_bytes / weight_bytes : 0;
+  // With the expert cache, the weights in memory are the others plus the cache's slab.
+  double weights_in_memory = static_cast<double>((*engine)->params().total_bytes);
+  if (store != nullptr) {
+    weights_in_memory = static_cast<double>(store->cache().capacity_bytes());
+    for (const auto& t : (*engine)->model()->spec().tensors) {
+      if (t.expert < 0) weights_in_memory += t.data.size();
+    }
+  }
   if (!o.json) {
     std::printf("model: %s (%s, %lld layers, %lld experts top-%lld)\n", o.model.c_str(),
                 std::string(moe::ArchName((*engine)->model()->spec().arch)).c_str(),
@@ -204,10 +212,11 @@ int Run(const Options& o) {
       std::printf("disk: %.2f GB/s in 1 MiB %s reads spread over the model file\n", disk_bw,
                   moe::ExpertFileReader::ModeName(store->reader().mode()));
     }
-    const double peak_mb = peak_rss / 1e6, model_mb = (*engine)->params().total_bytes / 1e6,
+    const double peak_mb = peak_rss / 1e6, model_mb = weights_in_memory / 1e6,
                  kv_mb = cache->byte_size() / 1e6;
     std::printf(
-        "memory: peak RSS %.0f MB = weights %.0f MB + KV cache %.1f MB + %.0f MB (%.1f%%)\n\n",
+        "memory: peak RSS %.0f MB = weights in memory %.0f MB + KV cache %.1f MB + %.0f MB "
+        "(%.1f%%)\n\n",
         peak_mb, model_mb, kv_mb, peak_mb - model_mb - kv_mb,
         100.0 * (peak_mb - model_mb - kv_mb) / (model_mb + kv_mb));
     std::printf("%-7s %16s %16s %10s %12s %10s\n", "test", "tokens/s", "weight MB/token", "GB/s",
@@ -229,6 +238,7 @@ int Run(const Options& o) {
                           {"percent_of_limit", 100.0 * mean / limit},
                           {"peak_rss_bytes", peak_rss},
                           {"weight_bytes", (*engine)->params().total_bytes},
+                          {"weight_bytes_in_memory", weights_in_memory},
                           {"grouped_weight_fraction", grouped}};
       if (store != nullptr) {
         const CacheFigures f = Figures(r, disk_bw);
