@@ -291,12 +291,14 @@ class NativeModel {
                            int64_t expert_cache_bytes, double expert_cache_fraction,
                            int32_t expert_eviction, bool expert_direct_io,
                            const std::string& expert_placement, bool expert_prefetch,
-                           int64_t memory_limit_bytes, int32_t memory_fit) {
+                           int64_t memory_limit_bytes, int32_t memory_fit,
+                           const std::string& expert_warmup) {
     moe_model_params params = moe_model_default_params();
     if (memory_limit_bytes < 0) {
       throw Error(MOE_ERROR_INVALID_ARGUMENT, "the memory limit is negative");
     }
     params.expert_placement_path = expert_placement.empty() ? nullptr : expert_placement.c_str();
+    params.expert_warmup_path = expert_warmup.empty() ? nullptr : expert_warmup.c_str();
     params.expert_prefetch = expert_prefetch ? 1 : 0;
     params.memory_limit_bytes = static_cast<uint64_t>(memory_limit_bytes);
     params.memory_fit = memory_fit;
@@ -356,6 +358,12 @@ class NativeModel {
   }
   void UnpinExpert(int32_t layer, int32_t expert) {
     Check(moe_model_unpin_expert(Hold().get(), layer, expert));
+  }
+  // The experts read into the cache.
+  int64_t Warmup(const std::string& profile_path) {
+    size_t n = 0;
+    Check(moe_model_warmup(Hold().get(), profile_path.c_str(), &n));
+    return static_cast<int64_t>(n);
   }
 
   std::string Architecture() const { return InfoString(true); }
@@ -519,6 +527,10 @@ class NativeContext {
     if (n > 0) Check(moe_context_get_expert_counts(ctx.get(), counts.data(), n, &n));
     return counts;
   }
+  void WriteRoutingProfile(const std::string& path) const {
+    Check(moe_context_write_routing_profile(Hold().get(), path.c_str()));
+  }
+
   // The expert cache per layer in the last call, kExpertLayerStatFields values per layer.
   std::vector<int64_t> ExpertLayerStats() const {
     const std::shared_ptr<moe_context> ctx = Hold();

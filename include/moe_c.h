@@ -175,6 +175,10 @@ typedef struct moe_model_params {
    * would not fit, memory_fit says what happens. Mapped files (use_mmap) are not checked. */
   uint64_t memory_limit_bytes;
   int32_t memory_fit; /* moe_memory_fit; MOE_MEMORY_FIT_CACHE_EXPERTS (default) */
+  /* A routing profile (moe-cli profile, moe_context_write_routing_profile): with the expert
+   * cache, its most chosen experts are read at load into the cache's free slots, so the first
+   * tokens do not stall on reads (see moe_model_warmup). NULL (default): none. */
+  const char* expert_warmup_path;
 } moe_model_params;
 
 typedef enum moe_memory_fit {
@@ -497,6 +501,15 @@ MOE_API moe_status moe_model_get_expert_placement(const moe_model* model, int32_
 MOE_API moe_status moe_model_pin_expert(moe_model* model, int32_t layer, int32_t expert);
 /* A pinned expert becomes cached again; a resident one cannot (INVALID_ARGUMENT). */
 MOE_API moe_status moe_model_unpin_expert(moe_model* model, int32_t layer, int32_t expert);
+
+/* Reads the routing profile at profile_path and fills the expert cache's free slots with its most
+ * chosen experts (never evicting); *n_read (may be NULL) says how many were read, 0 when every
+ * expert is resident. A profile for another model, or malformed, is INVALID_ARGUMENT. */
+MOE_API moe_status moe_model_warmup(moe_model* model, const char* profile_path, size_t* n_read);
+
+/* Writes the expert counts of the last moe_decode / moe_generate call on a context as a routing
+ * profile (JSON) to path: warm-up data from the application's own traffic. */
+MOE_API moe_status moe_context_write_routing_profile(const moe_context* context, const char* path);
 
 /* The expert cache per layer during the last moe_decode / moe_generate call on a context (the
  * cache is shared by the model's contexts: their calls at the same time count too). All zero

@@ -71,6 +71,7 @@ struct ExpertFlags {
   std::string cache;
   std::string eviction = "lru";
   std::string placement;
+  std::string warmup;
   bool no_prefetch = false;
   std::string memory_limit;
 };
@@ -85,6 +86,8 @@ inline void AddExpertFlags(CLI::App* app, ExpertFlags* f) {
       ->capture_default_str();
   app->add_option("--expert-placement", f->placement,
                   "placement file (JSON): experts resident or pinned, the others cached");
+  app->add_option("--expert-warmup", f->warmup,
+                  "routing profile (moe-cli profile): its hottest experts are read at load");
   app->add_flag("--no-prefetch", f->no_prefetch,
                 "with the expert cache, read only what steps ask for (no pre-gating)");
   app->add_option("--memory-limit", f->memory_limit,
@@ -95,6 +98,7 @@ inline absl::Status ApplyExpertFlags(const ExpertFlags& f, LoadOptions* options)
   if (absl::Status s = ApplyExpertCacheFlag(f.cache, options); !s.ok()) return s;
   options->expert_eviction = f.eviction == "lfru" ? EvictionPolicy::kLfru : EvictionPolicy::kLru;
   options->expert_placement_path = f.placement;
+  options->expert_warmup_path = f.warmup;
   options->expert_prefetch = !f.no_prefetch;
   if (!f.memory_limit.empty()) {
     std::optional<size_t> bytes = ParseByteSize(f.memory_limit);

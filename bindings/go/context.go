@@ -354,6 +354,14 @@ func (c *Context) Stats() (st Stats, err error) {
 	return st, err
 }
 
+// WriteRoutingProfile writes the expert counts of the last Generate or Decode call as a routing
+// profile (JSON), to warm a later load's expert cache (ModelOptions.ExpertWarmupProfile).
+func (c *Context) WriteRoutingProfile(path string) error {
+	return c.with(func(n raw.NativeContext) error {
+		return call(func() { n.WriteRoutingProfile(path) })
+	})
+}
+
 // ExpertLayerStats says what the expert cache did during the last Generate or Decode call, per
 // layer.
 func (c *Context) ExpertLayerStats() (layers []ExpertCacheStats, err error) {

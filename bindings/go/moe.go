@@ -182,6 +182,9 @@ type ModelOptions struct {
 	// ExpertPlacementFile is a placement file (JSON; see the README): experts resident or
 	// pinned, the others cached. "" means none; a file turns the expert cache on by itself.
 	ExpertPlacementFile string
+	// ExpertWarmupProfile is a routing profile (Context.WriteRoutingProfile or moe-cli profile):
+	// its most chosen experts are read into the cache at load. "" means none.
+	ExpertWarmupProfile string
 	// NoPrefetch reads only what steps ask for (no pre-gating read-ahead).
 	NoPrefetch bool
 	// MemoryLimitBytes is the memory the model may take (0: what the system has available); a
@@ -244,7 +247,8 @@ func LoadWithOptions(path string, opts *ModelOptions) (*Model, error) {
 	err := call(func() {
 		native = raw.NativeModelLoad(path, opts.UseMmap, sink, opts.ExpertCacheBytes,
 			opts.ExpertCacheFraction, int(opts.ExpertEviction), !opts.BufferedIO,
-			opts.ExpertPlacementFile, !opts.NoPrefetch, opts.MemoryLimitBytes, int(opts.MemoryFit))
+			opts.ExpertPlacementFile, !opts.NoPrefetch, opts.MemoryLimitBytes, int(opts.MemoryFit),
+			opts.ExpertWarmupProfile)
 	})
 	if bridge != nil && bridge.panicked != nil {
 		if err == nil {
@@ -360,6 +364,15 @@ func (m *Model) UnpinExpert(layer, expert int) error {
 	return m.with(func(n raw.NativeModel) error {
 		return call(func() { n.UnpinExpert(int(int32(layer)), int(int32(expert))) })
 	})
+}
+
+// Warmup fills the expert cache's free slots with the most chosen experts of a routing profile
+// and says how many were read (0 when every expert is resident).
+func (m *Model) Warmup(profilePath string) (n int64, err error) {
+	err = m.with(func(nm raw.NativeModel) error {
+		return call(func() { n = nm.Warmup(profilePath) })
+	})
+	return n, err
 }
 
 // Tokenize returns the token ids of text. addBOS prepends BOS when the vocabulary uses one;

@@ -768,6 +768,23 @@ func TestExpertPlacementPinningAndStatistics(t *testing.T) {
 	if st.ExpertCache.ExpertsInMemory < 2 || st.ExpertCache.HitRate() <= 0 {
 		t.Fatalf("totals: %+v", st.ExpertCache)
 	}
+	// The call's routing as a profile warms a load.
+	profile := filepath.Join(t.TempDir(), "profile.json")
+	if err := c.WriteRoutingProfile(profile); err != nil {
+		t.Fatal(err)
+	}
+	warm, err := LoadWithOptions(fixture(t, "tiny-qwen2moe-f32.gguf"),
+		&ModelOptions{ExpertCacheFraction: 0.5, ExpertWarmupProfile: profile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer warm.Close()
+	if n, err := warm.Warmup(profile); err != nil || n < 0 {
+		t.Fatalf("warm-up: %d, %v", n, err)
+	}
+	if _, err := warm.Warmup(placement); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("warm-up from a placement file: %v", err)
+	}
 	if _, err := LoadWithOptions(fixture(t, "tiny-qwen2moe-f32.gguf"),
 		&ModelOptions{MemoryLimitBytes: 1, MemoryFit: FitError}); !errors.Is(err, ErrOutOfMemory) {
 		t.Fatalf("a model larger than its memory limit: %v", err)

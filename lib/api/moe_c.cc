@@ -202,6 +202,7 @@ moe_status moe_model_load(const char* path, const moe_model_params* params, moe_
                                                                     : moe::EvictionPolicy::kLru;
     lo.expert_direct_io = p.expert_direct_io != 0;
     if (p.expert_placement_path != nullptr) lo.expert_placement_path = p.expert_placement_path;
+    if (p.expert_warmup_path != nullptr) lo.expert_warmup_path = p.expert_warmup_path;
     lo.expert_prefetch = p.expert_prefetch != 0;
     if (p.memory_fit != MOE_MEMORY_FIT_CACHE_EXPERTS && p.memory_fit != MOE_MEMORY_FIT_ERROR) {
       return Fail(MOE_ERROR_INVALID_ARGUMENT, absl::StrCat("unknown memory_fit ", p.memory_fit));

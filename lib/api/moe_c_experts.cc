@@ -107,6 +107,37 @@ moe_status moe_model_unpin_expert(moe_model* model, int32_t layer, int32_t exper
   });
 }
 
+moe_status moe_model_warmup(moe_model* model, const char* profile_path, size_t* n_read) {
+  return Guard("moe_model_warmup", [&]() -> moe_status {
+    if (n_read != nullptr) *n_read = 0;
+    if (model == nullptr) return Null("model");
+    if (profile_path == nullptr) return Null("profile_path");
+    absl::StatusOr<size_t> read = model->engine->Warm(profile_path);
+    if (!read.ok()) return FromStatus(read.status());
+    if (n_read != nullptr) *n_read = *read;
+    return MOE_OK;
+  });
+}
+
+moe_status moe_context_write_routing_profile(const moe_context* ctx, const char* path) {
+  return Guard("moe_context_write_routing_profile", [&]() -> moe_status {
+    if (ctx == nullptr) return Null("context");
+    if (path == nullptr) return Null("path");
+    const moe::HParams& h = ctx->engine->model()->hp();
+    moe::RoutingProfile profile;
+    if (absl::Status s = ctx->session->Inspect(
+            [&] { profile.counts = ctx->session->stats().forward.expert_counts; });
+        !s.ok()) {
+      return FromStatus(s);
+    }
+    // Before any call the counts are empty: a profile of zeros.
+    if (profile.counts.empty()) {
+      profile.counts.assign(h.n_layer, std::vector<int64_t>(h.n_expert, 0));
+    }
+    return FromStatus(profile.WriteFile(path));
+  });
+}
+
 moe_status moe_context_get_expert_layer_stats(const moe_context* ctx,
                                               moe_expert_layer_stats* layers, size_t capacity,
                                               size_t* len) {

@@ -300,6 +300,27 @@ size_t ExpertCache::Prefetch(absl::Span<const ExpertKey> keys, absl::Span<const 
   return queued;
 }
 
+absl::StatusOr<size_t> ExpertCache::Warm(absl::Span<const ExpertKey> keys) {
+  std::vector<ExpertKey> chosen;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    size_t free = 0;
+    for (const Slot& s : slots_) free += !s.used;
+    for (const ExpertKey& k : keys) {
+      if (chosen.size() == free) break;
+      if (!where_.contains(k) && std::find(chosen.begin(), chosen.end(), k) == chosen.end()) {
+        chosen.push_back(k);
+      }
+    }
+  }
+  if (chosen.empty()) return 0;
+  // Requested coldest first, so that the hottest is the most recently used (the last to go).
+  std::reverse(chosen.begin(), chosen.end());
+  auto pinned = Acquire(chosen);  // free slots only: the keys fit, nothing is evicted
+  if (!pinned.ok()) return pinned.status();
+  return chosen.size();
+}
+
 void ExpertCache::RecordPrediction(int layer, int64_t used, int64_t right) {
   std::unique_lock<std::mutex> lock(mu_);
   ExpertCacheStats& st = StatsLocked(layer);

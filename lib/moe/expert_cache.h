@@ -129,6 +129,11 @@ class ExpertCache {
   // first: that guess is stale. Returns how many reads it queued.
   size_t Prefetch(absl::Span<const ExpertKey> keys, absl::Span<const ExpertKey> keep = {});
 
+  // Reads the keys into the slots nothing holds yet, in order, until none is free (never
+  // evicting), and waits for the reads; the first key given ends up the most recently used.
+  // Returns how many it read, or the first read error.
+  absl::StatusOr<size_t> Warm(absl::Span<const ExpertKey> keys);
+
   // A step's prediction was checked: `used` experts ran, `right` of them had been predicted.
   void RecordPrediction(int layer, int64_t used, int64_t right);
 

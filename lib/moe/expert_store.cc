@@ -171,6 +171,13 @@ ExpertTier ExpertStore::tier(int layer, int expert) const {
   return tiers_[layer][expert];
 }
 
+absl::StatusOr<size_t> ExpertStore::Warm(const RoutingProfile& profile) {
+  if (profile.counts.size() != sources_.size()) {
+    return absl::InvalidArgumentError("the routing profile is for another model");
+  }
+  return cache_->Warm(profile.HottestFirst());
+}
+
 int ExpertStore::CountTier(ExpertTier tier) const {
   std::lock_guard<std::mutex> lock(tier_mu_);
   int n = 0;

@@ -21,6 +21,7 @@
 #include "lib/moe/expert_cache.h"
 #include "lib/moe/expert_file_reader.h"
 #include "lib/moe/expert_placement.h"
+#include "lib/moe/routing_profile.h"
 
 namespace moe {
 
@@ -117,6 +118,9 @@ class ExpertStore {
   // A pinned expert becomes cached again; a resident one cannot (FailedPrecondition).
   absl::Status Unpin(int layer, int expert);
   int CountTier(ExpertTier tier) const;
+  // Fills the cache's free slots with the experts a routing profile chose most, hottest first,
+  // so the first tokens do not stall on reads. Returns how many it read.
+  absl::StatusOr<size_t> Warm(const RoutingProfile& profile);
   size_t resident_bytes() const { return resident_slots_ * slot_bytes_; }
   // The cache's bytes less the resident experts': what the budget bought.
   size_t budget_bytes() const { return cache_->capacity_bytes() - resident_bytes(); }

@@ -99,7 +99,7 @@ size_t WithHeadroom(size_t bytes) { return bytes + bytes / 10; }
 absl::StatusOr<std::optional<size_t>> FitToMemory(const ModelSpec& spec, const LoadOptions& o,
                                                   std::string* note) {
   size_t available = o.memory_limit_bytes;
-  const char* source = "allowed (memory_limit_bytes)";
+  const char* source = "allowed";
   if (available == 0) {
     std::optional<size_t> system = AvailableMemoryBytes();
     if (!system) return std::nullopt;
@@ -169,6 +169,9 @@ absl::StatusOr<std::shared_ptr<const Engine>> Engine::Load(const std::string& pa
                     expert_cache ? IsRoutedExpert : std::function<bool(const TensorSpec&)>()));
   }
   auto engine = FromSpec(std::move(spec), std::move(store), std::move(memory_note));
+  if (engine.ok() && !options.expert_warmup_path.empty()) {
+    MOE_RETURN_IF_ERROR((*engine)->Warm(options.expert_warmup_path).status());
+  }
   if (engine.ok() && !report(1.0f)) return absl::CancelledError("model load cancelled");
   return engine;
 }
@@ -194,6 +197,15 @@ absl::StatusOr<std::shared_ptr<const Engine>> Engine::FromSpec(
   }
   MOE_ASSIGN_OR_RETURN(engine->model_, Model::Create(std::move(spec)));
   return std::shared_ptr<const Engine>(std::move(engine));
+}
+
+absl::StatusOr<size_t> Engine::Warm(const std::string& path) const {
+  const HParams& h = model_->hp();
+  MOE_ASSIGN_OR_RETURN(
+      RoutingProfile profile,
+      RoutingProfile::ReadFile(path, static_cast<int>(h.n_layer), static_cast<int>(h.n_expert)));
+  if (expert_store_ == nullptr) return 0;
+  return expert_store_->Warm(profile);
 }
 
 double Engine::ActiveParamsPerToken(const Telemetry& t) const {

@@ -42,6 +42,10 @@ struct LoadOptions {
   // A placement file (lib/moe/expert_placement.h): experts resident (outside the budget) or
   // pinned (inside it), read at load; the others cached. Turns the expert cache on by itself.
   std::string expert_placement_path;
+  // A routing profile (lib/moe/routing_profile.h): with the expert cache, its hottest experts are
+  // read at load into the cache's free slots (Engine::Warm). Checked, and nothing more, when
+  // every expert is resident.
+  std::string expert_warmup_path;
   // The memory the model may take; 0: what the system has available at load (MemAvailable, or
   // the cgroup's limit if lower). Checked for copied weights only (not use_mmap), and only when
   // no expert cache is asked for.
@@ -71,6 +75,10 @@ class Engine {
   // Mean parameters a token of `t` actually touched: everything dense plus the routed experts
   // it chose (0 before any token).
   double ActiveParamsPerToken(const Telemetry& t) const;
+  // Reads the routing profile at `path` and fills the expert cache's free slots with its hottest
+  // experts; returns how many were read (0 when every expert is resident: nothing to warm).
+  absl::StatusOr<size_t> Warm(const std::string& path) const;
+
   // What the load decided because of the memory available (empty when the model simply fit).
   const std::string& memory_note() const { return memory_note_; }
 

@@ -874,7 +874,9 @@ TEST(CApiExpertPlacementTest, PlacementPinningAndLayerStatistics) {
   EXPECT_NE(std::string(moe_last_error()).find("kept free for a step"), std::string::npos)
       << moe_last_error();
   for (int32_t e = 0; e < info.n_expert; ++e) {
-    if (e != 1) EXPECT_EQ(moe_model_unpin_expert(model, 0, e), MOE_OK) << e;
+    if (e != 1) {
+      EXPECT_EQ(moe_model_unpin_expert(model, 0, e), MOE_OK) << e;
+    }
   }
 
   moe_context* ctx = nullptr;
@@ -912,8 +914,32 @@ TEST(CApiExpertPlacementTest, PlacementPinningAndLayerStatistics) {
   EXPECT_EQ(moe_context_get_expert_layer_stats(ctx, layers.data(), 1, &len),
             MOE_ERROR_BUFFER_TOO_SMALL);
   EXPECT_EQ(len, static_cast<size_t>(info.n_layer));
+  // The call's routing as a profile, warming another load of the model.
+  const std::string profile = placement + ".profile";
+  ASSERT_EQ(moe_context_write_routing_profile(ctx, profile.c_str()), MOE_OK) << moe_last_error();
+  EXPECT_EQ(moe_context_write_routing_profile(ctx, "/nonexistent/dir/p.json"), MOE_ERROR_IO);
   moe_context_free(ctx);
   moe_model_free(model);
+  moe_model_params warm = moe_model_default_params();
+  warm.expert_cache_fraction = 0.5;
+  warm.expert_warmup_path = profile.c_str();
+  ASSERT_EQ(moe_model_load(kModel.c_str(), &warm, &model), MOE_OK) << moe_last_error();
+  int in_memory = 0;
+  for (int32_t l = 0; l < info.n_layer; ++l) {
+    for (int32_t e = 0; e < info.n_expert; ++e) {
+      ASSERT_EQ(moe_model_get_expert_placement(model, l, e, &p), MOE_OK);
+      in_memory += p.in_memory;
+    }
+  }
+  EXPECT_GT(in_memory, 0);  // warmed before any token
+  size_t n_read = 99;
+  ASSERT_EQ(moe_model_warmup(model, profile.c_str(), &n_read), MOE_OK) << moe_last_error();
+  EXPECT_LE(n_read, static_cast<size_t>(info.n_layer * info.n_expert));
+  EXPECT_EQ(moe_model_warmup(model, placement.c_str(), &n_read), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(n_read, 0u);
+  EXPECT_EQ(moe_model_warmup(model, nullptr, nullptr), MOE_ERROR_INVALID_ARGUMENT);
+  moe_model_free(model);
+  std::remove(profile.c_str());
 
   // A malformed placement file fails the load, naming it.
   std::ofstream(placement) << R"({"layers": {"0": {"hot": [1]}}})";

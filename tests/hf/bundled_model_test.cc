@@ -98,7 +98,9 @@ std::string RunCli(const std::string& args) {
   std::string out;
   char buf[512];
   while (p && fgets(buf, sizeof(buf), p)) out += buf;
-  if (p) EXPECT_EQ(pclose(p), 0) << cmd << "\n" << out;
+  if (p) {
+    EXPECT_EQ(pclose(p), 0) << cmd << "\n" << out;
+  }
   return out;
 }
 

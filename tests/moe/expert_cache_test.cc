@@ -339,6 +339,31 @@ TEST(ExpertCacheTest, AStaleGuessIsDroppedAndAWantedOneIsReadFirst) {
   EXPECT_FALSE(cache->IsResident({9, 1}));
 }
 
+TEST(ExpertCacheTest, WarmingFillsOnlyFreeSlotsAndKeepsTheHottestLongest) {
+  FakeDisk disk;
+  auto cache = Make(disk, 3, EvictionPolicy::kLru);
+  ExpertKey held{5, 5};
+  auto step = cache->Acquire({&held, 1});  // one slot in use: warming must leave it alone
+  ASSERT_TRUE(step.ok());
+  const std::vector<ExpertKey> hottest_first = {{0, 1}, {0, 2}, {0, 3}, {0, 4}};
+  auto warmed = cache->Warm(hottest_first);
+  ASSERT_TRUE(warmed.ok()) << warmed.status();
+  EXPECT_EQ(*warmed, 2u);  // the two free slots
+  EXPECT_TRUE(cache->IsResident({0, 1}) && cache->IsResident({0, 2}));
+  EXPECT_FALSE(cache->IsResident({0, 3}));
+  EXPECT_TRUE(cache->IsResident(held));
+  EXPECT_EQ(cache->stats().evictions, 0);
+  *step = ExpertCache::Pinned();
+  // Two new experts: the step's old one goes first, then the colder of the warmed two.
+  for (int e = 7; e < 9; ++e) {
+    ExpertKey k{3, e};
+    ASSERT_TRUE(cache->Acquire({&k, 1}).ok());
+  }
+  EXPECT_TRUE(cache->IsResident({0, 1}));
+  EXPECT_FALSE(cache->IsResident({0, 2}));
+  EXPECT_EQ(*cache->Warm(hottest_first), 0u);  // no free slot: nothing is evicted
+}
+
 TEST(ExpertCacheTest, AFailedPrefetchIsRetriedByTheStepThatNeedsIt) {
   FakeDisk disk;
   auto cache = Make(disk, 4, EvictionPolicy::kLru);

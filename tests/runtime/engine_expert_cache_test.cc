@@ -13,8 +13,11 @@
 
 #include "gtest/gtest.h"
 #include "lib/backend/cpu/cpu_features.h"
+#include "lib/format/moe_writer.h"
+#include "lib/import/model_loader.h"
 #include "lib/runtime/engine.h"
 #include "lib/runtime/session.h"
+#include "lib/runtime/weight_copy.h"
 
 namespace moe {
 namespace {
@@ -166,6 +169,36 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ExpertCacheEngineTest,
                            return n;
                          });
 
+// A .moe written with `moe-convert --layout groups` stores the experts as the kernels run them:
+// the cache reads them as stored (no re-laying on arrival), and computes exactly what the GGUF
+// file's rows re-laid at load compute.
+TEST(ExpertCacheEngineGroupsTest, GroupLayoutFilesAreReadAsStored) {
+  if (DetectedSimdLevel() < SimdLevel::kAvx2) GTEST_SKIP() << "rows are re-laid from AVX2 up";
+  const SimdLevel native = ActiveSimdLevel();
+  SetSimdLevelForTesting(SimdLevel::kAvx2);
+  const std::string name = "tiny-qwen2moe-q4_0";
+  const std::vector<int32_t> prompt = PromptOf(name);
+  auto resident = Engine::Load(Gguf(name), {});
+  ASSERT_TRUE(resident.ok());
+  const std::vector<float> want = LogitsOf(*resident, prompt, 6);
+  const std::string moe = (fs::path(::testing::TempDir()) /
+                           ("moe_expert_cache_groups_" + std::to_string(::getpid()) + ".moe"))
+                              .string();
+  auto spec = LoadModelSpec(Gguf(name));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_TRUE(CopyWeights(*spec, /*repack=*/true, SimdLevel::kAvx2, nullptr).ok());
+  ASSERT_TRUE(WriteMoeFile(*spec, moe).ok());
+  auto cached = Load(moe, 0, 0.25);
+  ASSERT_NE(cached, nullptr);
+  const ExpertStore& store = *cached->expert_store();
+  const ExpertSource& src = store.source(0, 0);
+  EXPECT_GT(RowGroup(src.gate.dtype), 1) << "the file stores the group layout";
+  EXPECT_EQ(LogitsOf(cached, prompt, 6), want);
+  EXPECT_GT(store.cache().stats().misses, 0);
+  fs::remove(moe);
+  SetSimdLevelForTesting(native);
+}
+
 std::string WriteTemp(const std::string& name, const std::string& text) {
   const fs::path p = fs::path(::testing::TempDir()) / (name + std::to_string(::getpid()));
   std::ofstream(p) << text;
@@ -296,6 +329,54 @@ TEST(MemoryFitEngineTest, AModelLargerThanItsMemoryRunsFromAnExpertCacheThatFits
   auto mapped = Engine::Load(path, o);
   ASSERT_TRUE(mapped.ok()) << mapped.status();
   EXPECT_EQ((*mapped)->expert_store(), nullptr);
+}
+
+// A routing profile from one run warms a later load: the experts it chose most are in memory
+// before the first token, and the same run then reads less.
+TEST(ExpertWarmupEngineTest, AProfileWarmsTheCacheAtLoad) {
+  const std::string path = Gguf("tiny-olmoe-q8_0");
+  const std::vector<int32_t> prompt = PromptOf("tiny-olmoe-q8_0");
+  auto resident = Engine::Load(path, {});
+  ASSERT_TRUE(resident.ok());
+  const std::vector<float> want = LogitsOf(*resident, prompt, 6);
+  // The profile of the prompt, from a context's expert counts.
+  SessionOptions so;
+  so.n_ctx = 128;
+  auto session = Session::Create(*resident, so);
+  ASSERT_TRUE(session.ok());
+  ASSERT_TRUE((*session)->Decode(prompt).ok());
+  RoutingProfile profile{(*session)->stats().forward.expert_counts};
+  const std::string file = WriteTemp("profile.json", profile.ToJson());
+
+  auto cold = Load(path, 0, 0.5);
+  ASSERT_NE(cold, nullptr);
+  EXPECT_EQ(LogitsOf(cold, prompt, 6), want);
+  const int64_t cold_misses = cold->expert_store()->cache().stats().misses;
+  LoadOptions o;
+  o.expert_cache_fraction = 0.5;
+  o.expert_warmup_path = file;
+  auto warm = Engine::Load(path, o);
+  ASSERT_TRUE(warm.ok()) << warm.status();
+  const ExpertStore& store = *(*warm)->expert_store();
+  const std::vector<ExpertKey> hottest = profile.HottestFirst();
+  const size_t warmed = std::min(hottest.size(), store.cache().slot_count());
+  EXPECT_EQ(store.cache().Resident().size(), warmed);
+  for (size_t i = 0; i < warmed; ++i) {
+    EXPECT_TRUE(store.InMemory(hottest[i].layer, hottest[i].expert)) << i;
+  }
+  const int64_t warm_up_reads = store.cache().stats().misses;
+  EXPECT_EQ(LogitsOf(*warm, prompt, 6), want);
+  EXPECT_LT(store.cache().stats().misses - warm_up_reads, cold_misses);
+  // Warming again reads nothing more (no free slot is left, or every hot expert is in).
+  auto again = (*warm)->Warm(file);
+  ASSERT_TRUE(again.ok());
+  // A profile of another model is refused, at load and later.
+  const std::string other = WriteTemp("other_profile.json", RoutingProfile{{{1, 2}}}.ToJson());
+  o.expert_warmup_path = other;
+  EXPECT_EQ(Engine::Load(path, o).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*warm)->Warm(other).status().code(), absl::StatusCode::kInvalidArgument);
+  fs::remove(file);
+  fs::remove(other);
 }
 
 TEST(ExpertCacheEngineFaultTest, AReadErrorFailsTheCallAndTheContextGoesOn) {

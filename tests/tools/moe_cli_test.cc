@@ -137,9 +137,8 @@ TEST(MoeCliTest, TokenizeAndDetokenizeAreListedAndHaveHelp) {
   }
   fs::path gguf = kFixtures / "tiny-llama-moe-f32" / "tiny-llama-moe-f32.gguf";
   Result words = RunCommand(kBin + "moe-cli tokenize -m " + gguf.string() + " Hello world");
-  Result piped =
-      RunCommand("printf 'Hello world' | " + kBin + "moe-cli tokenize -m " + gguf.string() +
-                 " --file -");
+  Result piped = RunCommand("printf 'Hello world' | " + kBin + "moe-cli tokenize -m " +
+                            gguf.string() + " --file -");
   ASSERT_EQ(words.exit_code, 0);
   EXPECT_EQ(words.out, "15043 3186\n");  // llama-spm, as in the tokenizer tests
   EXPECT_EQ(piped.out, words.out);
@@ -180,6 +179,47 @@ TEST(MoeCliTest, TextPromptStreamsAndJsonCarriesTelemetry) {
   std::string err = Slurp(StderrPath());
   EXPECT_NE(err.find("parameters per token"), std::string::npos) << err;
   EXPECT_NE(err.find("layer 0"), std::string::npos) << err;
+}
+
+// The expert store from the command line: a routing profile written by `moe-cli profile` warms a
+// cached run, which gives the resident run's tokens and reports the cache per layer; a memory
+// limit below the weights turns the cache on by itself and says so.
+TEST(MoeCliTest, ProfileWarmsACachedRunAndAMemoryLimitCachesExperts) {
+  fs::path gguf = kFixtures / "tiny-olmoe-q8_0" / "tiny-olmoe-q8_0.gguf";
+  const std::string text =
+      ::testing::TempDir() + "/moe_cli_profile_text_" + std::to_string(::getpid()) + ".txt";
+  const std::string profile = text + ".json";
+  std::ofstream(text) << "Once upon a time there was a small model that read its experts from "
+                         "the disk, one layer after another.";
+  Result p = RunCommand(kBin + "moe-cli profile -m " + gguf.string() + " --file " + text + " -o " +
+                        profile);
+  ASSERT_EQ(p.exit_code, 0) << Slurp(StderrPath());
+  EXPECT_NE(p.out.find("hottest 12.5%"), std::string::npos) << p.out;
+  EXPECT_NE(Slurp(profile).find("libmoe-routing-profile"), std::string::npos);
+  const std::string run =
+      kBin + "moe-cli run -m " + gguf.string() + " --prompt-ids \"1 2 3 4 5\" -n 8 --greedy --json";
+  Result resident = RunCommand(run);
+  ASSERT_EQ(resident.exit_code, 0);
+  Result cached = RunCommand(run + " --expert-cache 50% --expert-warmup " + profile);
+  ASSERT_EQ(cached.exit_code, 0) << Slurp(StderrPath());
+  auto tokens = [](const std::string& json) {
+    size_t at = json.find("\"tokens\":");
+    return at == std::string::npos ? std::string() : json.substr(at, json.find(']', at) - at);
+  };
+  EXPECT_FALSE(tokens(resident.out).empty());
+  EXPECT_EQ(tokens(cached.out), tokens(resident.out));
+  EXPECT_NE(cached.out.find("\"layers\":[{"), std::string::npos) << cached.out;
+  EXPECT_NE(Slurp(StderrPath()).find("experts: cached from disk"), std::string::npos);
+  Result limited = RunCommand(run + " --memory-limit 5MiB");  // the weights take 5.5 MiB
+  EXPECT_EQ(limited.exit_code, 0) << Slurp(StderrPath());
+  EXPECT_EQ(tokens(limited.out), tokens(resident.out));
+  EXPECT_NE(Slurp(StderrPath()).find("the routed experts stay in the file"), std::string::npos)
+      << Slurp(StderrPath());
+  Result bad = RunCommand(run + " --expert-cache 50% --expert-warmup " + text);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(Slurp(StderrPath()).find("routing profile"), std::string::npos) << Slurp(StderrPath());
+  fs::remove(text);
+  fs::remove(profile);
 }
 
 TEST(MoeCliTest, ChatAnswersEachLineOfStdin) {

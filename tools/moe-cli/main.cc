@@ -5,6 +5,7 @@
 #include "CLI/CLI.hpp"
 #include "tools/moe-cli/chat_command.h"
 #include "tools/moe-cli/perplexity_command.h"
+#include "tools/moe-cli/profile_command.h"
 #include "tools/moe-cli/run_command.h"
 #include "tools/moe-cli/tokenize_command.h"
 
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
   moe::cli::AddRunCommand(app, &exit_code);
   moe::cli::AddChatCommand(app, &exit_code);
   moe::cli::AddPerplexityCommand(app, &exit_code);
+  moe::cli::AddProfileCommand(app, &exit_code);
   AddForwardedCommand(app, "tokenize", "print the token ids of a text (--help for its flags)",
                       moe::TokenizeMain, &exit_code);
   AddForwardedCommand(app, "detokenize", "print the text of token ids (--help for its flags)",

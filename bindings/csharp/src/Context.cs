@@ -100,6 +100,13 @@ namespace LibMoe {
       }
     }
 
+    /// <summary>Writes the expert counts of the last Generate or <see cref="Decode"/> call as a
+    /// routing profile (JSON), to warm a later load's expert cache.</summary>
+    public void WriteRoutingProfile(string path) {
+      if (path == null) throw new ArgumentNullException("path");
+      Native.WriteRoutingProfile(path);
+    }
+
     /// <summary>What the expert cache did during the last Generate or <see cref="Decode"/> call,
     /// per layer.</summary>
     public ExpertCacheStats[] GetExpertLayerStats() {

@@ -39,7 +39,7 @@ namespace LibMoe {
                                           o.ExpertCacheFraction, (int)o.ExpertEviction,
                                           o.ExpertDirectIo, o.ExpertPlacementFile ?? "",
                                           o.ExpertPrefetch, o.MemoryLimitBytes,
-                                          (int)o.MemoryFit));
+                                          (int)o.MemoryFit, o.ExpertWarmupProfile ?? ""));
       } catch (MoeException) {
         if (bridge != null) bridge.Rethrow();
         throw;
@@ -75,6 +75,13 @@ namespace LibMoe {
     /// <summary>A pinned expert becomes cached again.</summary>
     /// <exception cref="MoeException">Status.InvalidArgument for a resident expert.</exception>
     public void UnpinExpert(int layer, int expert) { Native.UnpinExpert(layer, expert); }
+
+    /// <summary>Fills the expert cache's free slots with the most chosen experts of a routing
+    /// profile; returns how many were read (0 when every expert is resident).</summary>
+    public long Warmup(string profilePath) {
+      if (profilePath == null) throw new ArgumentNullException("profilePath");
+      return Native.Warmup(profilePath);
+    }
 
     /// <summary>The model's hyper-parameters and vocabulary facts.</summary>
     public ModelInfo Info {

@@ -115,6 +115,9 @@ namespace LibMoe {
     /// <summary>A placement file (JSON; see the README): experts resident or pinned, the others
     /// cached (expert_placement_path; null: none). Turns the expert cache on by itself.</summary>
     public string ExpertPlacementFile { get; set; }
+    /// <summary>A routing profile (<see cref="Context.WriteRoutingProfile"/> or moe-cli
+    /// profile): its most chosen experts are read into the cache at load (null: none).</summary>
+    public string ExpertWarmupProfile { get; set; }
     /// <summary>Read the next layer's likely experts ahead (default true).</summary>
     public bool ExpertPrefetch { get; set; } = true;
     /// <summary>The memory the model may take in bytes (0, the default: what the system has

@@ -194,6 +194,20 @@ public class MoeTests {
         Assert.Greater(st.ExpertCache.Hits + st.ExpertCache.Misses, 0);
         Assert.GreaterOrEqual(st.ExpertCache.ExpertsInMemory, 2);
         Assert.Greater(st.ExpertCache.HitRate, 0);
+        // The call's routing as a profile warms a load.
+        string profile = Path.GetTempFileName();
+        try {
+          ctx.WriteRoutingProfile(profile);
+          StringAssert.Contains("libmoe-routing-profile", File.ReadAllText(profile));
+          var warmOptions = new ModelOptions { ExpertCacheFraction = 0.5, ExpertWarmupProfile = profile };
+          using (Model warm = Model.Load(ModelPath, warmOptions)) {
+            Assert.GreaterOrEqual(warm.Warmup(profile), 0);
+            Assert.AreEqual(Status.InvalidArgument,
+                            Assert.Throws<MoeException>(() => warm.Warmup(placement)).Status);
+          }
+        } finally {
+          File.Delete(profile);
+        }
       }
     } finally {
       File.Delete(placement);

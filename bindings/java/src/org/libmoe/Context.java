@@ -112,6 +112,14 @@ public final class Context implements AutoCloseable {
     }
   }
 
+  /**
+   * Writes the expert counts of the last generate or {@link #decode} call as a routing profile
+   * (JSON), to warm a later load's expert cache ({@link ModelOptions#expertWarmupProfile}).
+   */
+  public void writeRoutingProfile(String path) {
+    get().WriteRoutingProfile(Utf8.encode(path, "path"));
+  }
+
   /** What the expert cache did during the last generate or {@link #decode} call, per layer. */
   public ExpertCacheStats[] expertLayerStats() {
     long[] flat = get().ExpertLayerStats();

@@ -47,9 +47,12 @@ public final class Model implements AutoCloseable {
       byte[] placement = o.expertPlacementFile == null
           ? new byte[0]
           : Utf8.encode(o.expertPlacementFile, "expertPlacementFile");
+      byte[] warmup = o.expertWarmupProfile == null
+          ? new byte[0]
+          : Utf8.encode(o.expertWarmupProfile, "expertWarmupProfile");
       return new Model(NativeModel.Load(Utf8.encode(path, "path"), o.useMmap, bridge,
           o.expertCacheBytes, o.expertCacheFraction, o.expertEviction.code, o.expertDirectIo,
-          placement, o.expertPrefetch, o.memoryLimitBytes, o.memoryFit.code));
+          placement, o.expertPrefetch, o.memoryLimitBytes, o.memoryFit.code, warmup));
     } catch (MoeException e) {
       if (bridge != null) bridge.rethrow();
       throw e;
@@ -116,6 +119,16 @@ public final class Model implements AutoCloseable {
    */
   public void unpinExpert(int layer, int expert) {
     get().UnpinExpert(layer, expert);
+  }
+
+  /**
+   * Fills the expert cache's free slots with the most chosen experts of a routing profile; returns
+   * how many were read (0 when every expert is resident).
+   *
+   * @throws MoeException {@link Status#INVALID_ARGUMENT} for a profile of another model
+   */
+  public long warmup(String profilePath) {
+    return get().Warmup(Utf8.encode(profilePath, "profilePath"));
   }
 
   /** The model's chat template (Jinja text), or "" if it has none. */

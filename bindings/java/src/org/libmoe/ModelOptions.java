@@ -9,6 +9,7 @@ public final class ModelOptions {
   ExpertEviction expertEviction = ExpertEviction.LRU;
   boolean expertDirectIo = true;
   String expertPlacementFile;
+  String expertWarmupProfile;
   boolean expertPrefetch = true;
   long memoryLimitBytes;
   MemoryFit memoryFit = MemoryFit.CACHE_EXPERTS;
@@ -57,6 +58,15 @@ public final class ModelOptions {
    */
   public ModelOptions expertPlacementFile(String path) {
     expertPlacementFile = path;
+    return this;
+  }
+
+  /**
+   * A routing profile ({@link Context#writeRoutingProfile} or {@code moe-cli profile}): its most
+   * chosen experts are read into the cache at load ({@code expert_warmup_path}; null: none).
+   */
+  public ModelOptions expertWarmupProfile(String path) {
+    expertWarmupProfile = path;
     return this;
   }
 

@@ -273,6 +273,27 @@ class MoeTest {
       assertTrue(hits + misses > 0);
       assertTrue(st.expertCache().expertsInMemory() >= 2);
       assertTrue(st.expertCache().hitRate() > 0);
+      // The call's routing as a profile warms a load.
+      Path profile = Files.createTempFile("profile", ".json");
+      try {
+        ctx.writeRoutingProfile(profile.toString());
+        assertTrue(Files.readString(profile).contains("libmoe-routing-profile"));
+        try (Model warm = Model.load(path, new ModelOptions().expertCacheFraction(0.5)
+                                               .expertWarmupProfile(profile.toString()))) {
+          int inMemory = 0;
+          for (int l = 0; l < warm.info().layers(); l++) {
+            for (int x = 0; x < warm.info().experts(); x++) {
+              if (warm.expertPlacement(l, x).inMemory()) inMemory++;
+            }
+          }
+          assertTrue(inMemory > 0, "warmed before any token");
+          assertTrue(warm.warmup(profile.toString()) >= 0);
+          assertEquals(Status.INVALID_ARGUMENT,
+              assertThrows(MoeException.class, () -> warm.warmup(placement.toString())).status());
+        }
+      } finally {
+        Files.deleteIfExists(profile);
+      }
     } finally {
       Files.deleteIfExists(placement);
     }
