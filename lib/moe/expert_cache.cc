@@ -23,35 +23,30 @@ bool Contains(absl::Span<const ExpertKey> keys, ExpertKey k) {
 
 }  // namespace
 
+// Applies op to each pair of fields: the one list of them that += and -= share.
+template <typename Op>
+void EachField(ExpertCacheStats& a, const ExpertCacheStats& b, Op op) {
+  op(a.hits, b.hits);
+  op(a.misses, b.misses);
+  op(a.evictions, b.evictions);
+  op(a.bytes_loaded, b.bytes_loaded);
+  op(a.load_seconds, b.load_seconds);
+  op(a.wait_seconds, b.wait_seconds);
+  op(a.slot_wait_seconds, b.slot_wait_seconds);
+  op(a.prefetches, b.prefetches);
+  op(a.prefetch_hits, b.prefetch_hits);
+  op(a.prefetch_wasted_bytes, b.prefetch_wasted_bytes);
+  op(a.predicted, b.predicted);
+  op(a.predicted_right, b.predicted_right);
+}
+
 ExpertCacheStats& ExpertCacheStats::operator+=(const ExpertCacheStats& o) {
-  hits += o.hits;
-  misses += o.misses;
-  evictions += o.evictions;
-  bytes_loaded += o.bytes_loaded;
-  load_seconds += o.load_seconds;
-  wait_seconds += o.wait_seconds;
-  slot_wait_seconds += o.slot_wait_seconds;
-  prefetches += o.prefetches;
-  prefetch_hits += o.prefetch_hits;
-  prefetch_wasted_bytes += o.prefetch_wasted_bytes;
-  predicted += o.predicted;
-  predicted_right += o.predicted_right;
+  EachField(*this, o, [](auto& x, auto y) { x += y; });
   return *this;
 }
 
 ExpertCacheStats& ExpertCacheStats::operator-=(const ExpertCacheStats& o) {
-  hits -= o.hits;
-  misses -= o.misses;
-  evictions -= o.evictions;
-  bytes_loaded -= o.bytes_loaded;
-  load_seconds -= o.load_seconds;
-  wait_seconds -= o.wait_seconds;
-  slot_wait_seconds -= o.slot_wait_seconds;
-  prefetches -= o.prefetches;
-  prefetch_hits -= o.prefetch_hits;
-  prefetch_wasted_bytes -= o.prefetch_wasted_bytes;
-  predicted -= o.predicted;
-  predicted_right -= o.predicted_right;
+  EachField(*this, o, [](auto& x, auto y) { x -= y; });
   return *this;
 }
 
