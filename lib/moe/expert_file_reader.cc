@@ -91,11 +91,19 @@ absl::Status ExpertFileReader::ReadDirect(uint64_t offset, absl::Span<uint8_t> o
   const uint64_t begin = offset / kAlign * kAlign;
   const uint64_t end = (offset + out.size() + kAlign - 1) / kAlign * kAlign;
   const size_t buffer_bytes = static_cast<size_t>(std::min<uint64_t>(end - begin, kChunk));
-  void* raw = nullptr;
-  if (posix_memalign(&raw, kAlign, buffer_bytes) != 0) {
-    return absl::ResourceExhaustedError("no memory for a direct-read buffer");
+  // One aligned buffer per reading thread, grown as needed and kept: the I/O threads read all
+  // the time, and a fresh allocation of up to 4 MiB per read churns the allocator, whose arenas
+  // then keep the freed chunks resident.
+  thread_local std::unique_ptr<void, FreeDeleter> buffer;
+  thread_local size_t buffer_capacity = 0;
+  if (buffer_capacity < buffer_bytes) {
+    void* raw = nullptr;
+    if (posix_memalign(&raw, kAlign, buffer_bytes) != 0) {
+      return absl::ResourceExhaustedError("no memory for a direct-read buffer");
+    }
+    buffer.reset(raw);
+    buffer_capacity = buffer_bytes;
   }
-  std::unique_ptr<void, FreeDeleter> buffer(raw);
   for (uint64_t pos = begin; pos < end;) {
     const size_t want = static_cast<size_t>(std::min<uint64_t>(end - pos, buffer_bytes));
     const ssize_t got = ::pread(fd_, buffer.get(), want, static_cast<off_t>(pos));
