@@ -103,6 +103,40 @@ TEST(CpuBackendTest, ExpertsOnNamedRowsEqualExpertsOnGatheredRows) {
   }
 }
 
+// The expert store runs a layer's routed experts in groups as their reads finish, the shared
+// expert with the first group: what the shared expert computes must not depend on which routed
+// experts share its call, even when their types differ from its own (K-quant against not).
+TEST(CpuBackendTest, ASharedExpertComputesTheSameWhateverRoutedExpertsShareItsCall) {
+  const int64_t d = 256, ff = 256, n = 6;
+  const std::vector<int32_t> rows = {0, 2, 5};
+  std::mt19937 rng(23);
+  std::normal_distribution<float> nd;
+  std::vector<float> in(n * d);
+  for (float& v : in) v = nd(rng);
+  auto backend = CreateCpuBackend(2);
+  for (bool relay : {false, true}) {
+    SCOPED_TRACE(relay ? "re-laid" : "as stored");
+    const Matrix sg(DType::kQ4_K, ff, d, relay, rng), su(DType::kQ4_K, ff, d, relay, rng),
+        sd(DType::kQ6_K, d, ff, relay, rng);
+    const Matrix rg(DType::kQ8_0, ff, d, relay, rng), ru(DType::kQ8_0, ff, d, relay, rng),
+        rd(DType::kQ8_0, d, ff, relay, rng);
+    std::vector<float> alone_out(n * d, -1.f), beside_out(n * d, -2.f), routed_out(3 * d, -3.f),
+        routed_alone_out(3 * d, -4.f);
+    const Backend::ExpertJob alone = {sg.view, su.view, sd.view,         in.data(),
+                                      nullptr, n,       alone_out.data()};
+    backend->RunExperts({&alone, 1});
+    const Backend::ExpertJob routed_alone = {
+        rg.view, ru.view, rd.view, in.data(), rows.data(), 3, routed_alone_out.data()};
+    backend->RunExperts({&routed_alone, 1});
+    const std::vector<Backend::ExpertJob> together = {
+        {rg.view, ru.view, rd.view, in.data(), rows.data(), 3, routed_out.data()},
+        {sg.view, su.view, sd.view, in.data(), nullptr, n, beside_out.data()}};
+    backend->RunExperts(together);
+    EXPECT_EQ(beside_out, alone_out);
+    EXPECT_EQ(routed_out, routed_alone_out);
+  }
+}
+
 TEST(CpuBackendTest, AddWeightedRowsSumsEachRowsTermsThenAdds) {
   std::mt19937 rng(5);
   std::normal_distribution<float> nd;

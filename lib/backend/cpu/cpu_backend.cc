@@ -339,10 +339,18 @@ class CpuBackend final : public Backend {
       for (int64_t i = 0; job.rows != nullptr && i < job.m; ++i)
         n = std::max<int64_t>(n, job.rows[i] + 1);
     }
+    // A job that takes the input whole (the shared expert) computes on it directly, so the
+    // input is prepared for its weights alone: what it computes must not depend on which
+    // routed experts share the call (the expert store runs them in groups as their reads
+    // finish). The routed jobs take their own scales either way, copying the blocks only where
+    // the two agree.
+    bool whole = false;
+    for (const ExpertJob& job : jobs) whole |= job.in == in && job.rows == nullptr && job.m == n;
     std::vector<WeightView>& weights = s_.shared_input_weights;
     weights.clear();
     for (const ExpertJob& job : jobs) {
       if (job.in != in || (job.rows == nullptr && job.m != n)) continue;
+      if (whole && job.rows != nullptr) continue;
       weights.push_back(job.gate);
       weights.push_back(job.up);
     }
