@@ -168,10 +168,8 @@ moe_status moe_context_get_expert_layer_stats(const moe_context* ctx,
         o.predicted = c.predicted;
         o.predicted_right = c.predicted_right;
       }
-      const int n_expert = static_cast<int>(e.model()->hp().n_expert);
-      for (int x = 0; x < n_expert; ++x) {
-        o.experts_in_memory += store == nullptr || store->InMemory(l, x) ? 1 : 0;
-      }
+      o.experts_in_memory = store == nullptr ? static_cast<int32_t>(e.model()->hp().n_expert)
+                                             : store->ExpertsInMemory(l);
     }
     return CopyOut(out.data(), out.size(), sizeof(moe_expert_layer_stats), layers, capacity, len,
                    false);

@@ -375,12 +375,6 @@ size_t ExpertCache::step_capacity() const {
   return slot_count_ - static_cast<size_t>(user_pins_);
 }
 
-bool ExpertCache::IsPinned(ExpertKey key) const {
-  std::unique_lock<std::mutex> lock(mu_);
-  auto it = where_.find(key);
-  return it != where_.end() && slots_[it->second].user_pinned;
-}
-
 std::vector<ExpertKey> ExpertCache::Resident() const {
   std::unique_lock<std::mutex> lock(mu_);
   std::vector<ExpertKey> out;

@@ -143,8 +143,7 @@ class ExpertCache {
 
   bool IsResident(ExpertKey key) const;
   std::vector<ExpertKey> Resident() const;
-  bool IsPinned(ExpertKey key) const;  // by Pin()
-  ExpertCacheStats stats() const;      // summed over layers
+  ExpertCacheStats stats() const;  // summed over layers
   std::vector<ExpertCacheStats> layer_stats() const;
   size_t slot_count() const { return slot_count_; }
   // The most experts one step can have pinned at once: the slots not pinned by Pin().

@@ -8,6 +8,13 @@ namespace {
 
 size_t Align64(size_t n) { return (n + 63) / 64 * 64; }
 
+std::vector<ExpertKey> KeysOf(int layer, absl::Span<const int32_t> experts) {
+  std::vector<ExpertKey> keys;
+  keys.reserve(experts.size());
+  for (int32_t e : experts) keys.push_back({layer, e});
+  return keys;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ExpertStore>> ExpertStore::Create(
@@ -124,9 +131,7 @@ absl::StatusOr<ExpertStore::Step> ExpertStore::Acquire(int layer,
 
 size_t ExpertStore::Prefetch(int layer, absl::Span<const int32_t> experts) {
   if (layer < 0 || layer >= n_layer()) return 0;
-  std::vector<ExpertKey> keys;
-  keys.reserve(experts.size());
-  for (int32_t e : experts) keys.push_back({layer, e});
+  const std::vector<ExpertKey> keys = KeysOf(layer, experts);
   std::vector<ExpertKey> keep;
   {
     std::lock_guard<std::mutex> lock(latest_mu_);
@@ -137,9 +142,7 @@ size_t ExpertStore::Prefetch(int layer, absl::Span<const int32_t> experts) {
 
 absl::StatusOr<ExpertStore::Step> ExpertStore::Request(int layer,
                                                        absl::Span<const int32_t> experts) {
-  std::vector<ExpertKey> keys;
-  keys.reserve(experts.size());
-  for (int32_t e : experts) keys.push_back({layer, e});
+  std::vector<ExpertKey> keys = KeysOf(layer, experts);
   auto pinned = cache_->Request(keys);
   if (!pinned.ok()) return pinned.status();
   Step step;
@@ -178,8 +181,18 @@ absl::StatusOr<size_t> ExpertStore::Warm(const RoutingProfile& profile) {
   return cache_->Warm(profile.HottestFirst());
 }
 
+int ExpertStore::ExpertsInMemory(int layer) const {
+  int n = 0;
+  for (const ExpertKey& k : cache_->Resident()) n += k.layer == layer;
+  return n;
+}
+
 int ExpertStore::CountTier(ExpertTier tier) const {
   std::lock_guard<std::mutex> lock(tier_mu_);
+  return CountTierLocked(tier);
+}
+
+int ExpertStore::CountTierLocked(ExpertTier tier) const {
   int n = 0;
   for (const auto& l : tiers_) {
     for (ExpertTier x : l) n += x == tier;
@@ -201,10 +214,7 @@ absl::Status ExpertStore::Pin(int layer, int expert) {
   std::lock_guard<std::mutex> lock(tier_mu_);  // one Pin/Unpin at a time: the count below holds
   ExpertTier& t = tiers_[layer][expert];
   if (t != ExpertTier::kCached) return absl::OkStatus();
-  size_t pinned = 0;
-  for (const auto& l : tiers_) {
-    for (ExpertTier x : l) pinned += x == ExpertTier::kPinned;
-  }
+  const size_t pinned = CountTierLocked(ExpertTier::kPinned);
   // Keep room for a step's experts besides everything pinned.
   const size_t budget_slots = cache_->slot_count() - resident_slots_;
   if (pinned + 1 + experts_per_step_ > budget_slots) {

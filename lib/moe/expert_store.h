@@ -109,6 +109,8 @@ class ExpertStore {
   ExpertTier tier(int layer, int expert) const;
   // Whether its weights are in memory now (resident, pinned, or cached and not evicted).
   bool InMemory(int layer, int expert) const { return cache_->IsResident({layer, expert}); }
+  // How many of the layer's experts are in memory now.
+  int ExpertsInMemory(int layer) const;
   const ExpertSource& source(int layer, int expert) const { return sources_[layer][expert]; }
   // InvalidArgument unless 0 <= layer < n_layer() and 0 <= expert < n_expert().
   absl::Status CheckExpert(int layer, int expert) const;
@@ -148,6 +150,7 @@ class ExpertStore {
   bool prefetch_ = true;
   size_t resident_slots_ = 0;
   size_t experts_per_step_ = 1;
+  int CountTierLocked(ExpertTier tier) const;  // tier_mu_ held
   mutable std::mutex tier_mu_;
   std::vector<std::vector<ExpertTier>> tiers_;  // guarded by tier_mu_
   std::unique_ptr<ExpertFileReader> reader_;

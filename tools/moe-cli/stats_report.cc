@@ -65,10 +65,7 @@ std::string StatsTable(const Engine& e, const SessionStats& s) {
     const std::vector<ExpertCacheStats> layers = store->cache().layer_stats();
     for (size_t l = 0; l < layers.size(); ++l) {
       const ExpertCacheStats& x = layers[l];
-      int in_memory = 0;
-      for (int ex = 0; ex < store->n_expert(); ++ex) {
-        in_memory += store->InMemory(static_cast<int>(l), ex);
-      }
+      const int in_memory = store->ExpertsInMemory(static_cast<int>(l));
       absl::StrAppendFormat(
           &out, "  %-5d %6d %7d %9.1f %7.3f %6d %5d %7.0f%% %10d\n", l, x.hits, x.misses,
           x.bytes_loaded / 1048576.0, x.wait_seconds, x.prefetches, x.prefetch_hits,
