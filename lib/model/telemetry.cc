@@ -5,8 +5,11 @@
 namespace moe {
 
 void Telemetry::Reset(int64_t n_layer, int64_t n_expert) {
+  const bool record = record_routing;
   *this = Telemetry();
+  record_routing = record;
   expert_counts.assign(n_layer, std::vector<int64_t>(n_expert, 0));
+  if (record_routing) routing_trace.assign(n_layer, {});
 }
 
 double Telemetry::MeanRouterEntropy() const {
@@ -24,6 +27,11 @@ void Telemetry::Merge(const Telemetry& o) {
         expert_counts[l][e] += o.expert_counts[l][e];
       }
     }
+  }
+  if (routing_trace.size() < o.routing_trace.size()) routing_trace.resize(o.routing_trace.size());
+  for (size_t l = 0; l < o.routing_trace.size(); ++l) {
+    routing_trace[l].insert(routing_trace[l].end(), o.routing_trace[l].begin(),
+                            o.routing_trace[l].end());
   }
   tokens += o.tokens;
   weight_bytes_read += o.weight_bytes_read;

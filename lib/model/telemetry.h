@@ -24,7 +24,12 @@ struct Telemetry {
   int64_t active_params = 0;
   double router_entropy_sum = 0;  // nats, summed over tokens and layers
   StageTimes time;
+  // Opt-in, as it grows with every token: [layer][token * k + j], each token's choices in the
+  // order tokens were processed (-1 for none), for RoutingTrace and its locality analysis.
+  bool record_routing = false;
+  std::vector<std::vector<int32_t>> routing_trace;
 
+  // Zeroes everything but record_routing.
   void Reset(int64_t n_layer, int64_t n_expert);
   // Mean router entropy per token and layer (0 before any token).
   double MeanRouterEntropy() const;

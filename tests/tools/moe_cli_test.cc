@@ -195,6 +195,8 @@ TEST(MoeCliTest, ProfileWarmsACachedRunAndAMemoryLimitCachesExperts) {
                         profile);
   ASSERT_EQ(p.exit_code, 0) << Slurp(StderrPath());
   EXPECT_NE(p.out.find("hottest 12.5%"), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("routing locality"), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("LRU"), std::string::npos) << p.out;
   EXPECT_NE(Slurp(profile).find("libmoe-routing-profile"), std::string::npos);
   const std::string run =
       kBin + "moe-cli run -m " + gguf.string() + " --prompt-ids \"1 2 3 4 5\" -n 8 --greedy --json";

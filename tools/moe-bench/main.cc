@@ -19,6 +19,7 @@
 #include "tools/flag_checks.h"
 #include "tools/moe-bench/bandwidth.h"
 #include "tools/moe-bench/disk_bandwidth.h"
+#include "tools/text_tokens.h"
 
 namespace {
 
@@ -32,6 +33,7 @@ struct Options {
   moe::cli::ExpertFlags experts;
   bool json = false;
   double bandwidth_gib = 1.0;
+  std::string text;  // tokens to process instead of random ones and greedy continuations
 };
 
 struct Result {
@@ -110,7 +112,26 @@ int Run(const Options& o) {
   tf.set_expert_prefetch(store != nullptr && store->prefetch());
   auto cache_stats = [&] { return store ? store->cache().stats() : moe::ExpertCacheStats(); };
   std::mt19937 rng(42);
-  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(h.n_vocab) - 1);
+  std::uniform_int_distribution<int32_t> random_token(0, static_cast<int32_t>(h.n_vocab) - 1);
+  // Trained routing is measured on text: prompts are its next tokens, and generation feeds its
+  // next token at each step instead of the greedy choice, which soon repeats itself (and routes
+  // the same experts over and over).
+  std::vector<int32_t> text_ids;
+  if (!o.text.empty()) {
+    auto ids = moe::cli::ReadTextTokens(**engine, o.text);
+    if (!ids.ok()) {
+      std::fprintf(stderr, "moe-bench: %s\n", std::string(ids.status().message()).c_str());
+      return 1;
+    }
+    text_ids = *std::move(ids);
+  }
+  size_t text_pos = 0;
+  auto tok = [&](auto&) {
+    if (text_ids.empty()) return random_token(rng);
+    const int32_t t = text_ids[text_pos];
+    text_pos = (text_pos + 1) % text_ids.size();
+    return t;
+  };
   auto cache =
       moe::KvCache::Create(h.n_layer, o.p + o.n + 1, h.n_head_kv, h.head_dim, moe::DType::kF16);
   if (!cache.ok()) return 1;
@@ -158,7 +179,10 @@ int Run(const Options& o) {
       double s = timed([&] {
         for (int i = 0; i < o.n; ++i) {
           (void)tf.Forward({&t, 1}, *cache, moe::LogitsFor::kLast, &logits, &tel);
-          t = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+          t = text_ids.empty()
+                  ? static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
+                                         logits.begin())
+                  : tok(rng);
         }
       });
       r.tps.push_back(o.n / s);
@@ -300,6 +324,11 @@ int main(int argc, char** argv) {
       ->check(moe::cli::NumberIn(1.0 / 1024, 1024))
       ->capture_default_str();
   app.add_flag("--json", o.json, "one JSON object per test");
+  app.add_option("--text", o.text,
+                 "text file (the model's tokenizer): prompts are its tokens, and generation feeds "
+                 "its next token at each step (for trained routing); default: random tokens and "
+                 "greedy continuations")
+      ->check(CLI::ExistingFile);
   moe::cli::AddExpertFlags(&app, &o.experts);
   CLI11_PARSE(app, argc, argv);
   return Run(o);
