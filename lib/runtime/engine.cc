@@ -182,12 +182,17 @@ absl::StatusOr<std::shared_ptr<const Engine>> Engine::FromSpec(
   engine->expert_store_ = std::move(expert_store);
   engine->memory_note_ = std::move(memory_note);
   if (!spec.tokenizer.tokens.empty()) {
+    // Checked now: the vocabulary is released below, before Model::Create checks it again.
+    MOE_RETURN_IF_ERROR(ValidateModelSpec(spec));
     auto tok = Tokenizer::Create(spec.tokenizer);
     if (tok.ok()) {
       engine->tokenizer_ = *std::move(tok);
     } else {
       engine->tokenizer_error_ = tok.status();
     }
+    // The tokenizer keeps its own tables; the spec's copy of every token and merge would hold
+    // the same strings a second time for the model's life (megabytes for a large vocabulary).
+    ReleaseVocabulary(spec.tokenizer);
   } else {
     engine->tokenizer_error_ = absl::UnimplementedError("the model file has no tokenizer");
   }

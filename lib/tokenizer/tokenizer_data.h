@@ -51,4 +51,14 @@ struct TokenizerData {
   std::string chat_template;
 };
 
+// Frees the vocabulary, scores, types, merges and split regexes (a built Tokenizer keeps its
+// own), keeping the special ids, flags and chat template.
+inline void ReleaseVocabulary(TokenizerData& data) {
+  std::vector<std::string>().swap(data.tokens);
+  std::vector<float>().swap(data.scores);
+  std::vector<int32_t>().swap(data.token_types);
+  std::vector<std::string>().swap(data.merges);
+  std::vector<std::string>().swap(data.pre_regexes);
+}
+
 }  // namespace moe
