@@ -74,6 +74,7 @@ struct ExpertFlags {
   std::string warmup;
   bool no_prefetch = false;
   std::string memory_limit;
+  int io_threads = LoadOptions().expert_io_threads;
 };
 
 inline void AddExpertFlags(CLI::App* app, ExpertFlags* f) {
@@ -90,6 +91,10 @@ inline void AddExpertFlags(CLI::App* app, ExpertFlags* f) {
                   "routing profile (moe-cli profile): its hottest experts are read at load");
   app->add_flag("--no-prefetch", f->no_prefetch,
                 "with the expert cache, read only what steps ask for (no pre-gating)");
+  app->add_option("--expert-io-threads", f->io_threads,
+                  "threads reading experts from disk (a blocked read costs no CPU)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   app->add_option("--memory-limit", f->memory_limit,
                   "the memory the model may take (SIZE); default: what the system has available");
 }
@@ -100,6 +105,7 @@ inline absl::Status ApplyExpertFlags(const ExpertFlags& f, LoadOptions* options)
   options->expert_placement_path = f.placement;
   options->expert_warmup_path = f.warmup;
   options->expert_prefetch = !f.no_prefetch;
+  options->expert_io_threads = f.io_threads;
   if (!f.memory_limit.empty()) {
     std::optional<size_t> bytes = ParseByteSize(f.memory_limit);
     if (!bytes) {

@@ -72,6 +72,7 @@ absl::StatusOr<std::unique_ptr<ExpertStore>> MakeExpertStore(const ModelSpec& sp
   }
   so.policy = options.expert_eviction;
   so.prefer_direct_io = options.expert_direct_io;
+  so.io_threads = options.expert_io_threads;
   so.prefetch = options.expert_prefetch;
   so.experts_per_step = static_cast<size_t>(spec.hp.n_expert_used);
   so.budget_bytes = options.expert_cache_bytes;

@@ -36,6 +36,7 @@ struct LoadOptions {
   double expert_cache_fraction = 0;
   EvictionPolicy expert_eviction = EvictionPolicy::kLru;
   bool expert_direct_io = true;  // false: buffered reads even where direct I/O works
+  int expert_io_threads = 2;     // threads reading experts (ExpertStoreOptions::io_threads)
   // While a layer runs, read the next layer's likely experts (its router on the current hidden
   // state) ahead of need. Changes no result.
   bool expert_prefetch = true;

@@ -212,6 +212,9 @@ TEST(MoeCliTest, ProfileWarmsACachedRunAndAMemoryLimitCachesExperts) {
   EXPECT_EQ(tokens(cached.out), tokens(resident.out));
   EXPECT_NE(cached.out.find("\"layers\":[{"), std::string::npos) << cached.out;
   EXPECT_NE(Slurp(StderrPath()).find("experts: cached from disk"), std::string::npos);
+  Result one_reader = RunCommand(run + " --expert-cache 50% --expert-io-threads 1");
+  ASSERT_EQ(one_reader.exit_code, 0) << Slurp(StderrPath());
+  EXPECT_EQ(tokens(one_reader.out), tokens(resident.out));
   Result limited = RunCommand(run + " --memory-limit 5MiB");  // the weights take 5.5 MiB
   EXPECT_EQ(limited.exit_code, 0) << Slurp(StderrPath());
   EXPECT_EQ(tokens(limited.out), tokens(resident.out));
