@@ -23,6 +23,19 @@ struct KvLayerView {
   uint8_t* v;
   int64_t n_kv_heads;
   int64_t head_dim;
+  // A paged cache (lib/kv): position p is row p % 2^block_shift of block blocks[p >> block_shift]
+  // (the sequence's block table), block b starting b * block_bytes past k and v. nullptr: the
+  // rows of positions 0, 1, ... follow each other.
+  const int32_t* blocks = nullptr;
+  int block_shift = 0;
+  int64_t block_bytes = 0;
+
+  // Where position p's row (all KV heads) starts, in bytes past k or v.
+  int64_t RowOffset(int64_t p, int64_t row_bytes) const {
+    if (blocks == nullptr) return p * row_bytes;
+    return blocks[p >> block_shift] * block_bytes +
+           (p & ((int64_t{1} << block_shift) - 1)) * row_bytes;
+  }
 };
 
 class Backend {

@@ -3,8 +3,10 @@
 // one-position spans; and the portable one is softmax(q.k / sqrt(d)) . v computed here in double.
 #include "lib/backend/cpu/attention_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -143,6 +145,83 @@ TEST(AttentionKernelsTest, TileOfTokensEqualsOneTokenAtATime) {
           ASSERT_EQ(tiled[i * stride + j], alone[i * stride + j])
               << CpuSimdLevelName(level) << " head_dim " << hd << " token " << i << " at " << j;
         }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace moe
+
+namespace moe {
+namespace {
+
+// A paged cache (rows in blocks scattered over a pool, found through a block table) gives every
+// kernel bit for bit what the same rows in one contiguous run give, for spans that end mid-block.
+TEST(AttentionKernelsTest, PagedRowsEqualContiguousRows) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd;
+  for (DType dtype : {DType::kF16, DType::kF32}) {
+    for (int64_t hd : {64, 128, 80}) {
+      const int64_t group = 2, tokens = 3, len = 19, span = len + tokens - 1;
+      const int shift = 2;  // 4 positions per block
+      const int64_t rows_per_block = int64_t{1} << shift;
+      const int64_t n_table = (span + rows_per_block - 1) / rows_per_block;
+      const size_t elem = dtype == DType::kF32 ? 4 : 2;
+      const int64_t row_bytes = hd * elem, block_bytes = rows_per_block * row_bytes;
+      // The table's blocks, out of order, in a pool with room for more.
+      std::vector<int32_t> table(n_table);
+      std::iota(table.begin(), table.end(), 0);
+      std::shuffle(table.begin(), table.end(), rng);
+      for (auto& b : table) b = 2 * b + 1;
+      std::vector<uint8_t> k(span * row_bytes), v(span * row_bytes);
+      std::vector<uint8_t> pk(2 * n_table * block_bytes, 0xff), pv(2 * n_table * block_bytes, 0xff);
+      for (int64_t p = 0; p < span; ++p) {
+        for (int64_t i = 0; i < hd; ++i) {
+          const float kx = nd(rng), vx = nd(rng);
+          if (dtype == DType::kF32) {
+            std::memcpy(k.data() + p * row_bytes + 4 * i, &kx, 4);
+            std::memcpy(v.data() + p * row_bytes + 4 * i, &vx, 4);
+          } else {
+            const uint16_t hk = FloatToHalf(kx), hv = FloatToHalf(vx);
+            std::memcpy(k.data() + p * row_bytes + 2 * i, &hk, 2);
+            std::memcpy(v.data() + p * row_bytes + 2 * i, &hv, 2);
+          }
+        }
+        const int64_t at = table[p >> shift] * block_bytes + (p % rows_per_block) * row_bytes;
+        std::memcpy(pk.data() + at, k.data() + p * row_bytes, row_bytes);
+        std::memcpy(pv.data() + at, v.data() + p * row_bytes, row_bytes);
+      }
+      std::vector<float> q(tokens * group * hd);
+      for (auto& x : q) x = nd(rng);
+      AttentionHeads a;
+      a.q = q.data();
+      a.group = group;
+      a.head_dim = hd;
+      a.len = len;
+      a.tokens = tokens;
+      a.q_stride = group * hd;
+      a.k = k.data();
+      a.v = v.data();
+      a.row_bytes = row_bytes;
+      a.dtype = dtype;
+      a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      AttentionHeads paged = a;
+      paged.k = pk.data();
+      paged.v = pv.data();
+      paged.blocks = table.data();
+      paged.block_shift = shift;
+      paged.block_bytes = block_bytes;
+      for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+        if (level > DetectedSimdLevel()) continue;
+        const AttendFn attend = GetAttend(level, dtype, hd);
+        std::vector<float> want(q.size(), NAN), got(q.size(), NAN);
+        a.out = want.data();
+        paged.out = got.data();
+        attend(a);
+        attend(paged);
+        ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+            << CpuSimdLevelName(level) << " head_dim " << hd << " " << DTypeName(dtype);
       }
     }
   }

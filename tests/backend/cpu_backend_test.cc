@@ -3,6 +3,8 @@
 // by hand (or alone), and the weighted combine of
 // expert outputs sums each row's terms in order.
 #include <cmath>
+#include <cstring>
+#include <numeric>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -164,6 +166,49 @@ TEST(CpuBackendTest, AddWeightedRowsSumsEachRowsTermsThenAdds) {
     for (int64_t i = 0; i < n * dim; ++i) {
       ASSERT_NEAR(x[i], want[i], 1e-6f * (1 + std::abs(want[i]))) << "n " << n << " at " << i;
     }
+  }
+}
+
+}  // namespace
+}  // namespace moe
+
+namespace moe {
+namespace {
+
+// The backend writes K and V into a paged cache through the block table and attends over it
+// exactly as over a contiguous cache: a prompt batch, then a decode step.
+TEST(CpuBackendTest, PagedKvCacheComputesWhatAContiguousOneComputes) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd;
+  const int64_t n_head = 4, nkv = 2, hd = 64, row = nkv * hd;
+  const int shift = 3;                              // 8 positions per block
+  const std::vector<int32_t> table = {6, 1, 4, 0};  // 32 positions, blocks out of order
+  const int64_t block_bytes = (int64_t{1} << shift) * row * 2;
+  auto backend = CreateCpuBackend(2);
+  std::vector<uint8_t> ck(32 * row * 2), cv(32 * row * 2), pk(8 * block_bytes), pv(8 * block_bytes);
+  KvLayerView contiguous{DType::kF16, ck.data(), cv.data(), nkv, hd};
+  KvLayerView paged{DType::kF16, pk.data(), pv.data(), nkv, hd};
+  paged.blocks = table.data();
+  paged.block_shift = shift;
+  paged.block_bytes = block_bytes;
+  for (int64_t n : {int64_t{21}, int64_t{1}}) {  // a prompt of 21 tokens, then one more
+    const int32_t first = n == 21 ? 0 : 21;
+    std::vector<int32_t> positions(n);
+    std::iota(positions.begin(), positions.end(), first);
+    std::vector<float> q(n * n_head * hd), k(n * row), v(n * row);
+    for (auto* x : {&q, &k, &v})
+      for (float& f : *x) f = nd(rng);
+    backend->StoreKv(k.data(), v.data(), n, positions.data(), contiguous);
+    backend->StoreKv(k.data(), v.data(), n, positions.data(), paged);
+    std::vector<float> want(q.size(), NAN), got(q.size(), NAN);
+    backend->Attention(q.data(), n, n_head, positions.data(), contiguous, want.data());
+    backend->Attention(q.data(), n, n_head, positions.data(), paged, got.data());
+    ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << n;
+  }
+  // Each position's row landed in its block, at its place in the block.
+  for (int64_t p = 0; p < 22; ++p) {
+    const int64_t at = table[p >> shift] * block_bytes + (p % 8) * row * 2;
+    EXPECT_EQ(std::memcmp(pk.data() + at, ck.data() + p * row * 2, row * 2), 0) << p;
   }
 }
 

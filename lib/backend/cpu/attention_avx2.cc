@@ -72,7 +72,8 @@ void AttendAvx2(const AttentionHeads& a) {
   auto row_at = [&](int64_t r) { return (r / group) * a.q_stride + (r % group) * hd; };
   for (int64_t p0 = 0; p0 < span; p0 += 8) {
     for (int64_t i = 0; i < 8; ++i) {
-      const uint8_t* row = a.k + (p0 + i) * a.row_bytes;
+      // Only positions inside the span have a row (a paged table ends there).
+      const uint8_t* row = p0 + i < span ? a.k + a.KvRowOffset(p0 + i) : nullptr;
       for (int64_t c = 0; c < chunks; ++c) {
         _mm256_storeu_ps(kbuf.data() + i * hd + 8 * c,
                          p0 + i < span ? LoadRow8(row, c, f16) : _mm256_setzero_ps());
@@ -106,8 +107,7 @@ void AttendAvx2(const AttentionHeads& a) {
       const int64_t nc = std::min<int64_t>(2, chunks - c0);
       __m256 acc[4][2];
       for (auto& row : acc) row[0] = row[1] = _mm256_setzero_ps();
-      for (int64_t p = 0; p < len; ++p) {
-        const uint8_t* row = a.v + p * a.row_bytes;
+      ForEachKvRow(a, a.v, 0, len, [&](int64_t p, const uint8_t* row) {
         const __m256 v0 = LoadRow8(row, c0, f16);
         const __m256 v1 = nc > 1 ? LoadRow8(row, c0 + 1, f16) : _mm256_setzero_ps();
         for (int64_t g = 0; g < nr; ++g) {
@@ -115,7 +115,7 @@ void AttendAvx2(const AttentionHeads& a) {
           acc[g][0] = _mm256_fmadd_ps(w, v0, acc[g][0]);
           acc[g][1] = _mm256_fmadd_ps(w, v1, acc[g][1]);
         }
-      }
+      });
       for (int64_t g = 0; g < nr; ++g) {
         float* out = a.out + row_at(r0 + g) + 8 * c0;
         _mm256_storeu_ps(out, acc[g][0]);

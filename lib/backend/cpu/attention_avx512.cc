@@ -66,7 +66,8 @@ void Attend(const AttentionHeads& a) {
   for (int64_t p0 = 0; p0 < span; p0 += 16) {
     // The block's K rows as floats; zeros past the span (rows there may not exist).
     for (int i = 0; i < 16; ++i) {
-      const uint8_t* row = a.k + (p0 + i) * a.row_bytes;
+      // Only positions inside the span have a row (a paged table ends there).
+      const uint8_t* row = p0 + i < span ? a.k + a.KvRowOffset(p0 + i) : nullptr;
       for (int c = 0; c < chunks; ++c) {
         _mm512_storeu_ps(kbuf.data() + i * hd + 16 * c,
                          p0 + i < span ? LoadRow(row, c, f16) : _mm512_setzero_ps());
@@ -101,15 +102,14 @@ void Attend(const AttentionHeads& a) {
     __m512 acc[4][kMaxChunks];
     for (int64_t g = 0; g < nr; ++g)
       for (int c = 0; c < chunks; ++c) acc[g][c] = _mm512_setzero_ps();
-    for (int64_t p = 0; p < len; ++p) {
+    ForEachKvRow(a, a.v, 0, len, [&](int64_t p, const uint8_t* row) {
       __m512 v[kMaxChunks];
-      const uint8_t* row = a.v + p * a.row_bytes;
       for (int c = 0; c < chunks; ++c) v[c] = LoadRow(row, c, f16);
       for (int64_t g = 0; g < nr; ++g) {
         const __m512 w = _mm512_set1_ps(scores[(r0 + g) * ld + p]);
         for (int c = 0; c < chunks; ++c) acc[g][c] = _mm512_fmadd_ps(w, v[c], acc[g][c]);
       }
-    }
+    });
     for (int64_t g = 0; g < nr; ++g) {
       float* out = a.out + row_at(r0 + g);
       for (int c = 0; c < chunks; ++c) _mm512_storeu_ps(out + 16 * c, acc[g][c]);

@@ -30,7 +30,7 @@ void AttendOneToken(const AttentionHeads& a) {
   k.resize(hd);
   v.resize(hd);
   for (int64_t p = 0; p < a.len; ++p) {
-    DequantizeRow(a.dtype, a.k + p * a.row_bytes, k.data(), hd);
+    DequantizeRow(a.dtype, a.k + a.KvRowOffset(p), k.data(), hd);
     for (int64_t g = 0; g < a.group; ++g) {
       float s = 0;
       for (int64_t i = 0; i < hd; ++i) s += a.q[g * hd + i] * k[i];
@@ -40,7 +40,7 @@ void AttendOneToken(const AttentionHeads& a) {
   SoftmaxRows(scores.data(), a.group, a.len);
   std::fill(a.out, a.out + a.group * hd, 0.0f);
   for (int64_t p = 0; p < a.len; ++p) {
-    DequantizeRow(a.dtype, a.v + p * a.row_bytes, v.data(), hd);
+    DequantizeRow(a.dtype, a.v + a.KvRowOffset(p), v.data(), hd);
     for (int64_t g = 0; g < a.group; ++g) {
       const float w = scores[g * a.len + p];
       float* o = a.out + g * hd;

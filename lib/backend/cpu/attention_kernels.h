@@ -3,6 +3,7 @@
 // every head of the group and every token of the tile.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "lib/backend/cpu/cpu_features.h"
@@ -19,12 +20,37 @@ struct AttentionHeads {
   // i * q_stride floats on.
   int64_t tokens = 1;
   int64_t q_stride = 0;
-  const uint8_t* k;  // row p of this KV head at k + p * row_bytes
+  const uint8_t* k;  // row p of this KV head at k + KvRowOffset(p) (k + p * row_bytes unpaged)
   const uint8_t* v;
   int64_t row_bytes;
   DType dtype;  // F32 or F16
   float scale;  // 1 / sqrt(head_dim)
+  // A paged cache (lib/kv): position p is row p % 2^block_shift of block blocks[p >> block_shift],
+  // and block b starts b * block_bytes past k (and v). nullptr: one contiguous run of rows.
+  const int32_t* blocks = nullptr;
+  int block_shift = 0;
+  int64_t block_bytes = 0;
+
+  int64_t KvRowOffset(int64_t p) const {
+    if (blocks == nullptr) return p * row_bytes;
+    return blocks[p >> block_shift] * block_bytes +
+           (p & ((int64_t{1} << block_shift) - 1)) * row_bytes;
+  }
 };
+
+// fn(p, row) for each position p in [begin, end) with its row in `base` (a.k or a.v), walking
+// each block's rows by pointer: the inner loop is the contiguous cache's, whatever the paging.
+template <typename Fn>
+inline void ForEachKvRow(const AttentionHeads& a, const uint8_t* base, int64_t begin, int64_t end,
+                         Fn&& fn) {
+  for (int64_t p0 = begin; p0 < end;) {
+    const int64_t stop =
+        a.blocks == nullptr ? end : std::min(end, ((p0 >> a.block_shift) + 1) << a.block_shift);
+    const uint8_t* row = base + a.KvRowOffset(p0);
+    for (int64_t p = p0; p < stop; ++p, row += a.row_bytes) fn(p, row);
+    p0 = stop;
+  }
+}
 
 using AttendFn = void (*)(const AttentionHeads& a);
 

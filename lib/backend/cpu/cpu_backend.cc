@@ -199,9 +199,11 @@ class CpuBackend final : public Backend {
   void StoreKv(const float* k, const float* v, int64_t n, const int32_t* positions,
                const KvLayerView& kv) override {
     const int64_t row = kv.n_kv_heads * kv.head_dim;
+    const int64_t row_bytes = row * (kv.dtype == DType::kF32 ? 4 : 2);
     Parallel(n, 2 * row, [&](int64_t tb, int64_t te) {
       for (int64_t t = tb; t < te; ++t) {
-        int64_t off = static_cast<int64_t>(positions[t]) * row;
+        // In elements of the cache's type.
+        const int64_t off = kv.RowOffset(positions[t], row_bytes) / (row_bytes / row);
         if (kv.dtype == DType::kF32) {
           std::memcpy(reinterpret_cast<float*>(kv.k) + off, k + t * row, row * sizeof(float));
           std::memcpy(reinterpret_cast<float*>(kv.v) + off, v + t * row, row * sizeof(float));
@@ -248,6 +250,9 @@ class CpuBackend final : public Backend {
                    a.k = kv.k + kvh * hd * elem;
                    a.v = kv.v + kvh * hd * elem;
                    a.row_bytes = nkv * hd * elem;
+                   a.blocks = kv.blocks;
+                   a.block_shift = kv.block_shift;
+                   a.block_bytes = kv.block_bytes;
                    a.dtype = kv.dtype;
                    a.scale = scale;
                    attend(a);

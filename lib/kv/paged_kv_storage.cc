@@ -1,0 +1,69 @@
+#include "lib/kv/paged_kv_storage.h"
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace moe {
+namespace {
+
+absl::Status CheckShape(const PagedKvShape& s) {
+  if (s.dtype != DType::kF32 && s.dtype != DType::kF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("KV cache type must be F32 or F16, not ", DTypeName(s.dtype)));
+  }
+  if (s.n_layer <= 0 || s.n_kv_heads <= 0 || s.head_dim <= 0) {
+    return absl::InvalidArgumentError("a paged KV cache needs layers, KV heads and a head size");
+  }
+  if (s.block_shift < 0 || s.block_shift > 16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block of 2^", s.block_shift, " positions: from 1 to 65536"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+size_t PagedKvStorage::BlockBytes(const PagedKvShape& s) {
+  return static_cast<size_t>(2 * s.n_layer * (int64_t{1} << s.block_shift) * s.n_kv_heads *
+                             s.head_dim) *
+         (s.dtype == DType::kF32 ? 4 : 2);
+}
+
+int64_t PagedKvStorage::layer_block_bytes() const {
+  return static_cast<int64_t>(BlockBytes(shape_)) / (2 * shape_.n_layer);
+}
+
+absl::StatusOr<PagedKvStorage> PagedKvStorage::Create(const PagedKvShape& shape, int32_t n_blocks) {
+  if (absl::Status s = CheckShape(shape); !s.ok()) return s;
+  if (n_blocks <= 0) return absl::InvalidArgumentError("a paged KV cache needs blocks");
+  auto memory = AnonymousMemory::Allocate(static_cast<size_t>(n_blocks) * BlockBytes(shape));
+  if (!memory.ok()) return memory.status();
+  return PagedKvStorage(shape, n_blocks, *std::move(memory));
+}
+
+absl::StatusOr<PagedKvStorage> PagedKvStorage::CreateForBytes(const PagedKvShape& shape,
+                                                              size_t bytes) {
+  if (absl::Status s = CheckShape(shape); !s.ok()) return s;
+  const size_t block = BlockBytes(shape);
+  if (bytes < block) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a KV cache of ", bytes, " bytes holds no block: one takes ", block));
+  }
+  const size_t n = std::min<size_t>(bytes / block, INT32_MAX);
+  return Create(shape, static_cast<int32_t>(n));
+}
+
+KvLayerView PagedKvStorage::layer(int64_t l, absl::Span<const int32_t> table) {
+  const int64_t per_layer = 2 * n_blocks_ * layer_block_bytes();
+  uint8_t* k = memory_->data() + l * per_layer;
+  KvLayerView view{shape_.dtype, k, k + n_blocks_ * layer_block_bytes(), shape_.n_kv_heads,
+                   shape_.head_dim};
+  view.blocks = table.data();
+  view.block_shift = shape_.block_shift;
+  view.block_bytes = layer_block_bytes();
+  return view;
+}
+
+}  // namespace moe

@@ -1,0 +1,54 @@
+// The K and V data of a paged KV cache (issue 17): for each layer, a pool of blocks of
+// 2^block_shift positions, each position a row of n_kv_heads x head_dim in F32 or F16. A
+// sequence's block table (from KvBlockPool) turns it into the KvLayerView the backend writes and
+// attends through, so sequences of any length share one allocation made at creation.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "lib/backend/backend.h"
+#include "lib/base/anonymous_memory.h"
+
+namespace moe {
+
+struct PagedKvShape {
+  int64_t n_layer = 0;
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;
+  DType dtype = DType::kF16;  // F32 or F16
+  int block_shift = 5;        // 32 positions per block
+};
+
+class PagedKvStorage {
+ public:
+  static absl::StatusOr<PagedKvStorage> Create(const PagedKvShape& shape, int32_t n_blocks);
+  // As many whole blocks as fit in `bytes` (at least one, or an error naming the block's size).
+  static absl::StatusOr<PagedKvStorage> CreateForBytes(const PagedKvShape& shape, size_t bytes);
+
+  // Bytes one block takes over all layers, K and V.
+  static size_t BlockBytes(const PagedKvShape& shape);
+
+  int32_t n_blocks() const { return n_blocks_; }
+  int64_t block_rows() const { return int64_t{1} << shape_.block_shift; }
+  const PagedKvShape& shape() const { return shape_; }
+  size_t byte_size() const { return static_cast<size_t>(n_blocks_) * BlockBytes(shape_); }
+
+  // Layer l of the sequence whose positions live in `table`'s blocks; valid while the table's
+  // memory is.
+  KvLayerView layer(int64_t l, absl::Span<const int32_t> table);
+
+ private:
+  PagedKvStorage(const PagedKvShape& shape, int32_t n_blocks, std::unique_ptr<AnonymousMemory> m)
+      : shape_(shape), n_blocks_(n_blocks), memory_(std::move(m)) {}
+  int64_t layer_block_bytes() const;  // one block of one layer's K (or V)
+
+  PagedKvShape shape_;
+  int32_t n_blocks_ = 0;
+  std::unique_ptr<AnonymousMemory> memory_;  // [layer][K, V][block][row]
+};
+
+}  // namespace moe
