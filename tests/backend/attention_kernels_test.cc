@@ -16,6 +16,17 @@
 namespace moe {
 namespace {
 
+// Writes x as element i of a cache row in dtype (F32 or F16) and returns what the row now holds.
+float PutValue(DType dtype, uint8_t* row, int64_t i, float x) {
+  if (dtype == DType::kF32) {
+    std::memcpy(row + 4 * i, &x, 4);
+    return x;
+  }
+  const uint16_t h = FloatToHalf(x);
+  std::memcpy(row + 2 * i, &h, 2);
+  return HalfToFloat(h);
+}
+
 struct Case {
   int64_t head_dim, group, len;
   DType dtype;
@@ -35,17 +46,9 @@ TEST(AttentionKernelsTest, SimdMatchesPortableAndTheDefinition) {
     for (auto& x : kf) x = nd(rng);
     for (auto& x : vf) x = nd(rng);
     std::vector<uint8_t> k(kf.size() * elem), v(vf.size() * elem);
-    for (size_t i = 0; i < kf.size(); ++i) {
-      if (c.dtype == DType::kF32) {
-        std::memcpy(k.data() + 4 * i, &kf[i], 4);
-        std::memcpy(v.data() + 4 * i, &vf[i], 4);
-      } else {  // the test's values are what the cache holds
-        const uint16_t hk = FloatToHalf(kf[i]), hv = FloatToHalf(vf[i]);
-        kf[i] = HalfToFloat(hk);
-        vf[i] = HalfToFloat(hv);
-        std::memcpy(k.data() + 2 * i, &hk, 2);
-        std::memcpy(v.data() + 2 * i, &hv, 2);
-      }
+    for (size_t i = 0; i < kf.size(); ++i) {  // the test's values are what the cache holds
+      kf[i] = PutValue(c.dtype, k.data(), i, kf[i]);
+      vf[i] = PutValue(c.dtype, v.data(), i, vf[i]);
     }
     AttentionHeads a;
     a.q = q.data();
@@ -106,15 +109,8 @@ TEST(AttentionKernelsTest, TileOfTokensEqualsOneTokenAtATime) {
     for (auto& x : q) x = nd(rng);
     std::vector<uint8_t> k(span * hd * elem), v(span * hd * elem);
     for (int64_t i = 0; i < span * hd; ++i) {
-      const float kx = nd(rng), vx = nd(rng);
-      if (c.dtype == DType::kF32) {
-        std::memcpy(k.data() + 4 * i, &kx, 4);
-        std::memcpy(v.data() + 4 * i, &vx, 4);
-      } else {
-        const uint16_t hk = FloatToHalf(kx), hv = FloatToHalf(vx);
-        std::memcpy(k.data() + 2 * i, &hk, 2);
-        std::memcpy(v.data() + 2 * i, &hv, 2);
-      }
+      PutValue(c.dtype, k.data(), i, nd(rng));
+      PutValue(c.dtype, v.data(), i, nd(rng));
     }
     AttentionHeads a;
     a.group = c.group;
@@ -150,12 +146,6 @@ TEST(AttentionKernelsTest, TileOfTokensEqualsOneTokenAtATime) {
   }
 }
 
-}  // namespace
-}  // namespace moe
-
-namespace moe {
-namespace {
-
 // A paged cache (rows in blocks scattered over a pool, found through a block table) gives every
 // kernel bit for bit what the same rows in one contiguous run give, for spans that end mid-block.
 TEST(AttentionKernelsTest, PagedRowsEqualContiguousRows) {
@@ -178,15 +168,8 @@ TEST(AttentionKernelsTest, PagedRowsEqualContiguousRows) {
       std::vector<uint8_t> pk(2 * n_table * block_bytes, 0xff), pv(2 * n_table * block_bytes, 0xff);
       for (int64_t p = 0; p < span; ++p) {
         for (int64_t i = 0; i < hd; ++i) {
-          const float kx = nd(rng), vx = nd(rng);
-          if (dtype == DType::kF32) {
-            std::memcpy(k.data() + p * row_bytes + 4 * i, &kx, 4);
-            std::memcpy(v.data() + p * row_bytes + 4 * i, &vx, 4);
-          } else {
-            const uint16_t hk = FloatToHalf(kx), hv = FloatToHalf(vx);
-            std::memcpy(k.data() + p * row_bytes + 2 * i, &hk, 2);
-            std::memcpy(v.data() + p * row_bytes + 2 * i, &hv, 2);
-          }
+          PutValue(dtype, k.data() + p * row_bytes, i, nd(rng));
+          PutValue(dtype, v.data() + p * row_bytes, i, nd(rng));
         }
         const int64_t at = table[p >> shift] * block_bytes + (p % rows_per_block) * row_bytes;
         std::memcpy(pk.data() + at, k.data() + p * row_bytes, row_bytes);

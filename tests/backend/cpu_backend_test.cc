@@ -169,12 +169,6 @@ TEST(CpuBackendTest, AddWeightedRowsSumsEachRowsTermsThenAdds) {
   }
 }
 
-}  // namespace
-}  // namespace moe
-
-namespace moe {
-namespace {
-
 // The backend writes K and V into a paged cache through the block table and attends over it
 // exactly as over a contiguous cache: a prompt batch, then a decode step.
 TEST(CpuBackendTest, PagedKvCacheComputesWhatAContiguousOneComputes) {
