@@ -17,25 +17,30 @@ namespace moe {
 enum class RopeLayout { kNorm, kNeox };  // rotate (2i, 2i+1) or (i, i + dim/2)
 
 // One layer's K/V storage as attention sees it: [n_ctx x n_kv_heads x head_dim] each.
+// Where a KV cache keeps a position's row: in a paged cache (lib/kv) position p is row
+// p % 2^block_shift of block blocks[p >> block_shift] (the sequence's block table), block b
+// starting b * block_bytes past the layer's K (or V). blocks == nullptr: the rows of positions
+// 0, 1, ... follow each other.
+struct KvPaging {
+  const int32_t* blocks = nullptr;
+  int block_shift = 0;
+  int64_t block_bytes = 0;
+
+  // Where position p's row starts, in bytes past K or V; rows of row_bytes each.
+  int64_t RowOffset(int64_t p, int64_t row_bytes) const {
+    if (blocks == nullptr) return p * row_bytes;
+    return blocks[p >> block_shift] * block_bytes +
+           (p & ((int64_t{1} << block_shift) - 1)) * row_bytes;
+  }
+};
+
 struct KvLayerView {
   DType dtype;  // F32 or F16
   uint8_t* k;
   uint8_t* v;
   int64_t n_kv_heads;
   int64_t head_dim;
-  // A paged cache (lib/kv): position p is row p % 2^block_shift of block blocks[p >> block_shift]
-  // (the sequence's block table), block b starting b * block_bytes past k and v. nullptr: the
-  // rows of positions 0, 1, ... follow each other.
-  const int32_t* blocks = nullptr;
-  int block_shift = 0;
-  int64_t block_bytes = 0;
-
-  // Where position p's row (all KV heads) starts, in bytes past k or v.
-  int64_t RowOffset(int64_t p, int64_t row_bytes) const {
-    if (blocks == nullptr) return p * row_bytes;
-    return blocks[p >> block_shift] * block_bytes +
-           (p & ((int64_t{1} << block_shift) - 1)) * row_bytes;
-  }
+  KvPaging paging;  // rows of all KV heads, n_kv_heads * head_dim elements each
 };
 
 class Backend {

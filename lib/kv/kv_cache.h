@@ -17,7 +17,7 @@ class KvCache {
                                         int64_t head_dim, DType dtype);
 
   KvLayerView layer(int64_t l) {
-    return {dtype_, k_[l].data(), v_[l].data(), n_kv_heads_, head_dim_};
+    return {dtype_, k_[l].data(), v_[l].data(), n_kv_heads_, head_dim_, KvPaging{}};
   }
   int64_t n_ctx() const { return n_ctx_; }
   DType dtype() const { return dtype_; }

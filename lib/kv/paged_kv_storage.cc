@@ -58,12 +58,12 @@ absl::StatusOr<PagedKvStorage> PagedKvStorage::CreateForBytes(const PagedKvShape
 KvLayerView PagedKvStorage::layer(int64_t l, absl::Span<const int32_t> table) {
   const int64_t per_layer = 2 * n_blocks_ * layer_block_bytes();
   uint8_t* k = memory_->data() + l * per_layer;
-  KvLayerView view{shape_.dtype, k, k + n_blocks_ * layer_block_bytes(), shape_.n_kv_heads,
-                   shape_.head_dim};
-  view.blocks = table.data();
-  view.block_shift = shape_.block_shift;
-  view.block_bytes = layer_block_bytes();
-  return view;
+  return {shape_.dtype,
+          k,
+          k + n_blocks_ * layer_block_bytes(),
+          shape_.n_kv_heads,
+          shape_.head_dim,
+          KvPaging{table.data(), shape_.block_shift, layer_block_bytes()}};
 }
 
 }  // namespace moe

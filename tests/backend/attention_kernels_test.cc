@@ -192,9 +192,7 @@ TEST(AttentionKernelsTest, PagedRowsEqualContiguousRows) {
       AttentionHeads paged = a;
       paged.k = pk.data();
       paged.v = pv.data();
-      paged.blocks = table.data();
-      paged.block_shift = shift;
-      paged.block_bytes = block_bytes;
+      paged.paging = {table.data(), shift, block_bytes};
       for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
         if (level > DetectedSimdLevel()) continue;
         const AttendFn attend = GetAttend(level, dtype, hd);

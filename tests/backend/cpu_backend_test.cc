@@ -180,11 +180,9 @@ TEST(CpuBackendTest, PagedKvCacheComputesWhatAContiguousOneComputes) {
   const int64_t block_bytes = (int64_t{1} << shift) * row * 2;
   auto backend = CreateCpuBackend(2);
   std::vector<uint8_t> ck(32 * row * 2), cv(32 * row * 2), pk(8 * block_bytes), pv(8 * block_bytes);
-  KvLayerView contiguous{DType::kF16, ck.data(), cv.data(), nkv, hd};
-  KvLayerView paged{DType::kF16, pk.data(), pv.data(), nkv, hd};
-  paged.blocks = table.data();
-  paged.block_shift = shift;
-  paged.block_bytes = block_bytes;
+  KvLayerView contiguous{DType::kF16, ck.data(), cv.data(), nkv, hd, {}};
+  KvLayerView paged{DType::kF16, pk.data(), pv.data(), nkv, hd, {}};
+  paged.paging = {table.data(), shift, block_bytes};
   for (int64_t n : {int64_t{21}, int64_t{1}}) {  // a prompt of 21 tokens, then one more
     const int32_t first = n == 21 ? 0 : 21;
     std::vector<int32_t> positions(n);

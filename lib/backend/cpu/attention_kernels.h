@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "lib/backend/backend.h"
 #include "lib/backend/cpu/cpu_features.h"
 #include "lib/base/dtype.h"
 
@@ -23,19 +24,11 @@ struct AttentionHeads {
   const uint8_t* k;  // row p of this KV head at k + KvRowOffset(p) (k + p * row_bytes unpaged)
   const uint8_t* v;
   int64_t row_bytes;
-  DType dtype;  // F32 or F16
-  float scale;  // 1 / sqrt(head_dim)
-  // A paged cache (lib/kv): position p is row p % 2^block_shift of block blocks[p >> block_shift],
-  // and block b starts b * block_bytes past k (and v). nullptr: one contiguous run of rows.
-  const int32_t* blocks = nullptr;
-  int block_shift = 0;
-  int64_t block_bytes = 0;
+  DType dtype;      // F32 or F16
+  float scale;      // 1 / sqrt(head_dim)
+  KvPaging paging;  // where row p is (lib/backend/backend.h)
 
-  int64_t KvRowOffset(int64_t p) const {
-    if (blocks == nullptr) return p * row_bytes;
-    return blocks[p >> block_shift] * block_bytes +
-           (p & ((int64_t{1} << block_shift) - 1)) * row_bytes;
-  }
+  int64_t KvRowOffset(int64_t p) const { return paging.RowOffset(p, row_bytes); }
 };
 
 // fn(p, row) for each position p in [begin, end) with its row in `base` (a.k or a.v), walking
@@ -45,7 +38,9 @@ inline void ForEachKvRow(const AttentionHeads& a, const uint8_t* base, int64_t b
                          Fn&& fn) {
   for (int64_t p0 = begin; p0 < end;) {
     const int64_t stop =
-        a.blocks == nullptr ? end : std::min(end, ((p0 >> a.block_shift) + 1) << a.block_shift);
+        a.paging.blocks == nullptr
+            ? end
+            : std::min(end, ((p0 >> a.paging.block_shift) + 1) << a.paging.block_shift);
     const uint8_t* row = base + a.KvRowOffset(p0);
     for (int64_t p = p0; p < stop; ++p, row += a.row_bytes) fn(p, row);
     p0 = stop;

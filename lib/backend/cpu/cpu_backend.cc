@@ -202,14 +202,13 @@ class CpuBackend final : public Backend {
     const int64_t row_bytes = row * (kv.dtype == DType::kF32 ? 4 : 2);
     Parallel(n, 2 * row, [&](int64_t tb, int64_t te) {
       for (int64_t t = tb; t < te; ++t) {
-        // In elements of the cache's type.
-        const int64_t off = kv.RowOffset(positions[t], row_bytes) / (row_bytes / row);
+        const int64_t off = kv.paging.RowOffset(positions[t], row_bytes);
         if (kv.dtype == DType::kF32) {
-          std::memcpy(reinterpret_cast<float*>(kv.k) + off, k + t * row, row * sizeof(float));
-          std::memcpy(reinterpret_cast<float*>(kv.v) + off, v + t * row, row * sizeof(float));
+          std::memcpy(kv.k + off, k + t * row, row * sizeof(float));
+          std::memcpy(kv.v + off, v + t * row, row * sizeof(float));
         } else {
-          to_halves_(k + t * row, row, reinterpret_cast<uint16_t*>(kv.k) + off);
-          to_halves_(v + t * row, row, reinterpret_cast<uint16_t*>(kv.v) + off);
+          to_halves_(k + t * row, row, reinterpret_cast<uint16_t*>(kv.k + off));
+          to_halves_(v + t * row, row, reinterpret_cast<uint16_t*>(kv.v + off));
         }
       }
     });
@@ -250,9 +249,7 @@ class CpuBackend final : public Backend {
                    a.k = kv.k + kvh * hd * elem;
                    a.v = kv.v + kvh * hd * elem;
                    a.row_bytes = nkv * hd * elem;
-                   a.blocks = kv.blocks;
-                   a.block_shift = kv.block_shift;
-                   a.block_bytes = kv.block_bytes;
+                   a.paging = kv.paging;
                    a.dtype = kv.dtype;
                    a.scale = scale;
                    attend(a);
