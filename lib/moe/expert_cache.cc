@@ -158,6 +158,8 @@ void ExpertCache::IoLoop() {
     const int32_t slot = queue.front();
     queue.pop_front();
     slots_[slot].queued_for_prefetch = false;
+    slots_[slot].reading = true;
+    slots_[slot].joined_mid_read = false;
     const ExpertKey key = slots_[slot].key;
     lock.unlock();
     // The slot is `loading`: nobody else writes it or evicts it meanwhile.
@@ -168,10 +170,17 @@ void ExpertCache::IoLoop() {
     ExpertCacheStats& st = StatsLocked(key.layer);
     st.load_seconds += seconds;
     Slot& s = slots_[slot];
-    s.loading = false;
+    s.reading = false;
     if (status.ok()) {
+      s.loading = false;
       st.bytes_loaded += static_cast<int64_t>(slot_bytes_);
+    } else if (s.joined_mid_read && s.pins > 0) {
+      // A step came to need it while this read was under way (a guess, or the read of a step
+      // that has since failed): the error belongs to a read it never asked for, so it gets one of
+      // its own, first in line, and the error only if that fails too.
+      demand_queue_.push_front(slot);
     } else {
+      s.loading = false;
       // Missing again for whoever asks next; the steps pinning it get the error from Wait.
       where_.erase(key);
       if (s.pins == 0) {
@@ -228,6 +237,7 @@ absl::StatusOr<ExpertCache::Pinned> ExpertCache::Request(absl::Span<const Expert
         slot = it->second;
         Slot& s = slots_[slot];
         ++st.hits;
+        s.joined_mid_read |= s.reading;
         if (s.prefetched) {
           ++st.prefetch_hits;
           s.prefetched = false;

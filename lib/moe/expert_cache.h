@@ -157,6 +157,8 @@ class ExpertCache {
     ExpertKey key;
     bool used = false;                 // holds `key`, or is being read for it, or failed to be
     bool loading = false;              // queued or being read on an I/O thread
+    bool reading = false;              // being read on an I/O thread now
+    bool joined_mid_read = false;      // a step pinned it while it was being read
     bool queued_for_prefetch = false;  // in prefetch_queue_, not started
     bool prefetched = false;           // read by Prefetch, no step has used it yet
     int32_t pins = 0;                  // steps using it plus user pins

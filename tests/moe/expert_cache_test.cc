@@ -378,5 +378,33 @@ TEST(ExpertCacheTest, AFailedPrefetchIsRetriedByTheStepThatNeedsIt) {
   EXPECT_EQ(cache->stats().misses, 1);
 }
 
+TEST(ExpertCacheTest, AReadAheadThatFailsAfterAStepJoinedItIsReadAgainForTheStep) {
+  // The first read (a guess) blocks until released, then fails; later reads succeed.
+  std::atomic<int> attempts{0};
+  std::atomic<bool> started{false}, release{false};
+  ExpertCache::Options o;
+  o.budget_bytes = 4 * kSlot;
+  o.slot_bytes = kSlot;
+  auto cache = ExpertCache::Create(o, [&](ExpertKey k, absl::Span<uint8_t> slot) -> absl::Status {
+    if (attempts++ == 0) {
+      started = true;
+      while (!release) std::this_thread::yield();
+      return absl::DataLossError("injected read error");
+    }
+    for (size_t i = 0; i < slot.size(); ++i)
+      slot[i] = static_cast<uint8_t>(k.layer * 31 + k.expert + i);
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(cache.ok());
+  EXPECT_EQ((*cache)->Prefetch(std::vector<ExpertKey>{{2, 5}}), 1u);
+  ASSERT_TRUE(Eventually([&] { return started.load(); }));
+  auto step = (*cache)->Request(std::vector<ExpertKey>{{2, 5}});  // joins the guess's read
+  ASSERT_TRUE(step.ok()) << step.status();
+  release = true;
+  EXPECT_TRUE(step->Wait(0).ok());
+  EXPECT_TRUE(Holds(step->bytes(0), {2, 5}));
+  EXPECT_EQ(attempts.load(), 2);
+}
+
 }  // namespace
 }  // namespace moe

@@ -414,7 +414,8 @@ TEST(ExpertCacheEngineFaultTest, AReadErrorFailsTheCallAndTheContextGoesOn) {
   engine->expert_store()->reader().set_fault_for_testing(nullptr);
   for (int i = 0; i < 4; ++i) {
     t = argmax();
-    ASSERT_TRUE((*session)->Decode({&t, 1}).ok());
+    const absl::Status s = (*session)->Decode({&t, 1});
+    ASSERT_TRUE(s.ok()) << s;
     got.insert(got.end(), (*session)->logits().begin(), (*session)->logits().end());
   }
   EXPECT_EQ(got, want);
