@@ -8,18 +8,20 @@
 
 #include "absl/status/statusor.h"
 #include "lib/backend/backend.h"
+#include "lib/kv/kv_sequence.h"
 
 namespace moe {
 
-class KvCache {
+class KvCache final : public KvSequence {
  public:
   static absl::StatusOr<KvCache> Create(int64_t n_layer, int64_t n_ctx, int64_t n_kv_heads,
                                         int64_t head_dim, DType dtype);
 
-  KvLayerView layer(int64_t l) {
+  KvLayerView layer(int64_t l) override {
     return {dtype_, k_[l].data(), v_[l].data(), n_kv_heads_, head_dim_, KvPaging{}};
   }
   int64_t n_ctx() const { return n_ctx_; }
+  int64_t capacity() const override { return n_ctx_; }
   DType dtype() const { return dtype_; }
   size_t byte_size() const;
 

@@ -12,6 +12,7 @@
 #include "absl/types/span.h"
 #include "lib/backend/backend.h"
 #include "lib/base/anonymous_memory.h"
+#include "lib/kv/kv_sequence.h"
 
 namespace moe {
 
@@ -49,6 +50,23 @@ class PagedKvStorage {
   PagedKvShape shape_;
   int32_t n_blocks_ = 0;
   std::unique_ptr<AnonymousMemory> memory_;  // [layer][K, V][block][row]
+};
+
+// One sequence's positions in a PagedKvStorage: its block table (from KvBlockPool), which the
+// owner grows before a step needs the room.
+class PagedKvSequence final : public KvSequence {
+ public:
+  explicit PagedKvSequence(PagedKvStorage* storage) : storage_(storage) {}
+  KvLayerView layer(int64_t l) override { return storage_->layer(l, blocks_); }
+  int64_t capacity() const override {
+    return static_cast<int64_t>(blocks_.size()) * storage_->block_rows();
+  }
+  std::vector<int32_t>& blocks() { return blocks_; }
+  const std::vector<int32_t>& blocks() const { return blocks_; }
+
+ private:
+  PagedKvStorage* storage_;
+  std::vector<int32_t> blocks_;
 };
 
 }  // namespace moe

@@ -32,23 +32,48 @@ double* Sink(Telemetry* t, double StageTimes::*field) { return t ? &(t->time.*fi
 
 absl::Status Transformer::Forward(absl::Span<const int32_t> tokens, KvCache& cache, LogitsFor which,
                                   std::vector<float>* logits, Telemetry* tel) {
+  if (logits == nullptr) which = LogitsFor::kNone;
+  const SequenceChunk chunk{tokens, cache.size(), &cache, which};
+  MOE_RETURN_IF_ERROR(ForwardBatch({&chunk, 1}, logits, tel));
+  cache.set_size(cache.size() + static_cast<int64_t>(tokens.size()));
+  return absl::OkStatus();
+}
+
+absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
+                                       std::vector<float>* logits, Telemetry* tel) {
   const HParams& h = model_->hp();
+  std::vector<int32_t>& tokens = s_.tokens;
+  std::vector<int32_t>& positions = s_.positions;
+  std::vector<int64_t>& logit_rows = s_.logit_rows;
+  tokens.clear();
+  positions.clear();
+  logit_rows.clear();
+  for (const SequenceChunk& c : batch) {
+    const int64_t m = static_cast<int64_t>(c.tokens.size());
+    if (m == 0) return absl::InvalidArgumentError("no tokens to process");
+    if (c.kv == nullptr) return absl::InvalidArgumentError("a sequence without a KV cache");
+    for (int32_t t : c.tokens) {
+      if (t < 0 || t >= h.n_vocab) {
+        return absl::OutOfRangeError(
+            absl::StrCat("token id ", t, " is outside the vocabulary [0, ", h.n_vocab, ")"));
+      }
+    }
+    if (c.pos0 < 0 || c.pos0 + m > c.kv->capacity()) {
+      return absl::ResourceExhaustedError(absl::StrCat("context full: ", c.pos0, " + ", m,
+                                                       " tokens exceed the context length ",
+                                                       c.kv->capacity()));
+    }
+    const int64_t row0 = static_cast<int64_t>(tokens.size());
+    if (c.logits == LogitsFor::kAll) {
+      for (int64_t t = 0; t < m; ++t) logit_rows.push_back(row0 + t);
+    } else if (c.logits == LogitsFor::kLast) {
+      logit_rows.push_back(row0 + m - 1);
+    }
+    tokens.insert(tokens.end(), c.tokens.begin(), c.tokens.end());
+    for (int64_t t = 0; t < m; ++t) positions.push_back(static_cast<int32_t>(c.pos0 + t));
+  }
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) return absl::InvalidArgumentError("no tokens to process");
-  for (int32_t t : tokens) {
-    if (t < 0 || t >= h.n_vocab) {
-      return absl::OutOfRangeError(
-          absl::StrCat("token id ", t, " is outside the vocabulary [0, ", h.n_vocab, ")"));
-    }
-  }
-  const int64_t pos0 = cache.size();
-  if (pos0 + n > cache.n_ctx()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "context full: ", pos0, " + ", n, " tokens exceed the context length ", cache.n_ctx()));
-  }
-  std::vector<int32_t>& positions = s_.positions;
-  positions.resize(n);
-  for (int64_t t = 0; t < n; ++t) positions[t] = static_cast<int32_t>(pos0 + t);
 
   if (tel != nullptr && tel->expert_counts.empty()) tel->Reset(h.n_layer, h.n_expert);
   std::vector<float>& x = s_.x;
@@ -59,12 +84,11 @@ absl::Status Transformer::Forward(absl::Span<const int32_t> tokens, KvCache& cac
   }
   for (int l = 0; l < h.n_layer; ++l) {
     const LayerWeights& L = model_->layers()[l];
-    Attention(L, n, positions.data(), cache.layer(l), x.data(), tel);
-    // An error (an expert that could not be read) leaves the cache's size as it was: the K/V
-    // rows written for these tokens lie past it and are overwritten by the next call.
+    Attention(l, L, batch, n, x.data(), tel);
+    // An error (an expert that could not be read) leaves the caches' sizes to the caller: the
+    // K/V rows written for these tokens lie past them and are overwritten by the next call.
     MOE_RETURN_IF_ERROR(MoeFfn(l, L, n, x.data(), tel));
   }
-  cache.set_size(pos0 + n);
 
   StageTimer timer(Sink(tel, &StageTimes::head_s));
   if (tel) {
@@ -72,24 +96,29 @@ absl::Status Transformer::Forward(absl::Span<const int32_t> tokens, KvCache& cac
     tel->weight_bytes_read += model_->output().byte_size() + model_->token_embd().row_bytes() * n;
     for (const auto& L : model_->layers()) tel->weight_bytes_read += L.dense_bytes;
   }
-  if (which == LogitsFor::kNone || logits == nullptr) return absl::OkStatus();
-  const int64_t first = which == LogitsFor::kAll ? 0 : n - 1;
-  const int64_t rows = n - first;
+  if (logit_rows.empty() || logits == nullptr) return absl::OkStatus();
+  const int64_t rows = static_cast<int64_t>(logit_rows.size());
   std::vector<float>& xn = s_.xn;
   xn.resize(rows * h.n_embd);
-  backend_->RmsNorm(x.data() + first * h.n_embd, model_->output_norm(), rows, h.n_embd, h.rms_eps,
-                    xn.data());
+  // The rows asked for are gathered first, so the norm and the head run once over all of them.
+  for (int64_t r = 0; r < rows; ++r) {
+    if (logit_rows[r] != r) {
+      std::copy_n(x.data() + logit_rows[r] * h.n_embd, h.n_embd, x.data() + r * h.n_embd);
+    }
+  }
+  backend_->RmsNorm(x.data(), model_->output_norm(), rows, h.n_embd, h.rms_eps, xn.data());
   logits->resize(rows * h.n_vocab);
   backend_->MatMul(model_->output(), xn.data(), rows, logits->data());
   return absl::OkStatus();
 }
 
-void Transformer::Attention(const LayerWeights& L, int64_t n, const int32_t* positions,
-                            KvLayerView kv, float* x, Telemetry* tel) {
+void Transformer::Attention(int layer, const LayerWeights& L, absl::Span<const SequenceChunk> batch,
+                            int64_t n, float* x, Telemetry* tel) {
   StageTimer timer(Sink(tel, &StageTimes::attention_s));
   const HParams& h = model_->hp();
   const int64_t d = h.n_embd, hd = h.head_dim;
   const int64_t q_dim = h.n_head * hd, kv_dim = h.n_head_kv * hd;
+  const int32_t* positions = s_.positions.data();
   std::vector<float>&xn = s_.xn, &q = s_.q, &k = s_.k, &v = s_.v, &att = s_.att, &o = s_.o;
   xn.resize(n * d);
   q.resize(n * q_dim);
@@ -116,8 +145,16 @@ void Transformer::Attention(const LayerWeights& L, int64_t n, const int32_t* pos
   RopeLayout layout = h.rope_style == RopeStyle::kNeox ? RopeLayout::kNeox : RopeLayout::kNorm;
   backend_->Rope(q.data(), n, h.n_head, hd, positions, layout, h.rope_freq_base);
   backend_->Rope(k.data(), n, h.n_head_kv, hd, positions, layout, h.rope_freq_base);
-  backend_->StoreKv(k.data(), v.data(), n, positions, kv);
-  backend_->Attention(q.data(), n, h.n_head, positions, kv, att.data());
+  // Each sequence writes its rows into its own cache and attends over it alone.
+  int64_t row = 0;
+  for (const SequenceChunk& c : batch) {
+    const int64_t m = static_cast<int64_t>(c.tokens.size());
+    const KvLayerView kv = c.kv->layer(layer);
+    backend_->StoreKv(k.data() + row * kv_dim, v.data() + row * kv_dim, m, positions + row, kv);
+    backend_->Attention(q.data() + row * q_dim, m, h.n_head, positions + row, kv,
+                        att.data() + row * q_dim);
+    row += m;
+  }
   backend_->MatMul(L.wo, att.data(), n, o.data());
   backend_->Axpy(1.0f, o.data(), n * d, x);
 }

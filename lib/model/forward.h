@@ -10,6 +10,7 @@
 #include "lib/backend/backend.h"
 #include "lib/base/scratch_vector.h"
 #include "lib/kv/kv_cache.h"
+#include "lib/kv/kv_sequence.h"
 #include "lib/model/model.h"
 #include "lib/model/telemetry.h"
 #include "lib/moe/expert_store.h"
@@ -18,6 +19,15 @@
 namespace moe {
 
 enum class LogitsFor { kLast, kAll, kNone };
+
+// One sequence's part of a batched step: its new tokens at positions pos0, pos0 + 1, ..., after
+// the pos0 positions its K/V already holds.
+struct SequenceChunk {
+  absl::Span<const int32_t> tokens;
+  int64_t pos0 = 0;
+  KvSequence* kv = nullptr;
+  LogitsFor logits = LogitsFor::kLast;
+};
 
 class Transformer {
  public:
@@ -29,6 +39,13 @@ class Transformer {
   // when given, is added to. Errors leave the cache as it was.
   absl::Status Forward(absl::Span<const int32_t> tokens, KvCache& cache, LogitsFor which,
                        std::vector<float>* logits, Telemetry* telemetry = nullptr);
+
+  // One step over several sequences: every matrix and every routed expert runs once over all the
+  // chunks' tokens; attention reads each chunk's own K/V. Each chunk's K/V gets its tokens' rows
+  // (the caller records the new sizes); logits gets the rows the chunks ask for, in chunk order
+  // ([rows x n_vocab]). A token's results do not depend on what else is in the batch.
+  absl::Status ForwardBatch(absl::Span<const SequenceChunk> batch, std::vector<float>* logits,
+                            Telemetry* telemetry = nullptr);
 
   // Experts that must never be chosen (per layer x expert); empty = none.
   void set_disabled_experts(std::vector<std::vector<bool>> disabled) {
@@ -45,7 +62,7 @@ class Transformer {
   const Model& model() const { return *model_; }
 
  private:
-  void Attention(const LayerWeights& L, int64_t n, const int32_t* positions, KvLayerView kv,
+  void Attention(int layer, const LayerWeights& L, absl::Span<const SequenceChunk> batch, int64_t n,
                  float* x, Telemetry* tel);
   absl::Status MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, Telemetry* tel);
   // Runs the chunk's jobs (s_.jobs, the step's experts in order, then the shared expert if
@@ -67,6 +84,8 @@ class Transformer {
   // buffers have grown to the batch size.
   struct Scratch {
     std::vector<int32_t> positions;
+    std::vector<int32_t> tokens;      // the batch's tokens, chunk after chunk
+    std::vector<int64_t> logit_rows;  // the rows whose logits are asked for
     std::vector<float> x, xn, q, k, v, att, o, router_logits, shared_out, shared_gate;
     std::vector<std::vector<int32_t>> by_expert;  // each expert's tokens
     std::vector<int32_t> slot;                    // [n x k]: place in the expert's list

@@ -1,0 +1,159 @@
+// Transformer::ForwardBatch: several sequences stepped together, each in its own (paged or
+// contiguous) K/V, give every token the logits it gets when its sequence runs alone — bit for bit,
+// on the fast quantized path too, whatever the chunking and the company.
+#include <map>
+#include <random>
+
+#include "gtest/gtest.h"
+#include "lib/kv/kv_block_pool.h"
+#include "lib/kv/paged_kv_storage.h"
+#include "lib/model/forward.h"
+#include "tests/model/reference_model.h"
+
+namespace moe {
+namespace {
+
+using testing::MakeRandomModel;
+using testing::RandomModelOptions;
+
+struct Case {
+  const char* name;
+  RandomModelOptions o;
+  bool quantize_activations;
+};
+
+std::vector<Case> Cases() {
+  RandomModelOptions f32;
+  RandomModelOptions q8;
+  q8.arch = Arch::kQwen2Moe;
+  q8.n_embd = 64, q8.n_head = 4, q8.n_head_kv = 2, q8.head_dim = 16, q8.n_expert = 9,
+  q8.n_expert_used = 4, q8.n_ff_expert = 32, q8.n_ff_shared = 64, q8.dtype = DType::kQ8_0;
+  RandomModelOptions q4 = q8;
+  q4.arch = Arch::kLlama, q4.n_ff_shared = 0, q4.dtype = DType::kQ4_0, q4.seed = 5;
+  RandomModelOptions bf16 = q8;  // float weights: on AVX-512, batches of 4+ rows take the GEMM
+  bf16.arch = Arch::kOlmoe, bf16.n_ff_shared = 0, bf16.dtype = DType::kBF16, bf16.seed = 9;
+  return {{"f32", f32, false}, {"q8_fast", q8, true}, {"q4_fast", q4, true}, {"bf16", bf16, true}};
+}
+
+class ForwardBatchTest : public ::testing::TestWithParam<Case> {};
+
+// Each sequence alone: its prompt in one call, then one token at a time; the logits of every
+// position, in order.
+std::vector<float> Alone(Transformer& tf, const HParams& h, const std::vector<int32_t>& tokens,
+                         int64_t prompt) {
+  auto cache = KvCache::Create(h.n_layer, 64, h.n_head_kv, h.head_dim, DType::kF16);
+  EXPECT_TRUE(cache.ok());
+  std::vector<float> all, step;
+  EXPECT_TRUE(
+      tf.Forward({tokens.data(), static_cast<size_t>(prompt)}, *cache, LogitsFor::kAll, &all).ok());
+  for (size_t t = prompt; t < tokens.size(); ++t) {
+    EXPECT_TRUE(tf.Forward({&tokens[t], 1}, *cache, LogitsFor::kLast, &step).ok());
+    all.insert(all.end(), step.begin(), step.end());
+  }
+  return all;
+}
+
+TEST_P(ForwardBatchTest, EveryTokenGetsItsLoneLogitsBitForBit) {
+  const Case& c = GetParam();
+  auto model = Model::Create(MakeRandomModel(c.o));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const HParams& h = (*model)->hp();
+  auto backend = CreateCpuBackend({2, c.quantize_activations});
+  Transformer tf(*model, backend.get());
+
+  // Four sequences of different lengths arriving at different steps.
+  std::mt19937 rng(11);
+  const std::vector<int64_t> lengths = {23, 9, 30, 14}, prompts = {7, 9, 3, 12};
+  const std::vector<int> arrival = {0, 0, 2, 5};
+  std::vector<std::vector<int32_t>> seqs;
+  for (int64_t len : lengths) {
+    std::vector<int32_t> s(len);
+    for (auto& t : s) t = static_cast<int32_t>(rng() % h.n_vocab);
+    seqs.push_back(s);
+  }
+  std::vector<std::vector<float>> want;
+  for (size_t i = 0; i < seqs.size(); ++i) want.push_back(Alone(tf, h, seqs[i], prompts[i]));
+
+  // Batched: sequences 0 and 2 in a paged cache of 4-position blocks, 1 and 3 contiguous. Each
+  // step takes up to 5 tokens of a sequence (prompts go in chunks), every token's logits asked.
+  PagedKvShape shape{h.n_layer, h.n_head_kv, h.head_dim, DType::kF16, /*block_shift=*/2};
+  auto storage = PagedKvStorage::Create(shape, 32);
+  ASSERT_TRUE(storage.ok());
+  auto pool = KvBlockPool::Create(32, 4);
+  ASSERT_TRUE(pool.ok());
+  std::vector<PagedKvSequence> paged(2, PagedKvSequence(&*storage));
+  std::vector<KvCache> contiguous;
+  for (int i = 0; i < 2; ++i) {
+    contiguous.push_back(*KvCache::Create(h.n_layer, 64, h.n_head_kv, h.head_dim, DType::kF16));
+  }
+  std::vector<KvSequence*> kv = {&paged[0], &contiguous[0], &paged[1], &contiguous[1]};
+  std::vector<int64_t> done(seqs.size(), 0);
+  std::vector<std::vector<float>> got(seqs.size());
+  for (int step = 0;; ++step) {
+    std::vector<SequenceChunk> batch;
+    std::vector<size_t> who;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (step < arrival[i] || done[i] == lengths[i]) continue;
+      const int64_t m = std::min<int64_t>(done[i] < prompts[i] ? 5 : 1, lengths[i] - done[i]);
+      if (i % 2 == 0) {  // paged: room for the new positions first
+        auto& blocks = paged[i / 2].blocks();
+        while (kv[i]->capacity() < done[i] + m) blocks.push_back(*pool->Allocate());
+      }
+      batch.push_back(
+          {{seqs[i].data() + done[i], static_cast<size_t>(m)}, done[i], kv[i], LogitsFor::kAll});
+      who.push_back(i);
+    }
+    if (batch.empty()) {
+      if (step > arrival.back()) break;
+      continue;
+    }
+    std::vector<float> logits;
+    ASSERT_TRUE(tf.ForwardBatch(batch, &logits).ok());
+    size_t row = 0;
+    for (size_t b = 0; b < batch.size(); ++b) {
+      const size_t i = who[b], m = batch[b].tokens.size();
+      got[i].insert(got[i].end(), logits.begin() + row * h.n_vocab,
+                    logits.begin() + (row + m) * h.n_vocab);
+      row += m;
+      done[i] += static_cast<int64_t>(m);
+    }
+    ASSERT_EQ(row * h.n_vocab, logits.size());
+  }
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    ASSERT_EQ(got[i].size(), want[i].size()) << "sequence " << i;
+    size_t differ = 0;
+    for (size_t j = 0; j < got[i].size(); ++j) differ += got[i][j] != want[i][j];
+    EXPECT_EQ(differ, 0u) << c.name << ": sequence " << i << ", " << differ << " of "
+                          << got[i].size() << " logits differ";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ForwardBatchTest, ::testing::ValuesIn(Cases()),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(ForwardBatchTest, LastRowsOnlyAndErrors) {
+  auto model = Model::Create(MakeRandomModel({}));
+  ASSERT_TRUE(model.ok());
+  const HParams& h = (*model)->hp();
+  auto backend = CreateCpuBackend(1);
+  Transformer tf(*model, backend.get());
+  auto a = KvCache::Create(h.n_layer, 8, h.n_head_kv, h.head_dim, DType::kF32);
+  auto b = KvCache::Create(h.n_layer, 8, h.n_head_kv, h.head_dim, DType::kF32);
+  std::vector<int32_t> ta = {1, 2, 3}, tb = {4, 5};
+  std::vector<float> logits;
+  std::vector<SequenceChunk> batch = {{ta, 0, &*a, LogitsFor::kLast},
+                                      {tb, 0, &*b, LogitsFor::kNone}};
+  ASSERT_TRUE(tf.ForwardBatch(batch, &logits).ok());
+  EXPECT_EQ(logits.size(), static_cast<size_t>(h.n_vocab));  // one row: a's last token
+  // A chunk past its cache's room, a missing cache, an empty chunk: errors naming the problem.
+  std::vector<SequenceChunk> too_far = {{ta, 6, &*a, LogitsFor::kLast}};
+  EXPECT_EQ(tf.ForwardBatch(too_far, &logits).code(), absl::StatusCode::kResourceExhausted);
+  std::vector<SequenceChunk> no_kv = {{ta, 0, nullptr, LogitsFor::kLast}};
+  EXPECT_EQ(tf.ForwardBatch(no_kv, &logits).code(), absl::StatusCode::kInvalidArgument);
+  std::vector<SequenceChunk> empty = {{{}, 0, &*a, LogitsFor::kLast}};
+  EXPECT_EQ(tf.ForwardBatch(empty, &logits).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(tf.ForwardBatch({}, &logits).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace moe
