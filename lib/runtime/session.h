@@ -43,7 +43,9 @@ enum class FinishReason {
   kMaxTokens,
   kStopString,
   kCallback,
-  kContextFull
+  kContextFull,
+  kCancelled,  // the batch engine: Cancel was called, or the engine was destroyed
+  kError,      // the batch engine: its step failed (the result's status says why)
 };
 
 // Per-call statistics (the last Decode or Generate call).

@@ -1,0 +1,601 @@
+#include "lib/runtime/batch_engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "lib/base/status_macros.h"
+#include "lib/runtime/stop_matcher.h"
+#include "lib/sampling/sampler.h"
+#include "lib/tokenizer/stream_decoder.h"
+
+namespace moe {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+int64_t BlocksFor(int64_t positions, int64_t block_size) {
+  return (positions + block_size - 1) / block_size;
+}
+
+}  // namespace
+
+struct BatchEngine::Request {
+  Request(uint64_t id, RequestOptions o, RequestCallback cb, std::vector<int32_t> prompt,
+          PagedKvStorage* storage, const Tokenizer& tok)
+      : id(id),
+        options(std::move(o)),
+        callback(std::move(cb)),
+        tokens(std::move(prompt)),
+        prompt_size(static_cast<int64_t>(tokens.size())),
+        kv(storage),
+        sampler(options.generate.sampling),
+        // The continuation follows the prompt, so the SentencePiece leading space is real text.
+        decoder(tok, DecodeOptions{/*render_special=*/false}, /*at_text_start=*/false),
+        stops(options.generate.stop) {}
+
+  uint64_t id;
+  RequestOptions options;
+  RequestCallback callback;
+  std::vector<int32_t> tokens;  // the prompt, then every token sampled
+  int64_t prompt_size;
+  int64_t computed = 0;        // leading tokens whose K/V the table holds
+  int64_t blocks_offered = 0;  // leading blocks already offered to the pool for sharing
+  PagedKvSequence kv;
+  Sampler sampler;
+  StreamDecoder decoder;
+  StopMatcher stops;
+  RequestResult result;
+  bool admitted = false, preempted = false, done = false;
+  Clock::time_point submitted = Clock::now(), first_scheduled, first_token, last_token;
+};
+
+struct BatchEngine::Scheduled {
+  Request* r;
+  int64_t m;  // tokens this step computes
+};
+
+absl::StatusOr<std::unique_ptr<BatchEngine>> BatchEngine::Create(
+    std::shared_ptr<const Engine> engine, const BatchEngineOptions& options) {
+  if (!engine) return absl::InvalidArgumentError("no model");
+  MOE_RETURN_IF_ERROR(engine->RequireTokenizer().status());
+  const HParams& h = engine->model()->hp();
+  int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(h.n_ctx_train, 4096);
+  if (n_ctx <= 0) n_ctx = 4096;
+  if (options.n_ctx < 0 || n_ctx > (1 << 24)) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid context length ", options.n_ctx));
+  }
+  const int bs = options.block_size;
+  if (bs < 1 || bs > 65536 || (bs & (bs - 1)) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("KV block size ", bs, ": a power of two from 1 to 65536"));
+  }
+  if (options.max_sequences < 1 || options.max_sequences > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_sequences ", options.max_sequences, ": from 1 to 4096"));
+  }
+  if (options.max_step_tokens < 1) {
+    return absl::InvalidArgumentError("max_step_tokens must be positive");
+  }
+  if (options.kv_tokens < 0) return absl::InvalidArgumentError("kv_tokens must not be negative");
+  PagedKvShape shape{h.n_layer, h.n_head_kv, h.head_dim, options.kv_type, 0};
+  while ((1 << shape.block_shift) < bs) ++shape.block_shift;
+  absl::StatusOr<PagedKvStorage> storage;
+  if (options.kv_bytes > 0) {
+    storage = PagedKvStorage::CreateForBytes(shape, options.kv_bytes);
+  } else {
+    const int64_t tokens =
+        options.kv_tokens > 0 ? options.kv_tokens : std::max<int64_t>(16384, n_ctx);
+    if (tokens > (int64_t{1} << 31)) {
+      return absl::InvalidArgumentError(absl::StrCat("a KV cache of ", tokens, " tokens"));
+    }
+    storage = PagedKvStorage::Create(shape, static_cast<int32_t>(BlocksFor(tokens, bs)));
+  }
+  if (!storage.ok()) return storage.status();
+  MOE_ASSIGN_OR_RETURN(KvBlockPool pool, KvBlockPool::Create(storage->n_blocks(), bs));
+  auto e = std::unique_ptr<BatchEngine>(
+      new BatchEngine(std::move(engine), options, n_ctx, *std::move(storage), std::move(pool)));
+  if (options.own_thread) e->scheduler_ = std::thread([p = e.get()] { p->SchedulerLoop(); });
+  return e;
+}
+
+BatchEngine::BatchEngine(std::shared_ptr<const Engine> engine, const BatchEngineOptions& options,
+                         int64_t n_ctx, PagedKvStorage storage, KvBlockPool pool)
+    : engine_(std::move(engine)),
+      options_(options),
+      n_ctx_(n_ctx),
+      backend_(CreateCpuBackend(options.threads)),
+      transformer_(engine_->model(), backend_.get()),
+      storage_(std::move(storage)),
+      pool_(std::move(pool)) {
+  transformer_.set_expert_store(engine_->expert_store());
+  transformer_.set_expert_prefetch(engine_->expert_store() != nullptr &&
+                                   engine_->expert_store()->prefetch());
+  stats_.kv_blocks = pool_.n_blocks();
+  stats_.block_size = pool_.block_size();
+}
+
+BatchEngine::~BatchEngine() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  work_.notify_all();
+  if (scheduler_.joinable()) scheduler_.join();
+  // What is left ends as cancelled, its callback told, so no caller waits on it forever.
+  std::lock_guard<std::mutex> step(step_mu_);
+  std::vector<std::unique_ptr<Request>> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& r : incoming_) left.push_back(std::move(r));
+    incoming_.clear();
+  }
+  for (auto& r : running_) left.push_back(std::move(r));
+  for (auto& r : waiting_) left.push_back(std::move(r));
+  running_.clear();
+  waiting_.clear();
+  for (auto& r : left) Finish(*r, FinishReason::kCancelled, absl::CancelledError("engine closed"));
+}
+
+absl::StatusOr<uint64_t> BatchEngine::Submit(const RequestOptions& request,
+                                             RequestCallback callback) {
+  const Tokenizer* tok = engine_->tokenizer();  // Create checked there is one
+  std::vector<int32_t> prompt = request.tokens;
+  if (prompt.empty()) {
+    EncodeOptions eo;
+    eo.add_bos = tok->data().add_bos;
+    eo.parse_special = request.parse_special;
+    prompt = tok->Encode(request.prompt, eo);
+  }
+  if (prompt.empty()) return absl::InvalidArgumentError("empty prompt: nothing to continue from");
+  const int64_t n_vocab = engine_->model()->hp().n_vocab;
+  for (int32_t t : prompt) {
+    if (t < 0 || t >= n_vocab) {
+      return absl::OutOfRangeError(
+          absl::StrCat("token id ", t, " is outside the vocabulary [0, ", n_vocab, ")"));
+    }
+  }
+  const int64_t n = static_cast<int64_t>(prompt.size());
+  if (n >= n_ctx_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "prompt too long: ", n, " tokens leave no room to generate in a context of ", n_ctx_));
+  }
+  if (BlocksFor(n + 1, pool_.block_size()) > pool_.n_blocks()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("prompt too long: ", n, " tokens and one more never fit the KV cache of ",
+                     pool_.n_blocks() * int64_t{pool_.block_size()}, " positions"));
+  }
+  if (request.generate.max_tokens < 0) {
+    return absl::InvalidArgumentError("max_tokens must not be negative");
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stopping_) return absl::FailedPreconditionError("the engine is closing");
+  const uint64_t id = next_id_++;
+  incoming_.push_back(std::make_unique<Request>(id, request, std::move(callback), std::move(prompt),
+                                                &storage_, *tok));
+  live_[id] = request.keep_result;
+  ++stats_.submitted;
+  lock.unlock();
+  work_.notify_all();
+  return id;
+}
+
+absl::Status BatchEngine::Cancel(uint64_t request) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (request == 0 || request >= next_id_) {
+    return absl::NotFoundError(absl::StrCat("no request ", request));
+  }
+  if (!live_.contains(request)) return absl::OkStatus();  // finished already
+  cancels_.push_back(request);
+  lock.unlock();
+  work_.notify_all();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RequestResult> BatchEngine::Wait(uint64_t request, double timeout_s) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto ready = [&] { return results_.contains(request) || !live_.contains(request); };
+  if (!ready() && OnSteppingThread()) {
+    return absl::FailedPreconditionError(
+        "Wait from a callback or the stepping thread would never return: the request can only "
+        "finish once this step is over");
+  }
+  if (auto it = live_.find(request); it != live_.end() && !it->second) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("request ", request, " keeps no result (keep_result was false)"));
+  }
+  if (timeout_s < 0) {
+    finished_.wait(lock, ready);
+  } else if (!finished_.wait_for(lock, std::chrono::duration<double>(timeout_s), ready)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("request ", request, " still running after ", timeout_s, " s"));
+  }
+  auto it = results_.find(request);
+  if (it == results_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("no result for request ", request, " (unknown id, or its result was taken)"));
+  }
+  RequestResult r = std::move(it->second);
+  results_.erase(it);
+  return r;
+}
+
+absl::StatusOr<RequestResult> BatchEngine::TryWait(uint64_t request) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (live_.contains(request) && !results_.contains(request)) {
+      if (!live_[request]) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("request ", request, " keeps no result (keep_result was false)"));
+      }
+      return absl::UnavailableError(absl::StrCat("request ", request, " has not finished"));
+    }
+  }
+  return Wait(request, 0);
+}
+
+absl::StatusOr<bool> BatchEngine::Step() {
+  if (options_.own_thread) {
+    return absl::FailedPreconditionError("this engine steps on its own thread");
+  }
+  if (OnSteppingThread()) return absl::FailedPreconditionError("Step from within a step");
+  std::lock_guard<std::mutex> step(step_mu_);
+  return StepLocked();
+}
+
+bool BatchEngine::OnSteppingThread() const {
+  return stepping_thread_.load() == std::this_thread::get_id();
+}
+
+void BatchEngine::SchedulerLoop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_.wait(lock, [&] {
+        return stopping_ || !incoming_.empty() || !cancels_.empty() ||
+               stats_.running + stats_.waiting > 0;
+      });
+      if (stopping_) return;
+    }
+    std::lock_guard<std::mutex> step(step_mu_);
+    absl::StatusOr<bool> worked = StepLocked();
+    if (worked.ok() && !*worked) {
+      // Nothing could run (cannot last: an idle engine fits any request); do not spin.
+      std::unique_lock<std::mutex> lock(mu_);
+      work_.wait_for(lock, std::chrono::milliseconds(1));
+    }
+  }
+}
+
+void BatchEngine::AdmitIncoming(std::unique_lock<std::mutex>& lock) {
+  std::vector<std::unique_ptr<Request>> incoming = std::move(incoming_);
+  std::vector<uint64_t> cancels = std::move(cancels_);
+  incoming_.clear();
+  cancels_.clear();
+  lock.unlock();
+  for (auto& r : incoming) waiting_.push_back(std::move(r));
+  for (uint64_t id : cancels) {
+    auto match = [&](const std::unique_ptr<Request>& r) { return r->id == id && !r->done; };
+    Request* r = nullptr;
+    if (auto it = std::find_if(running_.begin(), running_.end(), match); it != running_.end()) {
+      r = it->get();
+    } else if (auto w = std::find_if(waiting_.begin(), waiting_.end(), match);
+               w != waiting_.end()) {
+      r = w->get();
+    }
+    if (r != nullptr) Finish(*r, FinishReason::kCancelled, absl::CancelledError("cancelled"));
+  }
+  lock.lock();
+}
+
+absl::StatusOr<bool> BatchEngine::StepLocked() {
+  stepping_thread_.store(std::this_thread::get_id());
+  struct Clear {
+    std::atomic<std::thread::id>& t;
+    ~Clear() { t.store(std::thread::id()); }
+  } clear{stepping_thread_};
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    AdmitIncoming(lock);
+  }
+  const auto t0 = Clock::now();
+  std::vector<Scheduled> batch = Schedule();
+  bool worked = !batch.empty();
+  if (!batch.empty()) {
+    std::vector<SequenceChunk> chunks;
+    chunks.reserve(batch.size());
+    for (const Scheduled& s : batch) {
+      Request& r = *s.r;
+      const bool last = r.computed + s.m == static_cast<int64_t>(r.tokens.size());
+      chunks.push_back({absl::MakeConstSpan(r.tokens).subspan(r.computed, s.m), r.computed, &r.kv,
+                        last ? LogitsFor::kLast : LogitsFor::kNone});
+    }
+    const HParams& h = engine_->model()->hp();
+    step_telemetry_.Reset(h.n_layer, h.n_expert);
+    absl::Status status = transformer_.ForwardBatch(chunks, &logits_, &step_telemetry_);
+    int64_t row = 0, tokens = 0, decode = 0;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Request& r = *batch[i].r;
+      tokens += batch[i].m;
+      if (!status.ok()) {
+        Finish(r, FinishReason::kError, status);
+        continue;
+      }
+      decode += r.result.stats.generated_tokens > 0 && batch[i].m == 1;
+      r.computed += batch[i].m;
+      CommitFullBlocks(r);
+      if (chunks[i].logits == LogitsFor::kLast) {
+        Advance(r, absl::MakeConstSpan(logits_).subspan(row * h.n_vocab, h.n_vocab));
+        ++row;
+      }
+    }
+    int64_t experts = 0;
+    for (const auto& layer : step_telemetry_.expert_counts) {
+      for (int64_t c : layer) experts += c > 0;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.steps;
+    stats_.tokens += tokens;
+    stats_.decode_tokens += decode;
+    stats_.step_s += Seconds(t0, Clock::now());
+    sum_sequences_ += static_cast<double>(batch.size());
+    sum_experts_ += static_cast<double>(experts) / std::max<int64_t>(h.n_layer, 1);
+  }
+  // Finished requests leave; preempted ones go back to the front of the queue, oldest first.
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+    if ((*it)->preempted && !(*it)->done) {
+      (*it)->preempted = false;
+      waiting_.push_front(std::move(*it));
+    }
+  }
+  std::erase_if(running_, [](const std::unique_ptr<Request>& r) { return !r || r->done; });
+  std::erase_if(waiting_, [](const std::unique_ptr<Request>& r) { return r->done; });
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.running = static_cast<int64_t>(running_.size());
+  stats_.waiting = static_cast<int64_t>(waiting_.size() + incoming_.size());
+  stats_.kv_blocks_in_use = pool_.referenced();
+  stats_.kv_blocks_cached = pool_.cached();
+  if (stats_.steps > 0) {
+    stats_.mean_sequences_per_step = sum_sequences_ / stats_.steps;
+    stats_.mean_tokens_per_step = static_cast<double>(stats_.tokens) / stats_.steps;
+    stats_.mean_experts_per_step = sum_experts_ / stats_.steps;
+  }
+  return worked;
+}
+
+std::vector<BatchEngine::Scheduled> BatchEngine::Schedule() {
+  std::vector<Scheduled> batch;
+  int64_t budget = options_.max_step_tokens;
+  auto need = [](const Request& r) { return static_cast<int64_t>(r.tokens.size()) - r.computed; };
+  auto live = [](const Request& r) { return !r.done && !r.preempted; };
+  // Requests generating first, one token each, oldest first; then the prompts being read.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+      Request& r = *running_[i];
+      const bool decoding = r.computed >= r.prompt_size && need(r) == 1;
+      if (!live(r) || decoding != (pass == 0)) continue;
+      const int64_t m = std::min(need(r), budget);
+      if (!Grow(r, r.computed + m, batch)) continue;
+      batch.push_back({&r, m});
+      budget -= m;
+    }
+  }
+  // Then new requests, first come first served, while there is room for their whole prompt.
+  while (!waiting_.empty() && budget > 0 && running_count() < options_.max_sequences) {
+    Request& r = *waiting_.front();
+    if (!r.done && BlocksFor(static_cast<int64_t>(r.tokens.size()) + 1, pool_.block_size()) >
+                       pool_.n_blocks()) {
+      Finish(r, FinishReason::kContextFull);  // preempted after growing past what the cache holds
+    }
+    if (r.done) {
+      waiting_.pop_front();
+      continue;
+    }
+    Admit(r);
+    if (!r.admitted) break;  // no room for it yet
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+    if (r.options.generate.max_tokens == 0) {
+      Finish(r, FinishReason::kMaxTokens);
+      continue;
+    }
+    const int64_t m = std::min(need(r), budget);
+    if (!Grow(r, r.computed + m, batch)) break;
+    batch.push_back({&r, m});
+    budget -= m;
+  }
+  return batch;
+}
+
+void BatchEngine::Admit(Request& r) {
+  const int64_t bs = pool_.block_size();
+  const int64_t n = static_cast<int64_t>(r.tokens.size());
+  std::vector<KvBlockPool::BlockId> shared;
+  if (options_.prefix_sharing) {
+    shared = pool_.MatchPrefix(r.tokens);
+    // The last token is always computed, for its logits.
+    while (!shared.empty() && static_cast<int64_t>(shared.size()) * bs >= n) {
+      pool_.Release(shared.back());
+      shared.pop_back();
+    }
+  }
+  // Room for the whole prompt (and the first token after it) now, counting blocks a chain of
+  // cached ones could give up.
+  const int64_t fresh = BlocksFor(n + 1, bs) - static_cast<int64_t>(shared.size());
+  if (fresh > pool_.available()) {
+    pool_.ReleaseTable(shared);
+    return;
+  }
+  r.kv.blocks() = std::move(shared);
+  r.computed = static_cast<int64_t>(r.kv.blocks().size()) * bs;
+  r.blocks_offered = static_cast<int64_t>(r.kv.blocks().size());
+  r.admitted = true;
+  const auto now = Clock::now();
+  const int64_t reused = std::min(r.computed, r.prompt_size);
+  if (r.result.stats.preemptions == 0) {
+    r.first_scheduled = now;
+    r.result.stats.queue_s = Seconds(r.submitted, now);
+    r.result.stats.prompt_tokens = r.prompt_size;
+    r.result.stats.prefix_tokens_reused = reused;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.prefix_tokens_reused += r.computed;
+}
+
+int64_t BatchEngine::running_count() const {
+  return std::count_if(running_.begin(), running_.end(), [](const std::unique_ptr<Request>& r) {
+    return r && !r->done && !r->preempted;
+  });
+}
+
+bool BatchEngine::Grow(Request& r, int64_t positions, std::vector<Scheduled>& batch) {
+  while (r.kv.capacity() < positions) {
+    absl::StatusOr<KvBlockPool::BlockId> block = pool_.Allocate();
+    if (block.ok()) {
+      r.kv.blocks().push_back(*block);
+      continue;
+    }
+    if (options_.when_full == WhenKvFull::kFinish) {
+      Finish(r, FinishReason::kContextFull);
+      return false;
+    }
+    // The youngest running request gives its blocks up: the one that arrived last loses least.
+    Request* victim = nullptr;
+    for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+      if (!(*it)->done && !(*it)->preempted) {
+        victim = it->get();
+        break;
+      }
+    }
+    if (victim == nullptr) victim = &r;
+    if (victim == &r && running_count() == 1) {
+      // Alone and still without room: the cache is too small for this request, now or later.
+      Finish(r, FinishReason::kContextFull);
+      return false;
+    }
+    std::erase_if(batch, [&](const Scheduled& s) { return s.r == victim; });
+    Preempt(*victim);
+    if (victim == &r) return false;
+  }
+  return true;
+}
+
+void BatchEngine::Preempt(Request& r) {
+  ReleaseBlocks(r);
+  r.computed = 0;
+  r.preempted = true;
+  r.admitted = false;
+  ++r.result.stats.preemptions;
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.preemptions;
+}
+
+void BatchEngine::ReleaseBlocks(Request& r) {
+  pool_.ReleaseTable(r.kv.blocks());
+  r.kv.blocks().clear();
+  r.blocks_offered = 0;
+}
+
+void BatchEngine::CommitFullBlocks(Request& r) {
+  if (!options_.prefix_sharing) return;
+  const int64_t bs = pool_.block_size();
+  const auto& blocks = r.kv.blocks();
+  for (; r.blocks_offered < r.computed / bs; ++r.blocks_offered) {
+    const int64_t b = r.blocks_offered;
+    const KvBlockPool::BlockId parent = b == 0 ? KvBlockPool::kNoBlock : blocks[b - 1];
+    // False when an equal block exists already or the parent is not shared: the block then stays
+    // this request's alone, which changes nothing for it.
+    pool_.Commit(parent, blocks[b], absl::MakeConstSpan(r.tokens).subspan(b * bs, bs));
+  }
+}
+
+void BatchEngine::Advance(Request& r, absl::Span<const float> logits) {
+  const Tokenizer& tok = *engine_->tokenizer();
+  const GenerateOptions& g = r.options.generate;
+  std::vector<float> scratch(logits.begin(), logits.end());
+  const int32_t token = r.sampler.Sample(absl::MakeSpan(scratch), r.tokens);
+  const auto now = Clock::now();
+  if (r.result.stats.generated_tokens == 0) {
+    r.first_token = now;
+    r.result.stats.first_token_s = Seconds(r.submitted, now);
+  }
+  r.last_token = now;
+  if (g.stop_at_eog && tok.IsEndOfGeneration(token)) {
+    Finish(r, FinishReason::kEndOfGeneration);
+    return;
+  }
+  r.tokens.push_back(token);
+  r.result.tokens.push_back(token);
+  ++r.result.stats.generated_tokens;
+  absl::StatusOr<std::string> piece = r.decoder.Add(token);
+  if (!piece.ok()) {
+    Finish(r, FinishReason::kError, piece.status());
+    return;
+  }
+  StopMatcher::Result sr = r.stops.Push(*piece);
+  r.result.text += sr.emit;
+  RequestEvent event;
+  event.request = r.id;
+  event.token = token;
+  event.piece = std::move(sr.emit);
+  const bool keep_going = !r.callback || r.callback(event);
+  if (sr.stopped) {
+    Finish(r, FinishReason::kStopString);
+  } else if (!keep_going) {
+    Finish(r, FinishReason::kCallback);
+  } else if (static_cast<int64_t>(r.tokens.size()) >= n_ctx_) {
+    Finish(r, FinishReason::kContextFull);
+  } else if (r.result.stats.generated_tokens >= g.max_tokens) {
+    Finish(r, FinishReason::kMaxTokens);
+  }
+}
+
+void BatchEngine::Finish(Request& r, FinishReason reason, absl::Status status) {
+  if (r.done) return;
+  r.done = true;
+  ReleaseBlocks(r);
+  RequestEvent event;
+  event.request = r.id;
+  event.finish = reason;
+  event.status = status;
+  // What a stop string held back is text after all; at the end of a turn a partial UTF-8
+  // character is dropped (as Session does), otherwise its bytes are kept.
+  if (reason != FinishReason::kStopString && reason != FinishReason::kCallback) {
+    event.piece = r.stops.Flush();
+    if (reason != FinishReason::kEndOfGeneration) event.piece += r.decoder.Flush();
+  }
+  r.result.text += event.piece;
+  if (r.callback) r.callback(event);
+  r.result.finish = reason;
+  r.result.status = std::move(status);
+  RequestStats& st = r.result.stats;
+  const auto now = Clock::now();
+  st.total_s = Seconds(r.submitted, now);
+  if (st.generated_tokens > 1) {
+    const double s = Seconds(r.first_token, r.last_token);
+    st.decode_tok_s = s > 0 ? (st.generated_tokens - 1) / s : 0;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(r.id);
+    if (it != live_.end()) {
+      if (it->second) results_[r.id] = std::move(r.result);
+      live_.erase(it);
+    }
+    ++stats_.finished;
+    stats_.kv_blocks_in_use = pool_.referenced();  // the pool changes only on this thread
+    stats_.kv_blocks_cached = pool_.cached();
+  }
+  finished_.notify_all();
+}
+
+BatchEngineStats BatchEngine::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace moe

@@ -1,0 +1,434 @@
+// The batching engine: whatever runs beside a request (other lengths, arrivals mid-run,
+// cancellations, preemptions, shared prefixes), it gets the tokens and text a lone Session gives
+// it; the paged cache is whole again at the end; bad input is a status.
+#include "lib/runtime/batch_engine.h"
+
+#include <atomic>
+#include <random>
+#include <thread>
+
+#include "gtest/gtest.h"
+
+namespace moe {
+namespace {
+
+const std::string kFixtures = std::string(MOE_TESTDATA_DIR) + "/fixtures/";
+
+std::shared_ptr<const Engine> Load(const std::string& name) {
+  auto e = Engine::Load(kFixtures + name + "/" + name + ".gguf", {});
+  EXPECT_TRUE(e.ok()) << e.status();
+  return e.ok() ? *e : nullptr;
+}
+
+// Prompts of different lengths, deterministic, inside the vocabulary (a shared start if given).
+std::vector<std::vector<int32_t>> Prompts(const Engine& e, int count, uint32_t seed,
+                                          std::vector<int32_t> prefix = {}) {
+  std::mt19937 rng(seed);
+  const int32_t v = static_cast<int32_t>(e.model()->hp().n_vocab);
+  std::vector<std::vector<int32_t>> out;
+  for (int i = 0; i < count; ++i) {
+    std::vector<int32_t> p = prefix;
+    const int len = 3 + static_cast<int>(rng() % 29);
+    for (int j = 0; j < len; ++j) p.push_back(3 + static_cast<int32_t>(rng() % (v - 3)));
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+GenerateOptions Greedy(int64_t max_tokens) {
+  GenerateOptions g;
+  g.sampling.temperature = 0;
+  g.max_tokens = max_tokens;
+  g.stop_at_eog = false;  // random tiny models end turns at random: keep every request going
+  return g;
+}
+
+struct Output {
+  std::vector<int32_t> tokens;
+  std::string text;
+  FinishReason finish = FinishReason::kNone;
+};
+
+Output Lone(std::shared_ptr<const Engine> e, const std::vector<int32_t>& prompt,
+            const GenerateOptions& g, int64_t n_ctx = 256) {
+  SessionOptions so;
+  so.threads = 2;
+  so.n_ctx = n_ctx;
+  so.kv_type = DType::kF16;
+  auto s = Session::Create(std::move(e), so);
+  EXPECT_TRUE(s.ok());
+  Output out;
+  EXPECT_TRUE((*s)->GenerateFromTokens(prompt, g,
+                                       [&](int32_t token, absl::string_view piece) {
+                                         if (token >= 0) out.tokens.push_back(token);
+                                         out.text.append(piece.data(), piece.size());
+                                         return true;
+                                       })
+                  .ok());
+  out.finish = (*s)->stats().finish;
+  return out;
+}
+
+BatchEngineOptions CallerDriven() {
+  BatchEngineOptions o;
+  o.threads = 2;
+  o.n_ctx = 256;
+  o.block_size = 4;
+  o.max_step_tokens = 16;  // prompts go in chunks
+  o.own_thread = false;
+  return o;
+}
+
+// Submits with a callback that collects the events, checking they arrive in order with one
+// finish last.
+struct Collector {
+  std::vector<int32_t> tokens;
+  std::string text;
+  FinishReason finish = FinishReason::kNone;
+  int finishes = 0;
+  RequestCallback callback() {
+    return [this](const RequestEvent& ev) {
+      EXPECT_EQ(finishes, 0) << "an event after the finish";
+      if (ev.finish != FinishReason::kNone) {
+        ++finishes;
+        finish = ev.finish;
+      } else {
+        tokens.push_back(ev.token);
+      }
+      text += ev.piece;
+      return true;
+    };
+  }
+};
+
+void RunUntilIdle(BatchEngine& engine) {
+  for (int i = 0; i < 100000; ++i) {
+    auto worked = engine.Step();
+    ASSERT_TRUE(worked.ok()) << worked.status();
+    if (!*worked && engine.stats().running + engine.stats().waiting == 0) return;
+  }
+  FAIL() << "the engine never went idle";
+}
+
+TEST(BatchEngineTest, GreedyRequestsGetTheirLoneSessionOutputWhateverRunsBeside) {
+  for (const char* name : {"tiny-qwen2moe-q4_0", "tiny-llama-moe-q8_0"}) {
+    auto e = Load(name);
+    ASSERT_NE(e, nullptr);
+    const auto prompts = Prompts(*e, 7, 3);
+    std::vector<Output> want;
+    for (size_t i = 0; i < prompts.size(); ++i) want.push_back(Lone(e, prompts[i], Greedy(9 + i)));
+
+    auto engine = BatchEngine::Create(e, CallerDriven());
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    std::vector<Collector> got(prompts.size());
+    std::vector<uint64_t> ids;
+    auto submit = [&](size_t i) {
+      RequestOptions r;
+      r.tokens = prompts[i];
+      r.generate = Greedy(9 + i);
+      auto id = (*engine)->Submit(r, got[i].callback());
+      ASSERT_TRUE(id.ok()) << id.status();
+      ids.push_back(*id);
+    };
+    // Three at first, the others arriving while those run.
+    for (size_t i = 0; i < 3; ++i) submit(i);
+    for (size_t i = 3; i < prompts.size(); ++i) {
+      for (int s = 0; s < 2; ++s) ASSERT_TRUE((*engine)->Step().ok());
+      submit(i);
+    }
+    RunUntilIdle(**engine);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(got[i].tokens, want[i].tokens) << name << " request " << i;
+      EXPECT_EQ(got[i].text, want[i].text) << name << " request " << i;
+      EXPECT_EQ(got[i].finish, want[i].finish) << name << " request " << i;
+      EXPECT_EQ(got[i].finishes, 1);
+      auto result = (*engine)->Wait(ids[i]);
+      ASSERT_TRUE(result.ok()) << result.status();
+      EXPECT_EQ(result->tokens, want[i].tokens);
+      EXPECT_EQ(result->text, want[i].text);
+      EXPECT_EQ(result->stats.generated_tokens, static_cast<int64_t>(want[i].tokens.size()));
+      EXPECT_EQ((*engine)->Wait(ids[i]).status().code(), absl::StatusCode::kNotFound);
+    }
+    const BatchEngineStats st = (*engine)->stats();
+    EXPECT_EQ(st.kv_blocks_in_use, 0) << "every block given back";
+    EXPECT_GT(st.mean_sequences_per_step, 1.5) << "requests ran together";
+    EXPECT_EQ(st.finished, static_cast<int64_t>(prompts.size()));
+  }
+}
+
+TEST(BatchEngineTest, SeededSamplingIsTheLoneSessionsPerSeed) {
+  auto e = Load("tiny-qwen2moe-q4_0");
+  ASSERT_NE(e, nullptr);
+  const auto prompts = Prompts(*e, 4, 8);
+  auto engine = BatchEngine::Create(e, CallerDriven());
+  ASSERT_TRUE(engine.ok());
+  std::vector<Collector> got(prompts.size());
+  std::vector<GenerateOptions> opts;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GenerateOptions g = Greedy(12);
+    g.sampling.temperature = 0.9f;
+    g.sampling.seed = 100 + i;
+    g.sampling.repeat_penalty = 1.1f;
+    opts.push_back(g);
+    RequestOptions r;
+    r.tokens = prompts[i];
+    r.generate = g;
+    ASSERT_TRUE((*engine)->Submit(r, got[i].callback()).ok());
+  }
+  RunUntilIdle(**engine);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, Lone(e, prompts[i], opts[i]).tokens) << "request " << i;
+  }
+}
+
+TEST(BatchEngineTest, PreemptedRequestsAreComputedAgainAndLoseNothing) {
+  auto e = Load("tiny-qwen2moe-q4_0");
+  ASSERT_NE(e, nullptr);
+  const auto prompts = Prompts(*e, 5, 21);
+  BatchEngineOptions o = CallerDriven();
+  o.kv_tokens = 96;  // 24 blocks of 4: not enough for five requests of up to 31 + 24 tokens
+  o.prefix_sharing = false;
+  auto engine = BatchEngine::Create(e, o);
+  ASSERT_TRUE(engine.ok());
+  std::vector<Collector> got(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    RequestOptions r;
+    r.tokens = prompts[i];
+    r.generate = Greedy(24);
+    ASSERT_TRUE((*engine)->Submit(r, got[i].callback()).ok());
+  }
+  RunUntilIdle(**engine);
+  EXPECT_GT((*engine)->stats().preemptions, 0) << "the test should make the cache overflow";
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const Output want = Lone(e, prompts[i], Greedy(24));
+    EXPECT_EQ(got[i].tokens, want.tokens) << "request " << i;
+    EXPECT_EQ(got[i].text, want.text) << "request " << i;
+  }
+  EXPECT_EQ((*engine)->stats().kv_blocks_in_use, 0);
+}
+
+TEST(BatchEngineTest, WithoutPreemptionARequestThatCannotGrowEndsContextFull) {
+  auto e = Load("tiny-qwen2moe-q4_0");
+  ASSERT_NE(e, nullptr);
+  const auto prompts = Prompts(*e, 4, 5);
+  BatchEngineOptions o = CallerDriven();
+  o.kv_tokens = 64;
+  o.when_full = WhenKvFull::kFinish;
+  auto engine = BatchEngine::Create(e, o);
+  ASSERT_TRUE(engine.ok());
+  std::vector<Collector> got(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    RequestOptions r;
+    r.tokens = prompts[i];
+    r.generate = Greedy(40);
+    ASSERT_TRUE((*engine)->Submit(r, got[i].callback()).ok());
+  }
+  RunUntilIdle(**engine);
+  int full = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(got[i].finishes, 1);
+    if (got[i].finish == FinishReason::kContextFull) {
+      ++full;
+      // What it produced before is the lone session's start.
+      const Output want = Lone(e, prompts[i], Greedy(40));
+      ASSERT_LE(got[i].tokens.size(), want.tokens.size());
+      EXPECT_TRUE(std::equal(got[i].tokens.begin(), got[i].tokens.end(), want.tokens.begin()));
+    }
+  }
+  EXPECT_GT(full, 0);
+  EXPECT_EQ((*engine)->stats().preemptions, 0);
+  EXPECT_EQ((*engine)->stats().kv_blocks_in_use, 0);
+}
+
+TEST(BatchEngineTest, ASharedPrefixIsComputedOnceAndChangesNoOutput) {
+  auto e = Load("tiny-llama-moe-q8_0");
+  ASSERT_NE(e, nullptr);
+  const std::vector<int32_t> system = Prompts(*e, 1, 77)[0];
+  std::vector<int32_t> prefix;
+  for (int i = 0; i < 3; ++i) prefix.insert(prefix.end(), system.begin(), system.end());
+  const auto prompts = Prompts(*e, 4, 9, prefix);
+  std::vector<std::vector<Collector>> got(2, std::vector<Collector>(prompts.size()));
+  std::vector<int64_t> reused;
+  for (bool sharing : {false, true}) {
+    BatchEngineOptions o = CallerDriven();
+    o.prefix_sharing = sharing;
+    auto engine = BatchEngine::Create(e, o);
+    ASSERT_TRUE(engine.ok());
+    std::vector<uint64_t> ids;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      RequestOptions r;
+      r.tokens = prompts[i];
+      r.generate = Greedy(10);
+      ids.push_back(*(*engine)->Submit(r, got[sharing][i].callback()));
+      if (i == 0) RunUntilIdle(**engine);  // the first one fills the cache with the prefix
+    }
+    RunUntilIdle(**engine);
+    for (uint64_t id : ids) reused.push_back((*engine)->Wait(id)->stats.prefix_tokens_reused);
+  }
+  const int64_t whole_blocks = static_cast<int64_t>(prefix.size()) / 4 * 4;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(got[1][i].tokens, got[0][i].tokens) << "request " << i;
+    EXPECT_EQ(reused[i], 0) << "no sharing, request " << i;
+    EXPECT_GE(reused[prompts.size() + i], i == 0 ? 0 : whole_blocks) << "request " << i;
+  }
+  EXPECT_EQ(reused[prompts.size()], 0);
+}
+
+TEST(BatchEngineTest, CancellingFreesTheRequestAndOnlyIt) {
+  auto e = Load("tiny-qwen2moe-q4_0");
+  ASSERT_NE(e, nullptr);
+  const auto prompts = Prompts(*e, 3, 4);
+  auto engine = BatchEngine::Create(e, CallerDriven());
+  ASSERT_TRUE(engine.ok());
+  std::vector<Collector> got(3);
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    RequestOptions r;
+    r.tokens = prompts[i];
+    r.generate = Greedy(30);
+    ids.push_back(*(*engine)->Submit(r, got[i].callback()));
+  }
+  for (int s = 0; s < 4; ++s) ASSERT_TRUE((*engine)->Step().ok());
+  ASSERT_TRUE((*engine)->Cancel(ids[1]).ok());
+  RunUntilIdle(**engine);
+  auto cancelled = (*engine)->Wait(ids[1]);
+  ASSERT_TRUE(cancelled.ok());
+  EXPECT_EQ(cancelled->finish, FinishReason::kCancelled);
+  EXPECT_EQ(cancelled->status.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(got[1].finish, FinishReason::kCancelled);
+  for (int i : {0, 2}) EXPECT_EQ(got[i].tokens, Lone(e, prompts[i], Greedy(30)).tokens);
+  EXPECT_EQ((*engine)->stats().kv_blocks_in_use, 0);
+  EXPECT_TRUE((*engine)->Cancel(ids[1]).ok()) << "cancelling a finished request is no error";
+}
+
+TEST(BatchEngineTest, ACallbackThatSaysStopEndsOnlyItsRequest) {
+  auto e = Load("tiny-qwen2moe-q4_0");
+  ASSERT_NE(e, nullptr);
+  const auto prompts = Prompts(*e, 2, 6);
+  auto engine = BatchEngine::Create(e, CallerDriven());
+  ASSERT_TRUE(engine.ok());
+  int seen = 0;
+  RequestOptions r;
+  r.tokens = prompts[0];
+  r.generate = Greedy(20);
+  auto stopper = (*engine)->Submit(
+      r, [&](const RequestEvent& ev) { return ev.finish != FinishReason::kNone || ++seen < 3; });
+  Collector other;
+  r.tokens = prompts[1];
+  auto goes_on = (*engine)->Submit(r, other.callback());
+  RunUntilIdle(**engine);
+  auto a = (*engine)->Wait(*stopper);
+  EXPECT_EQ(a->finish, FinishReason::kCallback);
+  EXPECT_EQ(a->tokens.size(), 3u);
+  EXPECT_EQ((*engine)->Wait(*goes_on)->tokens, Lone(e, prompts[1], Greedy(20)).tokens);
+}
+
+TEST(BatchEngineTest, BadInputIsAStatusWithAMessage) {
+  auto e = Load("tiny-qwen2moe-q4_0");
+  ASSERT_NE(e, nullptr);
+  BatchEngineOptions o = CallerDriven();
+  o.block_size = 3;
+  EXPECT_EQ(BatchEngine::Create(e, o).status().code(), absl::StatusCode::kInvalidArgument);
+  o = CallerDriven();
+  o.max_sequences = 0;
+  EXPECT_EQ(BatchEngine::Create(e, o).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(BatchEngine::Create(nullptr, CallerDriven()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  o = CallerDriven();
+  o.kv_tokens = 16;
+  auto engine = BatchEngine::Create(e, o);
+  ASSERT_TRUE(engine.ok());
+  RequestOptions r;
+  r.tokens = {1, static_cast<int32_t>(e->model()->hp().n_vocab)};
+  EXPECT_EQ((*engine)->Submit(r, nullptr).status().code(), absl::StatusCode::kOutOfRange);
+  r.tokens.assign(300, 5);  // past n_ctx
+  EXPECT_EQ((*engine)->Submit(r, nullptr).status().code(), absl::StatusCode::kResourceExhausted);
+  r.tokens.assign(20, 5);  // past the whole cache of 16 positions
+  auto never = (*engine)->Submit(r, nullptr);
+  EXPECT_EQ(never.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(never.status().message().find("never fit"), std::string::npos) << never.status();
+  r.tokens = {5, 6};
+  r.generate.max_tokens = -1;
+  EXPECT_EQ((*engine)->Submit(r, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*engine)->Cancel(12345).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*engine)->Wait(12345).status().code(), absl::StatusCode::kNotFound);
+  // Waiting from a callback on an unfinished request would deadlock: refused.
+  r.generate = Greedy(4);
+  absl::Status from_callback;
+  uint64_t self = 0;
+  auto id = (*engine)->Submit(r, [&](const RequestEvent& ev) {
+    if (ev.finish == FinishReason::kNone && from_callback.ok()) {
+      from_callback = (*engine)->Wait(self).status();
+    }
+    return true;
+  });
+  ASSERT_TRUE(id.ok());
+  self = *id;
+  RunUntilIdle(**engine);
+  EXPECT_EQ(from_callback.code(), absl::StatusCode::kFailedPrecondition) << from_callback;
+  // A detached request keeps no result.
+  r.keep_result = false;
+  auto detached = (*engine)->Submit(r, nullptr);
+  ASSERT_TRUE(detached.ok());
+  EXPECT_EQ((*engine)->Wait(*detached).status().code(), absl::StatusCode::kFailedPrecondition);
+  RunUntilIdle(**engine);
+  // An engine with its own thread is not stepped by hand.
+  auto threaded = BatchEngine::Create(e, BatchEngineOptions{});
+  ASSERT_TRUE(threaded.ok());
+  EXPECT_EQ((*threaded)->Step().status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Many threads submitting, waiting and cancelling at random on an engine with its own scheduler
+// thread: every request finishes once, the cache is whole at the end (run under ThreadSanitizer).
+TEST(BatchEngineStressTest, ThreadsSubmitAndCancelAtRandom) {
+  auto e = Load("tiny-qwen2moe-q4_0");
+  ASSERT_NE(e, nullptr);
+  BatchEngineOptions o;
+  o.threads = 2;
+  o.n_ctx = 128;
+  o.block_size = 8;
+  o.kv_tokens = 256;  // small: preemption happens too
+  o.max_sequences = 6;
+  auto engine = BatchEngine::Create(e, o);
+  ASSERT_TRUE(engine.ok());
+  const auto prompts = Prompts(*e, 8, 13);
+  std::atomic<int> finishes{0}, submitted{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      for (int i = 0; i < 20; ++i) {
+        RequestOptions r;
+        r.tokens = prompts[rng() % prompts.size()];
+        r.generate = Greedy(4 + rng() % 12);
+        r.keep_result = i % 5 != 4;  // some only stream
+        auto id = (*engine)->Submit(r, [&](const RequestEvent& ev) {
+          if (ev.finish != FinishReason::kNone) ++finishes;
+          return true;
+        });
+        ASSERT_TRUE(id.ok());
+        ++submitted;
+        if (rng() % 3 == 0) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 5));
+          EXPECT_TRUE((*engine)->Cancel(*id).ok());
+        }
+        if (!r.keep_result) continue;
+        auto result = (*engine)->Wait(*id, 60);
+        ASSERT_TRUE(result.ok()) << result.status();
+        EXPECT_TRUE(result->finish == FinishReason::kMaxTokens ||
+                    result->finish == FinishReason::kCancelled);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int i = 0; i < 6000 && (*engine)->stats().finished < submitted.load(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the streaming-only ones
+  }
+  EXPECT_EQ(finishes.load(), submitted.load());
+  const BatchEngineStats st = (*engine)->stats();
+  EXPECT_EQ(st.finished, submitted.load());
+  EXPECT_EQ(st.kv_blocks_in_use, 0);
+}
+
+}  // namespace
+}  // namespace moe
