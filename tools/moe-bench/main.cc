@@ -19,6 +19,7 @@
 #include "tools/flag_checks.h"
 #include "tools/moe-bench/bandwidth.h"
 #include "tools/moe-bench/disk_bandwidth.h"
+#include "tools/moe-bench/parallel.h"
 #include "tools/text_tokens.h"
 
 namespace {
@@ -33,7 +34,10 @@ struct Options {
   moe::cli::ExpertFlags experts;
   bool json = false;
   double bandwidth_gib = 1.0;
-  std::string text;  // tokens to process instead of random ones and greedy continuations
+  std::string text;           // tokens to process instead of random ones and greedy continuations
+  std::vector<int> parallel;  // the batching engine at these numbers of sequences
+  int prefix_ttft = 0;        // time to first token of requests sharing this many prompt tokens
+  int prefix_requests = 8;
 };
 
 struct Result {
@@ -103,6 +107,15 @@ int Run(const Options& o) {
   if (!engine.ok()) {
     std::fprintf(stderr, "moe-bench: %s\n", std::string(engine.status().message()).c_str());
     return 1;
+  }
+  if (!o.parallel.empty() || o.prefix_ttft > 0) {
+    moe::bench::ParallelOptions po{o.threads, o.p, o.n, o.reps, o.json};
+    int rc = 0;
+    if (!o.parallel.empty()) rc = moe::bench::RunParallel(*engine, po, o.parallel);
+    if (rc == 0 && o.prefix_ttft > 0) {
+      rc = moe::bench::RunPrefixTtft(*engine, po, o.prefix_ttft, o.prefix_requests);
+    }
+    return rc;
   }
   const moe::HParams& h = (*engine)->model()->hp();
   auto backend = moe::CreateCpuBackend(o.threads);
@@ -329,6 +342,19 @@ int main(int argc, char** argv) {
                  "its next token at each step (for trained routing); default: random tokens and "
                  "greedy continuations")
       ->check(CLI::ExistingFile);
+  app.add_option("--parallel", o.parallel,
+                 "the batching engine instead: aggregate decode speed at these numbers of "
+                 "concurrent sequences (e.g. 1,2,4,8,16), each with -p prompt and -n generated "
+                 "tokens")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--prefix-ttft", o.prefix_ttft,
+                 "the batching engine instead: time to first token of requests sharing this many "
+                 "prompt tokens, with prefix sharing off and on")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--prefix-requests", o.prefix_requests, "requests for --prefix-ttft")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   moe::cli::AddExpertFlags(&app, &o.experts);
   CLI11_PARSE(app, argc, argv);
   return Run(o);

@@ -1,0 +1,190 @@
+#include "tools/moe-bench/parallel.h"
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+
+#include "absl/strings/str_format.h"
+#include "lib/runtime/batch_engine.h"
+#include "nlohmann/json.hpp"
+
+namespace moe::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::vector<int32_t> RandomTokens(std::mt19937& rng, int64_t n_vocab, int count) {
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(n_vocab) - 1);
+  std::vector<int32_t> out(count);
+  for (auto& t : out) t = token(rng);
+  return out;
+}
+
+BatchEngineOptions EngineOptions(const ParallelOptions& o, int sequences, int64_t positions) {
+  BatchEngineOptions e;
+  e.threads = o.threads;
+  e.own_thread = false;  // stepped here, so each step is timed alone
+  e.max_sequences = sequences;
+  e.n_ctx = positions + 1;
+  e.kv_tokens = static_cast<int64_t>(sequences) * (positions + 64);
+  e.max_step_tokens = 512;
+  return e;
+}
+
+RequestOptions Request(std::vector<int32_t> tokens, int generate) {
+  RequestOptions r;
+  r.tokens = std::move(tokens);
+  r.generate.sampling.temperature = 0;
+  r.generate.max_tokens = generate;
+  r.generate.stop_at_eog = false;  // every sequence generates all its tokens
+  return r;
+}
+
+}  // namespace
+
+int RunParallel(std::shared_ptr<const Engine> engine, const ParallelOptions& o,
+                const std::vector<int>& sequences) {
+  const int64_t n_vocab = engine->model()->hp().n_vocab;
+  std::mt19937 rng(7);
+  if (!o.json) {
+    std::printf(
+        "batching engine: pp %d and tg %d per sequence, %d threads, KV F16 in blocks of 32\n",
+        o.prompt, o.generate, o.threads);
+    std::printf("%5s %14s %18s %16s %10s %14s\n", "seqs", "prompt tok/s", "decode tok/s (all)",
+                "per sequence", "step ms", "experts/layer");
+  }
+  for (int n : sequences) {
+    double prompt_s = 0, decode_s = 0, experts = 0;
+    int64_t prompt_tokens = 0, decode_tokens = 0, decode_steps = 0;
+    for (int rep = 0; rep < o.reps; ++rep) {
+      auto be = BatchEngine::Create(engine, EngineOptions(o, n, o.prompt + o.generate));
+      if (!be.ok()) {
+        std::fprintf(stderr, "moe-bench: %s\n", std::string(be.status().message()).c_str());
+        return 1;
+      }
+      for (int i = 0; i < n; ++i) {
+        auto id = (*be)->Submit(Request(RandomTokens(rng, n_vocab, o.prompt), o.generate), nullptr);
+        if (!id.ok()) {
+          std::fprintf(stderr, "moe-bench: %s\n", std::string(id.status().message()).c_str());
+          return 1;
+        }
+      }
+      // A step whose tokens are all decode tokens is a decode step; the others read prompts.
+      for (;;) {
+        const BatchEngineStats before = (*be)->stats();
+        const auto t0 = Clock::now();
+        auto worked = (*be)->Step();
+        const double s = Since(t0);
+        if (!worked.ok()) {
+          std::fprintf(stderr, "moe-bench: %s\n", std::string(worked.status().message()).c_str());
+          return 1;
+        }
+        if (!*worked) break;
+        const BatchEngineStats after = (*be)->stats();
+        const int64_t tokens = after.tokens - before.tokens;
+        const int64_t decode = after.decode_tokens - before.decode_tokens;
+        if (decode == tokens) {
+          decode_s += s;
+          decode_tokens += decode;
+          ++decode_steps;
+          experts += after.mean_experts_per_step * after.steps -
+                     before.mean_experts_per_step * before.steps;
+        } else {
+          prompt_s += s;
+          prompt_tokens += tokens;
+        }
+      }
+    }
+    const double pp = prompt_s > 0 ? prompt_tokens / prompt_s : 0;
+    const double tg = decode_s > 0 ? decode_tokens / decode_s : 0;
+    const double step_ms = decode_steps > 0 ? 1e3 * decode_s / decode_steps : 0;
+    const double per_layer = decode_steps > 0 ? experts / decode_steps : 0;
+    if (o.json) {
+      nlohmann::json j = {{"test", "parallel"},        {"sequences", n},
+                          {"prompt", o.prompt},        {"generate", o.generate},
+                          {"threads", o.threads},      {"prompt_tokens_per_s", pp},
+                          {"decode_tokens_per_s", tg}, {"decode_tokens_per_s_per_sequence", tg / n},
+                          {"decode_step_ms", step_ms}, {"experts_per_layer_per_step", per_layer}};
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      std::printf("%5d %14.1f %18.2f %16.2f %10.1f %14.1f\n", n, pp, tg, tg / n, step_ms,
+                  per_layer);
+    }
+  }
+  return 0;
+}
+
+int RunPrefixTtft(std::shared_ptr<const Engine> engine, const ParallelOptions& o, int prefix,
+                  int requests) {
+  const int64_t n_vocab = engine->model()->hp().n_vocab;
+  std::mt19937 rng(11);
+  const std::vector<int32_t> system = RandomTokens(rng, n_vocab, prefix);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < requests; ++i) {
+    std::vector<int32_t> p = system;
+    for (int32_t t : RandomTokens(rng, n_vocab, 16)) p.push_back(t);
+    prompts.push_back(std::move(p));
+  }
+  for (bool sharing : {false, true}) {
+    BatchEngineOptions eo = EngineOptions(o, requests, prefix + 16 + o.generate);
+    eo.prefix_sharing = sharing;
+    auto be = BatchEngine::Create(engine, eo);
+    if (!be.ok()) {
+      std::fprintf(stderr, "moe-bench: %s\n", std::string(be.status().message()).c_str());
+      return 1;
+    }
+    // Each request arrives once the one before has its first token; the earlier ones keep
+    // generating beside it.
+    std::vector<uint64_t> ids;
+    for (int i = 0; i < requests; ++i) {
+      bool first = false;
+      auto id = (*be)->Submit(Request(prompts[i], o.generate), [&](const RequestEvent& ev) {
+        if (ev.token >= 0) first = true;
+        return true;
+      });
+      if (!id.ok()) {
+        std::fprintf(stderr, "moe-bench: %s\n", std::string(id.status().message()).c_str());
+        return 1;
+      }
+      ids.push_back(*id);
+      while (!first) {
+        auto worked = (*be)->Step();
+        if (!worked.ok() || !*worked) break;
+      }
+    }
+    while (true) {
+      auto worked = (*be)->Step();
+      if (!worked.ok() || !*worked) break;
+    }
+    std::vector<double> ttft;
+    int64_t reused = 0;
+    for (uint64_t id : ids) {
+      auto r = (*be)->Wait(id);
+      if (!r.ok()) return 1;
+      ttft.push_back(r->stats.first_token_s);
+      reused += r->stats.prefix_tokens_reused;
+    }
+    if (o.json) {
+      nlohmann::json j = {{"test", "prefix_ttft"}, {"prefix", prefix},
+                          {"requests", requests},  {"prefix_sharing", sharing},
+                          {"ttft_s", ttft},        {"prefix_tokens_reused", reused}};
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      std::string line;
+      for (double t : ttft) line += absl::StrFormat(" %.0f", 1e3 * t);
+      std::printf(
+          "prefix %d, sharing %-3s: time to first token (ms):%s; last/first %.1f%%; %lld prompt "
+          "tokens reused\n",
+          prefix, sharing ? "on" : "off", line.c_str(), 100.0 * ttft.back() / ttft.front(),
+          static_cast<long long>(reused));
+    }
+  }
+  return 0;
+}
+
+}  // namespace moe::bench
