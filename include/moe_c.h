@@ -101,7 +101,9 @@ typedef enum moe_status {
   MOE_ERROR_OUT_OF_MEMORY = 9,
   MOE_ERROR_BUFFER_TOO_SMALL = 10, /* *len says how much is needed */
   MOE_ERROR_BUSY = 11,             /* another thread is using this context */
-  MOE_ERROR_INTERNAL = 12          /* a bug: please report it with moe_last_error() */
+  MOE_ERROR_INTERNAL = 12,         /* a bug: please report it with moe_last_error() */
+  MOE_ERROR_NOT_READY = 13,        /* the request has not finished yet (moe_engine_try_wait) */
+  MOE_ERROR_TIMEOUT = 14           /* the wait ran out before the request finished */
 } moe_status;
 
 /* Static text for a status code ("invalid argument", ...); never NULL. */
@@ -432,8 +434,10 @@ typedef enum moe_finish_reason {
   MOE_FINISH_END_OF_GENERATION = 1, /* the model ended its turn (EOS/EOT) */
   MOE_FINISH_MAX_TOKENS = 2,
   MOE_FINISH_STOP_STRING = 3,
-  MOE_FINISH_CALLBACK = 4,    /* the token callback returned 0 */
-  MOE_FINISH_CONTEXT_FULL = 5 /* the context filled up */
+  MOE_FINISH_CALLBACK = 4,     /* the token callback returned 0 */
+  MOE_FINISH_CONTEXT_FULL = 5, /* the context (or the engine's KV cache) filled up */
+  MOE_FINISH_CANCELLED = 6,    /* engine requests: moe_engine_cancel, or the engine was freed */
+  MOE_FINISH_ERROR = 7         /* engine requests: the step failed (the event's status says why) */
 } moe_finish_reason;
 
 typedef struct moe_generate_params {
@@ -590,6 +594,189 @@ MOE_API moe_status moe_context_get_stats(const moe_context* context, moe_stats* 
  * counts[0..capacity); see "Caller buffers" (*len counts elements). */
 MOE_API moe_status moe_context_get_expert_counts(const moe_context* context, int64_t* counts,
                                                  size_t capacity, size_t* len);
+
+
+/* ---------------------------------------------------------------------------------------------
+ * The batching engine: many requests at once
+ *
+ * An engine serves any number of requests over one model. Each step runs the new tokens of every
+ * running request in one batched pass (a decode token for each generating request, and chunks of
+ * prompts within a token budget), so an expert that several requests chose is read once for all.
+ * Requests keep their K/V in one paged cache; a prompt that starts with full blocks of tokens an
+ * earlier request computed (a shared system prompt) reuses them instead of computing them again.
+ * When the cache cannot grow, the youngest running request is preempted (its blocks freed, its
+ * tokens computed again later; its output is unchanged) or, as the params say, the request that
+ * needs room finishes with MOE_FINISH_CONTEXT_FULL.
+ *
+ * Threads: moe_engine_submit, _cancel, _wait, _try_wait and _get_stats may be called from any
+ * thread at any time. Callbacks run on the thread that steps the engine: its own scheduler
+ * thread (own_thread = 1, the default), or whichever thread calls moe_engine_step. A callback may
+ * call moe_engine_submit, _cancel, _try_wait and _get_stats; moe_engine_wait on an unfinished
+ * request and moe_engine_step return MOE_ERROR_INVALID_ARGUMENT from a callback (they could never
+ * return), and moe_engine_free from a callback is refused (logged, nothing freed). Keep callbacks
+ * short: the step waits for them.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct moe_engine moe_engine;
+typedef struct moe_request_result moe_request_result;
+typedef uint64_t moe_request_id; /* 0 is never an id */
+
+typedef enum moe_kv_full_policy {
+  MOE_KV_FULL_PREEMPT = 0, /* free the youngest request's blocks; it is computed again later */
+  MOE_KV_FULL_FINISH = 1   /* the request that needs room finishes with MOE_FINISH_CONTEXT_FULL */
+} moe_kv_full_policy;
+
+typedef struct moe_engine_params {
+  size_t struct_size;
+  int32_t n_threads;       /* 0 (default): one per core */
+  int32_t kv_type;         /* moe_kv_type; MOE_KV_F16 (default) */
+  int32_t kv_block_size;   /* positions per KV block, a power of two; default 32 */
+  int32_t n_ctx;           /* the most tokens one request holds; 0 (default): the model's, <= 4096 */
+  int64_t kv_tokens;       /* the KV cache's size in tokens; 0 (default): 16384, or n_ctx if larger */
+  int64_t kv_bytes;        /* > 0: the KV cache's size in bytes instead */
+  int32_t max_sequences;   /* requests running at once; default 16 */
+  int32_t max_step_tokens; /* tokens one step computes, decode tokens first; default 256 */
+  int32_t prefix_sharing;  /* default 1 */
+  int32_t when_kv_full;    /* moe_kv_full_policy; default MOE_KV_FULL_PREEMPT */
+  int32_t own_thread;      /* 1 (default): the engine steps on its own thread; 0: moe_engine_step */
+  uint64_t seed;           /* added to every request's sampling seed; default 0 */
+} moe_engine_params;
+
+MOE_API moe_status moe_engine_params_init(moe_engine_params* params, size_t struct_size);
+
+static inline moe_engine_params moe_engine_default_params(void) {
+  moe_engine_params p;
+  moe_engine_params_init(&p, sizeof(p));
+  return p;
+}
+
+/* A new engine over model (params may be NULL). It keeps the model's weights alive. */
+MOE_API moe_status moe_engine_create(moe_model* model, const moe_engine_params* params,
+                                     moe_engine** out_engine);
+/* Finishes every request left as MOE_FINISH_CANCELLED (their callbacks are told, and threads
+ * waiting on them return), stops the scheduler thread and frees the engine; NULL is a no-op. No
+ * call may start on the engine once its free has begun. */
+MOE_API void moe_engine_free(moe_engine* engine);
+
+typedef struct moe_request_params {
+  size_t struct_size;
+  const char* prompt;            /* text; BOS is added as the vocabulary wants. Or: */
+  const int32_t* tokens;         /* token ids, used as given, when n_tokens > 0 */
+  size_t n_tokens;
+  const moe_generate_params* generate; /* sampling, max_tokens, stop strings; NULL: defaults */
+  int32_t keep_result; /* 1 (default): the result waits for moe_engine_wait; 0: callback only */
+} moe_request_params;
+
+MOE_API moe_status moe_request_params_init(moe_request_params* params, size_t struct_size);
+
+static inline moe_request_params moe_request_default_params(void) {
+  moe_request_params p;
+  moe_request_params_init(&p, sizeof(p));
+  return p;
+}
+
+/* What a request's callback receives, valid during the call only: a generated token and the text
+ * it completes (piece[0..piece_len), valid UTF-8, possibly empty, not NUL-terminated), or, once
+ * per request and last, its finish (token -1, the text still held back, the reason, and for
+ * MOE_FINISH_ERROR / _CANCELLED the status and message). */
+typedef struct moe_request_event {
+  size_t struct_size;
+  moe_request_id request;
+  int32_t token;
+  const char* piece;
+  size_t piece_len;
+  int32_t finish_reason; /* moe_finish_reason; MOE_FINISH_NONE until the last event */
+  int32_t status;        /* moe_status of the last event */
+  const char* message;   /* its message; "" when OK */
+} moe_request_event;
+
+/* Return non-zero to go on, 0 to end this request (MOE_FINISH_CALLBACK); the others go on. */
+typedef int (*moe_request_callback)(const moe_request_event* event, void* user_data);
+
+/* Queues a request and returns its id at once (callback may be NULL). Errors: a bad parameter, a
+ * prompt that can never fit (MOE_ERROR_CONTEXT_FULL: past n_ctx, or past the whole KV cache). */
+MOE_API moe_status moe_engine_submit(moe_engine* engine, const moe_request_params* params,
+                                     moe_request_callback callback, void* user_data,
+                                     moe_request_id* out_id);
+/* Ends the request at the next step boundary (its blocks freed); it finishes as
+ * MOE_FINISH_CANCELLED. MOE_OK and nothing for a finished request, NOT_FOUND for an id never given. */
+MOE_API moe_status moe_engine_cancel(moe_engine* engine, moe_request_id request);
+/* Blocks until the request has finished and hands its result over (*out_result, freed with
+ * moe_request_result_free; a second wait is NOT_FOUND). timeout_seconds < 0: no limit; when it
+ * runs out, MOE_ERROR_TIMEOUT. Requests submitted with keep_result = 0 keep no result
+ * (INVALID_ARGUMENT). */
+MOE_API moe_status moe_engine_wait(moe_engine* engine, moe_request_id request,
+                                   double timeout_seconds, moe_request_result** out_result);
+/* The same without blocking: MOE_ERROR_NOT_READY while the request runs. */
+MOE_API moe_status moe_engine_try_wait(moe_engine* engine, moe_request_id request,
+                                       moe_request_result** out_result);
+/* Engines with own_thread = 0: runs one step on the calling thread (callbacks run in it);
+ * *did_work (may be NULL) is 0 when there was nothing to do. */
+MOE_API moe_status moe_engine_step(moe_engine* engine, int32_t* did_work);
+
+typedef struct moe_request_stats {
+  size_t struct_size;
+  int32_t finish_reason; /* moe_finish_reason */
+  int32_t status;        /* moe_status: MOE_OK, MOE_ERROR_CANCELLED, or why the step failed */
+  int32_t prompt_tokens;
+  int32_t prefix_tokens_reused; /* prompt positions taken from cached blocks */
+  int32_t generated_tokens;
+  int32_t preemptions;
+  double queue_seconds;       /* submitted until first scheduled */
+  double first_token_seconds; /* submitted until the first token was sampled */
+  double total_seconds;
+  double decode_tokens_per_second; /* after the first token */
+} moe_request_stats;
+
+MOE_API moe_status moe_request_stats_init(moe_request_stats* stats, size_t struct_size);
+
+static inline moe_request_stats moe_default_request_stats(void) {
+  moe_request_stats s;
+  moe_request_stats_init(&s, sizeof(s));
+  return s;
+}
+
+/* A finished request's generated text (NUL-terminated, owned by the result), its token ids
+ * (*n_tokens of them, owned by the result), its statistics, and the message of its status ("" when
+ * OK). */
+MOE_API const char* moe_request_result_text(const moe_request_result* result);
+MOE_API const int32_t* moe_request_result_tokens(const moe_request_result* result,
+                                                 size_t* n_tokens);
+MOE_API moe_status moe_request_result_get_stats(const moe_request_result* result,
+                                                moe_request_stats* stats);
+MOE_API const char* moe_request_result_message(const moe_request_result* result);
+MOE_API void moe_request_result_free(moe_request_result* result);
+
+typedef struct moe_engine_stats {
+  size_t struct_size;
+  int64_t submitted;
+  int64_t finished;
+  int64_t running;
+  int64_t waiting;
+  int64_t steps;
+  int64_t tokens;        /* computed by the steps, prompt and decode */
+  int64_t decode_tokens; /* of them, one per generating request and step */
+  int64_t prefix_tokens_reused;
+  int64_t preemptions;
+  int32_t kv_blocks;
+  int32_t kv_blocks_in_use;
+  int32_t kv_blocks_cached; /* unreferenced full blocks kept for prefixes to reuse */
+  int32_t kv_block_size;
+  double step_seconds;
+  double mean_sequences_per_step;
+  double mean_tokens_per_step;
+  double mean_experts_per_step; /* distinct experts a step ran, per layer */
+} moe_engine_stats;
+
+MOE_API moe_status moe_engine_stats_init(moe_engine_stats* stats, size_t struct_size);
+
+static inline moe_engine_stats moe_default_engine_stats(void) {
+  moe_engine_stats s;
+  moe_engine_stats_init(&s, sizeof(s));
+  return s;
+}
+
+MOE_API moe_status moe_engine_get_stats(const moe_engine* engine, moe_engine_stats* stats);
 
 #ifdef __cplusplus
 } /* extern "C" */

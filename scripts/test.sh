@@ -23,7 +23,7 @@ san_flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1
            "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG")
 cmake -S . -B "$asan" "${san_flags[@]}" -DMOE_BUILD_TESTS=ON -DMOE_BUILD_TOOLS=OFF \
   -DMOE_SANITIZE=ON
-cmake --build "$asan" -j "$jobs" --target c_api_test swig_glue_test header_c99_test example_c_stream \
+cmake --build "$asan" -j "$jobs" --target c_api_test c_api_engine_test swig_glue_test header_c99_test example_c_stream \
   moe_file_fuzz gguf_fuzz safetensors_fuzz hf_checkpoint_fuzz tokenizer_fuzz hf_tokenizer_json_fuzz \
   sentencepiece_model_fuzz chat_template_fuzz c_api_fuzz
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -33,7 +33,7 @@ tsan="${MOE_TSAN_BUILD_DIR:-build-tsan}"
 # Tests are listed when they run, not at build time: the listing is a run under ThreadSanitizer too.
 cmake -S . -B "$tsan" "${san_flags[@]}" -DMOE_BUILD_TESTS=ON -DMOE_BUILD_TOOLS=OFF \
   -DMOE_TSAN=ON -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST
-cmake --build "$tsan" -j "$jobs" --target c_api_test swig_glue_test thread_pool_test engine_test \
+cmake --build "$tsan" -j "$jobs" --target c_api_test c_api_engine_test swig_glue_test thread_pool_test engine_test \
   cpu_backend_test expert_cache_test engine_expert_cache_test batch_engine_test
 # The expert cache's I/O threads with the forward pass: prefetching and read errors (the
 # exactness sweep over every budget and level stays in the plain run: minutes under TSan).

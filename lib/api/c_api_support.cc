@@ -28,7 +28,7 @@ moe_status Fail(moe_status code, std::string message) {
   return code;
 }
 
-moe_status FromStatus(const absl::Status& s) {
+moe_status CodeFor(const absl::Status& s) {
   if (s.ok()) return MOE_OK;
   moe_status code;
   switch (s.code()) {
@@ -67,7 +67,12 @@ moe_status FromStatus(const absl::Status& s) {
       code = MOE_ERROR_INTERNAL;
       break;
   }
-  return Fail(code, std::string(s.message()));
+  return code;
+}
+
+moe_status FromStatus(const absl::Status& s) {
+  if (s.ok()) return MOE_OK;
+  return Fail(CodeFor(s), std::string(s.message()));
 }
 
 void Log(moe_log_level level, const std::string& message) {

@@ -19,6 +19,8 @@ inline moe_status Null(const char* what) {
   return Fail(MOE_ERROR_INVALID_ARGUMENT, std::string(what) + " is NULL");
 }
 moe_status FromStatus(const absl::Status& status);
+// The code FromStatus returns, without recording anything.
+moe_status CodeFor(const absl::Status& status);
 void Log(moe_log_level level, const std::string& message);
 void SetLogCallback(moe_log_callback callback, moe_log_level min_level, void* user_data);
 const char* LastError();

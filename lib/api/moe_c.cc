@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/api/c_api_support.h"
+#include "lib/api/generate_options.h"
 #include "lib/api/handles.h"
 #include "lib/runtime/chat_template.h"
 #include "lib/runtime/engine.h"
@@ -23,6 +24,8 @@ using moe::api::FromStatus;
 using moe::api::Guard;
 using moe::api::InitVersioned;
 using moe::api::Null;
+using moe::api::ReadGenerateOptions;
+using moe::api::ReadSamplerConfig;
 using moe::api::ReadVersioned;
 using moe::api::WriteVersioned;
 
@@ -40,64 +43,12 @@ absl::StatusOr<const moe::Tokenizer*> TokenizerOf(const moe_model* model) {
   return model->engine->RequireTokenizer();
 }
 
-moe::SamplerConfig ToSamplerConfig(const moe_sampling_params& p, uint64_t context_seed) {
-  moe::SamplerConfig c;
-  c.temperature = p.temperature;
-  c.top_k = p.top_k;
-  c.top_p = p.top_p;
-  c.min_p = p.min_p;
-  c.repeat_penalty = p.repeat_penalty;
-  c.frequency_penalty = p.frequency_penalty;
-  c.presence_penalty = p.presence_penalty;
-  c.penalty_last_n = p.penalty_last_n;
-  for (size_t i = 0; p.logit_bias != nullptr && i < p.n_logit_bias; ++i) {
-    c.logit_bias.push_back({p.logit_bias[i].token, p.logit_bias[i].bias});
-  }
-  c.seed = context_seed + p.seed;
-  return c;
-}
-
-moe_status ValidateSampling(const moe_sampling_params& p, int32_t n_vocab) {
-  if (std::isnan(p.temperature) || std::isnan(p.top_p) || std::isnan(p.min_p) ||
-      !(p.repeat_penalty > 0)) {
-    return Fail(MOE_ERROR_INVALID_ARGUMENT,
-                "sampling: temperature/top_p/min_p must be numbers and repeat_penalty > 0");
-  }
-  if (p.n_logit_bias > 0 && p.logit_bias == nullptr) return Null("sampling.logit_bias");
-  for (size_t i = 0; i < p.n_logit_bias; ++i) {
-    if (p.logit_bias[i].token < 0 || p.logit_bias[i].token >= n_vocab) {
-      return Fail(MOE_ERROR_OUT_OF_RANGE,
-                  absl::StrCat("logit_bias token ", p.logit_bias[i].token,
-                               " outside the vocabulary [0, ", n_vocab, ")"));
-    }
-  }
-  return MOE_OK;
-}
-
 moe_status GenerateImpl(moe_context* ctx, const std::string* text, const int32_t* prompt,
                         size_t n_prompt, const moe_generate_params* params,
                         moe_token_callback callback, void* user_data) {
-  moe_generate_params gp;
-  moe_generate_params_init(&gp, sizeof(gp));
-  if (moe_status s = ReadVersioned(params, &gp, "moe_generate_params"); s != MOE_OK) return s;
-  moe_sampling_params sp;
-  moe_sampling_params_init(&sp, sizeof(sp));
-  if (moe_status s = ReadVersioned(gp.sampling, &sp, "moe_sampling_params"); s != MOE_OK) return s;
-  const int32_t n_vocab = static_cast<int32_t>(ctx->engine->model()->hp().n_vocab);
-  if (moe_status s = ValidateSampling(sp, n_vocab); s != MOE_OK) return s;
-  if (gp.max_tokens < 0) {
-    return Fail(MOE_ERROR_INVALID_ARGUMENT,
-                absl::StrCat("max_tokens is ", gp.max_tokens, ": it must be >= 0"));
-  }
-  if (gp.n_stop > 0 && gp.stop == nullptr) return Null("stop");
   moe::GenerateOptions go;
-  go.sampling = ToSamplerConfig(sp, ctx->seed);
-  go.max_tokens = gp.max_tokens;
-  go.parse_special = gp.parse_special != 0;
-  for (size_t i = 0; i < gp.n_stop; ++i) {
-    if (gp.stop[i] == nullptr) return Null("a stop string");
-    go.stop.emplace_back(gp.stop[i]);
-  }
+  const int32_t n_vocab = static_cast<int32_t>(ctx->engine->model()->hp().n_vocab);
+  if (moe_status s = ReadGenerateOptions(params, n_vocab, ctx->seed, &go); s != MOE_OK) return s;
   moe::Session::TokenCallback cb;
   if (callback != nullptr) {
     cb = [callback, user_data](int32_t token, absl::string_view piece) {
@@ -154,6 +105,10 @@ const char* moe_status_string(moe_status status) {
       return "context busy";
     case MOE_ERROR_INTERNAL:
       return "internal error";
+    case MOE_ERROR_NOT_READY:
+      return "not finished yet";
+    case MOE_ERROR_TIMEOUT:
+      return "timed out";
   }
   return "unknown status";
 }
@@ -540,12 +495,10 @@ moe_status moe_sample(moe_context* ctx, const moe_sampling_params* params, int32
   return Guard("moe_sample", [&]() -> moe_status {
     if (ctx == nullptr) return Null("context");
     if (out_token == nullptr) return Null("out_token");
-    moe_sampling_params sp;
-    moe_sampling_params_init(&sp, sizeof(sp));
-    if (moe_status s = ReadVersioned(params, &sp, "moe_sampling_params"); s != MOE_OK) return s;
     const int32_t n_vocab = static_cast<int32_t>(ctx->engine->model()->hp().n_vocab);
-    if (moe_status s = ValidateSampling(sp, n_vocab); s != MOE_OK) return s;
-    auto tok = ctx->session->Sample(ToSamplerConfig(sp, ctx->seed));
+    moe::SamplerConfig sc;
+    if (moe_status s = ReadSamplerConfig(params, n_vocab, ctx->seed, &sc); s != MOE_OK) return s;
+    auto tok = ctx->session->Sample(sc);
     if (!tok.ok()) return FromStatus(tok.status());
     *out_token = *tok;
     return MOE_OK;

@@ -119,7 +119,12 @@ BatchEngine::BatchEngine(std::shared_ptr<const Engine> engine, const BatchEngine
   stats_.block_size = pool_.block_size();
 }
 
-BatchEngine::~BatchEngine() {
+BatchEngine::~BatchEngine() { (void)Close(); }
+
+absl::Status BatchEngine::Close() {
+  if (OnSteppingThread()) {
+    return absl::FailedPreconditionError("the engine cannot be closed from its own callback");
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
@@ -139,6 +144,7 @@ BatchEngine::~BatchEngine() {
   running_.clear();
   waiting_.clear();
   for (auto& r : left) Finish(*r, FinishReason::kCancelled, absl::CancelledError("engine closed"));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<uint64_t> BatchEngine::Submit(const RequestOptions& request,

@@ -118,8 +118,13 @@ class BatchEngine {
  public:
   static absl::StatusOr<std::unique_ptr<BatchEngine>> Create(std::shared_ptr<const Engine> engine,
                                                              const BatchEngineOptions& options);
-  // Cancels what is left, stops the scheduler thread and frees everything.
+  // Close(), then frees everything.
   ~BatchEngine();
+  // Finishes every request left as cancelled (callbacks told, waiting threads woken), stops the
+  // scheduler thread; later Submits fail. Not from a callback (FailedPrecondition).
+  absl::Status Close();
+  // Whether the calling thread is stepping the engine now (a callback runs on it).
+  bool OnSteppingThread() const;
   BatchEngine(const BatchEngine&) = delete;
   BatchEngine& operator=(const BatchEngine&) = delete;
 
@@ -162,7 +167,6 @@ class BatchEngine {
   // Samples the request's next token from `logits` and tells its callback.
   void Advance(Request& r, absl::Span<const float> logits);
   void Finish(Request& r, FinishReason reason, absl::Status status = absl::OkStatus());
-  bool OnSteppingThread() const;
 
   std::shared_ptr<const Engine> engine_;
   BatchEngineOptions options_;
