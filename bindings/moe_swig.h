@@ -683,6 +683,266 @@ class NativeDetokenizer {
   detail::SharedHandle<moe_detokenizer> detokenizer_;
 };
 
+// The batching engine's results and statistics, flattened.
+struct NativeRequestResult {
+  bool ready = false;  // TryWait: false while the request runs (nothing else is set then)
+  int32_t finish_reason = 0;
+  int32_t status = 0;  // moe_status
+  int32_t prompt_tokens = 0, prefix_tokens_reused = 0, generated_tokens = 0, preemptions = 0;
+  double queue_seconds = 0, first_token_seconds = 0, total_seconds = 0;
+  double decode_tokens_per_second = 0;
+  std::string Text() const { return text; }
+  std::string Message() const { return message; }
+  std::vector<int32_t> Tokens() const { return tokens; }
+  std::string text, message;    // hidden from SWIG
+  std::vector<int32_t> tokens;  // hidden from SWIG
+};
+
+struct NativeEngineStats {
+  int64_t submitted = 0, finished = 0, running = 0, waiting = 0, steps = 0, tokens = 0;
+  int64_t decode_tokens = 0, prefix_tokens_reused = 0, preemptions = 0;
+  int32_t kv_blocks = 0, kv_blocks_in_use = 0, kv_blocks_cached = 0, kv_block_size = 0;
+  double step_seconds = 0, mean_sequences_per_step = 0, mean_tokens_per_step = 0;
+  double mean_experts_per_step = 0;
+};
+
+// Everything moe_engine_create takes; defaults from the C library itself.
+struct NativeEngineOptions {
+  NativeEngineOptions() {
+    moe_engine_params p = moe_engine_default_params();
+    threads = p.n_threads;
+    kv_type = p.kv_type;
+    kv_block_size = p.kv_block_size;
+    n_ctx = p.n_ctx;
+    kv_tokens = p.kv_tokens;
+    kv_bytes = p.kv_bytes;
+    max_sequences = p.max_sequences;
+    max_step_tokens = p.max_step_tokens;
+    prefix_sharing = p.prefix_sharing != 0;
+    when_kv_full = p.when_kv_full;
+    own_thread = p.own_thread != 0;
+    seed = static_cast<int64_t>(p.seed);
+  }
+  int32_t threads, kv_type, kv_block_size, n_ctx;
+  int64_t kv_tokens, kv_bytes;
+  int32_t max_sequences, max_step_tokens;
+  bool prefix_sharing;
+  int32_t when_kv_full;  // moe_kv_full_policy
+  bool own_thread;
+  int64_t seed;
+};
+
+// One engine request's events, on the thread that steps the engine: each token, then exactly one
+// OnFinish with the whole result (valid during the call only: copy what you keep). The language
+// side keeps the sink alive until OnFinish and must not let exceptions escape.
+class RequestSink {
+ public:
+  virtual ~RequestSink() = default;
+  // Return false to end this request.
+  virtual bool OnToken(int64_t request, int32_t token, const std::string& piece) = 0;
+  virtual void OnFinish(int64_t request, const NativeRequestResult& result) = 0;
+};
+
+#ifndef SWIG
+namespace detail {
+inline NativeRequestResult ResultOf(const moe_request_result* r) {
+  NativeRequestResult out;
+  out.ready = true;
+  moe_request_stats st = moe_default_request_stats();
+  Check(moe_request_result_get_stats(r, &st));
+  out.finish_reason = st.finish_reason;
+  out.status = st.status;
+  out.prompt_tokens = st.prompt_tokens;
+  out.prefix_tokens_reused = st.prefix_tokens_reused;
+  out.generated_tokens = st.generated_tokens;
+  out.preemptions = st.preemptions;
+  out.queue_seconds = st.queue_seconds;
+  out.first_token_seconds = st.first_token_seconds;
+  out.total_seconds = st.total_seconds;
+  out.decode_tokens_per_second = st.decode_tokens_per_second;
+  out.text = moe_request_result_text(r);
+  out.message = moe_request_result_message(r);
+  size_t n = 0;
+  const int32_t* tokens = moe_request_result_tokens(r, &n);
+  out.tokens.assign(tokens, tokens + n);
+  return out;
+}
+}  // namespace detail
+#endif  // SWIG
+
+// The batching engine. Any thread may Submit, Cancel, Wait and read Stats at any time; sinks run
+// on the engine's thread (or in Step). Close() from any thread finishes what is left as
+// cancelled (each sink gets its OnFinish) and wakes waiters (they throw: closed); from inside a
+// sink it happens right after that sink returns, on another thread.
+class NativeEngine {
+ public:
+  NativeEngine(const NativeModel& model, const NativeEngineOptions& o) {
+    std::shared_ptr<moe_model> m = model.Hold();
+    moe_engine_params p = moe_engine_default_params();
+    p.n_threads = o.threads;
+    p.kv_type = o.kv_type;
+    p.kv_block_size = o.kv_block_size;
+    p.n_ctx = o.n_ctx;
+    p.kv_tokens = o.kv_tokens;
+    p.kv_bytes = o.kv_bytes;
+    p.max_sequences = o.max_sequences;
+    p.max_step_tokens = o.max_step_tokens;
+    p.prefix_sharing = o.prefix_sharing ? 1 : 0;
+    p.when_kv_full = o.when_kv_full;
+    p.own_thread = o.own_thread ? 1 : 0;
+    p.seed = static_cast<uint64_t>(o.seed);
+    moe_engine* raw = nullptr;
+    Check(moe_engine_create(m.get(), &p, &raw));
+    engine_.Set(std::shared_ptr<moe_engine>(raw, &moe_engine_free));
+  }
+  ~NativeEngine() { Close(); }
+  NativeEngine(const NativeEngine&) = delete;
+  NativeEngine& operator=(const NativeEngine&) = delete;
+
+  void Close() {
+    std::shared_ptr<moe_engine> e = engine_.Take();
+    if (!e) return;
+    if (detail::InCallOn(this)) {
+      // A sink's thread is stepping the engine: it cannot wait for itself.
+      std::thread([e = std::move(e)]() mutable { e.reset(); }).detach();
+      return;
+    }
+    e.reset();  // waiters hold it for one slice at most
+  }
+  bool IsOpen() const { return engine_.Peek() != nullptr; }
+
+  // The request's id; sink may be null.
+  int64_t Submit(const std::string& prompt, const NativeGenerateOptions& options,
+                 RequestSink* sink) {
+    return SubmitRequest(&prompt, nullptr, 0, options, sink);
+  }
+  // The prompt as token ids, used as given (no BOS added).
+  int64_t SubmitTokens(const int32_t* tokens, size_t n_tokens, const NativeGenerateOptions& options,
+                       RequestSink* sink) {
+    if (n_tokens == 0) throw Error(MOE_ERROR_INVALID_ARGUMENT, "an empty token prompt");
+    return SubmitRequest(nullptr, tokens, n_tokens, options, sink);
+  }
+  void Cancel(int64_t request) {
+    Check(moe_engine_cancel(engine_.Hold("engine").get(), static_cast<moe_request_id>(request)));
+  }
+  // For requests submitted without a sink. timeout_seconds < 0: no limit.
+  NativeRequestResult Wait(int64_t request, double timeout_seconds) {
+    const auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      // A slice at a time, so Close never waits on a waiter for long.
+      double slice = 0.05;
+      if (timeout_seconds >= 0) {
+        const double left =
+            timeout_seconds -
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        slice = std::max(0.0, std::min(slice, left));
+      }
+      moe_request_result* r = nullptr;
+      const moe_status s = moe_engine_wait(engine_.Hold("engine").get(),
+                                           static_cast<moe_request_id>(request), slice, &r);
+      if (s == MOE_ERROR_TIMEOUT && !(timeout_seconds >= 0 && slice <= 0)) continue;
+      Check(s);
+      std::unique_ptr<moe_request_result, void (*)(moe_request_result*)> owned(
+          r, &moe_request_result_free);
+      return detail::ResultOf(r);
+    }
+  }
+  NativeRequestResult TryWait(int64_t request) {
+    moe_request_result* r = nullptr;
+    const moe_status s =
+        moe_engine_try_wait(engine_.Hold("engine").get(), static_cast<moe_request_id>(request), &r);
+    if (s == MOE_ERROR_NOT_READY) return NativeRequestResult();
+    Check(s);
+    std::unique_ptr<moe_request_result, void (*)(moe_request_result*)> owned(
+        r, &moe_request_result_free);
+    return detail::ResultOf(r);
+  }
+  // Engines made with own_thread false: one step here; false when there was nothing to do.
+  bool Step() {
+    const std::shared_ptr<moe_engine> e = engine_.Hold("engine");
+    int32_t worked = 0;
+    detail::CallScope scope(this);
+    Check(moe_engine_step(e.get(), &worked));
+    return worked != 0;
+  }
+  NativeEngineStats Stats() const {
+    moe_engine_stats c = moe_default_engine_stats();
+    Check(moe_engine_get_stats(engine_.Hold("engine").get(), &c));
+    NativeEngineStats s;
+    s.submitted = c.submitted;
+    s.finished = c.finished;
+    s.running = c.running;
+    s.waiting = c.waiting;
+    s.steps = c.steps;
+    s.tokens = c.tokens;
+    s.decode_tokens = c.decode_tokens;
+    s.prefix_tokens_reused = c.prefix_tokens_reused;
+    s.preemptions = c.preemptions;
+    s.kv_blocks = c.kv_blocks;
+    s.kv_blocks_in_use = c.kv_blocks_in_use;
+    s.kv_blocks_cached = c.kv_blocks_cached;
+    s.kv_block_size = c.kv_block_size;
+    s.step_seconds = c.step_seconds;
+    s.mean_sequences_per_step = c.mean_sequences_per_step;
+    s.mean_tokens_per_step = c.mean_tokens_per_step;
+    s.mean_experts_per_step = c.mean_experts_per_step;
+    return s;
+  }
+
+ private:
+  struct Call {
+    RequestSink* sink;
+    const NativeEngine* owner;
+  };
+  int64_t SubmitRequest(const std::string* prompt, const int32_t* tokens, size_t n_tokens,
+                        const NativeGenerateOptions& options, RequestSink* sink) {
+    const std::shared_ptr<moe_engine> e = engine_.Hold("engine");
+    moe_sampling_params sampling = options.Sampling();
+    std::vector<const char*> stops;
+    for (const std::string& s : options.stops) stops.push_back(s.c_str());
+    moe_generate_params g = moe_generate_default_params();
+    g.sampling = &sampling;
+    g.max_tokens = options.max_tokens;
+    g.stop = stops.empty() ? nullptr : stops.data();
+    g.n_stop = stops.size();
+    g.parse_special = options.parse_special ? 1 : 0;
+    moe_request_params r = moe_request_default_params();
+    r.prompt = prompt != nullptr ? prompt->c_str() : nullptr;
+    r.tokens = tokens;
+    r.n_tokens = n_tokens;
+    r.generate = &g;
+    r.keep_result = sink == nullptr ? 1 : 0;  // with a sink, OnFinish has the result
+    auto* call = sink != nullptr ? new Call{sink, this} : nullptr;
+    moe_request_id id = 0;
+    const moe_status s = moe_engine_submit(e.get(), &r, call ? &EventThunk : nullptr, call, &id);
+    if (s != MOE_OK) {
+      delete call;
+      Check(s);
+    }
+    return static_cast<int64_t>(id);
+  }
+  static int EventThunk(const moe_request_event* ev, void* user_data) {
+    auto* call = static_cast<Call*>(user_data);
+    int go_on = 1;
+    try {
+      detail::CallScope scope(call->owner);
+      const int64_t id = static_cast<int64_t>(ev->request);
+      if (ev->finish_reason == MOE_FINISH_NONE) {
+        go_on = call->sink->OnToken(id, ev->token, std::string(ev->piece, ev->piece_len)) ? 1 : 0;
+      } else {
+        NativeRequestResult result = detail::ResultOf(ev->result);
+        call->sink->OnFinish(id, result);
+      }
+    } catch (...) {  // nothing may unwind through the C library
+      go_on = 0;
+    }
+    if (ev->finish_reason != MOE_FINISH_NONE) delete call;  // the last event
+    return go_on;
+  }
+
+  detail::SharedHandle<moe_engine> engine_;
+};
+
 // Copies a vector into a caller array in one call (C# and Go read token lists this way).
 inline void CopyInts(const std::vector<int32_t>& from, int32_t* to, size_t n) {
   for (size_t i = 0; i < n && i < from.size(); ++i) to[i] = from[i];

@@ -677,8 +677,9 @@ static inline moe_request_params moe_request_default_params(void) {
 
 /* What a request's callback receives, valid during the call only: a generated token and the text
  * it completes (piece[0..piece_len), valid UTF-8, possibly empty, not NUL-terminated), or, once
- * per request and last, its finish (token -1, the text still held back, the reason, and for
- * MOE_FINISH_ERROR / _CANCELLED the status and message). */
+ * per request and last, its finish (token -1, the text still held back, the reason, for
+ * MOE_FINISH_ERROR / _CANCELLED the status and message, and the whole result: read it with the
+ * moe_request_result_* functions during the call; do not free it). */
 typedef struct moe_request_event {
   size_t struct_size;
   moe_request_id request;
@@ -688,6 +689,7 @@ typedef struct moe_request_event {
   int32_t finish_reason; /* moe_finish_reason; MOE_FINISH_NONE until the last event */
   int32_t status;        /* moe_status of the last event */
   const char* message;   /* its message; "" when OK */
+  const moe_request_result* result; /* the last event: the request's result; NULL before */
 } moe_request_event;
 
 /* Return non-zero to go on, 0 to end this request (MOE_FINISH_CALLBACK); the others go on. */

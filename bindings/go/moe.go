@@ -47,6 +47,8 @@ const (
 	BufferTooSmall
 	Busy
 	Internal
+	NotReady // an engine request has not finished yet
+	Timeout  // a wait ran out before the request finished
 )
 
 // String is the library's text for the status ("not found", ...).
@@ -146,6 +148,8 @@ const (
 	FinishStopString
 	FinishCallback
 	FinishContextFull
+	FinishCancelled // an Engine request: cancelled, or the engine was closed
+	FinishError     // an Engine request: its step failed (RequestResult.Status says why)
 )
 
 // Model is a loaded model (.moe or GGUF). It is immutable and safe to share between goroutines;

@@ -188,6 +188,9 @@ moe_status moe_engine_submit(moe_engine* e, const moe_request_params* params,
         c.finish_reason = static_cast<int32_t>(ev.finish);
         c.status = moe::api::CodeFor(ev.status);
         c.message = message.c_str();
+        if (ev.result == nullptr) return callback(&c, user_data) != 0;
+        const moe_request_result result{*ev.result, message};
+        c.result = &result;
         return callback(&c, user_data) != 0;
       };
     }

@@ -575,7 +575,6 @@ void BatchEngine::Finish(Request& r, FinishReason reason, absl::Status status) {
     if (reason != FinishReason::kEndOfGeneration) event.piece += r.decoder.Flush();
   }
   r.result.text += event.piece;
-  if (r.callback) r.callback(event);
   r.result.finish = reason;
   r.result.status = std::move(status);
   RequestStats& st = r.result.stats;
@@ -585,6 +584,8 @@ void BatchEngine::Finish(Request& r, FinishReason reason, absl::Status status) {
     const double s = Seconds(r.first_token, r.last_token);
     st.decode_tok_s = s > 0 ? (st.generated_tokens - 1) / s : 0;
   }
+  event.result = &r.result;
+  if (r.callback) r.callback(event);
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = live_.find(r.id);

@@ -67,15 +67,19 @@ struct RequestOptions {
   bool keep_result = true;      // false: only the callback sees it; Wait is an error
 };
 
+struct RequestResult;
+
 // What a callback receives: a token and the text it completes (possibly empty while a UTF-8
 // character or a possible stop string is incomplete), or, once per request and last, the finish
-// (token -1, the text still held back, the reason and, for kError, the status).
+// (token -1, the text still held back, the reason, the status, and the whole result, valid
+// during the call).
 struct RequestEvent {
   uint64_t request = 0;
   int32_t token = -1;
   std::string piece;
   FinishReason finish = FinishReason::kNone;
   absl::Status status;
+  const RequestResult* result = nullptr;  // the last event only
 };
 // Return false to end this request (kCallback); the others go on.
 using RequestCallback = std::function<bool(const RequestEvent&)>;

@@ -26,7 +26,7 @@ const char* const kPrompts[] = {"Hello",
 
 struct Stream {
   std::mutex mu;
-  std::string text;
+  std::string text, final_text;
   int32_t finish = MOE_FINISH_NONE;
   int finishes = 0;
   int tokens = 0;
@@ -40,8 +40,12 @@ int Collect(const moe_request_event* ev, void* user_data) {
   if (ev->finish_reason != MOE_FINISH_NONE) {
     ++s->finishes;
     s->finish = ev->finish_reason;
+    // The last event carries the whole result.
+    EXPECT_NE(ev->result, nullptr);
+    if (ev->result != nullptr) s->final_text = moe_request_result_text(ev->result);
     return 1;
   }
+  EXPECT_EQ(ev->result, nullptr);
   ++s->tokens;
   return s->stop_after < 0 || s->tokens < s->stop_after;
 }
@@ -147,6 +151,7 @@ TEST_F(CApiEngineTest, ThreadsSubmittingAtOnceGetWhatALoneContextGenerates) {
   for (int i = 0; i < kN; ++i) {
     EXPECT_EQ(results[i], Lone(kPrompts[i], 10 + i)) << kPrompts[i];
     EXPECT_EQ(streams[i].text, results[i]) << "the events carry the whole text";
+    EXPECT_EQ(streams[i].final_text, results[i]);
     EXPECT_EQ(streams[i].finishes, 1);
   }
   moe_engine_stats st = moe_default_engine_stats();

@@ -1,7 +1,7 @@
 // The bindings' shared glue (bindings/moe_swig.h) in C++, so that its closing rules run under
-// ThreadSanitizer too (a JVM, Mono or Go runtime cannot): closing a context, a model or a
-// detokenizer from another thread while a call runs, from the call's own callback, and calls on
-// closed handles.
+// ThreadSanitizer too (a JVM, Mono or Go runtime cannot): closing a context, a model, a
+// detokenizer or a batching engine from another thread while a call runs, from the call's own
+// callback, and calls on closed handles.
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -17,8 +17,11 @@ namespace {
 
 using moe_swig::NativeContext;
 using moe_swig::NativeDetokenizer;
+using moe_swig::NativeEngine;
+using moe_swig::NativeEngineOptions;
 using moe_swig::NativeGenerateOptions;
 using moe_swig::NativeModel;
+using moe_swig::NativeRequestResult;
 
 const std::string kFixture = std::string(MOE_TESTDATA_DIR) + "/fixtures/tiny-qwen2moe-f32/";
 
@@ -166,6 +169,91 @@ TEST(SwigGlueTest, ManyThreadsCloseAndCallAtOnce) {
   ctx.Close();
   for (auto& t : threads) t.join();
   EXPECT_FALSE(ctx.IsOpen());
+}
+
+// Collects one request's events; can close the engine from its first token.
+class RecordingRequestSink : public moe_swig::RequestSink {
+ public:
+  explicit RecordingRequestSink(NativeEngine* close_on_token = nullptr) : close_(close_on_token) {}
+  bool OnToken(int64_t, int32_t, const std::string& piece) override {
+    text += piece;
+    ++tokens;
+    if (close_ != nullptr && tokens == 1) close_->Close();  // from inside the engine's step
+    return true;
+  }
+  void OnFinish(int64_t, const NativeRequestResult& result) override {
+    final_text = result.Text();
+    finish = result.finish_reason;
+    finished.store(true);
+  }
+  std::string text, final_text;
+  int tokens = 0;
+  int32_t finish = 0;
+  std::atomic<bool> finished{false};
+
+ private:
+  NativeEngine* close_;
+};
+
+TEST(SwigGlueTest, EngineRequestsFromThreadsAndASinkClosingTheEngine) {
+  auto model = Load();
+  NativeEngineOptions eo;
+  eo.threads = 2;
+  eo.n_ctx = 256;
+  auto engine = std::make_unique<NativeEngine>(*model, eo);
+  std::vector<std::unique_ptr<RecordingRequestSink>> sinks;
+  for (int i = 0; i < 6; ++i) sinks.push_back(std::make_unique<RecordingRequestSink>());
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 6; ++i) {
+    threads.emplace_back([&, i] {
+      engine->Submit(i % 2 ? "Hello" : "Once upon a time", Greedy(6 + i), sinks[i].get());
+    });
+  }
+  // A request without a sink is waited for.
+  const int64_t waited = engine->Submit("The quick brown fox", Greedy(5), nullptr);
+  for (auto& t : threads) t.join();
+  NativeRequestResult r = engine->Wait(waited, -1);
+  EXPECT_TRUE(r.ready);
+  EXPECT_EQ(r.finish_reason, MOE_FINISH_MAX_TOKENS);
+  for (auto& s : sinks) {
+    while (!s->finished.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_EQ(s->text, s->final_text);
+    EXPECT_EQ(s->finish, MOE_FINISH_MAX_TOKENS);
+  }
+  // Closing from inside a sink: the engine finishes closing once the sink returns; everything
+  // left ends as cancelled, and the handle refuses calls at once.
+  RecordingRequestSink closer(engine.get()), other;
+  engine->Submit("A", Greedy(1000), &closer);
+  engine->Submit("Bonjour", Greedy(1000), &other);
+  while (!closer.finished.load() || !other.finished.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(closer.finish, MOE_FINISH_CANCELLED);
+  EXPECT_EQ(other.finish, MOE_FINISH_CANCELLED);
+  EXPECT_FALSE(engine->IsOpen());
+  EXPECT_THROW(engine->Submit("x", Greedy(1), nullptr), moe_swig::Error);
+}
+
+TEST(SwigGlueTest, ClosingTheEngineWakesAWaiter) {
+  auto model = Load();
+  NativeEngineOptions eo;
+  eo.threads = 2;
+  eo.n_ctx = 256;
+  NativeEngine engine(*model, eo);
+  const int64_t id = engine.Submit("What is a mixture of experts?", Greedy(100000), nullptr);
+  std::atomic<int> outcome{0};  // 1: a result, 2: closed
+  std::thread waiter([&] {
+    try {
+      NativeRequestResult r = engine.Wait(id, -1);
+      outcome = r.ready ? 1 : 3;
+    } catch (const moe_swig::Error& e) {
+      outcome = e.status() == moe_swig::kClosedStatus ? 2 : 4;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  engine.Close();
+  waiter.join();
+  EXPECT_TRUE(outcome == 1 || outcome == 2) << outcome;
 }
 
 }  // namespace

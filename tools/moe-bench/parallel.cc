@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "lib/runtime/batch_engine.h"
+#include "lib/runtime/session.h"
 #include "nlohmann/json.hpp"
 
 namespace moe::bench {
@@ -45,12 +46,45 @@ RequestOptions Request(std::vector<int32_t> tokens, int generate) {
   return r;
 }
 
+// Decode tok/s of a lone Session (today's single-sequence path) on the same prompt and length,
+// for the engine's single-sequence row to be held against.
+double SessionDecodeSpeed(std::shared_ptr<const Engine> engine, const ParallelOptions& o,
+                          std::mt19937& rng) {
+  SessionOptions so;
+  so.threads = o.threads;
+  so.n_ctx = o.prompt + o.generate + 1;
+  so.kv_type = DType::kF16;
+  so.n_batch = 512;
+  auto session = Session::Create(engine, so);
+  if (!session.ok()) return 0;
+  GenerateOptions g;
+  g.sampling.temperature = 0;
+  g.max_tokens = o.generate;
+  g.stop_at_eog = false;
+  const std::vector<int32_t> prompt = RandomTokens(rng, engine->model()->hp().n_vocab, o.prompt);
+  if (!(*session)->GenerateFromTokens(prompt, g, nullptr).ok()) return 0;
+  const SessionStats& st = (*session)->stats();
+  return st.generate_s > 0 ? st.generated_tokens / st.generate_s : 0;
+}
+
 }  // namespace
 
 int RunParallel(std::shared_ptr<const Engine> engine, const ParallelOptions& o,
                 const std::vector<int>& sequences) {
   const int64_t n_vocab = engine->model()->hp().n_vocab;
   std::mt19937 rng(7);
+  double session_tg = 0;
+  for (int rep = 0; rep < o.reps; ++rep) session_tg += SessionDecodeSpeed(engine, o, rng) / o.reps;
+  if (o.json) {
+    nlohmann::json j = {{"test", "context"},
+                        {"prompt", o.prompt},
+                        {"generate", o.generate},
+                        {"threads", o.threads},
+                        {"decode_tokens_per_s", session_tg}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("one context (moe_context, for comparison): decode %.2f tok/s\n", session_tg);
+  }
   if (!o.json) {
     std::printf(
         "batching engine: pp %d and tg %d per sequence, %d threads, KV F16 in blocks of 32\n",

@@ -14,6 +14,10 @@ namespace LibMoe {
     BufferTooSmall = 10,
     Busy = 11,
     Internal = 12,
+    /// <summary>An engine request has not finished yet.</summary>
+    NotReady = 13,
+    /// <summary>A wait ran out before the request finished.</summary>
+    Timeout = 14,
   }
 
   /// <summary>Why generation stopped (<c>moe_finish_reason</c>).</summary>
@@ -24,6 +28,11 @@ namespace LibMoe {
     StopString = 3,
     Callback = 4,
     ContextFull = 5,
+    /// <summary>An <see cref="Engine"/> request: cancelled, or the engine was disposed.</summary>
+    Cancelled = 6,
+    /// <summary>An <see cref="Engine"/> request: its step failed
+    /// (<see cref="RequestResult.Status"/> says why).</summary>
+    Error = 7,
   }
 
   /// <summary>A failed libmoe call: the status and the library's detailed message.</summary>

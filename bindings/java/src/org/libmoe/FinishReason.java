@@ -7,7 +7,11 @@ public enum FinishReason {
   MAX_TOKENS,
   STOP_STRING,
   CALLBACK,
-  CONTEXT_FULL;
+  CONTEXT_FULL,
+  /** An {@link Engine} request: cancelled, or the engine was closed. */
+  CANCELLED,
+  /** An {@link Engine} request: its step failed ({@link RequestResult#status()} says why). */
+  ERROR;
 
   static FinishReason fromCode(int code) {
     FinishReason[] all = values();

@@ -14,7 +14,11 @@ public enum Status {
   OUT_OF_MEMORY(9),
   BUFFER_TOO_SMALL(10),
   BUSY(11),
-  INTERNAL(12);
+  INTERNAL(12),
+  /** An engine request has not finished yet. */
+  NOT_READY(13),
+  /** A wait ran out before the request finished. */
+  TIMEOUT(14);
 
   private final int code;
 

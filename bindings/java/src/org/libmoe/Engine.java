@@ -1,0 +1,179 @@
+package org.libmoe;
+
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * Serves many requests at once over one {@link Model}: each step runs the new tokens of every
+ * running request in one batched pass, so an expert that several requests chose is read once for
+ * all of them, and prompts that start with the same text (a system prompt) share its KV cache.
+ *
+ * <p>Any thread may call {@link #submit} at any time. Listeners and the futures' completions run
+ * on the engine's own thread (or inside {@link #step()}): keep them short, and do not block there
+ * on another request's future. Close the engine when done: what is still running completes as
+ * {@link FinishReason#CANCELLED}.
+ */
+public final class Engine implements AutoCloseable {
+  private final Model model;
+  private final NativeEngine nativeEngine;
+  // The sinks of running requests: the native side calls them until their last event.
+  private final ConcurrentHashMap<RequestBridge, Boolean> running = new ConcurrentHashMap<>();
+  private volatile boolean closed;
+
+  /** An engine over {@code model} (options may be null: the defaults). */
+  public Engine(Model model, EngineOptions options) {
+    this.model = java.util.Objects.requireNonNull(model, "model is null");
+    NativeEngineOptions o = (options != null ? options : new EngineOptions()).toNative();
+    try {
+      this.nativeEngine = new NativeEngine(model.get(), o);
+    } finally {
+      o.delete();
+    }
+  }
+
+  /** The model this engine serves. */
+  public Model model() {
+    return model;
+  }
+
+  /**
+   * Queues a request: {@code prompt} (BOS first as the vocabulary wants), generated with {@code
+   * options} (may be null), each piece of text streamed to {@code listener} (may be null; return
+   * false from it to end this request).
+   *
+   * @throws MoeException for bad options or a prompt that can never fit ({@link
+   *     Status#CONTEXT_FULL})
+   */
+  public Request submit(String prompt, GenerateOptions options, TokenListener listener) {
+    byte[] text = Utf8.encode(prompt, "prompt");
+    return submit((e, o, sink) -> e.Submit(text, o, sink), options, listener);
+  }
+
+  /**
+   * The same with the prompt as token ids, used exactly as given (no BOS is added: {@link
+   * Model#tokenize(String)} puts it first).
+   */
+  public Request submit(int[] prompt, GenerateOptions options, TokenListener listener) {
+    java.util.Objects.requireNonNull(prompt, "prompt is null");
+    return submit((e, o, sink) -> e.SubmitTokens(prompt, o, sink), options, listener);
+  }
+
+  private interface Submission {
+    long run(NativeEngine engine, NativeGenerateOptions options, RequestSink sink);
+  }
+
+  private Request submit(Submission submission, GenerateOptions options, TokenListener listener) {
+    NativeEngine e = get();
+    CompletableFuture<RequestResult> future = new CompletableFuture<>();
+    Request request = new Request(this, future);
+    RequestBridge bridge = new RequestBridge(listener, future);
+    NativeGenerateOptions o = (options != null ? options : new GenerateOptions()).toNative();
+    running.put(bridge, Boolean.TRUE);
+    try {
+      request.setId(submission.run(e, o, bridge));
+    } catch (RuntimeException ex) {
+      running.remove(bridge);
+      bridge.delete();
+      throw ex;
+    } finally {
+      o.delete();
+    }
+    future.whenComplete((r, t) -> {
+      if (future.isCancelled()) request.cancel();
+    });
+    return request;
+  }
+
+  /** Generates and waits for the whole completion (a convenience over {@link #submit}). */
+  public String complete(String prompt, GenerateOptions options) {
+    return submit(prompt, options, null).result().join().text();
+  }
+
+  /** Ends a request soon; nothing happens for one that has finished or a closed engine. */
+  public void cancel(long request) {
+    if (!closed) nativeEngine.Cancel(request);
+  }
+
+  /**
+   * Runs one step on the calling thread, for engines made with {@link EngineOptions#ownThread}
+   * false; listeners run inside it.
+   *
+   * @return false when there was nothing to do
+   */
+  public boolean step() {
+    return get().Step();
+  }
+
+  /** What the engine has done so far. */
+  public EngineStats stats() {
+    NativeEngineStats s = get().Stats();
+    try {
+      return new EngineStats(s.getSubmitted(), s.getFinished(), s.getRunning(), s.getWaiting(),
+          s.getSteps(), s.getTokens(), s.getDecode_tokens(), s.getPrefix_tokens_reused(),
+          s.getPreemptions(), s.getKv_blocks(), s.getKv_blocks_in_use(), s.getKv_blocks_cached(),
+          s.getKv_block_size(), s.getStep_seconds(), s.getMean_sequences_per_step(),
+          s.getMean_tokens_per_step(), s.getMean_experts_per_step());
+    } finally {
+      s.delete();
+    }
+  }
+
+  /**
+   * Finishes what is still running as cancelled (its futures complete), stops the engine's thread
+   * and releases it; idempotent, from any thread (from a listener it completes right after that
+   * listener returns).
+   */
+  @Override
+  public void close() {
+    closed = true;
+    nativeEngine.Close();
+  }
+
+  private NativeEngine get() {
+    if (closed) throw new IllegalStateException("the engine is closed");
+    return nativeEngine;
+  }
+
+  // Forwards one request's events; what the listener throws ends the request and completes the
+  // future exceptionally (nothing may cross into C).
+  private final class RequestBridge extends RequestSink {
+    private final TokenListener listener;
+    private final CompletableFuture<RequestResult> future;
+    private final CallbackError error = new CallbackError();
+
+    RequestBridge(TokenListener listener, CompletableFuture<RequestResult> future) {
+      this.listener = listener;
+      this.future = future;
+    }
+
+    @Override
+    public boolean OnToken(long request, int token, byte[] piece) {
+      if (error.caught() || listener == null) return !error.caught();
+      try {
+        return listener.onToken(token, Utf8.decode(piece));
+      } catch (Throwable t) {
+        error.capture(t);
+        return false;
+      }
+    }
+
+    @Override
+    public void OnFinish(long request, NativeRequestResult result) {
+      running.remove(this);
+      try {
+        RequestResult r = RequestResult.of(result);
+        if (error.caught()) {
+          try {
+            error.rethrow();
+          } catch (Throwable t) {
+            future.completeExceptionally(t);
+          }
+        } else {
+          future.complete(r);
+        }
+      } catch (Throwable t) {
+        future.completeExceptionally(t);
+      }
+    }
+  }
+}
