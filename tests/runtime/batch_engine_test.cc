@@ -378,6 +378,31 @@ TEST(BatchEngineTest, BadInputIsAStatusWithAMessage) {
   EXPECT_EQ((*threaded)->Step().status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+TEST(BatchEngineTest, ExpertsFromTheDiskTierGiveTheResidentOutput) {
+  auto resident = Load("tiny-qwen2moe-q4_0");
+  ASSERT_NE(resident, nullptr);
+  LoadOptions lo;
+  lo.expert_cache_fraction = 0.3;  // most experts read from the file as steps need them
+  auto cached = Engine::Load(kFixtures + "tiny-qwen2moe-q4_0/tiny-qwen2moe-q4_0.gguf", lo);
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  ASSERT_NE((*cached)->expert_store(), nullptr);
+  const auto prompts = Prompts(*resident, 5, 31);
+  auto engine = BatchEngine::Create(*cached, CallerDriven());
+  ASSERT_TRUE(engine.ok());
+  std::vector<Collector> got(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    RequestOptions r;
+    r.tokens = prompts[i];
+    r.generate = Greedy(10);
+    ASSERT_TRUE((*engine)->Submit(r, got[i].callback()).ok());
+  }
+  RunUntilIdle(**engine);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, Lone(resident, prompts[i], Greedy(10)).tokens) << "request " << i;
+  }
+  EXPECT_GT((*cached)->expert_store()->cache().stats().misses, 0);
+}
+
 // Many threads submitting, waiting and cancelling at random on an engine with its own scheduler
 // thread: every request finishes once, the cache is whole at the end (run under ThreadSanitizer).
 TEST(BatchEngineStressTest, ThreadsSubmitAndCancelAtRandom) {
