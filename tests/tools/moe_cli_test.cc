@@ -181,6 +181,46 @@ TEST(MoeCliTest, TextPromptStreamsAndJsonCarriesTelemetry) {
   EXPECT_NE(err.find("layer 0"), std::string::npos) << err;
 }
 
+// serve-test replays a file's requests through the batching engine, several clients at once:
+// each greedy request gets the text `moe-cli run` gives it; a malformed line is an error naming it.
+TEST(MoeCliTest, ServeTestReplaysRequestsAndEachGetsItsRunOutput) {
+  fs::path gguf = kFixtures / "tiny-qwen2moe-q4_0" / "tiny-qwen2moe-q4_0.gguf";
+  const fs::path requests =
+      fs::temp_directory_path() / ("moe_serve_test_" + std::to_string(::getpid()) + ".txt");
+  std::ofstream(requests)
+      << "Hello world\n\n{\"prompt\": \"Once upon a time\", \"max_tokens\": 5}\n"
+         "Hello world\nThe quick brown fox\n";
+  Result r = RunCommand(kBin + "moe-cli serve-test -m " + gguf.string() + " -r " +
+                        requests.string() + " -c 3 -n 7 -t 2 --ctx 128 --json");
+  ASSERT_EQ(r.exit_code, 0) << Slurp(StderrPath());
+  EXPECT_NE(r.out.find("\"requests\":4"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"failed\":0"), std::string::npos) << r.out;
+  auto text_of = [](const std::string& json_lines, int request) {
+    std::istringstream in(json_lines);
+    for (std::string line; std::getline(in, line);) {
+      if (line.find("\"request\":" + std::to_string(request) + ",") == std::string::npos) continue;
+      const size_t at = line.find("\"text\":\"");
+      if (at == std::string::npos) return std::string();
+      return line.substr(at + 8, line.find('"', at + 8) - (at + 8));
+    }
+    return std::string("(missing)");
+  };
+  Result lone = RunCommand(kBin + "moe-cli run -m " + gguf.string() +
+                           " -p \"Hello world\" -n 7 --temp 0 --kv-type f16 --json");
+  ASSERT_EQ(lone.exit_code, 0);
+  EXPECT_FALSE(text_of(r.out, 0).empty()) << r.out;
+  EXPECT_EQ(text_of(r.out, 0), text_of(r.out, 2)) << "the same prompt twice";
+  EXPECT_NE(lone.out.find("\"text\":\"" + text_of(r.out, 0) + "\""), std::string::npos)
+      << lone.out << "\n"
+      << r.out;
+  std::ofstream(requests) << "{\"prompt\": 3}\n";
+  Result bad =
+      RunCommand(kBin + "moe-cli serve-test -m " + gguf.string() + " -r " + requests.string());
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(Slurp(StderrPath()).find(":1: a JSON request needs"), std::string::npos);
+  fs::remove(requests);
+}
+
 // The expert store from the command line: a routing profile written by `moe-cli profile` warms a
 // cached run, which gives the resident run's tokens and reports the cache per layer; a memory
 // limit below the weights turns the cache on by itself and says so.
