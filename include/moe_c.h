@@ -325,7 +325,9 @@ MOE_API moe_status moe_chat_apply_template(const moe_model* model, const char* t
 
 typedef struct moe_context moe_context;
 
-typedef enum moe_kv_type { MOE_KV_F32 = 0, MOE_KV_F16 = 1 } moe_kv_type;
+/* MOE_KV_Q8_0: blocks of 32 values with one scale (a quarter of F32's bytes); the model's head
+ * size must be a multiple of 32 (else INVALID_ARGUMENT). */
+typedef enum moe_kv_type { MOE_KV_F32 = 0, MOE_KV_F16 = 1, MOE_KV_Q8_0 = 2 } moe_kv_type;
 
 typedef struct moe_context_params {
   size_t struct_size;

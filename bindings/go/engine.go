@@ -12,7 +12,7 @@ import (
 // EngineOptions says how to create an Engine; the zero value is the library's defaults.
 type EngineOptions struct {
 	Threads          int   // 0: one per core
-	KVFloat32        bool  // the KV cache in 32-bit floats (default: 16-bit)
+	KVType           KVType // element type of the KV cache; the zero value is KVF32, as for a Context
 	KVBlockSize      int   // positions per KV block, a power of two; 0: 32
 	ContextLength    int   // the most tokens one request holds; 0: the model's, at most 4096
 	KVTokens         int64 // the KV cache's size in tokens; 0: 16384, or ContextLength if larger
@@ -82,9 +82,7 @@ func (m *Model) NewEngine(opts *EngineOptions) (*Engine, error) {
 	o := raw.NewNativeEngineOptions()
 	defer raw.DeleteNativeEngineOptions(o)
 	o.SetThreads(opts.Threads)
-	if opts.KVFloat32 {
-		o.SetKv_type(int(KVF32))
-	}
+	o.SetKv_type(int(opts.KVType))
 	if opts.KVBlockSize != 0 {
 		o.SetKv_block_size(opts.KVBlockSize)
 	}

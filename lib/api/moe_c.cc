@@ -392,13 +392,13 @@ moe_status moe_context_create(moe_model* model, const moe_context_params* params
                   absl::StrCat("n_threads is ", p.n_threads, ": it must be in [0, ", kMaxThreads,
                                "] (0: one per core)"));
     }
-    if (p.kv_type != MOE_KV_F32 && p.kv_type != MOE_KV_F16) {
+    if (p.kv_type != MOE_KV_F32 && p.kv_type != MOE_KV_F16 && p.kv_type != MOE_KV_Q8_0) {
       return Fail(MOE_ERROR_INVALID_ARGUMENT, absl::StrCat("unknown kv_type ", p.kv_type));
     }
     moe::SessionOptions so;
     so.n_ctx = p.n_ctx;
     so.threads = p.n_threads;
-    so.kv_type = p.kv_type == MOE_KV_F16 ? moe::DType::kF16 : moe::DType::kF32;
+    so.kv_type = moe::api::KvDType(p.kv_type);
     so.seed = p.seed;
     auto session = moe::Session::Create(model->engine, so);
     if (!session.ok()) return FromStatus(session.status());

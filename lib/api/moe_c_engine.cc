@@ -106,7 +106,7 @@ moe_status moe_engine_create(moe_model* model, const moe_engine_params* params, 
                   absl::StrCat("n_threads is ", p.n_threads, ": it must be in [0, ", kMaxThreads,
                                "] (0: one per core)"));
     }
-    if (p.kv_type != MOE_KV_F32 && p.kv_type != MOE_KV_F16) {
+    if (p.kv_type != MOE_KV_F32 && p.kv_type != MOE_KV_F16 && p.kv_type != MOE_KV_Q8_0) {
       return Fail(MOE_ERROR_INVALID_ARGUMENT, absl::StrCat("unknown kv_type ", p.kv_type));
     }
     if (p.when_kv_full != MOE_KV_FULL_PREEMPT && p.when_kv_full != MOE_KV_FULL_FINISH) {
@@ -119,7 +119,7 @@ moe_status moe_engine_create(moe_model* model, const moe_engine_params* params, 
     }
     moe::BatchEngineOptions o;
     o.threads = p.n_threads;
-    o.kv_type = p.kv_type == MOE_KV_F16 ? moe::DType::kF16 : moe::DType::kF32;
+    o.kv_type = moe::api::KvDType(p.kv_type);
     o.block_size = p.kv_block_size;
     o.n_ctx = p.n_ctx;
     o.kv_tokens = p.kv_tokens;

@@ -35,7 +35,7 @@ struct KvPaging {
 };
 
 struct KvLayerView {
-  DType dtype;  // F32 or F16
+  DType dtype;  // F32, F16 or Q8_0 (a row of each KV head starts on a block)
   uint8_t* k;
   uint8_t* v;
   int64_t n_kv_heads;

@@ -2,15 +2,13 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "lib/kv/kv_type.h"
 
 namespace moe {
 
 absl::StatusOr<KvCache> KvCache::Create(int64_t n_layer, int64_t n_ctx, int64_t n_kv_heads,
                                         int64_t head_dim, DType dtype) {
-  if (dtype != DType::kF32 && dtype != DType::kF16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("KV cache type must be F32 or F16, not ", DTypeName(dtype)));
-  }
+  if (absl::Status s = CheckKvType(dtype, head_dim); !s.ok()) return s;
   if (n_ctx <= 0 || n_ctx > (1 << 24)) {
     return absl::InvalidArgumentError(absl::StrCat("invalid context length ", n_ctx));
   }
@@ -19,7 +17,7 @@ absl::StatusOr<KvCache> KvCache::Create(int64_t n_layer, int64_t n_ctx, int64_t 
   c.n_ctx_ = n_ctx;
   c.n_kv_heads_ = n_kv_heads;
   c.head_dim_ = head_dim;
-  size_t bytes = static_cast<size_t>(n_ctx * n_kv_heads * head_dim) * RowBytes(dtype, 1);
+  const size_t bytes = static_cast<size_t>(n_ctx) * RowBytes(dtype, n_kv_heads * head_dim);
   c.k_.assign(n_layer, std::vector<uint8_t>(bytes));
   c.v_.assign(n_layer, std::vector<uint8_t>(bytes));
   return c;

@@ -1,6 +1,6 @@
 // The KV cache of one sequence: for each layer, K and V rows [n_ctx x n_kv_heads x head_dim] in
-// F32 or F16. Contiguous per layer today; paged blocks with prefix sharing come with batching of
-// several sequences.
+// F32, F16 or Q8_0 (lib/kv/kv_type.h), contiguous per layer. The batching engine keeps its
+// sequences in a paged cache instead (paged_kv_storage.h).
 #pragma once
 
 #include <cstdint>

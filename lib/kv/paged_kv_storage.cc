@@ -4,15 +4,13 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "lib/kv/kv_type.h"
 
 namespace moe {
 namespace {
 
 absl::Status CheckShape(const PagedKvShape& s) {
-  if (s.dtype != DType::kF32 && s.dtype != DType::kF16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("KV cache type must be F32 or F16, not ", DTypeName(s.dtype)));
-  }
+  if (absl::Status st = CheckKvType(s.dtype, s.head_dim); !st.ok()) return st;
   if (s.n_layer <= 0 || s.n_kv_heads <= 0 || s.head_dim <= 0) {
     return absl::InvalidArgumentError("a paged KV cache needs layers, KV heads and a head size");
   }
@@ -26,9 +24,8 @@ absl::Status CheckShape(const PagedKvShape& s) {
 }  // namespace
 
 size_t PagedKvStorage::BlockBytes(const PagedKvShape& s) {
-  return static_cast<size_t>(2 * s.n_layer * (int64_t{1} << s.block_shift) * s.n_kv_heads *
-                             s.head_dim) *
-         (s.dtype == DType::kF32 ? 4 : 2);
+  return static_cast<size_t>(2 * s.n_layer * (int64_t{1} << s.block_shift)) *
+         RowBytes(s.dtype, s.n_kv_heads * s.head_dim);
 }
 
 int64_t PagedKvStorage::layer_block_bytes() const {

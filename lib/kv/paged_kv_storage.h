@@ -1,5 +1,5 @@
 // The K and V data of a paged KV cache (issue 17): for each layer, a pool of blocks of
-// 2^block_shift positions, each position a row of n_kv_heads x head_dim in F32 or F16. A
+// 2^block_shift positions, each position a row of n_kv_heads x head_dim in F32, F16 or Q8_0. A
 // sequence's block table (from KvBlockPool) turns it into the KvLayerView the backend writes and
 // attends through, so sequences of any length share one allocation made at creation.
 #pragma once
@@ -20,7 +20,7 @@ struct PagedKvShape {
   int64_t n_layer = 0;
   int64_t n_kv_heads = 0;
   int64_t head_dim = 0;
-  DType dtype = DType::kF16;  // F32 or F16
+  DType dtype = DType::kF16;  // F32, F16 or Q8_0 (lib/kv/kv_type.h)
   int block_shift = 5;        // 32 positions per block
 };
 

@@ -45,7 +45,7 @@ enum class WhenKvFull {
 
 struct BatchEngineOptions {
   int threads = 0;              // compute threads; 0: one per core
-  DType kv_type = DType::kF16;  // F32 or F16
+  DType kv_type = DType::kF16;  // F32, F16 or Q8_0
   int block_size = 32;          // positions per KV block, a power of two
   // The paged cache's size in tokens, or in bytes when kv_bytes is set; 0 and 0: 16384 tokens
   // (or n_ctx, if larger).

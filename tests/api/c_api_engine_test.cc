@@ -274,6 +274,15 @@ TEST_F(CApiEngineTest, MisuseIsAStatusNeverACrashOrAHang) {
   EXPECT_EQ(moe_engine_create(model_, &p, &out), MOE_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(moe_last_error()).find("power of two"), std::string::npos);
   p = moe_engine_default_params();
+  p.kv_type = MOE_KV_Q8_0;  // the fixture's heads (16 values) are not whole Q8_0 blocks
+  EXPECT_EQ(moe_engine_create(model_, &p, &out), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(moe_last_error()).find("multiple of 32"), std::string::npos);
+  moe_context_params cp = moe_context_default_params();
+  cp.kv_type = MOE_KV_Q8_0;
+  moe_context* ctx = nullptr;
+  EXPECT_EQ(moe_context_create(model_, &cp, &ctx), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(ctx, nullptr);
+  p = moe_engine_default_params();
   p.struct_size = 3;
   EXPECT_EQ(moe_engine_create(model_, &p, &out), MOE_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(out, nullptr);

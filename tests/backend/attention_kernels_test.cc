@@ -1,5 +1,5 @@
 // The SIMD attention kernels (AVX2, AVX-512) agree with the portable one for every head size path
-// (fixed 64 and 128, any multiple of 16, others), F32 and F16 caches, grouped heads, and
+// (fixed 64 and 128, any multiple of 16, others), F32, F16 and Q8_0 caches, grouped heads, and
 // one-position spans; and the portable one is softmax(q.k / sqrt(d)) . v computed here in double.
 #include "lib/backend/cpu/attention_kernels.h"
 
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "lib/backend/cpu/quant_rows.h"
 #include "lib/base/half.h"
 
 namespace moe {
@@ -27,6 +28,25 @@ float PutValue(DType dtype, uint8_t* row, int64_t i, float x) {
   return HalfToFloat(h);
 }
 
+// Rows of row_len values in dtype, back to back; `values` becomes what the rows hold (F16 and
+// Q8_0 round them).
+std::vector<uint8_t> EncodeRows(DType dtype, std::vector<float>& values, int64_t row_len) {
+  const int64_t rows = static_cast<int64_t>(values.size()) / row_len;
+  const size_t row_bytes = RowBytes(dtype, row_len);
+  std::vector<uint8_t> out(rows * row_bytes);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* x = values.data() + r * row_len;
+    uint8_t* row = out.data() + r * row_bytes;
+    if (dtype == DType::kQ8_0) {
+      EXPECT_TRUE(QuantizeRow(dtype, x, row, row_len).ok());
+      DequantizeRow(dtype, row, x, row_len);
+    } else {
+      for (int64_t i = 0; i < row_len; ++i) x[i] = PutValue(dtype, row, i, x[i]);
+    }
+  }
+  return out;
+}
+
 struct Case {
   int64_t head_dim, group, len;
   DType dtype;
@@ -38,26 +58,26 @@ TEST(AttentionKernelsTest, SimdMatchesPortableAndTheDefinition) {
   for (const Case& c :
        {Case{64, 4, 37, DType::kF16}, Case{64, 1, 1, DType::kF32}, Case{128, 2, 130, DType::kF32},
         Case{80, 3, 17, DType::kF16}, Case{48, 5, 9, DType::kF32}, Case{40, 2, 12, DType::kF16},
-        Case{36, 2, 7, DType::kF16}, Case{256, 2, 20, DType::kF16}}) {
+        Case{36, 2, 7, DType::kF16}, Case{256, 2, 20, DType::kF16}, Case{64, 4, 37, DType::kQ8_0},
+        Case{128, 2, 130, DType::kQ8_0}, Case{96, 3, 17, DType::kQ8_0},
+        Case{32, 1, 5, DType::kQ8_0}}) {
     const int64_t hd = c.head_dim, nkv = 2;  // two KV heads per row: use the second
-    const size_t elem = c.dtype == DType::kF32 ? 4 : 2;
     std::vector<float> q(c.group * hd), kf(c.len * nkv * hd), vf(c.len * nkv * hd);
     for (auto& x : q) x = nd(rng);
     for (auto& x : kf) x = nd(rng);
     for (auto& x : vf) x = nd(rng);
-    std::vector<uint8_t> k(kf.size() * elem), v(vf.size() * elem);
-    for (size_t i = 0; i < kf.size(); ++i) {  // the test's values are what the cache holds
-      kf[i] = PutValue(c.dtype, k.data(), i, kf[i]);
-      vf[i] = PutValue(c.dtype, v.data(), i, vf[i]);
-    }
+    // The test's values are what the cache holds.
+    const std::vector<uint8_t> k = EncodeRows(c.dtype, kf, nkv * hd);
+    const std::vector<uint8_t> v = EncodeRows(c.dtype, vf, nkv * hd);
+    const size_t head_bytes = RowBytes(c.dtype, hd);
     AttentionHeads a;
     a.q = q.data();
     a.group = c.group;
     a.head_dim = hd;
     a.len = c.len;
-    a.k = k.data() + hd * elem;
-    a.v = v.data() + hd * elem;
-    a.row_bytes = nkv * hd * elem;
+    a.k = k.data() + head_bytes;
+    a.v = v.data() + head_bytes;
+    a.row_bytes = static_cast<int64_t>(nkv * head_bytes);
     a.dtype = c.dtype;
     a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
     // The definition, in double.
@@ -101,23 +121,21 @@ TEST(AttentionKernelsTest, TileOfTokensEqualsOneTokenAtATime) {
   for (const TileCase& c :
        {TileCase{64, 4, 4, 37, DType::kF16}, TileCase{64, 4, 4, 1, DType::kF32},
         TileCase{128, 2, 8, 9, DType::kF16}, TileCase{80, 3, 5, 16, DType::kF32},
-        TileCase{48, 1, 16, 30, DType::kF16}, TileCase{256, 8, 2, 33, DType::kF32}}) {
+        TileCase{48, 1, 16, 30, DType::kF16}, TileCase{256, 8, 2, 33, DType::kF32},
+        TileCase{64, 4, 4, 37, DType::kQ8_0}, TileCase{128, 2, 8, 9, DType::kQ8_0}}) {
     const int64_t hd = c.head_dim, span = c.len + c.tokens - 1;
-    const size_t elem = c.dtype == DType::kF32 ? 4 : 2;
     const int64_t stride = (c.group + 1) * hd;  // other heads between one token's rows and the next
-    std::vector<float> q(c.tokens * stride);
+    std::vector<float> q(c.tokens * stride), kf(span * hd), vf(span * hd);
     for (auto& x : q) x = nd(rng);
-    std::vector<uint8_t> k(span * hd * elem), v(span * hd * elem);
-    for (int64_t i = 0; i < span * hd; ++i) {
-      PutValue(c.dtype, k.data(), i, nd(rng));
-      PutValue(c.dtype, v.data(), i, nd(rng));
-    }
+    for (auto& x : kf) x = nd(rng);
+    for (auto& x : vf) x = nd(rng);
+    const std::vector<uint8_t> k = EncodeRows(c.dtype, kf, hd), v = EncodeRows(c.dtype, vf, hd);
     AttentionHeads a;
     a.group = c.group;
     a.head_dim = hd;
     a.k = k.data();
     a.v = v.data();
-    a.row_bytes = hd * elem;
+    a.row_bytes = static_cast<int64_t>(RowBytes(c.dtype, hd));
     a.dtype = c.dtype;
     a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
     a.q_stride = stride;
@@ -151,26 +169,26 @@ TEST(AttentionKernelsTest, TileOfTokensEqualsOneTokenAtATime) {
 TEST(AttentionKernelsTest, PagedRowsEqualContiguousRows) {
   std::mt19937 rng(5);
   std::normal_distribution<float> nd;
-  for (DType dtype : {DType::kF16, DType::kF32}) {
+  for (DType dtype : {DType::kF16, DType::kF32, DType::kQ8_0}) {
     for (int64_t hd : {64, 128, 80}) {
+      if (dtype == DType::kQ8_0 && hd % 32 != 0) continue;  // Q8_0 caches need whole blocks
       const int64_t group = 2, tokens = 3, len = 19, span = len + tokens - 1;
       const int shift = 2;  // 4 positions per block
       const int64_t rows_per_block = int64_t{1} << shift;
       const int64_t n_table = (span + rows_per_block - 1) / rows_per_block;
-      const size_t elem = dtype == DType::kF32 ? 4 : 2;
-      const int64_t row_bytes = hd * elem, block_bytes = rows_per_block * row_bytes;
+      const int64_t row_bytes = static_cast<int64_t>(RowBytes(dtype, hd));
+      const int64_t block_bytes = rows_per_block * row_bytes;
       // The table's blocks, out of order, in a pool with room for more.
       std::vector<int32_t> table(n_table);
       std::iota(table.begin(), table.end(), 0);
       std::shuffle(table.begin(), table.end(), rng);
       for (auto& b : table) b = 2 * b + 1;
-      std::vector<uint8_t> k(span * row_bytes), v(span * row_bytes);
+      std::vector<float> kf(span * hd), vf(span * hd);
+      for (auto& x : kf) x = nd(rng);
+      for (auto& x : vf) x = nd(rng);
+      const std::vector<uint8_t> k = EncodeRows(dtype, kf, hd), v = EncodeRows(dtype, vf, hd);
       std::vector<uint8_t> pk(2 * n_table * block_bytes, 0xff), pv(2 * n_table * block_bytes, 0xff);
       for (int64_t p = 0; p < span; ++p) {
-        for (int64_t i = 0; i < hd; ++i) {
-          PutValue(dtype, k.data() + p * row_bytes, i, nd(rng));
-          PutValue(dtype, v.data() + p * row_bytes, i, nd(rng));
-        }
         const int64_t at = table[p >> shift] * block_bytes + (p % rows_per_block) * row_bytes;
         std::memcpy(pk.data() + at, k.data() + p * row_bytes, row_bytes);
         std::memcpy(pv.data() + at, v.data() + p * row_bytes, row_bytes);

@@ -26,7 +26,12 @@ TEST(PagedKvStorageTest, SizesAndErrors) {
   auto tiny = PagedKvStorage::CreateForBytes(shape, 100);
   EXPECT_FALSE(tiny.ok());
   EXPECT_NE(tiny.status().message().find("holds no block"), absl::string_view::npos);
-  EXPECT_FALSE(PagedKvStorage::Create({2, 2, 64, DType::kQ8_0, 5}, 4).ok());
+  // Q8_0: 34 bytes per 32 values, heads of whole blocks only; other types are refused.
+  EXPECT_EQ(PagedKvStorage::BlockBytes({2, 2, 64, DType::kQ8_0, 5}),
+            size_t{2 * 2 * 32 * (2 * 64 / 32) * 34});
+  EXPECT_TRUE(PagedKvStorage::Create({2, 2, 64, DType::kQ8_0, 5}, 4).ok());
+  EXPECT_FALSE(PagedKvStorage::Create({2, 2, 48, DType::kQ8_0, 5}, 4).ok());
+  EXPECT_FALSE(PagedKvStorage::Create({2, 2, 64, DType::kQ4_0, 5}, 4).ok());
   EXPECT_FALSE(PagedKvStorage::Create({2, 2, 64, DType::kF16, 17}, 4).ok());
   EXPECT_FALSE(PagedKvStorage::Create(shape, 0).ok());
 }

@@ -20,6 +20,7 @@ struct Case {
   const char* name;
   RandomModelOptions o;
   bool quantize_activations;
+  DType kv = DType::kF16;
 };
 
 std::vector<Case> Cases() {
@@ -32,7 +33,13 @@ std::vector<Case> Cases() {
   q4.arch = Arch::kLlama, q4.n_ff_shared = 0, q4.dtype = DType::kQ4_0, q4.seed = 5;
   RandomModelOptions bf16 = q8;  // float weights: on AVX-512, batches of 4+ rows take the GEMM
   bf16.arch = Arch::kOlmoe, bf16.n_ff_shared = 0, bf16.dtype = DType::kBF16, bf16.seed = 9;
-  return {{"f32", f32, false}, {"q8_fast", q8, true}, {"q4_fast", q4, true}, {"bf16", bf16, true}};
+  RandomModelOptions q8_kv = q8;  // a Q8_0 KV cache needs heads of a multiple of 32
+  q8_kv.head_dim = 32, q8_kv.seed = 13;
+  return {{"f32", f32, false},
+          {"q8_fast", q8, true},
+          {"q4_fast", q4, true},
+          {"bf16", bf16, true},
+          {"q8_0_kv", q8_kv, true, DType::kQ8_0}};
 }
 
 class ForwardBatchTest : public ::testing::TestWithParam<Case> {};
@@ -40,8 +47,8 @@ class ForwardBatchTest : public ::testing::TestWithParam<Case> {};
 // Each sequence alone: its prompt in one call, then one token at a time; the logits of every
 // position, in order.
 std::vector<float> Alone(Transformer& tf, const HParams& h, const std::vector<int32_t>& tokens,
-                         int64_t prompt) {
-  auto cache = KvCache::Create(h.n_layer, 64, h.n_head_kv, h.head_dim, DType::kF16);
+                         int64_t prompt, DType kv) {
+  auto cache = KvCache::Create(h.n_layer, 64, h.n_head_kv, h.head_dim, kv);
   EXPECT_TRUE(cache.ok());
   std::vector<float> all, step;
   EXPECT_TRUE(
@@ -72,11 +79,13 @@ TEST_P(ForwardBatchTest, EveryTokenGetsItsLoneLogitsBitForBit) {
     seqs.push_back(s);
   }
   std::vector<std::vector<float>> want;
-  for (size_t i = 0; i < seqs.size(); ++i) want.push_back(Alone(tf, h, seqs[i], prompts[i]));
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    want.push_back(Alone(tf, h, seqs[i], prompts[i], c.kv));
+  }
 
   // Batched: sequences 0 and 2 in a paged cache of 4-position blocks, 1 and 3 contiguous. Each
   // step takes up to 5 tokens of a sequence (prompts go in chunks), every token's logits asked.
-  PagedKvShape shape{h.n_layer, h.n_head_kv, h.head_dim, DType::kF16, /*block_shift=*/2};
+  PagedKvShape shape{h.n_layer, h.n_head_kv, h.head_dim, c.kv, /*block_shift=*/2};
   auto storage = PagedKvStorage::Create(shape, 32);
   ASSERT_TRUE(storage.ok());
   auto pool = KvBlockPool::Create(32, 4);
@@ -84,7 +93,7 @@ TEST_P(ForwardBatchTest, EveryTokenGetsItsLoneLogitsBitForBit) {
   std::vector<PagedKvSequence> paged(2, PagedKvSequence(&*storage));
   std::vector<KvCache> contiguous;
   for (int i = 0; i < 2; ++i) {
-    contiguous.push_back(*KvCache::Create(h.n_layer, 64, h.n_head_kv, h.head_dim, DType::kF16));
+    contiguous.push_back(*KvCache::Create(h.n_layer, 64, h.n_head_kv, h.head_dim, c.kv));
   }
   std::vector<KvSequence*> kv = {&paged[0], &contiguous[0], &paged[1], &contiguous[1]};
   std::vector<int64_t> done(seqs.size(), 0);

@@ -108,6 +108,37 @@ INSTANTIATE_TEST_SUITE_P(Architectures, ForwardTest, ::testing::ValuesIn(Cases()
                            return std::string(ArchName(info.param.o.arch)) + "_" + info.param.name;
                          });
 
+// A Q8_0 KV cache (a scale per 32 values) stays close to F32, as F16 does; heads that are not a
+// whole number of blocks are refused with a message.
+TEST(ForwardKvTypeTest, Q8_0KvCacheStaysCloseToF32) {
+  RandomModelOptions o;
+  o.n_embd = 64, o.n_head = 4, o.n_head_kv = 2, o.head_dim = 32;
+  auto model = Model::Create(MakeRandomModel(o));
+  ASSERT_TRUE(model.ok());
+  const HParams& h = (*model)->hp();
+  auto backend = CreateCpuBackend(2);
+  Transformer tf(*model, backend.get());
+  std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  std::vector<float> a, b, step;
+  auto c32 = KvCache::Create(h.n_layer, 16, h.n_head_kv, h.head_dim, DType::kF32);
+  auto c8 = KvCache::Create(h.n_layer, 16, h.n_head_kv, h.head_dim, DType::kQ8_0);
+  ASSERT_TRUE(c8.ok()) << c8.status();
+  ASSERT_TRUE(tf.Forward(tokens, *c32, LogitsFor::kAll, &a).ok());
+  ASSERT_TRUE(tf.Forward({tokens.data(), 4}, *c8, LogitsFor::kAll, &b).ok());
+  for (size_t t = 4; t < tokens.size(); ++t) {  // decode steps read the quantized rows back
+    ASSERT_TRUE(tf.Forward({&tokens[t], 1}, *c8, LogitsFor::kLast, &step).ok());
+    b.insert(b.end(), step.begin(), step.end());
+  }
+  ASSERT_EQ(a.size(), b.size());
+  // 8 bits per value with a scale per 32: K/V rounding moves logits by about 1%.
+  EXPECT_LE(MaxDiff(a, b), 3e-2f * MaxAbs(a));
+  EXPECT_GT(MaxDiff(a, b), 0.f) << "Q8_0 should round something";
+  EXPECT_EQ(c8->byte_size() * 32, c32->byte_size() * 34 / 4) << "34 bytes per 32 values";
+  auto odd = KvCache::Create(h.n_layer, 16, h.n_head_kv, 16, DType::kQ8_0);
+  EXPECT_EQ(odd.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(odd.status().message().find("multiple of 32"), std::string::npos);
+}
+
 TEST(ForwardErrorsTest, BadInputIsAnErrorAndLeavesTheCacheUntouched) {
   auto model = Model::Create(MakeRandomModel({}));
   ASSERT_TRUE(model.ok());

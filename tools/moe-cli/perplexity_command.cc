@@ -1,4 +1,3 @@
-#include "tools/flag_checks.h"
 #include "tools/moe-cli/perplexity_command.h"
 
 #include <algorithm>
@@ -17,6 +16,7 @@
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
 #include "lib/runtime/engine.h"
+#include "tools/flag_checks.h"
 #include "tools/moe-cli/command_status.h"
 #include "tools/moe-cli/token_ids.h"
 
@@ -31,6 +31,7 @@ struct PerplexityOptions {
   int stride = 0;
   bool no_bos = false;
   int threads = 0;
+  std::string kv_type = "f32";
 };
 
 absl::StatusOr<std::string> ReadAll(const std::string& path) {
@@ -104,7 +105,10 @@ absl::Status Run(const PerplexityOptions& o) {
   std::vector<float> logits;
   for (int64_t start = 0;; start += stride) {
     const int64_t end = std::min(start + ctx, n);
-    auto cache = KvCache::Create(h.n_layer, ctx, h.n_head_kv, h.head_dim, DType::kF32);
+    const DType kv = o.kv_type == "f16"    ? DType::kF16
+                     : o.kv_type == "q8_0" ? DType::kQ8_0
+                                           : DType::kF32;
+    auto cache = KvCache::Create(h.n_layer, ctx, h.n_head_kv, h.head_dim, kv);
     if (!cache.ok()) return cache.status();
     absl::Span<const int32_t> window(ids.data() + start, end - start);
     absl::Status s = tf.Forward(window, *cache, LogitsFor::kAll, &logits);
@@ -138,6 +142,9 @@ void AddPerplexityCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--no-bos", opts->no_bos, "do not put BOS before the text");
   cmd->add_option("-t,--threads", opts->threads, "threads (0 = one per core)")
       ->check(ThreadCount());
+  cmd->add_option("--kv-type", opts->kv_type, "KV cache element type")
+      ->check(CLI::IsMember({"f32", "f16", "q8_0"}))
+      ->capture_default_str();
   cmd->callback([opts, exit_code] { ReportStatus("perplexity", Run(*opts), exit_code); });
 }
 

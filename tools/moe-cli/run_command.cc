@@ -73,7 +73,7 @@ absl::Status Run(const RunOptions& o) {
   SessionOptions so;
   so.n_ctx = o.ctx;
   so.threads = o.threads;
-  so.kv_type = o.kv_type == "f16" ? DType::kF16 : DType::kF32;
+  so.kv_type = o.kv_type == "f16" ? DType::kF16 : o.kv_type == "q8_0" ? DType::kQ8_0 : DType::kF32;
   so.seed = o.seed;
   auto session = Session::Create(*engine, so);
   if (!session.ok()) return session.status();
@@ -187,7 +187,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                   "with --prompt-ids: write every prompt position's logits here "
                   "(float32 LE, [n_prompt x n_vocab])");
   run->add_option("--kv-type", o->kv_type, "KV cache element type")
-      ->check(CLI::IsMember({"f32", "f16"}))
+      ->check(CLI::IsMember({"f32", "f16", "q8_0"}))
       ->capture_default_str();
   run->add_option("-t,--threads", o->threads, "threads (0 = one per core)")->check(ThreadCount());
   run->add_option("-c,--ctx-size", o->ctx, "context length (0 = trained length, at most 4096)")

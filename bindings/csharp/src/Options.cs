@@ -91,6 +91,9 @@ namespace LibMoe {
     F32 = 0,
     /// <summary>16-bit floats: half the memory, a little rounding.</summary>
     F16 = 1,
+    /// <summary>8-bit blocks with a scale per 32 values (Q8_0): a quarter of F32's memory; the
+    /// model's head size must be a multiple of 32.</summary>
+    Q8_0 = 2,
   }
 
   /// <summary>How to load a <see cref="Model"/>; the defaults suit most uses.</summary>

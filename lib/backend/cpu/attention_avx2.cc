@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "lib/backend/cpu/attention_kernels.h"
@@ -15,9 +16,20 @@
 namespace moe::kernels {
 namespace {
 
-inline __m256 LoadRow8(const uint8_t* row, int64_t c, bool f16) {
-  return f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row) + c))
-             : _mm256_loadu_ps(reinterpret_cast<const float*>(row) + 8 * c);
+// Values 8c .. 8c+7 of a cached row as floats. Q8_0: block c / 4 (a half-precision scale, then
+// 32 signed bytes), each value its byte times the scale, as DequantizeRow computes it.
+inline __m256 LoadRow8(const uint8_t* row, int64_t c, DType t) {
+  if (t == DType::kF16) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row) + c));
+  }
+  if (t == DType::kQ8_0) {
+    const uint8_t* block = row + (c / 4) * 34;
+    uint16_t d;
+    std::memcpy(&d, block, 2);
+    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + (c % 4) * 8));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(_cvtsh_ss(d)));
+  }
+  return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + 8 * c);
 }
 
 // Lane i of the result = the sum of the 8 lanes of v[i].
@@ -61,7 +73,6 @@ void SoftmaxRow(float* s, int64_t len) {
 
 void AttendAvx2(const AttentionHeads& a) {
   const int64_t chunks = a.head_dim / 8, hd = a.head_dim, group = a.group;
-  const bool f16 = a.dtype == DType::kF16;
   const int64_t rows = a.tokens * group;
   const int64_t span = a.len + a.tokens - 1;
   const int64_t ld = (span + 7) / 8 * 8;
@@ -76,7 +87,7 @@ void AttendAvx2(const AttentionHeads& a) {
       const uint8_t* row = p0 + i < span ? a.k + a.KvRowOffset(p0 + i) : nullptr;
       for (int64_t c = 0; c < chunks; ++c) {
         _mm256_storeu_ps(kbuf.data() + i * hd + 8 * c,
-                         p0 + i < span ? LoadRow8(row, c, f16) : _mm256_setzero_ps());
+                         p0 + i < span ? LoadRow8(row, c, a.dtype) : _mm256_setzero_ps());
       }
     }
     for (int64_t r = 0; r < rows; ++r) {
@@ -108,8 +119,8 @@ void AttendAvx2(const AttentionHeads& a) {
       __m256 acc[4][2];
       for (auto& row : acc) row[0] = row[1] = _mm256_setzero_ps();
       ForEachKvRow(a, a.v, 0, len, [&](int64_t p, const uint8_t* row) {
-        const __m256 v0 = LoadRow8(row, c0, f16);
-        const __m256 v1 = nc > 1 ? LoadRow8(row, c0 + 1, f16) : _mm256_setzero_ps();
+        const __m256 v0 = LoadRow8(row, c0, a.dtype);
+        const __m256 v1 = nc > 1 ? LoadRow8(row, c0 + 1, a.dtype) : _mm256_setzero_ps();
         for (int64_t g = 0; g < nr; ++g) {
           const __m256 w = _mm256_broadcast_ss(&scores[(r0 + g) * ld + p]);
           acc[g][0] = _mm256_fmadd_ps(w, v0, acc[g][0]);

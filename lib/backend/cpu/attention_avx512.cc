@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "lib/backend/cpu/attention_kernels.h"
@@ -18,9 +19,20 @@ namespace {
 
 constexpr int kMaxChunks = 16;  // head_dim <= 256
 
-inline __m512 LoadRow(const uint8_t* row, int c, bool f16) {
-  return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row) + c))
-             : _mm512_loadu_ps(reinterpret_cast<const float*>(row) + 16 * c);
+// Values 16c .. 16c+15 of a cached row as floats. Q8_0: half c % 2 of block c / 2 (a
+// half-precision scale, then 32 signed bytes), each value its byte times the scale.
+inline __m512 LoadRow(const uint8_t* row, int c, DType t) {
+  if (t == DType::kF16) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row) + c));
+  }
+  if (t == DType::kQ8_0) {
+    const uint8_t* block = row + (c / 2) * 34;
+    uint16_t d;
+    std::memcpy(&d, block, 2);
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + (c % 2) * 16));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(_cvtsh_ss(d)));
+  }
+  return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + 16 * c);
 }
 
 // Folds pairs: lanes [0, 8) of the result come from a, [8, 16) from b, each the sum of the two
@@ -52,7 +64,6 @@ inline __m512 SumEach16(__m512 v[16]) {
 template <int C>
 void Attend(const AttentionHeads& a) {
   const int chunks = C > 0 ? C : static_cast<int>(a.head_dim / 16);
-  const bool f16 = a.dtype == DType::kF16;
   const int64_t hd = a.head_dim, group = a.group;
   const int64_t rows = a.tokens * group;      // query rows, token after token
   const int64_t span = a.len + a.tokens - 1;  // what the last token attends to
@@ -70,7 +81,7 @@ void Attend(const AttentionHeads& a) {
       const uint8_t* row = p0 + i < span ? a.k + a.KvRowOffset(p0 + i) : nullptr;
       for (int c = 0; c < chunks; ++c) {
         _mm512_storeu_ps(kbuf.data() + i * hd + 16 * c,
-                         p0 + i < span ? LoadRow(row, c, f16) : _mm512_setzero_ps());
+                         p0 + i < span ? LoadRow(row, c, a.dtype) : _mm512_setzero_ps());
       }
     }
     for (int64_t r = 0; r < rows; ++r) {
@@ -104,7 +115,7 @@ void Attend(const AttentionHeads& a) {
       for (int c = 0; c < chunks; ++c) acc[g][c] = _mm512_setzero_ps();
     ForEachKvRow(a, a.v, 0, len, [&](int64_t p, const uint8_t* row) {
       __m512 v[kMaxChunks];
-      for (int c = 0; c < chunks; ++c) v[c] = LoadRow(row, c, f16);
+      for (int c = 0; c < chunks; ++c) v[c] = LoadRow(row, c, a.dtype);
       for (int64_t g = 0; g < nr; ++g) {
         const __m512 w = _mm512_set1_ps(scores[(r0 + g) * ld + p]);
         for (int c = 0; c < chunks; ++c) acc[g][c] = _mm512_fmadd_ps(w, v[c], acc[g][c]);

@@ -65,7 +65,11 @@ void AttendPortable(const AttentionHeads& a) {
 }  // namespace kernels
 
 AttendFn GetAttend(SimdLevel level, DType kv_type, int64_t head_dim) {
-  if (kv_type != DType::kF32 && kv_type != DType::kF16) return kernels::AttendPortable;
+  if (kv_type != DType::kF32 && kv_type != DType::kF16 && kv_type != DType::kQ8_0) {
+    return kernels::AttendPortable;
+  }
+  // Q8_0 rows come in blocks of 32 values: the vector kernels load whole halves or quarters.
+  if (kv_type == DType::kQ8_0 && head_dim % 32 != 0) return kernels::AttendPortable;
   if (level >= SimdLevel::kAvx512) {
     if (AttendFn f = kernels::Avx512Attend(head_dim)) return f;
   }

@@ -24,7 +24,7 @@ struct AttentionHeads {
   const uint8_t* k;  // row p of this KV head at k + KvRowOffset(p) (k + p * row_bytes unpaged)
   const uint8_t* v;
   int64_t row_bytes;
-  DType dtype;      // F32 or F16
+  DType dtype;      // F32, F16 or Q8_0
   float scale;      // 1 / sqrt(head_dim)
   KvPaging paging;  // where row p is (lib/backend/backend.h)
 

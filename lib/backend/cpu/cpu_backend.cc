@@ -199,13 +199,17 @@ class CpuBackend final : public Backend {
   void StoreKv(const float* k, const float* v, int64_t n, const int32_t* positions,
                const KvLayerView& kv) override {
     const int64_t row = kv.n_kv_heads * kv.head_dim;
-    const int64_t row_bytes = row * (kv.dtype == DType::kF32 ? 4 : 2);
+    const int64_t row_bytes = static_cast<int64_t>(RowBytes(kv.dtype, row));
     Parallel(n, 2 * row, [&](int64_t tb, int64_t te) {
       for (int64_t t = tb; t < te; ++t) {
         const int64_t off = kv.paging.RowOffset(positions[t], row_bytes);
         if (kv.dtype == DType::kF32) {
           std::memcpy(kv.k + off, k + t * row, row * sizeof(float));
           std::memcpy(kv.v + off, v + t * row, row * sizeof(float));
+        } else if (kv.dtype == DType::kQ8_0) {
+          // Blocks of 32 within each head's row (head_dim is a multiple of 32: kv_type.h).
+          (void)QuantizeRow(DType::kQ8_0, k + t * row, kv.k + off, row);
+          (void)QuantizeRow(DType::kQ8_0, v + t * row, kv.v + off, row);
         } else {
           to_halves_(k + t * row, row, reinterpret_cast<uint16_t*>(kv.k + off));
           to_halves_(v + t * row, row, reinterpret_cast<uint16_t*>(kv.v + off));
@@ -217,7 +221,7 @@ class CpuBackend final : public Backend {
   void Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
                  const KvLayerView& kv, float* out) override {
     const int64_t hd = kv.head_dim, nkv = kv.n_kv_heads, group = n_heads / nkv;
-    const size_t elem = kv.dtype == DType::kF32 ? 4 : 2;
+    const size_t head_bytes = RowBytes(kv.dtype, hd);
     const AttendFn attend = GetAttend(level_, kv.dtype, hd);
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     // One job per tile of consecutive tokens and KV head: a tile's query rows (tokens x group,
@@ -246,9 +250,9 @@ class CpuBackend final : public Backend {
                    a.len = static_cast<int64_t>(positions[t]) + 1;
                    a.tokens = t == t0 ? run : 1;
                    a.q_stride = n_heads * hd;
-                   a.k = kv.k + kvh * hd * elem;
-                   a.v = kv.v + kvh * hd * elem;
-                   a.row_bytes = nkv * hd * elem;
+                   a.k = kv.k + kvh * head_bytes;
+                   a.v = kv.v + kvh * head_bytes;
+                   a.row_bytes = static_cast<int64_t>(nkv * head_bytes);
                    a.paging = kv.paging;
                    a.dtype = kv.dtype;
                    a.scale = scale;

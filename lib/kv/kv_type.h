@@ -1,0 +1,28 @@
+// The element types a KV cache may hold, checked in one place for the contiguous and the paged
+// cache: F32, F16, or Q8_0 (blocks of 32 values with one half-precision scale, as llama.cpp's
+// Q8_0; half the bytes of F16, measured fidelity in the README). A Q8_0 block must not straddle
+// two KV heads, so Q8_0 needs head_dim to be a multiple of 32.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "lib/base/dtype.h"
+
+namespace moe {
+
+inline absl::Status CheckKvType(DType t, int64_t head_dim) {
+  if (t != DType::kF32 && t != DType::kF16 && t != DType::kQ8_0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("KV cache type must be F32, F16 or Q8_0, not ", DTypeName(t)));
+  }
+  if (t == DType::kQ8_0 && head_dim % 32 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a Q8_0 KV cache needs a head size that is a multiple of 32; this model's is ",
+                     head_dim, " (use F16)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace moe
