@@ -110,6 +110,20 @@ void RunUntilIdle(BatchEngine& engine) {
   FAIL() << "the engine never went idle";
 }
 
+// Submits every prompt with `generate`, each to its own collector, and steps until idle.
+void SubmitAndRun(BatchEngine& engine, const std::vector<std::vector<int32_t>>& prompts,
+                  const GenerateOptions& generate, std::vector<Collector>* got) {
+  got->clear();
+  got->resize(prompts.size());  // before any callback takes its address
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    RequestOptions r;
+    r.tokens = prompts[i];
+    r.generate = generate;
+    ASSERT_TRUE(engine.Submit(r, (*got)[i].callback()).ok());
+  }
+  RunUntilIdle(engine);
+}
+
 TEST(BatchEngineTest, GreedyRequestsGetTheirLoneSessionOutputWhateverRunsBeside) {
   for (const char* name : {"tiny-qwen2moe-q4_0", "tiny-llama-moe-q8_0"}) {
     auto e = Load(name);
@@ -190,14 +204,8 @@ TEST(BatchEngineTest, PreemptedRequestsAreComputedAgainAndLoseNothing) {
   o.prefix_sharing = false;
   auto engine = BatchEngine::Create(e, o);
   ASSERT_TRUE(engine.ok());
-  std::vector<Collector> got(prompts.size());
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    RequestOptions r;
-    r.tokens = prompts[i];
-    r.generate = Greedy(24);
-    ASSERT_TRUE((*engine)->Submit(r, got[i].callback()).ok());
-  }
-  RunUntilIdle(**engine);
+  std::vector<Collector> got;
+  SubmitAndRun(**engine, prompts, Greedy(24), &got);
   EXPECT_GT((*engine)->stats().preemptions, 0) << "the test should make the cache overflow";
   for (size_t i = 0; i < prompts.size(); ++i) {
     const Output want = Lone(e, prompts[i], Greedy(24));
@@ -216,14 +224,8 @@ TEST(BatchEngineTest, WithoutPreemptionARequestThatCannotGrowEndsContextFull) {
   o.when_full = WhenKvFull::kFinish;
   auto engine = BatchEngine::Create(e, o);
   ASSERT_TRUE(engine.ok());
-  std::vector<Collector> got(prompts.size());
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    RequestOptions r;
-    r.tokens = prompts[i];
-    r.generate = Greedy(40);
-    ASSERT_TRUE((*engine)->Submit(r, got[i].callback()).ok());
-  }
-  RunUntilIdle(**engine);
+  std::vector<Collector> got;
+  SubmitAndRun(**engine, prompts, Greedy(40), &got);
   int full = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     EXPECT_EQ(got[i].finishes, 1);
@@ -389,14 +391,8 @@ TEST(BatchEngineTest, ExpertsFromTheDiskTierGiveTheResidentOutput) {
   const auto prompts = Prompts(*resident, 5, 31);
   auto engine = BatchEngine::Create(*cached, CallerDriven());
   ASSERT_TRUE(engine.ok());
-  std::vector<Collector> got(prompts.size());
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    RequestOptions r;
-    r.tokens = prompts[i];
-    r.generate = Greedy(10);
-    ASSERT_TRUE((*engine)->Submit(r, got[i].callback()).ok());
-  }
-  RunUntilIdle(**engine);
+  std::vector<Collector> got;
+  SubmitAndRun(**engine, prompts, Greedy(10), &got);
   for (size_t i = 0; i < prompts.size(); ++i) {
     EXPECT_EQ(got[i].tokens, Lone(resident, prompts[i], Greedy(10)).tokens) << "request " << i;
   }
