@@ -11,18 +11,18 @@ import (
 
 // EngineOptions says how to create an Engine; the zero value is the library's defaults.
 type EngineOptions struct {
-	Threads          int   // 0: one per core
+	Threads          int    // 0: one per core
 	KVType           KVType // element type of the KV cache; the zero value is KVF32, as for a Context
-	KVBlockSize      int   // positions per KV block, a power of two; 0: 32
-	ContextLength    int   // the most tokens one request holds; 0: the model's, at most 4096
-	KVTokens         int64 // the KV cache's size in tokens; 0: 16384, or ContextLength if larger
-	KVBytes          int64 // the KV cache's size in bytes instead (0: by tokens)
-	MaxSequences     int   // requests running at once; 0: 16
-	MaxStepTokens    int   // tokens one step computes, decode tokens first; 0: 256
-	NoPrefixSharing  bool  // prompts do not reuse the KV blocks of a prefix computed before
-	FinishWhenKVFull bool  // a request that cannot grow finishes (default: the youngest is preempted)
-	CallerDriven     bool  // nothing runs until the caller calls Step (default: the engine's thread)
-	Seed             int64 // added to every request's sampling seed
+	KVBlockSize      int    // positions per KV block, a power of two; 0: 32
+	ContextLength    int    // the most tokens one request holds; 0: the model's, at most 4096
+	KVTokens         int64  // the KV cache's size in tokens; 0: 16384, or ContextLength if larger
+	KVBytes          int64  // the KV cache's size in bytes instead (0: by tokens)
+	MaxSequences     int    // requests running at once; 0: 16
+	MaxStepTokens    int    // tokens one step computes, decode tokens first; 0: 256
+	NoPrefixSharing  bool   // prompts do not reuse the KV blocks of a prefix computed before
+	FinishWhenKVFull bool   // a request that cannot grow finishes (default: the youngest is preempted)
+	CallerDriven     bool   // nothing runs until the caller calls Step (default: the engine's thread)
+	Seed             int64  // added to every request's sampling seed
 }
 
 // RequestResult is what an Engine request produced, and how it went.
@@ -322,13 +322,13 @@ func (e *Engine) prune() {
 	if len(e.sinks) == 0 {
 		return
 	}
-	stats, err := e.statsLocked()
-	if err != nil {
+	steps := e.completedSteps()
+	if steps < 0 {
 		return
 	}
 	kept := e.sinks[:0]
 	for _, b := range e.sinks {
-		if b.finishedAt.Load() >= 0 && b.finishedAt.Load() < stats {
+		if b.finishedAt.Load() >= 0 && b.finishedAt.Load() < steps {
 			raw.DeleteDirectorRequestSink(b.sink)
 		} else {
 			kept = append(kept, b)
@@ -337,9 +337,13 @@ func (e *Engine) prune() {
 	e.sinks = kept
 }
 
-func (e *Engine) statsLocked() (int64, error) {
+// completedSteps is the engine's step count, or -1 once it is closed.
+func (e *Engine) completedSteps() int64 {
 	s, err := e.Stats()
-	return s.Steps, err
+	if err != nil {
+		return -1
+	}
+	return s.Steps
 }
 
 type requestBridge struct {
@@ -383,14 +387,7 @@ func (b *requestBridge) OnFinish(_ int64, res raw.NativeRequestResult) {
 	if b.panicked != nil {
 		r.err = &panicError{b.panicked}
 	}
-	steps := int64(-1)
-	if n, err := b.engine.h.get(); err == nil {
-		var s raw.NativeEngineStats
-		if call(func() { s = n.Stats() }) == nil {
-			steps = s.GetSteps()
-			raw.DeleteNativeEngineStats(s)
-		}
-	}
+	steps := b.engine.completedSteps()
 	if steps < 0 {
 		steps = 1 << 62 // closing: Close deletes the sink
 	}

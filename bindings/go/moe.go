@@ -408,9 +408,9 @@ type ContextOptions struct {
 type KVType int
 
 const (
-	KVF32 KVType = iota // 32-bit floats (the default)
-	KVF16               // 16-bit floats: half the memory, a little rounding
-	KVQ8_0              // 8-bit blocks with a scale per 32 values: a quarter of F32's memory
+	KVF32  KVType = iota // 32-bit floats (the default)
+	KVF16                // 16-bit floats: half the memory, a little rounding
+	KVQ8_0               // 8-bit blocks with a scale per 32 values: a quarter of F32's memory
 )
 
 // NewContext creates a conversation over the model; opts may be nil.

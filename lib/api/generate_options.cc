@@ -65,4 +65,26 @@ moe_status ReadGenerateOptions(const moe_generate_params* params, int32_t n_voca
   return MOE_OK;
 }
 
+moe_status ReadThreadsAndKvType(int32_t n_threads, int32_t kv_type, DType* kv_dtype) {
+  constexpr int32_t kMaxThreads = 1024;
+  if (n_threads < 0 || n_threads > kMaxThreads) {
+    return Fail(MOE_ERROR_INVALID_ARGUMENT,
+                absl::StrCat("n_threads is ", n_threads, ": it must be in [0, ", kMaxThreads,
+                             "] (0: one per core)"));
+  }
+  switch (kv_type) {
+    case MOE_KV_F32:
+      *kv_dtype = DType::kF32;
+      return MOE_OK;
+    case MOE_KV_F16:
+      *kv_dtype = DType::kF16;
+      return MOE_OK;
+    case MOE_KV_Q8_0:
+      *kv_dtype = DType::kQ8_0;
+      return MOE_OK;
+    default:
+      return Fail(MOE_ERROR_INVALID_ARGUMENT, absl::StrCat("unknown kv_type ", kv_type));
+  }
+}
+
 }  // namespace moe::api

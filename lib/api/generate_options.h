@@ -1,5 +1,6 @@
-// Reading the C ABI's sampling and generation params into the runtime's options: shared by the
-// context calls (moe_generate*, moe_sample) and the batching engine's requests.
+// Reading the C ABI's params into the runtime's options where contexts and the batching engine
+// share them: sampling and generation (moe_generate*, moe_sample, requests), threads and the KV
+// cache type (moe_context_params, moe_engine_params).
 #pragma once
 
 #include <cstdint>
@@ -14,10 +15,8 @@ namespace moe::api {
 // field (a NaN, a token outside [0, n_vocab), NULL where a pointer is needed).
 moe_status ReadSamplerConfig(const moe_sampling_params* params, int32_t n_vocab, uint64_t base_seed,
                              SamplerConfig* out);
-// The runtime's element type for a moe_kv_type (checked by the caller).
-inline DType KvDType(int32_t kv_type) {
-  return kv_type == MOE_KV_Q8_0 ? DType::kQ8_0 : kv_type == MOE_KV_F16 ? DType::kF16 : DType::kF32;
-}
+// n_threads in [0, 1024] (0: one per core) and a known moe_kv_type, as the runtime's KV type.
+moe_status ReadThreadsAndKvType(int32_t n_threads, int32_t kv_type, DType* kv_dtype);
 
 moe_status ReadGenerateOptions(const moe_generate_params* params, int32_t n_vocab,
                                uint64_t base_seed, GenerateOptions* out);

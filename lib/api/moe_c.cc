@@ -26,12 +26,11 @@ using moe::api::InitVersioned;
 using moe::api::Null;
 using moe::api::ReadGenerateOptions;
 using moe::api::ReadSamplerConfig;
+using moe::api::ReadThreadsAndKvType;
 using moe::api::ReadVersioned;
 using moe::api::WriteVersioned;
 
 namespace {
-
-constexpr int32_t kMaxThreads = 1024;
 
 // Contexts that moe_context_free was asked to free from inside their own token callback, on
 // this thread: the running moe_generate frees them as it returns. Thread-local, because once
@@ -387,18 +386,14 @@ moe_status moe_context_create(moe_model* model, const moe_context_params* params
       return Fail(MOE_ERROR_INVALID_ARGUMENT,
                   absl::StrCat("n_ctx is ", p.n_ctx, ": it must be >= 0 (0: the model's)"));
     }
-    if (p.n_threads < 0 || p.n_threads > kMaxThreads) {
-      return Fail(MOE_ERROR_INVALID_ARGUMENT,
-                  absl::StrCat("n_threads is ", p.n_threads, ": it must be in [0, ", kMaxThreads,
-                               "] (0: one per core)"));
-    }
-    if (p.kv_type != MOE_KV_F32 && p.kv_type != MOE_KV_F16 && p.kv_type != MOE_KV_Q8_0) {
-      return Fail(MOE_ERROR_INVALID_ARGUMENT, absl::StrCat("unknown kv_type ", p.kv_type));
+    moe::DType kv_type;
+    if (moe_status s = ReadThreadsAndKvType(p.n_threads, p.kv_type, &kv_type); s != MOE_OK) {
+      return s;
     }
     moe::SessionOptions so;
     so.n_ctx = p.n_ctx;
     so.threads = p.n_threads;
-    so.kv_type = moe::api::KvDType(p.kv_type);
+    so.kv_type = kv_type;
     so.seed = p.seed;
     auto session = moe::Session::Create(model->engine, so);
     if (!session.ok()) return FromStatus(session.status());

@@ -16,6 +16,7 @@ using moe::api::InitVersioned;
 using moe::api::Log;
 using moe::api::Null;
 using moe::api::ReadGenerateOptions;
+using moe::api::ReadThreadsAndKvType;
 using moe::api::ReadVersioned;
 using moe::api::WriteVersioned;
 
@@ -36,8 +37,6 @@ static_assert(static_cast<int>(moe::FinishReason::kCancelled) == MOE_FINISH_CANC
               "moe_finish_reason follows moe::FinishReason");
 
 namespace {
-
-constexpr int32_t kMaxThreads = 1024;
 
 moe_status WaitStatus(const absl::Status& s) {
   if (s.code() == absl::StatusCode::kDeadlineExceeded) {
@@ -101,13 +100,9 @@ moe_status moe_engine_create(moe_model* model, const moe_engine_params* params, 
     moe_engine_params p;
     moe_engine_params_init(&p, sizeof(p));
     if (moe_status s = ReadVersioned(params, &p, "moe_engine_params"); s != MOE_OK) return s;
-    if (p.n_threads < 0 || p.n_threads > kMaxThreads) {
-      return Fail(MOE_ERROR_INVALID_ARGUMENT,
-                  absl::StrCat("n_threads is ", p.n_threads, ": it must be in [0, ", kMaxThreads,
-                               "] (0: one per core)"));
-    }
-    if (p.kv_type != MOE_KV_F32 && p.kv_type != MOE_KV_F16 && p.kv_type != MOE_KV_Q8_0) {
-      return Fail(MOE_ERROR_INVALID_ARGUMENT, absl::StrCat("unknown kv_type ", p.kv_type));
+    moe::DType kv_type;
+    if (moe_status s = ReadThreadsAndKvType(p.n_threads, p.kv_type, &kv_type); s != MOE_OK) {
+      return s;
     }
     if (p.when_kv_full != MOE_KV_FULL_PREEMPT && p.when_kv_full != MOE_KV_FULL_FINISH) {
       return Fail(MOE_ERROR_INVALID_ARGUMENT,
@@ -119,7 +114,7 @@ moe_status moe_engine_create(moe_model* model, const moe_engine_params* params, 
     }
     moe::BatchEngineOptions o;
     o.threads = p.n_threads;
-    o.kv_type = moe::api::KvDType(p.kv_type);
+    o.kv_type = kv_type;
     o.block_size = p.kv_block_size;
     o.n_ctx = p.n_ctx;
     o.kv_tokens = p.kv_tokens;

@@ -51,7 +51,12 @@ struct BatchEngine::Request {
   StopMatcher stops;
   RequestResult result;
   bool admitted = false, preempted = false, done = false;
-  Clock::time_point submitted = Clock::now(), first_scheduled, first_token, last_token;
+  Clock::time_point submitted = Clock::now(), first_token, last_token;
+
+  // Whether its next step is a decode step: the one token sampled last, after the whole prompt.
+  bool decoding() const {
+    return computed >= prompt_size && static_cast<int64_t>(tokens.size()) - computed == 1;
+  }
 };
 
 struct BatchEngine::Scheduled {
@@ -331,7 +336,7 @@ absl::StatusOr<bool> BatchEngine::StepLocked() {
         Finish(r, FinishReason::kError, status);
         continue;
       }
-      decode += r.result.stats.generated_tokens > 0 && batch[i].m == 1;
+      decode += r.decoding();
       r.computed += batch[i].m;
       CommitFullBlocks(r);
       if (chunks[i].logits == LogitsFor::kLast) {
@@ -363,8 +368,7 @@ absl::StatusOr<bool> BatchEngine::StepLocked() {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.running = static_cast<int64_t>(running_.size());
   stats_.waiting = static_cast<int64_t>(waiting_.size() + incoming_.size());
-  stats_.kv_blocks_in_use = pool_.referenced();
-  stats_.kv_blocks_cached = pool_.cached();
+  PublishPoolLocked();
   if (stats_.steps > 0) {
     stats_.mean_sequences_per_step = sum_sequences_ / stats_.steps;
     stats_.mean_tokens_per_step = static_cast<double>(stats_.tokens) / stats_.steps;
@@ -382,8 +386,7 @@ std::vector<BatchEngine::Scheduled> BatchEngine::Schedule() {
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
       Request& r = *running_[i];
-      const bool decoding = r.computed >= r.prompt_size && need(r) == 1;
-      if (!live(r) || decoding != (pass == 0)) continue;
+      if (!live(r) || r.decoding() != (pass == 0)) continue;
       const int64_t m = std::min(need(r), budget);
       if (!Grow(r, r.computed + m, batch)) continue;
       batch.push_back({&r, m});
@@ -443,7 +446,6 @@ void BatchEngine::Admit(Request& r) {
   const auto now = Clock::now();
   const int64_t reused = std::min(r.computed, r.prompt_size);
   if (r.result.stats.preemptions == 0) {
-    r.first_scheduled = now;
     r.result.stats.queue_s = Seconds(r.submitted, now);
     r.result.stats.prompt_tokens = r.prompt_size;
     r.result.stats.prefix_tokens_reused = reused;
@@ -594,10 +596,15 @@ void BatchEngine::Finish(Request& r, FinishReason reason, absl::Status status) {
       live_.erase(it);
     }
     ++stats_.finished;
-    stats_.kv_blocks_in_use = pool_.referenced();  // the pool changes only on this thread
-    stats_.kv_blocks_cached = pool_.cached();
+    PublishPoolLocked();
   }
   finished_.notify_all();
+}
+
+void BatchEngine::PublishPoolLocked() {
+  // The pool changes only on the stepping thread, which is this one.
+  stats_.kv_blocks_in_use = pool_.referenced();
+  stats_.kv_blocks_cached = pool_.cached();
 }
 
 BatchEngineStats BatchEngine::stats() const {

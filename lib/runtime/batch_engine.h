@@ -171,6 +171,8 @@ class BatchEngine {
   // Samples the request's next token from `logits` and tells its callback.
   void Advance(Request& r, absl::Span<const float> logits);
   void Finish(Request& r, FinishReason reason, absl::Status status = absl::OkStatus());
+  // Copies the pool's block counts into stats_ (mu_ held, on the stepping thread).
+  void PublishPoolLocked();
 
   std::shared_ptr<const Engine> engine_;
   BatchEngineOptions options_;

@@ -37,6 +37,25 @@ BatchEngineOptions EngineOptions(const ParallelOptions& o, int sequences, int64_
   return e;
 }
 
+// Prints the error; the exit code.
+int Failed(const absl::Status& s) {
+  std::fprintf(stderr, "moe-bench: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
+// The requests' results, or the first error: a failed step finishes its requests with it.
+absl::StatusOr<std::vector<RequestResult>> Results(BatchEngine& be,
+                                                   const std::vector<uint64_t>& ids) {
+  std::vector<RequestResult> out;
+  for (uint64_t id : ids) {
+    absl::StatusOr<RequestResult> r = be.Wait(id);
+    if (!r.ok()) return r.status();
+    if (!r->status.ok()) return r->status;
+    out.push_back(*std::move(r));
+  }
+  return out;
+}
+
 RequestOptions Request(std::vector<int32_t> tokens, int generate) {
   RequestOptions r;
   r.tokens = std::move(tokens);
@@ -97,16 +116,12 @@ int RunParallel(std::shared_ptr<const Engine> engine, const ParallelOptions& o,
     int64_t prompt_tokens = 0, decode_tokens = 0, decode_steps = 0;
     for (int rep = 0; rep < o.reps; ++rep) {
       auto be = BatchEngine::Create(engine, EngineOptions(o, n, o.prompt + o.generate));
-      if (!be.ok()) {
-        std::fprintf(stderr, "moe-bench: %s\n", std::string(be.status().message()).c_str());
-        return 1;
-      }
+      if (!be.ok()) return Failed(be.status());
+      std::vector<uint64_t> ids;
       for (int i = 0; i < n; ++i) {
         auto id = (*be)->Submit(Request(RandomTokens(rng, n_vocab, o.prompt), o.generate), nullptr);
-        if (!id.ok()) {
-          std::fprintf(stderr, "moe-bench: %s\n", std::string(id.status().message()).c_str());
-          return 1;
-        }
+        if (!id.ok()) return Failed(id.status());
+        ids.push_back(*id);
       }
       // A step whose tokens are all decode tokens is a decode step; the others read prompts.
       for (;;) {
@@ -114,10 +129,7 @@ int RunParallel(std::shared_ptr<const Engine> engine, const ParallelOptions& o,
         const auto t0 = Clock::now();
         auto worked = (*be)->Step();
         const double s = Since(t0);
-        if (!worked.ok()) {
-          std::fprintf(stderr, "moe-bench: %s\n", std::string(worked.status().message()).c_str());
-          return 1;
-        }
+        if (!worked.ok()) return Failed(worked.status());
         if (!*worked) break;
         const BatchEngineStats after = (*be)->stats();
         const int64_t tokens = after.tokens - before.tokens;
@@ -133,6 +145,7 @@ int RunParallel(std::shared_ptr<const Engine> engine, const ParallelOptions& o,
           prompt_tokens += tokens;
         }
       }
+      if (auto results = Results(**be, ids); !results.ok()) return Failed(results.status());
     }
     const double pp = prompt_s > 0 ? prompt_tokens / prompt_s : 0;
     const double tg = decode_s > 0 ? decode_tokens / decode_s : 0;
@@ -168,10 +181,7 @@ int RunPrefixTtft(std::shared_ptr<const Engine> engine, const ParallelOptions& o
     BatchEngineOptions eo = EngineOptions(o, requests, prefix + 16 + o.generate);
     eo.prefix_sharing = sharing;
     auto be = BatchEngine::Create(engine, eo);
-    if (!be.ok()) {
-      std::fprintf(stderr, "moe-bench: %s\n", std::string(be.status().message()).c_str());
-      return 1;
-    }
+    if (!be.ok()) return Failed(be.status());
     // Each request arrives once the one before has its first token; the earlier ones keep
     // generating beside it.
     std::vector<uint64_t> ids;
@@ -181,27 +191,25 @@ int RunPrefixTtft(std::shared_ptr<const Engine> engine, const ParallelOptions& o
         if (ev.token >= 0) first = true;
         return true;
       });
-      if (!id.ok()) {
-        std::fprintf(stderr, "moe-bench: %s\n", std::string(id.status().message()).c_str());
-        return 1;
-      }
+      if (!id.ok()) return Failed(id.status());
       ids.push_back(*id);
-      while (!first) {
-        auto worked = (*be)->Step();
-        if (!worked.ok() || !*worked) break;
+      // Until it has its first token (or the engine has nothing left: it ended).
+      for (absl::StatusOr<bool> worked = true; !first && *worked;) {
+        worked = (*be)->Step();
+        if (!worked.ok()) return Failed(worked.status());
       }
     }
-    while (true) {
-      auto worked = (*be)->Step();
-      if (!worked.ok() || !*worked) break;
+    for (absl::StatusOr<bool> worked = true; *worked;) {
+      worked = (*be)->Step();
+      if (!worked.ok()) return Failed(worked.status());
     }
+    auto results = Results(**be, ids);
+    if (!results.ok()) return Failed(results.status());
     std::vector<double> ttft;
     int64_t reused = 0;
-    for (uint64_t id : ids) {
-      auto r = (*be)->Wait(id);
-      if (!r.ok()) return 1;
-      ttft.push_back(r->stats.first_token_s);
-      reused += r->stats.prefix_tokens_reused;
+    for (const RequestResult& r : *results) {
+      ttft.push_back(r.stats.first_token_s);
+      reused += r.stats.prefix_tokens_reused;
     }
     if (o.json) {
       nlohmann::json j = {{"test", "prefix_ttft"}, {"prefix", prefix},
