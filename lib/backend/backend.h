@@ -16,6 +16,14 @@ namespace moe {
 
 enum class RopeLayout { kNorm, kNeox };  // rotate (2i, 2i+1) or (i, i + dim/2)
 
+// Rotary position encoding of the first n_rot dimensions of each head (the rest pass through):
+// pair i turns by position x freq_base^(-2i / n_rot).
+struct RopeParams {
+  RopeLayout layout = RopeLayout::kNorm;
+  int64_t n_rot = 0;
+  float freq_base = 10000.f;
+};
+
 // One layer's K/V storage as attention sees it: [n_ctx x n_kv_heads x head_dim] each.
 // Where a KV cache keeps a position's row: in a paged cache (lib/kv) position p is row
 // p % 2^block_shift of block blocks[p >> block_shift] (the sequence's block table), block b
@@ -78,7 +86,7 @@ class Backend {
 
   // Rotates n rows of n_heads x head_dim in place; row t is at position positions[t].
   virtual void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim,
-                    const int32_t* positions, RopeLayout layout, float freq_base) = 0;
+                    const int32_t* positions, const RopeParams& rope) = 0;
 
   // Writes n rows of K and V (n_kv_heads x head_dim each) at positions into the cache.
   virtual void StoreKv(const float* k, const float* v, int64_t n, const int32_t* positions,

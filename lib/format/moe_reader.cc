@@ -79,6 +79,15 @@ absl::StatusOr<HParams> ReadHParams(const fb::HParams* p) {
   h.has_qkv_bias = p->has_qkv_bias();
   h.shared_expert_gate = p->shared_expert_gate();
   h.tied_output = p->tied_output();
+  if (p->gating() > fb::Gating::MAX) return Corrupt("unknown expert gating function");
+  h.n_layer_dense = p->n_layer_dense();
+  h.n_ff_dense = p->n_ff_dense();
+  h.gating = static_cast<Gating>(p->gating());
+  h.has_selection_bias = p->has_selection_bias();
+  h.routed_scale = p->routed_scale();
+  h.n_expert_groups = p->n_expert_groups();
+  h.n_group_used = p->n_group_used();
+  h.n_nextn_layer = p->n_nextn_layer();
   return h;
 }
 

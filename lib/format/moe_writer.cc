@@ -113,6 +113,14 @@ flatbuffers::Offset<fb::HParams> BuildHParams(flatbuffers::FlatBufferBuilder& b,
   hb.add_has_qkv_bias(h.has_qkv_bias);
   hb.add_shared_expert_gate(h.shared_expert_gate);
   hb.add_tied_output(h.tied_output);
+  hb.add_n_layer_dense(h.n_layer_dense);
+  hb.add_n_ff_dense(h.n_ff_dense);
+  hb.add_gating(static_cast<fb::Gating>(h.gating));
+  hb.add_has_selection_bias(h.has_selection_bias);
+  hb.add_routed_scale(h.routed_scale);
+  hb.add_n_expert_groups(h.n_expert_groups);
+  hb.add_n_group_used(h.n_group_used);
+  hb.add_n_nextn_layer(h.n_nextn_layer);
   return hb.Finish();
 }
 

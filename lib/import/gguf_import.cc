@@ -6,15 +6,17 @@
 #include "absl/strings/strip.h"
 #include "lib/base/status_macros.h"
 #include "lib/import/gguf_tokenizer.h"
+#include "lib/model/arch/architecture.h"
 
 namespace moe {
 namespace {
 
-// Reads hyper-parameter `arch.key` as an integer, with a default when absent.
-class HParamReader {
+// A family's GGUF keys: `arch.key`.
+class HParamReader final : public MetadataKeys {
  public:
   HParamReader(const GgufFile& g, std::string arch) : g_(g), arch_(std::move(arch)) {}
-  absl::StatusOr<int64_t> Int(absl::string_view key, std::optional<int64_t> def = {}) const {
+  absl::StatusOr<int64_t> Int(absl::string_view key,
+                              std::optional<int64_t> def = {}) const override {
     std::string full = absl::StrCat(arch_, ".", key);
     if (g_.Find(full) == nullptr) {
       if (def) return *def;
@@ -24,19 +26,22 @@ class HParamReader {
     if (v > (1ull << 40)) return absl::InvalidArgumentError(absl::StrCat("'", full, "' too large"));
     return static_cast<int64_t>(v);
   }
-  absl::StatusOr<float> Float(absl::string_view key, float def) const {
+  absl::StatusOr<float> Float(absl::string_view key, float def) const override {
     std::string full = absl::StrCat(arch_, ".", key);
     if (g_.Find(full) == nullptr) return def;
     MOE_ASSIGN_OR_RETURN(double v, g_.GetFloat(full));
     return static_cast<float>(v);
   }
-  absl::StatusOr<bool> Bool(absl::string_view key, bool def) const {
+  absl::StatusOr<bool> Bool(absl::string_view key, bool def) const override {
     std::string full = absl::StrCat(arch_, ".", key);
     if (g_.Find(full) == nullptr) return def;
     return g_.GetBool(full);
   }
-  bool Has(absl::string_view key) const {
+  bool Has(absl::string_view key) const override {
     return g_.Find(absl::StrCat(arch_, ".", key)) != nullptr;
+  }
+  absl::StatusOr<std::string> String(absl::string_view key) const {
+    return g_.GetString(absl::StrCat(arch_, ".", key));
   }
 
  private:
@@ -44,10 +49,10 @@ class HParamReader {
   std::string arch_;
 };
 
-absl::StatusOr<HParams> ReadHParams(const GgufFile& g, Arch arch) {
-  HParamReader r(g, std::string(ArchName(arch)));
+// The keys every family shares; then the family's own (lib/model/arch/).
+absl::StatusOr<HParams> ReadHParams(const GgufFile& g, const Architecture& arch) {
+  HParamReader r(g, std::string(arch.name()));
   HParams h;
-  ArchDefaults d = DefaultsFor(arch);
   MOE_ASSIGN_OR_RETURN(h.n_embd, r.Int("embedding_length"));
   MOE_ASSIGN_OR_RETURN(h.n_layer, r.Int("block_count"));
   MOE_ASSIGN_OR_RETURN(h.n_head, r.Int("attention.head_count"));
@@ -62,7 +67,7 @@ absl::StatusOr<HParams> ReadHParams(const GgufFile& g, Arch arch) {
   MOE_ASSIGN_OR_RETURN(h.n_expert, r.Int("expert_count", 0));
   if (h.n_expert == 0) {
     return absl::UnimplementedError(
-        absl::StrCat("'", ArchName(arch), "' model without experts (", ArchName(arch),
+        absl::StrCat("'", arch.name(), "' model without experts (", arch.name(),
                      ".expert_count is absent or 0): libmoe runs Mixture-of-Experts models only"));
   }
   MOE_ASSIGN_OR_RETURN(h.n_expert_used, r.Int("expert_used_count"));
@@ -73,25 +78,12 @@ absl::StatusOr<HParams> ReadHParams(const GgufFile& g, Arch arch) {
   MOE_ASSIGN_OR_RETURN(h.rope_freq_base, r.Float("rope.freq_base", 10000.f));
   MOE_ASSIGN_OR_RETURN(h.rope_dim, r.Int("rope.dimension_count", h.head_dim));
   if (r.Has("rope.scaling.type")) {
-    MOE_ASSIGN_OR_RETURN(std::string st,
-                         g.GetString(absl::StrCat(ArchName(arch), ".rope.scaling.type")));
+    MOE_ASSIGN_OR_RETURN(std::string st, r.String("rope.scaling.type"));
     if (st != "none") {
       return absl::UnimplementedError(absl::StrCat("RoPE scaling '", st, "' is not supported"));
     }
   }
-  MOE_ASSIGN_OR_RETURN(int64_t gating, r.Int("expert_gating_func", 1));
-  if (gating != 1) {
-    return absl::UnimplementedError(
-        absl::StrCat("expert_gating_func ", gating, " is not supported (only softmax)"));
-  }
-  h.rope_style = d.rope_style;
-  h.qk_norm = d.qk_norm;
-  MOE_ASSIGN_OR_RETURN(h.norm_topk_prob, r.Bool("expert_weights_norm", d.norm_topk_prob));
-  h.has_qkv_bias = d.has_qkv_bias;
-  h.shared_expert_gate = d.shared_expert_gate;
-  if (arch == Arch::kQwen2Moe) {
-    MOE_ASSIGN_OR_RETURN(h.n_ff_shared, r.Int("expert_shared_feed_forward_length", ff));
-  }
+  MOE_RETURN_IF_ERROR(arch.ReadMetadata(r, &h));
   return h;
 }
 
@@ -148,9 +140,10 @@ absl::StatusOr<ModelSpec> ImportGguf(std::shared_ptr<const GgufFile> gguf) {
   ModelSpec spec;
   spec.owners.push_back(gguf);
   MOE_ASSIGN_OR_RETURN(std::string arch_name, g.GetString("general.architecture"));
-  MOE_ASSIGN_OR_RETURN(spec.arch, ArchFromName(arch_name));
+  MOE_ASSIGN_OR_RETURN(const Architecture* arch, FindArchitecture(arch_name));
+  spec.arch = arch->id();
   if (g.Find("general.name")) spec.name = g.GetString("general.name").value_or("");
-  MOE_ASSIGN_OR_RETURN(spec.hp, ReadHParams(g, spec.arch));
+  MOE_ASSIGN_OR_RETURN(spec.hp, ReadHParams(g, *arch));
   if (g.Find("tokenizer.ggml.model") != nullptr) {
     auto tok = TokenizerDataFromGguf(g);
     if (!tok.ok()) return Annotate(tok.status(), "reading the tokenizer");
@@ -163,6 +156,8 @@ absl::StatusOr<ModelSpec> ImportGguf(std::shared_ptr<const GgufFile> gguf) {
     int layer = -1;
     absl::string_view rest;
     if (SplitLayer(t.name, &layer, &rest)) {
+      // Multi-token-prediction blocks follow the layers that run; nothing reads them.
+      if (h.n_nextn_layer > 0 && layer >= h.n_layer) continue;
       t.layer = layer;
       // Stacked experts [n_expert, rows, cols] -> one tensor per expert.
       if (absl::ConsumeSuffix(&rest, "_exps.weight")) {
@@ -199,6 +194,10 @@ absl::StatusOr<ModelSpec> ImportGguf(std::shared_ptr<const GgufFile> gguf) {
     h.n_vocab = emb->shape[0];
   }
   h.tied_output = spec.Find("output.weight") == nullptr;
+  // Every MoE layer has the selection bias or none does (the first one tells).
+  h.has_selection_bias =
+      spec.Find(absl::StrCat("blk.", h.n_layer_dense, ".exp_probs_b.bias")) != nullptr;
+  arch->FromTensors(spec, &h);
   MOE_RETURN_IF_ERROR(ValidateModelSpec(spec));
   return spec;
 }

@@ -1,5 +1,6 @@
-// The transformer forward pass of the supported MoE architectures, written once against the
-// Backend interface. A Transformer serves one caller at a time (it keeps scratch buffers).
+// The transformer forward pass, written once against the Backend interface: each layer runs the
+// parts its architecture names (lib/model/arch/, lib/model/parts/). A Transformer serves one
+// caller at a time (it keeps scratch buffers).
 #pragma once
 
 #include <cstdint>
@@ -8,26 +9,17 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "lib/backend/backend.h"
-#include "lib/base/scratch_vector.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/kv/kv_sequence.h"
 #include "lib/model/model.h"
+#include "lib/model/parts/dense_feed_forward.h"
+#include "lib/model/parts/grouped_query_attention.h"
+#include "lib/model/parts/mixture_feed_forward.h"
+#include "lib/model/parts/sequence_chunk.h"
 #include "lib/model/telemetry.h"
 #include "lib/moe/expert_store.h"
-#include "lib/moe/router.h"
 
 namespace moe {
-
-enum class LogitsFor { kLast, kAll, kNone };
-
-// One sequence's part of a batched step: its new tokens at positions pos0, pos0 + 1, ..., after
-// the pos0 positions its K/V already holds.
-struct SequenceChunk {
-  absl::Span<const int32_t> tokens;
-  int64_t pos0 = 0;
-  KvSequence* kv = nullptr;
-  LogitsFor logits = LogitsFor::kLast;
-};
 
 class Transformer {
  public:
@@ -49,62 +41,30 @@ class Transformer {
 
   // Experts that must never be chosen (per layer x expert); empty = none.
   void set_disabled_experts(std::vector<std::vector<bool>> disabled) {
-    disabled_ = std::move(disabled);
+    mixture_.set_disabled_experts(std::move(disabled));
   }
 
   // Routed experts come from `store` (pinned per step) instead of the model's resident copies;
   // null: resident. The store outlives the Transformer.
-  void set_expert_store(ExpertStore* store) { store_ = store; }
+  void set_expert_store(ExpertStore* store) { mixture_.set_expert_store(store); }
   // With an expert store: while a layer's experts run, guess the next layer's by applying its
   // router to the current hidden state (pre-gating) and start reading them. Changes no result.
-  void set_expert_prefetch(bool on) { prefetch_ = on; }
+  void set_expert_prefetch(bool on) { mixture_.set_expert_prefetch(on); }
 
   const Model& model() const { return *model_; }
 
  private:
-  void Attention(int layer, const LayerWeights& L, absl::Span<const SequenceChunk> batch, int64_t n,
-                 float* x, Telemetry* tel);
-  absl::Status MoeFfn(int layer, const LayerWeights& L, int64_t n, float* x, Telemetry* tel);
-  // Runs the chunk's jobs (s_.jobs, the step's experts in order, then the shared expert if
-  // with_shared) as the reads finish: the resident ones first, then each group that became ready
-  // while the previous one ran.
-  absl::Status RunStoredExperts(const ExpertStore::Step& step, bool with_shared);
-  // The experts of layer + 1 its router picks for x (pre-gating), handed to the store to read.
-  void PrefetchNextLayer(int layer, int64_t n, const float* x);
-  // Checks the guess PrefetchNextLayer made for this layer against what it selected.
-  void ScorePrediction(int layer);
-
   std::shared_ptr<const Model> model_;
   Backend* backend_;
-  ExpertStore* store_ = nullptr;
-  bool prefetch_ = true;
-  std::vector<std::vector<bool>> disabled_;
-
-  // Activations of the current call, kept between calls so decoding allocates nothing once the
-  // buffers have grown to the batch size.
-  struct Scratch {
-    std::vector<int32_t> positions;
-    std::vector<int32_t> tokens;      // the batch's tokens, chunk after chunk
-    std::vector<int64_t> logit_rows;  // the rows whose logits are asked for
-    std::vector<float> x, xn, q, k, v, att, o, router_logits, shared_out, shared_gate;
-    std::vector<std::vector<int32_t>> by_expert;  // each expert's tokens
-    std::vector<int32_t> slot;                    // [n x k]: place in the expert's list
-    std::vector<ScratchVector<float>> expert_out;
-    std::vector<Backend::ExpertJob> jobs, group;
-    std::vector<int> job_of_expert;
-    std::vector<int32_t> selected;          // the experts this layer's step runs, in job order
-    std::vector<const float*> combine_src;  // [n x terms]
-    std::vector<float> combine_weight;
-    Routing routing;
-    // Pre-gating: the next layer's router on the current hidden state, and per layer the experts
-    // guessed for it (empty: no guess).
-    std::vector<float> guess_xn, guess_logits;
-    std::vector<int32_t> guess_count;
-    Routing guess_routing;
-    std::vector<std::vector<int32_t>> guessed;
-    std::vector<char> job_done;
-  };
-  Scratch s_;
+  // The parts, each with its own scratch kept between calls so decoding allocates nothing once
+  // the buffers have grown to the batch size.
+  GroupedQueryAttention attention_;
+  DenseFeedForward dense_;
+  MixtureFeedForward mixture_;
+  std::vector<int32_t> positions_;
+  std::vector<int32_t> tokens_;      // the batch's tokens, chunk after chunk
+  std::vector<int64_t> logit_rows_;  // the rows whose logits are asked for
+  std::vector<float> x_, xn_;
 };
 
 }  // namespace moe

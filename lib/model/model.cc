@@ -48,9 +48,11 @@ absl::Status Model::Resolve() {
   } else {
     MOE_ASSIGN_OR_RETURN(output_, Matrix("output.weight"));
   }
+  const Architecture& arch = ArchitectureOf(spec_.arch);
   layers_.resize(h.n_layer);
   for (int l = 0; l < h.n_layer; ++l) {
     LayerWeights& L = layers_[l];
+    L.parts = arch.Layer(h, l);
     auto name = [&](absl::string_view b) { return LayerTensorName(l, b); };
     auto bias = [&](absl::string_view b) { return absl::StrCat("blk.", l, ".", b, ".bias"); };
     MOE_ASSIGN_OR_RETURN(L.attn_norm, Vector(name("attn_norm")));
@@ -67,16 +69,26 @@ absl::Status Model::Resolve() {
       MOE_ASSIGN_OR_RETURN(L.q_norm, Vector(name("attn_q_norm")));
       MOE_ASSIGN_OR_RETURN(L.k_norm, Vector(name("attn_k_norm")));
     }
-    MOE_ASSIGN_OR_RETURN(L.ffn_norm, Vector(name("ffn_norm")));
+    MOE_ASSIGN_OR_RETURN(L.ffn_norm, Vector(name(L.parts.ffn_norm)));
+    L.dense_bytes = L.wq.byte_size() + L.wk.byte_size() + L.wv.byte_size() + L.wo.byte_size();
+    if (L.parts.ffn == FeedForwardPart::kDense) {
+      MOE_ASSIGN_OR_RETURN(L.dense.gate, Matrix(name("ffn_gate")));
+      MOE_ASSIGN_OR_RETURN(L.dense.up, Matrix(name("ffn_up")));
+      MOE_ASSIGN_OR_RETURN(L.dense.down, Matrix(name("ffn_down")));
+      L.dense_bytes += L.dense.byte_size();
+      continue;
+    }
     MOE_ASSIGN_OR_RETURN(L.router, Matrix(name("ffn_gate_inp")));
+    if (h.has_selection_bias) {
+      MOE_ASSIGN_OR_RETURN(L.selection_bias, Vector(bias("exp_probs_b")));
+    }
     L.experts.resize(h.n_expert);
     for (int e = 0; e < h.n_expert; ++e) {
       MOE_ASSIGN_OR_RETURN(L.experts[e].gate, Matrix(ExpertTensorName(l, e, "ffn_gate")));
       MOE_ASSIGN_OR_RETURN(L.experts[e].up, Matrix(ExpertTensorName(l, e, "ffn_up")));
       MOE_ASSIGN_OR_RETURN(L.experts[e].down, Matrix(ExpertTensorName(l, e, "ffn_down")));
     }
-    L.dense_bytes = L.wq.byte_size() + L.wk.byte_size() + L.wv.byte_size() + L.wo.byte_size() +
-                    L.router.byte_size();
+    L.dense_bytes += L.router.byte_size();
     if (h.n_ff_shared > 0) {
       L.has_shared = true;
       MOE_ASSIGN_OR_RETURN(L.shared.gate, Matrix(name("ffn_gate_shexp")));

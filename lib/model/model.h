@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "lib/backend/weight_view.h"
+#include "lib/model/arch/architecture.h"
 #include "lib/model/model_spec.h"
 
 namespace moe {
@@ -16,6 +17,7 @@ struct ExpertWeights {
 };
 
 struct LayerWeights {
+  LayerParts parts;  // what the layer is made of (its architecture's file says)
   const float* attn_norm = nullptr;
   WeightView wq, wk, wv, wo;
   const float* bq = nullptr;  // biases, when the architecture has them
@@ -24,7 +26,9 @@ struct LayerWeights {
   const float* q_norm = nullptr;  // QK-norm weights, when the architecture has them
   const float* k_norm = nullptr;
   const float* ffn_norm = nullptr;
-  WeightView router;  // [n_expert x embd]
+  ExpertWeights dense;                    // a dense layer's FFN
+  WeightView router;                      // [n_expert x embd]
+  const float* selection_bias = nullptr;  // [n_expert], when the routing has one
   std::vector<ExpertWeights> experts;
   bool has_shared = false;
   ExpertWeights shared;

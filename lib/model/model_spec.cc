@@ -6,43 +6,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "lib/base/status_macros.h"
+#include "lib/model/arch/architecture.h"
 
 namespace moe {
 
-absl::string_view ArchName(Arch a) {
-  switch (a) {
-    case Arch::kLlama:
-      return "llama";
-    case Arch::kQwen2Moe:
-      return "qwen2moe";
-    case Arch::kOlmoe:
-      return "olmoe";
-    case Arch::kQwen3Moe:
-      return "qwen3moe";
-  }
-  return "unknown";
-}
+absl::string_view ArchName(Arch a) { return ArchitectureOf(a).name(); }
 
 absl::StatusOr<Arch> ArchFromName(absl::string_view name) {
-  for (Arch a : {Arch::kLlama, Arch::kQwen2Moe, Arch::kOlmoe, Arch::kQwen3Moe}) {
-    if (ArchName(a) == name) return a;
-  }
-  return absl::UnimplementedError(absl::StrCat("unsupported architecture '", name,
-                                               "' (supported: llama, qwen2moe, olmoe, qwen3moe)"));
-}
-
-ArchDefaults DefaultsFor(Arch a) {
-  switch (a) {
-    case Arch::kLlama:  // Mixtral: consecutive-pair RoPE, renormalised top-k.
-      return {RopeStyle::kNorm, QkNorm::kNone, true, false, false};
-    case Arch::kQwen2Moe:  // Qwen1.5/2-MoE: norm_topk_prob false, q/k/v bias, gated shared expert.
-      return {RopeStyle::kNeox, QkNorm::kNone, false, true, true};
-    case Arch::kOlmoe:  // OLMoE: QK-norm over the whole projection, raw top-k weights.
-      return {RopeStyle::kNeox, QkNorm::kFull, false, false, false};
-    case Arch::kQwen3Moe:  // Qwen3-MoE: per-head QK-norm, renormalised top-k, no shared expert.
-      return {RopeStyle::kNeox, QkNorm::kPerHead, true, false, false};
-  }
-  return {};
+  MOE_ASSIGN_OR_RETURN(const Architecture* arch, FindArchitecture(name));
+  return arch->id();
 }
 
 int64_t TensorSpec::num_elements() const {
@@ -133,9 +105,25 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
     return absl::InvalidArgumentError(
         absl::StrCat("expert_used_count ", h.n_expert_used, " exceeds expert_count ", h.n_expert));
   }
-  if (h.head_dim % 2 != 0 || h.rope_dim != h.head_dim) {
-    return absl::UnimplementedError(absl::StrCat("RoPE over ", h.rope_dim, " of head_dim ",
-                                                 h.head_dim, " dimensions is not supported"));
+  if (h.rope_dim % 2 != 0 || h.rope_dim <= 0 || h.rope_dim > h.head_dim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RoPE over ", h.rope_dim, " of head_dim ", h.head_dim, " dimensions"));
+  }
+  if (h.n_layer_dense < 0 || h.n_layer_dense > h.n_layer ||
+      (h.n_layer_dense > 0 && h.n_ff_dense <= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(h.n_layer_dense, " leading dense layers of ",
+                                                   h.n_layer, ", width ", h.n_ff_dense));
+  }
+  if (h.n_expert_groups <= 0 || h.n_expert % h.n_expert_groups != 0 || h.n_group_used <= 0 ||
+      h.n_group_used > h.n_expert_groups ||
+      h.n_expert_used > h.n_expert / h.n_expert_groups * h.n_group_used) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(h.n_expert, " experts in ", h.n_expert_groups, " groups, ", h.n_group_used,
+                     " groups used, cannot give ", h.n_expert_used, " experts per token"));
+  }
+  if (!(h.routed_scale > 0) || !std::isfinite(h.routed_scale)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expert_weights_scale must be a positive number, got ", h.routed_scale));
   }
   if (h.n_layer > 4096 || h.n_expert > 65536 || h.n_head > 4096) {
     return absl::InvalidArgumentError("hyper-parameters out of range");
@@ -158,9 +146,11 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
   MOE_RETURN_IF_ERROR(Expect(spec, "token_embd.weight", {h.n_vocab, h.n_embd}));
   MOE_RETURN_IF_ERROR(Expect(spec, "output_norm.weight", {h.n_embd}));
   if (!h.tied_output) MOE_RETURN_IF_ERROR(Expect(spec, "output.weight", {h.n_vocab, h.n_embd}));
+  const Architecture& arch = ArchitectureOf(spec.arch);
   for (int l = 0; l < h.n_layer; ++l) {
     auto name = [&](absl::string_view b) { return LayerTensorName(l, b); };
     auto bias = [&](absl::string_view b) { return absl::StrCat("blk.", l, ".", b, ".bias"); };
+    const LayerParts parts = arch.Layer(h, l);
     MOE_RETURN_IF_ERROR(Expect(spec, name("attn_norm"), {h.n_embd}));
     MOE_RETURN_IF_ERROR(Expect(spec, name("attn_q"), {q_dim, h.n_embd}));
     MOE_RETURN_IF_ERROR(Expect(spec, name("attn_k"), {kv_dim, h.n_embd}));
@@ -178,8 +168,17 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
       MOE_RETURN_IF_ERROR(Expect(spec, name("attn_q_norm"), {h.head_dim}));
       MOE_RETURN_IF_ERROR(Expect(spec, name("attn_k_norm"), {h.head_dim}));
     }
-    MOE_RETURN_IF_ERROR(Expect(spec, name("ffn_norm"), {h.n_embd}));
+    MOE_RETURN_IF_ERROR(Expect(spec, name(parts.ffn_norm), {h.n_embd}));
+    if (parts.ffn == FeedForwardPart::kDense) {
+      MOE_RETURN_IF_ERROR(Expect(spec, name("ffn_gate"), {h.n_ff_dense, h.n_embd}));
+      MOE_RETURN_IF_ERROR(Expect(spec, name("ffn_up"), {h.n_ff_dense, h.n_embd}));
+      MOE_RETURN_IF_ERROR(Expect(spec, name("ffn_down"), {h.n_embd, h.n_ff_dense}));
+      continue;
+    }
     MOE_RETURN_IF_ERROR(Expect(spec, name("ffn_gate_inp"), {h.n_expert, h.n_embd}));
+    if (h.has_selection_bias) {
+      MOE_RETURN_IF_ERROR(Expect(spec, bias("exp_probs_b"), {h.n_expert}));
+    }
     for (int e = 0; e < h.n_expert; ++e) {
       MOE_RETURN_IF_ERROR(
           Expect(spec, ExpertTensorName(l, e, "ffn_gate"), {h.n_ff_expert, h.n_embd}));

@@ -13,13 +13,14 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "lib/base/dtype.h"
+#include "lib/moe/gating.h"
 #include "lib/tokenizer/tokenizer_data.h"
 
 namespace moe {
 
 // Architectures, named as llama.cpp names them. "llama" here means the Mixtral layout (a llama
-// block whose FFN is a mixture of experts).
-enum class Arch { kLlama, kQwen2Moe, kOlmoe, kQwen3Moe };
+// block whose FFN is a mixture of experts). What each one is made of lives in lib/model/arch/.
+enum class Arch { kLlama, kQwen2Moe, kOlmoe, kQwen3Moe, kGlm4Moe };
 
 absl::string_view ArchName(Arch a);
 absl::StatusOr<Arch> ArchFromName(absl::string_view name);
@@ -41,24 +42,29 @@ struct HParams {
   int64_t n_ff_shared = 0;  // 0 = no shared expert
   float rms_eps = 1e-5f;
   float rope_freq_base = 10000.f;
-  int64_t rope_dim = 0;  // dimensions rotated per head (== head_dim for all supported models)
+  int64_t rope_dim = 0;  // dimensions rotated per head, the first ones (<= head_dim)
   RopeStyle rope_style = RopeStyle::kNorm;
   QkNorm qk_norm = QkNorm::kNone;
   bool norm_topk_prob = true;  // renormalise the top-k router weights to sum 1
   bool has_qkv_bias = false;
   bool shared_expert_gate = false;  // sigmoid(w . x) scales the shared expert
   bool tied_output = false;         // logits use token_embd when there is no output.weight
-};
+  // The first n_layer_dense layers have a dense SwiGLU FFN of width n_ff_dense, no experts.
+  int64_t n_layer_dense = 0;
+  int64_t n_ff_dense = 0;
+  Gating gating = Gating::kSoftmax;
+  // exp_probs_b: a per-expert bias added to the scores to choose experts, not to weight them.
+  bool has_selection_bias = false;
+  float routed_scale = 1.f;  // the chosen experts' weights are multiplied by it
+  // Group-limited choice: experts fall in n_expert_groups groups, each scored by the sum of its
+  // best two; only the best n_group_used groups' experts may be chosen. 1 group: no limit.
+  int64_t n_expert_groups = 1;
+  int64_t n_group_used = 1;
+  // Multi-token-prediction blocks a file carries after the n_layer that run (not loaded).
+  int64_t n_nextn_layer = 0;
 
-// What each architecture implies when a file does not say.
-struct ArchDefaults {
-  RopeStyle rope_style;
-  QkNorm qk_norm;
-  bool norm_topk_prob;
-  bool has_qkv_bias;
-  bool shared_expert_gate;
+  bool operator==(const HParams&) const = default;
 };
-ArchDefaults DefaultsFor(Arch a);
 
 struct TensorSpec {
   std::string name;

@@ -5,45 +5,105 @@
 #include <numeric>
 
 namespace moe {
+namespace {
+
+// The smallest normal F16, as llama.cpp bounds the sum it renormalises by.
+constexpr float kMinWeightSum = 6.103515625e-5f;
+
+// Marks the experts outside the n_groups_used best groups, each group scored by the sum of its
+// two best selection scores (ties: lower group first).
+void MaskGroups(const RouterConfig& c, const float* sel, std::vector<char>* masked) {
+  thread_local std::vector<float> group_score;
+  thread_local std::vector<int32_t> groups;
+  const int per_group = c.n_expert / c.n_groups;
+  group_score.resize(c.n_groups);
+  groups.resize(c.n_groups);
+  for (int g = 0; g < c.n_groups; ++g) {
+    float best = -INFINITY, second = -INFINITY;
+    for (int e = g * per_group; e < (g + 1) * per_group; ++e) {
+      if (sel[e] > best) {
+        second = best;
+        best = sel[e];
+      } else if (sel[e] > second) {
+        second = sel[e];
+      }
+    }
+    group_score[g] = per_group > 1 ? best + second : best;
+  }
+  std::iota(groups.begin(), groups.end(), 0);
+  std::partial_sort(
+      groups.begin(), groups.begin() + c.n_groups_used, groups.end(), [&](int32_t a, int32_t b) {
+        return group_score[a] > group_score[b] || (group_score[a] == group_score[b] && a < b);
+      });
+  masked->assign(c.n_expert, 1);
+  for (int i = 0; i < c.n_groups_used; ++i) {
+    std::fill_n(masked->begin() + groups[i] * per_group, per_group, 0);
+  }
+}
+
+}  // namespace
 
 void Route(const RouterConfig& c, absl::Span<const float> logits, int64_t n_tokens, Routing* out) {
   Routing& r = *out;
   r.experts.resize(n_tokens * c.top_k);
   r.weights.resize(n_tokens * c.top_k);
   r.entropy.resize(n_tokens);
-  thread_local std::vector<float> probs;
+  thread_local std::vector<float> probs, biased;
   thread_local std::vector<int32_t> order;
+  thread_local std::vector<char> masked;
   probs.resize(c.n_expert);
   order.resize(c.n_expert);
+  const bool limit_groups = c.n_groups > 1 && c.n_groups_used < c.n_groups;
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* l = logits.data() + t * c.n_expert;
-    float max_l = *std::max_element(l, l + c.n_expert);
-    float sum = 0;
-    for (int e = 0; e < c.n_expert; ++e) sum += probs[e] = std::exp(l[e] - max_l);
     float entropy = 0;
-    for (int e = 0; e < c.n_expert; ++e) {
-      probs[e] /= sum;
-      if (probs[e] > 0) entropy -= probs[e] * std::log(probs[e]);
+    if (c.gating == Gating::kSoftmax) {
+      float max_l = *std::max_element(l, l + c.n_expert);
+      float sum = 0;
+      for (int e = 0; e < c.n_expert; ++e) sum += probs[e] = std::exp(l[e] - max_l);
+      for (int e = 0; e < c.n_expert; ++e) {
+        probs[e] /= sum;
+        if (probs[e] > 0) entropy -= probs[e] * std::log(probs[e]);
+      }
+    } else {
+      float sum = 0;
+      for (int e = 0; e < c.n_expert; ++e) sum += probs[e] = 1.f / (1.f + std::exp(-l[e]));
+      for (int e = 0; e < c.n_expert; ++e) {
+        const float p = sum > 0 ? probs[e] / sum : 0.f;
+        if (p > 0) entropy -= p * std::log(p);
+      }
     }
     r.entropy[t] = entropy;
+    // What the choice ranks: the scores, plus the selection bias where there is one.
+    const float* sel = probs.data();
+    if (c.selection_bias != nullptr) {
+      biased.resize(c.n_expert);
+      for (int e = 0; e < c.n_expert; ++e) biased[e] = probs[e] + c.selection_bias[e];
+      sel = biased.data();
+    }
+    if (limit_groups) MaskGroups(c, sel, &masked);
     std::iota(order.begin(), order.end(), 0);
     auto allowed_end = order.end();
-    if (c.disabled != nullptr && !c.disabled->empty()) {
+    const bool has_disabled = c.disabled != nullptr && !c.disabled->empty();
+    if (has_disabled || limit_groups) {
       // In place and order-keeping without stable_partition's buffer.
-      allowed_end =
-          std::remove_if(order.begin(), order.end(), [&](int32_t e) { return (*c.disabled)[e]; });
+      allowed_end = std::remove_if(order.begin(), order.end(), [&](int32_t e) {
+        return (has_disabled && (*c.disabled)[e]) || (limit_groups && masked[e]);
+      });
     }
     int k = std::min<int>(c.top_k, static_cast<int>(allowed_end - order.begin()));
     std::partial_sort(order.begin(), order.begin() + k, allowed_end, [&](int32_t a, int32_t b) {
-      return probs[a] > probs[b] || (probs[a] == probs[b] && a < b);
+      return sel[a] > sel[b] || (sel[a] == sel[b] && a < b);
     });
     float chosen = 0;
     for (int j = 0; j < k; ++j) chosen += probs[order[j]];
+    if (c.renormalize) chosen = std::max(chosen, kMinWeightSum);
     for (int j = 0; j < c.top_k; ++j) {
       bool valid = j < k;
       r.experts[t * c.top_k + j] = valid ? order[j] : -1;
       float w = valid ? probs[order[j]] : 0.f;
       if (c.renormalize && chosen > 0) w /= chosen;
+      if (c.scale != 1.f) w *= c.scale;
       r.weights[t * c.top_k + j] = w;
     }
   }

@@ -5,28 +5,39 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "lib/moe/gating.h"
 
 namespace moe {
 
 struct RouterConfig {
   int n_expert = 0;
   int top_k = 0;
-  bool renormalize = true;  // scale the k chosen probabilities to sum to 1
+  bool renormalize = true;  // scale the k chosen scores to sum to 1
   // Experts a caller has switched off (null or empty = all allowed). A masked expert is never
-  // chosen; probabilities are still the softmax over all experts, so weights keep their meaning.
+  // chosen; scores are still those over all experts, so weights keep their meaning.
   const std::vector<bool>* disabled = nullptr;
+  Gating gating = Gating::kSoftmax;
+  // Added to the scores to choose experts, not to weight them (DeepSeek-V3's and GLM-4.5's
+  // exp_probs_b); null = none.
+  const float* selection_bias = nullptr;
+  // Group-limited choice: the experts form n_groups equal groups, each scored by the sum of its
+  // two best selection scores; only the n_groups_used best groups' experts may be chosen.
+  int n_groups = 1;
+  int n_groups_used = 1;
+  float scale = 1.f;  // the weights, renormalised or not, are multiplied by it
 };
 
 struct Routing {
   // [n_tokens x top_k], best first.
   std::vector<int32_t> experts;
   std::vector<float> weights;
-  // Per-token entropy (nats) of the full softmax distribution: how decided the router was.
+  // Per-token entropy (nats) of the scores over all experts, normalised to sum 1 (softmax: its
+  // distribution): how decided the router was.
   std::vector<float> entropy;
 };
 
-// logits: [n_tokens x n_expert] in F32. Softmax over all experts, then top-k by probability
-// (ties: lower expert id first).
+// logits: [n_tokens x n_expert] in F32. Scores by the gating function, then top-k by score plus
+// selection bias within the allowed groups (ties: lower expert id first), weighted by score.
 Routing Route(const RouterConfig& config, absl::Span<const float> logits, int64_t n_tokens);
 // The same into `out`, reusing its storage (no allocation once it has grown: the decode path).
 void Route(const RouterConfig& config, absl::Span<const float> logits, int64_t n_tokens,

@@ -1,6 +1,8 @@
 // Reproduces llama.cpp's logits and greedy tokens for every model in testdata/fixtures.
 // F32 models are compared with their own references; quantized models with the `deq.*`
 // references (llama.cpp on the exact dequantized weights), since libmoe keeps activations in F32.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -11,9 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "lib/backend/backend.h"
 #include "lib/backend/cpu/cpu_features.h"
+#include "lib/format/moe_reader.h"
+#include "lib/format/moe_writer.h"
 #include "lib/import/gguf_import.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
@@ -48,20 +53,32 @@ std::vector<double> ReadMargins(const fs::path& p) {
   return margins;
 }
 
+// Every folder of both sets: fixtures/ (llama.cpp c392e50) and fixtures-v2/ (mainline 3f545be,
+// the newer families).
 std::vector<fs::path> FixtureDirs() {
   std::vector<fs::path> dirs;
-  fs::path root = fs::path(MOE_TESTDATA_DIR) / "fixtures";
-  if (!fs::exists(root)) return dirs;
-  for (const auto& e : fs::directory_iterator(root)) {
-    if (e.is_directory() && fs::exists(e.path() / (e.path().filename().string() + ".gguf"))) {
-      dirs.push_back(e.path());
+  for (const char* set : {"fixtures", "fixtures-v2"}) {
+    fs::path root = fs::path(MOE_TESTDATA_DIR) / set;
+    if (!fs::exists(root)) continue;
+    for (const auto& e : fs::directory_iterator(root)) {
+      if (e.is_directory() && fs::exists(e.path() / (e.path().filename().string() + ".gguf"))) {
+        dirs.push_back(e.path());
+      }
     }
   }
-  std::sort(dirs.begin(), dirs.end());
+  std::sort(dirs.begin(), dirs.end(),
+            [](const fs::path& a, const fs::path& b) { return a.filename() < b.filename(); });
   return dirs;
 }
 
 class FixtureTest : public ::testing::TestWithParam<fs::path> {};
+
+// The fixtures-v2 families not implemented yet (issue 18 lands them one by one): their folders
+// are listed and skipped by name, so a supported family that stops loading still fails.
+bool NotYetSupported(const fs::path& dir, const absl::Status& s) {
+  return dir.parent_path().filename() == "fixtures-v2" && absl::IsUnimplemented(s) &&
+         absl::StrContains(s.message(), "unsupported architecture");
+}
 
 // Per-prompt tolerance for llama.cpp's quantized run, from quant_vs_deq.tsv.
 double QuantTolerance(const fs::path& dir, const std::string& prompt) {
@@ -150,6 +167,7 @@ TEST_P(FixtureTest, LogitsAndGreedyTokensMatchLlamaCpp) {
   const fs::path dir = GetParam();
   const std::string name = dir.filename().string();
   auto spec = ImportGguf((dir / (name + ".gguf")).string());
+  if (!spec.ok() && NotYetSupported(dir, spec.status())) GTEST_SKIP() << spec.status();
   ASSERT_TRUE(spec.ok()) << spec.status();
   auto model = Model::Create(*std::move(spec));
   ASSERT_TRUE(model.ok()) << model.status();
@@ -173,6 +191,31 @@ TEST_P(FixtureTest, LogitsAndGreedyTokensMatchLlamaCpp) {
   SetSimdLevelForTesting(native);
 }
 
+// The same model written to a .moe container and read back (what moe-convert makes) keeps
+// every hyper-parameter and gives the same results.
+TEST_P(FixtureTest, ViaMoeFileToo) {
+  const fs::path dir = GetParam();
+  const std::string name = dir.filename().string();
+  auto gguf = ImportGguf((dir / (name + ".gguf")).string());
+  if (!gguf.ok() && NotYetSupported(dir, gguf.status())) GTEST_SKIP() << gguf.status();
+  ASSERT_TRUE(gguf.ok()) << gguf.status();
+  const fs::path path = fs::temp_directory_path() /
+                        ("fixture_reference_test_" + std::to_string(::getpid()) + name + ".moe");
+  ASSERT_TRUE(WriteMoeFile(*gguf, path.string()).ok());
+  auto spec = ReadMoeFile(path.string());
+  fs::remove(path);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->hp == gguf->hp);
+  auto model = Model::Create(*std::move(spec));
+  ASSERT_TRUE(model.ok()) << model.status();
+  if (fs::exists(dir / "p1.deq.gen_tokens.txt")) {
+    CheckAgainst(dir, **model, *model, {".deq", false, true}, 2);
+    CheckAgainst(dir, **model, *model, {"", true, false}, 2);
+  } else {
+    CheckAgainst(dir, **model, *model, {"", true, true}, 2);
+  }
+}
+
 // The default load path re-lays quantized rows for the level's kernels (16-row groups, whose
 // kernels quantize the activations of prompt batches too, as llama.cpp does): the same
 // references hold for it, for rows re-laid for AVX2 and for AVX-512 VNNI, through every level's
@@ -187,6 +230,7 @@ TEST_P(FixtureTest, ReLaidRowsMatchLlamaCppToo) {
     if (load_level > DetectedSimdLevel()) continue;
     SetSimdLevelForTesting(load_level);
     auto engine = Engine::Load((dir / (name + ".gguf")).string(), LoadOptions{});
+    if (!engine.ok() && NotYetSupported(dir, engine.status())) GTEST_SKIP() << engine.status();
     ASSERT_TRUE(engine.ok()) << engine.status();
     const std::shared_ptr<const Model> model = (*engine)->model();
     int grouped = 0;

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <numeric>
 #include <random>
 
 #include "absl/strings/str_cat.h"
 #include "lib/backend/cpu/quant_rows.h"
+#include "lib/model/arch/architecture.h"
 
 namespace moe::testing {
 namespace {
@@ -107,7 +109,9 @@ ModelSpec MakeRandomModel(const RandomModelOptions& o) {
   s.arch = o.arch;
   s.name = absl::StrCat("random-", ArchName(o.arch));
   HParams& h = s.hp;
-  ArchDefaults d = DefaultsFor(o.arch);
+  // What the family implies, as for a file that says nothing more.
+  const absl::Status implied = ArchitectureOf(o.arch).ReadMetadata(NoMetadata(), &h);
+  if (!implied.ok()) std::abort();
   h.n_vocab = o.n_vocab;
   h.n_embd = o.n_embd;
   h.n_layer = o.n_layer;
@@ -122,11 +126,7 @@ ModelSpec MakeRandomModel(const RandomModelOptions& o) {
   h.n_ff_shared = o.n_ff_shared;
   h.rms_eps = 1e-6f;
   h.rope_freq_base = 10000.f;
-  h.rope_style = d.rope_style;
-  h.qk_norm = d.qk_norm;
-  h.norm_topk_prob = d.norm_topk_prob;
-  h.has_qkv_bias = d.has_qkv_bias;
-  h.shared_expert_gate = d.shared_expert_gate && o.n_ff_shared > 0;
+  h.shared_expert_gate = h.shared_expert_gate && o.n_ff_shared > 0;
   h.tied_output = o.tied_output;
   const int64_t E = o.n_embd, q_dim = o.n_head * o.head_dim, kv_dim = o.n_head_kv * o.head_dim;
   const float in_std = 1.0f / std::sqrt(static_cast<float>(E));

@@ -20,7 +20,7 @@ struct RandomModelOptions {
   bool tied_output = false;
 };
 
-// A ModelSpec owning its random weights; semantics flags follow DefaultsFor(arch).
+// A ModelSpec owning its random weights; semantics flags are what the family implies.
 ModelSpec MakeRandomModel(const RandomModelOptions& o);
 
 // Logits [n_tokens x n_vocab] for the whole sequence, by the naive reference.

@@ -170,15 +170,17 @@ class CpuBackend final : public Backend {
   }
 
   void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* positions,
-            RopeLayout layout, float freq_base) override {
-    const int64_t half = head_dim / 2;
+            const RopeParams& rope) override {
+    const RopeLayout layout = rope.layout;
+    const int64_t n_rot = rope.n_rot, half = n_rot / 2;
+    const float freq_base = rope.freq_base;
     Parallel(n, 8 * n_heads * head_dim, [&](int64_t tb, int64_t te) {
       thread_local std::vector<float> cos_t, sin_t;
       cos_t.resize(half);
       sin_t.resize(half);
       for (int64_t t = tb; t < te; ++t) {
         for (int64_t i = 0; i < half; ++i) {
-          float theta = positions[t] * std::pow(freq_base, -2.0f * i / head_dim);
+          float theta = positions[t] * std::pow(freq_base, -2.0f * i / n_rot);
           cos_t[i] = std::cos(theta);
           sin_t[i] = std::sin(theta);
         }

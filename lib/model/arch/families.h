@@ -1,0 +1,14 @@
+// The architecture files of this folder, for the registry (architecture.cc) alone.
+#pragma once
+
+#include "lib/model/arch/architecture.h"
+
+namespace moe {
+
+const Architecture& LlamaArchitecture();
+const Architecture& Qwen2MoeArchitecture();
+const Architecture& OlmoeArchitecture();
+const Architecture& Qwen3MoeArchitecture();
+const Architecture& Glm4MoeArchitecture();
+
+}  // namespace moe

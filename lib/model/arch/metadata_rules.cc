@@ -1,0 +1,65 @@
+#include "lib/model/arch/metadata_rules.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace moe {
+
+absl::Status ReadRouting(const MetadataKeys& keys, RoutingDefaults defaults, HParams* h) {
+  MOE_ASSIGN_OR_RETURN(int64_t gating, keys.Int("expert_gating_func", 0));
+  switch (gating) {
+    case 0:  // absent (llama.cpp's "none"): the family's own
+      h->gating = defaults.gating;
+      break;
+    case 1:
+      h->gating = Gating::kSoftmax;
+      break;
+    case 2:
+      h->gating = Gating::kSigmoid;
+      break;
+    default:
+      return absl::UnimplementedError(
+          absl::StrCat("expert_gating_func ", gating, " is not supported (1 softmax, 2 sigmoid)"));
+  }
+  MOE_ASSIGN_OR_RETURN(h->norm_topk_prob,
+                       keys.Bool("expert_weights_norm", defaults.norm_topk_prob));
+  MOE_ASSIGN_OR_RETURN(h->routed_scale, keys.Float("expert_weights_scale", 1.f));
+  if (h->routed_scale == 0.f) h->routed_scale = 1.f;  // llama.cpp writes 0 for "unset"
+  MOE_ASSIGN_OR_RETURN(h->n_expert_groups, keys.Int("expert_group_count", 1));
+  MOE_ASSIGN_OR_RETURN(h->n_group_used, keys.Int("expert_group_used_count", h->n_expert_groups));
+  if (h->n_expert_groups == 0) h->n_expert_groups = h->n_group_used = 1;
+  return absl::OkStatus();
+}
+
+absl::Status ReadLeadingDenseLayers(const MetadataKeys& keys, HParams* h) {
+  MOE_ASSIGN_OR_RETURN(h->n_layer_dense, keys.Int("leading_dense_block_count", 0));
+  if (h->n_layer_dense > 0) {
+    MOE_ASSIGN_OR_RETURN(h->n_ff_dense, keys.Int("feed_forward_length"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadSharedExperts(const MetadataKeys& keys, HParams* h) {
+  MOE_ASSIGN_OR_RETURN(int64_t count, keys.Int("expert_shared_count", 0));
+  if (count > 1024) return absl::InvalidArgumentError("expert_shared_count out of range");
+  h->n_ff_shared = count * h->n_ff_expert;
+  return absl::OkStatus();
+}
+
+absl::Status ReadNextnLayers(const MetadataKeys& keys, HParams* h) {
+  MOE_ASSIGN_OR_RETURN(h->n_nextn_layer, keys.Int("nextn_predict_layers", 0));
+  if (h->n_nextn_layer >= h->n_layer) {
+    return absl::InvalidArgumentError(absl::StrCat("nextn_predict_layers ", h->n_nextn_layer,
+                                                   " leaves none of the ", h->n_layer,
+                                                   " blocks to run"));
+  }
+  h->n_layer -= h->n_nextn_layer;
+  return absl::OkStatus();
+}
+
+QkNorm QkNormFromTensors(const ModelSpec& spec, const HParams& h) {
+  const TensorSpec* t = spec.Find(LayerTensorName(0, "attn_q_norm"));
+  if (t == nullptr || t->shape.size() != 1) return QkNorm::kNone;
+  return t->shape[0] == h.head_dim ? QkNorm::kPerHead : QkNorm::kFull;
+}
+
+}  // namespace moe

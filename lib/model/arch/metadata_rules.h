@@ -1,0 +1,33 @@
+// Metadata rules several families share, each with llama.cpp's meaning of the GGUF keys.
+#pragma once
+
+#include "absl/status/status.h"
+#include "lib/base/status_macros.h"
+#include "lib/model/arch/architecture.h"
+
+namespace moe {
+
+struct RoutingDefaults {
+  Gating gating;
+  bool norm_topk_prob;
+};
+
+// expert_gating_func (1 softmax, 2 sigmoid), expert_weights_norm, expert_weights_scale,
+// expert_group_count / expert_group_used_count.
+absl::Status ReadRouting(const MetadataKeys& keys, RoutingDefaults defaults, HParams* h);
+
+// leading_dense_block_count layers with a dense FFN of feed_forward_length.
+absl::Status ReadLeadingDenseLayers(const MetadataKeys& keys, HParams* h);
+
+// expert_shared_count shared experts of expert_feed_forward_length each, run as one FFN.
+absl::Status ReadSharedExperts(const MetadataKeys& keys, HParams* h);
+
+// nextn_predict_layers: the multi-token-prediction blocks after the last layer, which are
+// carried by the file but not run: block_count counts them, n_layer does not.
+absl::Status ReadNextnLayers(const MetadataKeys& keys, HParams* h);
+
+// A family whose QK-norm is optional has it when the file has its weights: per head when they
+// are head_dim long, over the whole projection when they are n_head x head_dim.
+QkNorm QkNormFromTensors(const ModelSpec& spec, const HParams& h);
+
+}  // namespace moe

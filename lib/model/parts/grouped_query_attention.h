@@ -1,0 +1,24 @@
+// Grouped-query attention (multi-head when there are as many KV heads as heads): the layer's
+// q/k/v projections with their optional biases and QK-norm, RoPE, each sequence's K/V written
+// to and read from its own cache, the output projection added to the residual stream.
+#pragma once
+
+#include <vector>
+
+#include "lib/kv/kv_sequence.h"
+#include "lib/model/parts/sequence_chunk.h"
+#include "lib/model/parts/step_context.h"
+
+namespace moe {
+
+class GroupedQueryAttention {
+ public:
+  // x: the step's n residual rows, updated in place.
+  void Run(const StepContext& ctx, int layer, const LayerWeights& L,
+           absl::Span<const SequenceChunk> batch, int64_t n, float* x);
+
+ private:
+  std::vector<float> xn_, q_, k_, v_, att_, o_;
+};
+
+}  // namespace moe

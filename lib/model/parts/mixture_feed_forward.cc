@@ -1,0 +1,258 @@
+#include "lib/model/parts/mixture_feed_forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "lib/base/status_macros.h"
+
+namespace moe {
+
+RouterConfig MixtureFeedForward::ConfigFor(const HParams& h, const LayerWeights& L,
+                                           int layer) const {
+  RouterConfig rc;
+  rc.n_expert = static_cast<int>(h.n_expert);
+  rc.top_k = static_cast<int>(h.n_expert_used);
+  rc.gating = h.gating;
+  rc.selection_bias = L.selection_bias;
+  rc.n_groups = static_cast<int>(h.n_expert_groups);
+  rc.n_groups_used = static_cast<int>(h.n_group_used);
+  rc.renormalize = h.norm_topk_prob;
+  rc.scale = h.routed_scale;
+  rc.disabled = layer < static_cast<int>(disabled_.size()) ? &disabled_[layer] : nullptr;
+  return rc;
+}
+
+absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const LayerWeights& L,
+                                     int64_t n, float* x) {
+  Telemetry* tel = ctx.telemetry;
+  Backend& be = *ctx.backend;
+  const HParams& h = ctx.model.hp();
+  const int64_t d = h.n_embd;
+  std::vector<float>& xn = xn_;
+  xn.resize(n * d);
+  be.RmsNorm(x, L.ffn_norm, n, d, h.rms_eps, xn.data());
+
+  Routing& routing = routing_;
+  {
+    StageTimer timer(tel, &StageTimes::router_s);
+    std::vector<float>& router_logits = router_logits_;
+    router_logits.resize(n * h.n_expert);
+    be.MatMul(L.router, xn.data(), n, router_logits.data());
+    Route(ConfigFor(h, L, layer), router_logits, n, &routing);
+  }
+
+  StageTimer timer(tel, &StageTimes::experts_s);
+  // Dispatch: list each expert's tokens so each expert runs once over all of them; slot[t * k +
+  // j] is where token t's j-th choice sits in its expert's list.
+  const int64_t k = h.n_expert_used;
+  auto& by_expert = by_expert_;
+  auto& slot = slot_;
+  by_expert.resize(h.n_expert);
+  slot.resize(n * k);
+  for (auto& rows : by_expert) {
+    rows.clear();
+    // Room for every token up front, so an expert's first token in a decode step allocates
+    // nothing: any expert may be chosen next.
+    if (static_cast<int64_t>(rows.capacity()) < n) rows.reserve(std::max<int64_t>(n, 16));
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t j = 0; j < k; ++j) {
+      int32_t e = routing.experts[t * k + j];
+      if (e < 0) continue;
+      slot[t * k + j] = static_cast<int32_t>(by_expert[e].size());
+      by_expert[e].push_back(static_cast<int32_t>(t));
+    }
+  }
+  // Run every selected expert (and the shared one) together; each names its tokens in xn.
+  auto& jobs = jobs_;
+  auto& job_of_expert = job_of_expert_;
+  auto& outs = expert_out_;
+  jobs.clear();
+  job_of_expert.assign(h.n_expert, -1);
+  outs.resize(h.n_expert);  // sized before any pointer into them is taken
+  auto& selected = selected_;
+  selected.clear();
+  for (int e = 0; e < h.n_expert; ++e) {
+    if (!by_expert[e].empty()) selected.push_back(e);
+  }
+  std::vector<float>& shared_out = shared_out_;
+  if (L.has_shared) shared_out.resize(n * d);
+  // Resident experts run in one call. From the expert store they run in chunks of as many as the
+  // cache holds at once besides its pinned experts, each chunk pinned until its jobs have run: a
+  // prompt batch may select every expert of the layer, and the smallest budget holds only the
+  // top-k. Jobs are independent (the outputs are combined afterwards), so chunking changes no
+  // result.
+  if (store_ != nullptr) ScorePrediction(layer);
+  const size_t chunk = store_ != nullptr ? store_->cache().step_capacity() : selected.size();
+  size_t next_out = 0;
+  for (size_t begin = 0; begin < selected.size() || (begin == 0 && L.has_shared);
+       begin += std::max<size_t>(chunk, 1)) {
+    const size_t end = std::min(selected.size(), begin + chunk);
+    jobs.clear();
+    std::optional<ExpertStore::Step> step;
+    if (store_ != nullptr && end > begin) {
+      auto requested =
+          store_->Request(layer, absl::MakeConstSpan(selected).subspan(begin, end - begin));
+      if (!requested.ok()) return requested.status();
+      step = *std::move(requested);
+      // The misses are queued; the next layer's guesses queue behind them while this one runs.
+      if (begin == 0 && prefetch_) PrefetchNextLayer(ctx, layer, n, x);
+    }
+    for (size_t i = begin; i < end; ++i) {
+      const int e = selected[i];
+      const auto& rows = by_expert[e];
+      const int64_t m = static_cast<int64_t>(rows.size());
+      ScratchVector<float>& res = outs[next_out];
+      res.resize(m * d);
+      job_of_expert[e] = static_cast<int>(next_out++);
+      const ExpertWeights& w = L.experts[e];
+      // From the store, the weights are filled in once the expert is read (RunStoredExperts).
+      jobs.push_back({w.gate, w.up, w.down, xn.data(), rows.data(), m, res.data()});
+      if (tel) {
+        tel->expert_counts[layer][e] += m;
+        tel->weight_bytes_read += w.byte_size();
+        tel->active_params += m * (w.gate.rows * w.gate.cols * 3);
+      }
+    }
+    const bool with_shared = begin == 0 && L.has_shared;
+    if (with_shared) {
+      jobs.push_back(
+          {L.shared.gate, L.shared.up, L.shared.down, xn.data(), nullptr, n, shared_out.data()});
+    }
+    if (step) {
+      MOE_RETURN_IF_ERROR(RunStoredExperts(be, *step, with_shared));
+    } else {
+      be.RunExperts(jobs);
+    }
+  }
+  if (tel) {
+    for (float ent : routing.entropy) tel->router_entropy_sum += ent;
+    if (tel->record_routing) {
+      if (static_cast<int>(tel->routing_trace.size()) <= layer)
+        tel->routing_trace.resize(h.n_layer);
+      std::vector<int32_t>& trace = tel->routing_trace[layer];
+      trace.insert(trace.end(), routing.experts.begin(), routing.experts.begin() + n * k);
+    }
+  }
+  // Combine: each token's expert outputs in its router's order, weighted, then the gated shared
+  // expert, summed into the residual stream in one pass over the tokens.
+  const int64_t terms = k + (L.has_shared ? 1 : 0);
+  auto& src = combine_src_;
+  auto& weight = combine_weight_;
+  src.resize(n * terms);
+  weight.resize(n * terms);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t e = routing.experts[t * k + j];
+      src[t * terms + j] = e < 0 ? nullptr : outs[job_of_expert[e]].data() + slot[t * k + j] * d;
+      weight[t * terms + j] = e < 0 ? 0.f : routing.weights[t * k + j];
+    }
+  }
+  if (L.has_shared) {
+    std::vector<float>& g = shared_gate_;
+    g.assign(n, 1.f);
+    if (!L.shared_gate.empty()) {
+      be.MatMul(L.shared_gate, xn.data(), n, g.data());
+      for (float& v : g) v = 1.f / (1.f + std::exp(-v));
+    }
+    for (int64_t t = 0; t < n; ++t) {
+      src[t * terms + k] = shared_out.data() + t * d;
+      weight[t * terms + k] = g[t];
+    }
+  }
+  be.AddWeightedRows(n, terms, d, src.data(), weight.data(), x);
+  return absl::OkStatus();
+}
+
+absl::Status MixtureFeedForward::RunStoredExperts(Backend& backend, const ExpertStore::Step& step,
+                                                  bool with_shared) {
+  // jobs[i] is the step's i-th expert; the shared expert, if any, comes last and runs in the
+  // first group, so it computes while the first misses are read.
+  std::vector<Backend::ExpertJob>& jobs = jobs_;
+  std::vector<Backend::ExpertJob>& group = group_;
+  std::vector<char>& done = job_done_;
+  done.assign(step.size(), 0);
+  size_t left = step.size();
+  bool shared_left = with_shared;
+  while (left > 0 || shared_left) {
+    group.clear();
+    for (size_t i = 0; i < step.size(); ++i) {
+      if (done[i] || !step.ready(i)) continue;
+      MOE_RETURN_IF_ERROR(step.Wait(i));  // its read failed: this call's error
+      const ExpertViews& v = step.views(i);
+      Backend::ExpertJob job = jobs[i];
+      job.gate = v.gate;
+      job.up = v.up;
+      job.down = v.down;
+      group.push_back(job);
+      done[i] = 1;
+      --left;
+    }
+    if (shared_left) {
+      group.push_back(jobs.back());
+      shared_left = false;
+    }
+    if (group.empty()) {
+      // Nothing is ready: block on the first expert still being read, only on it.
+      for (size_t i = 0; i < step.size(); ++i) {
+        if (!done[i]) {
+          MOE_RETURN_IF_ERROR(step.Wait(i));
+          break;
+        }
+      }
+      continue;
+    }
+    backend.RunExperts(group);
+  }
+  return absl::OkStatus();
+}
+
+void MixtureFeedForward::PrefetchNextLayer(const StepContext& ctx, int layer, int64_t n,
+                                           const float* x) {
+  const HParams& h = ctx.model.hp();
+  const int next = layer + 1;
+  if (next >= h.n_layer) return;
+  const LayerWeights& N = ctx.model.layers()[next];
+  if (N.parts.ffn != FeedForwardPart::kMixture) return;
+  Backend& be = *ctx.backend;
+  const int64_t d = h.n_embd;
+  // The residual stream entering this layer's experts changes little by the next layer's: its
+  // router on it mostly picks what it will pick then.
+  guess_xn_.resize(n * d);
+  be.RmsNorm(x, N.ffn_norm, n, d, h.rms_eps, guess_xn_.data());
+  guess_logits_.resize(n * h.n_expert);
+  be.MatMul(N.router, guess_xn_.data(), n, guess_logits_.data());
+  Route(ConfigFor(h, N, next), guess_logits_, n, &guess_routing_);
+  std::vector<int32_t>& count = guess_count_;
+  count.assign(h.n_expert, 0);
+  for (int32_t e : guess_routing_.experts) {
+    if (e >= 0) ++count[e];
+  }
+  if (guessed_.size() < static_cast<size_t>(h.n_layer)) guessed_.resize(h.n_layer);
+  std::vector<int32_t>& guess = guessed_[next];
+  guess.clear();
+  for (int e = 0; e < h.n_expert; ++e) {
+    if (count[e] > 0) guess.push_back(e);
+  }
+  // Most chosen first; a prompt batch may pick every expert, more than is worth reading ahead
+  // (half the cache, so the guesses cannot crowd out what the steps between use).
+  std::stable_sort(guess.begin(), guess.end(),
+                   [&](int32_t a, int32_t b) { return count[a] > count[b]; });
+  const size_t most = std::max<size_t>(h.n_expert_used, store_->cache().slot_count() / 2);
+  if (guess.size() > most) guess.resize(most);
+  store_->Prefetch(next, guess);
+}
+
+void MixtureFeedForward::ScorePrediction(int layer) {
+  if (static_cast<size_t>(layer) >= guessed_.size() || guessed_[layer].empty()) return;
+  std::vector<int32_t>& guess = guessed_[layer];
+  int64_t right = 0;
+  for (int32_t e : selected_) {
+    right += std::find(guess.begin(), guess.end(), e) != guess.end();
+  }
+  store_->cache().RecordPrediction(layer, static_cast<int64_t>(selected_.size()), right);
+  guess.clear();
+}
+
+}  // namespace moe

@@ -1,0 +1,63 @@
+// The mixture-of-experts feed-forward block: the router picks each token's experts, every
+// chosen expert runs once over the tokens that chose it (from the model's resident weights or
+// from an expert store, as they are read), and the weighted outputs plus the shared expert are
+// added to the residual stream.
+#pragma once
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "lib/base/scratch_vector.h"
+#include "lib/model/parts/step_context.h"
+#include "lib/moe/expert_store.h"
+#include "lib/moe/router.h"
+
+namespace moe {
+
+class MixtureFeedForward {
+ public:
+  absl::Status Run(const StepContext& ctx, int layer, const LayerWeights& L, int64_t n, float* x);
+
+  // Experts that must never be chosen (per layer x expert); empty = none.
+  void set_disabled_experts(std::vector<std::vector<bool>> disabled) {
+    disabled_ = std::move(disabled);
+  }
+  void set_expert_store(ExpertStore* store) { store_ = store; }
+  void set_expert_prefetch(bool on) { prefetch_ = on; }
+
+ private:
+  RouterConfig ConfigFor(const HParams& h, const LayerWeights& L, int layer) const;
+  // Runs the chunk's jobs (jobs_, the step's experts in order, then the shared expert if
+  // with_shared) as the reads finish: the resident ones first, then each group that became ready
+  // while the previous one ran.
+  absl::Status RunStoredExperts(Backend& backend, const ExpertStore::Step& step, bool with_shared);
+  // The experts of layer + 1 its router picks for x (pre-gating), handed to the store to read.
+  void PrefetchNextLayer(const StepContext& ctx, int layer, int64_t n, const float* x);
+  // Checks the guess PrefetchNextLayer made for this layer against what it selected.
+  void ScorePrediction(int layer);
+
+  ExpertStore* store_ = nullptr;
+  bool prefetch_ = true;
+  std::vector<std::vector<bool>> disabled_;
+
+  // Kept between calls so decoding allocates nothing once the buffers have grown.
+  std::vector<float> xn_, router_logits_, shared_out_, shared_gate_;
+  std::vector<std::vector<int32_t>> by_expert_;  // each expert's tokens
+  std::vector<int32_t> slot_;                    // [n x k]: place in the expert's list
+  std::vector<ScratchVector<float>> expert_out_;
+  std::vector<Backend::ExpertJob> jobs_, group_;
+  std::vector<int> job_of_expert_;
+  std::vector<int32_t> selected_;          // the experts this layer's step runs, in job order
+  std::vector<const float*> combine_src_;  // [n x terms]
+  std::vector<float> combine_weight_;
+  Routing routing_;
+  // Pre-gating: the next layer's router on the current hidden state, and per layer the experts
+  // guessed for it (empty: no guess).
+  std::vector<float> guess_xn_, guess_logits_;
+  std::vector<int32_t> guess_count_;
+  Routing guess_routing_;
+  std::vector<std::vector<int32_t>> guessed_;
+  std::vector<char> job_done_;
+};
+
+}  // namespace moe

@@ -1,0 +1,39 @@
+// What every part of a layer needs during one forward step.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+#include "absl/types/span.h"
+#include "lib/backend/backend.h"
+#include "lib/model/model.h"
+#include "lib/model/telemetry.h"
+
+namespace moe {
+
+struct StepContext {
+  const Model& model;
+  Backend* backend;
+  absl::Span<const int32_t> positions;  // of the step's tokens, in batch order
+  Telemetry* telemetry;                 // null: not measured
+};
+
+// Adds the seconds of its scope to a telemetry field (nothing without telemetry).
+class StageTimer {
+ public:
+  StageTimer(Telemetry* t, double StageTimes::*field)
+      : sink_(t ? &(t->time.*field) : nullptr), start_(std::chrono::steady_clock::now()) {}
+  ~StageTimer() {
+    if (sink_) {
+      *sink_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    }
+  }
+  StageTimer(const StageTimer&) = delete;
+  StageTimer& operator=(const StageTimer&) = delete;
+
+ private:
+  double* sink_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace moe
