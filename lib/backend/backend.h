@@ -16,12 +16,20 @@ namespace moe {
 
 enum class RopeLayout { kNorm, kNeox };  // rotate (2i, 2i+1) or (i, i + dim/2)
 
-// Rotary position encoding of the first n_rot dimensions of each head (the rest pass through):
-// pair i turns by position x freq_base^(-2i / n_rot).
+// Rotary position encoding of n_rot dimensions of each head from `offset` (the others pass
+// through): pair i turns by position x freq_base^(-2i / n_rot). With YaRN (factor > 1) the
+// pairs below the correction range keep that angle, those above it take angle / factor, and
+// those within blend the two linearly (llama.cpp's rope_yarn, ext_factor 1).
 struct RopeParams {
   RopeLayout layout = RopeLayout::kNorm;
   int64_t n_rot = 0;
+  int64_t offset = 0;
   float freq_base = 10000.f;
+  float yarn_factor = 1.f;
+  int64_t yarn_orig_ctx = 0;
+  float yarn_beta_fast = 32.f;
+  float yarn_beta_slow = 1.f;
+  float magnitude = 1.f;  // cos and sin are multiplied by it
 };
 
 // One layer's K/V storage as attention sees it: [n_ctx x n_kv_heads x head_dim] each.
@@ -93,9 +101,10 @@ class Backend {
                        const KvLayerView& kv) = 0;
 
   // Causal attention: query row t (n_heads x head_dim) attends to cache positions
-  // [0, positions[t]]; grouped-query: head h reads KV head h / (n_heads / n_kv_heads).
+  // [0, positions[t]]; grouped-query: head h reads KV head h / (n_heads / n_kv_heads). Scores
+  // are scaled by `scale` (0: 1 / sqrt(head_dim)).
   virtual void Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
-                         const KvLayerView& kv, float* out) = 0;
+                         const KvLayerView& kv, float* out, float scale = 0.f) = 0;
 
   // y[i] += a * x[i].
   virtual void Axpy(float a, const float* x, int64_t count, float* y) = 0;

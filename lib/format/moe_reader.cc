@@ -88,6 +88,18 @@ absl::StatusOr<HParams> ReadHParams(const fb::HParams* p) {
   h.n_expert_groups = p->n_expert_groups();
   h.n_group_used = p->n_group_used();
   h.n_nextn_layer = p->n_nextn_layer();
+  h.yarn_factor = p->yarn_factor();
+  h.yarn_orig_ctx = p->yarn_orig_ctx();
+  h.yarn_beta_fast = p->yarn_beta_fast();
+  h.yarn_beta_slow = p->yarn_beta_slow();
+  h.yarn_log_mul = p->yarn_log_mul();
+  h.rope_attn_factor = p->rope_attn_factor();
+  h.kq_scale = p->kq_scale();
+  h.value_dim = p->value_dim();
+  h.q_lora_rank = p->q_lora_rank();
+  h.kv_lora_rank = p->kv_lora_rank();
+  h.qk_nope_dim = p->qk_nope_dim();
+  h.v_head_dim = p->v_head_dim();
   return h;
 }
 

@@ -121,6 +121,18 @@ flatbuffers::Offset<fb::HParams> BuildHParams(flatbuffers::FlatBufferBuilder& b,
   hb.add_n_expert_groups(h.n_expert_groups);
   hb.add_n_group_used(h.n_group_used);
   hb.add_n_nextn_layer(h.n_nextn_layer);
+  hb.add_yarn_factor(h.yarn_factor);
+  hb.add_yarn_orig_ctx(h.yarn_orig_ctx);
+  hb.add_yarn_beta_fast(h.yarn_beta_fast);
+  hb.add_yarn_beta_slow(h.yarn_beta_slow);
+  hb.add_yarn_log_mul(h.yarn_log_mul);
+  hb.add_rope_attn_factor(h.rope_attn_factor);
+  hb.add_kq_scale(h.kq_scale);
+  hb.add_value_dim(h.value_dim);
+  hb.add_q_lora_rank(h.q_lora_rank);
+  hb.add_kv_lora_rank(h.kv_lora_rank);
+  hb.add_qk_nope_dim(h.qk_nope_dim);
+  hb.add_v_head_dim(h.v_head_dim);
   return hb.Finish();
 }
 

@@ -49,6 +49,26 @@ class HParamReader final : public MetadataKeys {
   std::string arch_;
 };
 
+// rope.scaling.*: none, or YaRN with llama.cpp's defaults for what a file leaves out.
+absl::Status ReadRopeScaling(const HParamReader& r, HParams* h) {
+  MOE_ASSIGN_OR_RETURN(h->rope_attn_factor, r.Float("rope.scaling.attn_factor", 1.f));
+  if (!r.Has("rope.scaling.type")) return absl::OkStatus();
+  MOE_ASSIGN_OR_RETURN(std::string st, r.String("rope.scaling.type"));
+  if (st == "none") return absl::OkStatus();
+  if (st != "yarn") {
+    return absl::UnimplementedError(
+        absl::StrCat("RoPE scaling '", st, "' is not supported (none, yarn)"));
+  }
+  MOE_ASSIGN_OR_RETURN(h->yarn_factor, r.Float("rope.scaling.factor", 1.f));
+  if (h->yarn_factor == 0.f) h->yarn_factor = 1.f;
+  MOE_ASSIGN_OR_RETURN(h->yarn_orig_ctx,
+                       r.Int("rope.scaling.original_context_length", h->n_ctx_train));
+  MOE_ASSIGN_OR_RETURN(h->yarn_beta_fast, r.Float("rope.scaling.yarn_beta_fast", 32.f));
+  MOE_ASSIGN_OR_RETURN(h->yarn_beta_slow, r.Float("rope.scaling.yarn_beta_slow", 1.f));
+  MOE_ASSIGN_OR_RETURN(h->yarn_log_mul, r.Float("rope.scaling.yarn_log_multiplier", 0.f));
+  return absl::OkStatus();
+}
+
 // The keys every family shares; then the family's own (lib/model/arch/).
 absl::StatusOr<HParams> ReadHParams(const GgufFile& g, const Architecture& arch) {
   HParamReader r(g, std::string(arch.name()));
@@ -59,10 +79,7 @@ absl::StatusOr<HParams> ReadHParams(const GgufFile& g, const Architecture& arch)
   MOE_ASSIGN_OR_RETURN(h.n_head_kv, r.Int("attention.head_count_kv", h.n_head));
   if (h.n_head <= 0) return absl::InvalidArgumentError("attention.head_count must be positive");
   MOE_ASSIGN_OR_RETURN(h.head_dim, r.Int("attention.key_length", h.n_embd / h.n_head));
-  MOE_ASSIGN_OR_RETURN(int64_t v_dim, r.Int("attention.value_length", h.head_dim));
-  if (v_dim != h.head_dim) {
-    return absl::UnimplementedError("attention.value_length different from key_length");
-  }
+  MOE_ASSIGN_OR_RETURN(h.value_dim, r.Int("attention.value_length", h.head_dim));
   MOE_ASSIGN_OR_RETURN(h.n_ctx_train, r.Int("context_length", 4096));
   MOE_ASSIGN_OR_RETURN(h.n_expert, r.Int("expert_count", 0));
   if (h.n_expert == 0) {
@@ -77,12 +94,7 @@ absl::StatusOr<HParams> ReadHParams(const GgufFile& g, const Architecture& arch)
   h.rms_eps = eps;
   MOE_ASSIGN_OR_RETURN(h.rope_freq_base, r.Float("rope.freq_base", 10000.f));
   MOE_ASSIGN_OR_RETURN(h.rope_dim, r.Int("rope.dimension_count", h.head_dim));
-  if (r.Has("rope.scaling.type")) {
-    MOE_ASSIGN_OR_RETURN(std::string st, r.String("rope.scaling.type"));
-    if (st != "none") {
-      return absl::UnimplementedError(absl::StrCat("RoPE scaling '", st, "' is not supported"));
-    }
-  }
+  MOE_RETURN_IF_ERROR(ReadRopeScaling(r, &h));
   MOE_RETURN_IF_ERROR(arch.ReadMetadata(r, &h));
   return h;
 }

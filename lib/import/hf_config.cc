@@ -158,6 +158,7 @@ absl::StatusOr<HfConfig> ParseHfConfig(const std::string& json_text) {
   MOE_ASSIGN_OR_RETURN(h.n_head_kv, c.Int("num_key_value_heads", h.n_head));
   MOE_ASSIGN_OR_RETURN(h.head_dim, c.Int("head_dim", h.n_embd / h.n_head));
   h.rope_dim = h.head_dim;
+  h.value_dim = h.head_dim;
   MOE_ASSIGN_OR_RETURN(double partial, c.Float("partial_rotary_factor", 1.0));
   if (partial != 1.0) {
     return absl::UnimplementedError(

@@ -14,11 +14,13 @@ namespace moe {
 
 class KvCache final : public KvSequence {
  public:
+  // values_in_keys: no V rows are kept; the V view is the K rows (latent attention).
   static absl::StatusOr<KvCache> Create(int64_t n_layer, int64_t n_ctx, int64_t n_kv_heads,
-                                        int64_t head_dim, DType dtype);
+                                        int64_t head_dim, DType dtype, bool values_in_keys = false);
 
   KvLayerView layer(int64_t l) override {
-    return {dtype_, k_[l].data(), v_[l].data(), n_kv_heads_, head_dim_, KvPaging{}};
+    uint8_t* k = k_[l].data();
+    return {dtype_, k, v_.empty() ? k : v_[l].data(), n_kv_heads_, head_dim_, KvPaging{}};
   }
   int64_t n_ctx() const { return n_ctx_; }
   int64_t capacity() const override { return n_ctx_; }

@@ -24,12 +24,12 @@ absl::Status CheckShape(const PagedKvShape& s) {
 }  // namespace
 
 size_t PagedKvStorage::BlockBytes(const PagedKvShape& s) {
-  return static_cast<size_t>(2 * s.n_layer * (int64_t{1} << s.block_shift)) *
+  return static_cast<size_t>(s.planes() * s.n_layer * (int64_t{1} << s.block_shift)) *
          RowBytes(s.dtype, s.n_kv_heads * s.head_dim);
 }
 
 int64_t PagedKvStorage::layer_block_bytes() const {
-  return static_cast<int64_t>(BlockBytes(shape_)) / (2 * shape_.n_layer);
+  return static_cast<int64_t>(BlockBytes(shape_)) / (shape_.planes() * shape_.n_layer);
 }
 
 absl::StatusOr<PagedKvStorage> PagedKvStorage::Create(const PagedKvShape& shape, int32_t n_blocks) {
@@ -53,11 +53,11 @@ absl::StatusOr<PagedKvStorage> PagedKvStorage::CreateForBytes(const PagedKvShape
 }
 
 KvLayerView PagedKvStorage::layer(int64_t l, absl::Span<const int32_t> table) {
-  const int64_t per_layer = 2 * n_blocks_ * layer_block_bytes();
+  const int64_t per_layer = shape_.planes() * n_blocks_ * layer_block_bytes();
   uint8_t* k = memory_->data() + l * per_layer;
   return {shape_.dtype,
           k,
-          k + n_blocks_ * layer_block_bytes(),
+          shape_.values_in_keys ? k : k + n_blocks_ * layer_block_bytes(),
           shape_.n_kv_heads,
           shape_.head_dim,
           KvPaging{table.data(), shape_.block_shift, layer_block_bytes()}};

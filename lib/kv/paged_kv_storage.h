@@ -22,6 +22,10 @@ struct PagedKvShape {
   int64_t head_dim = 0;
   DType dtype = DType::kF16;  // F32, F16 or Q8_0 (lib/kv/kv_type.h)
   int block_shift = 5;        // 32 positions per block
+  // No separate values: V rows are the K rows (latent attention reads them from the keys).
+  bool values_in_keys = false;
+
+  int64_t planes() const { return values_in_keys ? 1 : 2; }  // K and V, or K alone
 };
 
 class PagedKvStorage {
@@ -30,7 +34,7 @@ class PagedKvStorage {
   // As many whole blocks as fit in `bytes` (at least one, or an error naming the block's size).
   static absl::StatusOr<PagedKvStorage> CreateForBytes(const PagedKvShape& shape, size_t bytes);
 
-  // Bytes one block takes over all layers, K and V.
+  // Bytes one block takes over all layers, K and V (or K alone).
   static size_t BlockBytes(const PagedKvShape& shape);
 
   int32_t n_blocks() const { return n_blocks_; }
@@ -49,7 +53,7 @@ class PagedKvStorage {
 
   PagedKvShape shape_;
   int32_t n_blocks_ = 0;
-  std::unique_ptr<AnonymousMemory> memory_;  // [layer][K, V][block][row]
+  std::unique_ptr<AnonymousMemory> memory_;  // [layer][K, V (unless in K)][block][row]
 };
 
 // One sequence's positions in a PagedKvStorage: its block table (from KvBlockPool), which the

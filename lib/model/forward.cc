@@ -69,6 +69,9 @@ absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
       case AttentionPart::kGroupedQuery:
         attention_.Run(ctx, l, L, batch, n, x.data());
         break;
+      case AttentionPart::kLatent:
+        latent_attention_.Run(ctx, l, L, batch, n, x.data());
+        break;
     }
     switch (L.parts.ffn) {
       case FeedForwardPart::kDense:

@@ -14,6 +14,7 @@
 #include "lib/model/model.h"
 #include "lib/model/parts/dense_feed_forward.h"
 #include "lib/model/parts/grouped_query_attention.h"
+#include "lib/model/parts/latent_attention.h"
 #include "lib/model/parts/mixture_feed_forward.h"
 #include "lib/model/parts/sequence_chunk.h"
 #include "lib/model/telemetry.h"
@@ -59,6 +60,7 @@ class Transformer {
   // The parts, each with its own scratch kept between calls so decoding allocates nothing once
   // the buffers have grown to the batch size.
   GroupedQueryAttention attention_;
+  LatentAttention latent_attention_;
   DenseFeedForward dense_;
   MixtureFeedForward mixture_;
   std::vector<int32_t> positions_;

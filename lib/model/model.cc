@@ -37,6 +37,26 @@ absl::StatusOr<WeightView> Model::Matrix(const std::string& name) {
   return w;
 }
 
+absl::Status Model::ResolveGroupedQueryAttention(int l, LayerWeights& L) {
+  const HParams& h = spec_.hp;
+  auto name = [&](absl::string_view b) { return LayerTensorName(l, b); };
+  auto bias = [&](absl::string_view b) { return absl::StrCat("blk.", l, ".", b, ".bias"); };
+  MOE_ASSIGN_OR_RETURN(L.wq, Matrix(name("attn_q")));
+  MOE_ASSIGN_OR_RETURN(L.wk, Matrix(name("attn_k")));
+  MOE_ASSIGN_OR_RETURN(L.wv, Matrix(name("attn_v")));
+  if (h.has_qkv_bias) {
+    MOE_ASSIGN_OR_RETURN(L.bq, Vector(bias("attn_q")));
+    MOE_ASSIGN_OR_RETURN(L.bk, Vector(bias("attn_k")));
+    MOE_ASSIGN_OR_RETURN(L.bv, Vector(bias("attn_v")));
+  }
+  if (h.qk_norm != QkNorm::kNone) {
+    MOE_ASSIGN_OR_RETURN(L.q_norm, Vector(name("attn_q_norm")));
+    MOE_ASSIGN_OR_RETURN(L.k_norm, Vector(name("attn_k_norm")));
+  }
+  L.dense_bytes = L.wq.byte_size() + L.wk.byte_size() + L.wv.byte_size() + L.wo.byte_size();
+  return absl::OkStatus();
+}
+
 absl::Status Model::Resolve() {
   const HParams& h = spec_.hp;
   // (Moving the inner vectors on growth keeps their buffers, so the pointers handed out stay
@@ -56,21 +76,26 @@ absl::Status Model::Resolve() {
     auto name = [&](absl::string_view b) { return LayerTensorName(l, b); };
     auto bias = [&](absl::string_view b) { return absl::StrCat("blk.", l, ".", b, ".bias"); };
     MOE_ASSIGN_OR_RETURN(L.attn_norm, Vector(name("attn_norm")));
-    MOE_ASSIGN_OR_RETURN(L.wq, Matrix(name("attn_q")));
-    MOE_ASSIGN_OR_RETURN(L.wk, Matrix(name("attn_k")));
-    MOE_ASSIGN_OR_RETURN(L.wv, Matrix(name("attn_v")));
     MOE_ASSIGN_OR_RETURN(L.wo, Matrix(name("attn_output")));
-    if (h.has_qkv_bias) {
-      MOE_ASSIGN_OR_RETURN(L.bq, Vector(bias("attn_q")));
-      MOE_ASSIGN_OR_RETURN(L.bk, Vector(bias("attn_k")));
-      MOE_ASSIGN_OR_RETURN(L.bv, Vector(bias("attn_v")));
-    }
-    if (h.qk_norm != QkNorm::kNone) {
-      MOE_ASSIGN_OR_RETURN(L.q_norm, Vector(name("attn_q_norm")));
-      MOE_ASSIGN_OR_RETURN(L.k_norm, Vector(name("attn_k_norm")));
+    if (L.parts.attention == AttentionPart::kLatent) {
+      if (h.q_lora_rank > 0) {
+        MOE_ASSIGN_OR_RETURN(L.wq_a, Matrix(name("attn_q_a")));
+        MOE_ASSIGN_OR_RETURN(L.q_a_norm, Vector(name("attn_q_a_norm")));
+        MOE_ASSIGN_OR_RETURN(L.wq_b, Matrix(name("attn_q_b")));
+      } else {
+        MOE_ASSIGN_OR_RETURN(L.wq, Matrix(name("attn_q")));
+      }
+      MOE_ASSIGN_OR_RETURN(L.wkv_a, Matrix(name("attn_kv_a_mqa")));
+      MOE_ASSIGN_OR_RETURN(L.kv_a_norm, Vector(name("attn_kv_a_norm")));
+      MOE_ASSIGN_OR_RETURN(L.wk_b, Matrix(name("attn_k_b")));
+      MOE_ASSIGN_OR_RETURN(L.wv_b, Matrix(name("attn_v_b")));
+      L.dense_bytes = L.wq.byte_size() + L.wq_a.byte_size() + L.wq_b.byte_size() +
+                      L.wkv_a.byte_size() + L.wk_b.byte_size() + L.wv_b.byte_size() +
+                      L.wo.byte_size();
+    } else {
+      MOE_RETURN_IF_ERROR(ResolveGroupedQueryAttention(l, L));
     }
     MOE_ASSIGN_OR_RETURN(L.ffn_norm, Vector(name(L.parts.ffn_norm)));
-    L.dense_bytes = L.wq.byte_size() + L.wk.byte_size() + L.wv.byte_size() + L.wo.byte_size();
     if (L.parts.ffn == FeedForwardPart::kDense) {
       MOE_ASSIGN_OR_RETURN(L.dense.gate, Matrix(name("ffn_gate")));
       MOE_ASSIGN_OR_RETURN(L.dense.up, Matrix(name("ffn_up")));

@@ -25,6 +25,12 @@ struct LayerWeights {
   const float* bv = nullptr;
   const float* q_norm = nullptr;  // QK-norm weights, when the architecture has them
   const float* k_norm = nullptr;
+  // Latent attention: q through the optional low-rank pair (wq_a, q_a_norm, wq_b) or wq; the
+  // latent and the shared RoPE key from wkv_a; per head, wk_b [n_head x rank x nope] and
+  // wv_b [n_head x v_head x rank] as stacked rows.
+  WeightView wq_a, wq_b, wkv_a, wk_b, wv_b;
+  const float* q_a_norm = nullptr;
+  const float* kv_a_norm = nullptr;
   const float* ffn_norm = nullptr;
   ExpertWeights dense;                    // a dense layer's FFN
   WeightView router;                      // [n_expert x embd]
@@ -50,6 +56,7 @@ class Model {
  private:
   Model() = default;
   absl::Status Resolve();
+  absl::Status ResolveGroupedQueryAttention(int layer, LayerWeights& L);
   absl::StatusOr<const float*> Vector(const std::string& name);
   absl::StatusOr<WeightView> Matrix(const std::string& name);
 

@@ -71,6 +71,63 @@ absl::Status Expect(const ModelSpec& spec, const std::string& name, std::vector<
   return absl::OkStatus();
 }
 
+std::string BiasName(int layer, absl::string_view base) {
+  return absl::StrCat("blk.", layer, ".", base, ".bias");
+}
+
+absl::Status ExpectGroupedQueryAttention(const ModelSpec& spec, int l) {
+  const HParams& h = spec.hp;
+  if (h.value_dim != 0 && h.value_dim != h.head_dim) {  // 0: not stated, the same
+    return absl::UnimplementedError(absl::StrCat("attention.value_length ", h.value_dim,
+                                                 " different from key_length ", h.head_dim));
+  }
+  auto name = [&](absl::string_view b) { return LayerTensorName(l, b); };
+  auto bias = [&](absl::string_view b) { return BiasName(l, b); };
+  const int64_t q_dim = h.n_head * h.head_dim, kv_dim = h.n_head_kv * h.head_dim;
+  MOE_RETURN_IF_ERROR(Expect(spec, name("attn_q"), {q_dim, h.n_embd}));
+  MOE_RETURN_IF_ERROR(Expect(spec, name("attn_k"), {kv_dim, h.n_embd}));
+  MOE_RETURN_IF_ERROR(Expect(spec, name("attn_v"), {kv_dim, h.n_embd}));
+  MOE_RETURN_IF_ERROR(Expect(spec, name("attn_output"), {h.n_embd, q_dim}));
+  if (h.has_qkv_bias) {
+    MOE_RETURN_IF_ERROR(Expect(spec, bias("attn_q"), {q_dim}));
+    MOE_RETURN_IF_ERROR(Expect(spec, bias("attn_k"), {kv_dim}));
+    MOE_RETURN_IF_ERROR(Expect(spec, bias("attn_v"), {kv_dim}));
+  }
+  if (h.qk_norm == QkNorm::kFull) {
+    MOE_RETURN_IF_ERROR(Expect(spec, name("attn_q_norm"), {q_dim}));
+    MOE_RETURN_IF_ERROR(Expect(spec, name("attn_k_norm"), {kv_dim}));
+  } else if (h.qk_norm == QkNorm::kPerHead) {
+    MOE_RETURN_IF_ERROR(Expect(spec, name("attn_q_norm"), {h.head_dim}));
+    MOE_RETURN_IF_ERROR(Expect(spec, name("attn_k_norm"), {h.head_dim}));
+  }
+  return absl::OkStatus();
+}
+
+// The absorbed layout mainline llama.cpp's converter writes: attn_k_b / attn_v_b per head.
+absl::Status ExpectLatentAttention(const ModelSpec& spec, int l) {
+  const HParams& h = spec.hp;
+  auto name = [&](absl::string_view b) { return LayerTensorName(l, b); };
+  const int64_t r = h.kv_lora_rank, d_q = h.qk_nope_dim + h.rope_dim;
+  if (h.q_lora_rank > 0) {
+    MOE_RETURN_IF_ERROR(Expect(spec, name("attn_q_a"), {h.q_lora_rank, h.n_embd}));
+    MOE_RETURN_IF_ERROR(Expect(spec, name("attn_q_a_norm"), {h.q_lora_rank}));
+    MOE_RETURN_IF_ERROR(Expect(spec, name("attn_q_b"), {h.n_head * d_q, h.q_lora_rank}));
+  } else {
+    MOE_RETURN_IF_ERROR(Expect(spec, name("attn_q"), {h.n_head * d_q, h.n_embd}));
+  }
+  MOE_RETURN_IF_ERROR(Expect(spec, name("attn_kv_a_mqa"), {r + h.rope_dim, h.n_embd}));
+  MOE_RETURN_IF_ERROR(Expect(spec, name("attn_kv_a_norm"), {r}));
+  if (spec.Find(name("attn_k_b")) == nullptr && spec.Find(name("attn_kv_b")) != nullptr) {
+    return absl::UnimplementedError(
+        "this DeepSeek file stores attn_kv_b (the layout of older llama.cpp converters); "
+        "convert the checkpoint again with a current llama.cpp, which writes attn_k_b / attn_v_b");
+  }
+  MOE_RETURN_IF_ERROR(Expect(spec, name("attn_k_b"), {h.n_head, r, h.qk_nope_dim}));
+  MOE_RETURN_IF_ERROR(Expect(spec, name("attn_v_b"), {h.n_head, h.v_head_dim, r}));
+  MOE_RETURN_IF_ERROR(Expect(spec, name("attn_output"), {h.n_embd, h.n_head * h.v_head_dim}));
+  return absl::OkStatus();
+}
+
 absl::Status Positive(absl::string_view what, int64_t v) {
   if (v <= 0) return absl::InvalidArgumentError(absl::StrCat(what, " must be positive, got ", v));
   return absl::OkStatus();
@@ -104,6 +161,24 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
   if (h.n_expert_used > h.n_expert) {
     return absl::InvalidArgumentError(
         absl::StrCat("expert_used_count ", h.n_expert_used, " exceeds expert_count ", h.n_expert));
+  }
+  if (h.latent_attention()) {
+    if (h.n_head_kv != 1 || h.head_dim != h.kv_lora_rank + h.rope_dim ||
+        h.value_dim != h.kv_lora_rank || h.qk_nope_dim <= 0 || h.v_head_dim <= 0 ||
+        h.q_lora_rank < 0 || h.kv_lora_rank > 65536 || h.v_head_dim > 65536) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "latent attention sizes do not fit together: kv_lora_rank ", h.kv_lora_rank, ", rope ",
+          h.rope_dim, ", key_length ", h.head_dim, ", value_length ", h.value_dim,
+          ", head_count_kv ", h.n_head_kv, ", nope ", h.qk_nope_dim, ", v_head ", h.v_head_dim));
+    }
+  }
+  if (!(h.yarn_factor >= 1) || !std::isfinite(h.yarn_factor) ||
+      (h.yarn_factor > 1 && h.yarn_orig_ctx <= 0) || !std::isfinite(h.rope_attn_factor) ||
+      !std::isfinite(h.yarn_log_mul) || !std::isfinite(h.yarn_beta_fast) ||
+      !std::isfinite(h.yarn_beta_slow)) {
+    return absl::InvalidArgumentError(absl::StrCat("RoPE scaling out of range: factor ",
+                                                   h.yarn_factor, ", original context ",
+                                                   h.yarn_orig_ctx));
   }
   if (h.rope_dim % 2 != 0 || h.rope_dim <= 0 || h.rope_dim > h.head_dim) {
     return absl::InvalidArgumentError(
@@ -142,7 +217,6 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
                                                      kGroupRows, " rows, but its shape is not"));
     }
   }
-  const int64_t q_dim = h.n_head * h.head_dim, kv_dim = h.n_head_kv * h.head_dim;
   MOE_RETURN_IF_ERROR(Expect(spec, "token_embd.weight", {h.n_vocab, h.n_embd}));
   MOE_RETURN_IF_ERROR(Expect(spec, "output_norm.weight", {h.n_embd}));
   if (!h.tied_output) MOE_RETURN_IF_ERROR(Expect(spec, "output.weight", {h.n_vocab, h.n_embd}));
@@ -152,21 +226,10 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
     auto bias = [&](absl::string_view b) { return absl::StrCat("blk.", l, ".", b, ".bias"); };
     const LayerParts parts = arch.Layer(h, l);
     MOE_RETURN_IF_ERROR(Expect(spec, name("attn_norm"), {h.n_embd}));
-    MOE_RETURN_IF_ERROR(Expect(spec, name("attn_q"), {q_dim, h.n_embd}));
-    MOE_RETURN_IF_ERROR(Expect(spec, name("attn_k"), {kv_dim, h.n_embd}));
-    MOE_RETURN_IF_ERROR(Expect(spec, name("attn_v"), {kv_dim, h.n_embd}));
-    MOE_RETURN_IF_ERROR(Expect(spec, name("attn_output"), {h.n_embd, q_dim}));
-    if (h.has_qkv_bias) {
-      MOE_RETURN_IF_ERROR(Expect(spec, bias("attn_q"), {q_dim}));
-      MOE_RETURN_IF_ERROR(Expect(spec, bias("attn_k"), {kv_dim}));
-      MOE_RETURN_IF_ERROR(Expect(spec, bias("attn_v"), {kv_dim}));
-    }
-    if (h.qk_norm == QkNorm::kFull) {
-      MOE_RETURN_IF_ERROR(Expect(spec, name("attn_q_norm"), {q_dim}));
-      MOE_RETURN_IF_ERROR(Expect(spec, name("attn_k_norm"), {kv_dim}));
-    } else if (h.qk_norm == QkNorm::kPerHead) {
-      MOE_RETURN_IF_ERROR(Expect(spec, name("attn_q_norm"), {h.head_dim}));
-      MOE_RETURN_IF_ERROR(Expect(spec, name("attn_k_norm"), {h.head_dim}));
+    if (parts.attention == AttentionPart::kLatent) {
+      MOE_RETURN_IF_ERROR(ExpectLatentAttention(spec, l));
+    } else {
+      MOE_RETURN_IF_ERROR(ExpectGroupedQueryAttention(spec, l));
     }
     MOE_RETURN_IF_ERROR(Expect(spec, name(parts.ffn_norm), {h.n_embd}));
     if (parts.ffn == FeedForwardPart::kDense) {
@@ -220,6 +283,11 @@ ParamCounts CountParams(const ModelSpec& spec) {
     }
   }
   return c;
+}
+
+size_t KvBytesPerToken(const HParams& h, DType kv_type) {
+  const size_t planes = h.values_in_keys() ? 1 : 2;
+  return planes * static_cast<size_t>(h.n_layer) * RowBytes(kv_type, h.n_head_kv * h.head_dim);
 }
 
 }  // namespace moe

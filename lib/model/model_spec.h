@@ -20,7 +20,7 @@ namespace moe {
 
 // Architectures, named as llama.cpp names them. "llama" here means the Mixtral layout (a llama
 // block whose FFN is a mixture of experts). What each one is made of lives in lib/model/arch/.
-enum class Arch { kLlama, kQwen2Moe, kOlmoe, kQwen3Moe, kGlm4Moe };
+enum class Arch { kLlama, kQwen2Moe, kOlmoe, kQwen3Moe, kGlm4Moe, kDeepseek2 };
 
 absl::string_view ArchName(Arch a);
 absl::StatusOr<Arch> ArchFromName(absl::string_view name);
@@ -62,6 +62,30 @@ struct HParams {
   int64_t n_group_used = 1;
   // Multi-token-prediction blocks a file carries after the n_layer that run (not loaded).
   int64_t n_nextn_layer = 0;
+  // YaRN context extension (rope.scaling.type yarn): factor 1 is none.
+  float yarn_factor = 1.f;
+  int64_t yarn_orig_ctx = 0;
+  float yarn_beta_fast = 32.f;
+  float yarn_beta_slow = 1.f;
+  // DeepSeek's attention temperature: scores scale by mscale^2, mscale = 1 + this x ln(factor).
+  float yarn_log_mul = 0.f;
+  float rope_attn_factor = 1.f;  // cos and sin magnitude, before YaRN's own 1 + 0.1 ln(factor)
+  // Attention scores are scaled by this; 0: 1 / sqrt(the key size).
+  float kq_scale = 0.f;
+  // The value dimension the file states (attention.value_length; 0: not stated, head_dim);
+  // == head_dim but for latent attention, where it is the latent's.
+  int64_t value_dim = 0;
+  // Multi-head latent attention (DeepSeek-V2/V3), when kv_lora_rank > 0. The cache holds one
+  // "KV head" of head_dim = kv_lora_rank + rope_dim values per token (the normalised latent and
+  // the shared RoPE key), whose first kv_lora_rank values are also its values.
+  int64_t q_lora_rank = 0;  // 0: q straight from attn_q
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_dim = 0;  // per head: the position-free part of q and k
+  int64_t v_head_dim = 0;   // per head: the values' size after attn_v_b
+
+  bool latent_attention() const { return kv_lora_rank > 0; }
+  // The cache keeps no separate values: they are the first value_dim of each key row.
+  bool values_in_keys() const { return latent_attention(); }
 
   bool operator==(const HParams&) const = default;
 };
@@ -114,5 +138,9 @@ struct ParamCounts {
   int64_t active_bytes_per_token = 0;
 };
 ParamCounts CountParams(const ModelSpec& spec);
+
+// Bytes the KV cache keeps per token over all layers, its rows in `kv_type`: K and V per KV
+// head, or for latent attention the one row of kv_lora_rank + rope_dim values.
+size_t KvBytesPerToken(const HParams& h, DType kv_type);
 
 }  // namespace moe

@@ -87,7 +87,7 @@ absl::StatusOr<std::unique_ptr<BatchEngine>> BatchEngine::Create(
     return absl::InvalidArgumentError("max_step_tokens must be positive");
   }
   if (options.kv_tokens < 0) return absl::InvalidArgumentError("kv_tokens must not be negative");
-  PagedKvShape shape{h.n_layer, h.n_head_kv, h.head_dim, options.kv_type, 0};
+  PagedKvShape shape{h.n_layer, h.n_head_kv, h.head_dim, options.kv_type, 0, h.values_in_keys()};
   while ((1 << shape.block_shift) < bs) ++shape.block_shift;
   absl::StatusOr<PagedKvStorage> storage;
   if (options.kv_bytes > 0) {

@@ -103,8 +103,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const E
   int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(h.n_ctx_train, 4096);
   if (n_ctx <= 0) n_ctx = 4096;
   if (options.n_batch <= 0) return absl::InvalidArgumentError("n_batch must be positive");
-  MOE_ASSIGN_OR_RETURN(KvCache cache,
-                       KvCache::Create(h.n_layer, n_ctx, h.n_head_kv, h.head_dim, options.kv_type));
+  MOE_ASSIGN_OR_RETURN(KvCache cache, KvCache::Create(h.n_layer, n_ctx, h.n_head_kv, h.head_dim,
+                                                      options.kv_type, h.values_in_keys()));
   return std::unique_ptr<Session>(new Session(std::move(engine), std::move(cache), options));
 }
 

@@ -21,6 +21,7 @@
 #include "lib/format/moe_writer.h"
 #include "lib/import/gguf_import.h"
 #include "lib/kv/kv_cache.h"
+#include "lib/kv/paged_kv_storage.h"
 #include "lib/model/forward.h"
 #include "lib/model/model.h"
 #include "lib/runtime/engine.h"
@@ -118,7 +119,8 @@ void CheckAgainst(const fs::path& dir, const Model& model_ref,
     const double tol = ref.relative_tolerance ? 1e-3 * max_abs : QuantTolerance(dir, p);
     ASSERT_GT(tol, 0);
 
-    auto cache = KvCache::Create(h.n_layer, 256, h.n_head_kv, h.head_dim, DType::kF32);
+    auto cache =
+        KvCache::Create(h.n_layer, 256, h.n_head_kv, h.head_dim, DType::kF32, h.values_in_keys());
     ASSERT_TRUE(cache.ok());
     std::vector<float> logits;
     ASSERT_TRUE(tf.Forward(prompt, *cache, LogitsFor::kAll, &logits).ok());
@@ -247,6 +249,26 @@ TEST_P(FixtureTest, ReLaidRowsMatchLlamaCppToo) {
     }
   }
   SetSimdLevelForTesting(native);
+}
+
+// Latent attention caches per token one row of kv_lora_rank + rope dims per layer (576 values
+// for the real DeepSeek models), not K and V per head.
+TEST(LatentAttentionTest, CacheHoldsTheLatentAndTheRopeKeyOnly) {
+  const fs::path dir = fs::path(MOE_TESTDATA_DIR) / "fixtures-v2" / "tiny-deepseek3-f32";
+  auto spec = ImportGguf((dir / "tiny-deepseek3-f32.gguf").string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const HParams& h = spec->hp;
+  EXPECT_EQ(h.kv_lora_rank, 64);
+  EXPECT_EQ(h.rope_dim, 16);
+  const size_t per_token = static_cast<size_t>((h.kv_lora_rank + h.rope_dim) * h.n_layer);
+  EXPECT_EQ(KvBytesPerToken(h, DType::kF32), per_token * 4);
+  EXPECT_EQ(KvBytesPerToken(h, DType::kF16), per_token * 2);
+  auto cache =
+      KvCache::Create(h.n_layer, 256, h.n_head_kv, h.head_dim, DType::kF16, h.values_in_keys());
+  ASSERT_TRUE(cache.ok());
+  EXPECT_EQ(cache->byte_size(), 256 * per_token * 2);
+  PagedKvShape shape{h.n_layer, h.n_head_kv, h.head_dim, DType::kF16, 5, h.values_in_keys()};
+  EXPECT_EQ(PagedKvStorage::BlockBytes(shape), 32 * per_token * 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFixtures, FixtureTest, ::testing::ValuesIn(FixtureDirs()),

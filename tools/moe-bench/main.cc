@@ -145,8 +145,8 @@ int Run(const Options& o) {
     text_pos = (text_pos + 1) % text_ids.size();
     return t;
   };
-  auto cache =
-      moe::KvCache::Create(h.n_layer, o.p + o.n + 1, h.n_head_kv, h.head_dim, moe::DType::kF16);
+  auto cache = moe::KvCache::Create(h.n_layer, o.p + o.n + 1, h.n_head_kv, h.head_dim,
+                                    moe::DType::kF16, h.values_in_keys());
   if (!cache.ok()) return 1;
   std::vector<float> logits;
   std::vector<Result> results;

@@ -50,8 +50,8 @@ void OnSigint(int) {
 struct TurnPlan {
   std::string feed;
   bool from_scratch = false;
-  int64_t room = 0;      // tokens left for the answer
-  int dropped = 0;       // oldest messages dropped to make room
+  int64_t room = 0;  // tokens left for the answer
+  int dropped = 0;   // oldest messages dropped to make room
 };
 
 // Fits the conversation into the context as chat front-ends do: reuse what the context holds
@@ -138,9 +138,8 @@ absl::Status Chat(const ChatOptions& o) {
     messages.push_back({"user", line});
     // An answer may fill what is left of the context, but a turn starts with room for at least
     // a quarter of it (or the whole -n, if smaller), dropping old turns when needed.
-    const int64_t want_room =
-        std::max<int64_t>(1, o.max_tokens >= 0 ? std::min<int64_t>(o.max_tokens, s.n_ctx() / 4)
-                                               : s.n_ctx() / 4);
+    const int64_t want_room = std::max<int64_t>(
+        1, o.max_tokens >= 0 ? std::min<int64_t>(o.max_tokens, s.n_ctx() / 4) : s.n_ctx() / 4);
     auto plan = PlanTurn(*format, messages, rendered, s, **tok, eos, want_room);
     if (!plan.ok()) {
       std::fprintf(stderr, "[%s]\n", std::string(plan.status().message()).c_str());
@@ -174,9 +173,9 @@ absl::Status Chat(const ChatOptions& o) {
     }
     const FinishReason finish = s.stats().finish;
     if (finish == FinishReason::kContextFull || finish == FinishReason::kMaxTokens) {
-      std::fprintf(stderr, "[answer cut at %s]\n",
-                   finish == FinishReason::kContextFull ? "the end of the context"
-                                                        : "the -n limit");
+      std::fprintf(
+          stderr, "[answer cut at %s]\n",
+          finish == FinishReason::kContextFull ? "the end of the context" : "the -n limit");
     }
     messages.push_back({"assistant", reply});
     // What the context now holds: the prompt, the reply, and the end-of-turn token when the

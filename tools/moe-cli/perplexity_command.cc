@@ -108,7 +108,7 @@ absl::Status Run(const PerplexityOptions& o) {
     const DType kv = o.kv_type == "f16"    ? DType::kF16
                      : o.kv_type == "q8_0" ? DType::kQ8_0
                                            : DType::kF32;
-    auto cache = KvCache::Create(h.n_layer, ctx, h.n_head_kv, h.head_dim, kv);
+    auto cache = KvCache::Create(h.n_layer, ctx, h.n_head_kv, h.head_dim, kv, h.values_in_keys());
     if (!cache.ok()) return cache.status();
     absl::Span<const int32_t> window(ids.data() + start, end - start);
     absl::Status s = tf.Forward(window, *cache, LogitsFor::kAll, &logits);

@@ -84,7 +84,8 @@ absl::Status Run(const ProfileOptions& o) {
   // The text in windows of ctx tokens, each from an empty context: routing as generation sees it.
   for (size_t start = 0; start < ids.size(); start += ctx) {
     const size_t end = std::min(ids.size(), start + static_cast<size_t>(ctx));
-    auto cache = KvCache::Create(h.n_layer, ctx, h.n_head_kv, h.head_dim, DType::kF16);
+    auto cache =
+        KvCache::Create(h.n_layer, ctx, h.n_head_kv, h.head_dim, DType::kF16, h.values_in_keys());
     if (!cache.ok()) return cache.status();
     absl::Span<const int32_t> window(ids.data() + start, end - start);
     if (absl::Status s = tf.Forward(window, *cache, LogitsFor::kNone, nullptr, &tel); !s.ok()) {

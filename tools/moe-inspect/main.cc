@@ -45,18 +45,51 @@ int main(int argc, char** argv) {
               spec->tokenizer.pre.empty() ? "" : ", pre ", spec->tokenizer.pre.c_str());
   std::printf("embedding     %lld\nlayers        %lld\n", (long long)h.n_embd,
               (long long)h.n_layer);
-  std::printf("heads         %lld (kv %lld, head_dim %lld)\n", (long long)h.n_head,
-              (long long)h.n_head_kv, (long long)h.head_dim);
+  if (h.latent_attention()) {
+    std::printf(
+        "heads         %lld, latent attention (q_lora %lld, kv_lora %lld, nope %lld, rope %lld, "
+        "v %lld)\n",
+        (long long)h.n_head, (long long)h.q_lora_rank, (long long)h.kv_lora_rank,
+        (long long)h.qk_nope_dim, (long long)h.rope_dim, (long long)h.v_head_dim);
+  } else {
+    std::printf("heads         %lld (kv %lld, head_dim %lld)\n", (long long)h.n_head,
+                (long long)h.n_head_kv, (long long)h.head_dim);
+  }
+  std::printf("kv cache      %zu bytes/token in F16 (%zu in F32)\n",
+              moe::KvBytesPerToken(h, moe::DType::kF16), moe::KvBytesPerToken(h, moe::DType::kF32));
+  if (h.n_layer_dense > 0) {
+    std::printf("dense layers  first %lld (ffn %lld)\n", (long long)h.n_layer_dense,
+                (long long)h.n_ff_dense);
+  }
+  if (h.n_nextn_layer > 0) {
+    std::printf("mtp layers    %lld (carried by the file, not run)\n", (long long)h.n_nextn_layer);
+  }
   std::printf("experts       %lld, top-%lld, expert ffn %lld%s\n", (long long)h.n_expert,
               (long long)h.n_expert_used, (long long)h.n_ff_expert,
               h.norm_topk_prob ? ", renormalised" : ", raw weights");
+  std::printf("routing       %s%s", h.gating == moe::Gating::kSigmoid ? "sigmoid" : "softmax",
+              h.has_selection_bias ? ", selection bias" : "");
+  if (h.n_expert_groups > 1) {
+    std::printf(", %lld groups, best %lld", (long long)h.n_expert_groups,
+                (long long)h.n_group_used);
+  }
+  if (h.routed_scale != 1.f) std::printf(", scale %g", h.routed_scale);
+  std::printf("\n");
   if (h.n_ff_shared > 0) {
     std::printf("shared expert ffn %lld%s\n", (long long)h.n_ff_shared,
                 h.shared_expert_gate ? " (sigmoid-gated)" : "");
   }
   std::printf("context       %lld (trained)\n", (long long)h.n_ctx_train);
-  std::printf("rope          %s, base %g\n",
-              h.rope_style == moe::RopeStyle::kNeox ? "neox" : "norm", h.rope_freq_base);
+  std::printf("rope          %s, base %g", h.rope_style == moe::RopeStyle::kNeox ? "neox" : "norm",
+              h.rope_freq_base);
+  if (h.rope_dim != h.head_dim && !h.latent_attention()) {
+    std::printf(", %lld of %lld dims", (long long)h.rope_dim, (long long)h.head_dim);
+  }
+  if (h.yarn_factor > 1) {
+    std::printf(", yarn factor %g (original context %lld)", h.yarn_factor,
+                (long long)h.yarn_orig_ctx);
+  }
+  std::printf("\n");
   const char* qk[] = {"none", "full vector", "per head"};
   std::printf("qk-norm       %s\noutput head   %s\n", qk[static_cast<int>(h.qk_norm)],
               h.tied_output ? "tied to embedding" : "separate");

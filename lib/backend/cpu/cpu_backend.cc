@@ -173,19 +173,38 @@ class CpuBackend final : public Backend {
             const RopeParams& rope) override {
     const RopeLayout layout = rope.layout;
     const int64_t n_rot = rope.n_rot, half = n_rot / 2;
-    const float freq_base = rope.freq_base;
-    Parallel(n, 8 * n_heads * head_dim, [&](int64_t tb, int64_t te) {
+    // YaRN's correction range, in pairs (llama.cpp's rope_yarn_corr_dims); a pair's share of the
+    // unscaled angle ramps from 1 below it to 0 above it.
+    const bool yarn = rope.yarn_factor > 1.f;
+    float lo = 0, hi = 0;
+    if (yarn) {
+      const auto corr = [&](float beta) {
+        return n_rot * std::log(rope.yarn_orig_ctx / (beta * 2 * static_cast<float>(M_PI))) /
+               (2 * std::log(rope.freq_base));
+      };
+      lo = std::max(0.f, std::floor(corr(rope.yarn_beta_fast)));
+      hi = std::min(static_cast<float>(n_rot - 1), std::ceil(corr(rope.yarn_beta_slow)));
+    }
+    const auto extrap = [&](int64_t i) {
+      return 1 - std::min(1.f, std::max(0.f, (i - lo) / std::max(0.001f, hi - lo)));
+    };
+    const float freq_scale = 1.f / rope.yarn_factor;
+    Parallel(n, 8 * n_heads * n_rot, [&](int64_t tb, int64_t te) {
       thread_local std::vector<float> cos_t, sin_t;
       cos_t.resize(half);
       sin_t.resize(half);
       for (int64_t t = tb; t < te; ++t) {
         for (int64_t i = 0; i < half; ++i) {
-          float theta = positions[t] * std::pow(freq_base, -2.0f * i / n_rot);
-          cos_t[i] = std::cos(theta);
-          sin_t[i] = std::sin(theta);
+          float theta = positions[t] * std::pow(rope.freq_base, -2.0f * i / n_rot);
+          if (yarn) {
+            const float ramp = extrap(i);
+            theta = freq_scale * theta * (1 - ramp) + theta * ramp;
+          }
+          cos_t[i] = std::cos(theta) * rope.magnitude;
+          sin_t[i] = std::sin(theta) * rope.magnitude;
         }
         for (int64_t h = 0; h < n_heads; ++h) {
-          float* v = x + (t * n_heads + h) * head_dim;
+          float* v = x + (t * n_heads + h) * head_dim + rope.offset;
           for (int64_t i = 0; i < half; ++i) {
             int64_t a = layout == RopeLayout::kNorm ? 2 * i : i;
             int64_t b = layout == RopeLayout::kNorm ? 2 * i + 1 : i + half;
@@ -221,11 +240,11 @@ class CpuBackend final : public Backend {
   }
 
   void Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
-                 const KvLayerView& kv, float* out) override {
+                 const KvLayerView& kv, float* out, float kq_scale) override {
     const int64_t hd = kv.head_dim, nkv = kv.n_kv_heads, group = n_heads / nkv;
     const size_t head_bytes = RowBytes(kv.dtype, hd);
     const AttendFn attend = GetAttend(level_, kv.dtype, hd);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const float scale = kq_scale != 0.f ? kq_scale : 1.0f / std::sqrt(static_cast<float>(hd));
     // One job per tile of consecutive tokens and KV head: a tile's query rows (tokens x group,
     // about 16) share every cached row the kernel loads. A tile's cost is its causal length,
     // so tiles are taken in the order 0, last, 1, last - 1, ...: every contiguous share of the

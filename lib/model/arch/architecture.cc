@@ -9,9 +9,9 @@ namespace {
 
 // The registry: one entry per file of this folder.
 const Architecture* const* All(size_t* count) {
-  static const Architecture* const kAll[] = {&LlamaArchitecture(), &Qwen2MoeArchitecture(),
-                                             &OlmoeArchitecture(), &Qwen3MoeArchitecture(),
-                                             &Glm4MoeArchitecture()};
+  static const Architecture* const kAll[] = {&LlamaArchitecture(),   &Qwen2MoeArchitecture(),
+                                             &OlmoeArchitecture(),   &Qwen3MoeArchitecture(),
+                                             &Glm4MoeArchitecture(), &Deepseek2Architecture()};
   *count = sizeof(kAll) / sizeof(kAll[0]);
   return kAll;
 }

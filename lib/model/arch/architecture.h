@@ -38,7 +38,10 @@ class NoMetadata final : public MetadataKeys {
   bool Has(absl::string_view) const override { return false; }
 };
 
-enum class AttentionPart { kGroupedQuery };
+enum class AttentionPart {
+  kGroupedQuery,  // q/k/v projections, K and V cached per KV head
+  kLatent,        // DeepSeek's multi-head latent attention: a compressed latent cached
+};
 enum class FeedForwardPart { kDense, kMixture };
 
 // One layer's parts, in the order they run: attention (after attn_norm), then the feed-forward

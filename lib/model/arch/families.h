@@ -10,5 +10,6 @@ const Architecture& Qwen2MoeArchitecture();
 const Architecture& OlmoeArchitecture();
 const Architecture& Qwen3MoeArchitecture();
 const Architecture& Glm4MoeArchitecture();
+const Architecture& Deepseek2Architecture();
 
 }  // namespace moe

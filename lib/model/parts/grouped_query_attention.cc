@@ -1,5 +1,7 @@
 #include "lib/model/parts/grouped_query_attention.h"
 
+#include "lib/model/parts/rope_params.h"
+
 namespace moe {
 
 void GroupedQueryAttention::Run(const StepContext& ctx, int layer, const LayerWeights& L,
@@ -32,10 +34,7 @@ void GroupedQueryAttention::Run(const StepContext& ctx, int layer, const LayerWe
     be.RmsNorm(q_.data(), L.q_norm, n * h.n_head, hd, h.rms_eps, q_.data());
     be.RmsNorm(k_.data(), L.k_norm, n * h.n_head_kv, hd, h.rms_eps, k_.data());
   }
-  RopeParams rope;
-  rope.layout = h.rope_style == RopeStyle::kNeox ? RopeLayout::kNeox : RopeLayout::kNorm;
-  rope.n_rot = h.rope_dim;
-  rope.freq_base = h.rope_freq_base;
+  const RopeParams rope = RopeFor(h);
   be.Rope(q_.data(), n, h.n_head, hd, positions, rope);
   be.Rope(k_.data(), n, h.n_head_kv, hd, positions, rope);
   // Each sequence writes its rows into its own cache and attends over it alone.
@@ -45,7 +44,7 @@ void GroupedQueryAttention::Run(const StepContext& ctx, int layer, const LayerWe
     const KvLayerView kv = c.kv->layer(layer);
     be.StoreKv(k_.data() + row * kv_dim, v_.data() + row * kv_dim, m, positions + row, kv);
     be.Attention(q_.data() + row * q_dim, m, h.n_head, positions + row, kv,
-                 att_.data() + row * q_dim);
+                 att_.data() + row * q_dim, h.kq_scale);
     row += m;
   }
   be.MatMul(L.wo, att_.data(), n, o_.data());
