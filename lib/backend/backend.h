@@ -50,6 +50,19 @@ struct KvPaging {
   }
 };
 
+// The gated activation of a SwiGLU block: silu(g) * u, or gpt-oss's clamped form
+// min(g, 7) * sigmoid(1.702 min(g, 7)) * (clamp(u, -7, 7) + 1).
+enum class GatedActivation { kSilu, kSwigluClamped };
+
+struct AttentionOptions {
+  float scale = 0.f;  // of the scores; 0: 1 / sqrt(head_dim)
+  // Sliding window: a query at position p sees keys p - window < p' <= p; 0: all before it.
+  int64_t window = 0;
+  // Attention sinks: per query head one logit (not scaled) that joins each softmax's
+  // normalisation without a value; null: none.
+  const float* sinks = nullptr;
+};
+
 struct KvLayerView {
   DType dtype;  // F32, F16 or Q8_0 (a row of each KV head starts on a block)
   uint8_t* k;
@@ -85,6 +98,11 @@ class Backend {
     const int32_t* rows = nullptr;
     int64_t m;
     float* out;  // [m x d]
+    // Optional biases of the three products ([ff], [ff], [d]) and the gated activation.
+    const float* gate_bias = nullptr;
+    const float* up_bias = nullptr;
+    const float* down_bias = nullptr;
+    GatedActivation activation = GatedActivation::kSilu;
   };
   virtual void RunExperts(absl::Span<const ExpertJob> jobs) = 0;
 
@@ -101,10 +119,11 @@ class Backend {
                        const KvLayerView& kv) = 0;
 
   // Causal attention: query row t (n_heads x head_dim) attends to cache positions
-  // [0, positions[t]]; grouped-query: head h reads KV head h / (n_heads / n_kv_heads). Scores
-  // are scaled by `scale` (0: 1 / sqrt(head_dim)).
+  // [0, positions[t]] (within the window, when there is one); grouped-query: head h reads KV
+  // head h / (n_heads / n_kv_heads).
   virtual void Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
-                         const KvLayerView& kv, float* out, float scale = 0.f) = 0;
+                         const KvLayerView& kv, float* out,
+                         const AttentionOptions& options = {}) = 0;
 
   // y[i] += a * x[i].
   virtual void Axpy(float a, const float* x, int64_t count, float* y) = 0;

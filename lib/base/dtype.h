@@ -31,16 +31,21 @@ enum class DType : uint8_t {
   kQ4_KX16 = 12,
   kQ6_KX16 = 13,
   kQ5_KX16 = 14,
+  // A file type again: OCP microscaling FP4 (GGUF type 39), one E8M0 scale byte then 16 bytes
+  // of 4-bit E2M1 codes per 32 values (gpt-oss's expert weights).
+  kMXFP4 = 15,
 };
-inline constexpr int kNumDTypes = 15;
-inline constexpr int kNumFileDTypes = 8;  // the types files may hold
+inline constexpr int kNumDTypes = 16;
 
-inline bool IsRuntimeLayout(DType t) { return static_cast<int>(t) >= kNumFileDTypes; }
+// Q8_0R .. Q5_KX16: layouts made at run time (the row groups may also be stored).
+inline bool IsRuntimeLayout(DType t) { return t >= DType::kQ8_0R && t <= DType::kQ5_KX16; }
 
 // Rows per interleaved group: 16 for the row-group layouts, 1 for every other type. Group g
 // starts where row 16 g would, since a group holds the bytes of 16 rows.
 inline constexpr int kGroupRows = 16;
-inline int RowGroup(DType t) { return t >= DType::kQ8_0X16 ? kGroupRows : 1; }
+inline int RowGroup(DType t) {
+  return t >= DType::kQ8_0X16 && t <= DType::kQ5_KX16 ? kGroupRows : 1;
+}
 
 // What a .moe file may store: the file types, and the row-group layouts (the same on every CPU:
 // each SIMD level has kernels for them), but not the row layouts of one level (Q8_0R, Q4_0R).

@@ -100,6 +100,13 @@ absl::StatusOr<HParams> ReadHParams(const fb::HParams* p) {
   h.kv_lora_rank = p->kv_lora_rank();
   h.qk_nope_dim = p->qk_nope_dim();
   h.v_head_dim = p->v_head_dim();
+  h.has_attn_out_bias = p->has_attn_out_bias();
+  h.has_attn_sinks = p->has_attn_sinks();
+  h.sliding_window = p->sliding_window();
+  h.swa_period = p->swa_period();
+  h.has_router_bias = p->has_router_bias();
+  h.has_expert_bias = p->has_expert_bias();
+  h.swiglu_clamped = p->swiglu_clamped();
   return h;
 }
 

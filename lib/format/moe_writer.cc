@@ -133,6 +133,13 @@ flatbuffers::Offset<fb::HParams> BuildHParams(flatbuffers::FlatBufferBuilder& b,
   hb.add_kv_lora_rank(h.kv_lora_rank);
   hb.add_qk_nope_dim(h.qk_nope_dim);
   hb.add_v_head_dim(h.v_head_dim);
+  hb.add_has_attn_out_bias(h.has_attn_out_bias);
+  hb.add_has_attn_sinks(h.has_attn_sinks);
+  hb.add_sliding_window(h.sliding_window);
+  hb.add_swa_period(h.swa_period);
+  hb.add_has_router_bias(h.has_router_bias);
+  hb.add_has_expert_bias(h.has_expert_bias);
+  hb.add_swiglu_clamped(h.swiglu_clamped);
   return hb.Finish();
 }
 

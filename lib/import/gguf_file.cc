@@ -447,10 +447,12 @@ absl::StatusOr<DType> DTypeFromGgml(uint32_t t, absl::string_view tensor) {
       return DType::kQ5_K;
     case kGgmlQ6_K:
       return DType::kQ6_K;
+    case kGgmlMXFP4:
+      return DType::kMXFP4;
   }
   return absl::UnimplementedError(absl::StrCat(
       "tensor '", tensor, "' has type ", GgmlTypeName(t),
-      ", which is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)"));
+      ", which is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MXFP4)"));
 }
 
 }  // namespace moe

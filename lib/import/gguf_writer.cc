@@ -58,6 +58,8 @@ uint32_t GgmlTypeOf(DType t) {
       return kGgmlQ5_K;
     case DType::kQ6_K:
       return kGgmlQ6_K;
+    case DType::kMXFP4:
+      return kGgmlMXFP4;
     default:
       break;  // run-time layouts: made at load, never written (callers take file types only)
   }

@@ -53,6 +53,12 @@ absl::Status Model::ResolveGroupedQueryAttention(int l, LayerWeights& L) {
     MOE_ASSIGN_OR_RETURN(L.q_norm, Vector(name("attn_q_norm")));
     MOE_ASSIGN_OR_RETURN(L.k_norm, Vector(name("attn_k_norm")));
   }
+  if (h.has_attn_out_bias) {
+    MOE_ASSIGN_OR_RETURN(L.bo, Vector(bias("attn_output")));
+  }
+  if (h.has_attn_sinks) {
+    MOE_ASSIGN_OR_RETURN(L.sinks, Vector(name("attn_sinks")));
+  }
   L.dense_bytes = L.wq.byte_size() + L.wk.byte_size() + L.wv.byte_size() + L.wo.byte_size();
   return absl::OkStatus();
 }
@@ -107,11 +113,27 @@ absl::Status Model::Resolve() {
     if (h.has_selection_bias) {
       MOE_ASSIGN_OR_RETURN(L.selection_bias, Vector(bias("exp_probs_b")));
     }
+    if (h.has_router_bias) {
+      MOE_ASSIGN_OR_RETURN(L.router_bias, Vector(bias("ffn_gate_inp")));
+    }
+    // Expert biases are stacked per layer ([n_expert x rows]); each expert points at its row.
+    const float *gate_b = nullptr, *up_b = nullptr, *down_b = nullptr;
+    if (h.has_expert_bias) {
+      MOE_ASSIGN_OR_RETURN(gate_b, Vector(bias("ffn_gate_exps")));
+      MOE_ASSIGN_OR_RETURN(up_b, Vector(bias("ffn_up_exps")));
+      MOE_ASSIGN_OR_RETURN(down_b, Vector(bias("ffn_down_exps")));
+    }
     L.experts.resize(h.n_expert);
     for (int e = 0; e < h.n_expert; ++e) {
-      MOE_ASSIGN_OR_RETURN(L.experts[e].gate, Matrix(ExpertTensorName(l, e, "ffn_gate")));
-      MOE_ASSIGN_OR_RETURN(L.experts[e].up, Matrix(ExpertTensorName(l, e, "ffn_up")));
-      MOE_ASSIGN_OR_RETURN(L.experts[e].down, Matrix(ExpertTensorName(l, e, "ffn_down")));
+      ExpertWeights& x = L.experts[e];
+      MOE_ASSIGN_OR_RETURN(x.gate, Matrix(ExpertTensorName(l, e, "ffn_gate")));
+      MOE_ASSIGN_OR_RETURN(x.up, Matrix(ExpertTensorName(l, e, "ffn_up")));
+      MOE_ASSIGN_OR_RETURN(x.down, Matrix(ExpertTensorName(l, e, "ffn_down")));
+      if (h.has_expert_bias) {
+        x.gate_bias = gate_b + e * h.n_ff_expert;
+        x.up_bias = up_b + e * h.n_ff_expert;
+        x.down_bias = down_b + e * h.n_embd;
+      }
     }
     L.dense_bytes += L.router.byte_size();
     if (h.n_ff_shared > 0) {

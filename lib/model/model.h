@@ -12,7 +12,10 @@
 namespace moe {
 
 struct ExpertWeights {
-  WeightView gate, up, down;  // [ff x embd], [ff x embd], [embd x ff]
+  WeightView gate, up, down;         // [ff x embd], [ff x embd], [embd x ff]
+  const float* gate_bias = nullptr;  // [ff], [ff], [embd], when the architecture has them
+  const float* up_bias = nullptr;
+  const float* down_bias = nullptr;
   size_t byte_size() const { return gate.byte_size() + up.byte_size() + down.byte_size(); }
 };
 
@@ -23,6 +26,8 @@ struct LayerWeights {
   const float* bq = nullptr;  // biases, when the architecture has them
   const float* bk = nullptr;
   const float* bv = nullptr;
+  const float* bo = nullptr;      // of the output projection
+  const float* sinks = nullptr;   // [n_head] attention-sink logits
   const float* q_norm = nullptr;  // QK-norm weights, when the architecture has them
   const float* k_norm = nullptr;
   // Latent attention: q through the optional low-rank pair (wq_a, q_a_norm, wq_b) or wq; the
@@ -35,6 +40,7 @@ struct LayerWeights {
   ExpertWeights dense;                    // a dense layer's FFN
   WeightView router;                      // [n_expert x embd]
   const float* selection_bias = nullptr;  // [n_expert], when the routing has one
+  const float* router_bias = nullptr;     // [n_expert], added to the logits (gpt-oss)
   std::vector<ExpertWeights> experts;
   bool has_shared = false;
   ExpertWeights shared;

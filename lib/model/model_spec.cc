@@ -88,6 +88,8 @@ absl::Status ExpectGroupedQueryAttention(const ModelSpec& spec, int l) {
   MOE_RETURN_IF_ERROR(Expect(spec, name("attn_k"), {kv_dim, h.n_embd}));
   MOE_RETURN_IF_ERROR(Expect(spec, name("attn_v"), {kv_dim, h.n_embd}));
   MOE_RETURN_IF_ERROR(Expect(spec, name("attn_output"), {h.n_embd, q_dim}));
+  if (h.has_attn_out_bias) MOE_RETURN_IF_ERROR(Expect(spec, bias("attn_output"), {h.n_embd}));
+  if (h.has_attn_sinks) MOE_RETURN_IF_ERROR(Expect(spec, name("attn_sinks"), {h.n_head}));
   if (h.has_qkv_bias) {
     MOE_RETURN_IF_ERROR(Expect(spec, bias("attn_q"), {q_dim}));
     MOE_RETURN_IF_ERROR(Expect(spec, bias("attn_k"), {kv_dim}));
@@ -180,6 +182,10 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
                                                    h.yarn_factor, ", original context ",
                                                    h.yarn_orig_ctx));
   }
+  if (h.sliding_window < 0 || h.swa_period < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sliding window ", h.sliding_window, ", period ", h.swa_period));
+  }
   if (h.rope_dim % 2 != 0 || h.rope_dim <= 0 || h.rope_dim > h.head_dim) {
     return absl::InvalidArgumentError(
         absl::StrCat("RoPE over ", h.rope_dim, " of head_dim ", h.head_dim, " dimensions"));
@@ -241,6 +247,14 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
     MOE_RETURN_IF_ERROR(Expect(spec, name("ffn_gate_inp"), {h.n_expert, h.n_embd}));
     if (h.has_selection_bias) {
       MOE_RETURN_IF_ERROR(Expect(spec, bias("exp_probs_b"), {h.n_expert}));
+    }
+    if (h.has_router_bias) {
+      MOE_RETURN_IF_ERROR(Expect(spec, bias("ffn_gate_inp"), {h.n_expert}));
+    }
+    if (h.has_expert_bias) {
+      MOE_RETURN_IF_ERROR(Expect(spec, bias("ffn_gate_exps"), {h.n_expert, h.n_ff_expert}));
+      MOE_RETURN_IF_ERROR(Expect(spec, bias("ffn_up_exps"), {h.n_expert, h.n_ff_expert}));
+      MOE_RETURN_IF_ERROR(Expect(spec, bias("ffn_down_exps"), {h.n_expert, h.n_embd}));
     }
     for (int e = 0; e < h.n_expert; ++e) {
       MOE_RETURN_IF_ERROR(

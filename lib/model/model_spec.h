@@ -20,7 +20,7 @@ namespace moe {
 
 // Architectures, named as llama.cpp names them. "llama" here means the Mixtral layout (a llama
 // block whose FFN is a mixture of experts). What each one is made of lives in lib/model/arch/.
-enum class Arch { kLlama, kQwen2Moe, kOlmoe, kQwen3Moe, kGlm4Moe, kDeepseek2 };
+enum class Arch { kLlama, kQwen2Moe, kOlmoe, kQwen3Moe, kGlm4Moe, kDeepseek2, kGptOss };
 
 absl::string_view ArchName(Arch a);
 absl::StatusOr<Arch> ArchFromName(absl::string_view name);
@@ -83,7 +83,21 @@ struct HParams {
   int64_t qk_nope_dim = 0;  // per head: the position-free part of q and k
   int64_t v_head_dim = 0;   // per head: the values' size after attn_v_b
 
+  // gpt-oss: an output-projection bias, one attention-sink logit per head, a sliding window on
+  // the layers the period picks (layer l slides when l % swa_period < swa_period - 1, llama.cpp's
+  // rule), biases on the router and on every expert's three products, the clamped SwiGLU.
+  bool has_attn_out_bias = false;
+  bool has_attn_sinks = false;
+  int64_t sliding_window = 0;  // 0: every layer attends to the whole context
+  int64_t swa_period = 0;
+  bool has_router_bias = false;
+  bool has_expert_bias = false;
+  bool swiglu_clamped = false;
+
   bool latent_attention() const { return kv_lora_rank > 0; }
+  bool layer_slides(int layer) const {
+    return sliding_window > 0 && swa_period > 0 && layer % swa_period < swa_period - 1;
+  }
   // The cache keeps no separate values: they are the first value_dim of each key row.
   bool values_in_keys() const { return latent_attention(); }
 

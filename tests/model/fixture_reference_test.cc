@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "lib/backend/backend.h"
 #include "lib/backend/cpu/cpu_features.h"
@@ -73,13 +72,6 @@ std::vector<fs::path> FixtureDirs() {
 }
 
 class FixtureTest : public ::testing::TestWithParam<fs::path> {};
-
-// The fixtures-v2 families not implemented yet (issue 18 lands them one by one): their folders
-// are listed and skipped by name, so a supported family that stops loading still fails.
-bool NotYetSupported(const fs::path& dir, const absl::Status& s) {
-  return dir.parent_path().filename() == "fixtures-v2" && absl::IsUnimplemented(s) &&
-         absl::StrContains(s.message(), "unsupported architecture");
-}
 
 // Per-prompt tolerance for llama.cpp's quantized run, from quant_vs_deq.tsv.
 double QuantTolerance(const fs::path& dir, const std::string& prompt) {
@@ -169,7 +161,6 @@ TEST_P(FixtureTest, LogitsAndGreedyTokensMatchLlamaCpp) {
   const fs::path dir = GetParam();
   const std::string name = dir.filename().string();
   auto spec = ImportGguf((dir / (name + ".gguf")).string());
-  if (!spec.ok() && NotYetSupported(dir, spec.status())) GTEST_SKIP() << spec.status();
   ASSERT_TRUE(spec.ok()) << spec.status();
   auto model = Model::Create(*std::move(spec));
   ASSERT_TRUE(model.ok()) << model.status();
@@ -199,7 +190,6 @@ TEST_P(FixtureTest, ViaMoeFileToo) {
   const fs::path dir = GetParam();
   const std::string name = dir.filename().string();
   auto gguf = ImportGguf((dir / (name + ".gguf")).string());
-  if (!gguf.ok() && NotYetSupported(dir, gguf.status())) GTEST_SKIP() << gguf.status();
   ASSERT_TRUE(gguf.ok()) << gguf.status();
   const fs::path path = fs::temp_directory_path() /
                         ("fixture_reference_test_" + std::to_string(::getpid()) + name + ".moe");
@@ -232,7 +222,6 @@ TEST_P(FixtureTest, ReLaidRowsMatchLlamaCppToo) {
     if (load_level > DetectedSimdLevel()) continue;
     SetSimdLevelForTesting(load_level);
     auto engine = Engine::Load((dir / (name + ".gguf")).string(), LoadOptions{});
-    if (!engine.ok() && NotYetSupported(dir, engine.status())) GTEST_SKIP() << engine.status();
     ASSERT_TRUE(engine.ok()) << engine.status();
     const std::shared_ptr<const Model> model = (*engine)->model();
     int grouped = 0;

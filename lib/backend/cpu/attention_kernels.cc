@@ -24,25 +24,39 @@ namespace {
 
 void AttendOneToken(const AttentionHeads& a) {
   const int64_t hd = a.head_dim;
+  const int64_t first = a.window > 0 ? std::max<int64_t>(0, a.len - a.window) : 0;
+  const int64_t len = a.len - first;
   thread_local std::vector<float> scores, k, v;
   if (scores.capacity() < 4096) scores.reserve(4096);  // grows only with long contexts
-  scores.resize(a.group * a.len);
+  scores.resize(a.group * len);
   k.resize(hd);
   v.resize(hd);
-  for (int64_t p = 0; p < a.len; ++p) {
+  for (int64_t p = first; p < a.len; ++p) {
     DequantizeRow(a.dtype, a.k + a.KvRowOffset(p), k.data(), hd);
     for (int64_t g = 0; g < a.group; ++g) {
       float s = 0;
       for (int64_t i = 0; i < hd; ++i) s += a.q[g * hd + i] * k[i];
-      scores[g * a.len + p] = s * a.scale;
+      scores[g * len + p - first] = s * a.scale;
     }
   }
-  SoftmaxRows(scores.data(), a.group, a.len);
+  if (a.sinks == nullptr) {
+    SoftmaxRows(scores.data(), a.group, len);
+  } else {
+    // The sink joins the normalisation (and the maximum) but carries no value.
+    for (int64_t g = 0; g < a.group; ++g) {
+      float* s = scores.data() + g * len;
+      const float max_s = std::max(*std::max_element(s, s + len), a.sinks[g]);
+      float sum = std::exp(a.sinks[g] - max_s);
+      for (int64_t p = 0; p < len; ++p) sum += s[p] = std::exp(s[p] - max_s);
+      const float inv = 1.0f / sum;
+      for (int64_t p = 0; p < len; ++p) s[p] *= inv;
+    }
+  }
   std::fill(a.out, a.out + a.group * hd, 0.0f);
-  for (int64_t p = 0; p < a.len; ++p) {
+  for (int64_t p = first; p < a.len; ++p) {
     DequantizeRow(a.dtype, a.v + a.KvRowOffset(p), v.data(), hd);
     for (int64_t g = 0; g < a.group; ++g) {
-      const float w = scores[g * a.len + p];
+      const float w = scores[g * len + p - first];
       float* o = a.out + g * hd;
       for (int64_t i = 0; i < hd; ++i) o[i] += w * v[i];
     }
@@ -64,7 +78,8 @@ void AttendPortable(const AttentionHeads& a) {
 
 }  // namespace kernels
 
-AttendFn GetAttend(SimdLevel level, DType kv_type, int64_t head_dim) {
+AttendFn GetAttend(SimdLevel level, DType kv_type, int64_t head_dim, bool window_or_sinks) {
+  if (window_or_sinks) return kernels::AttendPortable;
   if (kv_type != DType::kF32 && kv_type != DType::kF16 && kv_type != DType::kQ8_0) {
     return kernels::AttendPortable;
   }

@@ -27,6 +27,10 @@ struct AttentionHeads {
   DType dtype;      // F32, F16 or Q8_0
   float scale;      // 1 / sqrt(head_dim)
   KvPaging paging;  // where row p is (lib/backend/backend.h)
+  // Only the last `window` positions of each token's range (0: all); one sink logit per head
+  // of the group (null: none). The portable kernel alone implements these (GetAttend).
+  int64_t window = 0;
+  const float* sinks = nullptr;
 
   int64_t KvRowOffset(int64_t p) const { return paging.RowOffset(p, row_bytes); }
 };
@@ -49,8 +53,8 @@ inline void ForEachKvRow(const AttentionHeads& a, const uint8_t* base, int64_t b
 
 using AttendFn = void (*)(const AttentionHeads& a);
 
-// The kernel for a level, cache type and head size.
-AttendFn GetAttend(SimdLevel level, DType kv_type, int64_t head_dim);
+// The kernel for a level, cache type and head size; windows and sinks take the portable one.
+AttendFn GetAttend(SimdLevel level, DType kv_type, int64_t head_dim, bool window_or_sinks = false);
 
 namespace kernels {
 // Each of `rows` rows of `len` scores becomes its softmax, in place (max subtracted first).

@@ -19,6 +19,11 @@
 namespace moe {
 namespace {
 
+// y[i] += b[i], i < n.
+void AddRow(const float* b, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] += b[i];
+}
+
 // Splits the global row range [b, e) of several matrices laid end to end (first[i] is matrix
 // i's first global row) into per-matrix local ranges: fn(i, r0, r1).
 template <typename Fn>
@@ -128,8 +133,18 @@ class CpuBackend final : public Backend {
         // Rows r0..r1 of gate and up for every token, as [m x nr] blocks.
         inputs[j]->Products(job.gate, r0, r1, g.data(), nr);
         inputs[j]->Products(job.up, r0, r1, u.data(), nr);
-        for (int64_t t = 0; t < job.m; ++t)
-          silu_mul_(g.data() + t * nr, u.data() + t * nr, act_[j].data() + t * ff + r0, nr);
+        for (int64_t t = 0; t < job.m; ++t) {
+          float* gt = g.data() + t * nr;
+          float* ut = u.data() + t * nr;
+          if (job.gate_bias) AddRow(job.gate_bias + r0, nr, gt);
+          if (job.up_bias) AddRow(job.up_bias + r0, nr, ut);
+          float* out = act_[j].data() + t * ff + r0;
+          if (job.activation == GatedActivation::kSwigluClamped) {
+            SwigluClamped(gt, ut, out, nr);
+          } else {
+            silu_mul_(gt, ut, out, nr);
+          }
+        }
       });
     });
     for (size_t j = 0; j < nj; ++j) {
@@ -141,7 +156,13 @@ class CpuBackend final : public Backend {
     // Pass 2: down rows of every job.
     ParallelByCost(d_first, tokens, d_granule, jobs[0].down.cols, [&](int64_t b, int64_t e) {
       ForEachRange(d_first, b, e, [&](size_t j, int64_t r0, int64_t r1) {
-        job_acts_[j].Products(jobs[j].down, r0, r1, jobs[j].out + r0, jobs[j].down.rows);
+        const ExpertJob& job = jobs[j];
+        job_acts_[j].Products(job.down, r0, r1, job.out + r0, job.down.rows);
+        if (job.down_bias) {
+          for (int64_t t = 0; t < job.m; ++t) {
+            AddRow(job.down_bias + r0, r1 - r0, job.out + t * job.down.rows + r0);
+          }
+        }
       });
     });
   }
@@ -240,11 +261,13 @@ class CpuBackend final : public Backend {
   }
 
   void Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
-                 const KvLayerView& kv, float* out, float kq_scale) override {
+                 const KvLayerView& kv, float* out, const AttentionOptions& options) override {
     const int64_t hd = kv.head_dim, nkv = kv.n_kv_heads, group = n_heads / nkv;
     const size_t head_bytes = RowBytes(kv.dtype, hd);
-    const AttendFn attend = GetAttend(level_, kv.dtype, hd);
-    const float scale = kq_scale != 0.f ? kq_scale : 1.0f / std::sqrt(static_cast<float>(hd));
+    const AttendFn attend =
+        GetAttend(level_, kv.dtype, hd, options.window > 0 || options.sinks != nullptr);
+    const float scale =
+        options.scale != 0.f ? options.scale : 1.0f / std::sqrt(static_cast<float>(hd));
     // One job per tile of consecutive tokens and KV head: a tile's query rows (tokens x group,
     // about 16) share every cached row the kernel loads. A tile's cost is its causal length,
     // so tiles are taken in the order 0, last, 1, last - 1, ...: every contiguous share of the
@@ -277,6 +300,8 @@ class CpuBackend final : public Backend {
                    a.paging = kv.paging;
                    a.dtype = kv.dtype;
                    a.scale = scale;
+                   a.window = options.window;
+                   a.sinks = options.sinks ? options.sinks + kvh * group : nullptr;
                    attend(a);
                  }
                }

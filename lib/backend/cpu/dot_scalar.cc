@@ -3,6 +3,7 @@
 
 #include "lib/backend/cpu/dot_kernels.h"
 #include "lib/backend/cpu/kquant_scales.h"
+#include "lib/backend/cpu/mxfp4.h"
 #include "lib/base/half.h"
 
 namespace moe::kernels {
@@ -34,6 +35,19 @@ float DotQ4_0(const uint8_t* w, const Q8Block* x, int64_t n) {
     }
     acc -= 8 * (x[b].sum[0] + x[b].sum[1]);
     s += Half(w) * x[b].d * acc;
+  }
+  return s;
+}
+
+float DotMXFP4(const uint8_t* w, const Q8Block* x, int64_t n) {
+  float s = 0;
+  for (int64_t b = 0; b < n / 32; ++b, w += 17) {
+    int32_t acc = 0;
+    for (int j = 0; j < 16; ++j) {
+      acc +=
+          kMxfp4Values[w[1 + j] & 0x0f] * x[b].q[j] + kMxfp4Values[w[1 + j] >> 4] * x[b].q[j + 16];
+    }
+    s += Mxfp4HalfScale(w[0]) * x[b].d * acc;
   }
   return s;
 }
@@ -174,6 +188,8 @@ QuantDotFn ScalarQuantDot(DType t) {
       return DotQ5_K;
     case DType::kQ6_K:
       return DotQ6_K;
+    case DType::kMXFP4:
+      return DotMXFP4;
     case DType::kQ8_0R:
       return DotQ8_0R;
     case DType::kQ4_0R:

@@ -11,6 +11,7 @@
 #include "lib/backend/cpu/cpu_features.h"
 #include "lib/backend/cpu/dequant_kernels.h"
 #include "lib/backend/cpu/kquant_encode.h"
+#include "lib/backend/cpu/mxfp4.h"
 #include "lib/backend/cpu/repack.h"
 #include "lib/backend/cpu/target_clones.h"
 #include "lib/base/half.h"
@@ -40,6 +41,18 @@ void DequantQ4_0(const uint8_t* b, float* y) {
   for (int j = 0; j < 16; ++j) {
     y[j] = d * static_cast<float>((q[j] & 0x0f) - 8);
     y[j + 16] = d * static_cast<float>((q[j] >> 4) - 8);
+  }
+}
+
+// MXFP4: scale byte e (E8M0), then 16 bytes; element j is the low nibble of byte j, element
+// j+16 the high nibble; x = kMxfp4Values[code] * 2^(e - 128) (the table holds twice the E2M1
+// values, so the scale is halved: llama.cpp's GGML_E8M0_TO_FP32_HALF).
+void DequantMXFP4(const uint8_t* b, float* y) {
+  const float d = Mxfp4HalfScale(b[0]);
+  const uint8_t* q = b + 1;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * kMxfp4Values[q[j] & 0x0f];
+    y[j + 16] = d * kMxfp4Values[q[j] >> 4];
   }
 }
 
@@ -145,6 +158,8 @@ BlockDequant BlockDequantFor(DType t) {
       return DequantQ5_K;
     case DType::kQ6_K:
       return DequantQ6_K;
+    case DType::kMXFP4:
+      return DequantMXFP4;
     default:
       return nullptr;
   }

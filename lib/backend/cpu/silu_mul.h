@@ -12,6 +12,10 @@ using SiluMulFn = void (*)(const float* gate, const float* up, float* out, int64
 
 SiluMulFn GetSiluMul(SimdLevel level);
 
+// gpt-oss's clamped SwiGLU (llama.cpp's swiglu_oai, alpha 1.702, limit 7):
+// out = g' sigmoid(1.702 g') (u' + 1), g' = min(gate, 7), u' = clamp(up, -7, 7).
+void SwigluClamped(const float* gate, const float* up, float* out, int64_t n);
+
 namespace kernels {
 void SiluMulPortable(const float* gate, const float* up, float* out, int64_t n);
 // e^x in 16 lanes: within 2 ulp of std::exp over the float range; inf, 0 and NaN as std::exp.

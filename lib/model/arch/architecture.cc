@@ -11,7 +11,8 @@ namespace {
 const Architecture* const* All(size_t* count) {
   static const Architecture* const kAll[] = {&LlamaArchitecture(),   &Qwen2MoeArchitecture(),
                                              &OlmoeArchitecture(),   &Qwen3MoeArchitecture(),
-                                             &Glm4MoeArchitecture(), &Deepseek2Architecture()};
+                                             &Glm4MoeArchitecture(), &Deepseek2Architecture(),
+                                             &GptOssArchitecture()};
   *count = sizeof(kAll) / sizeof(kAll[0]);
   return kAll;
 }

@@ -50,6 +50,7 @@ struct LayerParts {
   AttentionPart attention = AttentionPart::kGroupedQuery;
   FeedForwardPart ffn = FeedForwardPart::kMixture;
   absl::string_view ffn_norm = "ffn_norm";  // base name of the pre-FFN norm's tensor
+  int64_t window = 0;                       // sliding window of the attention; 0: none
 };
 
 class Architecture {

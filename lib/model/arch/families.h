@@ -11,5 +11,6 @@ const Architecture& OlmoeArchitecture();
 const Architecture& Qwen3MoeArchitecture();
 const Architecture& Glm4MoeArchitecture();
 const Architecture& Deepseek2Architecture();
+const Architecture& GptOssArchitecture();
 
 }  // namespace moe

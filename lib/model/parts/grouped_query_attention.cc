@@ -44,10 +44,11 @@ void GroupedQueryAttention::Run(const StepContext& ctx, int layer, const LayerWe
     const KvLayerView kv = c.kv->layer(layer);
     be.StoreKv(k_.data() + row * kv_dim, v_.data() + row * kv_dim, m, positions + row, kv);
     be.Attention(q_.data() + row * q_dim, m, h.n_head, positions + row, kv,
-                 att_.data() + row * q_dim, h.kq_scale);
+                 att_.data() + row * q_dim, AttentionOptions{h.kq_scale, L.parts.window, L.sinks});
     row += m;
   }
   be.MatMul(L.wo, att_.data(), n, o_.data());
+  if (L.bo) be.AddBias(o_.data(), L.bo, n, d);
   be.Axpy(1.0f, o_.data(), n * d, x);
 }
 

@@ -85,7 +85,7 @@ void LatentAttention::Run(const StepContext& ctx, int layer, const LayerWeights&
     const KvLayerView kv = c.kv->layer(layer);
     be.StoreKv(kv_.data() + row * dk, kv_.data() + row * dk, m, positions + row, kv);
     be.Attention(q_abs_.data() + row * heads * dk, m, heads, positions + row, kv,
-                 att_latent_.data() + row * heads * dk, h.kq_scale);
+                 att_latent_.data() + row * heads * dk, AttentionOptions{h.kq_scale});
     row += m;
   }
 

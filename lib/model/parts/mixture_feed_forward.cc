@@ -39,10 +39,13 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
     std::vector<float>& router_logits = router_logits_;
     router_logits.resize(n * h.n_expert);
     be.MatMul(L.router, xn.data(), n, router_logits.data());
+    if (L.router_bias) be.AddBias(router_logits.data(), L.router_bias, n, h.n_expert);
     Route(ConfigFor(h, L, layer), router_logits, n, &routing);
   }
 
   StageTimer timer(tel, &StageTimes::experts_s);
+  const GatedActivation activation =
+      h.swiglu_clamped ? GatedActivation::kSwigluClamped : GatedActivation::kSilu;
   // Dispatch: list each expert's tokens so each expert runs once over all of them; slot[t * k +
   // j] is where token t's j-th choice sits in its expert's list.
   const int64_t k = h.n_expert_used;
@@ -108,7 +111,8 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
       job_of_expert[e] = static_cast<int>(next_out++);
       const ExpertWeights& w = L.experts[e];
       // From the store, the weights are filled in once the expert is read (RunStoredExperts).
-      jobs.push_back({w.gate, w.up, w.down, xn.data(), rows.data(), m, res.data()});
+      jobs.push_back({w.gate, w.up, w.down, xn.data(), rows.data(), m, res.data(), w.gate_bias,
+                      w.up_bias, w.down_bias, activation});
       if (tel) {
         tel->expert_counts[layer][e] += m;
         tel->weight_bytes_read += w.byte_size();
@@ -223,6 +227,7 @@ void MixtureFeedForward::PrefetchNextLayer(const StepContext& ctx, int layer, in
   be.RmsNorm(x, N.ffn_norm, n, d, h.rms_eps, guess_xn_.data());
   guess_logits_.resize(n * h.n_expert);
   be.MatMul(N.router, guess_xn_.data(), n, guess_logits_.data());
+  if (N.router_bias) be.AddBias(guess_logits_.data(), N.router_bias, n, h.n_expert);
   Route(ConfigFor(h, N, next), guess_logits_, n, &guess_routing_);
   std::vector<int32_t>& count = guess_count_;
   count.assign(h.n_expert, 0);

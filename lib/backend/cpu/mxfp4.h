@@ -1,0 +1,25 @@
+// MXFP4 (OCP microscaling FP4, GGUF type 39) as ggml stores it: per 32 values one E8M0 scale
+// byte, then 16 bytes of E2M1 codes (value j in the low nibble of byte j, value j + 16 in the
+// high one).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace moe {
+
+// Twice the E2M1 values of the 16 codes, so they are integers (ggml's kvalues_mxfp4): the
+// integer kernels multiply them with 8-bit activations, and the scale is halved to match.
+inline constexpr int8_t kMxfp4Values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                            0, -1, -2, -3, -4, -6, -8, -12};
+
+// 2^(e - 128): the E8M0 scale halved (ggml's GGML_E8M0_TO_FP32_HALF, exact for every e,
+// the two smallest as subnormals).
+inline float Mxfp4HalfScale(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+}  // namespace moe
