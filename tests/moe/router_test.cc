@@ -45,5 +45,39 @@ TEST(RouterTest, MaskedExpertsAreSkippedAndFewerThanKLeavesEmptySlots) {
   EXPECT_EQ(r.experts[2], 1);
 }
 
+float Sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
+
+// DeepSeek-V3 / GLM-4.5 routing: the bias chooses, the unbiased sigmoid scores weight.
+TEST(RouterTest, SelectionBiasChoosesButDoesNotWeight) {
+  RouterConfig c{4, 2, true, nullptr};
+  c.gating = Gating::kSigmoid;
+  const float bias[] = {0.f, 0.f, 0.f, 1.f};
+  c.selection_bias = bias;
+  c.scale = 2.5f;
+  std::vector<float> logits = {2.f, 1.f, 0.f, -1.f};
+  Routing r = Route(c, logits, 1);
+  // Scores + bias: 0.88, 0.73, 0.5, 1.27: expert 3 first although its score is the lowest.
+  EXPECT_EQ(r.experts, (std::vector<int32_t>{3, 0}));
+  const float s3 = Sigmoid(-1.f), s0 = Sigmoid(2.f);
+  EXPECT_NEAR(r.weights[0], 2.5f * s3 / (s3 + s0), 1e-6);
+  EXPECT_NEAR(r.weights[1], 2.5f * s0 / (s3 + s0), 1e-6);
+}
+
+// Groups are scored by the sum of their two best; only the best groups' experts are chosen.
+TEST(RouterTest, GroupLimitKeepsTheBestGroupsOnly) {
+  RouterConfig c{8, 2, false, nullptr};
+  c.gating = Gating::kSigmoid;
+  c.n_groups = 4;
+  c.n_groups_used = 1;
+  // Group 0 has the single best expert (0) but group 2's two best sum higher.
+  std::vector<float> logits = {5.f, -5.f, -1.f, -1.f, 3.f, 3.f, -2.f, -2.f};
+  Routing r = Route(c, logits, 1);
+  EXPECT_EQ(r.experts, (std::vector<int32_t>{4, 5}));
+  EXPECT_NEAR(r.weights[0], Sigmoid(3.f), 1e-6);  // raw scores: no renormalisation, scale 1
+  c.n_groups_used = 2;
+  r = Route(c, logits, 1);
+  EXPECT_EQ(r.experts, (std::vector<int32_t>{0, 4}));
+}
+
 }  // namespace
 }  // namespace moe
