@@ -10,7 +10,10 @@
 namespace moe {
 
 bool PreparedActivations::ReadsBlocks(DType t) const {
-  return IsQuantized(t) && (RowGroup(t) > 1 || !use_gemm_);
+  // With 8-bit activations, quantized weights take the integer kernels at every batch size: the
+  // float GEMM would give a token other bits in a batch than alone (the output head of a
+  // vocabulary that is not a multiple of 16 did).
+  return IsQuantized(t) && (RowGroup(t) > 1 || !use_gemm_ || quantize_);
 }
 
 bool PreparedActivations::WantsQuantized(int64_t n, int64_t cols,
@@ -167,7 +170,7 @@ void PreparedActivations::Products(const WeightView& w, int64_t r0, int64_t r1, 
     GroupProducts(w, r0, r1, y, ldy);
     return;
   }
-  if (!use_gemm_) {
+  if (!use_gemm_ || ReadsBlocks(w.dtype)) {
     for (int64_t r = r0; r < r1; ++r) RowDots(w, r, y + (r - r0), ldy);
     return;
   }

@@ -57,8 +57,9 @@ class PreparedActivations {
   void PrepareBlocks(int64_t t0, int64_t t1);
   void RowDots(const WeightView& w, int64_t r, float* out, int64_t stride) const;
   void GroupProducts(const WeightView& w, int64_t r0, int64_t r1, float* y, int64_t ldy) const;
-  // Whether products with weights of type t read the 8-bit blocks (given use_gemm_): the
-  // row-group kernels at every batch size, other quantized types below the GEMM's batch size.
+  // Whether products with weights of type t read the 8-bit blocks (given use_gemm_): quantized
+  // weights whenever activations are quantized, and in exact mode the row-group kernels at
+  // every batch size, other quantized types below the GEMM's batch size.
   bool ReadsBlocks(DType t) const;
   // Whether 8-bit activations pay for these weights at this batch size (and sets use_gemm_).
   bool WantsQuantized(int64_t n, int64_t cols, absl::Span<const WeightView> weights);
