@@ -36,6 +36,10 @@ const TensorSpec* ModelSpec::Find(absl::string_view name) const {
   return nullptr;
 }
 
+std::string LayerBiasName(int layer, absl::string_view base) {
+  return absl::StrCat("blk.", layer, ".", base, ".bias");
+}
+
 std::string LayerTensorName(int layer, absl::string_view base) {
   return absl::StrCat("blk.", layer, ".", base, ".weight");
 }
@@ -71,10 +75,6 @@ absl::Status Expect(const ModelSpec& spec, const std::string& name, std::vector<
   return absl::OkStatus();
 }
 
-std::string BiasName(int layer, absl::string_view base) {
-  return absl::StrCat("blk.", layer, ".", base, ".bias");
-}
-
 absl::Status ExpectGroupedQueryAttention(const ModelSpec& spec, int l) {
   const HParams& h = spec.hp;
   if (h.value_dim != 0 && h.value_dim != h.head_dim) {  // 0: not stated, the same
@@ -82,7 +82,7 @@ absl::Status ExpectGroupedQueryAttention(const ModelSpec& spec, int l) {
                                                  " different from key_length ", h.head_dim));
   }
   auto name = [&](absl::string_view b) { return LayerTensorName(l, b); };
-  auto bias = [&](absl::string_view b) { return BiasName(l, b); };
+  auto bias = [&](absl::string_view b) { return LayerBiasName(l, b); };
   const int64_t q_dim = h.n_head * h.head_dim, kv_dim = h.n_head_kv * h.head_dim;
   MOE_RETURN_IF_ERROR(Expect(spec, name("attn_q"), {q_dim, h.n_embd}));
   MOE_RETURN_IF_ERROR(Expect(spec, name("attn_k"), {kv_dim, h.n_embd}));
@@ -229,7 +229,7 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
   const Architecture& arch = ArchitectureOf(spec.arch);
   for (int l = 0; l < h.n_layer; ++l) {
     auto name = [&](absl::string_view b) { return LayerTensorName(l, b); };
-    auto bias = [&](absl::string_view b) { return absl::StrCat("blk.", l, ".", b, ".bias"); };
+    auto bias = [&](absl::string_view b) { return LayerBiasName(l, b); };
     const LayerParts parts = arch.Layer(h, l);
     MOE_RETURN_IF_ERROR(Expect(spec, name("attn_norm"), {h.n_embd}));
     if (parts.attention == AttentionPart::kLatent) {

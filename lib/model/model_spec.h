@@ -135,6 +135,7 @@ struct ModelSpec {
 
 // Canonical tensor names (GGUF's, with experts stored one per unit).
 std::string LayerTensorName(int layer, absl::string_view base);               // blk.L.base.weight
+std::string LayerBiasName(int layer, absl::string_view base);                 // blk.L.base.bias
 std::string ExpertTensorName(int layer, int expert, absl::string_view base);  // blk.L.base.E.weight
 
 // Checks hyper-parameters for consistency and that every tensor the architecture needs is

@@ -210,17 +210,26 @@ class CpuBackend final : public Backend {
       return 1 - std::min(1.f, std::max(0.f, (i - lo) / std::max(0.001f, hi - lo)));
     };
     const float freq_scale = 1.f / rope.yarn_factor;
+    // Each pair's frequency and YaRN share, once per call rather than per token (kept by the
+    // calling thread: a decode step allocates nothing).
+    thread_local std::vector<float> freq, ramp;
+    freq.resize(half);
+    ramp.resize(half);
+    for (int64_t i = 0; i < half; ++i) {
+      freq[i] = std::pow(rope.freq_base, -2.0f * i / n_rot);
+      ramp[i] = yarn ? extrap(i) : 1.f;
+    }
+    // Pointers, not the names: inside the workers those would be the workers' own vectors.
+    const float* pair_freq = freq.data();
+    const float* pair_ramp = ramp.data();
     Parallel(n, 8 * n_heads * n_rot, [&](int64_t tb, int64_t te) {
       thread_local std::vector<float> cos_t, sin_t;
       cos_t.resize(half);
       sin_t.resize(half);
       for (int64_t t = tb; t < te; ++t) {
         for (int64_t i = 0; i < half; ++i) {
-          float theta = positions[t] * std::pow(rope.freq_base, -2.0f * i / n_rot);
-          if (yarn) {
-            const float ramp = extrap(i);
-            theta = freq_scale * theta * (1 - ramp) + theta * ramp;
-          }
+          float theta = positions[t] * pair_freq[i];
+          if (yarn) theta = freq_scale * theta * (1 - pair_ramp[i]) + theta * pair_ramp[i];
           cos_t[i] = std::cos(theta) * rope.magnitude;
           sin_t[i] = std::sin(theta) * rope.magnitude;
         }
