@@ -34,17 +34,21 @@ enum class DType : uint8_t {
   // A file type again: OCP microscaling FP4 (GGUF type 39), one E8M0 scale byte then 16 bytes
   // of 4-bit E2M1 codes per 32 values (gpt-oss's expert weights).
   kMXFP4 = 15,
+  // A row-group layout again (repack.h): 16 MXFP4 rows interleaved.
+  kMXFP4X16 = 16,
 };
-inline constexpr int kNumDTypes = 16;
-
-// Q8_0R .. Q5_KX16: layouts made at run time (the row groups may also be stored).
-inline bool IsRuntimeLayout(DType t) { return t >= DType::kQ8_0R && t <= DType::kQ5_KX16; }
+inline constexpr int kNumDTypes = 17;
 
 // Rows per interleaved group: 16 for the row-group layouts, 1 for every other type. Group g
 // starts where row 16 g would, since a group holds the bytes of 16 rows.
 inline constexpr int kGroupRows = 16;
 inline int RowGroup(DType t) {
-  return t >= DType::kQ8_0X16 && t <= DType::kQ5_KX16 ? kGroupRows : 1;
+  return (t >= DType::kQ8_0X16 && t <= DType::kQ5_KX16) || t == DType::kMXFP4X16 ? kGroupRows : 1;
+}
+
+// Q8_0R, Q4_0R and the row groups: layouts made at run time (the row groups may also be stored).
+inline bool IsRuntimeLayout(DType t) {
+  return t == DType::kQ8_0R || t == DType::kQ4_0R || RowGroup(t) > 1;
 }
 
 // What a .moe file may store: the file types, and the row-group layouts (the same on every CPU:

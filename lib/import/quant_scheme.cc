@@ -4,16 +4,29 @@
 
 namespace moe {
 
+const std::vector<std::string>& QuantSchemeNames() {
+  static const std::vector<std::string> kNames = {"f16",    "bf16", "q8_0", "q4_0",     "q4_k",
+                                                  "q4_k_m", "q5_k", "q6_k", "mxfp4_moe"};
+  return kNames;
+}
+
 bool IsQuantScheme(const std::string& s) {
-  return s == "f16" || s == "bf16" || s == "q8_0" || s == "q4_0" || s == "q4_k" ||
-         s == "q4_k_m" || s == "q5_k" || s == "q6_k";
+  for (const std::string& name : QuantSchemeNames()) {
+    if (s == name) return true;
+  }
+  return false;
 }
 
 DType QuantTypeFor(const std::string& scheme, const std::string& name, int64_t cols, int64_t layer,
                    int64_t n_layer, bool one_dimensional) {
-  if (one_dimensional || absl::StrContains(name, "ffn_gate_inp")) return DType::kF32;
+  if (one_dimensional || absl::StrContains(name, "ffn_gate_inp") ||
+      !absl::EndsWith(name, "weight")) {
+    return DType::kF32;
+  }
   DType t;
-  if (scheme == "f16") {
+  if (scheme == "mxfp4_moe") {
+    t = absl::EndsWith(name, "_exps.weight") ? DType::kMXFP4 : DType::kQ8_0;
+  } else if (scheme == "f16") {
     t = DType::kF16;
   } else if (scheme == "bf16") {
     t = DType::kBF16;
@@ -53,6 +66,7 @@ uint32_t LlamaFileType(const std::string& s) {
   if (s == "q5_k") return 16;  // Q5_K_S
   if (s == "q6_k") return 18;
   if (s == "bf16") return 32;
+  if (s == "mxfp4_moe") return 38;
   return 0;
 }
 

@@ -6,17 +6,21 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "lib/base/dtype.h"
 
 namespace moe {
 
-// Schemes: f16, bf16, q8_0, q4_0, q4_k, q4_k_m, q5_k, q6_k.
+// Schemes: f16, bf16, q8_0, q4_0, q4_k, q4_k_m, q5_k, q6_k, mxfp4_moe (MXFP4 routed experts,
+// Q8_0 elsewhere: how gpt-oss ships).
+const std::vector<std::string>& QuantSchemeNames();
 bool IsQuantScheme(const std::string& scheme);
 
 // The type for tensor `name` (GGUF naming) of shape [rows, cols] in layer `layer` (-1: none) of
-// n_layer. 1-D tensors and routers stay F32; rows that do not fit a K-quant's 256-element blocks
-// fall back to Q8_0 (or F16 when not even 32 fit).
+// n_layer. 1-D tensors, routers and tensors that are not weights (biases, as llama-quantize
+// keeps whatever does not end in "weight") stay F32; rows that do not fit a K-quant's
+// 256-element blocks fall back to Q8_0 (or F16 when not even 32 fit).
 DType QuantTypeFor(const std::string& scheme, const std::string& name, int64_t cols, int64_t layer,
                    int64_t n_layer, bool one_dimensional);
 

@@ -205,7 +205,7 @@ TEST(DequantizeRowTest, SimdPathsAreBitIdenticalToThePortableCode) {
   for (auto& v : w) v = nd(rng);
   const SimdLevel native = ActiveSimdLevel();
   for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kF16,
-                  DType::kBF16}) {
+                  DType::kBF16, DType::kMXFP4}) {
     for (bool repacked : {false, true}) {
       std::vector<uint8_t> row(RowBytes(t, n));
       ASSERT_TRUE(QuantizeRow(t, w.data(), row.data(), n).ok());
@@ -229,8 +229,9 @@ TEST(DequantizeRowTest, SimdPathsAreBitIdenticalToThePortableCode) {
 TEST(QuantRowsTest, RowsOfPartialBlocksAreRefused) {
   std::vector<float> w(300, 1.f);
   std::vector<uint8_t> row(4096);
-  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
-    const int64_t partial = t == DType::kQ8_0 || t == DType::kQ4_0 ? 48 : 128;
+  for (DType t :
+       {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kMXFP4}) {
+    const int64_t partial = GetDTypeInfo(t).block_elems == 32 ? 48 : 128;
     const absl::Status s = QuantizeRow(t, w.data(), row.data(), partial);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << DTypeName(t) << ": " << s;
     EXPECT_TRUE(QuantizeRow(t, w.data(), row.data(), 256).ok()) << DTypeName(t);

@@ -75,7 +75,8 @@ TEST(RepackTest, RowsKeepTheirValuesAndProducts) {
 TEST(RepackTest, RowGroupsKeepTheirValuesAndProducts) {
   std::mt19937 rng(17);
   std::normal_distribution<float> nd;
-  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+  for (DType t :
+       {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kMXFP4}) {
     for (int64_t cols : {256, 1024, 1536 + 256}) {
       const int64_t rows = 32;
       std::vector<float> w(rows * cols);
@@ -151,6 +152,44 @@ TEST(RepackTest, RowGroupsKeepTheirValuesAndProducts) {
   }
 }
 
+// The group kernels turn E8M0 bytes into 2^(e - 128) by bit tricks: every exponent, the two
+// that make subnormal scales included, must give the scalar kernel's value. Activations near
+// 1e6 (their f16 block scales near 1e4) keep every product a normal float.
+TEST(RepackTest, Mxfp4GroupsTakeEveryScaleExponent) {
+  std::mt19937 rng(23);
+  const int64_t rows = 16, cols = 64, nb = cols / 32;
+  const uint8_t exponents[] = {0, 1, 2, 3, 64, 126, 127, 128, 130};
+  std::vector<uint8_t> original(rows * RowBytes(DType::kMXFP4, cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* block = original.data() + (r * nb + b) * 17;
+      block[0] = exponents[(r * nb + b) % std::size(exponents)];
+      for (int j = 1; j < 17; ++j) block[j] = static_cast<uint8_t>(rng());
+    }
+  }
+  std::normal_distribution<float> nd;
+  std::vector<float> x(cols);
+  for (auto& v : x) v = 1e6f * nd(rng);
+  std::vector<Q8Block> xq(nb);
+  QuantizeActivations(x.data(), cols, xq.data());
+  std::vector<uint8_t> grouped = original;
+  RepackRows(DType::kMXFP4, grouped.data(), rows, cols);
+  for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512Vnni}) {
+    if (level > DetectedSimdLevel()) continue;
+    std::vector<float> y(rows, NAN);
+    GetGroupProducts(DType::kMXFP4X16, level)(grouped.data(), cols, xq.data(), nullptr, 1, y.data(),
+                                              rows, nullptr);
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* row = original.data() + r * RowBytes(DType::kMXFP4, cols);
+      const float want = GetQuantDot(DType::kMXFP4, SimdLevel::kScalar)(row, xq.data(), cols);
+      EXPECT_NEAR(y[r], want, 1e-5 * std::fabs(want))
+          << CpuSimdLevelName(level) << " row " << r << " exponents " << int{row[0]} << ", "
+          << int{row[17]};
+      EXPECT_NE(want, 0) << "row " << r;
+    }
+  }
+}
+
 TEST(RepackTest, RowsThatDoNotFitKeepTheirType) {
   EXPECT_EQ(RepackedType(DType::kQ4_0, 3, 96), DType::kQ4_0);  // Q4_0R groups 4 blocks
   EXPECT_EQ(RepackedType(DType::kQ8_0, 3, 96), DType::kQ8_0R);
@@ -162,6 +201,13 @@ TEST(RepackTest, RowsThatDoNotFitKeepTheirType) {
   EXPECT_EQ(RepackedType(DType::kQ8_0, 16, 96), DType::kQ8_0X16);
   EXPECT_EQ(RepackedType(DType::kQ4_K, 48, 256), DType::kQ4_KX16);
   EXPECT_EQ(RepackedType(DType::kQ4_K, 40, 256), DType::kQ4_K);
+  EXPECT_EQ(RepackedType(DType::kMXFP4, 32, 96), DType::kMXFP4X16);
+  EXPECT_EQ(RepackedType(DType::kMXFP4, 40, 96), DType::kMXFP4);  // no MXFP4 row layout
+  EXPECT_EQ(RowGroup(DType::kMXFP4X16), 16);
+  EXPECT_EQ(GroupSourceType(DType::kMXFP4X16), DType::kMXFP4);
+  EXPECT_TRUE(IsRuntimeLayout(DType::kMXFP4X16));
+  EXPECT_FALSE(IsRuntimeLayout(DType::kMXFP4));
+  EXPECT_TRUE(IsStorableDType(DType::kMXFP4X16));
   EXPECT_EQ(RowGroup(DType::kQ4_KX16), 16);
   EXPECT_EQ(RowGroup(DType::kQ8_0R), 1);
   EXPECT_FALSE(DTypeFromName("Q8_0R").has_value());  // never asked for by name

@@ -14,6 +14,7 @@ namespace {
 
 namespace fs = std::filesystem;
 const fs::path kFixtures = fs::path(MOE_TESTDATA_DIR) / "fixtures";
+const fs::path kFixturesV2 = fs::path(MOE_TESTDATA_DIR) / "fixtures-v2";
 
 void ExpectSameTensors(const std::string& ours, const std::string& theirs) {
   auto a = GgufFile::Open(ours);
@@ -43,10 +44,11 @@ void ExpectSameTensors(const std::string& ours, const std::string& theirs) {
             (*b)->GetStringArray("tokenizer.ggml.tokens")->size());
 }
 
-std::string Quantize(const std::string& name, const std::string& scheme) {
+std::string Quantize(const std::string& name, const std::string& scheme,
+                     const fs::path& fixtures = kFixtures) {
   std::string out = (fs::temp_directory_path() / (name + "." + scheme + ".gguf")).string();
   std::string cmd = std::string(MOE_BINARY_DIR) + "/tools/moe-quantize " +
-                    (kFixtures / name / (name + ".gguf")).string() + " " + out + " " + scheme;
+                    (fixtures / name / (name + ".gguf")).string() + " " + out + " " + scheme;
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   return out;
 }
@@ -61,6 +63,17 @@ TEST(MoeQuantizeTest, Q4_0MatchesLlamaQuantizeByteForByte) {
   std::string out = Quantize("tiny-qwen2moe-f32", "q4_0");
   ExpectSameTensors(out,
                     (kFixtures / "tiny-qwen2moe-q4_0" / "tiny-qwen2moe-q4_0.gguf").string());
+  fs::remove(out);
+}
+
+// llama-quantize's MXFP4_MOE: MXFP4 routed experts (its E8M0 scale and nearest-code choice),
+// Q8_0 for the other matrices, biases, sinks and the router left in F32.
+TEST(MoeQuantizeTest, Mxfp4MoeMatchesLlamaQuantizeByteForByte) {
+  std::string out = Quantize("tiny-gptoss-f32", "mxfp4_moe", kFixturesV2);
+  ExpectSameTensors(out, (kFixturesV2 / "tiny-gptoss-mxfp4" / "tiny-gptoss-mxfp4.gguf").string());
+  auto ours = GgufFile::Open(out);
+  ASSERT_TRUE(ours.ok()) << ours.status();
+  EXPECT_EQ((*ours)->GetUint("general.file_type").value_or(0), 38u);
   fs::remove(out);
 }
 

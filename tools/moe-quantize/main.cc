@@ -1,5 +1,5 @@
 // moe-quantize IN.gguf OUT.gguf SCHEME: re-encodes a GGUF model's weights (q8_0, q4_0, q4_k,
-// q4_k_m, q5_k, q6_k, f16, bf16), keeping every metadata key, in a file llama.cpp reads.
+// q4_k_m, q5_k, q6_k, f16, bf16, mxfp4_moe), keeping every metadata key, in a file llama.cpp reads.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -74,9 +74,10 @@ int main(int argc, char** argv) {
   std::string in, out, scheme;
   app.add_option("IN", in, "input .gguf")->required();
   app.add_option("OUT", out, "output .gguf")->required();
-  app.add_option("TYPE", scheme, "q8_0 | q4_0 | q4_k | q4_k_m | q5_k | q6_k | f16 | bf16")
+  app.add_option("TYPE", scheme,
+                 "q8_0 | q4_0 | q4_k | q4_k_m | q5_k | q6_k | f16 | bf16 | mxfp4_moe")
       ->required()
-      ->check(CLI::IsMember({"q8_0", "q4_0", "q4_k", "q4_k_m", "q5_k", "q6_k", "f16", "bf16"}));
+      ->check(CLI::IsMember(moe::QuantSchemeNames()));
   CLI11_PARSE(app, argc, argv);
   return Run(in, out, scheme);
 }

@@ -42,6 +42,8 @@ GroupProductsFn PortableFor(DType t) {
       return Portable<DType::kQ6_KX16, kLevel>;
     case DType::kQ5_KX16:
       return Portable<DType::kQ5_KX16, kLevel>;
+    case DType::kMXFP4X16:
+      return Portable<DType::kMXFP4X16, kLevel>;
     default:
       return nullptr;
   }

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "lib/backend/cpu/group_products.h"
+#include "lib/backend/cpu/mxfp4.h"
 #include "lib/backend/cpu/prefetch.h"
 
 namespace moe::kernels {
@@ -112,6 +113,49 @@ struct Q4_0Half {
       for (int t = 0; t < T; ++t) {
         const Q8Block& xb = x[t * xs + b];
         const __m256i s = NarrowSums<4>(q, xb.q, 8, _mm256_set1_epi32(-8 * QuantSum(xb)));
+        acc[t] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(xb.d)), acc[t]);
+      }
+    }
+    Store<T>(acc, y, ldy, add);
+  }
+};
+
+// MXFP4X16: 4 lane vectors of codes, then 16 E8M0 scale bytes (272 bytes a block). A byte
+// shuffle turns each code into twice its E2M1 value plus 12 (0..24, unsigned for vpmaddubsw);
+// the 12 comes back off through the activations' quant sum, as Q4_0's zero point does.
+struct Mxfp4Half {
+  static constexpr int64_t kBlockElems = 32, kBlockBytes = 272;
+  static constexpr int kZero = kMxfp4Zero;
+  // 2^(e - 128) for 8 rows' scale bytes: e << 23 is 2^(e - 127) as a float for e >= 1 (e = 1
+  // the smallest normal), halved exactly; e = 0 has no such bit pattern and is set apart.
+  static __m256 Scales8(const uint8_t* e8, int half) {
+    const __m256i e =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(e8 + 8 * half)));
+    const __m256 scaled =
+        _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(e, 23)), _mm256_set1_ps(0.5f));
+    const __m256 zero_exponent = _mm256_castsi256_ps(_mm256_cmpeq_epi32(e, _mm256_setzero_si256()));
+    return _mm256_blendv_ps(scaled, _mm256_set1_ps(0x1p-128f), zero_exponent);
+  }
+  template <int T>
+  static void Tile(const uint8_t* g, int half, int64_t nb, const Q8Block* x, int64_t xs, float* y,
+                   int64_t ldy, bool add) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i table = _mm256_broadcastsi128_si256(
+        _mm_load_si128(reinterpret_cast<const __m128i*>(kMxfp4ShiftedValues)));
+    __m256 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b, g += kBlockBytes) {
+      __m256i q[8];
+      for (int k = 0; k < 4; ++k) {
+        const __m256i raw = LoadHalf(g + 64 * k, half);
+        q[k] = _mm256_shuffle_epi8(table, _mm256_and_si256(raw, m4));
+        q[k + 4] = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4));
+      }
+      const __m256 d = Scales8(g + 256, half);
+      for (int t = 0; t < T; ++t) {
+        const Q8Block& xb = x[t * xs + b];
+        const __m256i s = NarrowSums<5>(q, xb.q, 8, _mm256_set1_epi32(-kZero * QuantSum(xb)));
         acc[t] =
             _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(xb.d)), acc[t]);
       }
@@ -274,6 +318,8 @@ GroupProductsFn Avx2GroupProducts(DType t) {
       return Products<K4Half<true>>;
     case DType::kQ6_KX16:
       return Products<Q6_KHalf>;
+    case DType::kMXFP4X16:
+      return Products<Mxfp4Half>;
     default:
       return nullptr;
   }

@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include "lib/backend/cpu/group_products.h"
+#include "lib/backend/cpu/mxfp4.h"
 #include "lib/backend/cpu/prefetch.h"
 
 namespace moe::kernels {
@@ -40,7 +41,7 @@ inline __m512i BlockSums(const __m512i q[8], const Q8Block& x, __m512i first) {
 }
 
 // The 32-quant block types: per block, lane vectors that unpack to q[k] = quants 4k..4k+3 of
-// the 16 rows (k < 8), then the rows' 16 f16 scales. Quants are unsigned with a zero point,
+// the 16 rows (k < 8), then the rows' 16 scales. Quants are unsigned with a zero point,
 // taken back off through the activation quants' sum.
 template <typename Unpack>
 struct Block32Group {
@@ -54,7 +55,7 @@ struct Block32Group {
       if (next) PrefetchToL2(next + b * kBlockBytes, kBlockBytes);
       __m512i q[8];
       Unpack::Quants(g, q);
-      const __m512 d = HalfScales(g + kBlockBytes - 32);
+      const __m512 d = Unpack::Scales(g);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         const Q8Block& xb = x[t * nb + b];
@@ -74,6 +75,7 @@ struct Q8_0Unpack {
   static void Quants(const uint8_t* g, __m512i q[8]) {
     for (int k = 0; k < 8; ++k) q[k] = _mm512_loadu_si512(g + 64 * k);
   }
+  static __m512 Scales(const uint8_t* g) { return HalfScales(g + 512); }
 };
 
 // Q4_0X16: 4 lane vectors of nibbles, low = quants 4k.., high = 16 + 4k.. (288 bytes a block).
@@ -87,6 +89,31 @@ struct Q4_0Unpack {
       q[k] = _mm512_and_si512(raw, m4);
       q[k + 4] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
     }
+  }
+  static __m512 Scales(const uint8_t* g) { return HalfScales(g + 256); }
+};
+
+// MXFP4X16: 4 lane vectors of codes as Q4_0X16's nibbles, then 16 E8M0 bytes (272 bytes a
+// block). A byte shuffle turns each code into twice its E2M1 value plus 12 (0..24, unsigned);
+// the scale 2^(e - 128) is exact through vscalefps, subnormals included.
+struct Mxfp4Unpack {
+  static constexpr int64_t kBlockBytes = 272;
+  static constexpr int kZero = kMxfp4Zero;
+  static void Quants(const uint8_t* g, __m512i q[8]) {
+    const __m512i table = _mm512_broadcast_i32x4(
+        _mm_load_si128(reinterpret_cast<const __m128i*>(kMxfp4ShiftedValues)));
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    for (int k = 0; k < 4; ++k) {
+      const __m512i raw = _mm512_loadu_si512(g + 64 * k);
+      q[k] = _mm512_shuffle_epi8(table, _mm512_and_si512(raw, m4));
+      q[k + 4] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
+    }
+  }
+  static __m512 Scales(const uint8_t* g) {
+    const __m512i e =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 256)));
+    return _mm512_scalef_ps(_mm512_set1_ps(1.f),
+                            _mm512_cvtepi32_ps(_mm512_sub_epi32(e, _mm512_set1_epi32(128))));
   }
 };
 
@@ -354,6 +381,8 @@ GroupProductsFn Avx512VnniGroupProducts(DType t, ActivationScales scales) {
       return Products<Block32Group<Q8_0Unpack>>;
     case DType::kQ4_0X16:
       return Products<Block32Group<Q4_0Unpack>>;
+    case DType::kMXFP4X16:
+      return Products<Block32Group<Mxfp4Unpack>>;
     case DType::kQ4_KX16:
       return super ? Products<K4Group<false, true>> : Products<K4Group<false, false>>;
     case DType::kQ5_KX16:

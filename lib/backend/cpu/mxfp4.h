@@ -13,6 +13,19 @@ namespace moe {
 inline constexpr int8_t kMxfp4Values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
                                             0, -1, -2, -3, -4, -6, -8, -12};
 
+// The same plus kMxfp4Zero, so they are unsigned (0..24) for the u8 x s8 instructions; the
+// kernels take kMxfp4Zero times the activations' sum back off, as Q4_0's zero point.
+inline constexpr int kMxfp4Zero = 12;
+alignas(16) inline constexpr int8_t kMxfp4ShiftedValues[16] = {12, 13, 14, 15, 16, 18, 20, 24,
+                                                               12, 11, 10, 9,  8,  6,  4,  0};
+constexpr bool ShiftedValuesAreValuesPlusZero() {
+  for (int i = 0; i < 16; ++i) {
+    if (kMxfp4ShiftedValues[i] != kMxfp4Values[i] + kMxfp4Zero) return false;
+  }
+  return true;
+}
+static_assert(ShiftedValuesAreValuesPlusZero());
+
 // 2^(e - 128): the E8M0 scale halved (ggml's GGML_E8M0_TO_FP32_HALF, exact for every e,
 // the two smallest as subnormals).
 inline float Mxfp4HalfScale(uint8_t e) {

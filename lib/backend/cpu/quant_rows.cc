@@ -56,6 +56,32 @@ void DequantMXFP4(const uint8_t* b, float* y) {
   }
 }
 
+// As ggml's reference quantizer: the scale is 2^(floor(log2 amax) - 2) (so amax lands on the
+// codes 4..6 of E2M1), and each value takes the nearest code, the first of equals.
+void EncodeMxfp4Block(const float* x, uint8_t* out) {
+  float amax = 0;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const uint8_t e =
+      amax > 0 ? static_cast<uint8_t>(std::floor(std::log2(amax)) - 2 + 127) : uint8_t{0};
+  const float d = Mxfp4HalfScale(e);
+  auto nearest = [d](float v) {
+    int best = 0;
+    float best_err = std::fabs(kMxfp4Values[0] * d - v);
+    for (int i = 1; i < 16; ++i) {
+      const float err = std::fabs(kMxfp4Values[i] * d - v);
+      if (err < best_err) {
+        best = i;
+        best_err = err;
+      }
+    }
+    return best;
+  };
+  out[0] = e;
+  for (int j = 0; j < 16; ++j) {
+    out[1 + j] = static_cast<uint8_t>(nearest(x[j]) | nearest(x[j + 16]) << 4);
+  }
+}
+
 // The 12 scale bytes of Q4_K/Q5_K hold eight 6-bit (scale, min) pairs.
 void ScaleMinK4(int j, const uint8_t* s, uint8_t* sc, uint8_t* m) {
   if (j < 4) {
@@ -288,6 +314,9 @@ absl::Status QuantizeRow(DType t, const float* src, uint8_t* dst, int64_t n) {
           dst[2 + j] = static_cast<uint8_t>(q0 | q1 << 4);
         }
       }
+      return absl::OkStatus();
+    case DType::kMXFP4:
+      for (int64_t i = 0; i < n; i += 32, dst += 17) EncodeMxfp4Block(src + i, dst);
       return absl::OkStatus();
     case DType::kQ4_K:
     case DType::kQ5_K:

@@ -13,6 +13,7 @@ DType RepackedType(DType t, int64_t rows, int64_t cols, SimdLevel level) {
   if (rows % kGroupRows == 0) {
     if (t == DType::kQ8_0 && cols % 32 == 0) return DType::kQ8_0X16;
     if (t == DType::kQ4_0 && cols % 32 == 0) return DType::kQ4_0X16;
+    if (t == DType::kMXFP4 && cols % 32 == 0) return DType::kMXFP4X16;
     if (t == DType::kQ4_K && cols % 256 == 0) return DType::kQ4_KX16;
     if (t == DType::kQ5_K && cols % 256 == 0) return DType::kQ5_KX16;
     if (t == DType::kQ6_K && cols % 256 == 0) return DType::kQ6_KX16;

@@ -16,6 +16,8 @@
 //            then the 16 rows' f16 scales                              (16 x 34 bytes)
 //   Q4_0X16: 4 lane vectors (vector k: low nibbles = quants 4k..4k+3, high nibbles = quants
 //            16+4k..16+4k+3), then the 16 f16 scales                   (16 x 18 bytes)
+//   MXFP4X16: 4 lane vectors of E2M1 codes as Q4_0X16's nibbles, then the 16 rows' E8M0 scale
+//            bytes                                                    (16 x 17 bytes)
 // Per 256-element super-block:
 //   Q4_KX16: 16 f16 d, 16 f16 dmin, 3 lane vectors of the rows' 12 packed scale bytes (vector w:
 //            bytes 4w..4w+3), then per 64-element chunk c 8 lane vectors (vector k: low nibbles =
@@ -60,8 +62,7 @@ DType GroupSourceType(DType group_type);
 // Writes row `row` (< 16) of the row group that starts at `group` in its source type's layout.
 void UngroupRow(DType t, const uint8_t* group, int row, uint8_t* out, int64_t cols);
 
-// Dequantizes row `row` (< 16) of the row group that starts at `group` (Q8_0X16, Q4_0X16,
-// Q4_KX16).
+// Dequantizes row `row` (< 16) of the row group that starts at `group` (any row-group type).
 void DequantizeGroupRow(DType t, const uint8_t* group, int row, float* dst, int64_t cols);
 
 namespace internal {

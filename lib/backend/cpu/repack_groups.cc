@@ -19,6 +19,8 @@ DType GroupSourceType(DType group_type) {
       return DType::kQ6_K;
     case DType::kQ5_KX16:
       return DType::kQ5_K;
+    case DType::kMXFP4X16:
+      return DType::kMXFP4;
     default:
       return DType::kQ4_K;
   }
@@ -36,6 +38,8 @@ int GroupOffset(DType source, int r, int j) {
       return j < 2 ? 512 + 2 * r + j : Lane((j - 2) / 4, r, (j - 2) % 4);
     case DType::kQ4_0:  // [2 scale bytes][16 nibble bytes]
       return j < 2 ? 256 + 2 * r + j : Lane((j - 2) / 4, r, (j - 2) % 4);
+    case DType::kMXFP4:  // [E8M0 scale byte][16 nibble bytes]
+      return j < 1 ? 256 + r : Lane((j - 1) / 4, r, (j - 1) % 4);
     case DType::kQ6_K: {  // [128 low-nibble bytes][64 high-bit bytes][16 int8 scales][d]
       // Per half, lane group k: [low bytes 4k.. | low bytes 32+4k.. | high bytes 4k..], 192 bytes.
       if (j < 128) {
