@@ -1,5 +1,5 @@
-// moe-synth: writes a random-weight MoE model of a given shape as a GGUF file that llama.cpp
-// loads too, so that both engines can be measured on the very same file.
+// moe-synth: writes a random-weight MoE model of a given shape and architecture as a GGUF file
+// that llama.cpp loads too, so that both engines can be measured on the very same file.
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -10,17 +10,17 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "lib/backend/cpu/quant_rows.h"
 #include "lib/import/gguf_file.h"
 #include "lib/import/gguf_writer.h"
 #include "lib/import/quant_scheme.h"
+#include "tools/moe-synth/synth_plan.h"
 
 namespace {
 
 struct Options {
-  std::string arch = "qwen2moe";
-  int64_t embd = 1024, layers = 16, heads = 16, kv_heads = 4, experts = 32, top_k = 4;
-  int64_t ff = 512, shared_ff = 2048, ctx = 4096;
+  moe::synth::Shape shape;
   std::string type = "q8_0";
   std::string vocab;  // required: a default would be a path of the machine that built the tool
   uint64_t seed = 1;
@@ -47,7 +47,7 @@ int Run(const Options& o) {
     return 1;
   }
   moe::GgufWriter w;
-  const std::string& a = o.arch;
+  const std::string& a = o.shape.arch;
   moe::CopyMetadata(**vocab, w, [](const std::string& key) {
     return absl::StartsWith(key, "tokenizer.");
   });
@@ -63,18 +63,11 @@ int Run(const Options& o) {
               absl::StrCat("random-weight benchmark model written by moe-synth, seed ", o.seed));
   w.SetU32("general.file_type", moe::LlamaFileType(o.type));
   w.SetU32("general.quantization_version", 2);
-  w.SetU32(a + ".context_length", o.ctx);
-  w.SetU32(a + ".embedding_length", o.embd);
-  w.SetU32(a + ".block_count", o.layers);
-  w.SetU32(a + ".feed_forward_length", o.shared_ff > 0 ? o.shared_ff : o.ff);
-  w.SetU32(a + ".attention.head_count", o.heads);
-  w.SetU32(a + ".attention.head_count_kv", o.kv_heads);
-  w.SetF32(a + ".attention.layer_norm_rms_epsilon", 1e-6f);
-  w.SetF32(a + ".rope.freq_base", 1e6f);
-  w.SetU32(a + ".expert_count", o.experts);
-  w.SetU32(a + ".expert_used_count", o.top_k);
-  w.SetU32(a + ".expert_feed_forward_length", o.ff);
-  if (o.shared_ff > 0) w.SetU32(a + ".expert_shared_feed_forward_length", o.shared_ff);
+  auto plan = moe::synth::Plan(o.shape, w);
+  if (!plan.ok()) {
+    std::fprintf(stderr, "moe-synth: %s\n", std::string(plan.status().message()).c_str());
+    return 1;
+  }
 
   std::vector<std::unique_ptr<std::vector<uint8_t>>> store;
   Normal rng(o.seed);
@@ -83,7 +76,8 @@ int Run(const Options& o) {
                  int64_t layer) -> bool {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
-    moe::DType t = moe::QuantTypeFor(o.type, name, shape.back(), layer, o.layers, shape.size() == 1);
+    moe::DType t =
+        moe::QuantTypeFor(o.type, name, shape.back(), layer, o.shape.layers, shape.size() == 1);
     const int64_t cols = shape.back();
     if (!moe::RowSizeValid(t, cols)) {
       std::fprintf(stderr, "moe-synth: %s rows of %lld do not fit %s blocks\n", name.c_str(),
@@ -100,39 +94,14 @@ int Run(const Options& o) {
     store.push_back(std::move(bytes));
     return true;
   };
-  const int64_t E = o.embd, hd = o.embd / o.heads;
+  const int64_t E = o.shape.embd;
   const float s_in = 1.0f / std::sqrt(static_cast<float>(E));
   bool ok = add("token_embd.weight", {n_vocab, E}, 1.0f, 0, -1) &&
             add("output_norm.weight", {E}, 0.05f, 1.0f, -1) &&
             add("output.weight", {n_vocab, E}, 2 * s_in, 0, -1);
-  for (int64_t l = 0; ok && l < o.layers; ++l) {
-    auto n = [&](const char* base) { return absl::StrCat("blk.", l, ".", base); };
-    ok = add(n("attn_norm.weight"), {E}, 0.05f, 1.0f, l) &&
-         add(n("attn_q.weight"), {o.heads * hd, E}, s_in, 0, l) &&
-         add(n("attn_k.weight"), {o.kv_heads * hd, E}, s_in, 0, l) &&
-         add(n("attn_v.weight"), {o.kv_heads * hd, E}, s_in, 0, l) &&
-         add(n("attn_output.weight"), {E, o.heads * hd}, 0.5f * s_in, 0, l) &&
-         add(n("ffn_norm.weight"), {E}, 0.05f, 1.0f, l) &&
-         add(n("ffn_gate_inp.weight"), {o.experts, E}, 2 * s_in, 0, l) &&
-         add(n("ffn_gate_exps.weight"), {o.experts, o.ff, E}, s_in, 0, l) &&
-         add(n("ffn_up_exps.weight"), {o.experts, o.ff, E}, s_in, 0, l) &&
-         add(n("ffn_down_exps.weight"), {o.experts, E, o.ff},
-             0.5f / std::sqrt(static_cast<float>(o.ff)), 0, l);
-    if (ok && a == "qwen2moe") {
-      ok = add(n("attn_q.bias"), {o.heads * hd}, 0.1f, 0, l) &&
-           add(n("attn_k.bias"), {o.kv_heads * hd}, 0.1f, 0, l) &&
-           add(n("attn_v.bias"), {o.kv_heads * hd}, 0.1f, 0, l) &&
-           add(n("ffn_gate_inp_shexp.weight"), {E}, s_in, 0, l) &&
-           add(n("ffn_gate_shexp.weight"), {o.shared_ff, E}, s_in, 0, l) &&
-           add(n("ffn_up_shexp.weight"), {o.shared_ff, E}, s_in, 0, l) &&
-           add(n("ffn_down_shexp.weight"), {E, o.shared_ff},
-               0.5f / std::sqrt(static_cast<float>(o.shared_ff)), 0, l);
-    }
-    if (ok && (a == "olmoe" || a == "qwen3moe")) {
-      int64_t qn = a == "olmoe" ? o.heads * hd : hd, kn = a == "olmoe" ? o.kv_heads * hd : hd;
-      ok = add(n("attn_q_norm.weight"), {qn}, 0.05f, 1.0f, l) &&
-           add(n("attn_k_norm.weight"), {kn}, 0.05f, 1.0f, l);
-    }
+  for (const moe::synth::Tensor& t : *plan) {
+    if (!ok) break;
+    ok = add(t.name, t.shape, t.std, t.mean, t.layer);
   }
   if (!ok) return 1;
   absl::Status s = w.Write(o.out);
@@ -150,27 +119,50 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app("Writes a random-weight MoE model (GGUF) of a given shape.", "moe-synth");
   app.add_option("-o,--out", o.out, "output .gguf")->required();
-  app.add_option("--arch", o.arch, "llama | qwen2moe | olmoe | qwen3moe")
-      ->check(CLI::IsMember({"llama", "qwen2moe", "olmoe", "qwen3moe"}))
+  moe::synth::Shape& sh = o.shape;
+  app.add_option("--arch", sh.arch, absl::StrJoin(moe::synth::Architectures(), " | "))
+      ->check(CLI::IsMember(moe::synth::Architectures()))
       ->capture_default_str();
-  app.add_option("--type", o.type, "weight type")
-      ->check(CLI::IsMember({"f16", "bf16", "q8_0", "q4_0", "q4_k", "q4_k_m", "q5_k", "q6_k"}))
+  app.add_option("--type", o.type, "weight type (mxfp4_moe: MXFP4 experts, Q8_0 elsewhere)")
+      ->check(CLI::IsMember(moe::QuantSchemeNames()))
       ->capture_default_str();
-  app.add_option("--embd", o.embd)->capture_default_str();
-  app.add_option("--layers", o.layers)->capture_default_str();
-  app.add_option("--heads", o.heads)->capture_default_str();
-  app.add_option("--kv-heads", o.kv_heads)->capture_default_str();
-  app.add_option("--experts", o.experts)->capture_default_str();
-  app.add_option("--top-k", o.top_k)->capture_default_str();
-  app.add_option("--ff", o.ff, "expert FFN size")->capture_default_str();
-  app.add_option("--shared-ff", o.shared_ff, "shared-expert FFN size (qwen2moe; 0 = none)")
+  app.add_option("--embd", sh.embd)->capture_default_str();
+  app.add_option("--layers", sh.layers)->capture_default_str();
+  app.add_option("--heads", sh.heads)->capture_default_str();
+  app.add_option("--kv-heads", sh.kv_heads)->capture_default_str();
+  app.add_option("--head-dim", sh.head_dim, "0: embd / heads")->capture_default_str();
+  app.add_option("--experts", sh.experts)->capture_default_str();
+  app.add_option("--top-k", sh.top_k)->capture_default_str();
+  app.add_option("--ff", sh.ff, "expert FFN size")->capture_default_str();
+  app.add_option("--shared-ff", sh.shared_ff, "shared-expert FFN size (qwen2moe; 0 = none)")
       ->capture_default_str();
+  app.add_option("--shared-experts", sh.shared_experts,
+                 "shared experts of --ff each (glm4moe, deepseek2)")
+      ->capture_default_str();
+  app.add_option("--dense-layers", sh.dense_layers, "leading dense layers (glm4moe, deepseek2)")
+      ->capture_default_str();
+  app.add_option("--dense-ff", sh.dense_ff, "their FFN size; 0: 4 x --ff")->capture_default_str();
+  app.add_option("--ctx", sh.ctx, "context length (the original one under YaRN)")
+      ->capture_default_str();
+  app.add_option("--q-lora", sh.q_lora, "deepseek2: q low-rank size, 0 = none (V2-Lite)")
+      ->capture_default_str();
+  app.add_option("--kv-lora", sh.kv_lora, "deepseek2: KV latent size")->capture_default_str();
+  app.add_option("--qk-nope", sh.qk_nope, "deepseek2")->capture_default_str();
+  app.add_option("--qk-rope", sh.qk_rope, "deepseek2")->capture_default_str();
+  app.add_option("--v-head", sh.v_head, "deepseek2")->capture_default_str();
+  app.add_flag("--sigmoid-routing", sh.sigmoid_routing,
+               "deepseek2: V3's sigmoid routing with a selection bias, renormalised, x 2.5");
+  app.add_option("--expert-groups", sh.expert_groups, "deepseek2: expert groups")
+      ->capture_default_str();
+  app.add_option("--expert-groups-used", sh.expert_groups_used, "deepseek2: groups chosen")
+      ->capture_default_str();
+  app.add_option("--sliding-window", sh.sliding_window, "gpt-oss")->capture_default_str();
   app.add_option("--vocab", o.vocab,
                  "GGUF whose tokenizer keys are copied (any llama.cpp vocabulary file, e.g. "
                  "tests/data/tokenizer/ggml-vocab-deepseek-coder.gguf in the source tree)")
       ->required();
   app.add_option("--seed", o.seed)->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  if (o.arch != "qwen2moe") o.shared_ff = 0;
+  if (sh.arch != "qwen2moe") sh.shared_ff = 0;
   return Run(o);
 }

@@ -1,0 +1,265 @@
+#include "tools/moe-synth/synth_plan.h"
+
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace moe::synth {
+namespace {
+
+// Tensors in the order they are drawn: the random values of a file depend on it, so families
+// that existed before keep their order (a benchmark file made again is the same file).
+class Builder {
+ public:
+  Builder(const Shape& s, GgufWriter& w)
+      : s_(s), w_(w), hd_(s.head_dim > 0 ? s.head_dim : s.embd / s.heads) {}
+
+  int64_t head_dim() const { return hd_; }
+  float InScale(int64_t fan_in) const { return 1.0f / std::sqrt(static_cast<float>(fan_in)); }
+
+  void Key(const std::string& key, uint32_t v) { w_.SetU32(s_.arch + "." + key, v); }
+  void KeyF(const std::string& key, float v) { w_.SetF32(s_.arch + "." + key, v); }
+  void KeyB(const std::string& key, bool v) { w_.SetBool(s_.arch + "." + key, v); }
+  void KeyS(const std::string& key, const std::string& v) { w_.SetString(s_.arch + "." + key, v); }
+
+  void Add(std::string name, std::vector<int64_t> shape, float std, float mean = 0,
+           int64_t layer = -1) {
+    tensors_.push_back({std::move(name), std::move(shape), std, mean, layer});
+  }
+  void AddLayer(int64_t l, const char* base, std::vector<int64_t> shape, float std,
+                float mean = 0) {
+    Add(absl::StrCat("blk.", l, ".", base), std::move(shape), std, mean, l);
+  }
+  void Norm(int64_t l, const char* base, int64_t n) { AddLayer(l, base, {n}, 0.05f, 1.0f); }
+
+  // The keys every family has.
+  void CommonKeys(int64_t block_count, int64_t feed_forward_length) {
+    Key("context_length", static_cast<uint32_t>(s_.ctx));
+    Key("embedding_length", static_cast<uint32_t>(s_.embd));
+    Key("block_count", static_cast<uint32_t>(block_count));
+    Key("feed_forward_length", static_cast<uint32_t>(feed_forward_length));
+    Key("attention.head_count", static_cast<uint32_t>(s_.heads));
+    Key("attention.head_count_kv", static_cast<uint32_t>(s_.kv_heads));
+    KeyF("attention.layer_norm_rms_epsilon", 1e-6f);
+    KeyF("rope.freq_base", 1e6f);
+    Key("expert_count", static_cast<uint32_t>(s_.experts));
+    Key("expert_used_count", static_cast<uint32_t>(s_.top_k));
+    Key("expert_feed_forward_length", static_cast<uint32_t>(s_.ff));
+  }
+  void HeadSizeKeys() {
+    Key("attention.key_length", static_cast<uint32_t>(hd_));
+    Key("attention.value_length", static_cast<uint32_t>(hd_));
+  }
+  void Yarn(float factor, float log_multiplier) {
+    KeyS("rope.scaling.type", "yarn");
+    KeyF("rope.scaling.factor", factor);
+    Key("rope.scaling.original_context_length", static_cast<uint32_t>(s_.ctx));
+    KeyF("rope.scaling.yarn_beta_fast", 32.f);
+    KeyF("rope.scaling.yarn_beta_slow", 1.f);
+    if (log_multiplier > 0) KeyF("rope.scaling.yarn_log_multiplier", log_multiplier);
+  }
+
+  void GroupedQueryAttention(int64_t l, bool biases) {
+    const int64_t E = s_.embd, q = s_.heads * hd_, kv = s_.kv_heads * hd_;
+    AddLayer(l, "attn_q.weight", {q, E}, InScale(E));
+    if (biases) AddLayer(l, "attn_q.bias", {q}, 0.1f);
+    AddLayer(l, "attn_k.weight", {kv, E}, InScale(E));
+    if (biases) AddLayer(l, "attn_k.bias", {kv}, 0.1f);
+    AddLayer(l, "attn_v.weight", {kv, E}, InScale(E));
+    if (biases) AddLayer(l, "attn_v.bias", {kv}, 0.1f);
+    AddLayer(l, "attn_output.weight", {E, q}, 0.5f * InScale(q));
+  }
+  void RoutedExperts(int64_t l, bool biases) {
+    const int64_t E = s_.embd, X = s_.experts, F = s_.ff;
+    AddLayer(l, "ffn_gate_exps.weight", {X, F, E}, InScale(E));
+    if (biases) AddLayer(l, "ffn_gate_exps.bias", {X, F}, 0.1f);
+    AddLayer(l, "ffn_up_exps.weight", {X, F, E}, InScale(E));
+    if (biases) AddLayer(l, "ffn_up_exps.bias", {X, F}, 0.1f);
+    AddLayer(l, "ffn_down_exps.weight", {X, E, F}, 0.5f * InScale(F));
+    if (biases) AddLayer(l, "ffn_down_exps.bias", {X, E}, 0.1f);
+  }
+  void Ffn(int64_t l, const char* suffix, int64_t width) {
+    const int64_t E = s_.embd;
+    AddLayer(l, absl::StrCat("ffn_gate", suffix, ".weight").c_str(), {width, E}, InScale(E));
+    AddLayer(l, absl::StrCat("ffn_up", suffix, ".weight").c_str(), {width, E}, InScale(E));
+    AddLayer(l, absl::StrCat("ffn_down", suffix, ".weight").c_str(), {E, width},
+             0.5f * InScale(width));
+  }
+  // Leading dense layers or routed experts with an always-on shared expert, and a selection
+  // bias when routing is by sigmoid (glm4moe, deepseek2).
+  void DenseOrSharedMixture(int64_t l, bool selection_bias) {
+    if (l < s_.dense_layers) return Ffn(l, "", DenseFf());
+    AddLayer(l, "ffn_gate_inp.weight", {s_.experts, s_.embd}, 2 * InScale(s_.embd));
+    if (selection_bias) AddLayer(l, "exp_probs_b.bias", {s_.experts}, 0.1f);
+    RoutedExperts(l, false);
+    if (s_.shared_experts > 0) Ffn(l, "_shexp", s_.shared_experts * s_.ff);
+  }
+  int64_t DenseFf() const { return s_.dense_ff > 0 ? s_.dense_ff : 4 * s_.ff; }
+
+  std::vector<Tensor> Take() { return std::move(tensors_); }
+
+ private:
+  const Shape& s_;
+  GgufWriter& w_;
+  const int64_t hd_;
+  std::vector<Tensor> tensors_;
+};
+
+// llama (Mixtral), qwen2moe, olmoe, qwen3moe: every layer grouped-query attention and experts.
+void PlanClassic(const Shape& s, Builder& b) {
+  const bool qwen2 = s.arch == "qwen2moe";
+  b.CommonKeys(s.layers, qwen2 && s.shared_ff > 0 ? s.shared_ff : s.ff);
+  if (s.head_dim > 0) b.HeadSizeKeys();
+  if (qwen2 && s.shared_ff > 0) b.Key("expert_shared_feed_forward_length", s.shared_ff);
+  const int64_t E = s.embd, hd = b.head_dim();
+  for (int64_t l = 0; l < s.layers; ++l) {
+    b.Norm(l, "attn_norm.weight", E);
+    b.GroupedQueryAttention(l, false);
+    b.Norm(l, "ffn_norm.weight", E);
+    b.AddLayer(l, "ffn_gate_inp.weight", {s.experts, E}, 2 * b.InScale(E));
+    b.RoutedExperts(l, false);
+    if (qwen2) {
+      b.AddLayer(l, "attn_q.bias", {s.heads * hd}, 0.1f);
+      b.AddLayer(l, "attn_k.bias", {s.kv_heads * hd}, 0.1f);
+      b.AddLayer(l, "attn_v.bias", {s.kv_heads * hd}, 0.1f);
+      if (s.shared_ff > 0) {
+        b.AddLayer(l, "ffn_gate_inp_shexp.weight", {E}, b.InScale(E));
+        b.Ffn(l, "_shexp", s.shared_ff);
+      }
+    }
+    if (s.arch == "olmoe" || s.arch == "qwen3moe") {
+      const bool whole = s.arch == "olmoe";
+      b.Norm(l, "attn_q_norm.weight", whole ? s.heads * hd : hd);
+      b.Norm(l, "attn_k_norm.weight", whole ? s.kv_heads * hd : hd);
+    }
+  }
+}
+
+// GLM-4.5: partial NEOX RoPE over half of each head, q/k/v biases, leading dense layers, sigmoid
+// routing with a selection bias, renormalised and scaled by 2.5, one shared expert.
+void PlanGlm4Moe(const Shape& s, Builder& b) {
+  b.CommonKeys(s.layers, b.DenseFf());
+  b.HeadSizeKeys();
+  b.Key("rope.dimension_count", static_cast<uint32_t>(b.head_dim() / 2));
+  b.Key("leading_dense_block_count", static_cast<uint32_t>(s.dense_layers));
+  b.Key("expert_shared_count", static_cast<uint32_t>(s.shared_experts));
+  b.Key("expert_gating_func", 2);
+  b.Key("expert_group_count", 1);
+  b.Key("expert_group_used_count", 1);
+  b.KeyF("expert_weights_scale", 2.5f);
+  b.KeyB("expert_weights_norm", true);
+  for (int64_t l = 0; l < s.layers; ++l) {
+    b.Norm(l, "attn_norm.weight", s.embd);
+    b.GroupedQueryAttention(l, true);
+    b.Norm(l, "post_attention_norm.weight", s.embd);
+    b.DenseOrSharedMixture(l, true);
+  }
+}
+
+// DeepSeek-V2/V3: latent attention (the cache keeps kv_lora + qk_rope values per token), YaRN
+// with DeepSeek's temperature, leading dense layers, shared experts; softmax routing (V2) or
+// sigmoid with a selection bias in groups, renormalised and scaled (V3).
+absl::Status PlanDeepseek2(const Shape& s, Builder& b) {
+  if (s.kv_lora <= 0 || s.qk_nope <= 0 || s.qk_rope <= 0 || s.qk_rope % 2 != 0 || s.v_head <= 0) {
+    return absl::InvalidArgumentError(
+        "deepseek2 needs --kv-lora, --qk-nope, --v-head > 0 and an even --qk-rope > 0");
+  }
+  if (s.expert_groups < 1 || s.experts % s.expert_groups != 0 ||
+      s.expert_groups_used > s.expert_groups) {
+    return absl::InvalidArgumentError(
+        "--expert-groups must divide --experts and be at least --expert-groups-used");
+  }
+  const int64_t E = s.embd, H = s.heads, qk = s.qk_nope + s.qk_rope;
+  b.CommonKeys(s.layers, b.DenseFf());
+  b.Key("attention.head_count_kv", 1);  // the one latent "KV head" llama.cpp caches
+  b.Key("attention.q_lora_rank", static_cast<uint32_t>(s.q_lora));
+  b.Key("attention.kv_lora_rank", static_cast<uint32_t>(s.kv_lora));
+  b.Key("attention.key_length", static_cast<uint32_t>(s.kv_lora + s.qk_rope));
+  b.Key("attention.value_length", static_cast<uint32_t>(s.kv_lora));
+  b.Key("attention.key_length_mla", static_cast<uint32_t>(qk));
+  b.Key("attention.value_length_mla", static_cast<uint32_t>(s.v_head));
+  b.Key("rope.dimension_count", static_cast<uint32_t>(s.qk_rope));
+  b.KeyF("rope.freq_base", 10000.f);
+  b.Yarn(40.f, 0.1f);
+  b.Key("leading_dense_block_count", static_cast<uint32_t>(s.dense_layers));
+  b.Key("expert_shared_count", static_cast<uint32_t>(s.shared_experts));
+  b.Key("expert_gating_func", s.sigmoid_routing ? 2 : 1);
+  b.Key("expert_group_count", static_cast<uint32_t>(s.expert_groups));
+  b.Key("expert_group_used_count", static_cast<uint32_t>(s.expert_groups_used));
+  b.KeyF("expert_weights_scale", s.sigmoid_routing ? 2.5f : 1.f);
+  b.KeyB("expert_weights_norm", s.sigmoid_routing);
+  for (int64_t l = 0; l < s.layers; ++l) {
+    b.Norm(l, "attn_norm.weight", E);
+    if (s.q_lora > 0) {
+      b.AddLayer(l, "attn_q_a.weight", {s.q_lora, E}, b.InScale(E));
+      b.Norm(l, "attn_q_a_norm.weight", s.q_lora);
+      b.AddLayer(l, "attn_q_b.weight", {H * qk, s.q_lora}, b.InScale(s.q_lora));
+    } else {
+      b.AddLayer(l, "attn_q.weight", {H * qk, E}, b.InScale(E));
+    }
+    b.AddLayer(l, "attn_kv_a_mqa.weight", {s.kv_lora + s.qk_rope, E}, b.InScale(E));
+    b.Norm(l, "attn_kv_a_norm.weight", s.kv_lora);
+    b.AddLayer(l, "attn_k_b.weight", {H, s.kv_lora, s.qk_nope}, b.InScale(s.kv_lora));
+    b.AddLayer(l, "attn_v_b.weight", {H, s.v_head, s.kv_lora}, b.InScale(s.kv_lora));
+    b.AddLayer(l, "attn_output.weight", {E, H * s.v_head}, 0.5f * b.InScale(H * s.v_head));
+    b.Norm(l, "ffn_norm.weight", E);
+    b.DenseOrSharedMixture(l, s.sigmoid_routing);
+  }
+  return absl::OkStatus();
+}
+
+// gpt-oss: grouped-query attention with biases and a sink logit per head, a sliding window on
+// every other layer, YaRN; a router with a bias; experts with biases and the clamped SwiGLU.
+void PlanGptOss(const Shape& s, Builder& b) {
+  b.CommonKeys(s.layers, s.ff);
+  b.HeadSizeKeys();
+  b.KeyF("rope.freq_base", 150000.f);
+  b.Yarn(32.f, 0);
+  b.Key("attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
+  const int64_t E = s.embd;
+  for (int64_t l = 0; l < s.layers; ++l) {
+    b.Norm(l, "attn_norm.weight", E);
+    b.GroupedQueryAttention(l, true);
+    b.AddLayer(l, "attn_output.bias", {E}, 0.1f);
+    b.AddLayer(l, "attn_sinks.weight", {s.heads}, 1.0f);
+    b.Norm(l, "post_attention_norm.weight", E);
+    b.AddLayer(l, "ffn_gate_inp.weight", {s.experts, E}, 2 * b.InScale(E));
+    b.AddLayer(l, "ffn_gate_inp.bias", {s.experts}, 0.5f);
+    b.RoutedExperts(l, true);
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& Architectures() {
+  static const std::vector<std::string> kNames = {"llama",   "qwen2moe",  "olmoe",  "qwen3moe",
+                                                  "glm4moe", "deepseek2", "gpt-oss"};
+  return kNames;
+}
+
+absl::StatusOr<std::vector<Tensor>> Plan(const Shape& s, GgufWriter& w) {
+  if (s.embd <= 0 || s.layers <= 0 || s.heads <= 0 || s.kv_heads <= 0 || s.experts <= 0 ||
+      s.top_k <= 0 || s.top_k > s.experts || s.ff <= 0 || s.head_dim < 0) {
+    return absl::InvalidArgumentError("sizes must be positive, and --top-k at most --experts");
+  }
+  if (s.heads % s.kv_heads != 0) {
+    return absl::InvalidArgumentError("--heads must be a multiple of --kv-heads");
+  }
+  if (s.head_dim == 0 && s.embd % s.heads != 0) {
+    return absl::InvalidArgumentError("--embd must be a multiple of --heads (or give --head-dim)");
+  }
+  Builder b(s, w);
+  if (s.arch == "glm4moe") {
+    PlanGlm4Moe(s, b);
+  } else if (s.arch == "deepseek2") {
+    if (absl::Status st = PlanDeepseek2(s, b); !st.ok()) return st;
+  } else if (s.arch == "gpt-oss") {
+    PlanGptOss(s, b);
+  } else {
+    PlanClassic(s, b);
+  }
+  return b.Take();
+}
+
+}  // namespace moe::synth
