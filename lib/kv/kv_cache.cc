@@ -1,5 +1,7 @@
 #include "lib/kv/kv_cache.h"
 
+#include <algorithm>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "lib/kv/kv_type.h"
@@ -7,20 +9,67 @@
 namespace moe {
 
 absl::StatusOr<KvCache> KvCache::Create(int64_t n_layer, int64_t n_ctx, int64_t n_kv_heads,
-                                        int64_t head_dim, DType dtype, bool values_in_keys) {
+                                        int64_t head_dim, DType dtype, bool values_in_keys,
+                                        SlidingWindows sliding) {
   if (absl::Status s = CheckKvType(dtype, head_dim); !s.ok()) return s;
   if (n_ctx <= 0 || n_ctx > (1 << 24)) {
     return absl::InvalidArgumentError(absl::StrCat("invalid context length ", n_ctx));
+  }
+  if (!sliding.window.empty() && static_cast<int64_t>(sliding.window.size()) != n_layer) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sliding windows for ", sliding.window.size(), " layers of ", n_layer));
   }
   KvCache c;
   c.dtype_ = dtype;
   c.n_ctx_ = n_ctx;
   c.n_kv_heads_ = n_kv_heads;
   c.head_dim_ = head_dim;
-  const size_t bytes = static_cast<size_t>(n_ctx) * RowBytes(dtype, n_kv_heads * head_dim);
-  c.k_.assign(n_layer, std::vector<uint8_t>(bytes));
-  if (!values_in_keys) c.v_.assign(n_layer, std::vector<uint8_t>(bytes));
+  c.ring_table_.resize(n_layer);
+  c.ring_window_.assign(n_layer, 0);
+  const int64_t block = int64_t{1} << kRingBlockShift;
+  const int64_t context_blocks = (n_ctx + block - 1) / block;
+  for (int64_t l = 0; sliding.max_step_tokens > 0 && l < n_layer && !sliding.window.empty(); ++l) {
+    if (sliding.window[l] <= 0) continue;
+    // A step's first query reads the window's keys after the step has written all of its own:
+    // the ring needs room for both, window + step - 1 rows, without a slot shared.
+    const int64_t ring_blocks =
+        (sliding.window[l] + sliding.max_step_tokens - 1 + block - 1) / block;
+    if (ring_blocks >= context_blocks) continue;
+    c.ring_table_[l].resize(context_blocks);
+    for (int64_t i = 0; i < context_blocks; ++i) {
+      c.ring_table_[l][i] = static_cast<int32_t>(i % ring_blocks);
+    }
+    c.ring_window_[l] = sliding.window[l];
+    c.max_step_tokens_ = sliding.max_step_tokens;
+  }
+  const size_t row_bytes = RowBytes(dtype, n_kv_heads * head_dim);
+  c.k_.resize(n_layer);
+  if (!values_in_keys) c.v_.resize(n_layer);
+  for (int64_t l = 0; l < n_layer; ++l) {
+    const size_t bytes = static_cast<size_t>(c.rows(l)) * row_bytes;
+    c.k_[l].resize(bytes);
+    if (!values_in_keys) c.v_[l].resize(bytes);
+  }
   return c;
+}
+
+bool KvCache::RingsHoldWindowAt(int64_t n) const {
+  if (n >= size_) return true;
+  for (size_t l = 0; l < ring_table_.size(); ++l) {
+    if (ring_table_[l].empty()) continue;
+    // The oldest row position n reads, n - window + 1, survives while no later position up to
+    // size - 1 has taken its slot.
+    const int64_t oldest = std::max<int64_t>(0, n - ring_window_[l] + 1);
+    if (size_ - 1 - oldest >= rows(static_cast<int64_t>(l))) return false;
+  }
+  return true;
+}
+
+int64_t KvCache::rows(int64_t l) const {
+  if (ring_table_[l].empty()) return n_ctx_;
+  int32_t ring_blocks = 0;
+  for (int32_t b : ring_table_[l]) ring_blocks = std::max(ring_blocks, b + 1);
+  return int64_t{ring_blocks} << kRingBlockShift;
 }
 
 size_t KvCache::byte_size() const {

@@ -1,29 +1,53 @@
 // The KV cache of one sequence: for each layer, K and V rows [n_ctx x n_kv_heads x head_dim] in
-// F32, F16 or Q8_0 (lib/kv/kv_type.h), contiguous per layer. The batching engine keeps its
-// sequences in a paged cache instead (paged_kv_storage.h).
+// F32, F16 or Q8_0 (lib/kv/kv_type.h), contiguous per layer. A layer that attends over a sliding
+// window keeps only a ring of rows: its window plus what one step adds, reached through a block
+// table that repeats the ring's blocks over the whole context, so the attention kernels address
+// it as any paged cache. The batching engine keeps its sequences in a paged cache instead
+// (paged_kv_storage.h).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "lib/backend/backend.h"
 #include "lib/kv/kv_sequence.h"
 
 namespace moe {
 
+// Which layers may keep a ring: each layer's attention window (0: it sees the whole context) and
+// the most tokens a forward step will add; max_step_tokens 0 keeps every layer whole.
+struct SlidingWindows {
+  absl::Span<const int64_t> window;
+  int64_t max_step_tokens = 0;
+};
+
 class KvCache final : public KvSequence {
  public:
   // values_in_keys: no V rows are kept; the V view is the K rows (latent attention).
   static absl::StatusOr<KvCache> Create(int64_t n_layer, int64_t n_ctx, int64_t n_kv_heads,
-                                        int64_t head_dim, DType dtype, bool values_in_keys = false);
+                                        int64_t head_dim, DType dtype, bool values_in_keys = false,
+                                        SlidingWindows sliding = {});
 
   KvLayerView layer(int64_t l) override {
     uint8_t* k = k_[l].data();
-    return {dtype_, k, v_.empty() ? k : v_[l].data(), n_kv_heads_, head_dim_, KvPaging{}};
+    KvPaging paging;
+    if (!ring_table_[l].empty()) {
+      paging = {ring_table_[l].data(), kRingBlockShift,
+                static_cast<int64_t>(RowBytes(dtype_, n_kv_heads_ * head_dim_)) << kRingBlockShift};
+    }
+    return {dtype_, k, v_.empty() ? k : v_[l].data(), n_kv_heads_, head_dim_, paging};
   }
   int64_t n_ctx() const { return n_ctx_; }
   int64_t capacity() const override { return n_ctx_; }
+  int64_t max_step_tokens() const override { return max_step_tokens_; }
+  // Rows layer l keeps: n_ctx, or its ring's.
+  int64_t rows(int64_t l) const;
+  // Whether, cut back to n positions, every ring still holds the window that position n will
+  // read: writing past it may have reused those rows, and then the kept positions must be
+  // computed again.
+  bool RingsHoldWindowAt(int64_t n) const;
   DType dtype() const { return dtype_; }
   size_t byte_size() const;
 
@@ -32,9 +56,14 @@ class KvCache final : public KvSequence {
   void set_size(int64_t n) { size_ = n; }
 
  private:
+  static constexpr int kRingBlockShift = 4;  // rows of 16
+
   DType dtype_ = DType::kF32;
-  int64_t n_ctx_ = 0, n_kv_heads_ = 0, head_dim_ = 0, size_ = 0;
+  int64_t n_ctx_ = 0, n_kv_heads_ = 0, head_dim_ = 0, size_ = 0, max_step_tokens_ = 0;
   std::vector<std::vector<uint8_t>> k_, v_;
+  // Per layer: for a ring, block i of the context -> block i mod the ring's blocks; else empty.
+  std::vector<std::vector<int32_t>> ring_table_;
+  std::vector<int64_t> ring_window_;  // per layer: the window of a ring layer; 0 otherwise
 };
 
 }  // namespace moe

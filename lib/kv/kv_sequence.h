@@ -15,6 +15,9 @@ class KvSequence {
   virtual KvLayerView layer(int64_t l) = 0;
   // Positions [0, capacity()) have rows to write to.
   virtual int64_t capacity() const = 0;
+  // The most tokens one forward step may add (a sliding-window layer's ring holds its window
+  // plus one step); 0: any number.
+  virtual int64_t max_step_tokens() const { return 0; }
 };
 
 }  // namespace moe

@@ -38,6 +38,11 @@ absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
             absl::StrCat("token id ", t, " is outside the vocabulary [0, ", h.n_vocab, ")"));
       }
     }
+    if (const int64_t most = c.kv->max_step_tokens(); most > 0 && m > most) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a step of ", m, " tokens is more than the ", most,
+                       " this KV cache's sliding-window rings were sized for"));
+    }
     if (c.pos0 < 0 || c.pos0 + m > c.kv->capacity()) {
       return absl::ResourceExhaustedError(absl::StrCat("context full: ", c.pos0, " + ", m,
                                                        " tokens exceed the context length ",

@@ -40,7 +40,7 @@ absl::StatusOr<WeightView> Model::Matrix(const std::string& name) {
 absl::Status Model::ResolveGroupedQueryAttention(int l, LayerWeights& L) {
   const HParams& h = spec_.hp;
   auto name = [&](absl::string_view b) { return LayerTensorName(l, b); };
-  auto bias = [&](absl::string_view b) { return absl::StrCat("blk.", l, ".", b, ".bias"); };
+  auto bias = [&](absl::string_view b) { return LayerBiasName(l, b); };
   MOE_ASSIGN_OR_RETURN(L.wq, Matrix(name("attn_q")));
   MOE_ASSIGN_OR_RETURN(L.wk, Matrix(name("attn_k")));
   MOE_ASSIGN_OR_RETURN(L.wv, Matrix(name("attn_v")));
@@ -79,8 +79,9 @@ absl::Status Model::Resolve() {
   for (int l = 0; l < h.n_layer; ++l) {
     LayerWeights& L = layers_[l];
     L.parts = arch.Layer(h, l);
+    attention_windows_.push_back(L.parts.window);
     auto name = [&](absl::string_view b) { return LayerTensorName(l, b); };
-    auto bias = [&](absl::string_view b) { return absl::StrCat("blk.", l, ".", b, ".bias"); };
+    auto bias = [&](absl::string_view b) { return LayerBiasName(l, b); };
     MOE_ASSIGN_OR_RETURN(L.attn_norm, Vector(name("attn_norm")));
     MOE_ASSIGN_OR_RETURN(L.wo, Matrix(name("attn_output")));
     if (L.parts.attention == AttentionPart::kLatent) {

@@ -55,6 +55,8 @@ class Model {
   const ModelSpec& spec() const { return spec_; }
   const HParams& hp() const { return spec_.hp; }
   const std::vector<LayerWeights>& layers() const { return layers_; }
+  // Each layer's attention window (0: the whole context), for KV caches that keep only it.
+  const std::vector<int64_t>& attention_windows() const { return attention_windows_; }
   const WeightView& token_embd() const { return token_embd_; }
   const WeightView& output() const { return output_; }
   const float* output_norm() const { return output_norm_; }
@@ -68,6 +70,7 @@ class Model {
 
   ModelSpec spec_;
   std::vector<LayerWeights> layers_;
+  std::vector<int64_t> attention_windows_;
   WeightView token_embd_, output_;
   const float* output_norm_ = nullptr;
   std::vector<std::vector<float>> f32_vectors_;  // 1-D tensors converted to F32

@@ -103,8 +103,12 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const E
   int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(h.n_ctx_train, 4096);
   if (n_ctx <= 0) n_ctx = 4096;
   if (options.n_batch <= 0) return absl::InvalidArgumentError("n_batch must be positive");
-  MOE_ASSIGN_OR_RETURN(KvCache cache, KvCache::Create(h.n_layer, n_ctx, h.n_head_kv, h.head_dim,
-                                                      options.kv_type, h.values_in_keys()));
+  // Prompts go through in steps of n_batch tokens, so sliding-window layers keep only their
+  // window and one step.
+  const SlidingWindows sliding{engine->model()->attention_windows(), options.n_batch};
+  MOE_ASSIGN_OR_RETURN(KvCache cache,
+                       KvCache::Create(h.n_layer, n_ctx, h.n_head_kv, h.head_dim, options.kv_type,
+                                       h.values_in_keys(), sliding));
   return std::unique_ptr<Session>(new Session(std::move(engine), std::move(cache), options));
 }
 
@@ -287,11 +291,17 @@ absl::Status Session::Truncate(int64_t n_keep) {
     return absl::OutOfRangeError(
         absl::StrCat("cannot keep ", n_keep, " of ", cache_.size(), " tokens"));
   }
-  // Entries past n_keep are simply overwritten later; causal attention never reads them.
-  cache_.set_size(n_keep);
-  n_past_.store(n_keep, std::memory_order_relaxed);
-  history_.resize(n_keep);
+  // Entries past n_keep are simply overwritten later; causal attention never reads them. A
+  // sliding-window ring may have reused the rows of the window before n_keep, though: then the
+  // kept tokens are computed again.
+  const bool recompute = !cache_.RingsHoldWindowAt(n_keep);
+  std::vector<int32_t> kept(history_.begin(), history_.begin() + n_keep);
+  cache_.set_size(recompute ? 0 : n_keep);
+  history_.resize(recompute ? 0 : n_keep);
+  n_past_.store(cache_.size(), std::memory_order_relaxed);
   logits_.clear();
+  if (recompute && !kept.empty()) MOE_RETURN_IF_ERROR(DecodeLocked(kept, nullptr));
+  logits_.clear();  // as after any truncation: the next generation computes the last token again
   return absl::OkStatus();
 }
 
