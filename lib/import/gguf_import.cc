@@ -6,6 +6,7 @@
 #include "absl/strings/strip.h"
 #include "lib/base/status_macros.h"
 #include "lib/import/gguf_tokenizer.h"
+#include "lib/import/hparams_from_keys.h"
 #include "lib/model/arch/architecture.h"
 
 namespace moe {
@@ -49,54 +50,14 @@ class HParamReader final : public MetadataKeys {
   std::string arch_;
 };
 
-// rope.scaling.*: none, or YaRN with llama.cpp's defaults for what a file leaves out.
-absl::Status ReadRopeScaling(const HParamReader& r, HParams* h) {
-  MOE_ASSIGN_OR_RETURN(h->rope_attn_factor, r.Float("rope.scaling.attn_factor", 1.f));
-  if (!r.Has("rope.scaling.type")) return absl::OkStatus();
-  MOE_ASSIGN_OR_RETURN(std::string st, r.String("rope.scaling.type"));
-  if (st == "none") return absl::OkStatus();
-  if (st != "yarn") {
-    return absl::UnimplementedError(
-        absl::StrCat("RoPE scaling '", st, "' is not supported (none, yarn)"));
-  }
-  MOE_ASSIGN_OR_RETURN(h->yarn_factor, r.Float("rope.scaling.factor", 1.f));
-  if (h->yarn_factor == 0.f) h->yarn_factor = 1.f;
-  MOE_ASSIGN_OR_RETURN(h->yarn_orig_ctx,
-                       r.Int("rope.scaling.original_context_length", h->n_ctx_train));
-  MOE_ASSIGN_OR_RETURN(h->yarn_beta_fast, r.Float("rope.scaling.yarn_beta_fast", 32.f));
-  MOE_ASSIGN_OR_RETURN(h->yarn_beta_slow, r.Float("rope.scaling.yarn_beta_slow", 1.f));
-  MOE_ASSIGN_OR_RETURN(h->yarn_log_mul, r.Float("rope.scaling.yarn_log_multiplier", 0.f));
-  return absl::OkStatus();
-}
-
-// The keys every family shares; then the family's own (lib/model/arch/).
+// The keys every family shares and the family's own (lib/model/arch/), read from `arch.key`.
 absl::StatusOr<HParams> ReadHParams(const GgufFile& g, const Architecture& arch) {
   HParamReader r(g, std::string(arch.name()));
-  HParams h;
-  MOE_ASSIGN_OR_RETURN(h.n_embd, r.Int("embedding_length"));
-  MOE_ASSIGN_OR_RETURN(h.n_layer, r.Int("block_count"));
-  MOE_ASSIGN_OR_RETURN(h.n_head, r.Int("attention.head_count"));
-  MOE_ASSIGN_OR_RETURN(h.n_head_kv, r.Int("attention.head_count_kv", h.n_head));
-  if (h.n_head <= 0) return absl::InvalidArgumentError("attention.head_count must be positive");
-  MOE_ASSIGN_OR_RETURN(h.head_dim, r.Int("attention.key_length", h.n_embd / h.n_head));
-  MOE_ASSIGN_OR_RETURN(h.value_dim, r.Int("attention.value_length", h.head_dim));
-  MOE_ASSIGN_OR_RETURN(h.n_ctx_train, r.Int("context_length", 4096));
-  MOE_ASSIGN_OR_RETURN(h.n_expert, r.Int("expert_count", 0));
-  if (h.n_expert == 0) {
-    return absl::UnimplementedError(
-        absl::StrCat("'", arch.name(), "' model without experts (", arch.name(),
-                     ".expert_count is absent or 0): libmoe runs Mixture-of-Experts models only"));
+  std::string rope_scaling = "none";
+  if (r.Has("rope.scaling.type")) {
+    MOE_ASSIGN_OR_RETURN(rope_scaling, r.String("rope.scaling.type"));
   }
-  MOE_ASSIGN_OR_RETURN(h.n_expert_used, r.Int("expert_used_count"));
-  MOE_ASSIGN_OR_RETURN(int64_t ff, r.Int("feed_forward_length", 0));
-  MOE_ASSIGN_OR_RETURN(h.n_ff_expert, r.Int("expert_feed_forward_length", ff));
-  MOE_ASSIGN_OR_RETURN(float eps, r.Float("attention.layer_norm_rms_epsilon", 1e-5f));
-  h.rms_eps = eps;
-  MOE_ASSIGN_OR_RETURN(h.rope_freq_base, r.Float("rope.freq_base", 10000.f));
-  MOE_ASSIGN_OR_RETURN(h.rope_dim, r.Int("rope.dimension_count", h.head_dim));
-  MOE_RETURN_IF_ERROR(ReadRopeScaling(r, &h));
-  MOE_RETURN_IF_ERROR(arch.ReadMetadata(r, &h));
-  return h;
+  return HParamsFromKeys(r, rope_scaling, arch);
 }
 
 // Carries one GGUF tensor over (shape reversed to outermost-first), checking its byte size.

@@ -6,6 +6,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "lib/base/status_macros.h"
+#include "lib/import/hf_config_json.h"
+#include "lib/import/hf_metadata.h"
+#include "lib/import/hparams_from_keys.h"
 #include "nlohmann/json.hpp"
 
 namespace moe {
@@ -13,71 +16,24 @@ namespace {
 
 using Json = nlohmann::json;
 
-// config.json keys with transformers' semantics: a key that is absent or null takes the
-// configuration class's default.
-class Config {
- public:
-  explicit Config(const Json& j) : j_(j) {}
-
-  const Json* Get(const char* key) const {
-    auto it = j_.find(key);
-    if (it == j_.end() || it->is_null()) return nullptr;
-    return &*it;
-  }
-  absl::StatusOr<int64_t> Int(const char* key, std::optional<int64_t> def = {}) const {
-    const Json* v = Get(key);
-    if (v == nullptr) {
-      if (def) return *def;
-      return absl::NotFoundError(absl::StrCat("config.json is missing '", key, "'"));
-    }
-    if (!v->is_number_integer() || v->get<int64_t>() < 0 || v->get<int64_t>() > (1ll << 40)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("config.json '", key, "' is ", v->dump(), ", not a non-negative integer"));
-    }
-    return v->get<int64_t>();
-  }
-  absl::StatusOr<double> Float(const char* key, double def) const {
-    const Json* v = Get(key);
-    if (v == nullptr) return def;
-    if (!v->is_number()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("config.json '", key, "' is ", v->dump(), ", not a number"));
-    }
-    return v->get<double>();
-  }
-  absl::StatusOr<bool> Bool(const char* key, bool def) const {
-    const Json* v = Get(key);
-    if (v == nullptr) return def;
-    if (!v->is_boolean()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("config.json '", key, "' is ", v->dump(), ", not true/false"));
-    }
-    return v->get<bool>();
-  }
-  absl::StatusOr<std::string> String(const char* key, const std::string& def) const {
-    const Json* v = Get(key);
-    if (v == nullptr) return def;
-    if (!v->is_string()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("config.json '", key, "' is ", v->dump(), ", not a string"));
-    }
-    return v->get<std::string>();
-  }
-
- private:
-  const Json& j_;
-};
+using Config = ConfigJson;
 
 struct HfArchName {
   const char* hf;
   const char* model_type;
   Arch arch;
+  // The families read through llama.cpp's keys (hf_metadata.h); null: read here.
+  absl::Status (*keys)(const Json&, HfFamilyConfig*);
 };
 constexpr HfArchName kArchs[] = {
-    {"MixtralForCausalLM", "mixtral", Arch::kLlama},
-    {"Qwen2MoeForCausalLM", "qwen2_moe", Arch::kQwen2Moe},
-    {"OlmoeForCausalLM", "olmoe", Arch::kOlmoe},
-    {"Qwen3MoeForCausalLM", "qwen3_moe", Arch::kQwen3Moe},
+    {"MixtralForCausalLM", "mixtral", Arch::kLlama, nullptr},
+    {"Qwen2MoeForCausalLM", "qwen2_moe", Arch::kQwen2Moe, nullptr},
+    {"OlmoeForCausalLM", "olmoe", Arch::kOlmoe, nullptr},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", Arch::kQwen3Moe, nullptr},
+    {"Glm4MoeForCausalLM", "glm4_moe", Arch::kGlm4Moe, &Glm4MoeKeys},
+    {"DeepseekV2ForCausalLM", "deepseek_v2", Arch::kDeepseek2, &DeepseekV2Keys},
+    {"DeepseekV3ForCausalLM", "deepseek_v3", Arch::kDeepseek2, &DeepseekV3Keys},
+    {"GptOssForCausalLM", "gpt_oss", Arch::kGptOss, &GptOssKeys},
 };
 
 absl::StatusOr<const HfArchName*> FindArch(const Json& j) {
@@ -105,7 +61,8 @@ absl::StatusOr<const HfArchName*> FindArch(const Json& j) {
   return absl::UnimplementedError(
       absl::StrCat("unsupported architecture '", named,
                    "' (supported: MixtralForCausalLM, Qwen2MoeForCausalLM, OlmoeForCausalLM, "
-                   "Qwen3MoeForCausalLM)"));
+                   "Qwen3MoeForCausalLM, Glm4MoeForCausalLM, DeepseekV2ForCausalLM, "
+                   "DeepseekV3ForCausalLM, GptOssForCausalLM)"));
 }
 
 // RoPE: plain rotate_half with theta only. Scaled variants change the frequencies or the
@@ -129,6 +86,20 @@ absl::Status CheckRope(const Json& j) {
   return absl::OkStatus();
 }
 
+// config.json -> the family's llama.cpp keys -> the family's rules, as for its GGUF conversion.
+absl::Status ParseViaKeys(const Json& j, const HfArchName& arch, HfConfig* out) {
+  HfFamilyConfig family;
+  MOE_RETURN_IF_ERROR(arch.keys(j, &family));
+  MOE_ASSIGN_OR_RETURN(
+      out->hp, HParamsFromKeys(family.keys, family.rope_scaling_type, ArchitectureOf(arch.arch)));
+  const Config c(j);
+  MOE_ASSIGN_OR_RETURN(out->hp.n_vocab, c.Int("vocab_size"));
+  MOE_ASSIGN_OR_RETURN(out->hp.tied_output, c.Bool("tie_word_embeddings", false));
+  out->hp.has_selection_bias = family.selection_bias;
+  out->hp.qk_norm = family.qk_norm;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<HfConfig> ParseHfConfig(const std::string& json_text) {
@@ -140,6 +111,10 @@ absl::StatusOr<HfConfig> ParseHfConfig(const std::string& json_text) {
   MOE_ASSIGN_OR_RETURN(const HfArchName* arch, FindArch(j));
   out.arch = arch->arch;
   out.hf_architecture = arch->hf;
+  if (arch->keys != nullptr) {
+    MOE_RETURN_IF_ERROR(ParseViaKeys(j, *arch, &out));
+    return out;
+  }
   const bool mixtral = out.arch == Arch::kLlama, qwen2 = out.arch == Arch::kQwen2Moe,
              olmoe = out.arch == Arch::kOlmoe, qwen3 = out.arch == Arch::kQwen3Moe;
   Config c(j);

@@ -1,7 +1,9 @@
 // Hugging Face config.json -> architecture and hyper-parameters, following the transformers
-// configuration classes (MixtralConfig, Qwen2MoeConfig, OlmoeConfig, Qwen3MoeConfig) for what a
-// missing key means. Anything the runtime would compute differently from transformers is an
-// error naming the key, never silently ignored.
+// configuration classes (MixtralConfig, Qwen2MoeConfig, OlmoeConfig, Qwen3MoeConfig, Glm4MoeConfig,
+// DeepseekV2Config, DeepseekV3Config, GptOssConfig) for what a missing key means. Anything the
+// runtime would compute differently from transformers is an error naming the key, never silently
+// ignored. glm4moe, deepseek2 and gpt-oss go through llama.cpp's metadata keys (hf_metadata.h), so
+// their HParams are those of the same checkpoint converted to GGUF.
 #pragma once
 
 #include <string>

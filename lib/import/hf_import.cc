@@ -15,6 +15,7 @@
 #include "lib/base/half.h"
 #include "lib/base/status_macros.h"
 #include "lib/import/hf_config.h"
+#include "lib/import/hf_tensors.h"
 #include "lib/import/hf_tokenizer.h"
 #include "lib/import/safetensors_file.h"
 #include "lib/import/sentencepiece_tokenizer.h"
@@ -36,75 +37,6 @@ absl::StatusOr<std::string> ReadText(const fs::path& p) {
 
 std::string ShapeString(const std::vector<int64_t>& s) {
   return absl::StrCat("[", absl::StrJoin(s, ", "), "]");
-}
-
-// One tensor the architecture needs: its checkpoint name, its canonical name, and its shape in
-// both (they differ only for the shared-expert gate, a [1, n_embd] Linear stored as a vector).
-struct Wanted {
-  std::string hf_name;
-  std::string name;
-  std::vector<int64_t> hf_shape;
-  std::vector<int64_t> shape;
-  int layer = -1;
-  int expert = -1;
-  bool router = false;
-};
-
-std::vector<Wanted> WantedTensors(const HfConfig& c) {
-  const HParams& h = c.hp;
-  const int64_t d = h.n_embd, q_dim = h.n_head * h.head_dim, kv_dim = h.n_head_kv * h.head_dim;
-  std::vector<Wanted> w;
-  auto add = [&](std::string hf, std::string name, std::vector<int64_t> shape, int layer = -1,
-                 int expert = -1) {
-    w.push_back({std::move(hf), std::move(name), shape, shape, layer, expert});
-  };
-  add("model.embed_tokens.weight", "token_embd.weight", {h.n_vocab, d});
-  add("model.norm.weight", "output_norm.weight", {d});
-  if (!h.tied_output) add("lm_head.weight", "output.weight", {h.n_vocab, d});
-  const bool mixtral = c.arch == Arch::kLlama;
-  for (int l = 0; l < h.n_layer; ++l) {
-    const std::string p = absl::StrCat("model.layers.", l, ".");
-    auto name = [&](const char* base) { return LayerTensorName(l, base); };
-    add(p + "input_layernorm.weight", name("attn_norm"), {d}, l);
-    add(p + "self_attn.q_proj.weight", name("attn_q"), {q_dim, d}, l);
-    add(p + "self_attn.k_proj.weight", name("attn_k"), {kv_dim, d}, l);
-    add(p + "self_attn.v_proj.weight", name("attn_v"), {kv_dim, d}, l);
-    add(p + "self_attn.o_proj.weight", name("attn_output"), {d, q_dim}, l);
-    if (h.has_qkv_bias) {
-      add(p + "self_attn.q_proj.bias", absl::StrCat("blk.", l, ".attn_q.bias"), {q_dim}, l);
-      add(p + "self_attn.k_proj.bias", absl::StrCat("blk.", l, ".attn_k.bias"), {kv_dim}, l);
-      add(p + "self_attn.v_proj.bias", absl::StrCat("blk.", l, ".attn_v.bias"), {kv_dim}, l);
-    }
-    if (h.qk_norm != QkNorm::kNone) {
-      const bool full = h.qk_norm == QkNorm::kFull;  // OLMoE: whole projection; Qwen3: per head
-      add(p + "self_attn.q_norm.weight", name("attn_q_norm"), {full ? q_dim : h.head_dim}, l);
-      add(p + "self_attn.k_norm.weight", name("attn_k_norm"), {full ? kv_dim : h.head_dim}, l);
-    }
-    add(p + "post_attention_layernorm.weight", name("ffn_norm"), {d}, l);
-    const std::string moe = p + (mixtral ? "block_sparse_moe." : "mlp.");
-    add(moe + "gate.weight", name("ffn_gate_inp"), {h.n_expert, d}, l);
-    w.back().router = true;
-    for (int e = 0; e < h.n_expert; ++e) {
-      const std::string x = absl::StrCat(moe, "experts.", e, ".");
-      // Mixtral's MixtralBlockSparseTop2MLP: w1 = gate, w3 = up, w2 = down.
-      add(x + (mixtral ? "w1.weight" : "gate_proj.weight"), ExpertTensorName(l, e, "ffn_gate"),
-          {h.n_ff_expert, d}, l, e);
-      add(x + (mixtral ? "w3.weight" : "up_proj.weight"), ExpertTensorName(l, e, "ffn_up"),
-          {h.n_ff_expert, d}, l, e);
-      add(x + (mixtral ? "w2.weight" : "down_proj.weight"), ExpertTensorName(l, e, "ffn_down"),
-          {d, h.n_ff_expert}, l, e);
-    }
-    if (h.n_ff_shared > 0) {
-      add(moe + "shared_expert.gate_proj.weight", name("ffn_gate_shexp"), {h.n_ff_shared, d}, l);
-      add(moe + "shared_expert.up_proj.weight", name("ffn_up_shexp"), {h.n_ff_shared, d}, l);
-      add(moe + "shared_expert.down_proj.weight", name("ffn_down_shexp"), {d, h.n_ff_shared}, l);
-      if (h.shared_expert_gate) {
-        add(moe + "shared_expert_gate.weight", name("ffn_gate_inp_shexp"), {d}, l);
-        w.back().hf_shape = {1, d};
-      }
-    }
-  }
-  return w;
 }
 
 // Every tensor of the checkpoint by name, with the file that holds it.
@@ -198,48 +130,70 @@ void RowToFloat(DType t, const uint8_t* src, float* dst, int64_t n) {
 }
 
 // The type a tensor is stored as, given the requested one (see ImportHfCheckpoint).
-DType TargetType(const Wanted& w, DType source, std::optional<DType> out) {
+DType TargetType(const WantedTensor& w, DType source, std::optional<DType> out) {
   if (!out) return source;
-  if (w.shape.size() == 1) return DType::kF32;
+  if (w.keep_f32 || w.shape.size() == 1) return DType::kF32;
   const bool quantized = GetDTypeInfo(*out).block_elems > 1;
   if (w.router && quantized) return DType::kF32;
   return *out;
 }
 
-absl::StatusOr<TensorSpec> Carry(const Wanted& w, const SafetensorsTensor& src,
-                                 std::optional<DType> out, ModelSpec* spec) {
-  if (!src.dtype) {
-    return absl::UnimplementedError(absl::StrCat("tensor '", w.hf_name, "' has dtype ",
-                                                 src.dtype_name,
-                                                 ", which is not supported (supported: F32, "
-                                                 "F16, BF16)"));
-  }
-  if (src.shape != w.hf_shape) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor '", w.hf_name, "' has shape ",
-                                                   ShapeString(src.shape),
-                                                   " but config.json "
-                                                   "implies ",
-                                                   ShapeString(w.hf_shape)));
-  }
+absl::Status CheckShape(const std::string& name, const std::vector<int64_t>& got,
+                        const std::vector<int64_t>& want) {
+  if (got == want) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' has shape ", ShapeString(got),
+                                                 " but config.json implies ", ShapeString(want)));
+}
+
+TensorSpec Describe(const WantedTensor& w, DType type) {
   TensorSpec t;
   t.name = w.name;
   t.shape = w.shape;
   t.layer = w.layer;
   t.expert = w.expert;
-  t.dtype = TargetType(w, *src.dtype, out);
+  t.dtype = type;
+  return t;
+}
+
+absl::Status CheckRows(const WantedTensor& w, const TensorSpec& t) {
   const int64_t cols = t.shape.back();
-  if (!RowSizeValid(t.dtype, cols)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor '", w.hf_name, "' rows of ", cols, " elements do not fit ", DTypeName(t.dtype),
-        " blocks of ", GetDTypeInfo(t.dtype).block_elems, "; choose a float type"));
+  if (RowSizeValid(t.dtype, cols)) return absl::OkStatus();
+  // A tensor laid out anew (DeepSeek's attn_k_b) is named as the runtime knows it too.
+  const std::string as = w.gather ? absl::StrCat(" (as '", w.name, "')") : "";
+  return absl::InvalidArgumentError(absl::StrCat("tensor '", w.hf_name, "'", as, " rows of ", cols,
+                                                 " elements do not fit ", DTypeName(t.dtype),
+                                                 " blocks of ", GetDTypeInfo(t.dtype).block_elems,
+                                                 "; choose a float type"));
+}
+
+// `values` (row-major over t's shape) stored as t.dtype into a buffer `spec` keeps alive.
+absl::Status Store(const std::vector<float>& values, TensorSpec* t, ModelSpec* spec) {
+  auto buf = std::make_shared<std::vector<uint8_t>>(t->byte_size());
+  const int64_t cols = t->shape.back(), rows = t->num_elements() / std::max<int64_t>(1, cols);
+  const size_t dst_row = RowBytes(t->dtype, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    MOE_RETURN_IF_ERROR(
+        QuantizeRow(t->dtype, values.data() + r * cols, buf->data() + r * dst_row, cols));
   }
+  t->data = absl::MakeConstSpan(*buf);
+  spec->owners.push_back(std::move(buf));
+  return absl::OkStatus();
+}
+
+// A checkpoint tensor in the canonical layout: carried over (zero copy when the type stays), or
+// converted row by row.
+absl::StatusOr<TensorSpec> CarryPlain(const WantedTensor& w, const SafetensorsTensor& src,
+                                      std::optional<DType> out, ModelSpec* spec) {
+  TensorSpec t = Describe(w, TargetType(w, *src.dtype, out));
+  MOE_RETURN_IF_ERROR(CheckRows(w, t));
   const size_t elem = RowBytes(*src.dtype, 1);
   if (t.dtype == *src.dtype && reinterpret_cast<uintptr_t>(src.data.data()) % elem == 0) {
     t.data = src.data;  // zero copy: the mapped file stays alive in spec->owners
     return t;
   }
+  // Row by row: a converted copy, never a float copy of the whole tensor as well.
   auto buf = std::make_shared<std::vector<uint8_t>>(t.byte_size());
-  const int64_t rows = t.num_elements() / std::max<int64_t>(1, cols);
+  const int64_t cols = t.shape.back(), rows = t.num_elements() / std::max<int64_t>(1, cols);
   const size_t src_row = RowBytes(*src.dtype, cols), dst_row = RowBytes(t.dtype, cols);
   std::vector<float> row(cols);
   for (int64_t r = 0; r < rows; ++r) {
@@ -249,6 +203,101 @@ absl::StatusOr<TensorSpec> Carry(const Wanted& w, const SafetensorsTensor& src,
   t.data = absl::MakeConstSpan(*buf);
   spec->owners.push_back(std::move(buf));
   return t;
+}
+
+// A canonical tensor gathered element by element from a checkpoint tensor of another layout.
+absl::StatusOr<TensorSpec> CarryGathered(const WantedTensor& w, const SafetensorsTensor& src,
+                                         std::optional<DType> out, ModelSpec* spec) {
+  TensorSpec t = Describe(w, TargetType(w, *src.dtype, out));
+  MOE_RETURN_IF_ERROR(CheckRows(w, t));
+  const size_t elem = RowBytes(*src.dtype, 1);
+  std::vector<float> values(t.num_elements());
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    RowToFloat(*src.dtype, src.data.data() + w.gather(i) * elem, &values[i], 1);
+  }
+  MOE_RETURN_IF_ERROR(Store(values, &t, spec));
+  return t;
+}
+
+// MXFP4 as transformers' checkpoints store it: per 32 values of a row, 16 bytes with values 2j
+// and 2j + 1 in the low and high nibble of byte j, and an E8M0 scale (2^(e - 127)) kept apart.
+// The runtime's blocks (GGUF's): the scale byte, then 16 bytes with values j and j + 16 in the
+// low and high nibble of byte j. Both scale the same E2M1 codes by the same power of two, so
+// the repacking is exact.
+void RepackMxfp4Block(const uint8_t* hf, uint8_t scale, uint8_t* block) {
+  uint8_t codes[32];
+  for (int j = 0; j < 16; ++j) {
+    codes[2 * j] = hf[j] & 0x0f;
+    codes[2 * j + 1] = hf[j] >> 4;
+  }
+  block[0] = scale;
+  for (int j = 0; j < 16; ++j) block[1 + j] = codes[j] | (codes[j + 16] << 4);
+}
+
+// MXFP4 experts stay MXFP4 (requantizing 4-bit codes would only lose), unless a float type is
+// asked for, which they are dequantized to.
+absl::StatusOr<TensorSpec> CarryMxfp4(const WantedTensor& w, const SafetensorsTensor& blocks,
+                                      const SafetensorsTensor& scales, std::optional<DType> out,
+                                      ModelSpec* spec) {
+  for (const SafetensorsTensor* s : {&blocks, &scales}) {
+    if (s->dtype_name != "U8") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("MXFP4 tensor '", s->name, "' has dtype ", s->dtype_name, ", not U8"));
+    }
+  }
+  MOE_RETURN_IF_ERROR(CheckShape(w.mx_scales, scales.shape, w.mx_scales_shape));
+  const bool to_float = out && GetDTypeInfo(*out).block_elems == 1;
+  TensorSpec t = Describe(w, DType::kMXFP4);
+  MOE_RETURN_IF_ERROR(CheckRows(w, t));
+  const int64_t cols = t.shape.back(), rows = t.shape[0], groups = cols / 32;
+  auto buf = std::make_shared<std::vector<uint8_t>>(t.byte_size());
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t src = w.mx_row(r);
+    for (int64_t g = 0; g < groups; ++g) {
+      RepackMxfp4Block(blocks.data.data() + (src * groups + g) * 16, scales.data[src * groups + g],
+                       buf->data() + (r * groups + g) * 17);
+    }
+  }
+  if (!to_float) {
+    t.data = absl::MakeConstSpan(*buf);
+    spec->owners.push_back(std::move(buf));
+    return t;
+  }
+  std::vector<float> values(t.num_elements());
+  for (int64_t r = 0; r < rows; ++r) {
+    DequantizeRow(DType::kMXFP4, buf->data() + r * groups * 17, values.data() + r * cols, cols);
+  }
+  t.dtype = *out;
+  MOE_RETURN_IF_ERROR(Store(values, &t, spec));
+  return t;
+}
+
+absl::StatusOr<TensorSpec> Carry(const WantedTensor& w, const TensorIndex& index,
+                                 std::optional<DType> out, ModelSpec* spec,
+                                 const std::string& hf_architecture) {
+  auto find = [&](const std::string& name) -> absl::StatusOr<const SafetensorsTensor*> {
+    auto it = index.by_name.find(name);
+    if (it == index.by_name.end()) {
+      return absl::NotFoundError(absl::StrCat("checkpoint is missing tensor '", name, "' (",
+                                              hf_architecture, " needs it)"));
+    }
+    return it->second;
+  };
+  MOE_ASSIGN_OR_RETURN(const SafetensorsTensor* src, find(w.hf_name));
+  if (!w.mx_scales.empty()) {
+    MOE_RETURN_IF_ERROR(CheckShape(w.hf_name, src->shape, w.hf_shape));
+    MOE_ASSIGN_OR_RETURN(const SafetensorsTensor* scales, find(w.mx_scales));
+    return CarryMxfp4(w, *src, *scales, out, spec);
+  }
+  if (!src->dtype) {
+    return absl::UnimplementedError(absl::StrCat("tensor '", w.hf_name, "' has dtype ",
+                                                 src->dtype_name,
+                                                 ", which is not supported (supported: F32, "
+                                                 "F16, BF16)"));
+  }
+  MOE_RETURN_IF_ERROR(CheckShape(w.hf_name, src->shape, w.hf_shape));
+  if (w.gather) return CarryGathered(w, *src, out, spec);
+  return CarryPlain(w, *src, out, spec);
 }
 
 // tokenizer.json when it is one the library reads; else a SentencePiece tokenizer.model; a
@@ -298,13 +347,9 @@ absl::StatusOr<ModelSpec> Import(const fs::path& dir, std::optional<DType> out_d
       dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string();
   MOE_ASSIGN_OR_RETURN(TensorIndex index, OpenTensors(dir));
   for (auto& f : index.files) spec.owners.push_back(f);
-  for (const Wanted& w : WantedTensors(config)) {
-    auto it = index.by_name.find(w.hf_name);
-    if (it == index.by_name.end()) {
-      return absl::NotFoundError(absl::StrCat("checkpoint is missing tensor '", w.hf_name, "' (",
-                                              config.hf_architecture, " needs it)"));
-    }
-    MOE_ASSIGN_OR_RETURN(TensorSpec t, Carry(w, *it->second, out_dtype, &spec));
+  auto has = [&](const std::string& name) { return index.by_name.count(name) > 0; };
+  for (const WantedTensor& w : WantedTensors(config, has)) {
+    MOE_ASSIGN_OR_RETURN(TensorSpec t, Carry(w, index, out_dtype, &spec, config.hf_architecture));
     spec.tensors.push_back(std::move(t));
   }
   MOE_ASSIGN_OR_RETURN(spec.tokenizer, LoadTokenizer(dir, spec.hp.n_vocab));

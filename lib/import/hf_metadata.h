@@ -1,0 +1,80 @@
+// config.json seen as llama.cpp's metadata keys: the newer families (glm4moe, deepseek2, gpt-oss)
+// map a Hugging Face config onto the keys llama.cpp's convert_hf_to_gguf.py would write for it,
+// and the family's own rules (lib/model/arch/) read those, exactly as they read the GGUF file
+// converted from the same checkpoint. What transformers would compute differently from those
+// rules is refused here, naming the config.json key.
+#pragma once
+
+#include <map>
+#include <string>
+#include <variant>
+
+#include "absl/status/status.h"
+#include "lib/import/hf_config_json.h"
+#include "lib/model/arch/architecture.h"
+#include "nlohmann/json.hpp"
+
+namespace moe {
+
+class HfMetadataKeys final : public MetadataKeys {
+ public:
+  void SetInt(const std::string& key, int64_t v) { values_[key] = v; }
+  void SetFloat(const std::string& key, double v) { values_[key] = v; }
+  void SetBool(const std::string& key, bool v) { values_[key] = v; }
+
+  absl::StatusOr<int64_t> Int(absl::string_view key,
+                              std::optional<int64_t> def = {}) const override;
+  absl::StatusOr<float> Float(absl::string_view key, float def) const override;
+  absl::StatusOr<bool> Bool(absl::string_view key, bool def) const override;
+  bool Has(absl::string_view key) const override { return values_.count(key) > 0; }
+
+ private:
+  std::map<std::string, std::variant<int64_t, double, bool>, std::less<>> values_;
+};
+
+// One family's config.json: its metadata keys, and what a GGUF file would state by its tensors.
+struct HfFamilyConfig {
+  HfMetadataKeys keys;
+  std::string rope_scaling_type = "none";
+  bool selection_bias = false;  // the router has e_score_correction_bias
+  QkNorm qk_norm = QkNorm::kNone;
+};
+
+// The configuration class's defaults for the keys every family shares.
+struct HfCommonDefaults {
+  int64_t max_position_embeddings;
+  double rms_norm_eps;
+  double rope_theta;
+};
+
+// hidden_size, num_hidden_layers (block_count), num_attention_heads, max_position_embeddings,
+// rms_norm_eps, rope_theta, num_experts_per_tok; hidden_act must be silu.
+absl::Status SetCommonKeys(const ConfigJson& c, const HfCommonDefaults& d, HfMetadataKeys* keys);
+
+// rope_theta or, in transformers v5's layout, rope_parameters.rope_theta.
+absl::StatusOr<double> RopeTheta(const nlohmann::json& j, double def);
+// partial_rotary_factor, top level or inside rope_parameters.
+absl::StatusOr<double> PartialRotaryFactor(const nlohmann::json& j, double def);
+
+// How a family applies YaRN's attention temperature.
+enum class YarnTemperature {
+  // transformers' attention_factor scales cos and sin (gpt-oss, GLM): rope.scaling.attn_factor.
+  kCosSin,
+  // DeepSeek: the scores scale by mscale(mscale_all_dim)^2 and cos/sin keep magnitude 1
+  // (rope.scaling.yarn_log_multiplier = 0.1 mscale_all_dim, as llama.cpp's converter writes).
+  kDeepseek,
+};
+
+// rope_scaling (or rope_parameters): none/default, or YaRN mapped to rope.scaling.*. Other types
+// are refused. `family_default` is what the configuration class assumes when the config has no
+// scaling object (gpt-oss: YaRN); null for none.
+absl::Status ReadRopeScaling(const nlohmann::json& j, YarnTemperature temperature,
+                             const nlohmann::json* family_default, HfFamilyConfig* out);
+
+// The three families' config.json -> keys (hf_glm4moe.cc, hf_deepseek2.cc, hf_gpt_oss.cc).
+absl::Status Glm4MoeKeys(const nlohmann::json& j, HfFamilyConfig* out);
+absl::Status DeepseekV2Keys(const nlohmann::json& j, HfFamilyConfig* out);
+absl::Status DeepseekV3Keys(const nlohmann::json& j, HfFamilyConfig* out);
+absl::Status GptOssKeys(const nlohmann::json& j, HfFamilyConfig* out);
+
+}  // namespace moe

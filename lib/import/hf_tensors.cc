@@ -1,0 +1,280 @@
+#include "lib/import/hf_tensors.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace moe {
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+// Appends wanted tensors; `prefix` is the layer's "model.layers.L.".
+class Wants {
+ public:
+  explicit Wants(std::vector<WantedTensor>* out) : out_(out) {}
+
+  WantedTensor& Add(std::string hf, std::string name, Shape shape, int layer = -1,
+                    int expert = -1) {
+    WantedTensor w;
+    w.hf_name = std::move(hf);
+    w.name = std::move(name);
+    w.hf_shape = shape;
+    w.shape = std::move(shape);
+    w.layer = layer;
+    w.expert = expert;
+    out_->push_back(std::move(w));
+    return out_->back();
+  }
+  // A norm weight, bias or other vector: F32 whatever type is asked for.
+  WantedTensor& Vector(std::string hf, std::string name, Shape shape, int layer = -1) {
+    WantedTensor& w = Add(std::move(hf), std::move(name), std::move(shape), layer);
+    w.keep_f32 = true;
+    return w;
+  }
+
+ private:
+  std::vector<WantedTensor>* out_;
+};
+
+std::string Bias(int layer, absl::string_view base) {
+  return absl::StrCat("blk.", layer, ".", base, ".bias");
+}
+
+void AddEmbeddings(const HParams& h, Wants& w) {
+  w.Add("model.embed_tokens.weight", "token_embd.weight", {h.n_vocab, h.n_embd});
+  w.Vector("model.norm.weight", "output_norm.weight", {h.n_embd});
+  if (!h.tied_output) w.Add("lm_head.weight", "output.weight", {h.n_vocab, h.n_embd});
+}
+
+// Mixtral, Qwen2-MoE, OLMoE, Qwen3-MoE: every layer a mixture of per-expert tensors.
+void ClassicFamilies(const HfConfig& c, Wants& w) {
+  const HParams& h = c.hp;
+  const int64_t d = h.n_embd, q_dim = h.n_head * h.head_dim, kv_dim = h.n_head_kv * h.head_dim;
+  const bool mixtral = c.arch == Arch::kLlama;
+  for (int l = 0; l < h.n_layer; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    auto name = [&](const char* base) { return LayerTensorName(l, base); };
+    w.Vector(p + "input_layernorm.weight", name("attn_norm"), {d}, l);
+    w.Add(p + "self_attn.q_proj.weight", name("attn_q"), {q_dim, d}, l);
+    w.Add(p + "self_attn.k_proj.weight", name("attn_k"), {kv_dim, d}, l);
+    w.Add(p + "self_attn.v_proj.weight", name("attn_v"), {kv_dim, d}, l);
+    w.Add(p + "self_attn.o_proj.weight", name("attn_output"), {d, q_dim}, l);
+    if (h.has_qkv_bias) {
+      w.Vector(p + "self_attn.q_proj.bias", Bias(l, "attn_q"), {q_dim}, l);
+      w.Vector(p + "self_attn.k_proj.bias", Bias(l, "attn_k"), {kv_dim}, l);
+      w.Vector(p + "self_attn.v_proj.bias", Bias(l, "attn_v"), {kv_dim}, l);
+    }
+    if (h.qk_norm != QkNorm::kNone) {
+      const bool full = h.qk_norm == QkNorm::kFull;  // OLMoE: whole projection; Qwen3: per head
+      w.Vector(p + "self_attn.q_norm.weight", name("attn_q_norm"), {full ? q_dim : h.head_dim}, l);
+      w.Vector(p + "self_attn.k_norm.weight", name("attn_k_norm"), {full ? kv_dim : h.head_dim}, l);
+    }
+    w.Vector(p + "post_attention_layernorm.weight", name("ffn_norm"), {d}, l);
+    const std::string moe = p + (mixtral ? "block_sparse_moe." : "mlp.");
+    w.Add(moe + "gate.weight", name("ffn_gate_inp"), {h.n_expert, d}, l).router = true;
+    for (int e = 0; e < h.n_expert; ++e) {
+      const std::string x = absl::StrCat(moe, "experts.", e, ".");
+      // Mixtral's MixtralBlockSparseTop2MLP: w1 = gate, w3 = up, w2 = down.
+      w.Add(x + (mixtral ? "w1.weight" : "gate_proj.weight"), ExpertTensorName(l, e, "ffn_gate"),
+            {h.n_ff_expert, d}, l, e);
+      w.Add(x + (mixtral ? "w3.weight" : "up_proj.weight"), ExpertTensorName(l, e, "ffn_up"),
+            {h.n_ff_expert, d}, l, e);
+      w.Add(x + (mixtral ? "w2.weight" : "down_proj.weight"), ExpertTensorName(l, e, "ffn_down"),
+            {d, h.n_ff_expert}, l, e);
+    }
+    if (h.n_ff_shared > 0) {
+      w.Add(moe + "shared_expert.gate_proj.weight", name("ffn_gate_shexp"), {h.n_ff_shared, d}, l);
+      w.Add(moe + "shared_expert.up_proj.weight", name("ffn_up_shexp"), {h.n_ff_shared, d}, l);
+      w.Add(moe + "shared_expert.down_proj.weight", name("ffn_down_shexp"), {d, h.n_ff_shared}, l);
+      if (h.shared_expert_gate) {
+        // A [1, n_embd] Linear stored as the vector it is.
+        w.Vector(moe + "shared_expert_gate.weight", name("ffn_gate_inp_shexp"), {d}, l).hf_shape = {
+            1, d};
+      }
+    }
+  }
+}
+
+// GLM-4.5 and DeepSeek: the first n_layer_dense layers a dense MLP, the rest per-expert tensors,
+// a router with an optional e_score_correction_bias and the shared experts as one MLP.
+void AddFeedForward(const HParams& h, int l, const std::string& p, Wants& w) {
+  const int64_t d = h.n_embd;
+  auto name = [&](const char* base) { return LayerTensorName(l, base); };
+  if (l < h.n_layer_dense) {
+    w.Add(p + "mlp.gate_proj.weight", name("ffn_gate"), {h.n_ff_dense, d}, l);
+    w.Add(p + "mlp.up_proj.weight", name("ffn_up"), {h.n_ff_dense, d}, l);
+    w.Add(p + "mlp.down_proj.weight", name("ffn_down"), {d, h.n_ff_dense}, l);
+    return;
+  }
+  w.Add(p + "mlp.gate.weight", name("ffn_gate_inp"), {h.n_expert, d}, l).router = true;
+  if (h.has_selection_bias) {
+    w.Vector(p + "mlp.gate.e_score_correction_bias", Bias(l, "exp_probs_b"), {h.n_expert}, l);
+  }
+  for (int e = 0; e < h.n_expert; ++e) {
+    const std::string x = absl::StrCat(p, "mlp.experts.", e, ".");
+    w.Add(x + "gate_proj.weight", ExpertTensorName(l, e, "ffn_gate"), {h.n_ff_expert, d}, l, e);
+    w.Add(x + "up_proj.weight", ExpertTensorName(l, e, "ffn_up"), {h.n_ff_expert, d}, l, e);
+    w.Add(x + "down_proj.weight", ExpertTensorName(l, e, "ffn_down"), {d, h.n_ff_expert}, l, e);
+  }
+  if (h.n_ff_shared > 0) {
+    w.Add(p + "mlp.shared_experts.gate_proj.weight", name("ffn_gate_shexp"), {h.n_ff_shared, d}, l);
+    w.Add(p + "mlp.shared_experts.up_proj.weight", name("ffn_up_shexp"), {h.n_ff_shared, d}, l);
+    w.Add(p + "mlp.shared_experts.down_proj.weight", name("ffn_down_shexp"), {d, h.n_ff_shared}, l);
+  }
+}
+
+// Glm4MoeForCausalLM. The MTP layers after num_hidden_layers are in the checkpoint but not wanted.
+void Glm4Moe(const HParams& h, Wants& w) {
+  const int64_t d = h.n_embd, q_dim = h.n_head * h.head_dim, kv_dim = h.n_head_kv * h.head_dim;
+  for (int l = 0; l < h.n_layer; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    auto name = [&](const char* base) { return LayerTensorName(l, base); };
+    w.Vector(p + "input_layernorm.weight", name("attn_norm"), {d}, l);
+    w.Add(p + "self_attn.q_proj.weight", name("attn_q"), {q_dim, d}, l);
+    w.Add(p + "self_attn.k_proj.weight", name("attn_k"), {kv_dim, d}, l);
+    w.Add(p + "self_attn.v_proj.weight", name("attn_v"), {kv_dim, d}, l);
+    w.Add(p + "self_attn.o_proj.weight", name("attn_output"), {d, q_dim}, l);
+    w.Vector(p + "self_attn.q_proj.bias", Bias(l, "attn_q"), {q_dim}, l);
+    w.Vector(p + "self_attn.k_proj.bias", Bias(l, "attn_k"), {kv_dim}, l);
+    w.Vector(p + "self_attn.v_proj.bias", Bias(l, "attn_v"), {kv_dim}, l);
+    if (h.qk_norm == QkNorm::kPerHead) {
+      w.Vector(p + "self_attn.q_norm.weight", name("attn_q_norm"), {h.head_dim}, l);
+      w.Vector(p + "self_attn.k_norm.weight", name("attn_k_norm"), {h.head_dim}, l);
+    }
+    w.Vector(p + "post_attention_layernorm.weight", name("post_attention_norm"), {d}, l);
+    AddFeedForward(h, l, p, w);
+  }
+}
+
+// DeepseekV2/V3ForCausalLM: multi-head latent attention, stored as transformers keeps it. The
+// checkpoint's kv_b_proj [n_head x (nope + v), kv_lora_rank] holds per head the rows that lift
+// the latent to the head's key (nope) and then to its value (v); the runtime wants them apart
+// and the key part transposed, as llama.cpp's converter writes them:
+// attn_k_b[h][r][j] = kv_b[h (nope + v) + j][r], attn_v_b[h][i][r] = kv_b[h (nope + v) + nope +
+// i][r].
+void Deepseek2(const HParams& h, Wants& w) {
+  const int64_t d = h.n_embd, r = h.kv_lora_rank, nope = h.qk_nope_dim, v = h.v_head_dim;
+  const int64_t q_rows = h.n_head * (nope + h.rope_dim);
+  for (int l = 0; l < h.n_layer; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    auto name = [&](const char* base) { return LayerTensorName(l, base); };
+    w.Vector(p + "input_layernorm.weight", name("attn_norm"), {d}, l);
+    if (h.q_lora_rank > 0) {
+      w.Add(p + "self_attn.q_a_proj.weight", name("attn_q_a"), {h.q_lora_rank, d}, l);
+      w.Vector(p + "self_attn.q_a_layernorm.weight", name("attn_q_a_norm"), {h.q_lora_rank}, l);
+      w.Add(p + "self_attn.q_b_proj.weight", name("attn_q_b"), {q_rows, h.q_lora_rank}, l);
+    } else {
+      w.Add(p + "self_attn.q_proj.weight", name("attn_q"), {q_rows, d}, l);
+    }
+    w.Add(p + "self_attn.kv_a_proj_with_mqa.weight", name("attn_kv_a_mqa"), {r + h.rope_dim, d}, l);
+    w.Vector(p + "self_attn.kv_a_layernorm.weight", name("attn_kv_a_norm"), {r}, l);
+    const std::string kv_b = p + "self_attn.kv_b_proj.weight";
+    const Shape kv_b_shape = {h.n_head * (nope + v), r};
+    WantedTensor& k_b = w.Add(kv_b, name("attn_k_b"), {h.n_head, r, nope}, l);
+    k_b.hf_shape = kv_b_shape;
+    k_b.gather = [=](int64_t i) {
+      const int64_t head = i / (r * nope), row = i / nope % r, col = i % nope;
+      return (head * (nope + v) + col) * r + row;
+    };
+    WantedTensor& v_b = w.Add(kv_b, name("attn_v_b"), {h.n_head, v, r}, l);
+    v_b.hf_shape = kv_b_shape;
+    v_b.gather = [=](int64_t i) {
+      const int64_t head = i / (v * r), row = i / r % v, col = i % r;
+      return (head * (nope + v) + nope + row) * r + col;
+    };
+    w.Add(p + "self_attn.o_proj.weight", name("attn_output"), {d, h.n_head * v}, l);
+    w.Vector(p + "post_attention_layernorm.weight", name("ffn_norm"), {d}, l);
+    AddFeedForward(h, l, p, w);
+  }
+}
+
+// GptOssForCausalLM. The experts are stacked per layer: gate_up_proj [n_expert, n_embd, 2 ff]
+// (inputs first; gate and up alternate along the last dimension: gate_up[..., ::2] is the gate),
+// down_proj [n_expert, ff, n_embd], with biases gate_up_proj_bias [n_expert, 2 ff] (interleaved
+// alike) and down_proj_bias [n_expert, n_embd]. The released checkpoints hold the weights as
+// MXFP4 instead: *_blocks [n_expert, rows, cols / 32, 16] and *_scales [n_expert, rows, cols / 32]
+// with rows as outputs (gate_up: 2 ff rows, even ones the gate).
+void GptOss(const HParams& h, const std::function<bool(const std::string&)>& has, Wants& w) {
+  const int64_t d = h.n_embd, q_dim = h.n_head * h.head_dim, kv_dim = h.n_head_kv * h.head_dim;
+  const int64_t n = h.n_expert, ff = h.n_ff_expert;
+  for (int l = 0; l < h.n_layer; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    auto name = [&](const char* base) { return LayerTensorName(l, base); };
+    w.Vector(p + "input_layernorm.weight", name("attn_norm"), {d}, l);
+    w.Add(p + "self_attn.q_proj.weight", name("attn_q"), {q_dim, d}, l);
+    w.Add(p + "self_attn.k_proj.weight", name("attn_k"), {kv_dim, d}, l);
+    w.Add(p + "self_attn.v_proj.weight", name("attn_v"), {kv_dim, d}, l);
+    w.Add(p + "self_attn.o_proj.weight", name("attn_output"), {d, q_dim}, l);
+    w.Vector(p + "self_attn.q_proj.bias", Bias(l, "attn_q"), {q_dim}, l);
+    w.Vector(p + "self_attn.k_proj.bias", Bias(l, "attn_k"), {kv_dim}, l);
+    w.Vector(p + "self_attn.v_proj.bias", Bias(l, "attn_v"), {kv_dim}, l);
+    w.Vector(p + "self_attn.o_proj.bias", Bias(l, "attn_output"), {d}, l);
+    w.Vector(p + "self_attn.sinks", name("attn_sinks"), {h.n_head}, l);
+    w.Vector(p + "post_attention_layernorm.weight", name("post_attention_norm"), {d}, l);
+    w.Add(p + "mlp.router.weight", name("ffn_gate_inp"), {n, d}, l).router = true;
+    w.Vector(p + "mlp.router.bias", Bias(l, "ffn_gate_inp"), {n}, l);
+
+    const std::string x = p + "mlp.experts.";
+    for (int half = 0; half < 2; ++half) {  // 0: gate (even), 1: up (odd)
+      WantedTensor& b = w.Vector(x + "gate_up_proj_bias",
+                                 Bias(l, half == 0 ? "ffn_gate_exps" : "ffn_up_exps"), {n, ff}, l);
+      b.hf_shape = {n, 2 * ff};
+      b.gather = [=](int64_t i) { return i / ff * 2 * ff + 2 * (i % ff) + half; };
+    }
+    w.Vector(x + "down_proj_bias", Bias(l, "ffn_down_exps"), {n, d}, l);
+
+    const bool mxfp4 = has(x + "gate_up_proj_blocks");
+    for (int e = 0; e < n; ++e) {
+      for (int half = 0; half < 2; ++half) {
+        const std::string canonical = ExpertTensorName(l, e, half == 0 ? "ffn_gate" : "ffn_up");
+        if (mxfp4) {
+          WantedTensor& t = w.Add(x + "gate_up_proj_blocks", canonical, {ff, d}, l, e);
+          t.hf_shape = {n, 2 * ff, d / 32, 16};
+          t.mx_scales = x + "gate_up_proj_scales";
+          t.mx_scales_shape = {n, 2 * ff, d / 32};
+          t.mx_row = [=](int64_t row) { return e * 2 * ff + 2 * row + half; };
+        } else {
+          WantedTensor& t = w.Add(x + "gate_up_proj", canonical, {ff, d}, l, e);
+          t.hf_shape = {n, d, 2 * ff};
+          t.gather = [=](int64_t i) { return (e * d + i % d) * 2 * ff + 2 * (i / d) + half; };
+        }
+      }
+      const std::string down = ExpertTensorName(l, e, "ffn_down");
+      if (mxfp4) {
+        WantedTensor& t = w.Add(x + "down_proj_blocks", down, {d, ff}, l, e);
+        t.hf_shape = {n, d, ff / 32, 16};
+        t.mx_scales = x + "down_proj_scales";
+        t.mx_scales_shape = {n, d, ff / 32};
+        t.mx_row = [=](int64_t row) { return e * d + row; };
+      } else {
+        WantedTensor& t = w.Add(x + "down_proj", down, {d, ff}, l, e);
+        t.hf_shape = {n, ff, d};
+        t.gather = [=](int64_t i) { return (e * ff + i % ff) * d + i / ff; };
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<WantedTensor> WantedTensors(const HfConfig& c,
+                                        const std::function<bool(const std::string&)>& has) {
+  std::vector<WantedTensor> out;
+  Wants w(&out);
+  AddEmbeddings(c.hp, w);
+  switch (c.arch) {
+    case Arch::kGlm4Moe:
+      Glm4Moe(c.hp, w);
+      break;
+    case Arch::kDeepseek2:
+      Deepseek2(c.hp, w);
+      break;
+    case Arch::kGptOss:
+      GptOss(c.hp, has, w);
+      break;
+    default:
+      ClassicFamilies(c, w);
+  }
+  return out;
+}
+
+}  // namespace moe
