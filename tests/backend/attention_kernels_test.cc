@@ -1,6 +1,7 @@
 // The SIMD attention kernels (AVX2, AVX-512) agree with the portable one for every head size path
-// (fixed 64 and 128, any multiple of 16, others), F32, F16 and Q8_0 caches, grouped heads, and
-// one-position spans; and the portable one is softmax(q.k / sqrt(d)) . v computed here in double.
+// (fixed 64 and 128, any multiple of 16, others), F32, F16 and Q8_0 caches, grouped heads,
+// one-position spans, sliding windows and attention sinks; and the portable one is
+// softmax(q.k / sqrt(d)) . v computed here in double.
 #include "lib/backend/cpu/attention_kernels.h"
 
 #include <algorithm>
@@ -70,40 +71,54 @@ TEST(AttentionKernelsTest, SimdMatchesPortableAndTheDefinition) {
     const std::vector<uint8_t> k = EncodeRows(c.dtype, kf, nkv * hd);
     const std::vector<uint8_t> v = EncodeRows(c.dtype, vf, nkv * hd);
     const size_t head_bytes = RowBytes(c.dtype, hd);
-    AttentionHeads a;
-    a.q = q.data();
-    a.group = c.group;
-    a.head_dim = hd;
-    a.len = c.len;
-    a.k = k.data() + head_bytes;
-    a.v = v.data() + head_bytes;
-    a.row_bytes = static_cast<int64_t>(nkv * head_bytes);
-    a.dtype = c.dtype;
-    a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    // The definition, in double.
-    std::vector<double> want(c.group * hd, 0.0);
-    for (int64_t g = 0; g < c.group; ++g) {
-      std::vector<double> s(c.len);
-      double max_s = -1e300, sum = 0;
-      for (int64_t p = 0; p < c.len; ++p) {
-        for (int64_t i = 0; i < hd; ++i) s[p] += q[g * hd + i] * kf[(p * nkv + 1) * hd + i];
-        s[p] *= a.scale;
-        max_s = std::max(max_s, s[p]);
+    std::vector<float> sinks(c.group);
+    for (auto& x : sinks) x = 2 * nd(rng);
+    // Whole span, a window shorter than it (and one of a single position), sinks, both.
+    for (auto [window, with_sinks] : {std::pair<int64_t, bool>{0, false},
+                                      {c.len / 2 + 1, false},
+                                      {0, true},
+                                      {c.len / 3 + 1, true},
+                                      {1, false}}) {
+      SCOPED_TRACE("window " + std::to_string(window) + (with_sinks ? ", sinks" : ""));
+      AttentionHeads a;
+      a.window = window;
+      a.sinks = with_sinks ? sinks.data() : nullptr;
+      a.q = q.data();
+      a.group = c.group;
+      a.head_dim = hd;
+      a.len = c.len;
+      a.k = k.data() + head_bytes;
+      a.v = v.data() + head_bytes;
+      a.row_bytes = static_cast<int64_t>(nkv * head_bytes);
+      a.dtype = c.dtype;
+      a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      // The definition, in double.
+      std::vector<double> want(c.group * hd, 0.0);
+      const int64_t first = window > 0 ? std::max<int64_t>(0, c.len - window) : 0;
+      for (int64_t g = 0; g < c.group; ++g) {
+        std::vector<double> s(c.len, 0.0);
+        double max_s = with_sinks ? sinks[g] : -1e300, sum = 0;
+        for (int64_t p = first; p < c.len; ++p) {
+          for (int64_t i = 0; i < hd; ++i) s[p] += q[g * hd + i] * kf[(p * nkv + 1) * hd + i];
+          s[p] *= a.scale;
+          max_s = std::max(max_s, s[p]);
+        }
+        if (with_sinks) sum += std::exp(sinks[g] - max_s);  // joins the sum, carries no value
+        for (int64_t p = first; p < c.len; ++p) sum += s[p] = std::exp(s[p] - max_s);
+        for (int64_t p = first; p < c.len; ++p)
+          for (int64_t i = 0; i < hd; ++i)
+            want[g * hd + i] += s[p] / sum * vf[(p * nkv + 1) * hd + i];
       }
-      for (auto& x : s) sum += x = std::exp(x - max_s);
-      for (int64_t p = 0; p < c.len; ++p)
-        for (int64_t i = 0; i < hd; ++i)
-          want[g * hd + i] += s[p] / sum * vf[(p * nkv + 1) * hd + i];
-    }
-    for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
-      if (level > DetectedSimdLevel()) continue;
-      std::vector<float> out(c.group * hd, NAN);
-      a.out = out.data();
-      GetAttend(level, c.dtype, hd)(a);
-      for (size_t i = 0; i < out.size(); ++i) {
-        ASSERT_NEAR(out[i], want[i], 1e-5)
-            << CpuSimdLevelName(level) << " head_dim " << hd << " group " << c.group << " len "
-            << c.len << " " << DTypeName(c.dtype) << " element " << i;
+      for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+        if (level > DetectedSimdLevel()) continue;
+        std::vector<float> out(c.group * hd, NAN);
+        a.out = out.data();
+        GetAttend(level, c.dtype, hd)(a);
+        for (size_t i = 0; i < out.size(); ++i) {
+          ASSERT_NEAR(out[i], want[i], 1e-5)
+              << CpuSimdLevelName(level) << " head_dim " << hd << " group " << c.group << " len "
+              << c.len << " " << DTypeName(c.dtype) << " element " << i;
+        }
       }
     }
   }
@@ -139,25 +154,33 @@ TEST(AttentionKernelsTest, TileOfTokensEqualsOneTokenAtATime) {
     a.dtype = c.dtype;
     a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
     a.q_stride = stride;
-    for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
-      if (level > DetectedSimdLevel()) continue;
-      const AttendFn attend = GetAttend(level, c.dtype, hd);
-      std::vector<float> tiled(q.size(), NAN), alone(q.size(), NAN);
-      a.q = q.data();
-      a.out = tiled.data();
-      a.len = c.len;
-      a.tokens = c.tokens;
-      attend(a);
-      for (int64_t i = 0; i < c.tokens; ++i) {
-        AttentionHeads one = a;
-        one.q = q.data() + i * stride;
-        one.out = alone.data() + i * stride;
-        one.len = c.len + i;
-        one.tokens = 1;
-        attend(one);
-        for (int64_t j = 0; j < c.group * hd; ++j) {
-          ASSERT_EQ(tiled[i * stride + j], alone[i * stride + j])
-              << CpuSimdLevelName(level) << " head_dim " << hd << " token " << i << " at " << j;
+    std::vector<float> sinks(c.group);
+    for (auto& x : sinks) x = nd(rng);
+    for (auto [window, with_sinks] :
+         {std::pair<int64_t, bool>{0, false}, {3, true}, {c.len / 2 + 2, false}, {0, true}}) {
+      a.window = window;
+      a.sinks = with_sinks ? sinks.data() : nullptr;
+      for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+        if (level > DetectedSimdLevel()) continue;
+        const AttendFn attend = GetAttend(level, c.dtype, hd);
+        std::vector<float> tiled(q.size(), NAN), alone(q.size(), NAN);
+        a.q = q.data();
+        a.out = tiled.data();
+        a.len = c.len;
+        a.tokens = c.tokens;
+        attend(a);
+        for (int64_t i = 0; i < c.tokens; ++i) {
+          AttentionHeads one = a;
+          one.q = q.data() + i * stride;
+          one.out = alone.data() + i * stride;
+          one.len = c.len + i;
+          one.tokens = 1;
+          attend(one);
+          for (int64_t j = 0; j < c.group * hd; ++j) {
+            ASSERT_EQ(tiled[i * stride + j], alone[i * stride + j])
+                << CpuSimdLevelName(level) << " head_dim " << hd << " token " << i << " at " << j
+                << " window " << window << (with_sinks ? " sinks" : "");
+          }
         }
       }
     }

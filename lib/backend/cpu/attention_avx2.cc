@@ -46,8 +46,9 @@ inline __m256 TailMask(int64_t left) {
       _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min<int64_t>(left, 8))), lane));
 }
 
-void SoftmaxRow(float* s, int64_t len) {
-  float max_s = -INFINITY;
+// With an extra logit `sink` that joins the normalisation (-inf: none).
+void SoftmaxRow(float* s, int64_t len, float sink) {
+  float max_s = sink;
   for (int64_t p = 0; p < len; ++p) max_s = std::max(max_s, s[p]);
   const __m256 m = _mm256_set1_ps(max_s);
   __m256 vsum = _mm256_setzero_ps();
@@ -62,6 +63,7 @@ void SoftmaxRow(float* s, int64_t len) {
   _mm256_store_ps(lanes, vsum);
   float sum = 0;
   for (float v : lanes) sum += v;
+  sum += std::exp(sink - max_s);  // no sink: exp(-inf) adds an exact zero
   const __m256 inv = _mm256_set1_ps(1.0f / sum);
   for (int64_t p = 0; p < len; p += 8) {
     const __m256i k = _mm256_castps_si256(TailMask(len - p));
@@ -75,13 +77,20 @@ void AttendAvx2(const AttentionHeads& a) {
   const int64_t chunks = a.head_dim / 8, hd = a.head_dim, group = a.group;
   const int64_t rows = a.tokens * group;
   const int64_t span = a.len + a.tokens - 1;
-  const int64_t ld = (span + 7) / 8 * 8;
+  // Row r sees positions [first_of(r), len_of(r)): all before it, or its window's.
+  auto len_of = [&](int64_t r) { return a.len + r / group; };
+  auto first_of = [&](int64_t r) {
+    return a.window > 0 ? std::max<int64_t>(0, len_of(r) - a.window) : int64_t{0};
+  };
+  // Scores from the first block any row sees; column j is position begin + j.
+  const int64_t begin = first_of(0) / 8 * 8;
+  const int64_t ld = (span - begin + 7) / 8 * 8;
   thread_local std::vector<float> scores, kbuf;
   if (scores.capacity() < 16384) scores.reserve(16384);  // grows only with long contexts
   scores.resize(rows * ld);
   kbuf.resize(8 * hd);
   auto row_at = [&](int64_t r) { return (r / group) * a.q_stride + (r % group) * hd; };
-  for (int64_t p0 = 0; p0 < span; p0 += 8) {
+  for (int64_t p0 = begin; p0 < span; p0 += 8) {
     for (int64_t i = 0; i < 8; ++i) {
       // Only positions inside the span have a row (a paged table ends there).
       const uint8_t* row = p0 + i < span ? a.k + a.KvRowOffset(p0 + i) : nullptr;
@@ -100,29 +109,30 @@ void AttendAvx2(const AttentionHeads& a) {
           part[i] =
               _mm256_fmadd_ps(_mm256_loadu_ps(q + 8 * c), _mm256_loadu_ps(k + 8 * c), part[i]);
       }
-      _mm256_storeu_ps(scores.data() + r * ld + p0,
+      _mm256_storeu_ps(scores.data() + r * ld + (p0 - begin),
                        _mm256_mul_ps(SumEach8(part), _mm256_set1_ps(a.scale)));
     }
   }
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t len = a.len + r / group;
+    const int64_t first = first_of(r) - begin, len = len_of(r) - begin;
     float* s = scores.data() + r * ld;
-    SoftmaxRow(s, len);
+    SoftmaxRow(s + first, len - first, a.sinks ? a.sinks[r % group] : -INFINITY);
+    std::fill(s, s + first, 0.0f);
     std::fill(s + len, s + ld, 0.0f);
   }
-  // Output sums: 4 rows x 2 chunks in registers at a time, over the longest span among them.
+  // Output sums: 4 rows x 2 chunks in registers at a time, over the positions any of them sees.
   for (int64_t r0 = 0; r0 < rows; r0 += 4) {
     const int64_t nr = std::min<int64_t>(4, rows - r0);
-    const int64_t len = a.len + (r0 + nr - 1) / group;
+    const int64_t len = len_of(r0 + nr - 1);
     for (int64_t c0 = 0; c0 < chunks; c0 += 2) {
       const int64_t nc = std::min<int64_t>(2, chunks - c0);
       __m256 acc[4][2];
       for (auto& row : acc) row[0] = row[1] = _mm256_setzero_ps();
-      ForEachKvRow(a, a.v, 0, len, [&](int64_t p, const uint8_t* row) {
+      ForEachKvRow(a, a.v, first_of(r0), len, [&](int64_t p, const uint8_t* row) {
         const __m256 v0 = LoadRow8(row, c0, a.dtype);
         const __m256 v1 = nc > 1 ? LoadRow8(row, c0 + 1, a.dtype) : _mm256_setzero_ps();
         for (int64_t g = 0; g < nr; ++g) {
-          const __m256 w = _mm256_broadcast_ss(&scores[(r0 + g) * ld + p]);
+          const __m256 w = _mm256_broadcast_ss(&scores[(r0 + g) * ld + (p - begin)]);
           acc[g][0] = _mm256_fmadd_ps(w, v0, acc[g][0]);
           acc[g][1] = _mm256_fmadd_ps(w, v1, acc[g][1]);
         }

@@ -67,14 +67,21 @@ void Attend(const AttentionHeads& a) {
   const int64_t hd = a.head_dim, group = a.group;
   const int64_t rows = a.tokens * group;      // query rows, token after token
   const int64_t span = a.len + a.tokens - 1;  // what the last token attends to
-  const int64_t ld = (span + 15) / 16 * 16;   // scores per row, whole blocks of 16
+  // Row r sees positions [FirstOf(r), LenOf(r)): all before it, or its window's.
+  auto len_of = [&](int64_t r) { return a.len + r / group; };
+  auto first_of = [&](int64_t r) {
+    return a.window > 0 ? std::max<int64_t>(0, len_of(r) - a.window) : int64_t{0};
+  };
+  // Scores from the first block any row sees; column j is position begin + j.
+  const int64_t begin = first_of(0) / 16 * 16;
+  const int64_t ld = (span - begin + 15) / 16 * 16;
   thread_local std::vector<float> scores, kbuf;
   if (scores.capacity() < 16384) scores.reserve(16384);  // grows only with long contexts
   scores.resize(rows * ld);
   kbuf.resize(16 * hd);
   // Row r's offset in q and out.
   auto row_at = [&](int64_t r) { return (r / group) * a.q_stride + (r % group) * hd; };
-  for (int64_t p0 = 0; p0 < span; p0 += 16) {
+  for (int64_t p0 = begin; p0 < span; p0 += 16) {
     // The block's K rows as floats; zeros past the span (rows there may not exist).
     for (int i = 0; i < 16; ++i) {
       // Only positions inside the span have a row (a paged table ends there).
@@ -95,29 +102,30 @@ void Attend(const AttentionHeads& a) {
         for (int c = 1; c < chunks; ++c)
           part[i] = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(k + 16 * c), part[i]);
       }
-      _mm512_storeu_ps(scores.data() + r * ld + p0,
+      _mm512_storeu_ps(scores.data() + r * ld + (p0 - begin),
                        _mm512_mul_ps(SumEach16(part), _mm512_set1_ps(a.scale)));
     }
   }
-  // Each row's softmax over its own span; the rest of the row weighs nothing.
+  // Each row's softmax over its own positions (and its head's sink); the rest weighs nothing.
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t len = a.len + r / group;
+    const int64_t first = first_of(r) - begin, len = len_of(r) - begin;
     float* s = scores.data() + r * ld;
-    SoftmaxRowsAvx512(s, 1, len);
+    SoftmaxRowAvx512(s + first, len - first, a.sinks ? a.sinks[r % group] : -INFINITY);
+    std::fill(s, s + first, 0.0f);
     std::fill(s + len, s + ld, 0.0f);
   }
-  // Output sums: up to 4 rows at a time in registers, over the longest span among them.
+  // Output sums: up to 4 rows at a time in registers, over the positions any of them sees.
   for (int64_t r0 = 0; r0 < rows; r0 += 4) {
     const int64_t nr = std::min<int64_t>(4, rows - r0);
-    const int64_t len = a.len + (r0 + nr - 1) / group;
+    const int64_t len = len_of(r0 + nr - 1);
     __m512 acc[4][kMaxChunks];
     for (int64_t g = 0; g < nr; ++g)
       for (int c = 0; c < chunks; ++c) acc[g][c] = _mm512_setzero_ps();
-    ForEachKvRow(a, a.v, 0, len, [&](int64_t p, const uint8_t* row) {
+    ForEachKvRow(a, a.v, first_of(r0), len, [&](int64_t p, const uint8_t* row) {
       __m512 v[kMaxChunks];
       for (int c = 0; c < chunks; ++c) v[c] = LoadRow(row, c, a.dtype);
       for (int64_t g = 0; g < nr; ++g) {
-        const __m512 w = _mm512_set1_ps(scores[(r0 + g) * ld + p]);
+        const __m512 w = _mm512_set1_ps(scores[(r0 + g) * ld + (p - begin)]);
         for (int c = 0; c < chunks; ++c) acc[g][c] = _mm512_fmadd_ps(w, v[c], acc[g][c]);
       }
     });
@@ -130,28 +138,30 @@ void Attend(const AttentionHeads& a) {
 
 }  // namespace
 
-void SoftmaxRowsAvx512(float* scores, int64_t rows, int64_t len) {
-  for (int64_t g = 0; g < rows; ++g) {
-    float* s = scores + g * len;
-    __m512 vmax = _mm512_set1_ps(-INFINITY);
-    int64_t p = 0;
-    for (; p + 16 <= len; p += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(s + p));
-    float max_s = _mm512_reduce_max_ps(vmax);
-    for (; p < len; ++p) max_s = std::max(max_s, s[p]);
-    const __m512 m = _mm512_set1_ps(max_s);
-    __m512 vsum = _mm512_setzero_ps();
-    for (p = 0; p < len; p += 16) {
-      const __mmask16 k = len - p >= 16 ? 0xffff : static_cast<__mmask16>((1u << (len - p)) - 1);
-      const __m512 e = ExpAvx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + p), m));
-      _mm512_mask_storeu_ps(s + p, k, e);
-      vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(k, e));
-    }
-    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vsum));
-    for (p = 0; p < len; p += 16) {
-      const __mmask16 k = len - p >= 16 ? 0xffff : static_cast<__mmask16>((1u << (len - p)) - 1);
-      _mm512_mask_storeu_ps(s + p, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + p), inv));
-    }
+void SoftmaxRowAvx512(float* s, int64_t len, float sink) {
+  __m512 vmax = _mm512_set1_ps(-INFINITY);
+  int64_t p = 0;
+  for (; p + 16 <= len; p += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(s + p));
+  float max_s = std::max(_mm512_reduce_max_ps(vmax), sink);
+  for (; p < len; ++p) max_s = std::max(max_s, s[p]);
+  const __m512 m = _mm512_set1_ps(max_s);
+  __m512 vsum = _mm512_setzero_ps();
+  for (p = 0; p < len; p += 16) {
+    const __mmask16 k = len - p >= 16 ? 0xffff : static_cast<__mmask16>((1u << (len - p)) - 1);
+    const __m512 e = ExpAvx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + p), m));
+    _mm512_mask_storeu_ps(s + p, k, e);
+    vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(k, e));
   }
+  // No sink: exp(-inf) adds an exact zero.
+  const __m512 inv = _mm512_set1_ps(1.0f / (_mm512_reduce_add_ps(vsum) + std::exp(sink - max_s)));
+  for (p = 0; p < len; p += 16) {
+    const __mmask16 k = len - p >= 16 ? 0xffff : static_cast<__mmask16>((1u << (len - p)) - 1);
+    _mm512_mask_storeu_ps(s + p, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + p), inv));
+  }
+}
+
+void SoftmaxRowsAvx512(float* scores, int64_t rows, int64_t len) {
+  for (int64_t g = 0; g < rows; ++g) SoftmaxRowAvx512(scores + g * len, len, -INFINITY);
 }
 
 AttendFn Avx512Attend(int64_t head_dim) {

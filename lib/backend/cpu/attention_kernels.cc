@@ -78,8 +78,7 @@ void AttendPortable(const AttentionHeads& a) {
 
 }  // namespace kernels
 
-AttendFn GetAttend(SimdLevel level, DType kv_type, int64_t head_dim, bool window_or_sinks) {
-  if (window_or_sinks) return kernels::AttendPortable;
+AttendFn GetAttend(SimdLevel level, DType kv_type, int64_t head_dim) {
   if (kv_type != DType::kF32 && kv_type != DType::kF16 && kv_type != DType::kQ8_0) {
     return kernels::AttendPortable;
   }

@@ -28,7 +28,7 @@ struct AttentionHeads {
   float scale;      // 1 / sqrt(head_dim)
   KvPaging paging;  // where row p is (lib/backend/backend.h)
   // Only the last `window` positions of each token's range (0: all); one sink logit per head
-  // of the group (null: none). The portable kernel alone implements these (GetAttend).
+  // of the group (null: none), joining each softmax's normalisation without a value.
   int64_t window = 0;
   const float* sinks = nullptr;
 
@@ -53,14 +53,16 @@ inline void ForEachKvRow(const AttentionHeads& a, const uint8_t* base, int64_t b
 
 using AttendFn = void (*)(const AttentionHeads& a);
 
-// The kernel for a level, cache type and head size; windows and sinks take the portable one.
-AttendFn GetAttend(SimdLevel level, DType kv_type, int64_t head_dim, bool window_or_sinks = false);
+// The kernel for a level, cache type and head size.
+AttendFn GetAttend(SimdLevel level, DType kv_type, int64_t head_dim);
 
 namespace kernels {
 // Each of `rows` rows of `len` scores becomes its softmax, in place (max subtracted first).
 void SoftmaxRows(float* scores, int64_t rows, int64_t len);
 // The same with a vector exp (within 2 ulp of std::exp).
 void SoftmaxRowsAvx512(float* scores, int64_t rows, int64_t len);
+// One row's softmax with an extra logit `sink` that joins the normalisation (-inf: none).
+void SoftmaxRowAvx512(float* s, int64_t len, float sink);
 void AttendPortable(const AttentionHeads& a);
 // nullptr where head_dim is not a multiple of 16 (or above 256).
 AttendFn Avx512Attend(int64_t head_dim);

@@ -273,8 +273,7 @@ class CpuBackend final : public Backend {
                  const KvLayerView& kv, float* out, const AttentionOptions& options) override {
     const int64_t hd = kv.head_dim, nkv = kv.n_kv_heads, group = n_heads / nkv;
     const size_t head_bytes = RowBytes(kv.dtype, hd);
-    const AttendFn attend =
-        GetAttend(level_, kv.dtype, hd, options.window > 0 || options.sinks != nullptr);
+    const AttendFn attend = GetAttend(level_, kv.dtype, hd);
     const float scale =
         options.scale != 0.f ? options.scale : 1.0f / std::sqrt(static_cast<float>(hd));
     // One job per tile of consecutive tokens and KV head: a tile's query rows (tokens x group,
