@@ -126,17 +126,8 @@ absl::Status DeepseekKeys(const nlohmann::json& j, bool v3, HfFamilyConfig* out)
           "transformers weight the experts differently then)");
     }
   }
-  k.SetInt("expert_count", experts);
-  k.SetInt("expert_used_count", used);
-  k.SetInt("feed_forward_length", ff);
-  k.SetInt("expert_feed_forward_length", moe_ff);
-  k.SetInt("expert_shared_count", shared);
-  k.SetInt("leading_dense_block_count", dense);
-  k.SetFloat("expert_weights_scale", scale);
-  k.SetBool("expert_weights_norm", norm);
-  k.SetInt("expert_gating_func", v3 ? 2 : 1);
-  k.SetInt("expert_group_count", groups);
-  k.SetInt("expert_group_used_count", groups_used);
+  SetMixtureKeys(
+      {experts, used, ff, moe_ff, shared, dense, norm, scale, groups, groups_used, v3 ? 2 : 1}, &k);
   return absl::OkStatus();
 }
 

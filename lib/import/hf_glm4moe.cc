@@ -55,17 +55,9 @@ absl::Status Glm4MoeKeys(const nlohmann::json& j, HfFamilyConfig* out) {
   MOE_ASSIGN_OR_RETURN(double scale, c.Float("routed_scaling_factor", 1.0));
   MOE_ASSIGN_OR_RETURN(int64_t groups, c.Int("n_group", 1));
   MOE_ASSIGN_OR_RETURN(int64_t groups_used, c.Int("topk_group", 1));
-  k.SetInt("expert_count", experts);
-  k.SetInt("expert_used_count", used);
-  k.SetInt("feed_forward_length", ff);
-  k.SetInt("expert_feed_forward_length", moe_ff);
-  k.SetInt("expert_shared_count", shared);
-  k.SetInt("leading_dense_block_count", dense);
-  k.SetBool("expert_weights_norm", norm);
-  k.SetFloat("expert_weights_scale", scale);
-  k.SetInt("expert_group_count", groups);
-  k.SetInt("expert_group_used_count", groups_used);
-  k.SetInt("expert_gating_func", 2);  // Glm4MoeTopkRouter: sigmoid + e_score_correction_bias
+  // Glm4MoeTopkRouter: sigmoid + e_score_correction_bias.
+  SetMixtureKeys({experts, used, ff, moe_ff, shared, dense, norm, scale, groups, groups_used, 2},
+                 &k);
   out->selection_bias = true;
   return absl::OkStatus();
 }

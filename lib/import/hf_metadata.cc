@@ -33,6 +33,20 @@ absl::StatusOr<bool> HfMetadataKeys::Bool(absl::string_view key, bool def) const
   return absl::InvalidArgumentError(absl::StrCat("'", key, "' is not true/false"));
 }
 
+void SetMixtureKeys(const HfMixtureShape& m, HfMetadataKeys* k) {
+  k->SetInt("expert_count", m.experts);
+  k->SetInt("expert_used_count", m.used);
+  k->SetInt("feed_forward_length", m.dense_ff);
+  k->SetInt("expert_feed_forward_length", m.expert_ff);
+  k->SetInt("expert_shared_count", m.shared);
+  k->SetInt("leading_dense_block_count", m.dense_layers);
+  k->SetBool("expert_weights_norm", m.norm);
+  k->SetFloat("expert_weights_scale", m.scale);
+  k->SetInt("expert_group_count", m.groups);
+  k->SetInt("expert_group_used_count", m.groups_used);
+  k->SetInt("expert_gating_func", m.gating);
+}
+
 absl::Status SetCommonKeys(const ConfigJson& c, const HfCommonDefaults& d, HfMetadataKeys* k) {
   MOE_ASSIGN_OR_RETURN(std::string act, c.String("hidden_act", "silu"));
   if (act != "silu") {

@@ -51,6 +51,17 @@ struct HfCommonDefaults {
 // rms_norm_eps, rope_theta, num_experts_per_tok; hidden_act must be silu.
 absl::Status SetCommonKeys(const ConfigJson& c, const HfCommonDefaults& d, HfMetadataKeys* keys);
 
+// The routed and shared experts of the families with leading dense layers (glm4moe, deepseek2),
+// as their configs name them.
+struct HfMixtureShape {
+  int64_t experts, used, dense_ff, expert_ff, shared, dense_layers;
+  bool norm;
+  double scale;
+  int64_t groups, groups_used;
+  int gating;  // llama.cpp's expert_gating_func: 1 softmax, 2 sigmoid
+};
+void SetMixtureKeys(const HfMixtureShape& m, HfMetadataKeys* keys);
+
 // rope_theta or, in transformers v5's layout, rope_parameters.rope_theta.
 absl::StatusOr<double> RopeTheta(const nlohmann::json& j, double def);
 // partial_rotary_factor, top level or inside rope_parameters.

@@ -92,6 +92,18 @@ class Writer {
 
 std::string Blk(int l, const char* rest) { return absl::StrCat("blk.", l, ".", rest); }
 
+// The input norm and grouped-query attention with q/k/v biases of glm4moe and gpt-oss.
+void InputNormAndBiasedAttention(Writer& w, int l, const std::string& p) {
+  w.Copy(p + "input_layernorm.weight", Blk(l, "attn_norm.weight"));
+  for (const char* x : {"q", "k", "v"}) {
+    w.Copy(absl::StrCat(p, "self_attn.", x, "_proj.weight"),
+           Blk(l, absl::StrCat("attn_", x, ".weight").c_str()));
+    w.Copy(absl::StrCat(p, "self_attn.", x, "_proj.bias"),
+           Blk(l, absl::StrCat("attn_", x, ".bias").c_str()));
+  }
+  w.Copy(p + "self_attn.o_proj.weight", Blk(l, "attn_output.weight"));
+}
+
 // GLM / DeepSeek feed-forward: a dense MLP, or per-expert tensors (llama.cpp stacks them) with a
 // router, an optional e_score_correction_bias and the shared experts.
 void FeedForward(const GgufTensors& g, Writer& w, int l, const std::string& p) {
@@ -166,14 +178,7 @@ Json Glm4Moe(const GgufTensors& g, const HParams& h, Writer& w) {
   // checkpoints carry it as one more decoder layer plus its own projections and head.
   for (int l = 0; l < h.n_layer + h.n_nextn_layer; ++l) {
     const std::string p = absl::StrCat("model.layers.", l, ".");
-    w.Copy(p + "input_layernorm.weight", Blk(l, "attn_norm.weight"));
-    for (const char* x : {"q", "k", "v"}) {
-      w.Copy(absl::StrCat(p, "self_attn.", x, "_proj.weight"),
-             Blk(l, absl::StrCat("attn_", x, ".weight").c_str()));
-      w.Copy(absl::StrCat(p, "self_attn.", x, "_proj.bias"),
-             Blk(l, absl::StrCat("attn_", x, ".bias").c_str()));
-    }
-    w.Copy(p + "self_attn.o_proj.weight", Blk(l, "attn_output.weight"));
+    InputNormAndBiasedAttention(w, l, p);
     w.Copy(p + "post_attention_layernorm.weight", Blk(l, "post_attention_norm.weight"));
     FeedForward(g, w, l, p);
     if (l >= h.n_layer) {
@@ -327,14 +332,7 @@ Json GptOss(const GgufTensors& g, const HParams& h, Writer& w) {
   bool mxfp4 = false;
   for (int l = 0; l < h.n_layer; ++l) {
     const std::string p = absl::StrCat("model.layers.", l, ".");
-    w.Copy(p + "input_layernorm.weight", Blk(l, "attn_norm.weight"));
-    for (const char* x : {"q", "k", "v"}) {
-      w.Copy(absl::StrCat(p, "self_attn.", x, "_proj.weight"),
-             Blk(l, absl::StrCat("attn_", x, ".weight").c_str()));
-      w.Copy(absl::StrCat(p, "self_attn.", x, "_proj.bias"),
-             Blk(l, absl::StrCat("attn_", x, ".bias").c_str()));
-    }
-    w.Copy(p + "self_attn.o_proj.weight", Blk(l, "attn_output.weight"));
+    InputNormAndBiasedAttention(w, l, p);
     w.Copy(p + "self_attn.o_proj.bias", Blk(l, "attn_output.bias"));
     w.Copy(p + "self_attn.sinks", Blk(l, "attn_sinks.weight"));
     w.Copy(p + "post_attention_layernorm.weight", Blk(l, "post_attention_norm.weight"));
