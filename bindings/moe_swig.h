@@ -447,13 +447,15 @@ class NativeContext {
  public:
   // kv_type: a moe_kv_type (0 = F32, 1 = F16).
   NativeContext(const NativeModel& model, int32_t n_ctx, int32_t n_threads, int64_t seed,
-                int32_t kv_type) {
+                int32_t kv_type, float expert_confidence, int32_t min_experts) {
     std::shared_ptr<moe_model> m = model.Hold();
     moe_context_params params = moe_context_default_params();
     params.n_ctx = n_ctx;
     params.n_threads = n_threads;
     params.seed = static_cast<uint64_t>(seed);
     params.kv_type = kv_type;
+    params.expert_confidence = expert_confidence;
+    params.min_experts = min_experts;
     moe_context* raw = nullptr;
     Check(moe_context_create(m.get(), &params, &raw));
     context_.Set(std::shared_ptr<moe_context>(raw, &moe_context_free));

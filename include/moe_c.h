@@ -335,6 +335,11 @@ typedef struct moe_context_params {
   int32_t n_threads; /* 0 (default): one per core */
   int32_t kv_type;   /* moe_kv_type; MOE_KV_F32 (default) */
   uint64_t seed;     /* base seed of the samplers (default 0) */
+  /* Dynamic top-k: each token keeps its best routed experts until they hold this share of its
+   * top-k router scores (at least min_experts of them); the model's weights renormalise over
+   * the kept ones when the model renormalises. 0 (default): always the model's top-k. In [0, 1]. */
+  float expert_confidence;
+  int32_t min_experts; /* with expert_confidence: at least this many experts (default 1, >= 1) */
 } moe_context_params;
 
 MOE_API moe_status moe_context_params_init(moe_context_params* params, size_t struct_size);

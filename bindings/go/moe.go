@@ -402,6 +402,10 @@ type ContextOptions struct {
 	Threads       int    // 0: one per core
 	Seed          int64  // base seed of the samplers
 	KVType        KVType // element type of the KV cache; the zero value is KVF32
+	// Dynamic top-k: each token keeps its best routed experts until they hold this share of its
+	// top-k router scores, in [0, 1]; 0: always the model's top-k.
+	ExpertConfidence float32
+	MinExperts       int // with ExpertConfidence: at least this many experts per token; 0: 1
 }
 
 // KVType is the element type of a context's KV cache (moe_kv_type).
@@ -422,8 +426,12 @@ func (m *Model) NewContext(opts *ContextOptions) (*Context, error) {
 	var native raw.NativeContext
 	err := m.with(func(n raw.NativeModel) error {
 		return call(func() {
+			minExperts := opts.MinExperts
+			if minExperts == 0 {
+				minExperts = 1
+			}
 			native = raw.NewNativeContext(n, opts.ContextLength, opts.Threads, opts.Seed,
-				int(opts.KVType))
+				int(opts.KVType), opts.ExpertConfidence, minExperts)
 		})
 	})
 	if err != nil {

@@ -681,6 +681,30 @@ func TestMappedWeightsAndAnF16CacheAreReachable(t *testing.T) {
 	if got := generateIDs(t, f16, readIDs(t, "p1.tokens.txt"), 4); len(got) != 4 {
 		t.Fatalf("f16 cache: %v", got)
 	}
+	// Dynamic top-k: a share of 1 is the model's top-k; a lower one still generates; values out
+	// of range are refused.
+	all, err := mapped.NewContext(&ContextOptions{ExpertConfidence: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer all.Close()
+	if got := generateIDs(t, all, readIDs(t, "p1.tokens.txt"), len(want)); !reflect.DeepEqual(got, want) {
+		t.Fatalf("expert confidence 1: %v, want %v", got, want)
+	}
+	fewer, err := mapped.NewContext(&ContextOptions{ExpertConfidence: 0.5, MinExperts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fewer.Close()
+	if got := generateIDs(t, fewer, readIDs(t, "p1.tokens.txt"), 4); len(got) != 4 {
+		t.Fatalf("expert confidence 0.5: %v", got)
+	}
+	for _, bad := range []ContextOptions{{ExpertConfidence: 2}, {ExpertConfidence: 0.5, MinExperts: -1}} {
+		bad := bad
+		if _, err := mapped.NewContext(&bad); !isStatus(err, InvalidArgument) {
+			t.Fatalf("%+v: %v, want an invalid-argument error", bad, err)
+		}
+	}
 	info, err := mapped.Info()
 	if err != nil || info.EmbeddingSize <= 0 || info.Heads <= 0 || info.KVHeads <= 0 {
 		t.Fatalf("info: %+v, %v", info, err)

@@ -370,6 +370,7 @@ moe_status moe_context_params_init(moe_context_params* p, size_t struct_size) {
   *p = moe_context_params{};
   p->struct_size = sizeof(moe_context_params);
   p->kv_type = MOE_KV_F32;
+  p->min_experts = 1;
   return MOE_OK;
 }
 
@@ -395,6 +396,7 @@ moe_status moe_context_create(moe_model* model, const moe_context_params* params
     so.threads = p.n_threads;
     so.kv_type = kv_type;
     so.seed = p.seed;
+    so.routing = {p.expert_confidence, p.min_experts};
     auto session = moe::Session::Create(model->engine, so);
     if (!session.ok()) return FromStatus(session.status());
     *out = new moe_context{model->engine, *std::move(session), p.seed};

@@ -41,6 +41,7 @@ class Transformer {
                             Telemetry* telemetry = nullptr);
 
   // Experts that must never be chosen (per layer x expert); empty = none.
+  void set_routing_policy(const RoutingPolicy& policy) { mixture_.set_routing_policy(policy); }
   void set_disabled_experts(std::vector<std::vector<bool>> disabled) {
     mixture_.set_disabled_experts(std::move(disabled));
   }

@@ -12,6 +12,19 @@ void Telemetry::Reset(int64_t n_layer, int64_t n_expert) {
   if (record_routing) routing_trace.assign(n_layer, {});
 }
 
+double Telemetry::MeanExpertsPerToken() const {
+  int64_t chosen = 0, routed_layers = 0;
+  for (const auto& layer : expert_counts) {
+    int64_t in_layer = 0;
+    for (int64_t c : layer) in_layer += c;
+    chosen += in_layer;
+    routed_layers += in_layer > 0;
+  }
+  return tokens > 0 && routed_layers > 0
+             ? static_cast<double>(chosen) / static_cast<double>(tokens * routed_layers)
+             : 0.0;
+}
+
 double Telemetry::MeanRouterEntropy() const {
   if (tokens == 0) return 0;
   const size_t layers = expert_counts.empty() ? 1 : expert_counts.size();

@@ -33,6 +33,9 @@ struct Telemetry {
   void Reset(int64_t n_layer, int64_t n_expert);
   // Mean router entropy per token and layer (0 before any token).
   double MeanRouterEntropy() const;
+  // Routed experts a token ran per layer, over the layers that routed (dense layers do not):
+  // the model's top-k, or fewer under a routing policy that drops experts (0 before any token).
+  double MeanExpertsPerToken() const;
   void Merge(const Telemetry& other);
 };
 

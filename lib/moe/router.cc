@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "absl/strings/str_cat.h"
+
 namespace moe {
 namespace {
 
@@ -39,6 +41,21 @@ void MaskGroups(const RouterConfig& c, const float* sel, std::vector<char>* mask
   for (int i = 0; i < c.n_groups_used; ++i) {
     std::fill_n(masked->begin() + groups[i] * per_group, per_group, 0);
   }
+}
+
+// How many of the k best (order[0..k), best first) reach the confidence share of their summed
+// scores, at least min_top_k.
+int ConfidentCount(const RouterConfig& c, const float* probs, const std::vector<int32_t>& order,
+                   int k) {
+  float total = 0;
+  for (int j = 0; j < k; ++j) total += probs[order[j]];
+  const float needed = c.confidence * total;
+  float kept = 0;
+  for (int j = 0; j < k; ++j) {
+    kept += probs[order[j]];
+    if (j + 1 >= c.min_top_k && kept >= needed) return j + 1;
+  }
+  return k;
 }
 
 }  // namespace
@@ -95,6 +112,7 @@ void Route(const RouterConfig& c, absl::Span<const float> logits, int64_t n_toke
     std::partial_sort(order.begin(), order.begin() + k, allowed_end, [&](int32_t a, int32_t b) {
       return sel[a] > sel[b] || (sel[a] == sel[b] && a < b);
     });
+    if (c.confidence > 0.f && c.confidence < 1.f) k = ConfidentCount(c, probs.data(), order, k);
     float chosen = 0;
     for (int j = 0; j < k; ++j) chosen += probs[order[j]];
     if (c.renormalize) chosen = std::max(chosen, kMinWeightSum);
@@ -107,6 +125,18 @@ void Route(const RouterConfig& c, absl::Span<const float> logits, int64_t n_toke
       r.weights[t * c.top_k + j] = w;
     }
   }
+}
+
+absl::Status CheckRoutingPolicy(const RoutingPolicy& p) {
+  if (!(p.confidence >= 0.f && p.confidence <= 1.f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expert confidence ", p.confidence, " is outside [0, 1]"));
+  }
+  if (p.min_top_k < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the minimum number of experts per token is ", p.min_top_k, ", not >= 1"));
+  }
+  return absl::OkStatus();
 }
 
 Routing Route(const RouterConfig& c, absl::Span<const float> logits, int64_t n_tokens) {

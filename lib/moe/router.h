@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "lib/moe/gating.h"
 
@@ -25,7 +26,21 @@ struct RouterConfig {
   int n_groups = 1;
   int n_groups_used = 1;
   float scale = 1.f;  // the weights, renormalised or not, are multiplied by it
+  // Dynamic top-k by confidence: a token keeps its best experts, in order, until their scores
+  // reach `confidence` of what its top_k best sum to, and at least min_top_k of them (the
+  // weights then renormalise over those kept when `renormalize` says so). 0 (or 1): always
+  // top_k, exactly as without it.
+  float confidence = 0.f;
+  int min_top_k = 1;
 };
+
+// The routing choices a caller makes for a context (the model fixes the rest of RouterConfig).
+struct RoutingPolicy {
+  float confidence = 0.f;  // RouterConfig::confidence
+  int min_top_k = 1;       // RouterConfig::min_top_k
+};
+// An error naming the value unless confidence is in [0, 1] and min_top_k at least 1.
+absl::Status CheckRoutingPolicy(const RoutingPolicy& policy);
 
 struct Routing {
   // [n_tokens x top_k], best first.

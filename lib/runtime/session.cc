@@ -103,6 +103,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const E
   int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(h.n_ctx_train, 4096);
   if (n_ctx <= 0) n_ctx = 4096;
   if (options.n_batch <= 0) return absl::InvalidArgumentError("n_batch must be positive");
+  MOE_RETURN_IF_ERROR(CheckRoutingPolicy(options.routing));
   // Prompts go through in steps of n_batch tokens, so sliding-window layers keep only their
   // window and one step.
   const SlidingWindows sliding{engine->model()->attention_windows(), options.n_batch};
@@ -118,6 +119,7 @@ Session::Session(std::shared_ptr<const Engine> engine, KvCache cache, const Sess
       backend_(CreateCpuBackend(options.threads)),
       transformer_(engine_->model(), backend_.get()),
       cache_(std::move(cache)) {
+  transformer_.set_routing_policy(options.routing);
   transformer_.set_expert_store(engine_->expert_store());
   transformer_.set_expert_prefetch(engine_->expert_store() != nullptr &&
                                    engine_->expert_store()->prefetch());

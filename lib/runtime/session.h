@@ -16,6 +16,7 @@
 #include "lib/backend/backend.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
+#include "lib/moe/router.h"
 #include "lib/runtime/engine.h"
 #include "lib/sampling/sampler.h"
 
@@ -27,6 +28,7 @@ struct SessionOptions {
   DType kv_type = DType::kF32;
   uint64_t seed = 0;
   int64_t n_batch = 64;  // prompt tokens per forward call (a cancellation point between calls)
+  RoutingPolicy routing;  // off by default: every token takes the model's top-k
 };
 
 struct GenerateOptions {

@@ -756,6 +756,54 @@ TEST_F(CApiTest, AnEmptyPromptAfterTruncationContinuesFromTheLastKeptToken) {
   moe_context_free(ctx);
 }
 
+// Dynamic top-k through the context params: a share of 1 is the model's top-k, token for token;
+// a share of 0.5 runs fewer experts (counted per layer), at least min_experts each; values out of
+// range are refused, naming the value.
+TEST_F(CApiTest, ExpertConfidenceRunsFewerExpertsAndIsChecked) {
+  std::vector<int32_t> prompt = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.tokens.txt");
+  std::vector<int32_t> want = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.gen_tokens.txt");
+  auto run = [&](float confidence, int32_t min_experts, int64_t* chosen) {
+    moe_context_params p = moe_context_default_params();
+    EXPECT_EQ(p.expert_confidence, 0.f);
+    EXPECT_EQ(p.min_experts, 1);
+    p.expert_confidence = confidence;
+    p.min_experts = min_experts;
+    moe_context* ctx = nullptr;
+    EXPECT_EQ(moe_context_create(model_, &p, &ctx), MOE_OK) << moe_last_error();
+    Greedy greedy(want.size());
+    Collected got;
+    EXPECT_EQ(moe_generate_tokens(ctx, prompt.data(), prompt.size(), &greedy.gp, Collect, &got),
+              MOE_OK)
+        << moe_last_error();
+    std::vector<int64_t> counts(2 * 16);
+    size_t n = 0;
+    EXPECT_EQ(moe_context_get_expert_counts(ctx, counts.data(), counts.size(), &n), MOE_OK);
+    *chosen = 0;
+    for (int64_t c : counts) *chosen += c;
+    moe_context_free(ctx);
+    return got.tokens;
+  };
+  const int64_t top_k_total = static_cast<int64_t>(prompt.size() + want.size()) * 4 * 2;
+  int64_t chosen = 0;
+  EXPECT_EQ(run(1.f, 1, &chosen), want);
+  EXPECT_EQ(chosen, top_k_total);
+  run(0.5f, 1, &chosen);
+  EXPECT_LT(chosen, top_k_total);
+  EXPECT_GE(chosen, top_k_total / 4);  // at least one expert per token and layer
+  run(0.5f, 4, &chosen);               // the minimum wins: top-k again
+  EXPECT_EQ(chosen, top_k_total);
+  moe_context_params p = moe_context_default_params();
+  moe_context* ctx = nullptr;
+  p.expert_confidence = 1.5f;
+  EXPECT_EQ(moe_context_create(model_, &p, &ctx), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(moe_last_error()).find("1.5"), std::string::npos) << moe_last_error();
+  p = moe_context_default_params();
+  p.expert_confidence = 0.5f;
+  p.min_experts = 0;
+  EXPECT_EQ(moe_context_create(model_, &p, &ctx), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(ctx, nullptr);
+}
+
 TEST_F(CApiTest, MessagesNameTheValueThatIsWrong) {
   moe_context_params p = moe_context_default_params();
   p.n_threads = 2147483647;

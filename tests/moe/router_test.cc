@@ -79,5 +79,53 @@ TEST(RouterTest, GroupLimitKeepsTheBestGroupsOnly) {
   EXPECT_EQ(r.experts, (std::vector<int32_t>{0, 4}));
 }
 
+// Dynamic top-k: a token keeps its best experts until they hold the confidence share of its top-k
+// scores (at least min_top_k), and the kept weights renormalise over themselves.
+TEST(RouterTest, ConfidenceKeepsTheBestUntilTheirShareIsReached) {
+  RouterConfig c{6, 4, true, nullptr};
+  // Top-4 probabilities in the ratio 8 : 4 : 2 : 1 (and two negligible experts).
+  std::vector<float> logits = {std::log(8.f), std::log(4.f), std::log(2.f), 0.f, -30.f, -30.f};
+  const Routing all = Route(c, logits, 1);
+  EXPECT_EQ(all.experts, (std::vector<int32_t>{0, 1, 2, 3}));
+  c.confidence = 0.5f;  // 8/15 alone reaches half
+  Routing r = Route(c, logits, 1);
+  EXPECT_EQ(r.experts, (std::vector<int32_t>{0, -1, -1, -1}));
+  EXPECT_NEAR(r.weights[0], 1.f, 1e-6);
+  EXPECT_EQ(r.weights[1], 0.f);
+  c.confidence = 0.75f;  // 8/15 is short of it, 12/15 reaches it
+  r = Route(c, logits, 1);
+  EXPECT_EQ(r.experts, (std::vector<int32_t>{0, 1, -1, -1}));
+  EXPECT_NEAR(r.weights[0], 8.f / 12.f, 1e-6);
+  EXPECT_NEAR(r.weights[1], 4.f / 12.f, 1e-6);
+  c.confidence = 0.5f;
+  c.min_top_k = 3;  // the minimum wins over the share
+  r = Route(c, logits, 1);
+  EXPECT_EQ(r.experts, (std::vector<int32_t>{0, 1, 2, -1}));
+  c.confidence = 1.f;  // 1 (and 0) is plain top-k, bit for bit
+  r = Route(c, logits, 1);
+  EXPECT_EQ(r.experts, all.experts);
+  EXPECT_EQ(r.weights, all.weights);
+}
+
+// Without renormalisation the kept experts keep their raw probabilities: what was dropped is lost.
+TEST(RouterTest, ConfidenceWithRawWeightsKeepsThem) {
+  RouterConfig c{4, 3, false, nullptr};
+  c.confidence = 0.7f;  // 6/10 is short of it, 9/10 reaches it
+  std::vector<float> logits = {std::log(6.f), std::log(3.f), std::log(1.f), -30.f};
+  const Routing r = Route(c, logits, 1);
+  EXPECT_EQ(r.experts, (std::vector<int32_t>{0, 1, -1}));
+  const float total = 6.f + 3.f + 1.f + std::exp(-30.f);
+  EXPECT_NEAR(r.weights[0], 6.f / total, 1e-6);
+}
+
+TEST(RouterTest, RoutingPolicyIsChecked) {
+  EXPECT_TRUE(CheckRoutingPolicy({}).ok());
+  EXPECT_TRUE(CheckRoutingPolicy({0.9f, 2}).ok());
+  EXPECT_EQ(CheckRoutingPolicy({1.5f, 1}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CheckRoutingPolicy({-0.1f, 1}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CheckRoutingPolicy({std::nanf(""), 1}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CheckRoutingPolicy({0.5f, 0}).code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace moe

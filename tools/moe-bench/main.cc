@@ -20,6 +20,7 @@
 #include "tools/moe-bench/bandwidth.h"
 #include "tools/moe-bench/disk_bandwidth.h"
 #include "tools/moe-bench/parallel.h"
+#include "tools/routing_flags.h"
 #include "tools/text_tokens.h"
 
 namespace {
@@ -27,6 +28,7 @@ namespace {
 struct Options {
   std::string model;
   int threads = 2;
+  moe::RoutingPolicy routing;
   int p = 128;
   int n = 64;
   int reps = 3;
@@ -120,6 +122,11 @@ int Run(const Options& o) {
   const moe::HParams& h = (*engine)->model()->hp();
   auto backend = moe::CreateCpuBackend(o.threads);
   moe::Transformer tf((*engine)->model(), backend.get());
+  if (absl::Status s = moe::CheckRoutingPolicy(o.routing); !s.ok()) {
+    std::fprintf(stderr, "moe-bench: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  tf.set_routing_policy(o.routing);
   moe::ExpertStore* store = (*engine)->expert_store();
   tf.set_expert_store(store);
   tf.set_expert_prefetch(store != nullptr && store->prefetch());
@@ -320,6 +327,7 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app("Measures prompt processing and generation speed.", "moe-bench");
   app.add_option("-m,--model", o.model, "model (.moe or .gguf)")->required();
+  moe::cli::AddRoutingFlags(&app, &o.routing);
   app.add_option("-t,--threads", o.threads, "threads (0 = one per core)")
       ->check(moe::cli::ThreadCount())
       ->capture_default_str();

@@ -15,10 +15,12 @@
 #include "lib/backend/backend.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
+#include "lib/model/telemetry.h"
 #include "lib/runtime/engine.h"
 #include "tools/flag_checks.h"
 #include "tools/moe-cli/command_status.h"
 #include "tools/moe-cli/token_ids.h"
+#include "tools/routing_flags.h"
 
 namespace moe::cli {
 namespace {
@@ -31,6 +33,7 @@ struct PerplexityOptions {
   int stride = 0;
   bool no_bos = false;
   int threads = 0;
+  RoutingPolicy routing;
   std::string kv_type = "f32";
 };
 
@@ -99,6 +102,8 @@ absl::Status Run(const PerplexityOptions& o) {
 
   auto backend = CreateCpuBackend(o.threads);
   Transformer tf(model, backend.get());
+  tf.set_routing_policy(o.routing);
+  Telemetry tel;
   const int64_t n = static_cast<int64_t>(ids.size());
   double nll = 0;
   int64_t scored = 0, scored_upto = 1;  // position 0 has nothing to predict it
@@ -111,7 +116,7 @@ absl::Status Run(const PerplexityOptions& o) {
     auto cache = KvCache::Create(h.n_layer, ctx, h.n_head_kv, h.head_dim, kv, h.values_in_keys());
     if (!cache.ok()) return cache.status();
     absl::Span<const int32_t> window(ids.data() + start, end - start);
-    absl::Status s = tf.Forward(window, *cache, LogitsFor::kAll, &logits);
+    absl::Status s = tf.Forward(window, *cache, LogitsFor::kAll, &logits, &tel);
     if (!s.ok()) return s;
     for (int64_t pos = std::max(scored_upto, start + 1); pos < end; ++pos) {
       nll -= LogProb(logits.data() + (pos - start - 1) * h.n_vocab, h.n_vocab, ids[pos]);
@@ -123,6 +128,10 @@ absl::Status Run(const PerplexityOptions& o) {
   std::printf("perplexity %.6f over %lld tokens (window %lld, stride %lld)\n",
               std::exp(nll / scored), static_cast<long long>(scored), static_cast<long long>(ctx),
               static_cast<long long>(stride));
+  if (o.routing.confidence > 0) {
+    std::printf("experts per token %.3f of %lld (mean over layers and positions run)\n",
+                tel.MeanExpertsPerToken(), static_cast<long long>(h.n_expert_used));
+  }
   return absl::OkStatus();
 }
 
@@ -142,6 +151,7 @@ void AddPerplexityCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--no-bos", opts->no_bos, "do not put BOS before the text");
   cmd->add_option("-t,--threads", opts->threads, "threads (0 = one per core)")
       ->check(ThreadCount());
+  AddRoutingFlags(cmd, &opts->routing);
   cmd->add_option("--kv-type", opts->kv_type, "KV cache element type")
       ->check(CLI::IsMember({"f32", "f16", "q8_0"}))
       ->capture_default_str();

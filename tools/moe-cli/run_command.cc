@@ -16,6 +16,7 @@
 #include "tools/moe-cli/command_status.h"
 #include "tools/moe-cli/stats_report.h"
 #include "tools/moe-cli/token_ids.h"
+#include "tools/routing_flags.h"
 
 namespace moe::cli {
 namespace {
@@ -41,6 +42,7 @@ struct RunOptions {
   int ctx = 0;
   bool mmap = false;
   ExpertFlags experts;
+  RoutingPolicy routing;
   bool stats = false;
   bool json = false;
   bool parse_special = false;
@@ -75,6 +77,7 @@ absl::Status Run(const RunOptions& o) {
   so.threads = o.threads;
   so.kv_type = o.kv_type == "f16" ? DType::kF16 : o.kv_type == "q8_0" ? DType::kQ8_0 : DType::kF32;
   so.seed = o.seed;
+  so.routing = o.routing;
   auto session = Session::Create(*engine, so);
   if (!session.ok()) return session.status();
   Session& s = **session;
@@ -195,6 +198,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   run->add_flag("--mmap", o->mmap,
                 "map the weights from the file instead of copying them into memory");
   AddExpertFlags(run, &o->experts);
+  AddRoutingFlags(run, &o->routing);
   run->add_flag("--stats", o->stats,
                 "print telemetry (stages, experts, active parameters) to stderr");
   run->add_flag("--json", o->json, "print one JSON object (text, tokens, statistics) to stdout");

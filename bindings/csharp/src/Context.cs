@@ -14,7 +14,7 @@ namespace LibMoe {
     internal Context(Model model, ContextOptions options) {
       Model = model;
       native = new NativeContext(model.Native, options.ContextLength, options.Threads, options.Seed,
-                                 (int)options.KvType);
+                                 (int)options.KvType, options.ExpertConfidence, options.MinExperts);
     }
 
     /// <summary>The model this context was created from.</summary>

@@ -83,6 +83,13 @@ namespace LibMoe {
     public long Seed { get; set; }
     /// <summary>Element type of the KV cache (default F32; F16 halves its memory).</summary>
     public KvType KvType { get; set; }
+    /// <summary>Dynamic top-k: each token keeps its best routed experts until they hold this
+    /// share of its top-k router scores, in [0, 1]; 0 (default): always the model's
+    /// top-k.</summary>
+    public float ExpertConfidence { get; set; }
+    /// <summary>With <see cref="ExpertConfidence"/>: at least this many experts per token
+    /// (default 1).</summary>
+    public int MinExperts { get; set; } = 1;
   }
 
   /// <summary>Element type of a context's KV cache (<c>moe_kv_type</c>).</summary>

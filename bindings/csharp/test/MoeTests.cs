@@ -154,6 +154,20 @@ public class MoeTests {
     using (Context f16 = model.CreateContext(new ContextOptions { KvType = KvType.F16 })) {
       Assert.AreEqual(4, GenerateIds(f16, prompt, 4).Length);
     }
+    // Dynamic top-k: a share of 1 is the model's top-k; a lower one still generates; values out
+    // of range are refused.
+    using (Context all = model.CreateContext(new ContextOptions {
+      ExpertConfidence = 1.0f
+    })) using (Context fewer = model.CreateContext(new ContextOptions { ExpertConfidence = 0.5f,
+                                                                        MinExperts = 1 })) {
+      Assert.AreEqual(expected, GenerateIds(all, prompt, expected.Length));
+      Assert.AreEqual(4, GenerateIds(fewer, prompt, 4).Length);
+    }
+    foreach (var bad in new[] { new ContextOptions { ExpertConfidence = 2.0f },
+                                new ContextOptions { ExpertConfidence = 0.5f, MinExperts = 0 } }) {
+      var refused = Assert.Throws<MoeException>(() => model.CreateContext(bad));
+      Assert.AreEqual(Status.InvalidArgument, refused.Status);
+    }
     // Half the experts cached from disk: the same tokens.
     var half = new ModelOptions { ExpertCacheFraction = 0.5, ExpertEviction = ExpertEviction.Lfru };
     using (Model cached = Model.Load(ModelPath, half))

@@ -20,6 +20,8 @@ RouterConfig MixtureFeedForward::ConfigFor(const HParams& h, const LayerWeights&
   rc.renormalize = h.norm_topk_prob;
   rc.scale = h.routed_scale;
   rc.disabled = layer < static_cast<int>(disabled_.size()) ? &disabled_[layer] : nullptr;
+  rc.confidence = policy_.confidence;
+  rc.min_top_k = policy_.min_top_k;
   return rc;
 }
 

@@ -19,6 +19,7 @@ class MixtureFeedForward {
   absl::Status Run(const StepContext& ctx, int layer, const LayerWeights& L, int64_t n, float* x);
 
   // Experts that must never be chosen (per layer x expert); empty = none.
+  void set_routing_policy(const RoutingPolicy& policy) { policy_ = policy; }
   void set_disabled_experts(std::vector<std::vector<bool>> disabled) {
     disabled_ = std::move(disabled);
   }
@@ -39,6 +40,7 @@ class MixtureFeedForward {
   ExpertStore* store_ = nullptr;
   bool prefetch_ = true;
   std::vector<std::vector<bool>> disabled_;
+  RoutingPolicy policy_;
 
   // Kept between calls so decoding allocates nothing once the buffers have grown.
   std::vector<float> xn_, router_logits_, shared_out_, shared_gate_;

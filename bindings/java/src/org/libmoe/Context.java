@@ -14,9 +14,8 @@ public final class Context implements AutoCloseable {
 
   Context(Model model, ContextOptions options) {
     this.model = model;
-    this.nativeContext =
-        new NativeContext(model.get(), options.contextLength, options.threads, options.seed,
-            options.kvType.code);
+    this.nativeContext = new NativeContext(model.get(), options.contextLength, options.threads,
+        options.seed, options.kvType.code, options.expertConfidence, options.minExperts);
   }
 
   /** The model this context was created from. */

@@ -6,6 +6,8 @@ public final class ContextOptions {
   int threads;
   long seed;
   KvType kvType = KvType.F32;
+  float expertConfidence;
+  int minExperts = 1;
 
   /** Tokens the context holds; 0 (default): the model's, at most 4096. */
   public ContextOptions contextLength(int n) {
@@ -28,6 +30,21 @@ public final class ContextOptions {
   /** Element type of the KV cache (default {@link KvType#F32}; F16 halves its memory). */
   public ContextOptions kvType(KvType type) {
     kvType = java.util.Objects.requireNonNull(type, "kvType is null");
+    return this;
+  }
+
+  /**
+   * Dynamic top-k: each token keeps its best routed experts until they hold this share of its
+   * top-k router scores, in [0, 1]; 0 (default): always the model's top-k.
+   */
+  public ContextOptions expertConfidence(float share) {
+    expertConfidence = share;
+    return this;
+  }
+
+  /** With {@link #expertConfidence}: at least this many experts per token (default 1). */
+  public ContextOptions minExperts(int n) {
+    minExperts = n;
     return this;
   }
 }

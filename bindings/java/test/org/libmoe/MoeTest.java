@@ -226,6 +226,19 @@ class MoeTest {
     try (Context f16 = model.newContext(new ContextOptions().kvType(KvType.F16))) {
       assertEquals(4, generateIds(f16, prompt, 4).length);
     }
+    // Dynamic top-k: a share of 1 is the model's top-k; a lower one still generates; values out
+    // of range are refused.
+    try (Context all = model.newContext(new ContextOptions().expertConfidence(1.0f));
+         Context fewer =
+             model.newContext(new ContextOptions().expertConfidence(0.5f).minExperts(1))) {
+      assertArrayEquals(expected, generateIds(all, prompt, expected.length));
+      assertEquals(4, generateIds(fewer, prompt, 4).length);
+    }
+    for (ContextOptions bad : new ContextOptions[] {new ContextOptions().expertConfidence(2.0f),
+             new ContextOptions().expertConfidence(0.5f).minExperts(0)}) {
+      MoeException refused = assertThrows(MoeException.class, () -> model.newContext(bad));
+      assertEquals(Status.INVALID_ARGUMENT, refused.status());
+    }
     // Half the experts cached from disk: the same tokens.
     try (Model cached = Model.load(FIXTURES.resolve("tiny-qwen2moe-f32.gguf").toString(),
              new ModelOptions().expertCacheFraction(0.5).expertEviction(ExpertEviction.LFRU));
