@@ -602,6 +602,18 @@ MOE_API moe_status moe_context_get_stats(const moe_context* context, moe_stats* 
 MOE_API moe_status moe_context_get_expert_counts(const moe_context* context, int64_t* counts,
                                                  size_t capacity, size_t* len);
 
+/* The routing trace: told, during later calls on the context (moe_decode, moe_generate*), each
+ * token's routing as the context processes it — its position, the MoE layer, the experts it ran
+ * (best first) and their weights, n_experts of each (the model's top-k; -1 and 0 where the token
+ * ran fewer, under a routing policy or masked experts). A step tells layer 0 for all its tokens,
+ * then layer 1, ...; dense layers tell nothing. Runs on the thread making the call; the arrays
+ * are valid during the callback only, and it must not call into this context. */
+typedef void (*moe_routing_callback)(int32_t position, int32_t layer, const int32_t* experts,
+                                     const float* weights, int32_t n_experts, void* user_data);
+/* Sets (or, with NULL, removes) the context's routing callback. MOE_ERROR_BUSY while a call runs
+ * on the context. */
+MOE_API moe_status moe_context_set_routing_callback(moe_context* context,
+                                                    moe_routing_callback callback, void* user_data);
 
 /* ---------------------------------------------------------------------------------------------
  * The batching engine: many requests at once

@@ -604,6 +604,22 @@ moe_status moe_context_get_expert_counts(const moe_context* ctx, int64_t* counts
   });
 }
 
+moe_status moe_context_set_routing_callback(moe_context* ctx, moe_routing_callback callback,
+                                            void* user_data) {
+  return Guard("moe_context_set_routing_callback", [&]() -> moe_status {
+    if (ctx == nullptr) return Null("context");
+    moe::Session::RoutingCallback told;
+    if (callback != nullptr) {
+      told = [callback, user_data](int64_t position, int layer, absl::Span<const int32_t> experts,
+                                   absl::Span<const float> weights) {
+        callback(static_cast<int32_t>(position), layer, experts.data(), weights.data(),
+                 static_cast<int32_t>(experts.size()), user_data);
+      };
+    }
+    return FromStatus(ctx->session->SetRoutingCallback(std::move(told)));
+  });
+}
+
 }  // extern "C"
 
 static_assert(static_cast<int>(moe::FinishReason::kEndOfGeneration) ==

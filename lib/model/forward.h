@@ -40,8 +40,12 @@ class Transformer {
   absl::Status ForwardBatch(absl::Span<const SequenceChunk> batch, std::vector<float>* logits,
                             Telemetry* telemetry = nullptr);
 
-  // Experts that must never be chosen (per layer x expert); empty = none.
   void set_routing_policy(const RoutingPolicy& policy) { mixture_.set_routing_policy(policy); }
+  // Told every layer's routing of every step (see RoutingObserver); null: nothing is told.
+  void set_routing_observer(RoutingObserver observer) {
+    mixture_.set_routing_observer(std::move(observer));
+  }
+  // Experts that must never be chosen (per layer x expert); empty = none.
   void set_disabled_experts(std::vector<std::vector<bool>> disabled) {
     mixture_.set_disabled_experts(std::move(disabled));
   }

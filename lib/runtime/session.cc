@@ -286,6 +286,26 @@ absl::Status Session::Reset() {
   return absl::OkStatus();
 }
 
+absl::Status Session::SetRoutingCallback(RoutingCallback callback) {
+  Busy busy(*this);
+  MOE_RETURN_IF_ERROR(busy.status());
+  if (!callback) {
+    transformer_.set_routing_observer(nullptr);
+    return absl::OkStatus();
+  }
+  // A step's rows are the positions from the cache's size on (it grows when the step ends).
+  transformer_.set_routing_observer(
+      [this, callback = std::move(callback)](int layer, int64_t rows, int k, const int32_t* experts,
+                                             const float* weights) {
+        const int64_t first = cache_.size();
+        for (int64_t r = 0; r < rows; ++r) {
+          callback(first + r, layer, absl::MakeConstSpan(experts + r * k, k),
+                   absl::MakeConstSpan(weights + r * k, k));
+        }
+      });
+  return absl::OkStatus();
+}
+
 absl::Status Session::Truncate(int64_t n_keep) {
   Busy busy(*this);
   MOE_RETURN_IF_ERROR(busy.status());

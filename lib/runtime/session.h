@@ -100,6 +100,14 @@ class Session {
   // Keeps the first n_keep tokens. The sampler streams go on (a later sample is not a repeat).
   absl::Status Truncate(int64_t n_keep);
 
+  // Told, during later calls, each token's routing as the context processes it: its position,
+  // each MoE layer's experts and weights (k of each; -1 and 0 where it ran fewer). On the calling
+  // thread. Null stops it. Aborted "busy" if a call runs.
+  using RoutingCallback =
+      std::function<void(int64_t position, int layer, absl::Span<const int32_t> experts,
+                         absl::Span<const float> weights)>;
+  absl::Status SetRoutingCallback(RoutingCallback callback);
+
   // Runs f while holding the call slot, so that what f reads (stats(), logits()) is not being
   // written by a call on another thread; Aborted "busy" if a call runs.
   absl::Status Inspect(const std::function<void()>& f);

@@ -9,7 +9,9 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -802,6 +804,64 @@ TEST_F(CApiTest, ExpertConfidenceRunsFewerExpertsAndIsChecked) {
   p.min_experts = 0;
   EXPECT_EQ(moe_context_create(model_, &p, &ctx), MOE_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(ctx, nullptr);
+}
+
+struct RoutingSeen {
+  std::map<std::pair<int32_t, int32_t>, std::vector<int32_t>> experts;  // (position, layer)
+  std::vector<int64_t> counts = std::vector<int64_t>(2 * 16, 0);
+  bool weights_ok = true;
+};
+
+void OnRouting(int32_t position, int32_t layer, const int32_t* experts, const float* weights,
+               int32_t n, void* user_data) {
+  auto* seen = static_cast<RoutingSeen*>(user_data);
+  std::vector<int32_t>& e = seen->experts[{position, layer}];
+  e.assign(experts, experts + n);
+  for (int32_t j = 0; j < n; ++j) {
+    if (experts[j] >= 0) ++seen->counts[layer * 16 + experts[j]];
+    if (!(weights[j] > 0.f && weights[j] <= 1.f)) seen->weights_ok = false;
+  }
+}
+
+// The routing callback tells every processed token's experts per layer: each position once per
+// layer, 4 distinct experts, weights in (0, 1], and in sum the call's expert counts.
+TEST_F(CApiTest, RoutingCallbackTellsEveryTokensExperts) {
+  EXPECT_EQ(moe_context_set_routing_callback(nullptr, OnRouting, nullptr),
+            MOE_ERROR_INVALID_ARGUMENT);
+  moe_context* ctx = NewContext();
+  RoutingSeen seen;
+  ASSERT_EQ(moe_context_set_routing_callback(ctx, OnRouting, &seen), MOE_OK);
+  std::vector<int32_t> prompt = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.tokens.txt");
+  Greedy greedy(5);
+  Collected got;
+  ASSERT_EQ(moe_generate_tokens(ctx, prompt.data(), prompt.size(), &greedy.gp, Collect, &got),
+            MOE_OK)
+      << moe_last_error();
+  // Every token fed to the model: the prompt and the generated tokens (the last one too, so
+  // that the context can go on).
+  const int32_t processed = static_cast<int32_t>(prompt.size() + got.tokens.size());
+  EXPECT_EQ(seen.experts.size(), static_cast<size_t>(processed) * 2);
+  for (int32_t p = 0; p < processed; ++p) {
+    for (int32_t l = 0; l < 2; ++l) {
+      auto it = seen.experts.find({p, l});
+      ASSERT_NE(it, seen.experts.end()) << "position " << p << " layer " << l;
+      std::set<int32_t> distinct(it->second.begin(), it->second.end());
+      EXPECT_EQ(distinct.size(), 4u);
+      EXPECT_GE(*distinct.begin(), 0);
+      EXPECT_LT(*distinct.rbegin(), 16);
+    }
+  }
+  EXPECT_TRUE(seen.weights_ok);
+  std::vector<int64_t> counts(2 * 16);
+  size_t n = 0;
+  ASSERT_EQ(moe_context_get_expert_counts(ctx, counts.data(), counts.size(), &n), MOE_OK);
+  EXPECT_EQ(seen.counts, counts);
+  // Removed: the next call tells nothing.
+  ASSERT_EQ(moe_context_set_routing_callback(ctx, nullptr, nullptr), MOE_OK);
+  const size_t before = seen.experts.size();
+  ASSERT_EQ(moe_generate_tokens(ctx, prompt.data(), 2, &greedy.gp, Collect, &got), MOE_OK);
+  EXPECT_EQ(seen.experts.size(), before);
+  moe_context_free(ctx);
 }
 
 TEST_F(CApiTest, MessagesNameTheValueThatIsWrong) {

@@ -83,6 +83,46 @@ TEST(MoeCliTest, ConvertedModelsReproduceGreedyTokensAndLogits) {
   }
 }
 
+// --trace: one JSON line per token fed to the model, in position order, each with the token the
+// run was given or generated and every MoE layer's experts (top-4 of 16) and weights.
+TEST(MoeCliTest, TraceWritesEachTokensRoutingAsJsonLines) {
+  const fs::path dir = kFixtures / "tiny-qwen2moe-f32";
+  const std::string trace =
+      (fs::temp_directory_path() / ("moe_cli_trace." + std::to_string(::getpid()) + ".jsonl"))
+          .string();
+  const std::string prompt = Ids(dir / "p1.tokens.txt");
+  Result run = RunCommand(kBin + "moe-cli run -m " + (dir / "tiny-qwen2moe-f32.gguf").string() +
+                          " --prompt-ids \"" + prompt + "\" -n 4 --greedy --trace " + trace);
+  ASSERT_EQ(run.exit_code, 0) << Slurp(StderrPath());
+  std::vector<std::string> fed;
+  std::istringstream ids(prompt + " " + run.out);
+  for (std::string t; ids >> t;) fed.push_back(t);
+  std::ifstream f(trace);
+  std::string line;
+  size_t n = 0;
+  for (; std::getline(f, line); ++n) {
+    SCOPED_TRACE(line);
+    ASSERT_LT(n, fed.size());
+    EXPECT_NE(line.find("\"position\":" + std::to_string(n) + ","), std::string::npos);
+    EXPECT_NE(line.find("\"token\":" + fed[n] + "}"), std::string::npos);
+    // Two MoE layers, four experts and four weights each.
+    size_t layers = 0, at = 0;
+    while ((at = line.find("\"experts\":[", at)) != std::string::npos) {
+      const size_t end = line.find(']', at);
+      EXPECT_EQ(std::count(line.begin() + at, line.begin() + end, ','), 3);
+      ++layers;
+      at = end;
+    }
+    EXPECT_EQ(layers, 2u);
+  }
+  EXPECT_EQ(n, fed.size());
+  fs::remove(trace);
+  Result bad = RunCommand(kBin + "moe-cli run -m " + (dir / "tiny-qwen2moe-f32.gguf").string() +
+                          " --prompt-ids 1 -n 1 --trace /nonexistent/dir/trace.jsonl");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(Slurp(StderrPath()).find("cannot write the trace"), std::string::npos);
+}
+
 TEST(MoeCliTest, BadInputFailsCleanly) {
   fs::path gguf = kFixtures / "tiny-qwen2moe-f32" / "tiny-qwen2moe-f32.gguf";
   const std::vector<std::string> bad = {

@@ -10,10 +10,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "lib/base/status_macros.h"
 #include "lib/runtime/session.h"
 #include "tools/expert_cache_flag.h"
 #include "tools/flag_checks.h"
 #include "tools/moe-cli/command_status.h"
+#include "tools/moe-cli/routing_trace.h"
 #include "tools/moe-cli/stats_report.h"
 #include "tools/moe-cli/token_ids.h"
 #include "tools/routing_flags.h"
@@ -43,6 +45,7 @@ struct RunOptions {
   bool mmap = false;
   ExpertFlags experts;
   RoutingPolicy routing;
+  std::string trace;
   bool stats = false;
   bool json = false;
   bool parse_special = false;
@@ -81,6 +84,8 @@ absl::Status Run(const RunOptions& o) {
   auto session = Session::Create(*engine, so);
   if (!session.ok()) return session.status();
   Session& s = **session;
+  RoutingTraceRecorder trace;
+  if (!o.trace.empty()) MOE_RETURN_IF_ERROR(trace.Open(o.trace, s));
 
   GenerateOptions go;
   // -1: as many as the context holds; generation also ends at the end of the text (for text
@@ -146,6 +151,7 @@ absl::Status Run(const RunOptions& o) {
     if (!st.ok()) return st;
     if (!o.json) std::printf("\n");
   }
+  if (!o.trace.empty()) MOE_RETURN_IF_ERROR(trace.Finish(s));
   if (o.json) std::printf("%s\n", StatsJson(**engine, s.stats(), text, generated).c_str());
   if (o.stats) std::fprintf(stderr, "%s", StatsTable(**engine, s.stats()).c_str());
   return absl::OkStatus();
@@ -199,6 +205,9 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                 "map the weights from the file instead of copying them into memory");
   AddExpertFlags(run, &o->experts);
   AddRoutingFlags(run, &o->routing);
+  run->add_option("--trace", o->trace,
+                  "write each processed token's routing here, one JSON line per token (position, "
+                  "token, piece, per MoE layer the experts and their weights)");
   run->add_flag("--stats", o->stats,
                 "print telemetry (stages, experts, active parameters) to stderr");
   run->add_flag("--json", o->json, "print one JSON object (text, tokens, statistics) to stdout");

@@ -44,6 +44,10 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
     if (L.router_bias) be.AddBias(router_logits.data(), L.router_bias, n, h.n_expert);
     Route(ConfigFor(h, L, layer), router_logits, n, &routing);
   }
+  if (observer_) {
+    observer_(layer, n, static_cast<int>(h.n_expert_used), routing.experts.data(),
+              routing.weights.data());
+  }
 
   StageTimer timer(tel, &StageTimes::experts_s);
   const GatedActivation activation =

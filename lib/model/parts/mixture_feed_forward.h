@@ -4,6 +4,7 @@
 // added to the residual stream.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -14,15 +15,21 @@
 
 namespace moe {
 
+// Told each layer's routing of a step: the step's rows in order, k experts and weights per row
+// (-1 and 0 where a row runs fewer), on the thread that runs the step. For traces.
+using RoutingObserver = std::function<void(int layer, int64_t rows, int k, const int32_t* experts,
+                                           const float* weights)>;
+
 class MixtureFeedForward {
  public:
   absl::Status Run(const StepContext& ctx, int layer, const LayerWeights& L, int64_t n, float* x);
 
-  // Experts that must never be chosen (per layer x expert); empty = none.
   void set_routing_policy(const RoutingPolicy& policy) { policy_ = policy; }
+  // Experts that must never be chosen (per layer x expert); empty = none.
   void set_disabled_experts(std::vector<std::vector<bool>> disabled) {
     disabled_ = std::move(disabled);
   }
+  void set_routing_observer(RoutingObserver observer) { observer_ = std::move(observer); }
   void set_expert_store(ExpertStore* store) { store_ = store; }
   void set_expert_prefetch(bool on) { prefetch_ = on; }
 
@@ -41,6 +48,7 @@ class MixtureFeedForward {
   bool prefetch_ = true;
   std::vector<std::vector<bool>> disabled_;
   RoutingPolicy policy_;
+  RoutingObserver observer_;
 
   // Kept between calls so decoding allocates nothing once the buffers have grown.
   std::vector<float> xn_, router_logits_, shared_out_, shared_gate_;
