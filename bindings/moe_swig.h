@@ -529,6 +529,17 @@ class NativeContext {
     if (n > 0) Check(moe_context_get_expert_counts(ctx.get(), counts.data(), n, &n));
     return counts;
   }
+  // The last call's statistics in the Prometheus text format (moe_context_metrics_text).
+  std::string MetricsText() const {
+    const std::shared_ptr<moe_context> ctx = Hold();
+    size_t n = 0;
+    moe_status s = moe_context_metrics_text(ctx.get(), nullptr, 0, &n);
+    if (s != MOE_ERROR_BUFFER_TOO_SMALL) Check(s);
+    std::string text(n + 1, '\0');
+    Check(moe_context_metrics_text(ctx.get(), text.data(), text.size(), &n));
+    text.resize(n);
+    return text;
+  }
   void WriteRoutingProfile(const std::string& path) const {
     Check(moe_context_write_routing_profile(Hold().get(), path.c_str()));
   }

@@ -602,6 +602,16 @@ MOE_API moe_status moe_context_get_stats(const moe_context* context, moe_stats* 
 MOE_API moe_status moe_context_get_expert_counts(const moe_context* context, int64_t* counts,
                                                  size_t capacity, size_t* len);
 
+/* The last call's statistics in the Prometheus text exposition format (version 0.0.4), into
+ * buf[0..capacity); see "Caller buffers". Families: moe_call_tokens and
+ * moe_call_tokens_per_second (by phase), moe_call_stage_seconds (by stage),
+ * moe_router_entropy_nats, moe_experts_per_token, moe_active_params_per_token,
+ * moe_active_fraction, moe_weight_bytes_per_token, moe_expert_utilisation_stddev and
+ * moe_expert_jain_fairness (by layer), moe_expert_cache_lookups (by result),
+ * moe_expert_cache_hit_ratio. A service adds the text to what its /metrics endpoint serves. */
+MOE_API moe_status moe_context_metrics_text(const moe_context* context, char* buf, size_t capacity,
+                                            size_t* len);
+
 /* The routing trace: told, during later calls on the context (moe_decode, moe_generate*), each
  * token's routing as the context processes it — its position, the MoE layer, the experts it ran
  * (best first) and their weights, n_experts of each (the model's top-k; -1 and 0 where the token

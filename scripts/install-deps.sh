@@ -11,6 +11,8 @@ packages=(
   # bindings/: SWIG; Java (JDK + JUnit 5); C# (Mono compiler/runtime + NUnit 2.6); Go
   swig default-jdk-headless junit5 mono-mcs mono-runtime nunit-console libnunit-cil-dev golang-go
   libsentencepiece-dev
+  # The Prometheus client's parser checks the metrics text (tests/api/check_metrics_text.py).
+  python3-prometheus-client
 )
 
 missing=()

@@ -354,6 +354,16 @@ func (c *Context) Stats() (st Stats, err error) {
 	return st, err
 }
 
+// MetricsText is the last Generate or Decode call's statistics in the Prometheus text exposition
+// format (tokens and speed, stage times, router entropy, expert utilisation and fairness per
+// layer, active parameters, expert-cache hits), for a service's own metrics endpoint.
+func (c *Context) MetricsText() (text string, err error) {
+	err = c.with(func(n raw.NativeContext) error {
+		return call(func() { text = n.MetricsText() })
+	})
+	return text, err
+}
+
 // WriteRoutingProfile writes the expert counts of the last Generate or Decode call as a routing
 // profile (JSON), to warm a later load's expert cache (ModelOptions.ExpertWarmupProfile).
 func (c *Context) WriteRoutingProfile(path string) error {

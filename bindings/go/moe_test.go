@@ -699,6 +699,12 @@ func TestMappedWeightsAndAnF16CacheAreReachable(t *testing.T) {
 	if got := generateIDs(t, fewer, readIDs(t, "p1.tokens.txt"), 4); len(got) != 4 {
 		t.Fatalf("expert confidence 0.5: %v", got)
 	}
+	// The last call's statistics as Prometheus text, per layer too.
+	metrics, err := fewer.MetricsText()
+	if err != nil || !strings.Contains(metrics, "# TYPE moe_experts_per_token gauge") ||
+		!strings.Contains(metrics, `moe_expert_jain_fairness{layer="1"}`) {
+		t.Fatalf("metrics text: %v\n%s", err, metrics)
+	}
 	for _, bad := range []ContextOptions{{ExpertConfidence: 2}, {ExpertConfidence: 0.5, MinExperts: -1}} {
 		bad := bad
 		if _, err := mapped.NewContext(&bad); !isStatus(err, InvalidArgument) {

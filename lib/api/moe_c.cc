@@ -15,6 +15,7 @@
 #include "lib/api/handles.h"
 #include "lib/runtime/chat_template.h"
 #include "lib/runtime/engine.h"
+#include "lib/runtime/metrics_text.h"
 #include "lib/runtime/session.h"
 #include "lib/tokenizer/stream_decoder.h"
 
@@ -601,6 +602,21 @@ moe_status moe_context_get_expert_counts(const moe_context* ctx, int64_t* counts
       for (size_t e = 0; e < ec[l].size(); ++e) flat[l * h.n_expert + e] = ec[l][e];
     }
     return CopyOut(flat.data(), flat.size(), sizeof(int64_t), counts, capacity, len, false);
+  });
+}
+
+moe_status moe_context_metrics_text(const moe_context* ctx, char* buf, size_t capacity,
+                                    size_t* len) {
+  return Guard("moe_context_metrics_text", [&]() -> moe_status {
+    if (ctx == nullptr) return Null("context");
+    std::string text;
+    const double total = static_cast<double>(ctx->engine->params().total);
+    if (absl::Status s =
+            ctx->session->Inspect([&] { text = moe::MetricsText(ctx->session->stats(), total); });
+        !s.ok()) {
+      return FromStatus(s);
+    }
+    return CopyOut(text.data(), text.size(), 1, buf, capacity, len, true);
   });
 }
 

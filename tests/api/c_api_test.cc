@@ -1,4 +1,5 @@
 // The C ABI as an application sees it: this file includes only moe_c.h.
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -861,6 +862,35 @@ TEST_F(CApiTest, RoutingCallbackTellsEveryTokensExperts) {
   const size_t before = seen.experts.size();
   ASSERT_EQ(moe_generate_tokens(ctx, prompt.data(), 2, &greedy.gp, Collect, &got), MOE_OK);
   EXPECT_EQ(seen.experts.size(), before);
+  moe_context_free(ctx);
+}
+
+// The metrics text follows the caller-buffer rules and is valid Prometheus exposition, as the
+// Prometheus client library's own parser reads it, with every family and a sample per layer.
+TEST_F(CApiTest, MetricsTextIsPrometheusExposition) {
+  moe_context* ctx = NewContext();
+  size_t n = 0;
+  EXPECT_EQ(moe_context_metrics_text(nullptr, nullptr, 0, &n), MOE_ERROR_INVALID_ARGUMENT);
+  std::vector<int32_t> prompt = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.tokens.txt");
+  Greedy greedy(6);
+  Collected got;
+  ASSERT_EQ(moe_generate_tokens(ctx, prompt.data(), prompt.size(), &greedy.gp, Collect, &got),
+            MOE_OK);
+  ASSERT_EQ(moe_context_metrics_text(ctx, nullptr, 0, &n), MOE_ERROR_BUFFER_TOO_SMALL);
+  ASSERT_GT(n, 0u);
+  std::string text(n + 1, 'x');
+  ASSERT_EQ(moe_context_metrics_text(ctx, text.data(), text.size(), &n), MOE_OK);
+  EXPECT_EQ(text[n], '\0');
+  text.resize(n);
+  EXPECT_NE(text.find("moe_expert_jain_fairness{layer=\"1\"}"), std::string::npos) << text;
+  const std::string path = ::testing::TempDir() + "metrics_" + std::to_string(::getpid()) + ".txt";
+  std::ofstream(path) << text;
+  const std::string cmd = std::string(MOE_PYTHON3) + " " + MOE_CHECK_METRICS + " " + path + " 2 4";
+  const int status = std::system(cmd.c_str());
+  std::remove(path.c_str());
+  ASSERT_TRUE(WIFEXITED(status)) << cmd;
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "the Prometheus client's parser is not installed";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << cmd << "\n" << text;
   moe_context_free(ctx);
 }
 

@@ -100,6 +100,14 @@ namespace LibMoe {
       }
     }
 
+    /// <summary>The last Generate or <see cref="Decode"/> call's statistics in the Prometheus
+    /// text exposition format (tokens and speed, stage times, router entropy, expert utilisation
+    /// and fairness per layer, active parameters, expert-cache hits), for a service's own metrics
+    /// endpoint.</summary>
+    public string MetricsText() {
+      return Native.MetricsText();
+    }
+
     /// <summary>Writes the expert counts of the last Generate or <see cref="Decode"/> call as a
     /// routing profile (JSON), to warm a later load's expert cache.</summary>
     public void WriteRoutingProfile(string path) {

@@ -162,6 +162,10 @@ public class MoeTests {
                                                                         MinExperts = 1 })) {
       Assert.AreEqual(expected, GenerateIds(all, prompt, expected.Length));
       Assert.AreEqual(4, GenerateIds(fewer, prompt, 4).Length);
+      // The last call's statistics as Prometheus text, per layer too.
+      string metrics = fewer.MetricsText();
+      StringAssert.Contains("# TYPE moe_experts_per_token gauge", metrics);
+      StringAssert.Contains("moe_expert_jain_fairness{layer=\"1\"}", metrics);
     }
     foreach (var bad in new[] { new ContextOptions { ExpertConfidence = 2.0f },
                                 new ContextOptions { ExpertConfidence = 0.5f, MinExperts = 0 } }) {

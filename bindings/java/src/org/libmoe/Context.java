@@ -112,6 +112,15 @@ public final class Context implements AutoCloseable {
   }
 
   /**
+   * The last generate or {@link #decode} call's statistics in the Prometheus text exposition
+   * format (tokens and speed, stage times, router entropy, expert utilisation and fairness per
+   * layer, active parameters, expert-cache hits), for a service's own metrics endpoint.
+   */
+  public String metricsText() {
+    return Utf8.decode(get().MetricsText());
+  }
+
+  /**
    * Writes the expert counts of the last generate or {@link #decode} call as a routing profile
    * (JSON), to warm a later load's expert cache ({@link ModelOptions#expertWarmupProfile}).
    */

@@ -233,6 +233,10 @@ class MoeTest {
              model.newContext(new ContextOptions().expertConfidence(0.5f).minExperts(1))) {
       assertArrayEquals(expected, generateIds(all, prompt, expected.length));
       assertEquals(4, generateIds(fewer, prompt, 4).length);
+      // The last call's statistics as Prometheus text, per layer too.
+      String metrics = fewer.metricsText();
+      assertTrue(metrics.contains("# TYPE moe_experts_per_token gauge"), metrics);
+      assertTrue(metrics.contains("moe_expert_jain_fairness{layer=\"1\"}"), metrics);
     }
     for (ContextOptions bad : new ContextOptions[] {new ContextOptions().expertConfidence(2.0f),
              new ContextOptions().expertConfidence(0.5f).minExperts(0)}) {

@@ -1,0 +1,126 @@
+#include "lib/runtime/metrics_text.h"
+
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace moe {
+namespace {
+
+// One metric family at a time: HELP and TYPE lines, then its samples.
+class Writer {
+ public:
+  explicit Writer(std::string labels) : labels_(std::move(labels)) {}
+
+  void Family(const char* name, const char* type, const char* help) {
+    absl::StrAppend(&out_, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+    name_ = name;
+  }
+  // A sample of the current family; `label` is one more `key="value"` pair, or empty.
+  void Sample(double value, const std::string& label = "") {
+    std::string all = labels_;
+    if (!label.empty()) absl::StrAppend(&all, all.empty() ? "" : ",", label);
+    absl::StrAppend(&out_, name_, all.empty() ? "" : absl::StrCat("{", all, "}"), " ",
+                    Number(value), "\n");
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  // Prometheus spells the non-finite values NaN, +Inf and -Inf.
+  static std::string Number(double v) {
+    if (std::isnan(v)) return "NaN";
+    if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+    return absl::StrFormat("%.10g", v);
+  }
+
+  std::string labels_, out_;
+  const char* name_ = "";
+};
+
+double PerSecond(int64_t n, double s) { return s > 0 ? static_cast<double>(n) / s : 0.0; }
+
+struct Utilisation {
+  double stddev;    // of the experts' shares of the layer's choices
+  double fairness;  // Jain's index: (sum x)^2 / (n sum x^2), 1 when all are chosen alike
+};
+
+Utilisation UtilisationOf(const std::vector<int64_t>& counts) {
+  double sum = 0, squares = 0;
+  for (int64_t c : counts) {
+    sum += static_cast<double>(c);
+    squares += static_cast<double>(c) * static_cast<double>(c);
+  }
+  const double n = static_cast<double>(counts.size());
+  if (sum == 0 || n == 0) return {0, 0};
+  double var = 0;
+  for (int64_t c : counts) {
+    const double d = static_cast<double>(c) / sum - 1.0 / n;
+    var += d * d;
+  }
+  return {std::sqrt(var / n), sum * sum / (n * squares)};
+}
+
+}  // namespace
+
+std::string MetricsText(const SessionStats& s, double total_params, const std::string& labels) {
+  Writer w(labels);
+  const Telemetry& t = s.forward;
+  w.Family("moe_call_tokens", "gauge", "Tokens of the last call, by phase.");
+  w.Sample(static_cast<double>(s.prompt_tokens), "phase=\"prompt\"");
+  w.Sample(static_cast<double>(s.generated_tokens), "phase=\"generate\"");
+  w.Family("moe_call_tokens_per_second", "gauge", "Tokens per second of the last call, by phase.");
+  w.Sample(PerSecond(s.prompt_tokens, s.prompt_s), "phase=\"prompt\"");
+  w.Sample(PerSecond(s.generated_tokens, s.generate_s), "phase=\"generate\"");
+  w.Family("moe_call_stage_seconds", "gauge", "Time per stage in the last call.");
+  w.Sample(t.time.attention_s, "stage=\"attention\"");
+  w.Sample(t.time.router_s, "stage=\"router\"");
+  w.Sample(t.time.experts_s, "stage=\"experts\"");
+  w.Sample(t.time.head_s, "stage=\"head\"");
+  w.Sample(t.time.other_s, "stage=\"other\"");
+  w.Sample(s.sample_s, "stage=\"sampling\"");
+  w.Family("moe_router_entropy_nats", "gauge",
+           "Mean entropy of the router's scores per token and layer in the last call.");
+  w.Sample(t.MeanRouterEntropy());
+  w.Family("moe_experts_per_token", "gauge",
+           "Routed experts a token ran per MoE layer in the last call (the model's top-k unless "
+           "a routing policy drops some).");
+  w.Sample(t.MeanExpertsPerToken());
+  const double tokens = static_cast<double>(t.tokens);
+  w.Family("moe_active_params_per_token", "gauge",
+           "Parameters a token touched in the last call, from the experts that fired.");
+  w.Sample(tokens > 0 ? static_cast<double>(t.active_params) / tokens : 0.0);
+  w.Family("moe_active_fraction", "gauge", "Active parameters per token over all parameters.");
+  w.Sample(tokens > 0 && total_params > 0
+               ? static_cast<double>(t.active_params) / tokens / total_params
+               : 0.0);
+  w.Family("moe_weight_bytes_per_token", "gauge", "Weight bytes read per token in the last call.");
+  w.Sample(tokens > 0 ? static_cast<double>(t.weight_bytes_read) / tokens : 0.0);
+  w.Family("moe_expert_utilisation_stddev", "gauge",
+           "Per layer: standard deviation of the experts' shares of the tokens' choices in the "
+           "last call (0: all chosen alike).");
+  std::vector<Utilisation> layers;
+  for (const auto& counts : t.expert_counts) layers.push_back(UtilisationOf(counts));
+  for (size_t l = 0; l < layers.size(); ++l) {
+    w.Sample(layers[l].stddev, absl::StrCat("layer=\"", l, "\""));
+  }
+  w.Family("moe_expert_jain_fairness", "gauge",
+           "Per layer: Jain's fairness index of the experts' token counts in the last call (1: "
+           "all chosen alike; 1/n: one expert takes everything; 0: no routed tokens).");
+  for (size_t l = 0; l < layers.size(); ++l) {
+    w.Sample(layers[l].fairness, absl::StrCat("layer=\"", l, "\""));
+  }
+  const ExpertCacheStats& c = s.expert_cache;
+  w.Family("moe_expert_cache_lookups", "gauge",
+           "The expert cache's lookups in the last call, by result (0 when experts are resident).");
+  w.Sample(static_cast<double>(c.hits), "result=\"hit\"");
+  w.Sample(static_cast<double>(c.misses), "result=\"miss\"");
+  w.Family("moe_expert_cache_hit_ratio", "gauge",
+           "Hits over lookups of the expert cache in the last call (1 when experts are resident).");
+  const int64_t lookups = c.hits + c.misses;
+  w.Sample(lookups > 0 ? static_cast<double>(c.hits) / static_cast<double>(lookups) : 1.0);
+  return w.Take();
+}
+
+}  // namespace moe

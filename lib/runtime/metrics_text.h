@@ -1,0 +1,19 @@
+// A context's statistics in the Prometheus text exposition format (version 0.0.4), so that a
+// service embedding libmoe serves them from its own /metrics endpoint: the last call's tokens,
+// speed and time per stage, the router's entropy, each layer's expert utilisation (standard
+// deviation of the experts' shares and Jain's fairness index), active parameters and weight
+// bytes per token, routed experts per token, and the expert cache's hits, misses and hit ratio.
+#pragma once
+
+#include <string>
+
+#include "lib/runtime/session.h"
+
+namespace moe {
+
+// Every sample is labelled with `labels` as well (`key="value"` pairs, comma-separated, already
+// escaped; empty: none).
+std::string MetricsText(const SessionStats& stats, double total_params,
+                        const std::string& labels = "");
+
+}  // namespace moe
