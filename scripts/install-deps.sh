@@ -13,6 +13,8 @@ packages=(
   libsentencepiece-dev
   # The Prometheus client's parser checks the metrics text (tests/api/check_metrics_text.py).
   python3-prometheus-client
+  # moe-cli stats --plot draws its heatmap with cairo, labels in DejaVu Sans.
+  libcairo2-dev fonts-dejavu-core
 )
 
 missing=()

@@ -116,6 +116,29 @@ TEST(MoeCliTest, TraceWritesEachTokensRoutingAsJsonLines) {
     EXPECT_EQ(layers, 2u);
   }
   EXPECT_EQ(n, fed.size());
+  // The same trace summarised and drawn: moe-cli stats.
+  const std::string png = trace + ".png";
+  Result stats = RunCommand(kBin + "moe-cli stats --trace " + trace + " --plot " + png);
+  ASSERT_EQ(stats.exit_code, 0) << Slurp(StderrPath());
+  // A header, then per layer its index and choices: 4 per fed token.
+  std::istringstream table(stats.out);
+  std::string header;
+  std::getline(table, header);
+  EXPECT_EQ(header.rfind("layer  choices  fairness", 0), 0u) << stats.out;
+  for (int64_t layer = 0; layer < 2; ++layer) {
+    int64_t index = -1, choices = -1;
+    std::string rest;
+    table >> index >> choices;
+    std::getline(table, rest);
+    EXPECT_EQ(index, layer) << stats.out;
+    EXPECT_EQ(choices, static_cast<int64_t>(fed.size()) * 4) << stats.out;
+  }
+  EXPECT_EQ(Slurp(png).substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  fs::remove(png);
+  EXPECT_NE(
+      RunCommand(kBin + "moe-cli stats --trace " + trace + " --plot " + trace + ".gif").exit_code,
+      0);
+  EXPECT_NE(RunCommand(kBin + "moe-cli stats --profile " + trace).exit_code, 0);  // not a profile
   fs::remove(trace);
   Result bad = RunCommand(kBin + "moe-cli run -m " + (dir / "tiny-qwen2moe-f32.gguf").string() +
                           " --prompt-ids 1 -n 1 --trace /nonexistent/dir/trace.jsonl");

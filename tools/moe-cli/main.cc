@@ -8,6 +8,7 @@
 #include "tools/moe-cli/profile_command.h"
 #include "tools/moe-cli/run_command.h"
 #include "tools/moe-cli/serve_test_command.h"
+#include "tools/moe-cli/stats_command.h"
 #include "tools/moe-cli/tokenize_command.h"
 
 namespace {
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
   moe::cli::AddChatCommand(app, &exit_code);
   moe::cli::AddPerplexityCommand(app, &exit_code);
   moe::cli::AddProfileCommand(app, &exit_code);
+  moe::cli::AddStatsCommand(app, &exit_code);
   moe::cli::AddServeTestCommand(app, &exit_code);
   AddForwardedCommand(app, "tokenize", "print the token ids of a text (--help for its flags)",
                       moe::TokenizeMain, &exit_code);
