@@ -529,6 +529,10 @@ class NativeContext {
     if (n > 0) Check(moe_context_get_expert_counts(ctx.get(), counts.data(), n, &n));
     return counts;
   }
+  // Switches the layer's experts off (an empty set: all back on); moe_context_disable_experts.
+  void DisableExperts(int32_t layer, const int32_t* experts, size_t n_experts) {
+    Check(moe_context_disable_experts(Hold().get(), layer, experts, n_experts));
+  }
   // The last call's statistics in the Prometheus text format (moe_context_metrics_text).
   std::string MetricsText() const {
     const std::shared_ptr<moe_context> ctx = Hold();

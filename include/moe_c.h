@@ -602,6 +602,15 @@ MOE_API moe_status moe_context_get_stats(const moe_context* context, moe_stats* 
 MOE_API moe_status moe_context_get_expert_counts(const moe_context* context, int64_t* counts,
                                                  size_t capacity, size_t* len);
 
+/* Switches experts of one MoE layer off for this context's later calls (a setting: kept by
+ * moe_context_reset): the router never picks them and takes the best of the others instead, the
+ * weights keeping their meaning over all experts. experts[0..n_experts) replaces the layer's set;
+ * n_experts = 0 switches the layer's experts all back on. MOE_ERROR_INVALID_ARGUMENT for a layer
+ * without routed experts (or out of range), an expert id out of range, or a set that would leave
+ * the layer no expert; MOE_ERROR_BUSY while a call runs on the context. */
+MOE_API moe_status moe_context_disable_experts(moe_context* context, int32_t layer,
+                                               const int32_t* experts, size_t n_experts);
+
 /* The last call's statistics in the Prometheus text exposition format (version 0.0.4), into
  * buf[0..capacity); see "Caller buffers". Families: moe_call_tokens and
  * moe_call_tokens_per_second (by phase), moe_call_stage_seconds (by stage),

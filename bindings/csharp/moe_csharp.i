@@ -72,6 +72,7 @@ static void MoeCsSetPendingException(int status, const char* message) {
 
 // Token ids in: a pinned int[] plus its length.
 %apply int INPUT[] { const int32_t* tokens }
+%apply int INPUT[] { const int32_t* experts }  // DisableExperts, with its length
 
 // Vectors out (token ids as int[], logits as float[], expert counts as long[]): C++ packs the
 // vector into one malloc'd block, its element count (int64) then the elements; C# copies them

@@ -354,6 +354,15 @@ func (c *Context) Stats() (st Stats, err error) {
 	return st, err
 }
 
+// DisableExperts switches experts of one MoE layer off for later calls: the router takes the best
+// of the others. The experts replace the layer's set; none switches them all back on. Invalid
+// layers, ids out of range or a set leaving the layer no expert are InvalidArgument errors.
+func (c *Context) DisableExperts(layer int, experts ...int32) error {
+	return c.with(func(n raw.NativeContext) error {
+		return call(func() { n.DisableExperts(layer, experts) })
+	})
+}
+
 // MetricsText is the last Generate or Decode call's statistics in the Prometheus text exposition
 // format (tokens and speed, stage times, router entropy, expert utilisation and fairness per
 // layer, active parameters, expert-cache hits), for a service's own metrics endpoint.

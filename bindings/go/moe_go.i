@@ -53,6 +53,9 @@ inline std::string ErrorMessage() { return pending_message; }
   $2 = static_cast<size_t>($input.len);
 %}
 
+// Expert ids in (DisableExperts): as token ids.
+%apply (const int32_t* tokens, size_t n_tokens) { (const int32_t* experts, size_t n_experts) }
+
 // Vectors out (token ids as []int32, logits as []float32, expert counts as []int64): copied into
 // C memory, then into a Go slice, and the C memory freed.
 %define MOE_GO_SLICE_OUT(CTYPE, GOTYPE)

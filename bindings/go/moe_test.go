@@ -699,6 +699,22 @@ func TestMappedWeightsAndAnF16CacheAreReachable(t *testing.T) {
 	if got := generateIDs(t, fewer, readIDs(t, "p1.tokens.txt"), 4); len(got) != 4 {
 		t.Fatalf("expert confidence 0.5: %v", got)
 	}
+	// Switched-off experts are never chosen.
+	if err := fewer.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fewer.DisableExperts(0, 0, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	if got := generateIDs(t, fewer, readIDs(t, "p1.tokens.txt"), 4); len(got) != 4 {
+		t.Fatalf("with experts off: %v", got)
+	}
+	if counts, err := fewer.ExpertCounts(); err != nil || counts[0][0]+counts[0][1]+counts[0][2] != 0 {
+		t.Fatalf("expert counts with 0-2 off: %v, %v", counts, err)
+	}
+	if err := fewer.DisableExperts(0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); !isStatus(err, InvalidArgument) {
+		t.Fatalf("all experts off: %v, want an invalid-argument error", err)
+	}
 	// The last call's statistics as Prometheus text, per layer too.
 	metrics, err := fewer.MetricsText()
 	if err != nil || !strings.Contains(metrics, "# TYPE moe_experts_per_token gauge") ||

@@ -104,6 +104,9 @@ static void MoeThrowJava(JNIEnv* jenv, int status, const char* message) {
   $2 = copy.size();
 %}
 
+// Expert ids in (DisableExperts): as token ids.
+%apply (const int32_t* tokens, size_t n_tokens) { (const int32_t* experts, size_t n_experts) }
+
 // Vectors out: token ids as int[], logits as float[], expert counts as long[] (one copy each).
 %define MOE_JAVA_ARRAY_OUT(CTYPE, JNITYPE, JTYPE, NEW, SET, JELEM)
 %typemap(jni) std::vector<CTYPE> "JNITYPE"

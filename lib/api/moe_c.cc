@@ -605,6 +605,16 @@ moe_status moe_context_get_expert_counts(const moe_context* ctx, int64_t* counts
   });
 }
 
+moe_status moe_context_disable_experts(moe_context* ctx, int32_t layer, const int32_t* experts,
+                                       size_t n_experts) {
+  return Guard("moe_context_disable_experts", [&]() -> moe_status {
+    if (ctx == nullptr) return Null("context");
+    if (experts == nullptr && n_experts > 0) return Null("experts");
+    return FromStatus(ctx->session->SetDisabledExperts(
+        layer, absl::MakeConstSpan(experts, experts == nullptr ? 0 : n_experts)));
+  });
+}
+
 moe_status moe_context_metrics_text(const moe_context* ctx, char* buf, size_t capacity,
                                     size_t* len) {
   return Guard("moe_context_metrics_text", [&]() -> moe_status {

@@ -286,6 +286,37 @@ absl::Status Session::Reset() {
   return absl::OkStatus();
 }
 
+absl::Status Session::SetDisabledExperts(int layer, absl::Span<const int32_t> experts) {
+  Busy busy(*this);
+  MOE_RETURN_IF_ERROR(busy.status());
+  const Model& model = *engine_->model();
+  const HParams& h = model.hp();
+  if (layer < 0 || layer >= h.n_layer ||
+      model.layers()[layer].parts.ffn != FeedForwardPart::kMixture) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "layer ", layer, " has no routed experts (the model's MoE layers are among 0..",
+        h.n_layer - 1, ")"));
+  }
+  std::vector<bool> off(h.n_expert, false);
+  int64_t n_off = 0;
+  for (int32_t e : experts) {
+    if (e < 0 || e >= h.n_expert) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("expert ", e, " is outside [0, ", h.n_expert, ")"));
+    }
+    n_off += !off[e];
+    off[e] = true;
+  }
+  if (n_off == h.n_expert) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "switching off all ", h.n_expert, " experts would leave layer ", layer, " with none"));
+  }
+  if (disabled_experts_.empty()) disabled_experts_.assign(h.n_layer, {});
+  disabled_experts_[layer] = n_off > 0 ? std::move(off) : std::vector<bool>{};
+  transformer_.set_disabled_experts(disabled_experts_);
+  return absl::OkStatus();
+}
+
 absl::Status Session::SetRoutingCallback(RoutingCallback callback) {
   Busy busy(*this);
   MOE_RETURN_IF_ERROR(busy.status());

@@ -108,6 +108,13 @@ class Session {
                          absl::Span<const float> weights)>;
   absl::Status SetRoutingCallback(RoutingCallback callback);
 
+  // Switches experts of one MoE layer off for later calls: the router never picks them (it takes
+  // the best of the others; weights keep their meaning over all experts). `experts` replaces the
+  // layer's set; empty switches them all back on. InvalidArgument for a layer without routed
+  // experts, an expert out of range, or a set that leaves the layer none; Aborted "busy" if a
+  // call runs.
+  absl::Status SetDisabledExperts(int layer, absl::Span<const int32_t> experts);
+
   // Runs f while holding the call slot, so that what f reads (stats(), logits()) is not being
   // written by a call on another thread; Aborted "busy" if a call runs.
   absl::Status Inspect(const std::function<void()>& f);
@@ -136,6 +143,7 @@ class Session {
   Transformer transformer_;
   KvCache cache_;
   std::vector<int32_t> history_;  // every token in the cache, in order
+  std::vector<std::vector<bool>> disabled_experts_;  // [layer][expert]; empty: none
   std::vector<float> logits_;
   // kInCall while a call runs; kCancelRequested only ever set while kInCall is, and cleared with
   // it when the call ends.

@@ -894,6 +894,61 @@ TEST_F(CApiTest, MetricsTextIsPrometheusExposition) {
   moe_context_free(ctx);
 }
 
+// Switched-off experts are never chosen, the layer's others take their place (still 4 a token),
+// an empty set switches them back on, a reset keeps the setting, and bad sets are refused.
+TEST_F(CApiTest, DisabledExpertsAreNeverChosen) {
+  moe_context* ctx = NewContext();
+  std::vector<int32_t> prompt = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.tokens.txt");
+  auto counts_after_run = [&] {
+    Greedy greedy(4);
+    Collected got;
+    EXPECT_EQ(moe_generate_tokens(ctx, prompt.data(), prompt.size(), &greedy.gp, Collect, &got),
+              MOE_OK)
+        << moe_last_error();
+    std::vector<int64_t> counts(2 * 16);
+    size_t n = 0;
+    EXPECT_EQ(moe_context_get_expert_counts(ctx, counts.data(), counts.size(), &n), MOE_OK);
+    EXPECT_EQ(moe_context_reset(ctx), MOE_OK);
+    return counts;
+  };
+  const std::vector<int64_t> before = counts_after_run();
+  // The layer-0 experts chosen most: switch them off.
+  std::vector<int32_t> off;
+  for (int32_t e = 0; e < 16; ++e) {
+    if (before[e] > 0 && off.size() < 3) off.push_back(e);
+  }
+  ASSERT_EQ(off.size(), 3u);
+  ASSERT_EQ(moe_context_disable_experts(ctx, 0, off.data(), off.size()), MOE_OK);
+  const std::vector<int64_t> after = counts_after_run();  // the reset keeps the setting
+  int64_t total0 = 0, total0_before = 0;
+  for (int32_t e = 0; e < 16; ++e) {
+    total0 += after[e];
+    total0_before += before[e];
+  }
+  for (int32_t e : off) EXPECT_EQ(after[e], 0) << "expert " << e;
+  EXPECT_EQ(total0, total0_before);  // still 4 experts a token
+  // Layer 1 may route differently (its input changed), but still 4 experts a token.
+  int64_t total1 = 0, total1_before = 0;
+  for (int32_t e = 16; e < 32; ++e) {
+    total1 += after[e];
+    total1_before += before[e];
+  }
+  EXPECT_EQ(total1, total1_before);
+  ASSERT_EQ(moe_context_disable_experts(ctx, 0, nullptr, 0), MOE_OK);
+  EXPECT_EQ(counts_after_run(), before);
+  std::vector<int32_t> all(16);
+  for (int32_t e = 0; e < 16; ++e) all[e] = e;
+  const int32_t bad = 16;
+  EXPECT_EQ(moe_context_disable_experts(ctx, 0, all.data(), all.size()),
+            MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(moe_last_error()).find("none"), std::string::npos) << moe_last_error();
+  EXPECT_EQ(moe_context_disable_experts(ctx, 0, &bad, 1), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(moe_context_disable_experts(ctx, 2, off.data(), 1), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(moe_context_disable_experts(ctx, 0, nullptr, 2), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(moe_context_disable_experts(nullptr, 0, off.data(), 1), MOE_ERROR_INVALID_ARGUMENT);
+  moe_context_free(ctx);
+}
+
 TEST_F(CApiTest, MessagesNameTheValueThatIsWrong) {
   moe_context_params p = moe_context_default_params();
   p.n_threads = 2147483647;

@@ -100,6 +100,16 @@ namespace LibMoe {
       }
     }
 
+    /// <summary>Switches experts of one MoE layer off for later calls: the router takes the best
+    /// of the others. The experts replace the layer's set; none switches them all back on.
+    /// Invalid layers, ids out of range or a set leaving the layer no expert throw
+    /// InvalidArgument.</summary>
+    public void DisableExperts(int layer, params int[] experts) {
+      if (experts == null)
+        throw new ArgumentNullException("experts");
+      Native.DisableExperts(layer, experts, (uint)experts.Length);
+    }
+
     /// <summary>The last Generate or <see cref="Decode"/> call's statistics in the Prometheus
     /// text exposition format (tokens and speed, stage times, router entropy, expert utilisation
     /// and fairness per layer, active parameters, expert-cache hits), for a service's own metrics

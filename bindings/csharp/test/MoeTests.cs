@@ -162,6 +162,16 @@ public class MoeTests {
                                                                         MinExperts = 1 })) {
       Assert.AreEqual(expected, GenerateIds(all, prompt, expected.Length));
       Assert.AreEqual(4, GenerateIds(fewer, prompt, 4).Length);
+      // Switched-off experts are never chosen.
+      fewer.Reset();
+      fewer.DisableExperts(0, 0, 1, 2);
+      Assert.AreEqual(4, GenerateIds(fewer, prompt, 4).Length);
+      long[,] counts = fewer.GetExpertCounts();
+      Assert.AreEqual(0, counts[0, 0] + counts[0, 1] + counts[0, 2]);
+      var none = Assert.Throws<MoeException>(
+          () => fewer.DisableExperts(0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+      Assert.AreEqual(Status.InvalidArgument, none.Status);
+      fewer.DisableExperts(0);
       // The last call's statistics as Prometheus text, per layer too.
       string metrics = fewer.MetricsText();
       StringAssert.Contains("# TYPE moe_experts_per_token gauge", metrics);

@@ -170,6 +170,16 @@ public final class Context implements AutoCloseable {
    *     Status#CONTEXT_FULL} when the tokens do not fit, {@link Status#CANCELLED} after {@link
    *     #cancel()}
    */
+  /**
+   * Switches experts of one MoE layer off for later calls: the router takes the best of the
+   * others. The experts replace the layer's set; none switches them all back on. Invalid layers,
+   * ids out of range or a set leaving the layer no expert throw INVALID_ARGUMENT.
+   */
+  public void disableExperts(int layer, int... experts) {
+    java.util.Objects.requireNonNull(experts, "experts is null");
+    get().DisableExperts(layer, experts);
+  }
+
   public void decode(int[] tokens) {
     java.util.Objects.requireNonNull(tokens, "tokens is null");
     get().Decode(tokens);

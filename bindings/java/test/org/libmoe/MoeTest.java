@@ -233,6 +233,16 @@ class MoeTest {
              model.newContext(new ContextOptions().expertConfidence(0.5f).minExperts(1))) {
       assertArrayEquals(expected, generateIds(all, prompt, expected.length));
       assertEquals(4, generateIds(fewer, prompt, 4).length);
+      // Switched-off experts are never chosen.
+      fewer.reset();
+      fewer.disableExperts(0, 0, 1, 2);
+      assertEquals(4, generateIds(fewer, prompt, 4).length);
+      long[][] counts = fewer.expertCounts();
+      assertEquals(0, counts[0][0] + counts[0][1] + counts[0][2]);
+      MoeException none = assertThrows(MoeException.class,
+          () -> fewer.disableExperts(0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+      assertEquals(Status.INVALID_ARGUMENT, none.status());
+      fewer.disableExperts(0);
       // The last call's statistics as Prometheus text, per layer too.
       String metrics = fewer.metricsText();
       assertTrue(metrics.contains("# TYPE moe_experts_per_token gauge"), metrics);
