@@ -247,6 +247,8 @@ MOE_WRAP(moe_swig::NativeEngineOptions::prefix_sharing)
 MOE_WRAP(moe_swig::NativeEngineOptions::when_kv_full)
 MOE_WRAP(moe_swig::NativeEngineOptions::own_thread)
 MOE_WRAP(moe_swig::NativeEngineOptions::seed)
+MOE_WRAP(moe_swig::NativeEngineOptions::expert_confidence)
+MOE_WRAP(moe_swig::NativeEngineOptions::min_experts)
 
 MOE_WRAP(moe_swig::NativeEngine)
 MOE_WRAP(moe_swig::NativeEngine::NativeEngine)

@@ -739,6 +739,8 @@ struct NativeEngineOptions {
     when_kv_full = p.when_kv_full;
     own_thread = p.own_thread != 0;
     seed = static_cast<int64_t>(p.seed);
+    expert_confidence = p.expert_confidence;
+    min_experts = p.min_experts;
   }
   int32_t threads, kv_type, kv_block_size, n_ctx;
   int64_t kv_tokens, kv_bytes;
@@ -747,6 +749,8 @@ struct NativeEngineOptions {
   int32_t when_kv_full;  // moe_kv_full_policy
   bool own_thread;
   int64_t seed;
+  float expert_confidence;
+  int32_t min_experts;
 };
 
 // One engine request's events, on the thread that steps the engine: each token, then exactly one
@@ -808,6 +812,8 @@ class NativeEngine {
     p.when_kv_full = o.when_kv_full;
     p.own_thread = o.own_thread ? 1 : 0;
     p.seed = static_cast<uint64_t>(o.seed);
+    p.expert_confidence = o.expert_confidence;
+    p.min_experts = o.min_experts;
     moe_engine* raw = nullptr;
     Check(moe_engine_create(m.get(), &p, &raw));
     engine_.Set(std::shared_ptr<moe_engine>(raw, &moe_engine_free));

@@ -678,6 +678,9 @@ typedef struct moe_engine_params {
   int32_t when_kv_full;    /* moe_kv_full_policy; default MOE_KV_FULL_PREEMPT */
   int32_t own_thread;      /* 1 (default): the engine steps on its own thread; 0: moe_engine_step */
   uint64_t seed;           /* added to every request's sampling seed; default 0 */
+  /* Every request's dynamic top-k, as moe_context_params' (0 (default): the model's top-k). */
+  float expert_confidence;
+  int32_t min_experts; /* default 1 */
 } moe_engine_params;
 
 MOE_API moe_status moe_engine_params_init(moe_engine_params* params, size_t struct_size);

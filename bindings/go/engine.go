@@ -23,6 +23,10 @@ type EngineOptions struct {
 	FinishWhenKVFull bool   // a request that cannot grow finishes (default: the youngest is preempted)
 	CallerDriven     bool   // nothing runs until the caller calls Step (default: the engine's thread)
 	Seed             int64  // added to every request's sampling seed
+	// Every request's dynamic top-k: a token keeps its best routed experts until they hold this
+	// share of its top-k router scores, in [0, 1]; 0: always the model's top-k.
+	ExpertConfidence float32
+	MinExperts       int // with ExpertConfidence: at least this many experts per token; 0: 1
 }
 
 // RequestResult is what an Engine request produced, and how it went.
@@ -101,6 +105,10 @@ func (m *Model) NewEngine(opts *EngineOptions) (*Engine, error) {
 	}
 	o.SetOwn_thread(!opts.CallerDriven)
 	o.SetSeed(opts.Seed)
+	o.SetExpert_confidence(opts.ExpertConfidence)
+	if opts.MinExperts != 0 {
+		o.SetMin_experts(opts.MinExperts)
+	}
 	e := &Engine{model: m}
 	var native raw.NativeEngine
 	err := m.with(func(n raw.NativeModel) error {

@@ -170,6 +170,9 @@ func TestEngineCloseFinishesWhatIsLeftAndCallerDrivenSteps(t *testing.T) {
 	if _, err := m.NewEngine(&EngineOptions{KVBlockSize: 3}); !isStatus(err, InvalidArgument) {
 		t.Errorf("block size 3: %v", err)
 	}
+	if _, err := m.NewEngine(&EngineOptions{ExpertConfidence: 2}); !isStatus(err, InvalidArgument) {
+		t.Errorf("expert confidence 2: %v", err)
+	}
 }
 
 func isStatus(err error, s Status) bool {

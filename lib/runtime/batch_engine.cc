@@ -83,6 +83,7 @@ absl::StatusOr<std::unique_ptr<BatchEngine>> BatchEngine::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("max_sequences ", options.max_sequences, ": from 1 to 4096"));
   }
+  MOE_RETURN_IF_ERROR(CheckRoutingPolicy(options.routing));
   if (options.max_step_tokens < 1) {
     return absl::InvalidArgumentError("max_step_tokens must be positive");
   }
@@ -117,6 +118,7 @@ BatchEngine::BatchEngine(std::shared_ptr<const Engine> engine, const BatchEngine
       transformer_(engine_->model(), backend_.get()),
       storage_(std::move(storage)),
       pool_(std::move(pool)) {
+  transformer_.set_routing_policy(options.routing);
   transformer_.set_expert_store(engine_->expert_store());
   transformer_.set_expert_prefetch(engine_->expert_store() != nullptr &&
                                    engine_->expert_store()->prefetch());

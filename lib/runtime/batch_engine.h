@@ -33,6 +33,7 @@
 #include "lib/kv/kv_block_pool.h"
 #include "lib/kv/paged_kv_storage.h"
 #include "lib/model/forward.h"
+#include "lib/moe/router.h"
 #include "lib/runtime/engine.h"
 #include "lib/runtime/session.h"
 
@@ -57,6 +58,7 @@ struct BatchEngineOptions {
   bool prefix_sharing = true;
   WhenKvFull when_full = WhenKvFull::kPreempt;
   bool own_thread = true;  // false: the caller drives the engine with Step()
+  RoutingPolicy routing;   // every request's; off by default (lib/moe/router.h)
 };
 
 struct RequestOptions {

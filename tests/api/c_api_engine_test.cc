@@ -67,8 +67,9 @@ class CApiEngineTest : public ::testing::Test {
   }
 
   // What a lone context generates for the prompt (F16 KV, as the engine's).
-  static std::string Lone(const char* prompt, int32_t max_tokens) {
+  static std::string Lone(const char* prompt, int32_t max_tokens, float expert_confidence = 0) {
     moe_context_params cp = moe_context_default_params();
+    cp.expert_confidence = expert_confidence;
     cp.n_ctx = 256;
     cp.n_threads = 2;
     cp.kv_type = MOE_KV_F16;
@@ -92,8 +93,10 @@ class CApiEngineTest : public ::testing::Test {
     return text;
   }
 
-  static moe_engine* NewEngine(int32_t own_thread = 1, int64_t kv_tokens = 0) {
+  static moe_engine* NewEngine(int32_t own_thread = 1, int64_t kv_tokens = 0,
+                               float expert_confidence = 0) {
     moe_engine_params p = moe_engine_default_params();
+    p.expert_confidence = expert_confidence;
     p.n_threads = 2;
     p.n_ctx = 256;
     p.own_thread = own_thread;
@@ -159,6 +162,34 @@ TEST_F(CApiEngineTest, ThreadsSubmittingAtOnceGetWhatALoneContextGenerates) {
   EXPECT_EQ(st.finished, kN);
   EXPECT_EQ(st.kv_blocks_in_use, 0);
   moe_engine_free(e);
+}
+
+// An engine's routing policy applies to every request, token for token as in a lone context with
+// the same policy (a token's routing does not depend on its batch); out-of-range values are
+// refused.
+TEST_F(CApiEngineTest, ExpertConfidenceRoutesRequestsAsALoneContext) {
+  moe_engine* e = NewEngine(1, 0, 0.5f);
+  ASSERT_NE(e, nullptr);
+  constexpr int kN = sizeof(kPrompts) / sizeof(kPrompts[0]);
+  std::vector<moe_request_id> ids(kN);
+  for (int i = 0; i < kN; ++i) ASSERT_EQ(Submit(e, kPrompts[i], 8, nullptr, &ids[i]), MOE_OK);
+  for (int i = 0; i < kN; ++i) {
+    moe_request_result* r = nullptr;
+    ASSERT_EQ(moe_engine_wait(e, ids[i], -1, &r), MOE_OK) << moe_last_error();
+    EXPECT_EQ(std::string(moe_request_result_text(r)), Lone(kPrompts[i], 8, 0.5f)) << kPrompts[i];
+    moe_request_result_free(r);
+  }
+  moe_engine_free(e);
+  moe_engine_params p = moe_engine_default_params();
+  EXPECT_EQ(p.min_experts, 1);
+  p.expert_confidence = 1.5f;
+  moe_engine* out = nullptr;
+  EXPECT_EQ(moe_engine_create(model_, &p, &out), MOE_ERROR_INVALID_ARGUMENT);
+  p = moe_engine_default_params();
+  p.expert_confidence = 0.5f;
+  p.min_experts = 0;
+  EXPECT_EQ(moe_engine_create(model_, &p, &out), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(out, nullptr);
 }
 
 TEST_F(CApiEngineTest, CallerDrivenStepsTryWaitAndTimeouts) {

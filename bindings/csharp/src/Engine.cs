@@ -28,6 +28,8 @@ namespace LibMoe {
         PrefixSharing = d.prefix_sharing;
         OwnThread = d.own_thread;
         Seed = d.seed;
+        ExpertConfidence = d.expert_confidence;
+        MinExperts = d.min_experts;
       }
       KvType = KvType.F16;
       WhenKvFull = KvFullPolicy.Preempt;
@@ -58,6 +60,13 @@ namespace LibMoe {
     public bool OwnThread { get; set; }
     /// <summary>Added to every request's sampling seed (default 0).</summary>
     public long Seed { get; set; }
+    /// <summary>Every request's dynamic top-k: a token keeps its best routed experts until they
+    /// hold this share of its top-k router scores, in [0, 1]; 0 (default): the model's
+    /// top-k.</summary>
+    public float ExpertConfidence { get; set; }
+    /// <summary>With <see cref="ExpertConfidence"/>: at least this many experts (default
+    /// 1).</summary>
+    public int MinExperts { get; set; }
 
     internal NativeEngineOptions ToNative() {
       var n = new NativeEngineOptions();
@@ -73,6 +82,8 @@ namespace LibMoe {
       n.when_kv_full = (int)WhenKvFull;
       n.own_thread = OwnThread;
       n.seed = Seed;
+      n.expert_confidence = ExpertConfidence;
+      n.min_experts = MinExperts;
       return n;
     }
   }

@@ -122,5 +122,8 @@ public class EngineTests {
     var bad = Assert.Throws<MoeException>(
         () => new Engine(model, new EngineOptions { KvBlockSize = 3 }));
     Assert.AreEqual(Status.InvalidArgument, bad.Status);
+    var share = Assert.Throws<MoeException>(
+        () => new Engine(model, new EngineOptions { ExpertConfidence = 2.0f }));
+    Assert.AreEqual(Status.InvalidArgument, share.Status);
   }
 }

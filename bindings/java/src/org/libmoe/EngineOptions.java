@@ -15,6 +15,8 @@ public final class EngineOptions {
   KvFullPolicy whenKvFull = KvFullPolicy.PREEMPT;
   boolean ownThread = defaults.getOwn_thread();
   long seed = defaults.getSeed();
+  float expertConfidence = defaults.getExpert_confidence();
+  int minExperts = defaults.getMin_experts();
 
   public EngineOptions() {
     defaults.delete();
@@ -95,6 +97,21 @@ public final class EngineOptions {
     return this;
   }
 
+  /**
+   * Every request's dynamic top-k: a token keeps its best routed experts until they hold this
+   * share of its top-k router scores, in [0, 1]; 0 (default): always the model's top-k.
+   */
+  public EngineOptions expertConfidence(float share) {
+    expertConfidence = share;
+    return this;
+  }
+
+  /** With {@link #expertConfidence}: at least this many experts per token (default 1). */
+  public EngineOptions minExperts(int n) {
+    minExperts = n;
+    return this;
+  }
+
   NativeEngineOptions toNative() {
     NativeEngineOptions n = new NativeEngineOptions();
     n.setThreads(threads);
@@ -109,6 +126,8 @@ public final class EngineOptions {
     n.setWhen_kv_full(whenKvFull.code);
     n.setOwn_thread(ownThread);
     n.setSeed(seed);
+    n.setExpert_confidence(expertConfidence);
+    n.setMin_experts(minExperts);
     return n;
   }
 }

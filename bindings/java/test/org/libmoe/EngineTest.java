@@ -140,5 +140,8 @@ class EngineTest {
     MoeException bad = assertThrows(
         MoeException.class, () -> new Engine(model, new EngineOptions().kvBlockSize(3)));
     assertEquals(Status.INVALID_ARGUMENT, bad.status());
+    MoeException share = assertThrows(
+        MoeException.class, () -> new Engine(model, new EngineOptions().expertConfidence(2.0f)));
+    assertEquals(Status.INVALID_ARGUMENT, share.status());
   }
 }
