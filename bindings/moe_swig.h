@@ -447,7 +447,9 @@ class NativeContext {
  public:
   // kv_type: a moe_kv_type (0 = F32, 1 = F16).
   NativeContext(const NativeModel& model, int32_t n_ctx, int32_t n_threads, int64_t seed,
-                int32_t kv_type, float expert_confidence, int32_t min_experts) {
+                int32_t kv_type, float expert_confidence, int32_t min_experts,
+                float router_temperature, int32_t router_noise, float router_noise_scale,
+                int64_t router_noise_seed) {
     std::shared_ptr<moe_model> m = model.Hold();
     moe_context_params params = moe_context_default_params();
     params.n_ctx = n_ctx;
@@ -456,6 +458,10 @@ class NativeContext {
     params.kv_type = kv_type;
     params.expert_confidence = expert_confidence;
     params.min_experts = min_experts;
+    params.router_temperature = router_temperature;
+    params.router_noise = router_noise;
+    params.router_noise_scale = router_noise_scale;
+    params.router_noise_seed = static_cast<uint64_t>(router_noise_seed);
     moe_context* raw = nullptr;
     Check(moe_context_create(m.get(), &params, &raw));
     context_.Set(std::shared_ptr<moe_context>(raw, &moe_context_free));
@@ -741,6 +747,10 @@ struct NativeEngineOptions {
     seed = static_cast<int64_t>(p.seed);
     expert_confidence = p.expert_confidence;
     min_experts = p.min_experts;
+    router_temperature = p.router_temperature;
+    router_noise = p.router_noise;
+    router_noise_scale = p.router_noise_scale;
+    router_noise_seed = static_cast<int64_t>(p.router_noise_seed);
   }
   int32_t threads, kv_type, kv_block_size, n_ctx;
   int64_t kv_tokens, kv_bytes;
@@ -751,6 +761,10 @@ struct NativeEngineOptions {
   int64_t seed;
   float expert_confidence;
   int32_t min_experts;
+  float router_temperature;
+  int32_t router_noise;  // moe_router_noise
+  float router_noise_scale;
+  int64_t router_noise_seed;
 };
 
 // One engine request's events, on the thread that steps the engine: each token, then exactly one
@@ -814,6 +828,10 @@ class NativeEngine {
     p.seed = static_cast<uint64_t>(o.seed);
     p.expert_confidence = o.expert_confidence;
     p.min_experts = o.min_experts;
+    p.router_temperature = o.router_temperature;
+    p.router_noise = o.router_noise;
+    p.router_noise_scale = o.router_noise_scale;
+    p.router_noise_seed = static_cast<uint64_t>(o.router_noise_seed);
     moe_engine* raw = nullptr;
     Check(moe_engine_create(m.get(), &p, &raw));
     engine_.Set(std::shared_ptr<moe_engine>(raw, &moe_engine_free));

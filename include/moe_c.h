@@ -329,6 +329,13 @@ typedef struct moe_context moe_context;
  * size must be a multiple of 32 (else INVALID_ARGUMENT). */
 typedef enum moe_kv_type { MOE_KV_F32 = 0, MOE_KV_F16 = 1, MOE_KV_Q8_0 = 2 } moe_kv_type;
 
+/* Noise on the router's logits that choose experts (moe_context_params.router_noise). */
+typedef enum moe_router_noise {
+  MOE_ROUTER_NOISE_NONE = 0,
+  MOE_ROUTER_NOISE_GAUSSIAN = 1, /* standard deviation router_noise_scale */
+  MOE_ROUTER_NOISE_GUMBEL = 2    /* scale router_noise_scale: at 1, top-k draws by probability */
+} moe_router_noise;
+
 typedef struct moe_context_params {
   size_t struct_size;
   int32_t n_ctx;     /* context length in tokens; 0 (default): the model's, at most 4096 */
@@ -340,6 +347,14 @@ typedef struct moe_context_params {
    * the kept ones when the model renormalises. 0 (default): always the model's top-k. In [0, 1]. */
   float expert_confidence;
   int32_t min_experts; /* with expert_confidence: at least this many experts (default 1, >= 1) */
+  /* The router's logits are divided by router_temperature before gating (default 1: as the
+   * model routes; > 0). router_noise (moe_router_noise) adds noise to the logits that choose the
+   * experts, not to those that weight them, drawn from a hash of (router_noise_seed, layer,
+   * position, expert): reproducible, and a token's the same in any batch. Default: none. */
+  float router_temperature;
+  int32_t router_noise;
+  float router_noise_scale;
+  uint64_t router_noise_seed;
 } moe_context_params;
 
 MOE_API moe_status moe_context_params_init(moe_context_params* params, size_t struct_size);
@@ -681,6 +696,11 @@ typedef struct moe_engine_params {
   /* Every request's dynamic top-k, as moe_context_params' (0 (default): the model's top-k). */
   float expert_confidence;
   int32_t min_experts; /* default 1 */
+  /* Every request's router temperature and noise, as moe_context_params'. */
+  float router_temperature; /* default 1 */
+  int32_t router_noise;
+  float router_noise_scale;
+  uint64_t router_noise_seed;
 } moe_engine_params;
 
 MOE_API moe_status moe_engine_params_init(moe_engine_params* params, size_t struct_size);

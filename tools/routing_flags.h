@@ -1,7 +1,12 @@
 // The routing policy's flags, shared by moe-cli run, moe-cli perplexity and moe-bench:
 // --expert-confidence T keeps each token's best experts until they hold share T of its top-k
-// scores, --min-experts N keeps at least N (lib/moe/router.h). Off by default.
+// scores, --min-experts N keeps at least N; --router-temperature divides the router's logits;
+// --router-noise gaussian|gumbel with --router-noise-scale and --router-seed adds reproducible
+// noise to the logits that choose (lib/moe/router.h). All off by default.
 #pragma once
+
+#include <map>
+#include <string>
 
 #include "CLI/CLI.hpp"
 #include "lib/moe/router.h"
@@ -16,6 +21,19 @@ inline void AddRoutingFlags(CLI::App* app, RoutingPolicy* policy) {
   app->add_option("--min-experts", policy->min_top_k,
                   "with --expert-confidence: at least this many experts per token")
       ->check(CLI::Range(1, 1 << 16));
+  app->add_option("--router-temperature", policy->temperature,
+                  "divide the router's logits by this before gating (1 = as the model routes)")
+      ->check(CLI::Range(1e-3, 1e3));
+  static const std::map<std::string, RouterNoise> kNoise = {{"none", RouterNoise::kNone},
+                                                            {"gaussian", RouterNoise::kGaussian},
+                                                            {"gumbel", RouterNoise::kGumbel}};
+  app->add_option("--router-noise", policy->noise,
+                  "noise on the logits that choose experts: none, gaussian or gumbel")
+      ->transform(CLI::CheckedTransformer(kNoise, CLI::ignore_case));
+  app->add_option("--router-noise-scale", policy->noise_scale,
+                  "the noise's standard deviation (gaussian) or scale (gumbel)")
+      ->check(CLI::Range(0.0, 1e3));
+  app->add_option("--router-seed", policy->noise_seed, "seed of the router noise");
 }
 
 }  // namespace moe::cli

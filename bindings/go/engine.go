@@ -27,6 +27,11 @@ type EngineOptions struct {
 	// share of its top-k router scores, in [0, 1]; 0: always the model's top-k.
 	ExpertConfidence float32
 	MinExperts       int // with ExpertConfidence: at least this many experts per token; 0: 1
+	// Every request's router temperature (0: 1) and noise, as ContextOptions'.
+	RouterTemperature float32
+	RouterNoise       RouterNoise
+	RouterNoiseScale  float32
+	RouterNoiseSeed   int64
 }
 
 // RequestResult is what an Engine request produced, and how it went.
@@ -109,6 +114,12 @@ func (m *Model) NewEngine(opts *EngineOptions) (*Engine, error) {
 	if opts.MinExperts != 0 {
 		o.SetMin_experts(opts.MinExperts)
 	}
+	if opts.RouterTemperature != 0 {
+		o.SetRouter_temperature(opts.RouterTemperature)
+	}
+	o.SetRouter_noise(int(opts.RouterNoise))
+	o.SetRouter_noise_scale(opts.RouterNoiseScale)
+	o.SetRouter_noise_seed(opts.RouterNoiseSeed)
 	e := &Engine{model: m}
 	var native raw.NativeEngine
 	err := m.with(func(n raw.NativeModel) error {

@@ -406,7 +406,23 @@ type ContextOptions struct {
 	// top-k router scores, in [0, 1]; 0: always the model's top-k.
 	ExpertConfidence float32
 	MinExperts       int // with ExpertConfidence: at least this many experts per token; 0: 1
+	// RouterTemperature divides the router's logits before gating; 0: 1 (as the model routes).
+	RouterTemperature float32
+	// RouterNoise adds noise of RouterNoiseScale to the logits that choose experts (not to those
+	// that weight them); a token's noise depends on RouterNoiseSeed, the layer, position and expert.
+	RouterNoise      RouterNoise
+	RouterNoiseScale float32
+	RouterNoiseSeed  int64
 }
+
+// RouterNoise is the noise on the router's logits that choose experts (moe_router_noise).
+type RouterNoise int
+
+const (
+	RouterNoiseNone     RouterNoise = iota // none (the default)
+	RouterNoiseGaussian                    // Gaussian, of standard deviation RouterNoiseScale
+	RouterNoiseGumbel                      // Gumbel of scale RouterNoiseScale: at 1, top-k draws by probability
+)
 
 // KVType is the element type of a context's KV cache (moe_kv_type).
 type KVType int
@@ -430,8 +446,13 @@ func (m *Model) NewContext(opts *ContextOptions) (*Context, error) {
 			if minExperts == 0 {
 				minExperts = 1
 			}
+			temperature := opts.RouterTemperature
+			if temperature == 0 {
+				temperature = 1
+			}
 			native = raw.NewNativeContext(n, opts.ContextLength, opts.Threads, opts.Seed,
-				int(opts.KVType), opts.ExpertConfidence, minExperts)
+				int(opts.KVType), opts.ExpertConfidence, minExperts, temperature,
+				int(opts.RouterNoise), opts.RouterNoiseScale, opts.RouterNoiseSeed)
 		})
 	})
 	if err != nil {

@@ -699,6 +699,23 @@ func TestMappedWeightsAndAnF16CacheAreReachable(t *testing.T) {
 	if got := generateIDs(t, fewer, readIDs(t, "p1.tokens.txt"), 4); len(got) != 4 {
 		t.Fatalf("expert confidence 0.5: %v", got)
 	}
+	// Router noise is reproducible from its seed; a negative scale is refused.
+	noisy := &ContextOptions{RouterTemperature: 1.5, RouterNoise: RouterNoiseGumbel, RouterNoiseScale: 1, RouterNoiseSeed: 3}
+	var runs [2][]int32
+	for i := range runs {
+		c, err := mapped.NewContext(noisy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs[i] = generateIDs(t, c, readIDs(t, "p1.tokens.txt"), 6)
+		c.Close()
+	}
+	if !reflect.DeepEqual(runs[0], runs[1]) {
+		t.Fatalf("router noise with one seed: %v and %v", runs[0], runs[1])
+	}
+	if _, err := mapped.NewContext(&ContextOptions{RouterNoise: RouterNoiseGaussian, RouterNoiseScale: -1}); !isStatus(err, InvalidArgument) {
+		t.Fatalf("negative noise scale: %v, want an invalid-argument error", err)
+	}
 	// Switched-off experts are never chosen.
 	if err := fewer.Reset(); err != nil {
 		t.Fatal(err)

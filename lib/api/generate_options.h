@@ -18,6 +18,12 @@ moe_status ReadSamplerConfig(const moe_sampling_params* params, int32_t n_vocab,
 // n_threads in [0, 1024] (0: one per core) and a known moe_kv_type, as the runtime's KV type.
 moe_status ReadThreadsAndKvType(int32_t n_threads, int32_t kv_type, DType* kv_dtype);
 
+// The routing policy fields of moe_context_params and moe_engine_params (the runtime checks
+// them when the context or engine is created).
+RoutingPolicy RoutingPolicyOf(float expert_confidence, int32_t min_experts,
+                              float router_temperature, int32_t router_noise,
+                              float router_noise_scale, uint64_t router_noise_seed);
+
 moe_status ReadGenerateOptions(const moe_generate_params* params, int32_t n_vocab,
                                uint64_t base_seed, GenerateOptions* out);
 

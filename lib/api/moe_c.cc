@@ -372,6 +372,7 @@ moe_status moe_context_params_init(moe_context_params* p, size_t struct_size) {
   p->struct_size = sizeof(moe_context_params);
   p->kv_type = MOE_KV_F32;
   p->min_experts = 1;
+  p->router_temperature = 1.f;
   return MOE_OK;
 }
 
@@ -397,7 +398,9 @@ moe_status moe_context_create(moe_model* model, const moe_context_params* params
     so.threads = p.n_threads;
     so.kv_type = kv_type;
     so.seed = p.seed;
-    so.routing = {p.expert_confidence, p.min_experts};
+    so.routing =
+        moe::api::RoutingPolicyOf(p.expert_confidence, p.min_experts, p.router_temperature,
+                                  p.router_noise, p.router_noise_scale, p.router_noise_seed);
     auto session = moe::Session::Create(model->engine, so);
     if (!session.ok()) return FromStatus(session.status());
     *out = new moe_context{model->engine, *std::move(session), p.seed};

@@ -71,6 +71,7 @@ moe_status moe_engine_params_init(moe_engine_params* p, size_t struct_size) {
   d.when_kv_full = MOE_KV_FULL_PREEMPT;
   d.own_thread = 1;
   d.min_experts = 1;
+  d.router_temperature = 1.f;
   return InitVersioned(d, p, struct_size, "moe_engine_params_init: params");
 }
 
@@ -126,7 +127,9 @@ moe_status moe_engine_create(moe_model* model, const moe_engine_params* params, 
     o.when_full =
         p.when_kv_full == MOE_KV_FULL_FINISH ? moe::WhenKvFull::kFinish : moe::WhenKvFull::kPreempt;
     o.own_thread = p.own_thread != 0;
-    o.routing = {p.expert_confidence, p.min_experts};
+    o.routing =
+        moe::api::RoutingPolicyOf(p.expert_confidence, p.min_experts, p.router_temperature,
+                                  p.router_noise, p.router_noise_scale, p.router_noise_seed);
     auto engine = moe::BatchEngine::Create(model->engine, o);
     if (!engine.ok()) return FromStatus(engine.status());
     *out = new moe_engine{std::shared_ptr<moe::BatchEngine>(*std::move(engine)), p.seed};

@@ -58,6 +58,50 @@ int ConfidentCount(const RouterConfig& c, const float* probs, const std::vector<
   return k;
 }
 
+// Gating scores of n logits (softmax, or sigmoid) into out; with entropy, also the entropy of the
+// scores normalised to sum 1.
+void GateScores(Gating gating, const float* l, int n, float* out, float* entropy) {
+  float e_sum = 0;
+  if (gating == Gating::kSoftmax) {
+    float max_l = *std::max_element(l, l + n);
+    float sum = 0;
+    for (int e = 0; e < n; ++e) sum += out[e] = std::exp(l[e] - max_l);
+    for (int e = 0; e < n; ++e) {
+      out[e] /= sum;
+      if (out[e] > 0) e_sum -= out[e] * std::log(out[e]);
+    }
+  } else {
+    float sum = 0;
+    for (int e = 0; e < n; ++e) sum += out[e] = 1.f / (1.f + std::exp(-l[e]));
+    for (int e = 0; e < n; ++e) {
+      const float p = sum > 0 ? out[e] / sum : 0.f;
+      if (p > 0) e_sum -= p * std::log(p);
+    }
+  }
+  if (entropy != nullptr) *entropy = e_sum;
+}
+
+// SplitMix64: a well-mixed 64-bit value of a key, for noise that depends on nothing but the key.
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// A uniform value in (0, 1) for the key.
+double Uniform(uint64_t key) { return (static_cast<double>(Mix(key) >> 11) + 0.5) * 0x1p-53; }
+
+// The noise of one (layer, position, expert): standard Gaussian (Box-Muller) or standard Gumbel.
+float NoiseAt(const RouterConfig& c, int32_t position, int expert) {
+  const uint64_t key = Mix(c.noise_seed ^ Mix(static_cast<uint64_t>(c.layer) << 40 ^
+                                              static_cast<uint64_t>(position) << 20 ^
+                                              static_cast<uint64_t>(expert)));
+  const double u1 = Uniform(key), u2 = Uniform(key + 1);
+  if (c.noise == RouterNoise::kGumbel) return static_cast<float>(-std::log(-std::log(u1)));
+  return static_cast<float>(std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2));
+}
+
 }  // namespace
 
 void Route(const RouterConfig& c, absl::Span<const float> logits, int64_t n_tokens, Routing* out) {
@@ -65,7 +109,7 @@ void Route(const RouterConfig& c, absl::Span<const float> logits, int64_t n_toke
   r.experts.resize(n_tokens * c.top_k);
   r.weights.resize(n_tokens * c.top_k);
   r.entropy.resize(n_tokens);
-  thread_local std::vector<float> probs, biased;
+  thread_local std::vector<float> probs, biased, scaled, noisy;
   thread_local std::vector<int32_t> order;
   thread_local std::vector<char> masked;
   probs.resize(c.n_expert);
@@ -73,29 +117,26 @@ void Route(const RouterConfig& c, absl::Span<const float> logits, int64_t n_toke
   const bool limit_groups = c.n_groups > 1 && c.n_groups_used < c.n_groups;
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* l = logits.data() + t * c.n_expert;
-    float entropy = 0;
-    if (c.gating == Gating::kSoftmax) {
-      float max_l = *std::max_element(l, l + c.n_expert);
-      float sum = 0;
-      for (int e = 0; e < c.n_expert; ++e) sum += probs[e] = std::exp(l[e] - max_l);
-      for (int e = 0; e < c.n_expert; ++e) {
-        probs[e] /= sum;
-        if (probs[e] > 0) entropy -= probs[e] * std::log(probs[e]);
-      }
-    } else {
-      float sum = 0;
-      for (int e = 0; e < c.n_expert; ++e) sum += probs[e] = 1.f / (1.f + std::exp(-l[e]));
-      for (int e = 0; e < c.n_expert; ++e) {
-        const float p = sum > 0 ? probs[e] / sum : 0.f;
-        if (p > 0) entropy -= p * std::log(p);
-      }
+    if (c.temperature != 1.f) {
+      scaled.resize(c.n_expert);
+      for (int e = 0; e < c.n_expert; ++e) scaled[e] = l[e] / c.temperature;
+      l = scaled.data();
     }
-    r.entropy[t] = entropy;
-    // What the choice ranks: the scores, plus the selection bias where there is one.
+    GateScores(c.gating, l, c.n_expert, probs.data(), &r.entropy[t]);
+    // What the choice ranks: the scores (of noisy logits, with noise), plus the selection bias
+    // where there is one.
     const float* sel = probs.data();
+    if (c.noise != RouterNoise::kNone && c.noise_scale > 0.f && c.positions != nullptr) {
+      noisy.resize(2 * c.n_expert);
+      for (int e = 0; e < c.n_expert; ++e) {
+        noisy[c.n_expert + e] = l[e] + c.noise_scale * NoiseAt(c, c.positions[t], e);
+      }
+      GateScores(c.gating, noisy.data() + c.n_expert, c.n_expert, noisy.data(), nullptr);
+      sel = noisy.data();
+    }
     if (c.selection_bias != nullptr) {
       biased.resize(c.n_expert);
-      for (int e = 0; e < c.n_expert; ++e) biased[e] = probs[e] + c.selection_bias[e];
+      for (int e = 0; e < c.n_expert; ++e) biased[e] = sel[e] + c.selection_bias[e];
       sel = biased.data();
     }
     if (limit_groups) MaskGroups(c, sel, &masked);
@@ -135,6 +176,19 @@ absl::Status CheckRoutingPolicy(const RoutingPolicy& p) {
   if (p.min_top_k < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("the minimum number of experts per token is ", p.min_top_k, ", not >= 1"));
+  }
+  if (!(p.temperature > 0.f) || !std::isfinite(p.temperature)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("router temperature ", p.temperature, " is not a positive number"));
+  }
+  if (p.noise != RouterNoise::kNone && p.noise != RouterNoise::kGaussian &&
+      p.noise != RouterNoise::kGumbel) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("router noise kind ", static_cast<int>(p.noise), " is unknown"));
+  }
+  if (!(p.noise_scale >= 0.f) || !std::isfinite(p.noise_scale)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("router noise scale ", p.noise_scale, " is not a number >= 0"));
   }
   return absl::OkStatus();
 }

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -795,6 +796,40 @@ TEST_F(CApiTest, ExpertConfidenceRunsFewerExpertsAndIsChecked) {
   EXPECT_GE(chosen, top_k_total / 4);  // at least one expert per token and layer
   run(0.5f, 4, &chosen);               // the minimum wins: top-k again
   EXPECT_EQ(chosen, top_k_total);
+  // Router temperature and noise: a seed gives the same tokens every time, scale 0 is exact, bad
+  // values are refused.
+  auto noisy = [&](float temperature, int32_t noise, float scale, uint64_t seed) {
+    moe_context_params p = moe_context_default_params();
+    EXPECT_EQ(p.router_temperature, 1.f);
+    EXPECT_EQ(p.router_noise, MOE_ROUTER_NOISE_NONE);
+    p.router_temperature = temperature;
+    p.router_noise = noise;
+    p.router_noise_scale = scale;
+    p.router_noise_seed = seed;
+    moe_context* ctx = nullptr;
+    EXPECT_EQ(moe_context_create(model_, &p, &ctx), MOE_OK) << moe_last_error();
+    Greedy greedy(want.size());
+    Collected got;
+    EXPECT_EQ(moe_generate_tokens(ctx, prompt.data(), prompt.size(), &greedy.gp, Collect, &got),
+              MOE_OK);
+    moe_context_free(ctx);
+    return got.tokens;
+  };
+  EXPECT_EQ(noisy(1.f, MOE_ROUTER_NOISE_GAUSSIAN, 0.f, 5), want);  // scale 0: no noise
+  const auto gumbel = noisy(2.f, MOE_ROUTER_NOISE_GUMBEL, 1.f, 5);
+  EXPECT_EQ(noisy(2.f, MOE_ROUTER_NOISE_GUMBEL, 1.f, 5), gumbel);
+  for (auto [temperature, noise, scale] : {std::tuple<float, int32_t, float>{0.f, 0, 0.f},
+                                           {-1.f, 0, 0.f},
+                                           {1.f, 7, 1.f},
+                                           {1.f, MOE_ROUTER_NOISE_GAUSSIAN, -0.5f}}) {
+    moe_context_params bad = moe_context_default_params();
+    bad.router_temperature = temperature;
+    bad.router_noise = noise;
+    bad.router_noise_scale = scale;
+    moe_context* ctx = nullptr;
+    EXPECT_EQ(moe_context_create(model_, &bad, &ctx), MOE_ERROR_INVALID_ARGUMENT)
+        << temperature << " " << noise << " " << scale;
+  }
   moe_context_params p = moe_context_default_params();
   moe_context* ctx = nullptr;
   p.expert_confidence = 1.5f;

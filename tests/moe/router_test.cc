@@ -127,5 +127,99 @@ TEST(RouterTest, RoutingPolicyIsChecked) {
   EXPECT_EQ(CheckRoutingPolicy({0.5f, 0}).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Temperature divides the logits before gating: weights and entropy follow; 1 is exact.
+TEST(RouterTest, TemperatureSoftensTheScores) {
+  RouterConfig c{3, 2, true, nullptr};
+  std::vector<float> logits = {2.f, 1.f, -1.f};
+  const Routing plain = Route(c, logits, 1);
+  c.temperature = 1.f;
+  EXPECT_EQ(Route(c, logits, 1).weights, plain.weights);
+  c.temperature = 2.f;
+  const Routing soft = Route(c, logits, 1);
+  EXPECT_EQ(soft.experts, plain.experts);
+  const float e0 = std::exp(1.f), e1 = std::exp(0.5f);
+  EXPECT_NEAR(soft.weights[0], e0 / (e0 + e1), 1e-6);
+  EXPECT_GT(soft.entropy[0], plain.entropy[0]);
+}
+
+// Noise is a function of (seed, layer, position, expert): the same token routes alike alone or in
+// a batch, another seed routes otherwise, and the weights stay the clean scores'.
+TEST(RouterTest, NoiseIsReproducibleAndChoosesOnly) {
+  const int n_expert = 16, n = 64;
+  std::vector<float> logits(n * n_expert);
+  for (int i = 0; i < n * n_expert; ++i) logits[i] = std::sin(0.37f * i);
+  std::vector<int32_t> positions(n);
+  for (int t = 0; t < n; ++t) positions[t] = 100 + t;
+  RouterConfig c{n_expert, 2, true, nullptr};
+  const Routing clean = Route(c, logits, n);
+  c.noise = RouterNoise::kGaussian;
+  c.noise_scale = 1.f;
+  c.noise_seed = 7;
+  c.layer = 3;
+  c.positions = positions.data();
+  const Routing noisy = Route(c, logits, n);
+  EXPECT_NE(noisy.experts, clean.experts);
+  for (int t = 0; t < n; t += 9) {  // alone, at its own position
+    RouterConfig one = c;
+    one.positions = &positions[t];
+    const Routing r = Route(one, absl::MakeConstSpan(logits).subspan(t * n_expert, n_expert), 1);
+    EXPECT_EQ(r.experts[0], noisy.experts[2 * t]);
+    EXPECT_EQ(r.experts[1], noisy.experts[2 * t + 1]);
+  }
+  c.noise_seed = 8;
+  EXPECT_NE(Route(c, logits, n).experts, noisy.experts);
+  // The weights are the clean softmax renormalised over the chosen two.
+  for (int t = 0; t < n; ++t) {
+    const float* l = logits.data() + t * n_expert;
+    const float a = std::exp(l[noisy.experts[2 * t]]), b = std::exp(l[noisy.experts[2 * t + 1]]);
+    EXPECT_NEAR(noisy.weights[2 * t], a / (a + b), 1e-5);
+  }
+}
+
+// Gumbel noise of scale 1 on softmax logits: the top-1 expert is a draw from the softmax
+// probabilities (the Gumbel-max trick), over many positions.
+TEST(RouterTest, GumbelTopOneDrawsByProbability) {
+  const std::vector<double> p = {0.5, 0.3, 0.15, 0.05};
+  const int n = 20000;
+  std::vector<float> logits;
+  std::vector<int32_t> positions(n);
+  for (int t = 0; t < n; ++t) {
+    for (double q : p) logits.push_back(static_cast<float>(std::log(q)));
+    positions[t] = t;
+  }
+  RouterConfig c{4, 1, true, nullptr};
+  c.noise = RouterNoise::kGumbel;
+  c.noise_scale = 1.f;
+  c.noise_seed = 11;
+  c.positions = positions.data();
+  const Routing r = Route(c, logits, n);
+  std::vector<int> hits(4, 0);
+  for (int32_t e : r.experts) ++hits[e];
+  for (int e = 0; e < 4; ++e) {
+    // Four standard deviations of a binomial count.
+    EXPECT_NEAR(hits[e] / static_cast<double>(n), p[e], 4 * std::sqrt(p[e] * (1 - p[e]) / n))
+        << "expert " << e;
+  }
+}
+
+TEST(RouterTest, TemperatureAndNoiseAreChecked) {
+  RoutingPolicy p;
+  p.temperature = 0.f;
+  EXPECT_EQ(CheckRoutingPolicy(p).code(), absl::StatusCode::kInvalidArgument);
+  p.temperature = INFINITY;
+  EXPECT_EQ(CheckRoutingPolicy(p).code(), absl::StatusCode::kInvalidArgument);
+  p = RoutingPolicy();
+  p.noise_scale = -1.f;
+  EXPECT_EQ(CheckRoutingPolicy(p).code(), absl::StatusCode::kInvalidArgument);
+  p = RoutingPolicy();
+  p.noise = static_cast<RouterNoise>(9);
+  EXPECT_EQ(CheckRoutingPolicy(p).code(), absl::StatusCode::kInvalidArgument);
+  p = RoutingPolicy();
+  p.temperature = 0.5f;
+  p.noise = RouterNoise::kGumbel;
+  p.noise_scale = 0.3f;
+  EXPECT_TRUE(CheckRoutingPolicy(p).ok());
+}
+
 }  // namespace
 }  // namespace moe

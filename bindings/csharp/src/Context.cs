@@ -14,7 +14,9 @@ namespace LibMoe {
     internal Context(Model model, ContextOptions options) {
       Model = model;
       native = new NativeContext(model.Native, options.ContextLength, options.Threads, options.Seed,
-                                 (int)options.KvType, options.ExpertConfidence, options.MinExperts);
+                                 (int)options.KvType, options.ExpertConfidence, options.MinExperts,
+                                 options.RouterTemperature, (int)options.RouterNoise,
+                                 options.RouterNoiseScale, options.RouterNoiseSeed);
     }
 
     /// <summary>The model this context was created from.</summary>

@@ -30,6 +30,9 @@ namespace LibMoe {
         Seed = d.seed;
         ExpertConfidence = d.expert_confidence;
         MinExperts = d.min_experts;
+        RouterTemperature = d.router_temperature;
+        RouterNoiseScale = d.router_noise_scale;
+        RouterNoiseSeed = d.router_noise_seed;
       }
       KvType = KvType.F16;
       WhenKvFull = KvFullPolicy.Preempt;
@@ -67,6 +70,14 @@ namespace LibMoe {
     /// <summary>With <see cref="ExpertConfidence"/>: at least this many experts (default
     /// 1).</summary>
     public int MinExperts { get; set; }
+    /// <summary>Every request's router temperature (default 1), as a context's.</summary>
+    public float RouterTemperature { get; set; }
+    /// <summary>Every request's router noise (default none), as a context's.</summary>
+    public RouterNoise RouterNoise { get; set; }
+    /// <summary>The noise's standard deviation (Gaussian) or scale (Gumbel).</summary>
+    public float RouterNoiseScale { get; set; }
+    /// <summary>The noise's seed.</summary>
+    public long RouterNoiseSeed { get; set; }
 
     internal NativeEngineOptions ToNative() {
       var n = new NativeEngineOptions();
@@ -84,6 +95,10 @@ namespace LibMoe {
       n.seed = Seed;
       n.expert_confidence = ExpertConfidence;
       n.min_experts = MinExperts;
+      n.router_temperature = RouterTemperature;
+      n.router_noise = (int)RouterNoise;
+      n.router_noise_scale = RouterNoiseScale;
+      n.router_noise_seed = RouterNoiseSeed;
       return n;
     }
   }

@@ -90,6 +90,26 @@ namespace LibMoe {
     /// <summary>With <see cref="ExpertConfidence"/>: at least this many experts per token
     /// (default 1).</summary>
     public int MinExperts { get; set; } = 1;
+    /// <summary>The router's logits are divided by this before gating (default 1: as the model
+    /// routes).</summary>
+    public float RouterTemperature { get; set; } = 1.0f;
+    /// <summary>Noise on the logits that choose experts (not on those that weight them); a
+    /// token's noise depends on the seed, layer, position and expert (default none).</summary>
+    public RouterNoise RouterNoise { get; set; }
+    /// <summary>The noise's standard deviation (Gaussian) or scale (Gumbel).</summary>
+    public float RouterNoiseScale { get; set; }
+    /// <summary>The noise's seed.</summary>
+    public long RouterNoiseSeed { get; set; }
+  }
+
+  /// <summary>Noise on the router's logits that choose experts (<c>moe_router_noise</c>).</summary>
+  public enum RouterNoise {
+    /// <summary>None (the default).</summary>
+    None = 0,
+    /// <summary>Gaussian, of the given standard deviation.</summary>
+    Gaussian = 1,
+    /// <summary>Gumbel, of the given scale: at 1 the top-k draws experts by probability.</summary>
+    Gumbel = 2,
   }
 
   /// <summary>Element type of a context's KV cache (<c>moe_kv_type</c>).</summary>

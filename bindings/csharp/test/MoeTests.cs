@@ -162,6 +162,16 @@ public class MoeTests {
                                                                         MinExperts = 1 })) {
       Assert.AreEqual(expected, GenerateIds(all, prompt, expected.Length));
       Assert.AreEqual(4, GenerateIds(fewer, prompt, 4).Length);
+      // Router noise is reproducible from its seed; a temperature of 0 is refused.
+      var noisy = new ContextOptions { RouterTemperature = 1.5f, RouterNoise = RouterNoise.Gumbel,
+                                       RouterNoiseScale = 1.0f, RouterNoiseSeed = 3 };
+      using (Context a = model.CreateContext(noisy)) using (Context b =
+                                                                model.CreateContext(noisy)) {
+        Assert.AreEqual(GenerateIds(a, prompt, 6), GenerateIds(b, prompt, 6));
+      }
+      var cold = Assert.Throws<MoeException>(
+          () => model.CreateContext(new ContextOptions { RouterTemperature = 0f }));
+      Assert.AreEqual(Status.InvalidArgument, cold.Status);
       // Switched-off experts are never chosen.
       fewer.Reset();
       fewer.DisableExperts(0, 0, 1, 2);

@@ -22,6 +22,11 @@ RouterConfig MixtureFeedForward::ConfigFor(const HParams& h, const LayerWeights&
   rc.disabled = layer < static_cast<int>(disabled_.size()) ? &disabled_[layer] : nullptr;
   rc.confidence = policy_.confidence;
   rc.min_top_k = policy_.min_top_k;
+  rc.temperature = policy_.temperature;
+  rc.noise = policy_.noise;
+  rc.noise_scale = policy_.noise_scale;
+  rc.noise_seed = policy_.noise_seed;
+  rc.layer = layer;
   return rc;
 }
 
@@ -42,7 +47,9 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
     router_logits.resize(n * h.n_expert);
     be.MatMul(L.router, xn.data(), n, router_logits.data());
     if (L.router_bias) be.AddBias(router_logits.data(), L.router_bias, n, h.n_expert);
-    Route(ConfigFor(h, L, layer), router_logits, n, &routing);
+    RouterConfig rc = ConfigFor(h, L, layer);
+    rc.positions = ctx.positions.data();
+    Route(rc, router_logits, n, &routing);
   }
   if (observer_) {
     observer_(layer, n, static_cast<int>(h.n_expert_used), routing.experts.data(),

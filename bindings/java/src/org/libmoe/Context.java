@@ -15,7 +15,9 @@ public final class Context implements AutoCloseable {
   Context(Model model, ContextOptions options) {
     this.model = model;
     this.nativeContext = new NativeContext(model.get(), options.contextLength, options.threads,
-        options.seed, options.kvType.code, options.expertConfidence, options.minExperts);
+        options.seed, options.kvType.code, options.expertConfidence, options.minExperts,
+        options.routerTemperature, options.routerNoise.code, options.routerNoiseScale,
+        options.routerNoiseSeed);
   }
 
   /** The model this context was created from. */

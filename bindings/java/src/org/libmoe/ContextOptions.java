@@ -8,6 +8,10 @@ public final class ContextOptions {
   KvType kvType = KvType.F32;
   float expertConfidence;
   int minExperts = 1;
+  float routerTemperature = 1.0f;
+  RouterNoise routerNoise = RouterNoise.NONE;
+  float routerNoiseScale;
+  long routerNoiseSeed;
 
   /** Tokens the context holds; 0 (default): the model's, at most 4096. */
   public ContextOptions contextLength(int n) {
@@ -45,6 +49,23 @@ public final class ContextOptions {
   /** With {@link #expertConfidence}: at least this many experts per token (default 1). */
   public ContextOptions minExperts(int n) {
     minExperts = n;
+    return this;
+  }
+
+  /** The router's logits are divided by this before gating (default 1: as the model routes). */
+  public ContextOptions routerTemperature(float t) {
+    routerTemperature = t;
+    return this;
+  }
+
+  /**
+   * Noise on the logits that choose experts (not on those that weight them), of the given scale,
+   * reproducible from the seed: a token's noise depends on the seed, layer, position and expert.
+   */
+  public ContextOptions routerNoise(RouterNoise kind, float scale, long seed) {
+    routerNoise = java.util.Objects.requireNonNull(kind, "kind is null");
+    routerNoiseScale = scale;
+    routerNoiseSeed = seed;
     return this;
   }
 }

@@ -17,6 +17,10 @@ public final class EngineOptions {
   long seed = defaults.getSeed();
   float expertConfidence = defaults.getExpert_confidence();
   int minExperts = defaults.getMin_experts();
+  float routerTemperature = defaults.getRouter_temperature();
+  RouterNoise routerNoise = RouterNoise.NONE;
+  float routerNoiseScale = defaults.getRouter_noise_scale();
+  long routerNoiseSeed = defaults.getRouter_noise_seed();
 
   public EngineOptions() {
     defaults.delete();
@@ -112,6 +116,20 @@ public final class EngineOptions {
     return this;
   }
 
+  /** Every request's router temperature, as {@link ContextOptions#routerTemperature}. */
+  public EngineOptions routerTemperature(float t) {
+    routerTemperature = t;
+    return this;
+  }
+
+  /** Every request's router noise, as {@link ContextOptions#routerNoise}. */
+  public EngineOptions routerNoise(RouterNoise kind, float scale, long seed) {
+    routerNoise = java.util.Objects.requireNonNull(kind, "kind is null");
+    routerNoiseScale = scale;
+    routerNoiseSeed = seed;
+    return this;
+  }
+
   NativeEngineOptions toNative() {
     NativeEngineOptions n = new NativeEngineOptions();
     n.setThreads(threads);
@@ -128,6 +146,10 @@ public final class EngineOptions {
     n.setSeed(seed);
     n.setExpert_confidence(expertConfidence);
     n.setMin_experts(minExperts);
+    n.setRouter_temperature(routerTemperature);
+    n.setRouter_noise(routerNoise.code);
+    n.setRouter_noise_scale(routerNoiseScale);
+    n.setRouter_noise_seed(routerNoiseSeed);
     return n;
   }
 }

@@ -233,6 +233,15 @@ class MoeTest {
              model.newContext(new ContextOptions().expertConfidence(0.5f).minExperts(1))) {
       assertArrayEquals(expected, generateIds(all, prompt, expected.length));
       assertEquals(4, generateIds(fewer, prompt, 4).length);
+      // Router noise is reproducible from its seed; a temperature of 0 is refused.
+      ContextOptions noisy =
+          new ContextOptions().routerTemperature(1.5f).routerNoise(RouterNoise.GUMBEL, 1.0f, 3);
+      try (Context a = model.newContext(noisy); Context b = model.newContext(noisy)) {
+        assertArrayEquals(generateIds(a, prompt, 6), generateIds(b, prompt, 6));
+      }
+      MoeException cold = assertThrows(
+          MoeException.class, () -> model.newContext(new ContextOptions().routerTemperature(0f)));
+      assertEquals(Status.INVALID_ARGUMENT, cold.status());
       // Switched-off experts are never chosen.
       fewer.reset();
       fewer.disableExperts(0, 0, 1, 2);
