@@ -122,20 +122,27 @@ void AddFeedForward(const HParams& h, int l, const std::string& p, Wants& w) {
   }
 }
 
+// The input norm and grouped-query attention with q/k/v biases of glm4moe and gpt-oss.
+void InputNormAndBiasedAttention(const HParams& h, int l, const std::string& p, Wants& w) {
+  const int64_t d = h.n_embd, q_dim = h.n_head * h.head_dim, kv_dim = h.n_head_kv * h.head_dim;
+  auto name = [&](const char* base) { return LayerTensorName(l, base); };
+  w.Vector(p + "input_layernorm.weight", name("attn_norm"), {d}, l);
+  w.Add(p + "self_attn.q_proj.weight", name("attn_q"), {q_dim, d}, l);
+  w.Add(p + "self_attn.k_proj.weight", name("attn_k"), {kv_dim, d}, l);
+  w.Add(p + "self_attn.v_proj.weight", name("attn_v"), {kv_dim, d}, l);
+  w.Add(p + "self_attn.o_proj.weight", name("attn_output"), {d, q_dim}, l);
+  w.Vector(p + "self_attn.q_proj.bias", Bias(l, "attn_q"), {q_dim}, l);
+  w.Vector(p + "self_attn.k_proj.bias", Bias(l, "attn_k"), {kv_dim}, l);
+  w.Vector(p + "self_attn.v_proj.bias", Bias(l, "attn_v"), {kv_dim}, l);
+}
+
 // Glm4MoeForCausalLM. The MTP layers after num_hidden_layers are in the checkpoint but not wanted.
 void Glm4Moe(const HParams& h, Wants& w) {
-  const int64_t d = h.n_embd, q_dim = h.n_head * h.head_dim, kv_dim = h.n_head_kv * h.head_dim;
+  const int64_t d = h.n_embd;
   for (int l = 0; l < h.n_layer; ++l) {
     const std::string p = absl::StrCat("model.layers.", l, ".");
     auto name = [&](const char* base) { return LayerTensorName(l, base); };
-    w.Vector(p + "input_layernorm.weight", name("attn_norm"), {d}, l);
-    w.Add(p + "self_attn.q_proj.weight", name("attn_q"), {q_dim, d}, l);
-    w.Add(p + "self_attn.k_proj.weight", name("attn_k"), {kv_dim, d}, l);
-    w.Add(p + "self_attn.v_proj.weight", name("attn_v"), {kv_dim, d}, l);
-    w.Add(p + "self_attn.o_proj.weight", name("attn_output"), {d, q_dim}, l);
-    w.Vector(p + "self_attn.q_proj.bias", Bias(l, "attn_q"), {q_dim}, l);
-    w.Vector(p + "self_attn.k_proj.bias", Bias(l, "attn_k"), {kv_dim}, l);
-    w.Vector(p + "self_attn.v_proj.bias", Bias(l, "attn_v"), {kv_dim}, l);
+    InputNormAndBiasedAttention(h, l, p, w);
     if (h.qk_norm == QkNorm::kPerHead) {
       w.Vector(p + "self_attn.q_norm.weight", name("attn_q_norm"), {h.head_dim}, l);
       w.Vector(p + "self_attn.k_norm.weight", name("attn_k_norm"), {h.head_dim}, l);
@@ -194,19 +201,12 @@ void Deepseek2(const HParams& h, Wants& w) {
 // MXFP4 instead: *_blocks [n_expert, rows, cols / 32, 16] and *_scales [n_expert, rows, cols / 32]
 // with rows as outputs (gate_up: 2 ff rows, even ones the gate).
 void GptOss(const HParams& h, const std::function<bool(const std::string&)>& has, Wants& w) {
-  const int64_t d = h.n_embd, q_dim = h.n_head * h.head_dim, kv_dim = h.n_head_kv * h.head_dim;
+  const int64_t d = h.n_embd;
   const int64_t n = h.n_expert, ff = h.n_ff_expert;
   for (int l = 0; l < h.n_layer; ++l) {
     const std::string p = absl::StrCat("model.layers.", l, ".");
     auto name = [&](const char* base) { return LayerTensorName(l, base); };
-    w.Vector(p + "input_layernorm.weight", name("attn_norm"), {d}, l);
-    w.Add(p + "self_attn.q_proj.weight", name("attn_q"), {q_dim, d}, l);
-    w.Add(p + "self_attn.k_proj.weight", name("attn_k"), {kv_dim, d}, l);
-    w.Add(p + "self_attn.v_proj.weight", name("attn_v"), {kv_dim, d}, l);
-    w.Add(p + "self_attn.o_proj.weight", name("attn_output"), {d, q_dim}, l);
-    w.Vector(p + "self_attn.q_proj.bias", Bias(l, "attn_q"), {q_dim}, l);
-    w.Vector(p + "self_attn.k_proj.bias", Bias(l, "attn_k"), {kv_dim}, l);
-    w.Vector(p + "self_attn.v_proj.bias", Bias(l, "attn_v"), {kv_dim}, l);
+    InputNormAndBiasedAttention(h, l, p, w);
     w.Vector(p + "self_attn.o_proj.bias", Bias(l, "attn_output"), {d}, l);
     w.Vector(p + "self_attn.sinks", name("attn_sinks"), {h.n_head}, l);
     w.Vector(p + "post_attention_layernorm.weight", name("post_attention_norm"), {d}, l);

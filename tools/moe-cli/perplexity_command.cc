@@ -21,6 +21,7 @@
 #include "tools/moe-cli/command_status.h"
 #include "tools/moe-cli/token_ids.h"
 #include "tools/routing_flags.h"
+#include "tools/text_tokens.h"
 
 namespace moe::cli {
 namespace {
@@ -36,14 +37,6 @@ struct PerplexityOptions {
   RoutingPolicy routing;
   std::string kv_type = "f32";
 };
-
-absl::StatusOr<std::string> ReadAll(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return absl::NotFoundError(absl::StrCat("cannot open '", path, "'"));
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& text, int64_t n_vocab) {
   auto ids = ParseTokenIds(text);
@@ -80,12 +73,12 @@ absl::Status Run(const PerplexityOptions& o) {
   if (!o.file.empty()) {
     auto tok = (*engine)->RequireTokenizer();
     if (!tok.ok()) return tok.status();
-    auto text = ReadAll(o.file);
+    auto text = ReadWholeFile(o.file);
     if (!text.ok()) return text.status();
     ids = (*tok)->Encode(*text);
     if (!o.no_bos && (*tok)->bos_id() >= 0) ids.insert(ids.begin(), (*tok)->bos_id());
   } else {
-    auto text = ReadAll(o.ids_file);
+    auto text = ReadWholeFile(o.ids_file);
     if (!text.ok()) return text.status();
     auto parsed = ParseIds(*text, h.n_vocab);
     if (!parsed.ok()) return parsed.status();

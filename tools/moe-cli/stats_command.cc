@@ -15,6 +15,7 @@
 #include "nlohmann/json.hpp"
 #include "tools/moe-cli/command_status.h"
 #include "tools/moe-cli/heatmap.h"
+#include "tools/text_tokens.h"
 
 namespace moe::cli {
 namespace {
@@ -25,17 +26,9 @@ struct StatsOptions {
   std::string profile, trace, plot, title;
 };
 
-absl::StatusOr<std::string> ReadAll(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return absl::NotFoundError(absl::StrCat("cannot open '", path, "'"));
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 // The profile states its own shape; RoutingProfile checks the counts against it.
 absl::StatusOr<Counts> FromProfile(const std::string& path) {
-  auto text = ReadAll(path);
+  auto text = ReadWholeFile(path);
   if (!text.ok()) return text.status();
   const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("n_layer") || !j.contains("n_expert") ||
