@@ -906,6 +906,17 @@ class NativeEngine {
     Check(moe_engine_step(e.get(), &worked));
     return worked != 0;
   }
+  // The engine's statistics in the Prometheus text format (moe_engine_metrics_text).
+  std::string MetricsText() const {
+    const std::shared_ptr<moe_engine> e = engine_.Hold("engine");
+    size_t n = 0;
+    moe_status s = moe_engine_metrics_text(e.get(), nullptr, 0, &n);
+    if (s != MOE_ERROR_BUFFER_TOO_SMALL) Check(s);
+    std::string text(n + 1, '\0');
+    Check(moe_engine_metrics_text(e.get(), text.data(), text.size(), &n));
+    text.resize(n);
+    return text;
+  }
   NativeEngineStats Stats() const {
     moe_engine_stats c = moe_default_engine_stats();
     Check(moe_engine_get_stats(engine_.Hold("engine").get(), &c));

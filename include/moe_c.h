@@ -833,6 +833,14 @@ typedef struct moe_engine_stats {
 
 MOE_API moe_status moe_engine_stats_init(moe_engine_stats* stats, size_t struct_size);
 
+/* The engine's statistics since its creation in the Prometheus text exposition format (0.0.4),
+ * into buf[0..capacity); see "Caller buffers". Counters: moe_engine_requests_submitted_total,
+ * _requests_finished_total, _steps_total, _tokens_total, _decode_tokens_total,
+ * _prefix_tokens_reused_total, _preemptions_total; gauges: moe_engine_requests (by state),
+ * moe_engine_kv_blocks (by state), and the step averages. Safe from any thread. */
+MOE_API moe_status moe_engine_metrics_text(const moe_engine* engine, char* buf, size_t capacity,
+                                           size_t* len);
+
 static inline moe_engine_stats moe_default_engine_stats(void) {
   moe_engine_stats s;
   moe_engine_stats_init(&s, sizeof(s));

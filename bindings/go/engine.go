@@ -285,6 +285,22 @@ func (e *Engine) Step() (bool, error) {
 	return worked, err
 }
 
+// MetricsText is what the engine has done so far in the Prometheus text exposition format
+// (request and token counters, running and waiting requests, KV blocks by state, step averages),
+// for a service's own metrics endpoint.
+func (e *Engine) MetricsText() (string, error) {
+	n, err := e.h.get()
+	if err != nil {
+		return "", err
+	}
+	var text string
+	if err := call(func() { text = n.MetricsText() }); err != nil {
+		return "", err
+	}
+	runtime.KeepAlive(e)
+	return text, nil
+}
+
 // Stats says what the engine has done so far.
 func (e *Engine) Stats() (EngineStats, error) {
 	n, err := e.h.get()

@@ -2,6 +2,7 @@ package moe
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -64,6 +65,10 @@ func TestEngineGoroutinesSubmittingAtOnceGetALoneContextsText(t *testing.T) {
 	st, err := e.Stats()
 	if err != nil || st.Finished != int64(len(enginePrompts)) || st.KVBlocksInUse != 0 {
 		t.Errorf("stats %+v, %v", st, err)
+	}
+	metrics, err := e.MetricsText()
+	if want := fmt.Sprintf("moe_engine_requests_finished_total %d\n", len(enginePrompts)); err != nil || !strings.Contains(metrics, want) {
+		t.Errorf("metrics text lacks %q: %v\n%s", want, err, metrics)
 	}
 }
 

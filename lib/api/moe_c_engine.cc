@@ -8,7 +8,9 @@
 #include "lib/api/generate_options.h"
 #include "lib/api/handles.h"
 #include "lib/runtime/batch_engine.h"
+#include "lib/runtime/metrics_text.h"
 
+using moe::api::CopyOut;
 using moe::api::Fail;
 using moe::api::FromStatus;
 using moe::api::Guard;
@@ -301,6 +303,14 @@ moe_status moe_engine_get_stats(const moe_engine* e, moe_engine_stats* out) {
     s.mean_tokens_per_step = st.mean_tokens_per_step;
     s.mean_experts_per_step = st.mean_experts_per_step;
     return WriteVersioned(s, out, "stats");
+  });
+}
+
+moe_status moe_engine_metrics_text(const moe_engine* e, char* buf, size_t capacity, size_t* len) {
+  return Guard("moe_engine_metrics_text", [&]() -> moe_status {
+    if (e == nullptr) return Null("engine");
+    const std::string text = moe::EngineMetricsText(e->engine->stats());
+    return CopyOut(text.data(), text.size(), 1, buf, capacity, len, true);
   });
 }
 

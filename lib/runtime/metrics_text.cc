@@ -123,4 +123,43 @@ std::string MetricsText(const SessionStats& s, double total_params, const std::s
   return w.Take();
 }
 
+std::string EngineMetricsText(const BatchEngineStats& s, const std::string& labels) {
+  Writer w(labels);
+  auto counter = [&](const char* name, const char* help, int64_t v) {
+    w.Family(name, "counter", help);
+    w.Sample(static_cast<double>(v));
+  };
+  auto gauge = [&](const char* name, const char* help, double v) {
+    w.Family(name, "gauge", help);
+    w.Sample(v);
+  };
+  counter("moe_engine_requests_submitted_total", "Requests submitted to the engine.", s.submitted);
+  counter("moe_engine_requests_finished_total", "Requests the engine finished, in any way.",
+          s.finished);
+  counter("moe_engine_steps_total", "Steps the engine ran.", s.steps);
+  counter("moe_engine_tokens_total", "Tokens the steps computed, prompt and decode.", s.tokens);
+  counter("moe_engine_decode_tokens_total", "Of those, one per generating request and step.",
+          s.decode_tokens);
+  counter("moe_engine_prefix_tokens_reused_total",
+          "Prompt positions taken from KV blocks an earlier request computed.",
+          s.prefix_tokens_reused);
+  counter("moe_engine_preemptions_total", "Requests set aside to be computed again later.",
+          s.preemptions);
+  gauge("moe_engine_step_seconds_total", "Time spent in steps.", s.step_s);
+  w.Family("moe_engine_requests", "gauge", "Requests now, by state.");
+  w.Sample(static_cast<double>(s.running), "state=\"running\"");
+  w.Sample(static_cast<double>(s.waiting), "state=\"waiting\"");
+  w.Family("moe_engine_kv_blocks", "gauge", "The paged KV cache's blocks, by state.");
+  w.Sample(static_cast<double>(s.kv_blocks_in_use), "state=\"in_use\"");
+  w.Sample(static_cast<double>(s.kv_blocks_cached), "state=\"cached\"");
+  w.Sample(static_cast<double>(s.kv_blocks - s.kv_blocks_in_use - s.kv_blocks_cached),
+           "state=\"free\"");
+  gauge("moe_engine_kv_block_positions", "Positions per KV block.", s.block_size);
+  gauge("moe_engine_sequences_per_step", "Mean requests a step ran.", s.mean_sequences_per_step);
+  gauge("moe_engine_tokens_per_step", "Mean tokens a step computed.", s.mean_tokens_per_step);
+  gauge("moe_engine_experts_per_step", "Mean distinct experts a step ran, per MoE layer.",
+        s.mean_experts_per_step);
+  return w.Take();
+}
+
 }  // namespace moe

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "lib/runtime/batch_engine.h"
 #include "lib/runtime/session.h"
 
 namespace moe {
@@ -15,5 +16,9 @@ namespace moe {
 // escaped; empty: none).
 std::string MetricsText(const SessionStats& stats, double total_params,
                         const std::string& labels = "");
+
+// A batching engine's statistics since it was created: requests and tokens as counters (the
+// _total families), what runs now and the KV blocks as gauges, step averages.
+std::string EngineMetricsText(const BatchEngineStats& stats, const std::string& labels = "");
 
 }  // namespace moe

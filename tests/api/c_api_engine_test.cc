@@ -1,7 +1,12 @@
 // The batching engine through the C ABI, as an application sees it (only moe_c.h): requests
 // from many threads get a lone context's text, cancellation, waiting with and without blocking,
 // caller-driven steps, freeing with waiters, and every misuse a status.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdlib>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -190,6 +195,37 @@ TEST_F(CApiEngineTest, ExpertConfidenceRoutesRequestsAsALoneContext) {
   p.min_experts = 0;
   EXPECT_EQ(moe_engine_create(model_, &p, &out), MOE_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(out, nullptr);
+}
+
+// The engine's metrics text follows the caller-buffer rules and is Prometheus exposition as the
+// Prometheus client library's parser reads it, its counters counting the finished requests.
+TEST_F(CApiEngineTest, MetricsTextIsPrometheusExposition) {
+  size_t n = 0;
+  EXPECT_EQ(moe_engine_metrics_text(nullptr, nullptr, 0, &n), MOE_ERROR_INVALID_ARGUMENT);
+  moe_engine* e = NewEngine();
+  ASSERT_NE(e, nullptr);
+  moe_request_id id = 0;
+  ASSERT_EQ(Submit(e, kPrompts[0], 4, nullptr, &id), MOE_OK);
+  moe_request_result* r = nullptr;
+  ASSERT_EQ(moe_engine_wait(e, id, -1, &r), MOE_OK);
+  moe_request_result_free(r);
+  ASSERT_EQ(moe_engine_metrics_text(e, nullptr, 0, &n), MOE_ERROR_BUFFER_TOO_SMALL);
+  std::string text(n + 1, 'x');
+  ASSERT_EQ(moe_engine_metrics_text(e, text.data(), text.size(), &n), MOE_OK);
+  EXPECT_EQ(text[n], '\0');
+  text.resize(n);
+  EXPECT_NE(text.find("moe_engine_requests_finished_total 1\n"), std::string::npos) << text;
+  moe_engine_free(e);
+  const std::string path =
+      ::testing::TempDir() + "engine_metrics_" + std::to_string(::getpid()) + ".txt";
+  std::ofstream(path) << text;
+  const std::string cmd =
+      std::string(MOE_PYTHON3) + " " + MOE_CHECK_METRICS + " " + path + " engine";
+  const int status = std::system(cmd.c_str());
+  std::remove(path.c_str());
+  ASSERT_TRUE(WIFEXITED(status)) << cmd;
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "the Prometheus client's parser is not installed";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << cmd << "\n" << text;
 }
 
 TEST_F(CApiEngineTest, CallerDrivenStepsTryWaitAndTimeouts) {

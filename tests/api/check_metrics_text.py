@@ -2,7 +2,8 @@
 """Parses moe_context_metrics_text output with the Prometheus client library's own parser (the
 reference for the text exposition format) and checks what libmoe promises to put in it.
 
-  check_metrics_text.py FILE N_LAYERS TOP_K
+  check_metrics_text.py FILE N_LAYERS TOP_K     (a context's)
+  check_metrics_text.py FILE engine              (an engine's)
 Exit 0 when the text parses and holds every family with sane values; 77 when the parser is not
 installed (CTest's skip code); 1 otherwise, saying why."""
 import math
@@ -20,13 +21,45 @@ def fail(msg):
     sys.exit(1)
 
 
-def main():
-    path, n_layers, top_k = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+def parse(path):
     text = open(path, encoding="utf-8").read()
     try:
-        families = {f.name: f for f in text_string_to_metric_families(text)}
+        return {f.name: f for f in text_string_to_metric_families(text)}
     except Exception as e:  # the parser's word on a malformed exposition
         fail(f"the text does not parse: {e}")
+
+
+def check_engine(families):
+    # The parser names a counter family without its _total suffix.
+    counters = ["moe_engine_requests_submitted", "moe_engine_requests_finished", "moe_engine_steps",
+                "moe_engine_tokens", "moe_engine_decode_tokens", "moe_engine_prefix_tokens_reused",
+                "moe_engine_preemptions"]
+    for name in counters:
+        if name not in families or families[name].type != "counter":
+            fail(f"no counter {name}_total")
+    for name, label, values in [("moe_engine_requests", "state", {"running", "waiting"}),
+                                ("moe_engine_kv_blocks", "state", {"in_use", "cached", "free"})]:
+        if name not in families or families[name].type != "gauge":
+            fail(f"no gauge {name}")
+        got = {s.labels.get(label) for s in families[name].samples}
+        if got != values:
+            fail(f"{name} has {label} values {sorted(got)}, want {sorted(values)}")
+    for f in families.values():
+        for s in f.samples:
+            if not math.isfinite(s.value) or s.value < 0:
+                fail(f"{f.name}{s.labels} = {s.value}")
+    value = lambda name: families[name].samples[0].value
+    if value("moe_engine_requests_finished") < 1 or value("moe_engine_tokens") < 1:
+        fail("the engine's finished requests and tokens are not counted")
+    print(f"ok: {len(families)} families")
+
+
+def main():
+    path = sys.argv[1]
+    families = parse(path)
+    if sys.argv[2] == "engine":
+        return check_engine(families)
+    n_layers, top_k = int(sys.argv[2]), float(sys.argv[3])
     want = {
         "moe_call_tokens": ("phase", {"prompt", "generate"}),
         "moe_call_tokens_per_second": ("phase", {"prompt", "generate"}),

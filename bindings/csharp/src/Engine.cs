@@ -263,6 +263,13 @@ namespace LibMoe {
     /// false when there was nothing to do.</summary>
     public bool Step() { return Native.Step(); }
 
+    /// <summary>What the engine has done so far in the Prometheus text exposition format (request
+    /// and token counters, running and waiting requests, KV blocks by state, step averages), for
+    /// a service's own metrics endpoint.</summary>
+    public string MetricsText() {
+      return Native.MetricsText();
+    }
+
     public EngineStats Stats {
       get {
         using (NativeEngineStats s = Native.Stats()) {

@@ -66,6 +66,8 @@ public class EngineTests {
       EngineStats st = engine.Stats;
       Assert.AreEqual(Prompts.Length, st.Finished);
       Assert.AreEqual(0, st.KvBlocksInUse);
+      StringAssert.Contains("moe_engine_requests_finished_total " + Prompts.Length + "\n",
+                            engine.MetricsText());
     }
   }
 

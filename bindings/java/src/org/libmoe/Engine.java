@@ -104,6 +104,15 @@ public final class Engine implements AutoCloseable {
     return get().Step();
   }
 
+  /**
+   * What the engine has done so far in the Prometheus text exposition format (request and token
+   * counters, running and waiting requests, KV blocks by state, step averages), for a service's
+   * own metrics endpoint.
+   */
+  public String metricsText() {
+    return Utf8.decode(get().MetricsText());
+  }
+
   /** What the engine has done so far. */
   public EngineStats stats() {
     NativeEngineStats s = get().Stats();

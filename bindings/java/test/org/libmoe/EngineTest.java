@@ -83,6 +83,9 @@ class EngineTest {
       EngineStats stats = engine.stats();
       assertEquals(PROMPTS.length, stats.finished());
       assertEquals(0, stats.kvBlocksInUse());
+      String metrics = engine.metricsText();
+      assertTrue(
+          metrics.contains("moe_engine_requests_finished_total " + PROMPTS.length + "\n"), metrics);
     }
   }
 
