@@ -1,5 +1,7 @@
 #include "lib/model/telemetry.h"
 
+#include <cmath>
+
 #include <cstddef>
 
 namespace moe {
@@ -55,6 +57,25 @@ void Telemetry::Merge(const Telemetry& o) {
   time.experts_s += o.time.experts_s;
   time.head_s += o.time.head_s;
   time.other_s += o.time.other_s;
+}
+
+ExpertUtilisation UtilisationOf(absl::Span<const int64_t> counts) {
+  ExpertUtilisation u;
+  double squares = 0;
+  for (int64_t c : counts) {
+    u.choices += static_cast<double>(c);
+    squares += static_cast<double>(c) * static_cast<double>(c);
+  }
+  const double n = static_cast<double>(counts.size());
+  if (u.choices == 0 || n == 0) return u;
+  double var = 0;
+  for (int64_t c : counts) {
+    const double d = static_cast<double>(c) / u.choices - 1.0 / n;
+    var += d * d;
+  }
+  u.share_stddev = std::sqrt(var / n);
+  u.jain_fairness = u.choices * u.choices / (n * squares);
+  return u;
 }
 
 }  // namespace moe

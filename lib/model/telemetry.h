@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/types/span.h"
+
 namespace moe {
 
 struct StageTimes {
@@ -38,5 +40,13 @@ struct Telemetry {
   double MeanExpertsPerToken() const;
   void Merge(const Telemetry& other);
 };
+
+// How evenly one layer's experts were chosen, from their counts (tokens that chose each).
+struct ExpertUtilisation {
+  double choices = 0;         // the counts' sum
+  double share_stddev = 0;    // standard deviation of the experts' shares of the choices
+  double jain_fairness = 0;   // (sum x)^2 / (n sum x^2): 1 all alike, 1/n one takes all, 0 none
+};
+ExpertUtilisation UtilisationOf(absl::Span<const int64_t> counts);
 
 }  // namespace moe

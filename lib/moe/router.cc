@@ -49,11 +49,11 @@ int ConfidentCount(const RouterConfig& c, const float* probs, const std::vector<
                    int k) {
   float total = 0;
   for (int j = 0; j < k; ++j) total += probs[order[j]];
-  const float needed = c.confidence * total;
+  const float needed = c.policy.confidence * total;
   float kept = 0;
   for (int j = 0; j < k; ++j) {
     kept += probs[order[j]];
-    if (j + 1 >= c.min_top_k && kept >= needed) return j + 1;
+    if (j + 1 >= c.policy.min_top_k && kept >= needed) return j + 1;
   }
   return k;
 }
@@ -94,12 +94,12 @@ double Uniform(uint64_t key) { return (static_cast<double>(Mix(key) >> 11) + 0.5
 
 // The noise of one (layer, position, expert): standard Gaussian (Box-Muller) or standard Gumbel.
 float NoiseAt(const RouterConfig& c, int32_t position, int expert) {
-  const uint64_t key = Mix(c.noise_seed ^ Mix(static_cast<uint64_t>(c.layer) << 40 ^
+  const uint64_t key = Mix(c.policy.noise_seed ^ Mix(static_cast<uint64_t>(c.layer) << 40 ^
                                               static_cast<uint64_t>(position) << 20 ^
                                               static_cast<uint64_t>(expert)));
-  const double u1 = Uniform(key), u2 = Uniform(key + 1);
-  if (c.noise == RouterNoise::kGumbel) return static_cast<float>(-std::log(-std::log(u1)));
-  return static_cast<float>(std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2));
+  const double u1 = Uniform(key);
+  if (c.policy.noise == RouterNoise::kGumbel) return static_cast<float>(-std::log(-std::log(u1)));
+  return static_cast<float>(std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * Uniform(key + 1)));
 }
 
 }  // namespace
@@ -117,19 +117,19 @@ void Route(const RouterConfig& c, absl::Span<const float> logits, int64_t n_toke
   const bool limit_groups = c.n_groups > 1 && c.n_groups_used < c.n_groups;
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* l = logits.data() + t * c.n_expert;
-    if (c.temperature != 1.f) {
+    if (c.policy.temperature != 1.f) {
       scaled.resize(c.n_expert);
-      for (int e = 0; e < c.n_expert; ++e) scaled[e] = l[e] / c.temperature;
+      for (int e = 0; e < c.n_expert; ++e) scaled[e] = l[e] / c.policy.temperature;
       l = scaled.data();
     }
     GateScores(c.gating, l, c.n_expert, probs.data(), &r.entropy[t]);
     // What the choice ranks: the scores (of noisy logits, with noise), plus the selection bias
     // where there is one.
     const float* sel = probs.data();
-    if (c.noise != RouterNoise::kNone && c.noise_scale > 0.f && c.positions != nullptr) {
+    if (c.policy.noise != RouterNoise::kNone && c.policy.noise_scale > 0.f && c.positions != nullptr) {
       noisy.resize(2 * c.n_expert);
       for (int e = 0; e < c.n_expert; ++e) {
-        noisy[c.n_expert + e] = l[e] + c.noise_scale * NoiseAt(c, c.positions[t], e);
+        noisy[c.n_expert + e] = l[e] + c.policy.noise_scale * NoiseAt(c, c.positions[t], e);
       }
       GateScores(c.gating, noisy.data() + c.n_expert, c.n_expert, noisy.data(), nullptr);
       sel = noisy.data();
@@ -153,7 +153,7 @@ void Route(const RouterConfig& c, absl::Span<const float> logits, int64_t n_toke
     std::partial_sort(order.begin(), order.begin() + k, allowed_end, [&](int32_t a, int32_t b) {
       return sel[a] > sel[b] || (sel[a] == sel[b] && a < b);
     });
-    if (c.confidence > 0.f && c.confidence < 1.f) k = ConfidentCount(c, probs.data(), order, k);
+    if (c.policy.confidence > 0.f && c.policy.confidence < 1.f) k = ConfidentCount(c, probs.data(), order, k);
     float chosen = 0;
     for (int j = 0; j < k; ++j) chosen += probs[order[j]];
     if (c.renormalize) chosen = std::max(chosen, kMinWeightSum);

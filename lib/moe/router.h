@@ -12,6 +12,28 @@ namespace moe {
 
 enum class RouterNoise { kNone = 0, kGaussian = 1, kGumbel = 2 };
 
+// The routing choices a caller makes for a context or engine (the model fixes the rest of
+// RouterConfig). The default routes as the model does, bit for bit.
+struct RoutingPolicy {
+  // Dynamic top-k by confidence: a token keeps its best experts, in order, until their scores
+  // reach `confidence` of what its top_k best sum to, and at least min_top_k of them (the
+  // weights then renormalise over those kept when the model renormalises). 0 (or 1): always
+  // top_k.
+  float confidence = 0.f;
+  int min_top_k = 1;
+  // Router temperature: the logits are divided by it before gating, for the choice and the
+  // weights alike (1: as the model routes).
+  float temperature = 1.f;
+  // Noise on the logits that choose the experts (the weights come from the clean scores):
+  // Gaussian of standard deviation noise_scale, or Gumbel of scale noise_scale (with softmax
+  // gating and scale 1, the top-k of logits plus Gumbel noise draws experts by their
+  // probabilities, without replacement). Drawn from a hash of (noise_seed, layer, position,
+  // expert): reproducible, and a token's the same in any batch. Needs RouterConfig::positions.
+  RouterNoise noise = RouterNoise::kNone;
+  float noise_scale = 0.f;
+  uint64_t noise_seed = 0;
+};
+
 struct RouterConfig {
   int n_expert = 0;
   int top_k = 0;
@@ -28,36 +50,13 @@ struct RouterConfig {
   int n_groups = 1;
   int n_groups_used = 1;
   float scale = 1.f;  // the weights, renormalised or not, are multiplied by it
-  // Dynamic top-k by confidence: a token keeps its best experts, in order, until their scores
-  // reach `confidence` of what its top_k best sum to, and at least min_top_k of them (the
-  // weights then renormalise over those kept when `renormalize` says so). 0 (or 1): always
-  // top_k, exactly as without it.
-  float confidence = 0.f;
-  int min_top_k = 1;
-  // Router temperature: the logits are divided by it before gating, for the choice and the
-  // weights alike (1: as the model routes).
-  float temperature = 1.f;
-  // Noise on the logits that choose the experts (the weights come from the clean scores):
-  // Gaussian of standard deviation noise_scale, or Gumbel of scale noise_scale (with softmax
-  // gating and scale 1, the top-k of logits plus Gumbel noise draws experts by their
-  // probabilities, without replacement). Drawn from a hash of (noise_seed, layer, position,
-  // expert): reproducible, and a token's the same in any batch. Needs positions.
-  RouterNoise noise = RouterNoise::kNone;
-  float noise_scale = 0.f;
-  uint64_t noise_seed = 0;
-  int layer = 0;
+  // The caller's choices on top (dynamic top-k, temperature, noise: see RoutingPolicy); the
+  // default policy routes as the model does.
+  RoutingPolicy policy = {};
+  int layer = 0;                       // the layer routed, for the noise
   const int32_t* positions = nullptr;  // [n_tokens], for the noise
 };
 
-// The routing choices a caller makes for a context (the model fixes the rest of RouterConfig).
-struct RoutingPolicy {
-  float confidence = 0.f;  // RouterConfig::confidence
-  int min_top_k = 1;       // RouterConfig::min_top_k
-  float temperature = 1.f;                 // RouterConfig::temperature
-  RouterNoise noise = RouterNoise::kNone;  // RouterConfig::noise, noise_scale, noise_seed
-  float noise_scale = 0.f;
-  uint64_t noise_seed = 0;
-};
 // An error naming the value unless confidence is in [0, 1], min_top_k at least 1, the
 // temperature positive and finite, the noise a known kind and its scale finite and >= 0.
 absl::Status CheckRoutingPolicy(const RoutingPolicy& policy);

@@ -41,27 +41,6 @@ class Writer {
 
 double PerSecond(int64_t n, double s) { return s > 0 ? static_cast<double>(n) / s : 0.0; }
 
-struct Utilisation {
-  double stddev;    // of the experts' shares of the layer's choices
-  double fairness;  // Jain's index: (sum x)^2 / (n sum x^2), 1 when all are chosen alike
-};
-
-Utilisation UtilisationOf(const std::vector<int64_t>& counts) {
-  double sum = 0, squares = 0;
-  for (int64_t c : counts) {
-    sum += static_cast<double>(c);
-    squares += static_cast<double>(c) * static_cast<double>(c);
-  }
-  const double n = static_cast<double>(counts.size());
-  if (sum == 0 || n == 0) return {0, 0};
-  double var = 0;
-  for (int64_t c : counts) {
-    const double d = static_cast<double>(c) / sum - 1.0 / n;
-    var += d * d;
-  }
-  return {std::sqrt(var / n), sum * sum / (n * squares)};
-}
-
 }  // namespace
 
 std::string MetricsText(const SessionStats& s, double total_params, const std::string& labels) {
@@ -100,16 +79,16 @@ std::string MetricsText(const SessionStats& s, double total_params, const std::s
   w.Family("moe_expert_utilisation_stddev", "gauge",
            "Per layer: standard deviation of the experts' shares of the tokens' choices in the "
            "last call (0: all chosen alike).");
-  std::vector<Utilisation> layers;
+  std::vector<ExpertUtilisation> layers;
   for (const auto& counts : t.expert_counts) layers.push_back(UtilisationOf(counts));
   for (size_t l = 0; l < layers.size(); ++l) {
-    w.Sample(layers[l].stddev, absl::StrCat("layer=\"", l, "\""));
+    w.Sample(layers[l].share_stddev, absl::StrCat("layer=\"", l, "\""));
   }
   w.Family("moe_expert_jain_fairness", "gauge",
            "Per layer: Jain's fairness index of the experts' token counts in the last call (1: "
            "all chosen alike; 1/n: one expert takes everything; 0: no routed tokens).");
   for (size_t l = 0; l < layers.size(); ++l) {
-    w.Sample(layers[l].fairness, absl::StrCat("layer=\"", l, "\""));
+    w.Sample(layers[l].jain_fairness, absl::StrCat("layer=\"", l, "\""));
   }
   const ExpertCacheStats& c = s.expert_cache;
   w.Family("moe_expert_cache_lookups", "gauge",

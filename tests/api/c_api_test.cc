@@ -766,12 +766,15 @@ TEST_F(CApiTest, AnEmptyPromptAfterTruncationContinuesFromTheLastKeptToken) {
 TEST_F(CApiTest, ExpertConfidenceRunsFewerExpertsAndIsChecked) {
   std::vector<int32_t> prompt = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.tokens.txt");
   std::vector<int32_t> want = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.gen_tokens.txt");
-  auto run = [&](float confidence, int32_t min_experts, int64_t* chosen) {
-    moe_context_params p = moe_context_default_params();
-    EXPECT_EQ(p.expert_confidence, 0.f);
-    EXPECT_EQ(p.min_experts, 1);
-    p.expert_confidence = confidence;
-    p.min_experts = min_experts;
+  {
+    const moe_context_params d = moe_context_default_params();
+    EXPECT_EQ(d.expert_confidence, 0.f);
+    EXPECT_EQ(d.min_experts, 1);
+    EXPECT_EQ(d.router_temperature, 1.f);
+    EXPECT_EQ(d.router_noise, MOE_ROUTER_NOISE_NONE);
+  }
+  // Greedy tokens of a context made with p, and the expert choices they took in all.
+  auto generate_with = [&](const moe_context_params& p, int64_t* chosen) {
     moe_context* ctx = nullptr;
     EXPECT_EQ(moe_context_create(model_, &p, &ctx), MOE_OK) << moe_last_error();
     Greedy greedy(want.size());
@@ -787,6 +790,12 @@ TEST_F(CApiTest, ExpertConfidenceRunsFewerExpertsAndIsChecked) {
     moe_context_free(ctx);
     return got.tokens;
   };
+  auto run = [&](float confidence, int32_t min_experts, int64_t* chosen) {
+    moe_context_params p = moe_context_default_params();
+    p.expert_confidence = confidence;
+    p.min_experts = min_experts;
+    return generate_with(p, chosen);
+  };
   const int64_t top_k_total = static_cast<int64_t>(prompt.size() + want.size()) * 4 * 2;
   int64_t chosen = 0;
   EXPECT_EQ(run(1.f, 1, &chosen), want);
@@ -800,20 +809,12 @@ TEST_F(CApiTest, ExpertConfidenceRunsFewerExpertsAndIsChecked) {
   // values are refused.
   auto noisy = [&](float temperature, int32_t noise, float scale, uint64_t seed) {
     moe_context_params p = moe_context_default_params();
-    EXPECT_EQ(p.router_temperature, 1.f);
-    EXPECT_EQ(p.router_noise, MOE_ROUTER_NOISE_NONE);
     p.router_temperature = temperature;
     p.router_noise = noise;
     p.router_noise_scale = scale;
     p.router_noise_seed = seed;
-    moe_context* ctx = nullptr;
-    EXPECT_EQ(moe_context_create(model_, &p, &ctx), MOE_OK) << moe_last_error();
-    Greedy greedy(want.size());
-    Collected got;
-    EXPECT_EQ(moe_generate_tokens(ctx, prompt.data(), prompt.size(), &greedy.gp, Collect, &got),
-              MOE_OK);
-    moe_context_free(ctx);
-    return got.tokens;
+    int64_t unused = 0;
+    return generate_with(p, &unused);
   };
   EXPECT_EQ(noisy(1.f, MOE_ROUTER_NOISE_GAUSSIAN, 0.f, 5), want);  // scale 0: no noise
   const auto gumbel = noisy(2.f, MOE_ROUTER_NOISE_GUMBEL, 1.f, 5);

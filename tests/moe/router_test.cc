@@ -87,21 +87,21 @@ TEST(RouterTest, ConfidenceKeepsTheBestUntilTheirShareIsReached) {
   std::vector<float> logits = {std::log(8.f), std::log(4.f), std::log(2.f), 0.f, -30.f, -30.f};
   const Routing all = Route(c, logits, 1);
   EXPECT_EQ(all.experts, (std::vector<int32_t>{0, 1, 2, 3}));
-  c.confidence = 0.5f;  // 8/15 alone reaches half
+  c.policy.confidence = 0.5f;  // 8/15 alone reaches half
   Routing r = Route(c, logits, 1);
   EXPECT_EQ(r.experts, (std::vector<int32_t>{0, -1, -1, -1}));
   EXPECT_NEAR(r.weights[0], 1.f, 1e-6);
   EXPECT_EQ(r.weights[1], 0.f);
-  c.confidence = 0.75f;  // 8/15 is short of it, 12/15 reaches it
+  c.policy.confidence = 0.75f;  // 8/15 is short of it, 12/15 reaches it
   r = Route(c, logits, 1);
   EXPECT_EQ(r.experts, (std::vector<int32_t>{0, 1, -1, -1}));
   EXPECT_NEAR(r.weights[0], 8.f / 12.f, 1e-6);
   EXPECT_NEAR(r.weights[1], 4.f / 12.f, 1e-6);
-  c.confidence = 0.5f;
-  c.min_top_k = 3;  // the minimum wins over the share
+  c.policy.confidence = 0.5f;
+  c.policy.min_top_k = 3;  // the minimum wins over the share
   r = Route(c, logits, 1);
   EXPECT_EQ(r.experts, (std::vector<int32_t>{0, 1, 2, -1}));
-  c.confidence = 1.f;  // 1 (and 0) is plain top-k, bit for bit
+  c.policy.confidence = 1.f;  // 1 (and 0) is plain top-k, bit for bit
   r = Route(c, logits, 1);
   EXPECT_EQ(r.experts, all.experts);
   EXPECT_EQ(r.weights, all.weights);
@@ -110,7 +110,7 @@ TEST(RouterTest, ConfidenceKeepsTheBestUntilTheirShareIsReached) {
 // Without renormalisation the kept experts keep their raw probabilities: what was dropped is lost.
 TEST(RouterTest, ConfidenceWithRawWeightsKeepsThem) {
   RouterConfig c{4, 3, false, nullptr};
-  c.confidence = 0.7f;  // 6/10 is short of it, 9/10 reaches it
+  c.policy.confidence = 0.7f;  // 6/10 is short of it, 9/10 reaches it
   std::vector<float> logits = {std::log(6.f), std::log(3.f), std::log(1.f), -30.f};
   const Routing r = Route(c, logits, 1);
   EXPECT_EQ(r.experts, (std::vector<int32_t>{0, 1, -1}));
@@ -132,9 +132,9 @@ TEST(RouterTest, TemperatureSoftensTheScores) {
   RouterConfig c{3, 2, true, nullptr};
   std::vector<float> logits = {2.f, 1.f, -1.f};
   const Routing plain = Route(c, logits, 1);
-  c.temperature = 1.f;
+  c.policy.temperature = 1.f;
   EXPECT_EQ(Route(c, logits, 1).weights, plain.weights);
-  c.temperature = 2.f;
+  c.policy.temperature = 2.f;
   const Routing soft = Route(c, logits, 1);
   EXPECT_EQ(soft.experts, plain.experts);
   const float e0 = std::exp(1.f), e1 = std::exp(0.5f);
@@ -152,9 +152,9 @@ TEST(RouterTest, NoiseIsReproducibleAndChoosesOnly) {
   for (int t = 0; t < n; ++t) positions[t] = 100 + t;
   RouterConfig c{n_expert, 2, true, nullptr};
   const Routing clean = Route(c, logits, n);
-  c.noise = RouterNoise::kGaussian;
-  c.noise_scale = 1.f;
-  c.noise_seed = 7;
+  c.policy.noise = RouterNoise::kGaussian;
+  c.policy.noise_scale = 1.f;
+  c.policy.noise_seed = 7;
   c.layer = 3;
   c.positions = positions.data();
   const Routing noisy = Route(c, logits, n);
@@ -166,7 +166,7 @@ TEST(RouterTest, NoiseIsReproducibleAndChoosesOnly) {
     EXPECT_EQ(r.experts[0], noisy.experts[2 * t]);
     EXPECT_EQ(r.experts[1], noisy.experts[2 * t + 1]);
   }
-  c.noise_seed = 8;
+  c.policy.noise_seed = 8;
   EXPECT_NE(Route(c, logits, n).experts, noisy.experts);
   // The weights are the clean softmax renormalised over the chosen two.
   for (int t = 0; t < n; ++t) {
@@ -188,9 +188,9 @@ TEST(RouterTest, GumbelTopOneDrawsByProbability) {
     positions[t] = t;
   }
   RouterConfig c{4, 1, true, nullptr};
-  c.noise = RouterNoise::kGumbel;
-  c.noise_scale = 1.f;
-  c.noise_seed = 11;
+  c.policy.noise = RouterNoise::kGumbel;
+  c.policy.noise_scale = 1.f;
+  c.policy.noise_seed = 11;
   c.positions = positions.data();
   const Routing r = Route(c, logits, n);
   std::vector<int> hits(4, 0);

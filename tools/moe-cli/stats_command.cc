@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "lib/model/telemetry.h"
 #include "lib/moe/routing_profile.h"
 #include "nlohmann/json.hpp"
 #include "tools/moe-cli/command_status.h"
@@ -91,19 +92,14 @@ absl::Status Run(const StatsOptions& o) {
   std::printf("layer  choices  fairness  top expert (share)\n");
   for (size_t l = 0; l < counts->size(); ++l) {
     const std::vector<int64_t>& row = (*counts)[l];
-    double sum = 0, squares = 0;
-    for (int64_t c : row) {
-      sum += static_cast<double>(c);
-      squares += static_cast<double>(c) * static_cast<double>(c);
-    }
-    if (sum == 0) {
+    const ExpertUtilisation u = UtilisationOf(row);
+    if (u.choices == 0) {
       std::printf("%5zu  %7d  (no routed tokens)\n", l, 0);
       continue;
     }
     const size_t best = std::max_element(row.begin(), row.end()) - row.begin();
-    std::printf("%5zu  %7.0f  %8.3f  %zu (%.1f%%)\n", l, sum,
-                sum * sum / (static_cast<double>(row.size()) * squares), best,
-                100.0 * static_cast<double>(row[best]) / sum);
+    std::printf("%5zu  %7.0f  %8.3f  %zu (%.1f%%)\n", l, u.choices, u.jain_fairness, best,
+                100.0 * static_cast<double>(row[best]) / u.choices);
   }
   if (o.plot.empty()) return absl::OkStatus();
   const std::string title =

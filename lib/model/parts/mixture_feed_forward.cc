@@ -20,12 +20,7 @@ RouterConfig MixtureFeedForward::ConfigFor(const HParams& h, const LayerWeights&
   rc.renormalize = h.norm_topk_prob;
   rc.scale = h.routed_scale;
   rc.disabled = layer < static_cast<int>(disabled_.size()) ? &disabled_[layer] : nullptr;
-  rc.confidence = policy_.confidence;
-  rc.min_top_k = policy_.min_top_k;
-  rc.temperature = policy_.temperature;
-  rc.noise = policy_.noise;
-  rc.noise_scale = policy_.noise_scale;
-  rc.noise_seed = policy_.noise_seed;
+  rc.policy = policy_;
   rc.layer = layer;
   return rc;
 }
