@@ -250,6 +250,8 @@ struct NativeStats {
   double expert_read_seconds = 0, expert_wait_seconds = 0;
   int64_t expert_prefetches = 0, expert_prefetch_hits = 0, expert_prefetch_wasted_bytes = 0;
   int64_t expert_predicted = 0, expert_predicted_right = 0;
+  // The routing policies at work (moe_stats' rerouted/dropped/reweighted_choices).
+  int64_t rerouted_choices = 0, dropped_choices = 0, reweighted_choices = 0;
 };
 
 // Where one expert lives (moe_expert_placement).
@@ -449,7 +451,8 @@ class NativeContext {
   NativeContext(const NativeModel& model, int32_t n_ctx, int32_t n_threads, int64_t seed,
                 int32_t kv_type, float expert_confidence, int32_t min_experts,
                 float router_temperature, int32_t router_noise, float router_noise_scale,
-                int64_t router_noise_seed) {
+                int64_t router_noise_seed, float expert_capacity_factor, int32_t load_window,
+                float load_limit) {
     std::shared_ptr<moe_model> m = model.Hold();
     moe_context_params params = moe_context_default_params();
     params.n_ctx = n_ctx;
@@ -462,6 +465,9 @@ class NativeContext {
     params.router_noise = router_noise;
     params.router_noise_scale = router_noise_scale;
     params.router_noise_seed = static_cast<uint64_t>(router_noise_seed);
+    params.expert_capacity_factor = expert_capacity_factor;
+    params.load_window = load_window;
+    params.load_limit = load_limit;
     moe_context* raw = nullptr;
     Check(moe_context_create(m.get(), &params, &raw));
     context_.Set(std::shared_ptr<moe_context>(raw, &moe_context_free));
@@ -657,6 +663,9 @@ class NativeContext {
     s.expert_prefetch_wasted_bytes = c.expert_prefetch_wasted_bytes;
     s.expert_predicted = c.expert_predicted;
     s.expert_predicted_right = c.expert_predicted_right;
+    s.rerouted_choices = c.rerouted_choices;
+    s.dropped_choices = c.dropped_choices;
+    s.reweighted_choices = c.reweighted_choices;
     return s;
   }
   static int TokenThunk(int32_t token, const char* piece, size_t len, void* user_data) {
@@ -727,6 +736,7 @@ struct NativeEngineStats {
   int32_t kv_blocks = 0, kv_blocks_in_use = 0, kv_blocks_cached = 0, kv_block_size = 0;
   double step_seconds = 0, mean_sequences_per_step = 0, mean_tokens_per_step = 0;
   double mean_experts_per_step = 0;
+  int64_t rerouted_choices = 0, dropped_choices = 0, reweighted_choices = 0;
 };
 
 // Everything moe_engine_create takes; defaults from the C library itself.
@@ -751,6 +761,9 @@ struct NativeEngineOptions {
     router_noise = p.router_noise;
     router_noise_scale = p.router_noise_scale;
     router_noise_seed = static_cast<int64_t>(p.router_noise_seed);
+    expert_capacity_factor = p.expert_capacity_factor;
+    load_window = p.load_window;
+    load_limit = p.load_limit;
   }
   int32_t threads, kv_type, kv_block_size, n_ctx;
   int64_t kv_tokens, kv_bytes;
@@ -765,6 +778,9 @@ struct NativeEngineOptions {
   int32_t router_noise;  // moe_router_noise
   float router_noise_scale;
   int64_t router_noise_seed;
+  float expert_capacity_factor;
+  int32_t load_window;
+  float load_limit;
 };
 
 // One engine request's events, on the thread that steps the engine: each token, then exactly one
@@ -832,6 +848,9 @@ class NativeEngine {
     p.router_noise = o.router_noise;
     p.router_noise_scale = o.router_noise_scale;
     p.router_noise_seed = static_cast<uint64_t>(o.router_noise_seed);
+    p.expert_capacity_factor = o.expert_capacity_factor;
+    p.load_window = o.load_window;
+    p.load_limit = o.load_limit;
     moe_engine* raw = nullptr;
     Check(moe_engine_create(m.get(), &p, &raw));
     engine_.Set(std::shared_ptr<moe_engine>(raw, &moe_engine_free));
@@ -938,6 +957,9 @@ class NativeEngine {
     s.mean_sequences_per_step = c.mean_sequences_per_step;
     s.mean_tokens_per_step = c.mean_tokens_per_step;
     s.mean_experts_per_step = c.mean_experts_per_step;
+    s.rerouted_choices = c.rerouted_choices;
+    s.dropped_choices = c.dropped_choices;
+    s.reweighted_choices = c.reweighted_choices;
     return s;
   }
 

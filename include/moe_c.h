@@ -355,6 +355,19 @@ typedef struct moe_context_params {
   int32_t router_noise;
   float router_noise_scale;
   uint64_t router_noise_seed;
+  /* Capacity with re-routing: in one forward step of n tokens (a prompt chunk; a single decode
+   * token is never capped) no expert takes more than ceil(expert_capacity_factor x n x k /
+   * n_expert) of them; tokens claim experts in order, and one whose choice is full takes its
+   * next best expert with room (moe_stats.rerouted_choices) or, when none has room, runs fewer
+   * (dropped_choices). 0 (default): no cap; >= 0. */
+  float expert_capacity_factor;
+  /* Load-aware re-weighting: over the load_window tokens before each one, an expert that took
+   * more than load_limit x its fair share (1 / n_expert) of a layer's choices has its weight
+   * scaled down by the excess, the token's other experts' weights up to keep their sum; the
+   * layer's choice of experts does not change (moe_stats.reweighted_choices). load_window 0
+   * (default): off, >= 0; load_limit default 2, >= 1. */
+  int32_t load_window;
+  float load_limit;
 } moe_context_params;
 
 MOE_API moe_status moe_context_params_init(moe_context_params* params, size_t struct_size);
@@ -599,6 +612,11 @@ typedef struct moe_stats {
   int64_t expert_prefetch_wasted_bytes;
   int64_t expert_predicted;
   int64_t expert_predicted_right;
+  /* Appended in the third version: the routing policies at work, over tokens and layers
+   * (moe_context_params' capacity and load-aware re-weighting). */
+  int64_t rerouted_choices;
+  int64_t dropped_choices;
+  int64_t reweighted_choices;
 } moe_stats;
 
 MOE_API moe_status moe_stats_init(moe_stats* stats, size_t struct_size);
@@ -701,6 +719,12 @@ typedef struct moe_engine_params {
   int32_t router_noise;
   float router_noise_scale;
   uint64_t router_noise_seed;
+  /* As moe_context_params': the capacity caps each step over all the requests in it; load-aware
+   * re-weighting follows each request's own tokens (and turns prefix sharing off, since cached
+   * blocks do not keep the routing). */
+  float expert_capacity_factor; /* default 0: no cap */
+  int32_t load_window;          /* default 0: off */
+  float load_limit;             /* default 2 */
 } moe_engine_params;
 
 MOE_API moe_status moe_engine_params_init(moe_engine_params* params, size_t struct_size);
@@ -829,6 +853,10 @@ typedef struct moe_engine_stats {
   double mean_sequences_per_step;
   double mean_tokens_per_step;
   double mean_experts_per_step; /* distinct experts a step ran, per layer */
+  /* Appended: the routing policies at work over every step, as moe_stats'. */
+  int64_t rerouted_choices;
+  int64_t dropped_choices;
+  int64_t reweighted_choices;
 } moe_engine_stats;
 
 MOE_API moe_status moe_engine_stats_init(moe_engine_stats* stats, size_t struct_size);

@@ -2,7 +2,10 @@
 // --expert-confidence T keeps each token's best experts until they hold share T of its top-k
 // scores, --min-experts N keeps at least N; --router-temperature divides the router's logits;
 // --router-noise gaussian|gumbel with --router-noise-scale and --router-seed adds reproducible
-// noise to the logits that choose (lib/moe/router.h). All off by default.
+// noise to the logits that choose; --expert-capacity F caps each step's tokens per expert at F x
+// the fair share, re-routing the rest; --load-window N with --load-limit L weighs experts down
+// that took more than L x their fair share of the last N tokens' choices (lib/moe/router.h).
+// All off by default.
 #pragma once
 
 #include <map>
@@ -34,6 +37,17 @@ inline void AddRoutingFlags(CLI::App* app, RoutingPolicy* policy) {
                   "the noise's standard deviation (gaussian) or scale (gumbel)")
       ->check(CLI::Range(0.0, 1e3));
   app->add_option("--router-seed", policy->noise_seed, "seed of the router noise");
+  app->add_option("--expert-capacity", policy->capacity_factor,
+                  "cap each step's tokens per expert at this factor x the fair share (n x k / "
+                  "experts); tokens over it take their next best expert (0 = no cap)")
+      ->check(CLI::Range(0.0, 1e3));
+  app->add_option("--load-window", policy->load_window,
+                  "load-aware re-weighting over this many recent tokens (0 = off)")
+      ->check(CLI::Range(0, 1 << 20));
+  app->add_option("--load-limit", policy->load_limit,
+                  "with --load-window: experts above this multiple of the fair share are weighed "
+                  "down")
+      ->check(CLI::Range(1.0, 1e3));
 }
 
 }  // namespace moe::cli

@@ -100,6 +100,10 @@ type Stats struct {
 	WeightBytesRead      int64
 
 	ExpertCache ExpertCacheStats // what the expert cache did during the call, over all layers
+
+	// The routing policies at work, over tokens and layers: choices an expert capacity moved to a
+	// later expert or left out, weights load-aware re-weighting scaled down.
+	ReroutedChoices, DroppedChoices, ReweightedChoices int64
 }
 
 // ExpertCacheStats says what the expert cache did during a call, for one layer
@@ -341,6 +345,9 @@ func (c *Context) Stats() (st Stats, err error) {
 					Predicted:           s.GetExpert_predicted(),
 					PredictedRight:      s.GetExpert_predicted_right(),
 				},
+				ReroutedChoices:   s.GetRerouted_choices(),
+				DroppedChoices:    s.GetDropped_choices(),
+				ReweightedChoices: s.GetReweighted_choices(),
 			}
 		})
 	})

@@ -32,6 +32,12 @@ type EngineOptions struct {
 	RouterNoise       RouterNoise
 	RouterNoiseScale  float32
 	RouterNoiseSeed   int64
+	// Capacity with re-routing, as ContextOptions', over all the requests of each step.
+	ExpertCapacityFactor float32
+	// Load-aware re-weighting over each request's own tokens, as ContextOptions' (LoadLimit 0:
+	// 2); it turns prefix sharing off, as cached blocks do not keep the routing.
+	LoadWindow int
+	LoadLimit  float32
 }
 
 // RequestResult is what an Engine request produced, and how it went.
@@ -58,6 +64,9 @@ type EngineStats struct {
 	KVBlocks, KVBlocksInUse, KVBlocksCached, KVBlockSize               int
 	StepSeconds, MeanSequencesPerStep, MeanTokensPerStep               float64
 	MeanExpertsPerStep                                                 float64 // per layer
+	// The routing policies at work over every step: choices a capacity re-routed or dropped,
+	// weights load-aware re-weighting scaled down.
+	ReroutedChoices, DroppedChoices, ReweightedChoices int64
 }
 
 // Engine serves many requests at once over one Model: each step runs the new tokens of every
@@ -120,6 +129,11 @@ func (m *Model) NewEngine(opts *EngineOptions) (*Engine, error) {
 	o.SetRouter_noise(int(opts.RouterNoise))
 	o.SetRouter_noise_scale(opts.RouterNoiseScale)
 	o.SetRouter_noise_seed(opts.RouterNoiseSeed)
+	o.SetExpert_capacity_factor(opts.ExpertCapacityFactor)
+	o.SetLoad_window(opts.LoadWindow)
+	if opts.LoadLimit != 0 {
+		o.SetLoad_limit(opts.LoadLimit)
+	}
 	e := &Engine{model: m}
 	var native raw.NativeEngine
 	err := m.with(func(n raw.NativeModel) error {
@@ -323,6 +337,9 @@ func (e *Engine) Stats() (EngineStats, error) {
 		MeanSequencesPerStep: s.GetMean_sequences_per_step(),
 		MeanTokensPerStep:    s.GetMean_tokens_per_step(),
 		MeanExpertsPerStep:   s.GetMean_experts_per_step(),
+		ReroutedChoices:      s.GetRerouted_choices(),
+		DroppedChoices:       s.GetDropped_choices(),
+		ReweightedChoices:    s.GetReweighted_choices(),
 	}, nil
 }
 

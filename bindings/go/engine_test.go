@@ -178,6 +178,25 @@ func TestEngineCloseFinishesWhatIsLeftAndCallerDrivenSteps(t *testing.T) {
 	if _, err := m.NewEngine(&EngineOptions{ExpertConfidence: 2}); !isStatus(err, InvalidArgument) {
 		t.Errorf("expert confidence 2: %v", err)
 	}
+	if _, err := m.NewEngine(&EngineOptions{LoadWindow: 4, LoadLimit: 0.5}); !isStatus(err, InvalidArgument) {
+		t.Errorf("load limit 0.5: %v", err)
+	}
+	// Capacity and load-aware re-weighting, counted over the engine's steps.
+	p, err := m.NewEngine(&EngineOptions{ExpertCapacityFactor: 1, LoadWindow: 8, LoadLimit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	r, err = p.Submit(context.Background(), enginePrompts[4], greedy(3), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := p.Stats(); err != nil || st.ReroutedChoices == 0 || st.ReweightedChoices == 0 {
+		t.Errorf("engine policy counts: %+v, %v", st, err)
+	}
 }
 
 func isStatus(err error, s Status) bool {

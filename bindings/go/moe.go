@@ -413,6 +413,15 @@ type ContextOptions struct {
 	RouterNoise      RouterNoise
 	RouterNoiseScale float32
 	RouterNoiseSeed  int64
+	// ExpertCapacityFactor caps, in one forward step of n tokens (a prompt chunk; one decode token
+	// is never capped), each expert at ceil(factor x n x k / experts) tokens; a token whose choice
+	// is full takes its next best expert with room. 0: no cap.
+	ExpertCapacityFactor float32
+	// Load-aware re-weighting: over LoadWindow tokens before each one, an expert that took more
+	// than LoadLimit x its fair share of a layer's choices has its weight scaled down by the
+	// excess, the token's other experts' up. LoadWindow 0: off; LoadLimit 0: 2 (else >= 1).
+	LoadWindow int
+	LoadLimit  float32
 }
 
 // RouterNoise is the noise on the router's logits that choose experts (moe_router_noise).
@@ -450,9 +459,14 @@ func (m *Model) NewContext(opts *ContextOptions) (*Context, error) {
 			if temperature == 0 {
 				temperature = 1
 			}
+			loadLimit := opts.LoadLimit
+			if loadLimit == 0 {
+				loadLimit = 2
+			}
 			native = raw.NewNativeContext(n, opts.ContextLength, opts.Threads, opts.Seed,
 				int(opts.KVType), opts.ExpertConfidence, minExperts, temperature,
-				int(opts.RouterNoise), opts.RouterNoiseScale, opts.RouterNoiseSeed)
+				int(opts.RouterNoise), opts.RouterNoiseScale, opts.RouterNoiseSeed,
+				opts.ExpertCapacityFactor, opts.LoadWindow, loadLimit)
 		})
 	})
 	if err != nil {

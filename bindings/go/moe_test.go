@@ -738,7 +738,27 @@ func TestMappedWeightsAndAnF16CacheAreReachable(t *testing.T) {
 		!strings.Contains(metrics, `moe_expert_jain_fairness{layer="1"}`) {
 		t.Fatalf("metrics text: %v\n%s", err, metrics)
 	}
-	for _, bad := range []ContextOptions{{ExpertConfidence: 2}, {ExpertConfidence: 0.5, MinExperts: -1}} {
+	// A capacity re-routes some of a prompt's choices, load-aware re-weighting scales weights;
+	// both are counted.
+	for _, policy := range []ContextOptions{{ExpertCapacityFactor: 1}, {LoadWindow: 8, LoadLimit: 1}} {
+		policy := policy
+		c, err := mapped.NewContext(&policy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		generateIDs(t, c, readIDs(t, "p1.tokens.txt"), 2)
+		st, err := c.Stats()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if capped := policy.ExpertCapacityFactor > 0; (capped && st.ReroutedChoices == 0) ||
+			(!capped && (st.ReweightedChoices == 0 || st.ReroutedChoices != 0)) {
+			t.Fatalf("%+v: rerouted %d, reweighted %d", policy, st.ReroutedChoices, st.ReweightedChoices)
+		}
+	}
+	for _, bad := range []ContextOptions{{ExpertConfidence: 2}, {ExpertConfidence: 0.5, MinExperts: -1},
+		{ExpertCapacityFactor: -1}, {LoadWindow: 8, LoadLimit: 0.5}} {
 		bad := bad
 		if _, err := mapped.NewContext(&bad); !isStatus(err, InvalidArgument) {
 			t.Fatalf("%+v: %v, want an invalid-argument error", bad, err)

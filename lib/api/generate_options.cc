@@ -87,20 +87,4 @@ moe_status ReadThreadsAndKvType(int32_t n_threads, int32_t kv_type, DType* kv_dt
   }
 }
 
-RoutingPolicy RoutingPolicyOf(float expert_confidence, int32_t min_experts,
-                              float router_temperature, int32_t router_noise,
-                              float router_noise_scale, uint64_t router_noise_seed) {
-  static_assert(static_cast<int>(RouterNoise::kGaussian) == MOE_ROUTER_NOISE_GAUSSIAN &&
-                    static_cast<int>(RouterNoise::kGumbel) == MOE_ROUTER_NOISE_GUMBEL,
-                "moe_router_noise must mirror moe::RouterNoise");
-  RoutingPolicy p;
-  p.confidence = expert_confidence;
-  p.min_top_k = min_experts;
-  p.temperature = router_temperature;
-  p.noise = static_cast<RouterNoise>(router_noise);  // an unknown kind is refused when checked
-  p.noise_scale = router_noise_scale;
-  p.noise_seed = router_noise_seed;
-  return p;
-}
-
 }  // namespace moe::api

@@ -18,11 +18,25 @@ moe_status ReadSamplerConfig(const moe_sampling_params* params, int32_t n_vocab,
 // n_threads in [0, 1024] (0: one per core) and a known moe_kv_type, as the runtime's KV type.
 moe_status ReadThreadsAndKvType(int32_t n_threads, int32_t kv_type, DType* kv_dtype);
 
-// The routing policy fields of moe_context_params and moe_engine_params (the runtime checks
-// them when the context or engine is created).
-RoutingPolicy RoutingPolicyOf(float expert_confidence, int32_t min_experts,
-                              float router_temperature, int32_t router_noise,
-                              float router_noise_scale, uint64_t router_noise_seed);
+// The routing policy fields of moe_context_params and moe_engine_params, which name them alike
+// (the runtime checks them when the context or engine is created).
+template <typename Params>
+RoutingPolicy RoutingPolicyOf(const Params& p) {
+  static_assert(static_cast<int>(RouterNoise::kGaussian) == MOE_ROUTER_NOISE_GAUSSIAN &&
+                    static_cast<int>(RouterNoise::kGumbel) == MOE_ROUTER_NOISE_GUMBEL,
+                "moe_router_noise must mirror moe::RouterNoise");
+  RoutingPolicy r;
+  r.confidence = p.expert_confidence;
+  r.min_top_k = p.min_experts;
+  r.temperature = p.router_temperature;
+  r.noise = static_cast<RouterNoise>(p.router_noise);  // an unknown kind is refused when checked
+  r.noise_scale = p.router_noise_scale;
+  r.noise_seed = p.router_noise_seed;
+  r.capacity_factor = p.expert_capacity_factor;
+  r.load_window = p.load_window;
+  r.load_limit = p.load_limit;
+  return r;
+}
 
 moe_status ReadGenerateOptions(const moe_generate_params* params, int32_t n_vocab,
                                uint64_t base_seed, GenerateOptions* out);

@@ -373,6 +373,7 @@ moe_status moe_context_params_init(moe_context_params* p, size_t struct_size) {
   p->kv_type = MOE_KV_F32;
   p->min_experts = 1;
   p->router_temperature = 1.f;
+  p->load_limit = 2.f;
   return MOE_OK;
 }
 
@@ -398,9 +399,7 @@ moe_status moe_context_create(moe_model* model, const moe_context_params* params
     so.threads = p.n_threads;
     so.kv_type = kv_type;
     so.seed = p.seed;
-    so.routing =
-        moe::api::RoutingPolicyOf(p.expert_confidence, p.min_experts, p.router_temperature,
-                                  p.router_noise, p.router_noise_scale, p.router_noise_seed);
+    so.routing = moe::api::RoutingPolicyOf(p);
     auto session = moe::Session::Create(model->engine, so);
     if (!session.ok()) return FromStatus(session.status());
     *out = new moe_context{model->engine, *std::move(session), p.seed};
@@ -585,6 +584,9 @@ moe_status moe_context_get_stats(const moe_context* ctx, moe_stats* out) {
     s.expert_prefetch_wasted_bytes = st.expert_cache.prefetch_wasted_bytes;
     s.expert_predicted = st.expert_cache.predicted;
     s.expert_predicted_right = st.expert_cache.predicted_right;
+    s.rerouted_choices = t.rerouted_choices;
+    s.dropped_choices = t.dropped_choices;
+    s.reweighted_choices = t.reweighted_choices;
     return WriteVersioned(s, out, "stats");
   });
 }

@@ -74,6 +74,7 @@ moe_status moe_engine_params_init(moe_engine_params* p, size_t struct_size) {
   d.own_thread = 1;
   d.min_experts = 1;
   d.router_temperature = 1.f;
+  d.load_limit = 2.f;
   return InitVersioned(d, p, struct_size, "moe_engine_params_init: params");
 }
 
@@ -129,9 +130,7 @@ moe_status moe_engine_create(moe_model* model, const moe_engine_params* params, 
     o.when_full =
         p.when_kv_full == MOE_KV_FULL_FINISH ? moe::WhenKvFull::kFinish : moe::WhenKvFull::kPreempt;
     o.own_thread = p.own_thread != 0;
-    o.routing =
-        moe::api::RoutingPolicyOf(p.expert_confidence, p.min_experts, p.router_temperature,
-                                  p.router_noise, p.router_noise_scale, p.router_noise_seed);
+    o.routing = moe::api::RoutingPolicyOf(p);
     auto engine = moe::BatchEngine::Create(model->engine, o);
     if (!engine.ok()) return FromStatus(engine.status());
     *out = new moe_engine{std::shared_ptr<moe::BatchEngine>(*std::move(engine)), p.seed};
@@ -302,6 +301,9 @@ moe_status moe_engine_get_stats(const moe_engine* e, moe_engine_stats* out) {
     s.mean_sequences_per_step = st.mean_sequences_per_step;
     s.mean_tokens_per_step = st.mean_tokens_per_step;
     s.mean_experts_per_step = st.mean_experts_per_step;
+    s.rerouted_choices = st.rerouted_choices;
+    s.dropped_choices = st.dropped_choices;
+    s.reweighted_choices = st.reweighted_choices;
     return WriteVersioned(s, out, "stats");
   });
 }

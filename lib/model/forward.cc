@@ -11,9 +11,10 @@
 namespace moe {
 
 absl::Status Transformer::Forward(absl::Span<const int32_t> tokens, KvCache& cache, LogitsFor which,
-                                  std::vector<float>* logits, Telemetry* tel) {
+                                  std::vector<float>* logits, Telemetry* tel,
+                                  RoutingHistory* routing_history) {
   if (logits == nullptr) which = LogitsFor::kNone;
-  const SequenceChunk chunk{tokens, cache.size(), &cache, which};
+  const SequenceChunk chunk{tokens, cache.size(), &cache, which, routing_history};
   MOE_RETURN_IF_ERROR(ForwardBatch({&chunk, 1}, logits, tel));
   cache.set_size(cache.size() + static_cast<int64_t>(tokens.size()));
   return absl::OkStatus();
@@ -28,6 +29,10 @@ absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
   tokens.clear();
   positions.clear();
   logit_rows.clear();
+  histories_.clear();
+  const bool any_history = std::any_of(batch.begin(), batch.end(), [](const SequenceChunk& c) {
+    return c.routing_history != nullptr;
+  });
   for (const SequenceChunk& c : batch) {
     const int64_t m = static_cast<int64_t>(c.tokens.size());
     if (m == 0) return absl::InvalidArgumentError("no tokens to process");
@@ -56,6 +61,7 @@ absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
     }
     tokens.insert(tokens.end(), c.tokens.begin(), c.tokens.end());
     for (int64_t t = 0; t < m; ++t) positions.push_back(static_cast<int32_t>(c.pos0 + t));
+    if (any_history) histories_.insert(histories_.end(), m, c.routing_history);
   }
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) return absl::InvalidArgumentError("no tokens to process");
@@ -67,7 +73,7 @@ absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
     StageTimer timer(tel, &StageTimes::other_s);
     backend_->GetRows(model_->token_embd(), tokens.data(), n, x.data());
   }
-  const StepContext ctx{*model_, backend_, positions, tel};
+  const StepContext ctx{*model_, backend_, positions, histories_, tel};
   for (int l = 0; l < h.n_layer; ++l) {
     const LayerWeights& L = model_->layers()[l];
     switch (L.parts.attention) {

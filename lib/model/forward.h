@@ -31,7 +31,8 @@ class Transformer {
   // K/V to the cache, and writes logits [rows x n_vocab] for the rows `which` asks for. Telemetry,
   // when given, is added to. Errors leave the cache as it was.
   absl::Status Forward(absl::Span<const int32_t> tokens, KvCache& cache, LogitsFor which,
-                       std::vector<float>* logits, Telemetry* telemetry = nullptr);
+                       std::vector<float>* logits, Telemetry* telemetry = nullptr,
+                       RoutingHistory* routing_history = nullptr);
 
   // One step over several sequences: every matrix and every routed expert runs once over all the
   // chunks' tokens; attention reads each chunk's own K/V. Each chunk's K/V gets its tokens' rows
@@ -69,6 +70,7 @@ class Transformer {
   DenseFeedForward dense_;
   MixtureFeedForward mixture_;
   std::vector<int32_t> positions_;
+  std::vector<RoutingHistory*> histories_;  // per token, when a chunk has a routing history
   std::vector<int32_t> tokens_;      // the batch's tokens, chunk after chunk
   std::vector<int64_t> logit_rows_;  // the rows whose logits are asked for
   std::vector<float> x_, xn_;

@@ -52,6 +52,9 @@ void Telemetry::Merge(const Telemetry& o) {
   weight_bytes_read += o.weight_bytes_read;
   active_params += o.active_params;
   router_entropy_sum += o.router_entropy_sum;
+  rerouted_choices += o.rerouted_choices;
+  dropped_choices += o.dropped_choices;
+  reweighted_choices += o.reweighted_choices;
   time.attention_s += o.time.attention_s;
   time.router_s += o.time.router_s;
   time.experts_s += o.time.experts_s;

@@ -25,6 +25,11 @@ struct Telemetry {
   // Parameters touched per token, summed over tokens (divide by tokens for the mean).
   int64_t active_params = 0;
   double router_entropy_sum = 0;  // nats, summed over tokens and layers
+  // Routing policies at work, over tokens and layers: choices a capacity moved to a later expert
+  // or left out, and weights load-aware re-weighting scaled down.
+  int64_t rerouted_choices = 0;
+  int64_t dropped_choices = 0;
+  int64_t reweighted_choices = 0;
   StageTimes time;
   // Opt-in, as it grows with every token: [layer][token * k + j], each token's choices in the
   // order tokens were processed (-1 for none), for RoutingTrace and its locality analysis.

@@ -102,6 +102,28 @@ float NoiseAt(const RouterConfig& c, int32_t position, int expert) {
   return static_cast<float>(std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * Uniform(key + 1)));
 }
 
+// Moves the first k experts of order[..allowed_end) that have room to the front, keeping their
+// rank order, counts them into `load`, and returns how many there were (k unless too few had
+// room). Of the k best, those that were full count as rerouted when a later expert took their
+// place, as dropped when none could.
+int ClaimWithin(int64_t capacity, int k, std::vector<int32_t>& order,
+                std::vector<int32_t>::iterator allowed_end, std::vector<int32_t>* load,
+                Routing* r) {
+  int full = 0;
+  for (int j = 0; j < k; ++j) full += (*load)[order[j]] >= capacity;
+  int taken = 0;
+  // Everything between order[taken] and the expert claimed was full, so a swap moves a full
+  // expert back and the claimed one forward past only full ones: rank order holds.
+  for (auto it = order.begin(); it != allowed_end && taken < k; ++it) {
+    if ((*load)[*it] >= capacity) continue;
+    std::swap(order[taken++], *it);
+  }
+  for (int j = 0; j < taken; ++j) ++(*load)[order[j]];
+  r->rerouted += taken - (k - full);
+  r->dropped += k - taken;
+  return taken;
+}
+
 }  // namespace
 
 void Route(const RouterConfig& c, absl::Span<const float> logits, int64_t n_tokens, Routing* out) {
@@ -109,9 +131,19 @@ void Route(const RouterConfig& c, absl::Span<const float> logits, int64_t n_toke
   r.experts.resize(n_tokens * c.top_k);
   r.weights.resize(n_tokens * c.top_k);
   r.entropy.resize(n_tokens);
+  r.rerouted = 0;
+  r.dropped = 0;
   thread_local std::vector<float> probs, biased, scaled, noisy;
   thread_local std::vector<int32_t> order;
   thread_local std::vector<char> masked;
+  thread_local std::vector<int32_t> load;
+  const bool capped = c.policy.capacity_factor > 0.f && n_tokens > 1;
+  int64_t capacity = 0;
+  if (capped) {
+    capacity = static_cast<int64_t>(
+        std::ceil(static_cast<double>(c.policy.capacity_factor) * n_tokens * c.top_k / c.n_expert));
+    load.assign(c.n_expert, 0);
+  }
   probs.resize(c.n_expert);
   order.resize(c.n_expert);
   const bool limit_groups = c.n_groups > 1 && c.n_groups_used < c.n_groups;
@@ -150,10 +182,15 @@ void Route(const RouterConfig& c, absl::Span<const float> logits, int64_t n_toke
       });
     }
     int k = std::min<int>(c.top_k, static_cast<int>(allowed_end - order.begin()));
-    std::partial_sort(order.begin(), order.begin() + k, allowed_end, [&](int32_t a, int32_t b) {
+    const auto better = [&](int32_t a, int32_t b) {
       return sel[a] > sel[b] || (sel[a] == sel[b] && a < b);
-    });
-    if (c.policy.confidence > 0.f && c.policy.confidence < 1.f) k = ConfidentCount(c, probs.data(), order, k);
+    };
+    // Under a capacity every allowed expert is ranked: the full ones give way to later ones.
+    std::partial_sort(order.begin(), capped ? allowed_end : order.begin() + k, allowed_end, better);
+    if (c.policy.confidence > 0.f && c.policy.confidence < 1.f) {
+      k = ConfidentCount(c, probs.data(), order, k);
+    }
+    if (capped) k = ClaimWithin(capacity, k, order, allowed_end, &load, &r);
     float chosen = 0;
     for (int j = 0; j < k; ++j) chosen += probs[order[j]];
     if (c.renormalize) chosen = std::max(chosen, kMinWeightSum);
@@ -189,6 +226,18 @@ absl::Status CheckRoutingPolicy(const RoutingPolicy& p) {
   if (!(p.noise_scale >= 0.f) || !std::isfinite(p.noise_scale)) {
     return absl::InvalidArgumentError(
         absl::StrCat("router noise scale ", p.noise_scale, " is not a number >= 0"));
+  }
+  if (!(p.capacity_factor >= 0.f) || !std::isfinite(p.capacity_factor)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expert capacity factor ", p.capacity_factor, " is not a number >= 0"));
+  }
+  if (p.load_window < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the load window of ", p.load_window, " tokens is negative"));
+  }
+  if (!(p.load_limit >= 1.f) || !std::isfinite(p.load_limit)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "load limit ", p.load_limit, " is not a number >= 1 (a multiple of the fair share)"));
   }
   return absl::OkStatus();
 }

@@ -32,6 +32,20 @@ struct RoutingPolicy {
   RouterNoise noise = RouterNoise::kNone;
   float noise_scale = 0.f;
   uint64_t noise_seed = 0;
+  // Capacity with re-routing: in a step of n tokens no expert takes more than
+  // ceil(capacity_factor x n x top_k / n_expert) of them (the factor times its fair share).
+  // Tokens claim experts in batch order; a token whose choice is full takes its next best
+  // expert with room (Routing::rerouted), or runs fewer experts when no other has room
+  // (Routing::dropped: below a factor of 1, or at about 1 for the step's last tokens, whose
+  // room may lie in experts they already took). A token alone is never capped. 0: no cap.
+  float capacity_factor = 0.f;
+  // Load-aware re-weighting (RoutingHistory): over the load_window tokens before each token (of
+  // its own sequence), an expert chosen more than load_limit x its fair share 1 / n_expert of
+  // the layer's choices has its weight scaled down by that excess and the token's other experts'
+  // weights scaled up to keep their sum. Which experts the token runs in that layer does not
+  // change (later layers see the re-weighted output). 0: off.
+  int load_window = 0;
+  float load_limit = 2.f;
 };
 
 struct RouterConfig {
@@ -58,7 +72,8 @@ struct RouterConfig {
 };
 
 // An error naming the value unless confidence is in [0, 1], min_top_k at least 1, the
-// temperature positive and finite, the noise a known kind and its scale finite and >= 0.
+// temperature positive and finite, the noise a known kind, its scale and the capacity factor
+// finite and >= 0, the load window >= 0 and the load limit a number >= 1.
 absl::Status CheckRoutingPolicy(const RoutingPolicy& policy);
 
 struct Routing {
@@ -68,6 +83,10 @@ struct Routing {
   // Per-token entropy (nats) of the scores over all experts, normalised to sum 1 (softmax: its
   // distribution): how decided the router was.
   std::vector<float> entropy;
+  // Under a capacity (RoutingPolicy::capacity_factor): choices moved to a later expert because
+  // theirs was full, and choices left out because no allowed expert had room.
+  int64_t rerouted = 0;
+  int64_t dropped = 0;
 };
 
 // logits: [n_tokens x n_expert] in F32. Scores by the gating function, then top-k by score plus

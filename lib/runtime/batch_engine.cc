@@ -46,6 +46,7 @@ struct BatchEngine::Request {
   int64_t computed = 0;        // leading tokens whose K/V the table holds
   int64_t blocks_offered = 0;  // leading blocks already offered to the pool for sharing
   PagedKvSequence kv;
+  RoutingHistory routing_history;  // for load-aware re-weighting
   Sampler sampler;
   StreamDecoder decoder;
   StopMatcher stops;
@@ -325,7 +326,8 @@ absl::StatusOr<bool> BatchEngine::StepLocked() {
       Request& r = *s.r;
       const bool last = r.computed + s.m == static_cast<int64_t>(r.tokens.size());
       chunks.push_back({absl::MakeConstSpan(r.tokens).subspan(r.computed, s.m), r.computed, &r.kv,
-                        last ? LogitsFor::kLast : LogitsFor::kNone});
+                        last ? LogitsFor::kLast : LogitsFor::kNone,
+                        options_.routing.load_window > 0 ? &r.routing_history : nullptr});
     }
     const HParams& h = engine_->model()->hp();
     step_telemetry_.Reset(h.n_layer, h.n_expert);
@@ -354,6 +356,9 @@ absl::StatusOr<bool> BatchEngine::StepLocked() {
     ++stats_.steps;
     stats_.tokens += tokens;
     stats_.decode_tokens += decode;
+    stats_.rerouted_choices += step_telemetry_.rerouted_choices;
+    stats_.dropped_choices += step_telemetry_.dropped_choices;
+    stats_.reweighted_choices += step_telemetry_.reweighted_choices;
     stats_.step_s += Seconds(t0, Clock::now());
     sum_sequences_ += static_cast<double>(batch.size());
     sum_experts_ += static_cast<double>(experts) / std::max<int64_t>(h.n_layer, 1);
@@ -426,7 +431,9 @@ void BatchEngine::Admit(Request& r) {
   const int64_t bs = pool_.block_size();
   const int64_t n = static_cast<int64_t>(r.tokens.size());
   std::vector<KvBlockPool::BlockId> shared;
-  if (options_.prefix_sharing) {
+  // Load-aware re-weighting reads the routing of every earlier position, which cached blocks do
+  // not keep: such requests compute their whole prompt.
+  if (options_.prefix_sharing && options_.routing.load_window == 0) {
     shared = pool_.MatchPrefix(r.tokens);
     // The last token is always computed, for its logits.
     while (!shared.empty() && static_cast<int64_t>(shared.size()) * bs >= n) {

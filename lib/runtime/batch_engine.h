@@ -58,7 +58,10 @@ struct BatchEngineOptions {
   bool prefix_sharing = true;
   WhenKvFull when_full = WhenKvFull::kPreempt;
   bool own_thread = true;  // false: the caller drives the engine with Step()
-  RoutingPolicy routing;   // every request's; off by default (lib/moe/router.h)
+  // Every request's; off by default (lib/moe/router.h). A capacity caps each step's tokens per
+  // expert over all its requests; load-aware re-weighting follows each request's own routing
+  // (and turns prefix sharing off, as cached blocks do not keep the routing).
+  RoutingPolicy routing;
 };
 
 struct RequestOptions {
@@ -112,6 +115,8 @@ struct BatchEngineStats {
   int64_t decode_tokens = 0;  // of them, one per generating request and step
   int64_t prefix_tokens_reused = 0;
   int64_t preemptions = 0;
+  // The routing policies at work (Telemetry's fields of the same names), over every step.
+  int64_t rerouted_choices = 0, dropped_choices = 0, reweighted_choices = 0;
   int32_t kv_blocks = 0, kv_blocks_in_use = 0, kv_blocks_cached = 0;
   int32_t block_size = 0;
   double step_s = 0;  // time in steps

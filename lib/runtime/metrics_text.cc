@@ -66,6 +66,12 @@ std::string MetricsText(const SessionStats& s, double total_params, const std::s
            "Routed experts a token ran per MoE layer in the last call (the model's top-k unless "
            "a routing policy drops some).");
   w.Sample(t.MeanExpertsPerToken());
+  w.Family("moe_routing_policy_choices", "gauge",
+           "Expert choices the routing policies changed in the last call, over tokens and layers: "
+           "moved to a later expert or dropped by a capacity, or weighted down by load.");
+  w.Sample(static_cast<double>(t.rerouted_choices), "action=\"rerouted\"");
+  w.Sample(static_cast<double>(t.dropped_choices), "action=\"dropped\"");
+  w.Sample(static_cast<double>(t.reweighted_choices), "action=\"reweighted\"");
   const double tokens = static_cast<double>(t.tokens);
   w.Family("moe_active_params_per_token", "gauge",
            "Parameters a token touched in the last call, from the experts that fired.");
@@ -125,6 +131,12 @@ std::string EngineMetricsText(const BatchEngineStats& s, const std::string& labe
   counter("moe_engine_preemptions_total", "Requests set aside to be computed again later.",
           s.preemptions);
   gauge("moe_engine_step_seconds_total", "Time spent in steps.", s.step_s);
+  w.Family("moe_engine_routing_policy_choices_total", "counter",
+           "Expert choices the routing policies changed, over every step: moved to a later "
+           "expert or dropped by a capacity, or weighted down by load.");
+  w.Sample(static_cast<double>(s.rerouted_choices), "action=\"rerouted\"");
+  w.Sample(static_cast<double>(s.dropped_choices), "action=\"dropped\"");
+  w.Sample(static_cast<double>(s.reweighted_choices), "action=\"reweighted\"");
   w.Family("moe_engine_requests", "gauge", "Requests now, by state.");
   w.Sample(static_cast<double>(s.running), "state=\"running\"");
   w.Sample(static_cast<double>(s.waiting), "state=\"waiting\"");

@@ -147,8 +147,9 @@ absl::Status Session::DecodeLocked(absl::Span<const int32_t> tokens,
   for (size_t i = 0; i < tokens.size(); i += options_.n_batch) {
     if (cancel_requested()) return absl::CancelledError("cancelled");
     auto chunk = tokens.subspan(i, options_.n_batch);
-    MOE_RETURN_IF_ERROR(transformer_.Forward(
-        chunk, cache_, all_logits ? LogitsFor::kAll : LogitsFor::kLast, &logits_, &stats_.forward));
+    MOE_RETURN_IF_ERROR(transformer_.Forward(chunk, cache_,
+                                             all_logits ? LogitsFor::kAll : LogitsFor::kLast,
+                                             &logits_, &stats_.forward, routing_history()));
     if (all_logits) {
       all_logits->insert(all_logits->end(), logits_.begin(), logits_.end());
       logits_.erase(logits_.begin(), logits_.end() - engine_->model()->hp().n_vocab);
@@ -247,8 +248,8 @@ absl::Status Session::GenerateLocked(absl::Span<const int32_t> prompt,
     // Every sampled token goes into the context, the end-of-turn token too, so a later turn
     // continues from a complete conversation.
     if (cache_.size() < cache_.n_ctx()) {
-      MOE_RETURN_IF_ERROR(
-          transformer_.Forward({&token, 1}, cache_, LogitsFor::kLast, &logits_, &stats_.forward));
+      MOE_RETURN_IF_ERROR(transformer_.Forward({&token, 1}, cache_, LogitsFor::kLast, &logits_,
+                                               &stats_.forward, routing_history()));
       history_.push_back(token);
       n_past_.store(cache_.size(), std::memory_order_relaxed);
     }
@@ -280,6 +281,7 @@ absl::Status Session::Reset() {
   cache_.set_size(0);
   n_past_.store(0, std::memory_order_relaxed);
   history_.clear();
+  routing_history_.Clear();
   logits_.clear();
   stats_ = SessionStats();
   rng_calls_ = 0;

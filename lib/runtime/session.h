@@ -17,6 +17,7 @@
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
 #include "lib/moe/router.h"
+#include "lib/moe/routing_history.h"
 #include "lib/runtime/engine.h"
 #include "lib/sampling/sampler.h"
 
@@ -143,6 +144,12 @@ class Session {
   Transformer transformer_;
   KvCache cache_;
   std::vector<int32_t> history_;  // every token in the cache, in order
+  // Every position's routing, when load-aware re-weighting needs it (a truncated sequence reads
+  // only the positions it kept, each overwritten as it is computed again).
+  RoutingHistory routing_history_;
+  RoutingHistory* routing_history() {
+    return options_.routing.load_window > 0 ? &routing_history_ : nullptr;
+  }
   std::vector<std::vector<bool>> disabled_experts_;  // [layer][expert]; empty: none
   std::vector<float> logits_;
   // kInCall while a call runs; kCancelRequested only ever set while kInCall is, and cleared with

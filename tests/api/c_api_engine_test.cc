@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
@@ -195,6 +196,40 @@ TEST_F(CApiEngineTest, ExpertConfidenceRoutesRequestsAsALoneContext) {
   p.min_experts = 0;
   EXPECT_EQ(moe_engine_create(model_, &p, &out), MOE_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(out, nullptr);
+}
+
+// Capacity and load-aware re-weighting on an engine: defaults off, counted in the engine's
+// statistics, bad values refused.
+TEST_F(CApiEngineTest, CapacityAndLoadAwareReweightingAreCounted) {
+  moe_engine_params p = moe_engine_default_params();
+  EXPECT_EQ(p.expert_capacity_factor, 0.f);
+  EXPECT_EQ(p.load_window, 0);
+  EXPECT_EQ(p.load_limit, 2.f);
+  p.n_threads = 2;
+  p.n_ctx = 256;
+  p.expert_capacity_factor = 1.f;
+  p.load_window = 8;
+  p.load_limit = 1.f;
+  moe_engine* e = nullptr;
+  ASSERT_EQ(moe_engine_create(model_, &p, &e), MOE_OK) << moe_last_error();
+  moe_request_id id = 0;
+  ASSERT_EQ(Submit(e, kPrompts[4], 4, nullptr, &id), MOE_OK);
+  moe_request_result* r = nullptr;
+  ASSERT_EQ(moe_engine_wait(e, id, -1, &r), MOE_OK) << moe_last_error();
+  moe_request_result_free(r);
+  moe_engine_stats st;
+  ASSERT_EQ(moe_engine_stats_init(&st, sizeof(st)), MOE_OK);
+  ASSERT_EQ(moe_engine_get_stats(e, &st), MOE_OK);
+  EXPECT_GT(st.rerouted_choices, 0);
+  EXPECT_GT(st.reweighted_choices, 0);
+  moe_engine_free(e);
+  p = moe_engine_default_params();
+  p.load_limit = 0.f;
+  p.load_window = 4;
+  EXPECT_EQ(moe_engine_create(model_, &p, &e), MOE_ERROR_INVALID_ARGUMENT);
+  p = moe_engine_default_params();
+  p.expert_capacity_factor = INFINITY;
+  EXPECT_EQ(moe_engine_create(model_, &p, &e), MOE_ERROR_INVALID_ARGUMENT);
 }
 
 // The engine's metrics text follows the caller-buffer rules and is Prometheus exposition as the

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdio>
@@ -841,6 +842,63 @@ TEST_F(CApiTest, ExpertConfidenceRunsFewerExpertsAndIsChecked) {
   p.min_experts = 0;
   EXPECT_EQ(moe_context_create(model_, &p, &ctx), MOE_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(ctx, nullptr);
+}
+
+// Capacity and load-aware re-weighting through the context params: defaults off; a capacity
+// re-routes some of a prompt's choices, re-weighting scales weights but keeps every choice, and
+// both are counted in moe_stats; bad values are refused.
+TEST_F(CApiTest, CapacityAndLoadAwareReweightingAreCountedAndChecked) {
+  const moe_context_params d = moe_context_default_params();
+  EXPECT_EQ(d.expert_capacity_factor, 0.f);
+  EXPECT_EQ(d.load_window, 0);
+  EXPECT_EQ(d.load_limit, 2.f);
+  std::vector<int32_t> prompt = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.tokens.txt");
+  auto run = [&](const moe_context_params& p, std::vector<int64_t>* counts) {
+    moe_context* ctx = nullptr;
+    EXPECT_EQ(moe_context_create(model_, &p, &ctx), MOE_OK) << moe_last_error();
+    Greedy greedy(4);
+    Collected got;
+    EXPECT_EQ(moe_generate_tokens(ctx, prompt.data(), prompt.size(), &greedy.gp, Collect, &got),
+              MOE_OK)
+        << moe_last_error();
+    moe_stats st = moe_default_stats();
+    EXPECT_EQ(moe_context_get_stats(ctx, &st), MOE_OK);
+    counts->assign(2 * 16, 0);
+    size_t n = 0;
+    EXPECT_EQ(moe_context_get_expert_counts(ctx, counts->data(), counts->size(), &n), MOE_OK);
+    moe_context_free(ctx);
+    return st;
+  };
+  std::vector<int64_t> plain_counts, counts;
+  const moe_stats plain = run(d, &plain_counts);
+  EXPECT_EQ(plain.rerouted_choices + plain.dropped_choices + plain.reweighted_choices, 0);
+
+  moe_context_params p = d;
+  p.expert_capacity_factor = 1.f;
+  const moe_stats capped = run(p, &counts);
+  EXPECT_GT(capped.rerouted_choices, 0);
+  EXPECT_EQ(capped.reweighted_choices, 0);
+
+  p = d;
+  p.load_window = 8;
+  p.load_limit = 1.f;
+  const moe_stats reweighted = run(p, &counts);
+  EXPECT_GT(reweighted.reweighted_choices, 0);
+  EXPECT_EQ(reweighted.rerouted_choices, 0);
+
+  for (auto [factor, window, limit] : {std::tuple<float, int32_t, float>{-1.f, 0, 2.f},
+                                       {0.f, -3, 2.f},
+                                       {0.f, 8, 0.5f},
+                                       {0.f, 8, NAN}}) {
+    moe_context_params bad = d;
+    bad.expert_capacity_factor = factor;
+    bad.load_window = window;
+    bad.load_limit = limit;
+    moe_context* ctx = nullptr;
+    EXPECT_EQ(moe_context_create(model_, &bad, &ctx), MOE_ERROR_INVALID_ARGUMENT)
+        << factor << " " << window << " " << limit;
+    EXPECT_EQ(ctx, nullptr);
+  }
 }
 
 struct RoutingSeen {

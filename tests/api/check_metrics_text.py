@@ -37,10 +37,13 @@ def check_engine(families):
     for name in counters:
         if name not in families or families[name].type != "counter":
             fail(f"no counter {name}_total")
-    for name, label, values in [("moe_engine_requests", "state", {"running", "waiting"}),
-                                ("moe_engine_kv_blocks", "state", {"in_use", "cached", "free"})]:
-        if name not in families or families[name].type != "gauge":
-            fail(f"no gauge {name}")
+    for name, label, values, kind in [
+            ("moe_engine_requests", "state", {"running", "waiting"}, "gauge"),
+            ("moe_engine_kv_blocks", "state", {"in_use", "cached", "free"}, "gauge"),
+            ("moe_engine_routing_policy_choices", "action", {"rerouted", "dropped", "reweighted"},
+             "counter")]:
+        if name not in families or families[name].type != kind:
+            fail(f"no {kind} {name}")
         got = {s.labels.get(label) for s in families[name].samples}
         if got != values:
             fail(f"{name} has {label} values {sorted(got)}, want {sorted(values)}")
@@ -66,6 +69,7 @@ def main():
         "moe_call_stage_seconds": ("stage", {"attention", "router", "experts", "head", "other", "sampling"}),
         "moe_router_entropy_nats": (None, None),
         "moe_experts_per_token": (None, None),
+        "moe_routing_policy_choices": ("action", {"rerouted", "dropped", "reweighted"}),
         "moe_active_params_per_token": (None, None),
         "moe_active_fraction": (None, None),
         "moe_weight_bytes_per_token": (None, None),

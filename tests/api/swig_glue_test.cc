@@ -67,7 +67,7 @@ TEST(SwigGlueTest, CloseFromAnotherThreadCancelsTheRunningCallAndWaits) {
   auto model = Load();
   const std::vector<int32_t> prompt = ReadIds("p1.tokens.txt");
   for (int round = 0; round < 3; ++round) {
-    NativeContext ctx(*model, 0, 2, 0, MOE_KV_F32, 0.f, 1, 1.f, 0, 0.f, 0);
+    NativeContext ctx(*model, 0, 2, 0, MOE_KV_F32, 0.f, 1, 1.f, 0, 0.f, 0, 0.f, 0, 2.f);
     SlowSink sink;
     int status = 0;
     std::thread generating([&] {
@@ -101,7 +101,7 @@ TEST(SwigGlueTest, CloseFromAnotherThreadCancelsTheRunningCallAndWaits) {
 TEST(SwigGlueTest, CloseFromTheCallbackStopsTheCall) {
   auto model = Load();
   const std::vector<int32_t> prompt = ReadIds("p1.tokens.txt");
-  NativeContext ctx(*model, 0, 2, 0, MOE_KV_F32, 0.f, 1, 1.f, 0, 0.f, 0);
+  NativeContext ctx(*model, 0, 2, 0, MOE_KV_F32, 0.f, 1, 1.f, 0, 0.f, 0, 0.f, 0, 2.f);
   SlowSink sink;
   sink.on_token = [&] { ctx.Close(); };
   try {
@@ -117,7 +117,7 @@ TEST(SwigGlueTest, ClosingTheModelLetsRunningContextsFinish) {
   auto model = Load();
   const std::vector<int32_t> prompt = ReadIds("p1.tokens.txt");
   const std::vector<int32_t> want = ReadIds("p1.gen_tokens.txt");
-  NativeContext ctx(*model, 0, 2, 0, MOE_KV_F32, 0.f, 1, 1.f, 0, 0.f, 0);
+  NativeContext ctx(*model, 0, 2, 0, MOE_KV_F32, 0.f, 1, 1.f, 0, 0.f, 0, 0.f, 0, 2.f);
   NativeDetokenizer detok(*model);
   SlowSink sink;
   std::thread generating(
@@ -138,7 +138,7 @@ TEST(SwigGlueTest, ClosingTheModelLetsRunningContextsFinish) {
 TEST(SwigGlueTest, ManyThreadsCloseAndCallAtOnce) {
   auto model = Load();
   const std::vector<int32_t> prompt = ReadIds("p1.tokens.txt");
-  NativeContext ctx(*model, 0, 1, 0, MOE_KV_F32, 0.f, 1, 1.f, 0, 0.f, 0);
+  NativeContext ctx(*model, 0, 1, 0, MOE_KV_F32, 0.f, 1, 1.f, 0, 0.f, 0, 0.f, 0, 2.f);
   std::vector<std::thread> threads;
   std::atomic<int> calls{0};
   for (int t = 0; t < 4; ++t) {

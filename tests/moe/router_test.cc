@@ -221,5 +221,88 @@ TEST(RouterTest, TemperatureAndNoiseAreChecked) {
   EXPECT_TRUE(CheckRoutingPolicy(p).ok());
 }
 
+// Capacity: 4 tokens x top-2 over 4 experts is 2 per expert at a factor of 1. Every token
+// prefers experts 0 and 1: the first two get them, the last two move on to 2 and 3.
+TEST(RouterTest, CapacityReroutesTokensPastAFullExpert) {
+  RouterConfig c{4, 2, true, nullptr};
+  c.policy.capacity_factor = 1.f;
+  const std::vector<float> one = {3.f, 2.f, 1.f, 0.f};
+  std::vector<float> logits;
+  for (int t = 0; t < 4; ++t) logits.insert(logits.end(), one.begin(), one.end());
+  Routing r = Route(c, logits, 4);
+  EXPECT_EQ(r.experts, (std::vector<int32_t>{0, 1, 0, 1, 2, 3, 2, 3}));
+  EXPECT_EQ(r.rerouted, 4);
+  EXPECT_EQ(r.dropped, 0);
+  // The rerouted tokens' weights renormalise over the experts they got.
+  const float e2 = std::exp(1.f), e3 = std::exp(0.f);
+  EXPECT_NEAR(r.weights[4], e2 / (e2 + e3), 1e-6);
+  // Every expert within its capacity.
+  std::vector<int> load(4, 0);
+  for (int32_t e : r.experts) ++load[e];
+  for (int l : load) EXPECT_LE(l, 2);
+
+  // A generous factor changes nothing; off changes nothing.
+  c.policy.capacity_factor = 2.f;
+  Routing loose = Route(c, logits, 4);
+  c.policy.capacity_factor = 0.f;
+  Routing off = Route(c, logits, 4);
+  EXPECT_EQ(loose.experts, off.experts);
+  EXPECT_EQ(loose.weights, off.weights);
+  EXPECT_EQ(loose.rerouted, 0);
+}
+
+// A rerouted token keeps its order of preference among the experts it can still get, and one
+// token alone is never capped, whatever the factor.
+TEST(RouterTest, CapacityKeepsRankOrderAndSparesALoneToken) {
+  RouterConfig c{6, 3, true, nullptr};
+  c.policy.capacity_factor = 0.5f;
+  const std::vector<float> lone = {0.f, 5.f, 4.f, 3.f, 2.f, 1.f};
+  Routing alone = Route(c, lone, 1);
+  EXPECT_EQ(alone.experts, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(alone.rerouted + alone.dropped, 0);
+
+  // 2 tokens x 3 / 6 experts x 0.5 = 0.5: capacity 1 each. Token 0 takes 1, 2, 3; token 1,
+  // preferring 1, 3, 2, 5, 0, 4 in that order, gets 5, 0, 4.
+  c.policy.capacity_factor = 0.5f;
+  std::vector<float> logits = lone;
+  logits.insert(logits.end(), {1.f, 6.f, 4.f, 5.f, 0.f, 3.f});
+  Routing r = Route(c, logits, 2);
+  EXPECT_EQ(std::vector<int32_t>(r.experts.begin() + 3, r.experts.end()),
+            (std::vector<int32_t>{5, 0, 4}));
+  EXPECT_EQ(r.rerouted, 3);
+  EXPECT_EQ(r.dropped, 0);
+}
+
+// Below a factor of 1 the experts may run out of room: the choices left are dropped.
+TEST(RouterTest, CapacityDropsWhatNoExpertHasRoomFor) {
+  RouterConfig c{2, 2, true, nullptr};
+  c.policy.capacity_factor = 0.5f;  // 3 tokens x 2 / 2 x 0.5 = 1.5: 2 per expert
+  const std::vector<float> logits = {1.f, 0.f, 1.f, 0.f, 1.f, 0.f};
+  Routing r = Route(c, logits, 3);
+  EXPECT_EQ(r.experts, (std::vector<int32_t>{0, 1, 0, 1, -1, -1}));
+  EXPECT_EQ(r.weights[4], 0.f);
+  EXPECT_EQ(r.dropped, 2);
+  EXPECT_EQ(r.rerouted, 0);
+}
+
+TEST(RouterTest, CapacityAndLoadLimitAreChecked) {
+  RoutingPolicy p;
+  p.capacity_factor = -1.f;
+  EXPECT_EQ(CheckRoutingPolicy(p).code(), absl::StatusCode::kInvalidArgument);
+  p.capacity_factor = NAN;
+  EXPECT_EQ(CheckRoutingPolicy(p).code(), absl::StatusCode::kInvalidArgument);
+  p = RoutingPolicy();
+  p.load_window = -1;
+  EXPECT_EQ(CheckRoutingPolicy(p).code(), absl::StatusCode::kInvalidArgument);
+  p = RoutingPolicy();
+  p.load_limit = 0.5f;
+  EXPECT_EQ(CheckRoutingPolicy(p).code(), absl::StatusCode::kInvalidArgument);
+  p = RoutingPolicy();
+  p.capacity_factor = 1.25f;
+  p.load_window = 32;
+  p.load_limit = 1.5f;
+  EXPECT_TRUE(CheckRoutingPolicy(p).ok());
+}
+
 }  // namespace
 }  // namespace moe

@@ -101,6 +101,7 @@ absl::Status Run(const PerplexityOptions& o) {
   double nll = 0;
   int64_t scored = 0, scored_upto = 1;  // position 0 has nothing to predict it
   std::vector<float> logits;
+  RoutingHistory history;  // each window's own, for load-aware re-weighting
   for (int64_t start = 0;; start += stride) {
     const int64_t end = std::min(start + ctx, n);
     const DType kv = o.kv_type == "f16"    ? DType::kF16
@@ -109,7 +110,9 @@ absl::Status Run(const PerplexityOptions& o) {
     auto cache = KvCache::Create(h.n_layer, ctx, h.n_head_kv, h.head_dim, kv, h.values_in_keys());
     if (!cache.ok()) return cache.status();
     absl::Span<const int32_t> window(ids.data() + start, end - start);
-    absl::Status s = tf.Forward(window, *cache, LogitsFor::kAll, &logits, &tel);
+    history.Clear();
+    absl::Status s = tf.Forward(window, *cache, LogitsFor::kAll, &logits, &tel,
+                                o.routing.load_window > 0 ? &history : nullptr);
     if (!s.ok()) return s;
     for (int64_t pos = std::max(scored_upto, start + 1); pos < end; ++pos) {
       nll -= LogProb(logits.data() + (pos - start - 1) * h.n_vocab, h.n_vocab, ids[pos]);
@@ -124,6 +127,13 @@ absl::Status Run(const PerplexityOptions& o) {
   if (o.routing.confidence > 0) {
     std::printf("experts per token %.3f of %lld (mean over layers and positions run)\n",
                 tel.MeanExpertsPerToken(), static_cast<long long>(h.n_expert_used));
+  }
+  if (o.routing.capacity_factor > 0 || o.routing.load_window > 0) {
+    // Each window runs as one step, so a capacity caps the experts over its tokens.
+    std::printf("routing policy: %lld choices rerouted, %lld dropped, %lld weighted down\n",
+                static_cast<long long>(tel.rerouted_choices),
+                static_cast<long long>(tel.dropped_choices),
+                static_cast<long long>(tel.reweighted_choices));
   }
   return absl::OkStatus();
 }

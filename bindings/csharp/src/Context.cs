@@ -16,7 +16,9 @@ namespace LibMoe {
       native = new NativeContext(model.Native, options.ContextLength, options.Threads, options.Seed,
                                  (int)options.KvType, options.ExpertConfidence, options.MinExperts,
                                  options.RouterTemperature, (int)options.RouterNoise,
-                                 options.RouterNoiseScale, options.RouterNoiseSeed);
+                                 options.RouterNoiseScale, options.RouterNoiseSeed,
+                                 options.ExpertCapacityFactor, options.LoadWindow,
+                                 options.LoadLimit);
     }
 
     /// <summary>The model this context was created from.</summary>
@@ -97,6 +99,8 @@ namespace LibMoe {
               Predicted = s.expert_predicted, PredictedRight = s.expert_predicted_right,
               ExpertsInMemory = inMemory,
             },
+            ReroutedChoices = s.rerouted_choices, DroppedChoices = s.dropped_choices,
+            ReweightedChoices = s.reweighted_choices,
           };
         }
       }

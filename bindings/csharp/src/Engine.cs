@@ -33,6 +33,9 @@ namespace LibMoe {
         RouterTemperature = d.router_temperature;
         RouterNoiseScale = d.router_noise_scale;
         RouterNoiseSeed = d.router_noise_seed;
+        ExpertCapacityFactor = d.expert_capacity_factor;
+        LoadWindow = d.load_window;
+        LoadLimit = d.load_limit;
       }
       KvType = KvType.F16;
       WhenKvFull = KvFullPolicy.Preempt;
@@ -78,6 +81,15 @@ namespace LibMoe {
     public float RouterNoiseScale { get; set; }
     /// <summary>The noise's seed.</summary>
     public long RouterNoiseSeed { get; set; }
+    /// <summary>Capacity with re-routing, as a context's, over all the requests of each step
+    /// (default 0: no cap).</summary>
+    public float ExpertCapacityFactor { get; set; }
+    /// <summary>Load-aware re-weighting over each request's own tokens, as a context's (default
+    /// 0: off); it turns prefix sharing off, as cached blocks do not keep the routing.</summary>
+    public int LoadWindow { get; set; }
+    /// <summary>With <see cref="LoadWindow"/>: the limit in multiples of the fair share (default
+    /// 2).</summary>
+    public float LoadLimit { get; set; }
 
     internal NativeEngineOptions ToNative() {
       var n = new NativeEngineOptions();
@@ -99,6 +111,9 @@ namespace LibMoe {
       n.router_noise = (int)RouterNoise;
       n.router_noise_scale = RouterNoiseScale;
       n.router_noise_seed = RouterNoiseSeed;
+      n.expert_capacity_factor = ExpertCapacityFactor;
+      n.load_window = LoadWindow;
+      n.load_limit = LoadLimit;
       return n;
     }
   }
@@ -139,6 +154,9 @@ namespace LibMoe {
     public long PrefixTokensReused, Preemptions;
     public int KvBlocks, KvBlocksInUse, KvBlocksCached, KvBlockSize;
     public double StepSeconds, MeanSequencesPerStep, MeanTokensPerStep, MeanExpertsPerStep;
+    /// <summary>The routing policies at work over every step: choices a capacity re-routed or
+    /// dropped, weights load-aware re-weighting scaled down.</summary>
+    public long ReroutedChoices, DroppedChoices, ReweightedChoices;
   }
 
   /// <summary>Serves many requests at once over one <see cref="Model"/>: each step runs the new
@@ -281,6 +299,8 @@ namespace LibMoe {
             KvBlocksCached = s.kv_blocks_cached, KvBlockSize = s.kv_block_size,
             StepSeconds = s.step_seconds, MeanSequencesPerStep = s.mean_sequences_per_step,
             MeanTokensPerStep = s.mean_tokens_per_step, MeanExpertsPerStep = s.mean_experts_per_step,
+            ReroutedChoices = s.rerouted_choices, DroppedChoices = s.dropped_choices,
+            ReweightedChoices = s.reweighted_choices,
           };
         }
       }

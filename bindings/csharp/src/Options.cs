@@ -100,6 +100,18 @@ namespace LibMoe {
     public float RouterNoiseScale { get; set; }
     /// <summary>The noise's seed.</summary>
     public long RouterNoiseSeed { get; set; }
+    /// <summary>Capacity with re-routing: in one forward step of n tokens (a prompt chunk; one
+    /// decode token is never capped) no expert takes more than ceil(factor x n x k / experts) of
+    /// them, and a token whose choice is full takes its next best expert with room. 0 (default):
+    /// no cap.</summary>
+    public float ExpertCapacityFactor { get; set; }
+    /// <summary>Load-aware re-weighting: over this many tokens before each one, an expert that
+    /// took more than <see cref="LoadLimit"/> x its fair share of a layer's choices has its
+    /// weight scaled down by the excess, the token's other experts' up. 0 (default): off.</summary>
+    public int LoadWindow { get; set; }
+    /// <summary>With <see cref="LoadWindow"/>: the share, in multiples of the fair share, above
+    /// which an expert gives way (default 2, at least 1).</summary>
+    public float LoadLimit { get; set; } = 2.0f;
   }
 
   /// <summary>Noise on the router's logits that choose experts (<c>moe_router_noise</c>).</summary>
@@ -264,6 +276,13 @@ namespace LibMoe {
     public long WeightBytesRead { get; internal set; }
     /// <summary>What the expert cache did during the call, over all layers.</summary>
     public ExpertCacheStats ExpertCache { get; internal set; }
+    /// <summary>Choices an expert capacity moved to a later expert, over tokens and
+    /// layers.</summary>
+    public long ReroutedChoices { get; internal set; }
+    /// <summary>Choices an expert capacity left out.</summary>
+    public long DroppedChoices { get; internal set; }
+    /// <summary>Weights load-aware re-weighting scaled down.</summary>
+    public long ReweightedChoices { get; internal set; }
   }
 
   /// <summary>A model's hyper-parameters and vocabulary facts.</summary>

@@ -127,5 +127,16 @@ public class EngineTests {
     var share = Assert.Throws<MoeException>(
         () => new Engine(model, new EngineOptions { ExpertConfidence = 2.0f }));
     Assert.AreEqual(Status.InvalidArgument, share.Status);
+    // Capacity and load-aware re-weighting, counted over the engine's steps.
+    using (var engine = new Engine(model, new EngineOptions { ExpertCapacityFactor = 1.0f,
+                                                              LoadWindow = 8, LoadLimit = 1.0f })) {
+      Assert.IsNotNull(engine.SubmitAsync(Prompts[4], Greedy(3)).Result.Text);
+      EngineStats st = engine.Stats;
+      Assert.Greater(st.ReroutedChoices, 0);
+      Assert.Greater(st.ReweightedChoices, 0);
+    }
+    var limit = Assert.Throws<MoeException>(
+        () => new Engine(model, new EngineOptions { LoadWindow = 4, LoadLimit = 0f }));
+    Assert.AreEqual(Status.InvalidArgument, limit.Status);
   }
 }

@@ -187,8 +187,21 @@ public class MoeTests {
       StringAssert.Contains("# TYPE moe_experts_per_token gauge", metrics);
       StringAssert.Contains("moe_expert_jain_fairness{layer=\"1\"}", metrics);
     }
+    // A capacity re-routes some of a prompt's choices, load-aware re-weighting scales weights;
+    // both are counted.
+    using (Context capped = model.CreateContext(new ContextOptions { ExpertCapacityFactor = 1.0f }))
+    using (Context balanced =
+               model.CreateContext(new ContextOptions { LoadWindow = 8, LoadLimit = 1.0f })) {
+      GenerateIds(capped, prompt, 2);
+      Assert.Greater(capped.Stats.ReroutedChoices, 0);
+      GenerateIds(balanced, prompt, 2);
+      Assert.Greater(balanced.Stats.ReweightedChoices, 0);
+      Assert.AreEqual(0, balanced.Stats.ReroutedChoices);
+    }
     foreach (var bad in new[] { new ContextOptions { ExpertConfidence = 2.0f },
-                                new ContextOptions { ExpertConfidence = 0.5f, MinExperts = 0 } }) {
+                                new ContextOptions { ExpertConfidence = 0.5f, MinExperts = 0 },
+                                new ContextOptions { ExpertCapacityFactor = -1.0f },
+                                new ContextOptions { LoadWindow = 8, LoadLimit = 0.5f } }) {
       var refused = Assert.Throws<MoeException>(() => model.CreateContext(bad));
       Assert.AreEqual(Status.InvalidArgument, refused.Status);
     }

@@ -45,6 +45,11 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
     RouterConfig rc = ConfigFor(h, L, layer);
     rc.positions = ctx.positions.data();
     Route(rc, router_logits, n, &routing);
+    if (policy_.load_window > 0 && !ctx.histories.empty()) Reweigh(ctx, layer, n, tel);
+    if (tel) {
+      tel->rerouted_choices += routing.rerouted;
+      tel->dropped_choices += routing.dropped;
+    }
   }
   if (observer_) {
     observer_(layer, n, static_cast<int>(h.n_expert_used), routing.experts.data(),
@@ -218,6 +223,22 @@ absl::Status MixtureFeedForward::RunStoredExperts(Backend& backend, const Expert
     backend.RunExperts(group);
   }
   return absl::OkStatus();
+}
+
+void MixtureFeedForward::Reweigh(const StepContext& ctx, int layer, int64_t n, Telemetry* tel) {
+  const int n_expert = static_cast<int>(ctx.model.hp().n_expert);
+  const int k = static_cast<int>(ctx.model.hp().n_expert_used);
+  // Token by token in batch order, so a token sees the choices of its sequence's tokens before it
+  // in this very step: any split of a prompt into steps weighs the same.
+  for (int64_t t = 0; t < n; ++t) {
+    RoutingHistory* history = ctx.histories[t];
+    if (history == nullptr) continue;
+    const int scaled =
+        history->Reweight(policy_, n_expert, layer, ctx.positions[t],
+                          routing_.experts.data() + t * k, routing_.weights.data() + t * k, k);
+    history->Record(layer, ctx.positions[t], routing_.experts.data() + t * k, k);
+    if (tel) tel->reweighted_choices += scaled;
+  }
 }
 
 void MixtureFeedForward::PrefetchNextLayer(const StepContext& ctx, int layer, int64_t n,

@@ -39,6 +39,9 @@ class MixtureFeedForward {
   // with_shared) as the reads finish: the resident ones first, then each group that became ready
   // while the previous one ran.
   absl::Status RunStoredExperts(Backend& backend, const ExpertStore::Step& step, bool with_shared);
+  // Load-aware re-weighting of the step's routing (RoutingPolicy::load_window), recording each
+  // token's choices in its sequence's history.
+  void Reweigh(const StepContext& ctx, int layer, int64_t n, Telemetry* tel);
   // The experts of layer + 1 its router picks for x (pre-gating), handed to the store to read.
   void PrefetchNextLayer(const StepContext& ctx, int layer, int64_t n, const float* x);
   // Checks the guess PrefetchNextLayer made for this layer against what it selected.

@@ -5,6 +5,7 @@
 
 #include "absl/types/span.h"
 #include "lib/kv/kv_sequence.h"
+#include "lib/moe/routing_history.h"
 
 namespace moe {
 
@@ -17,6 +18,9 @@ struct SequenceChunk {
   int64_t pos0 = 0;
   KvSequence* kv = nullptr;
   LogitsFor logits = LogitsFor::kLast;
+  // The sequence's routing so far, for load-aware re-weighting (RoutingPolicy::load_window);
+  // null: not re-weighted.
+  RoutingHistory* routing_history = nullptr;
 };
 
 }  // namespace moe

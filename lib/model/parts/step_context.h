@@ -8,6 +8,7 @@
 #include "lib/backend/backend.h"
 #include "lib/model/model.h"
 #include "lib/model/telemetry.h"
+#include "lib/moe/routing_history.h"
 
 namespace moe {
 
@@ -15,6 +16,8 @@ struct StepContext {
   const Model& model;
   Backend* backend;
   absl::Span<const int32_t> positions;  // of the step's tokens, in batch order
+  // Each token's sequence's routing history (RoutingHistory), or empty when no sequence has one.
+  absl::Span<RoutingHistory* const> histories;
   Telemetry* telemetry;                 // null: not measured
 };
 

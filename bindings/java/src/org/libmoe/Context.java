@@ -17,7 +17,8 @@ public final class Context implements AutoCloseable {
     this.nativeContext = new NativeContext(model.get(), options.contextLength, options.threads,
         options.seed, options.kvType.code, options.expertConfidence, options.minExperts,
         options.routerTemperature, options.routerNoise.code, options.routerNoiseScale,
-        options.routerNoiseSeed);
+        options.routerNoiseSeed, options.expertCapacityFactor, options.loadWindow,
+        options.loadLimit);
   }
 
   /** The model this context was created from. */
@@ -107,7 +108,8 @@ public final class Context implements AutoCloseable {
           FinishReason.fromCode(s.getFinish_reason()), s.getAttention_seconds(),
           s.getRouter_seconds(), s.getExperts_seconds(), s.getHead_seconds(),
           s.getSampling_seconds(), s.getActive_params_per_token(), s.getMean_router_entropy(),
-          s.getWeight_bytes_read(), cache);
+          s.getWeight_bytes_read(), cache, s.getRerouted_choices(), s.getDropped_choices(),
+          s.getReweighted_choices());
     } finally {
       s.delete();
     }

@@ -12,6 +12,9 @@ public final class ContextOptions {
   RouterNoise routerNoise = RouterNoise.NONE;
   float routerNoiseScale;
   long routerNoiseSeed;
+  float expertCapacityFactor;
+  int loadWindow;
+  float loadLimit = 2.0f;
 
   /** Tokens the context holds; 0 (default): the model's, at most 4096. */
   public ContextOptions contextLength(int n) {
@@ -66,6 +69,28 @@ public final class ContextOptions {
     routerNoise = java.util.Objects.requireNonNull(kind, "kind is null");
     routerNoiseScale = scale;
     routerNoiseSeed = seed;
+    return this;
+  }
+
+  /**
+   * Capacity with re-routing: in one forward step of n tokens (a prompt chunk; one decode token
+   * is never capped) no expert takes more than ceil(factor x n x k / experts) of them, and a token
+   * whose choice is full takes its next best expert with room. 0 (default): no cap.
+   */
+  public ContextOptions expertCapacityFactor(float factor) {
+    expertCapacityFactor = factor;
+    return this;
+  }
+
+  /**
+   * Load-aware re-weighting: over the {@code window} tokens before each one, an expert that took
+   * more than {@code limit} x its fair share of a layer's choices has its weight scaled down by
+   * the excess and the token's other experts' weights up. Window 0 (default): off; limit >= 1
+   * (default 2).
+   */
+  public ContextOptions loadBalance(int window, float limit) {
+    loadWindow = window;
+    loadLimit = limit;
     return this;
   }
 }

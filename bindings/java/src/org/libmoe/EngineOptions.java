@@ -21,6 +21,9 @@ public final class EngineOptions {
   RouterNoise routerNoise = RouterNoise.NONE;
   float routerNoiseScale = defaults.getRouter_noise_scale();
   long routerNoiseSeed = defaults.getRouter_noise_seed();
+  float expertCapacityFactor = defaults.getExpert_capacity_factor();
+  int loadWindow = defaults.getLoad_window();
+  float loadLimit = defaults.getLoad_limit();
 
   public EngineOptions() {
     defaults.delete();
@@ -130,6 +133,25 @@ public final class EngineOptions {
     return this;
   }
 
+  /**
+   * Capacity with re-routing, as {@link ContextOptions#expertCapacityFactor}: each step's tokens
+   * per expert are capped over all the requests in it. 0 (default): no cap.
+   */
+  public EngineOptions expertCapacityFactor(float factor) {
+    expertCapacityFactor = factor;
+    return this;
+  }
+
+  /**
+   * Load-aware re-weighting, as {@link ContextOptions#loadBalance}, over each request's own
+   * tokens; it turns prefix sharing off (cached blocks do not keep the routing).
+   */
+  public EngineOptions loadBalance(int window, float limit) {
+    loadWindow = window;
+    loadLimit = limit;
+    return this;
+  }
+
   NativeEngineOptions toNative() {
     NativeEngineOptions n = new NativeEngineOptions();
     n.setThreads(threads);
@@ -150,6 +172,9 @@ public final class EngineOptions {
     n.setRouter_noise(routerNoise.code);
     n.setRouter_noise_scale(routerNoiseScale);
     n.setRouter_noise_seed(routerNoiseSeed);
+    n.setExpert_capacity_factor(expertCapacityFactor);
+    n.setLoad_window(loadWindow);
+    n.setLoad_limit(loadLimit);
     return n;
   }
 }

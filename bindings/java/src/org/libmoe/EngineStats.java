@@ -5,8 +5,23 @@ package org.libmoe;
  *
  * @param kvBlocksCached unreferenced full blocks kept for prompts to reuse
  * @param meanExpertsPerStep distinct experts a step ran, per layer
+ * @param reroutedChoices choices an expert capacity moved to a later expert, over every step
+ * @param droppedChoices choices an expert capacity left out
+ * @param reweightedChoices weights load-aware re-weighting scaled down
  */
 public record EngineStats(long submitted, long finished, long running, long waiting, long steps,
     long tokens, long decodeTokens, long prefixTokensReused, long preemptions, int kvBlocks,
     int kvBlocksInUse, int kvBlocksCached, int kvBlockSize, double stepSeconds,
-    double meanSequencesPerStep, double meanTokensPerStep, double meanExpertsPerStep) {}
+    double meanSequencesPerStep, double meanTokensPerStep, double meanExpertsPerStep,
+    long reroutedChoices, long droppedChoices, long reweightedChoices) {
+
+  /** The first release's constructor, kept for source compatibility; the newer fields are 0. */
+  public EngineStats(long submitted, long finished, long running, long waiting, long steps,
+      long tokens, long decodeTokens, long prefixTokensReused, long preemptions, int kvBlocks,
+      int kvBlocksInUse, int kvBlocksCached, int kvBlockSize, double stepSeconds,
+      double meanSequencesPerStep, double meanTokensPerStep, double meanExpertsPerStep) {
+    this(submitted, finished, running, waiting, steps, tokens, decodeTokens, prefixTokensReused,
+        preemptions, kvBlocks, kvBlocksInUse, kvBlocksCached, kvBlockSize, stepSeconds,
+        meanSequencesPerStep, meanTokensPerStep, meanExpertsPerStep, 0, 0, 0);
+  }
+}

@@ -21,6 +21,11 @@ package org.libmoe;
  * @param meanRouterEntropy mean router entropy in nats, per token and layer
  * @param weightBytesRead weight bytes read during the call
  * @param expertCache what the expert cache did during the call, over all layers
+ * @param reroutedChoices choices an expert capacity moved to a later expert (over tokens and
+ *     layers; {@link ContextOptions#expertCapacityFactor})
+ * @param droppedChoices choices an expert capacity left out
+ * @param reweightedChoices weights load-aware re-weighting scaled down
+ *     ({@link ContextOptions#loadBalance})
  */
 public record Stats(
     int promptTokens,
@@ -39,7 +44,23 @@ public record Stats(
     double activeParametersPerToken,
     double meanRouterEntropy,
     long weightBytesRead,
-    ExpertCacheStats expertCache) {
+    ExpertCacheStats expertCache,
+    long reroutedChoices,
+    long droppedChoices,
+    long reweightedChoices) {
+
+  /** The third release's constructor, kept for source compatibility: no routing counts. */
+  public Stats(int promptTokens, int generatedTokens, double promptSeconds,
+      double generateSeconds, double promptTokensPerSecond, double generateTokensPerSecond,
+      double activeFraction, FinishReason finishReason, double attentionSeconds,
+      double routerSeconds, double expertsSeconds, double headSeconds, double samplingSeconds,
+      double activeParametersPerToken, double meanRouterEntropy, long weightBytesRead,
+      ExpertCacheStats expertCache) {
+    this(promptTokens, generatedTokens, promptSeconds, generateSeconds, promptTokensPerSecond,
+        generateTokensPerSecond, activeFraction, finishReason, attentionSeconds, routerSeconds,
+        expertsSeconds, headSeconds, samplingSeconds, activeParametersPerToken, meanRouterEntropy,
+        weightBytesRead, expertCache, 0, 0, 0);
+  }
 
   /** The second release's constructor, kept for source compatibility: no expert cache figures. */
   public Stats(int promptTokens, int generatedTokens, double promptSeconds,

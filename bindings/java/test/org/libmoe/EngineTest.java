@@ -146,5 +146,16 @@ class EngineTest {
     MoeException share = assertThrows(
         MoeException.class, () -> new Engine(model, new EngineOptions().expertConfidence(2.0f)));
     assertEquals(Status.INVALID_ARGUMENT, share.status());
+    // Capacity and load-aware re-weighting, counted over the engine's steps.
+    try (Engine engine = new Engine(
+             model, new EngineOptions().expertCapacityFactor(1.0f).loadBalance(8, 1.0f))) {
+      engine.submit(PROMPTS[4], greedy(3), null).result().get();
+      EngineStats st = engine.stats();
+      assertTrue(st.reroutedChoices() > 0, st.toString());
+      assertTrue(st.reweightedChoices() > 0, st.toString());
+    }
+    MoeException limit = assertThrows(
+        MoeException.class, () -> new Engine(model, new EngineOptions().loadBalance(4, 0f)));
+    assertEquals(Status.INVALID_ARGUMENT, limit.status());
   }
 }

@@ -257,8 +257,20 @@ class MoeTest {
       assertTrue(metrics.contains("# TYPE moe_experts_per_token gauge"), metrics);
       assertTrue(metrics.contains("moe_expert_jain_fairness{layer=\"1\"}"), metrics);
     }
+    // A capacity re-routes some of a prompt's choices, load-aware re-weighting scales weights;
+    // both are counted.
+    try (Context capped = model.newContext(new ContextOptions().expertCapacityFactor(1.0f));
+         Context balanced = model.newContext(new ContextOptions().loadBalance(8, 1.0f))) {
+      generateIds(capped, prompt, 2);
+      assertTrue(capped.stats().reroutedChoices() > 0);
+      generateIds(balanced, prompt, 2);
+      assertTrue(balanced.stats().reweightedChoices() > 0);
+      assertEquals(0, balanced.stats().reroutedChoices());
+    }
     for (ContextOptions bad : new ContextOptions[] {new ContextOptions().expertConfidence(2.0f),
-             new ContextOptions().expertConfidence(0.5f).minExperts(0)}) {
+             new ContextOptions().expertConfidence(0.5f).minExperts(0),
+             new ContextOptions().expertCapacityFactor(-1.0f),
+             new ContextOptions().loadBalance(8, 0.5f)}) {
       MoeException refused = assertThrows(MoeException.class, () -> model.newContext(bad));
       assertEquals(Status.INVALID_ARGUMENT, refused.status());
     }

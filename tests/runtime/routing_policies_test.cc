@@ -1,0 +1,221 @@
+// The routing policies that act across tokens: capacity (within a step) and load-aware
+// re-weighting (over a sequence's past), through sessions and the batching engine.
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "lib/runtime/batch_engine.h"
+#include "lib/runtime/session.h"
+
+namespace moe {
+namespace {
+
+const std::string kModel =
+    std::string(MOE_TESTDATA_DIR) + "/fixtures/tiny-qwen2moe-q4_0/tiny-qwen2moe-q4_0.gguf";
+
+std::shared_ptr<const Engine> Load() {
+  auto e = Engine::Load(kModel, {});
+  EXPECT_TRUE(e.ok()) << e.status();
+  return e.ok() ? *e : nullptr;
+}
+
+std::vector<int32_t> Tokens(const Engine& e, int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int32_t v = static_cast<int32_t>(e.model()->hp().n_vocab);
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) out.push_back(3 + static_cast<int32_t>(rng() % (v - 3)));
+  return out;
+}
+
+RoutingPolicy LoadAware() {
+  RoutingPolicy p;
+  p.load_window = 8;
+  p.load_limit = 1.f;  // anything above the fair share gives way
+  return p;
+}
+
+std::unique_ptr<Session> NewSession(std::shared_ptr<const Engine> e, const RoutingPolicy& policy,
+                                    int64_t n_batch) {
+  SessionOptions so;
+  so.threads = 2;
+  so.n_ctx = 128;
+  so.n_batch = n_batch;
+  so.routing = policy;
+  auto s = Session::Create(std::move(e), so);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? *std::move(s) : nullptr;
+}
+
+// Every prompt token's logits.
+std::vector<float> PromptLogits(Session& s, const std::vector<int32_t>& tokens) {
+  std::vector<float> logits;
+  EXPECT_TRUE(s.Decode(tokens, &logits).ok());
+  return logits;
+}
+
+TEST(LoadAwareReweightingTest, ChangesTheWeightsAloneAndNotWithTheStepSize) {
+  auto e = Load();
+  ASSERT_NE(e, nullptr);
+  const auto prompt = Tokens(*e, 40, 1);
+  auto off = NewSession(e, {}, 64);
+  auto one_by_one = NewSession(e, LoadAware(), 1);
+  auto in_steps = NewSession(e, LoadAware(), 16);
+  const auto plain = PromptLogits(*off, prompt);
+  const auto a = PromptLogits(*one_by_one, prompt);
+  const auto b = PromptLogits(*in_steps, prompt);
+  EXPECT_EQ(a, b) << "a token sees its own sequence's past however the prompt is split";
+  EXPECT_NE(a, plain);
+  const Telemetry& t = in_steps->stats().forward;
+  EXPECT_GT(t.reweighted_choices, 0);
+  // The first layer chooses as the model does (its input is the same; later layers' inputs
+  // carry the re-weighted outputs).
+  EXPECT_EQ(t.expert_counts[0], off->stats().forward.expert_counts[0]);
+  EXPECT_EQ(off->stats().forward.reweighted_choices, 0);
+}
+
+// Truncating reads only the kept positions' routing: the continuation is a fresh session's.
+TEST(LoadAwareReweightingTest, TruncationContinuesAsIfOnlyTheKeptTokensWereSeen) {
+  auto e = Load();
+  ASSERT_NE(e, nullptr);
+  const auto prompt = Tokens(*e, 30, 2);
+  const auto other = Tokens(*e, 12, 3);
+  auto s = NewSession(e, LoadAware(), 8);
+  PromptLogits(*s, prompt);
+  ASSERT_TRUE(s->Truncate(20).ok());
+  const auto after = PromptLogits(*s, other);
+
+  auto fresh = NewSession(e, LoadAware(), 8);
+  PromptLogits(*fresh, std::vector<int32_t>(prompt.begin(), prompt.begin() + 20));
+  EXPECT_EQ(after, PromptLogits(*fresh, other));
+}
+
+BatchEngineOptions EngineWith(const RoutingPolicy& policy) {
+  BatchEngineOptions o;
+  o.threads = 2;
+  o.n_ctx = 128;
+  o.block_size = 4;
+  o.max_step_tokens = 16;
+  o.kv_type = DType::kF32;  // as the sessions'
+  o.routing = policy;
+  return o;
+}
+
+GenerateOptions Greedy(int64_t n) {
+  GenerateOptions g;
+  g.sampling.temperature = 0;
+  g.max_tokens = n;
+  g.stop_at_eog = false;
+  return g;
+}
+
+std::vector<int32_t> LoneGreedy(std::shared_ptr<const Engine> e, const RoutingPolicy& policy,
+                                const std::vector<int32_t>& prompt, int64_t n) {
+  auto s = NewSession(std::move(e), policy, 64);
+  std::vector<int32_t> out;
+  EXPECT_TRUE(s->GenerateFromTokens(prompt, Greedy(n), [&](int32_t token, absl::string_view) {
+                 if (token >= 0) out.push_back(token);
+                 return true;
+               }).ok());
+  return out;
+}
+
+// Each request follows its own past: beside others, and with a prompt that starts like an
+// earlier one (whose cached blocks it does not take), it generates what it would alone.
+TEST(LoadAwareReweightingTest, EngineRequestsGenerateWhatTheyWouldAlone) {
+  auto e = Load();
+  ASSERT_NE(e, nullptr);
+  const auto shared = Tokens(*e, 12, 4);
+  std::vector<std::vector<int32_t>> prompts;
+  for (uint32_t i = 0; i < 4; ++i) {
+    auto p = shared;
+    const auto tail = Tokens(*e, 3 + 5 * i, 10 + i);
+    p.insert(p.end(), tail.begin(), tail.end());
+    prompts.push_back(p);
+  }
+  auto engine = BatchEngine::Create(e, EngineWith(LoadAware()));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::vector<uint64_t> ids;
+  for (const auto& p : prompts) {
+    RequestOptions r;
+    r.tokens = p;
+    r.generate = Greedy(10);
+    auto id = (*engine)->Submit(r, nullptr);
+    ASSERT_TRUE(id.ok());
+    ids.push_back(*id);
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto result = (*engine)->Wait(ids[i]);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->tokens, LoneGreedy(e, LoadAware(), prompts[i], 10)) << "request " << i;
+    EXPECT_EQ(result->stats.prefix_tokens_reused, 0);
+  }
+}
+
+RoutingPolicy Capacity(float factor) {
+  RoutingPolicy p;
+  p.capacity_factor = factor;
+  return p;
+}
+
+// A capacity acts on steps of many tokens only: a prompt's steps re-route and report it, a
+// token at a time nothing changes.
+TEST(CapacityTest, CapsPromptStepsAndLeavesSingleTokensAlone) {
+  auto e = Load();
+  ASSERT_NE(e, nullptr);
+  const auto prompt = Tokens(*e, 48, 5);
+  auto off = NewSession(e, {}, 48);
+  auto capped = NewSession(e, Capacity(1.f), 48);
+  auto capped_single = NewSession(e, Capacity(1.f), 1);
+  auto off_single = NewSession(e, {}, 1);
+  const auto plain = PromptLogits(*off, prompt);
+  EXPECT_NE(PromptLogits(*capped, prompt), plain);
+  const Telemetry& t = capped->stats().forward;
+  EXPECT_GT(t.rerouted_choices, 0);
+  // No expert took more than its capacity, 48 tokens x k / n_expert per layer step, and every
+  // choice ran or was counted as dropped (the last tokens may find room only in experts they
+  // already took).
+  const HParams& h = e->model()->hp();
+  const int64_t cap = (48 * h.n_expert_used + h.n_expert - 1) / h.n_expert;
+  int64_t ran = 0;
+  for (const auto& layer : t.expert_counts) {
+    for (int64_t c : layer) {
+      EXPECT_LE(c, cap);
+      ran += c;
+    }
+  }
+  EXPECT_EQ(ran + t.dropped_choices, 48 * h.n_expert_used * h.n_layer);
+  EXPECT_LT(t.dropped_choices, t.rerouted_choices);
+  EXPECT_EQ(PromptLogits(*capped_single, prompt), PromptLogits(*off_single, prompt));
+  EXPECT_EQ(capped_single->stats().forward.rerouted_choices, 0);
+}
+
+TEST(CapacityTest, EngineStepsReportWhatTheyReRouted) {
+  auto e = Load();
+  ASSERT_NE(e, nullptr);
+  auto engine = BatchEngine::Create(e, EngineWith(Capacity(1.f)));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  RequestOptions r;
+  r.tokens = Tokens(*e, 40, 6);
+  r.generate = Greedy(4);
+  auto id = (*engine)->Submit(r, nullptr);
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE((*engine)->Wait(*id).ok());
+  EXPECT_GT((*engine)->stats().rerouted_choices, 0);
+}
+
+TEST(RoutingPoliciesTest, BadValuesAreRefusedAtCreation) {
+  auto e = Load();
+  ASSERT_NE(e, nullptr);
+  SessionOptions so;
+  so.routing.capacity_factor = -2.f;
+  EXPECT_EQ(Session::Create(e, so).status().code(), absl::StatusCode::kInvalidArgument);
+  RoutingPolicy p;
+  p.load_window = 4;
+  p.load_limit = 0.f;
+  EXPECT_EQ(BatchEngine::Create(e, EngineWith(p)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace moe
