@@ -159,6 +159,11 @@ absl::StatusOr<ModelSpec> ReadMoeFile(const std::string& path) {
   if (!hp.ok()) return fail(hp.status());
   spec.hp = *hp;
   spec.tokenizer = ReadTokenizer(m->tokenizer());
+  if (m->pruned_experts() != nullptr) {
+    for (const fb::ExpertId* id : *m->pruned_experts()) {
+      spec.pruned_experts.push_back({id->layer(), id->expert()});
+    }
+  }
 
   const uint64_t header_end = static_cast<uint64_t>(header_size) + 4;
   std::vector<std::pair<uint64_t, uint64_t>> extents;

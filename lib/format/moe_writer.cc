@@ -22,14 +22,18 @@ struct Placement {
 };
 
 // Dense tensors first, then the routed experts grouped by (layer, expert), each group starting
-// on a page.
+// on a page; pruned experts are left out.
 std::vector<Placement> PlaceTensors(const ModelSpec& spec, size_t* data_size) {
   std::vector<Placement> out;
   size_t pos = 0;
   std::map<std::pair<int, int>, std::vector<const TensorSpec*>> experts;
+  const auto pruned = spec.PrunedMask();
   for (const auto& t : spec.tensors) {
     if (t.expert >= 0) {
-      experts[{t.layer, t.expert}].push_back(&t);
+      const bool gone = t.layer >= 0 && t.layer < static_cast<int>(pruned.size()) &&
+                        t.expert < static_cast<int>(pruned[t.layer].size()) &&
+                        pruned[t.layer][t.expert];
+      if (!gone) experts[{t.layer, t.expert}].push_back(&t);
       continue;
     }
     pos = AlignUp(pos, kTensorAlignment);
@@ -166,13 +170,20 @@ void BuildHeader(flatbuffers::FlatBufferBuilder& b, const ModelSpec& spec,
   auto name = b.CreateString(spec.name);
   auto hparams = BuildHParams(b, spec.hp);
   auto tok = BuildTokenizer(b, spec.tokenizer);
+  flatbuffers::Offset<flatbuffers::Vector<const fb::ExpertId*>> pruned;
+  if (!spec.pruned_experts.empty()) {
+    std::vector<fb::ExpertId> ids;
+    for (const ExpertId& id : spec.pruned_experts) ids.emplace_back(id.layer, id.expert);
+    pruned = b.CreateVectorOfStructs(ids);
+  }
   fb::ModelBuilder mb(b);
-  mb.add_format_version(kMoeFormatVersion);
+  mb.add_format_version(spec.pruned_experts.empty() ? 1 : kMoeFormatVersion);
   mb.add_arch(arch);
   mb.add_name(name);
   mb.add_hparams(hparams);
   mb.add_tokenizer(tok);
   mb.add_tensors(tensors_vec);
+  if (!pruned.IsNull()) mb.add_pruned_experts(pruned);
   b.FinishSizePrefixed(mb.Finish(), fb::ModelIdentifier());
 }
 

@@ -8,7 +8,9 @@
 
 namespace moe {
 
-inline constexpr uint32_t kMoeFormatVersion = 1;
+// 2: pruned experts. Files without them are still written as version 1, which every reader
+// takes.
+inline constexpr uint32_t kMoeFormatVersion = 2;
 inline constexpr size_t kTensorAlignment = 64;
 inline constexpr size_t kExpertAlignment = 4096;
 

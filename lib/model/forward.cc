@@ -20,6 +20,20 @@ absl::Status Transformer::Forward(absl::Span<const int32_t> tokens, KvCache& cac
   return absl::OkStatus();
 }
 
+void Transformer::set_disabled_experts(std::vector<std::vector<bool>> disabled) {
+  const auto& pruned = model_->pruned_experts();
+  for (size_t l = 0; l < pruned.size(); ++l) {
+    if (std::find(pruned[l].begin(), pruned[l].end(), true) == pruned[l].end()) continue;
+    if (disabled.size() < pruned.size()) disabled.resize(pruned.size());
+    if (disabled[l].empty()) {
+      disabled[l] = pruned[l];
+    } else {
+      for (size_t e = 0; e < pruned[l].size(); ++e) disabled[l][e] = disabled[l][e] || pruned[l][e];
+    }
+  }
+  mixture_.set_disabled_experts(std::move(disabled));
+}
+
 absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
                                        std::vector<float>* logits, Telemetry* tel) {
   const HParams& h = model_->hp();

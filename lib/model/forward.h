@@ -25,7 +25,9 @@ namespace moe {
 class Transformer {
  public:
   Transformer(std::shared_ptr<const Model> model, Backend* backend)
-      : model_(std::move(model)), backend_(backend) {}
+      : model_(std::move(model)), backend_(backend) {
+    set_disabled_experts({});
+  }
 
   // Runs `tokens` at positions cache.size(), cache.size()+1, ... (one batch, causal), appends their
   // K/V to the cache, and writes logits [rows x n_vocab] for the rows `which` asks for. Telemetry,
@@ -46,10 +48,9 @@ class Transformer {
   void set_routing_observer(RoutingObserver observer) {
     mixture_.set_routing_observer(std::move(observer));
   }
-  // Experts that must never be chosen (per layer x expert); empty = none.
-  void set_disabled_experts(std::vector<std::vector<bool>> disabled) {
-    mixture_.set_disabled_experts(std::move(disabled));
-  }
+  // Experts that must never be chosen (per layer x expert; an empty layer: none), besides those
+  // pruned from the model, which never are.
+  void set_disabled_experts(std::vector<std::vector<bool>> disabled);
 
   // Routed experts come from `store` (pinned per step) instead of the model's resident copies;
   // null: resident. The store outlives the Transformer.

@@ -60,6 +60,9 @@ class Model {
   const WeightView& token_embd() const { return token_embd_; }
   const WeightView& output() const { return output_; }
   const float* output_norm() const { return output_norm_; }
+  // [layer][expert]: experts pruned from the file (ModelSpec::pruned_experts), which the router
+  // never picks and which have no weights.
+  const std::vector<std::vector<bool>>& pruned_experts() const { return pruned_; }
 
  private:
   Model() = default;
@@ -71,6 +74,7 @@ class Model {
   ModelSpec spec_;
   std::vector<LayerWeights> layers_;
   std::vector<int64_t> attention_windows_;
+  std::vector<std::vector<bool>> pruned_;
   WeightView token_embd_, output_;
   const float* output_norm_ = nullptr;
   std::vector<std::vector<float>> f32_vectors_;  // 1-D tensors converted to F32

@@ -1,5 +1,6 @@
 #include "lib/model/model_spec.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/status/status.h"
@@ -137,6 +138,52 @@ absl::Status Positive(absl::string_view what, int64_t v) {
 
 }  // namespace
 
+namespace {
+
+// Pruned experts name a MoE layer's experts, each once, and leave every layer its top-k.
+absl::Status ValidatePrunedExperts(const ModelSpec& spec, const Architecture& arch) {
+  const HParams& h = spec.hp;
+  std::vector<std::vector<bool>> seen(h.n_layer, std::vector<bool>(h.n_expert, false));
+  std::vector<int64_t> left(h.n_layer, h.n_expert);
+  for (const ExpertId& id : spec.pruned_experts) {
+    if (id.layer < 0 || id.layer >= h.n_layer ||
+        arch.Layer(h, id.layer).ffn != FeedForwardPart::kMixture) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("pruned expert of layer ", id.layer, ": not a layer with routed experts"));
+    }
+    if (id.expert < 0 || id.expert >= h.n_expert) {
+      return absl::InvalidArgumentError(absl::StrCat("pruned expert ", id.expert, " of layer ",
+                                                     id.layer, " is outside [0, ", h.n_expert,
+                                                     ")"));
+    }
+    if (seen[id.layer][id.expert]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("expert ", id.expert, " of layer ", id.layer, " is pruned twice"));
+    }
+    seen[id.layer][id.expert] = true;
+    if (--left[id.layer] < h.n_expert_used) {
+      return absl::InvalidArgumentError(absl::StrCat("layer ", id.layer, " keeps ", left[id.layer],
+                                                     " experts after pruning, "
+                                                     "fewer than the ",
+                                                     h.n_expert_used, " each token uses"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<std::vector<bool>> ModelSpec::PrunedMask() const {
+  std::vector<std::vector<bool>> mask(std::max<int64_t>(hp.n_layer, 0),
+                                      std::vector<bool>(std::max<int64_t>(hp.n_expert, 0)));
+  for (const ExpertId& id : pruned_experts) {
+    if (id.layer >= 0 && id.layer < hp.n_layer && id.expert >= 0 && id.expert < hp.n_expert) {
+      mask[id.layer][id.expert] = true;
+    }
+  }
+  return mask;
+}
+
 absl::Status ValidateModelSpec(const ModelSpec& spec) {
   const HParams& h = spec.hp;
   MOE_RETURN_IF_ERROR(Positive("n_vocab", h.n_vocab));
@@ -227,6 +274,8 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
   MOE_RETURN_IF_ERROR(Expect(spec, "output_norm.weight", {h.n_embd}));
   if (!h.tied_output) MOE_RETURN_IF_ERROR(Expect(spec, "output.weight", {h.n_vocab, h.n_embd}));
   const Architecture& arch = ArchitectureOf(spec.arch);
+  MOE_RETURN_IF_ERROR(ValidatePrunedExperts(spec, arch));
+  const auto pruned = spec.PrunedMask();
   for (int l = 0; l < h.n_layer; ++l) {
     auto name = [&](absl::string_view b) { return LayerTensorName(l, b); };
     auto bias = [&](absl::string_view b) { return LayerBiasName(l, b); };
@@ -257,6 +306,7 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
       MOE_RETURN_IF_ERROR(Expect(spec, bias("ffn_down_exps"), {h.n_expert, h.n_embd}));
     }
     for (int e = 0; e < h.n_expert; ++e) {
+      if (pruned[l][e]) continue;  // its tensors may be absent
       MOE_RETURN_IF_ERROR(
           Expect(spec, ExpertTensorName(l, e, "ffn_gate"), {h.n_ff_expert, h.n_embd}));
       MOE_RETURN_IF_ERROR(
@@ -279,15 +329,24 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
 ParamCounts CountParams(const ModelSpec& spec) {
   ParamCounts c;
   const HParams& h = spec.hp;
+  const auto pruned = spec.PrunedMask();
   for (const auto& t : spec.tensors) {
     int64_t n = t.num_elements();
     int64_t bytes = static_cast<int64_t>(t.byte_size());
+    if (t.expert >= 0 && t.layer >= 0 && t.layer < h.n_layer && t.expert < h.n_expert &&
+        pruned[t.layer][t.expert]) {
+      continue;  // a pruned expert's tensors left in the file are never read
+    }
     c.total += n;
     c.total_bytes += bytes;
     if (t.expert >= 0) {
-      // A token reads top-k of the n experts in each layer: count the expected share exactly.
-      c.active_per_token += n * h.n_expert_used / h.n_expert;
-      c.active_bytes_per_token += bytes * h.n_expert_used / h.n_expert;
+      // A token reads top-k of the experts its layer has: count the expected share exactly.
+      int64_t kept = h.n_expert;
+      if (t.layer >= 0 && t.layer < h.n_layer) {
+        kept -= std::count(pruned[t.layer].begin(), pruned[t.layer].end(), true);
+      }
+      c.active_per_token += n * h.n_expert_used / kept;
+      c.active_bytes_per_token += bytes * h.n_expert_used / kept;
     } else if (t.name == "token_embd.weight") {
       c.active_per_token += n;
       c.active_bytes_per_token += h.tied_output ? bytes : bytes / std::max<int64_t>(1, h.n_vocab);

@@ -116,12 +116,22 @@ struct TensorSpec {
   size_t byte_size() const;  // shape x dtype
 };
 
+// One routed expert of one layer.
+struct ExpertId {
+  int32_t layer = 0;
+  int32_t expert = 0;
+  bool operator==(const ExpertId&) const = default;
+};
+
 struct ModelSpec {
   Arch arch = Arch::kLlama;
   std::string name;
   HParams hp;
   TokenizerData tokenizer;
   std::vector<TensorSpec> tensors;
+  // Routed experts removed from the model (moe-cli prune): their router never picks them and the
+  // file has no tensors for them. Each layer keeps at least n_expert_used experts.
+  std::vector<ExpertId> pruned_experts;
   // Keeps the bytes behind TensorSpec::data alive (mapped files, converted buffers).
   std::vector<std::shared_ptr<const void>> owners;
   // The one file every tensor's data was mapped from, when there is one (.moe, GGUF): a tensor
@@ -131,6 +141,8 @@ struct ModelSpec {
   uint64_t source_size = 0;
 
   const TensorSpec* Find(absl::string_view name) const;
+  // [layer][expert]: true for a pruned expert (all false when none is).
+  std::vector<std::vector<bool>> PrunedMask() const;
 };
 
 // Canonical tensor names (GGUF's, with experts stored one per unit).

@@ -99,8 +99,10 @@ size_t ExpertStore::SlotBytes(const std::vector<std::vector<ExpertSource>>& sour
 }
 
 size_t ExpertStore::total_expert_bytes() const {
-  size_t n = 0;
-  for (const auto& layer : sources_) n += layer.size();
+  size_t n = 0;  // experts with weights (a pruned expert's source is empty)
+  for (const auto& layer : sources_) {
+    for (const ExpertSource& src : layer) n += src.gate.bytes() + src.down.bytes() > 0;
+  }
   return n * slot_bytes_;
 }
 

@@ -13,8 +13,9 @@ namespace {
 constexpr float kMinWeightSum = 6.103515625e-5f;
 
 // Marks the experts outside the n_groups_used best groups, each group scored by the sum of its
-// two best selection scores (ties: lower group first).
+// two best selection scores among its allowed experts (ties: lower group first).
 void MaskGroups(const RouterConfig& c, const float* sel, std::vector<char>* masked) {
+  const bool has_disabled = c.disabled != nullptr && !c.disabled->empty();
   thread_local std::vector<float> group_score;
   thread_local std::vector<int32_t> groups;
   const int per_group = c.n_expert / c.n_groups;
@@ -23,6 +24,7 @@ void MaskGroups(const RouterConfig& c, const float* sel, std::vector<char>* mask
   for (int g = 0; g < c.n_groups; ++g) {
     float best = -INFINITY, second = -INFINITY;
     for (int e = g * per_group; e < (g + 1) * per_group; ++e) {
+      if (has_disabled && (*c.disabled)[e]) continue;
       if (sel[e] > best) {
         second = best;
         best = sel[e];
@@ -30,7 +32,8 @@ void MaskGroups(const RouterConfig& c, const float* sel, std::vector<char>* mask
         second = sel[e];
       }
     }
-    group_score[g] = per_group > 1 ? best + second : best;
+    // A group left one allowed expert scores by it alone.
+    group_score[g] = per_group > 1 && second > -INFINITY ? best + second : best;
   }
   std::iota(groups.begin(), groups.end(), 0);
   std::partial_sort(

@@ -309,9 +309,12 @@ absl::Status Session::SetDisabledExperts(int layer, absl::Span<const int32_t> ex
     n_off += !off[e];
     off[e] = true;
   }
-  if (n_off == h.n_expert) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "switching off all ", h.n_expert, " experts would leave layer ", layer, " with none"));
+  int64_t n_gone = 0;  // switched off or pruned from the model
+  for (int e = 0; e < h.n_expert; ++e) n_gone += off[e] || model.pruned_experts()[layer][e];
+  if (n_gone == h.n_expert) {
+    return absl::InvalidArgumentError(absl::StrCat("switching off these experts would leave layer ",
+                                                   layer, " with none (of its ", h.n_expert, ", ",
+                                                   n_gone - n_off, " are pruned from the model)"));
   }
   if (disabled_experts_.empty()) disabled_experts_.assign(h.n_layer, {});
   disabled_experts_[layer] = n_off > 0 ? std::move(off) : std::vector<bool>{};

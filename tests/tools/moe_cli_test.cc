@@ -330,6 +330,44 @@ TEST(MoeCliTest, ProfileWarmsACachedRunAndAMemoryLimitCachesExperts) {
   fs::remove(profile);
 }
 
+// moe-cli prune: a profile of a text, the experts under the share dropped, a smaller .moe that
+// runs and never routes to them; bad shares and a profile of another model are refused.
+TEST(MoeCliTest, PruneWritesASmallerModelThatRuns) {
+  fs::path gguf = kFixtures / "tiny-olmoe-q8_0" / "tiny-olmoe-q8_0.gguf";
+  const std::string base = ::testing::TempDir() + "/moe_cli_prune_" + std::to_string(::getpid());
+  const std::string text = base + ".txt", profile = base + ".json", out = base + ".moe";
+  std::ofstream(text) << "A few words are enough to show which experts a layer likes best, and "
+                         "which it hardly ever asks for.";
+  ASSERT_EQ(RunCommand(kBin + "moe-cli profile -m " + gguf.string() + " --file " + text + " -o " +
+                       profile)
+                .exit_code,
+            0)
+      << Slurp(StderrPath());
+  Result pruned = RunCommand(kBin + "moe-cli prune -m " + gguf.string() + " --profile " + profile +
+                             " --keep 0.7 -o " + out);
+  ASSERT_EQ(pruned.exit_code, 0) << Slurp(StderrPath());
+  EXPECT_NE(pruned.out.find("layer 0: "), std::string::npos) << pruned.out;
+  EXPECT_NE(pruned.out.find("pruned "), std::string::npos) << pruned.out;
+  EXPECT_LT(fs::file_size(out), fs::file_size(gguf));
+  Result run = RunCommand(kBin + "moe-cli run -m " + out +
+                          " --prompt-ids \"1 2 3 4 5\" -n 6 --greedy --json");
+  EXPECT_EQ(run.exit_code, 0) << Slurp(StderrPath());
+  EXPECT_NE(run.out.find("\"tokens\":"), std::string::npos) << run.out;
+  Result inspect = RunCommand(kBin + "moe-inspect " + out);
+  EXPECT_EQ(inspect.exit_code, 0) << Slurp(StderrPath());
+  EXPECT_NE(inspect.out.find("pruned "), std::string::npos) << inspect.out;
+
+  Result bad_share = RunCommand(kBin + "moe-cli prune -m " + gguf.string() + " --profile " +
+                                profile + " --keep 0 -o " + out);
+  EXPECT_NE(bad_share.exit_code, 0);
+  fs::path other = kFixtures / "tiny-qwen2moe-q4_0" / "tiny-qwen2moe-q4_0.gguf";
+  Result wrong = RunCommand(kBin + "moe-cli prune -m " + other.string() + " --profile " + profile +
+                            " --keep 0.9 -o " + out);
+  EXPECT_NE(wrong.exit_code, 0);
+  EXPECT_NE(Slurp(StderrPath()).find("moe-cli prune"), std::string::npos) << Slurp(StderrPath());
+  for (const auto& f : {text, profile, out}) fs::remove(f);
+}
+
 TEST(MoeCliTest, ChatAnswersEachLineOfStdin) {
   fs::path gguf = kFixtures / "tiny-qwen2moe-f32" / "tiny-qwen2moe-f32.gguf";
   Result r = RunCommand("printf 'hello\\nagain\\n' | " + kBin + "moe-cli chat -m " + gguf.string() +

@@ -6,6 +6,7 @@
 #include "tools/moe-cli/chat_command.h"
 #include "tools/moe-cli/perplexity_command.h"
 #include "tools/moe-cli/profile_command.h"
+#include "tools/moe-cli/prune_command.h"
 #include "tools/moe-cli/run_command.h"
 #include "tools/moe-cli/serve_test_command.h"
 #include "tools/moe-cli/stats_command.h"
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
   moe::cli::AddPerplexityCommand(app, &exit_code);
   moe::cli::AddProfileCommand(app, &exit_code);
   moe::cli::AddStatsCommand(app, &exit_code);
+  moe::cli::AddPruneCommand(app, &exit_code);
   moe::cli::AddServeTestCommand(app, &exit_code);
   AddForwardedCommand(app, "tokenize", "print the token ids of a text (--help for its flags)",
                       moe::TokenizeMain, &exit_code);

@@ -67,6 +67,10 @@ int main(int argc, char** argv) {
   std::printf("experts       %lld, top-%lld, expert ffn %lld%s\n", (long long)h.n_expert,
               (long long)h.n_expert_used, (long long)h.n_ff_expert,
               h.norm_topk_prob ? ", renormalised" : ", raw weights");
+  if (!spec->pruned_experts.empty()) {
+    std::printf("pruned        %zu experts (moe-cli prune: never routed to, not in the file)\n",
+                spec->pruned_experts.size());
+  }
   std::printf("routing       %s%s", h.gating == moe::Gating::kSigmoid ? "sigmoid" : "softmax",
               h.has_selection_bias ? ", selection bias" : "");
   if (h.n_expert_groups > 1) {
