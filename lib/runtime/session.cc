@@ -332,7 +332,7 @@ absl::Status Session::SetRoutingCallback(RoutingCallback callback) {
   // A step's rows are the positions from the cache's size on (it grows when the step ends).
   transformer_.set_routing_observer(
       [this, callback = std::move(callback)](int layer, int64_t rows, int k, const int32_t* experts,
-                                             const float* weights) {
+                                             const float* weights, const float* /*inputs*/) {
         const int64_t first = cache_.size();
         for (int64_t r = 0; r < rows; ++r) {
           callback(first + r, layer, absl::MakeConstSpan(experts + r * k, k),

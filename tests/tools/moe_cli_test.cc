@@ -368,6 +368,26 @@ TEST(MoeCliTest, PruneWritesASmallerModelThatRuns) {
   for (const auto& f : {text, profile, out}) fs::remove(f);
 }
 
+// perplexity --kl-base: a model against itself diverges by nothing; a quantized one by a little.
+TEST(MoeCliTest, PerplexityReportsTheKlDivergenceFromAReference) {
+  const std::string f32 = (kFixtures / "tiny-qwen2moe-f32" / "tiny-qwen2moe-f32.gguf").string();
+  const std::string q4 = (kFixtures / "tiny-qwen2moe-q4_0" / "tiny-qwen2moe-q4_0.gguf").string();
+  const std::string ids = ::testing::TempDir() + "/moe_cli_kl_" + std::to_string(::getpid());
+  std::ofstream(ids) << "1 17 99 4 250 31 8 77 12 5 600 42 3 9 1000 7";
+  const std::string cmd = kBin + "moe-cli perplexity --ids-file " + ids + " -c 16 --kl-base " + f32;
+  Result self = RunCommand(cmd + " -m " + f32);
+  ASSERT_EQ(self.exit_code, 0) << Slurp(StderrPath());
+  EXPECT_NE(self.out.find("mean 0.000000 nats; same top token 100.00% of 15 positions"),
+            std::string::npos)
+      << self.out;
+  Result quantized = RunCommand(cmd + " -m " + q4);
+  ASSERT_EQ(quantized.exit_code, 0) << Slurp(StderrPath());
+  const size_t at = quantized.out.find("mean ");
+  ASSERT_NE(at, std::string::npos) << quantized.out;
+  EXPECT_GT(std::stod(quantized.out.substr(at + 5)), 0.0) << quantized.out;
+  fs::remove(ids);
+}
+
 TEST(MoeCliTest, ChatAnswersEachLineOfStdin) {
   fs::path gguf = kFixtures / "tiny-qwen2moe-f32" / "tiny-qwen2moe-f32.gguf";
   Result r = RunCommand("printf 'hello\\nagain\\n' | " + kBin + "moe-cli chat -m " + gguf.string() +

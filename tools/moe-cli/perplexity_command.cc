@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "lib/backend/backend.h"
+#include "lib/base/status_macros.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
 #include "lib/model/telemetry.h"
@@ -36,6 +38,7 @@ struct PerplexityOptions {
   int threads = 0;
   RoutingPolicy routing;
   std::string kv_type = "f32";
+  std::string kl_base;  // a reference model: also report the KL divergence from its predictions
 };
 
 absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& text, int64_t n_vocab) {
@@ -57,6 +60,35 @@ double LogProb(const float* row, int64_t n_vocab, int32_t target) {
   for (int64_t v = 0; v < n_vocab; ++v) sum += std::exp(static_cast<double>(row[v]) - max);
   return static_cast<double>(row[target]) - max - std::log(sum);
 }
+
+// log-softmax of a row, in double.
+void LogSoftmax(const float* row, int64_t n, std::vector<double>* out) {
+  out->resize(n);
+  const float max = *std::max_element(row, row + n);
+  double sum = 0;
+  for (int64_t v = 0; v < n; ++v) sum += std::exp(static_cast<double>(row[v]) - max);
+  const double log_sum = std::log(sum);
+  for (int64_t v = 0; v < n; ++v) (*out)[v] = static_cast<double>(row[v]) - max - log_sum;
+}
+
+// How far a model's next-token distributions lie from a reference's over the same positions:
+// the mean KL(reference || model) and how often both rank the same token first (llama.cpp's
+// --kl-divergence figures), far more sensitive to quantization than perplexity.
+struct Divergence {
+  double kl_sum = 0;
+  int64_t same_top = 0, positions = 0;
+  std::vector<double> ref, got;
+  void Add(const float* reference, const float* model, int64_t n_vocab) {
+    LogSoftmax(reference, n_vocab, &ref);
+    LogSoftmax(model, n_vocab, &got);
+    double kl = 0;
+    for (int64_t v = 0; v < n_vocab; ++v) kl += std::exp(ref[v]) * (ref[v] - got[v]);
+    kl_sum += kl;
+    same_top += std::max_element(reference, reference + n_vocab) - reference ==
+                std::max_element(model, model + n_vocab) - model;
+    ++positions;
+  }
+};
 
 // Windows of `ctx` tokens start every `stride` tokens; each scores only the positions no earlier
 // window scored, so every token after the first is predicted once, with at least ctx - stride
@@ -96,6 +128,20 @@ absl::Status Run(const PerplexityOptions& o) {
   auto backend = CreateCpuBackend(o.threads);
   Transformer tf(model, backend.get());
   tf.set_routing_policy(o.routing);
+  std::shared_ptr<const Engine> base;
+  std::unique_ptr<Transformer> base_tf;
+  if (!o.kl_base.empty()) {
+    auto loaded = Engine::Load(o.kl_base, {});
+    if (!loaded.ok()) return loaded.status();
+    base = *loaded;
+    if (base->model()->hp().n_vocab != h.n_vocab) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--kl-base has a vocabulary of ", base->model()->hp().n_vocab, ", not ", h.n_vocab));
+    }
+    base_tf = std::make_unique<Transformer>(base->model(), backend.get());
+  }
+  Divergence divergence;
+  std::vector<float> base_logits;
   Telemetry tel;
   const int64_t n = static_cast<int64_t>(ids.size());
   double nll = 0;
@@ -114,9 +160,20 @@ absl::Status Run(const PerplexityOptions& o) {
     absl::Status s = tf.Forward(window, *cache, LogitsFor::kAll, &logits, &tel,
                                 o.routing.load_window > 0 ? &history : nullptr);
     if (!s.ok()) return s;
+    if (base_tf) {
+      const HParams& bh = base->model()->hp();
+      auto base_cache =
+          KvCache::Create(bh.n_layer, ctx, bh.n_head_kv, bh.head_dim, kv, bh.values_in_keys());
+      if (!base_cache.ok()) return base_cache.status();
+      MOE_RETURN_IF_ERROR(base_tf->Forward(window, *base_cache, LogitsFor::kAll, &base_logits));
+    }
     for (int64_t pos = std::max(scored_upto, start + 1); pos < end; ++pos) {
       nll -= LogProb(logits.data() + (pos - start - 1) * h.n_vocab, h.n_vocab, ids[pos]);
       ++scored;
+      if (base_tf) {
+        divergence.Add(base_logits.data() + (pos - start - 1) * h.n_vocab,
+                       logits.data() + (pos - start - 1) * h.n_vocab, h.n_vocab);
+      }
     }
     scored_upto = end;
     if (end == n) break;
@@ -127,6 +184,12 @@ absl::Status Run(const PerplexityOptions& o) {
   if (o.routing.confidence > 0) {
     std::printf("experts per token %.3f of %lld (mean over layers and positions run)\n",
                 tel.MeanExpertsPerToken(), static_cast<long long>(h.n_expert_used));
+  }
+  if (base_tf) {
+    std::printf("KL divergence from %s: mean %.6f nats; same top token %.2f%% of %lld positions\n",
+                o.kl_base.c_str(), divergence.kl_sum / divergence.positions,
+                100.0 * divergence.same_top / divergence.positions,
+                static_cast<long long>(divergence.positions));
   }
   if (o.routing.capacity_factor > 0 || o.routing.load_window > 0) {
     // Each window runs as one step, so a capacity caps the experts over its tokens.
@@ -155,6 +218,10 @@ void AddPerplexityCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("-t,--threads", opts->threads, "threads (0 = one per core)")
       ->check(ThreadCount());
   AddRoutingFlags(cmd, &opts->routing);
+  cmd->add_option("--kl-base", opts->kl_base,
+                  "a reference model (e.g. the unquantized one): also print the mean KL "
+                  "divergence of this model's predictions from its, and how often both rank the "
+                  "same token first");
   cmd->add_option("--kv-type", opts->kv_type, "KV cache element type")
       ->check(CLI::IsMember({"f32", "f16", "q8_0"}))
       ->capture_default_str();

@@ -1,25 +1,54 @@
-// moe-quantize IN.gguf OUT.gguf SCHEME: re-encodes a GGUF model's weights (q8_0, q4_0, q4_k,
-// q4_k_m, q5_k, q6_k, f16, bf16, mxfp4_moe), keeping every metadata key, in a file llama.cpp reads.
+// moe-quantize IN OUT [TYPE] [--policy uniform|mixed ...]: re-encodes a model's weights.
+//  - OUT.gguf: a GGUF model's weights in one scheme (q8_0, q4_0, q4_k, q4_k_m, q5_k, q6_k, f16,
+//    bf16, mxfp4_moe), keeping every metadata key, in a file llama.cpp reads.
+//  - OUT.moe: any model (.moe, .gguf, Hugging Face directory) into the .moe container, in one
+//    scheme, or with --policy mixed: each routed expert in its own type, chosen by measured
+//    sensitivity to meet --target-bits (tools/moe-quantize/expert_sensitivity.h).
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "lib/backend/cpu/quant_rows.h"
+#include "lib/base/status_macros.h"
+#include "lib/format/moe_writer.h"
 #include "lib/import/gguf_file.h"
 #include "lib/import/gguf_writer.h"
+#include "lib/import/hf_import.h"
+#include "lib/import/model_loader.h"
 #include "lib/import/quant_scheme.h"
+#include "lib/moe/routing_profile.h"
+#include "lib/runtime/engine.h"
+#include "tools/moe-quantize/expert_sensitivity.h"
+#include "tools/moe-quantize/spec_reencoder.h"
+#include "tools/text_tokens.h"
 
 namespace {
+
+struct Options {
+  std::string in, out, scheme;
+  std::string policy = "uniform";
+  double target_bits = 0;
+  std::string calib, profile;
+  std::string base = "q8_0";
+  std::string candidates = "q8_0,q6_k,q5_k,q4_k,q4_0,mxfp4";
+  int64_t calib_tokens = 4096;
+  int64_t calib_rows = 256;
+  int threads = 2;
+};
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "moe-quantize: %s\n", message.c_str());
   return 1;
 }
 
-int Run(const std::string& in, const std::string& out, const std::string& scheme) {
+int QuantizeGguf(const std::string& in, const std::string& out, const std::string& scheme) {
   auto g = moe::GgufFile::Open(in);
   if (!g.ok()) return Fail(std::string(g.status().message()));
   auto arch = (*g)->GetString("general.architecture");
@@ -67,17 +96,173 @@ int Run(const std::string& in, const std::string& out, const std::string& scheme
   return 0;
 }
 
+absl::StatusOr<std::vector<moe::DType>> Candidates(const std::string& list) {
+  std::vector<moe::DType> out;
+  for (absl::string_view name : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+    auto t = moe::DTypeFromName(name);
+    if (!t || moe::IsRuntimeLayout(*t) || *t == moe::DType::kF32) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", name, "' is not a weight type to choose"));
+    }
+    out.push_back(*t);
+  }
+  if (out.empty()) return absl::InvalidArgumentError("no candidate types");
+  return out;
+}
+
+// Each routed expert's type by measured sensitivity within the bit target; the rest by --base.
+absl::StatusOr<std::function<moe::DType(const moe::TensorSpec&)>> MixedTypes(
+    const Options& o, const moe::ModelSpec& spec) {
+  MOE_ASSIGN_OR_RETURN(std::vector<moe::DType> candidates, Candidates(o.candidates));
+  MOE_ASSIGN_OR_RETURN(auto engine, moe::Engine::FromSpec(spec));
+  const moe::HParams& h = spec.hp;
+  MOE_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, moe::cli::ReadTextTokens(*engine, o.calib));
+  if (static_cast<int64_t>(tokens.size()) > o.calib_tokens) tokens.resize(o.calib_tokens);
+  const int64_t window = std::min<int64_t>(h.n_ctx_train > 0 ? h.n_ctx_train : 512, 512);
+  MOE_ASSIGN_OR_RETURN(moe::Calibration cal,
+                       moe::Calibrate(engine->model(), tokens, window, o.calib_rows, o.threads));
+  std::optional<moe::RoutingProfile> profile;
+  if (!o.profile.empty()) {
+    MOE_ASSIGN_OR_RETURN(profile,
+                         moe::RoutingProfile::ReadFile(o.profile, static_cast<int>(h.n_layer),
+                                                       static_cast<int>(h.n_expert)));
+  }
+  auto backend = moe::CreateCpuBackend(o.threads);
+  MOE_ASSIGN_OR_RETURN(auto options,
+                       moe::MeasureSensitivity(*engine->model(), cal, candidates,
+                                               profile ? &profile->counts : nullptr, *backend));
+  int64_t expert_params = 0;
+  const auto pruned = spec.PrunedMask();
+  for (const moe::TensorSpec& t : spec.tensors) {
+    if (t.expert >= 0 && !pruned[t.layer][t.expert]) expert_params += t.num_elements();
+  }
+  const auto budget = static_cast<size_t>(o.target_bits * static_cast<double>(expert_params) / 8);
+  MOE_ASSIGN_OR_RETURN(auto chosen, moe::ChooseTypes(options, budget));
+
+  // The chosen mix: experts and bytes per type, and per layer.
+  std::map<std::string, std::pair<int, size_t>> mix;
+  size_t bytes = 0;
+  for (size_t l = 0; l < chosen.size(); ++l) {
+    std::map<std::string, int> in_layer;
+    for (size_t e = 0; e < chosen[l].size(); ++e) {
+      if (chosen[l][e] < 0) continue;
+      const moe::TypeOption& opt = options[l][e][chosen[l][e]];
+      const std::string name(moe::DTypeName(opt.type));
+      ++mix[name].first;
+      mix[name].second += opt.bytes;
+      bytes += opt.bytes;
+      ++in_layer[name];
+    }
+    if (in_layer.empty()) continue;
+    std::string line;
+    for (const auto& [name, n] : in_layer) absl::StrAppend(&line, " ", name, " x", n);
+    std::printf("layer %zu:%s\n", l, line.c_str());
+  }
+  for (const auto& [name, v] : mix) {
+    std::printf("%-6s %4d experts  %8.2f MiB\n", name.c_str(), v.first, v.second / 1048576.0);
+  }
+  std::printf("experts: %.3f bits per weight (target %.3f), calibrated on %lld tokens\n",
+              8.0 * static_cast<double>(bytes) / static_cast<double>(expert_params), o.target_bits,
+              static_cast<long long>(cal.tokens));
+  std::map<std::pair<int, int>, moe::DType> expert_type;
+  for (size_t l = 0; l < chosen.size(); ++l) {
+    for (size_t e = 0; e < chosen[l].size(); ++e) {
+      if (chosen[l][e] >= 0) {
+        expert_type[{static_cast<int>(l), static_cast<int>(e)}] = options[l][e][chosen[l][e]].type;
+      }
+    }
+  }
+  const std::string base = o.base;
+  const int64_t n_layer = h.n_layer;
+  return [expert_type, base, n_layer](const moe::TensorSpec& t) {
+    if (t.expert >= 0) {
+      auto it = expert_type.find({t.layer, t.expert});
+      if (it != expert_type.end()) return it->second;
+    }
+    return moe::SchemeTypeFor(base, t, n_layer);
+  };
+}
+
+absl::Status QuantizeToMoe(const Options& o) {
+  absl::StatusOr<moe::ModelSpec> loaded = moe::LooksLikeHfCheckpoint(o.in)
+                                              ? moe::ImportHfCheckpoint(o.in, std::nullopt)
+                                              : moe::LoadModelSpec(o.in);
+  if (!loaded.ok()) return loaded.status();
+  std::function<moe::DType(const moe::TensorSpec&)> type_of;
+  if (o.policy == "mixed") {
+    MOE_ASSIGN_OR_RETURN(type_of, MixedTypes(o, *loaded));
+  } else {
+    const std::string scheme = o.scheme;
+    const int64_t n_layer = loaded->hp.n_layer;
+    type_of = [scheme, n_layer](const moe::TensorSpec& t) {
+      return moe::SchemeTypeFor(scheme, t, n_layer);
+    };
+  }
+  MOE_ASSIGN_OR_RETURN(moe::ModelSpec out, moe::ReencodeSpec(*loaded, type_of));
+  MOE_RETURN_IF_ERROR(moe::WriteMoeFile(out, o.out));
+  size_t weights = 0;
+  for (const moe::TensorSpec& t : out.tensors) weights += t.byte_size();
+  std::printf("wrote %s: %.2f MiB of weights\n", o.out.c_str(), weights / 1048576.0);
+  return absl::OkStatus();
+}
+
+int Run(const Options& o) {
+  const bool to_moe = absl::EndsWith(o.out, ".moe");
+  if (o.policy == "mixed") {
+    if (!to_moe) return Fail("--policy mixed writes .moe (per-expert types): name OUT *.moe");
+    if (!(o.target_bits > 0)) return Fail("--policy mixed needs --target-bits");
+    if (o.calib.empty()) return Fail("--policy mixed needs a calibration text (--calib)");
+    if (!moe::IsQuantScheme(o.base)) return Fail("--base must be a scheme, e.g. q8_0");
+  } else if (o.scheme.empty()) {
+    return Fail("name a TYPE, or --policy mixed");
+  }
+  if (!to_moe) return QuantizeGguf(o.in, o.out, o.scheme);
+  const absl::Status s = QuantizeToMoe(o);
+  return s.ok() ? 0 : Fail(std::string(s.message()));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app("Re-encodes a GGUF model's weights.", "moe-quantize");
-  std::string in, out, scheme;
-  app.add_option("IN", in, "input .gguf")->required();
-  app.add_option("OUT", out, "output .gguf")->required();
-  app.add_option("TYPE", scheme,
+  CLI::App app(
+      "Re-encodes a model's weights: to GGUF in one scheme, or to .moe in one scheme or "
+      "with per-expert types chosen by measured sensitivity.",
+      "moe-quantize");
+  Options o;
+  app.add_option("IN", o.in,
+                 "input: .gguf (to GGUF), or .gguf, .moe or a Hugging Face directory "
+                 "(to .moe)")
+      ->required();
+  app.add_option("OUT", o.out, "output .gguf or .moe")->required();
+  app.add_option("TYPE", o.scheme,
                  "q8_0 | q4_0 | q4_k | q4_k_m | q5_k | q6_k | f16 | bf16 | mxfp4_moe")
-      ->required()
       ->check(CLI::IsMember(moe::QuantSchemeNames()));
+  app.add_option("--policy", o.policy,
+                 "uniform: TYPE everywhere; mixed: each routed expert's type chosen by its "
+                 "measured output error on --calib text, weighted by how often it is routed, to "
+                 "meet --target-bits (OUT .moe)")
+      ->check(CLI::IsMember({"uniform", "mixed"}));
+  app.add_option("--target-bits", o.target_bits,
+                 "mixed: average bits per weight of the routed experts")
+      ->check(CLI::Range(1.0, 32.0));
+  app.add_option("--calib", o.calib, "mixed: calibration text (the model's tokenizer)");
+  app.add_option("--profile", o.profile,
+                 "mixed: a routing profile (moe-cli profile) whose counts weight each expert's "
+                 "error instead of the calibration text's routing");
+  app.add_option("--base", o.base,
+                 "mixed: the scheme of everything but the routed experts (routers and norms stay "
+                 "F32)")
+      ->capture_default_str();
+  app.add_option("--candidates", o.candidates, "mixed: the types an expert may take")
+      ->capture_default_str();
+  app.add_option("--calib-tokens", o.calib_tokens, "mixed: at most this many calibration tokens")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
+      ->capture_default_str();
+  app.add_option("--calib-rows", o.calib_rows,
+                 "mixed: routed rows sampled per expert to measure its error")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("-t,--threads", o.threads, "threads")->check(CLI::Range(1, 1024));
   CLI11_PARSE(app, argc, argv);
-  return Run(in, out, scheme);
+  return Run(o);
 }

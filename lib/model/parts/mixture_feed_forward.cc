@@ -53,7 +53,7 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
   }
   if (observer_) {
     observer_(layer, n, static_cast<int>(h.n_expert_used), routing.experts.data(),
-              routing.weights.data());
+              routing.weights.data(), xn.data());
   }
 
   StageTimer timer(tel, &StageTimes::experts_s);

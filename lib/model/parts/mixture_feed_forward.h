@@ -16,9 +16,11 @@
 namespace moe {
 
 // Told each layer's routing of a step: the step's rows in order, k experts and weights per row
-// (-1 and 0 where a row runs fewer), on the thread that runs the step. For traces.
+// (-1 and 0 where a row runs fewer), and the rows the experts take as input (the normalised
+// residual stream, [rows x n_embd]), on the thread that runs the step. For traces and the
+// quantizer's calibration.
 using RoutingObserver = std::function<void(int layer, int64_t rows, int k, const int32_t* experts,
-                                           const float* weights)>;
+                                           const float* weights, const float* inputs)>;
 
 class MixtureFeedForward {
  public:

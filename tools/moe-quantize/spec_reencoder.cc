@@ -1,0 +1,61 @@
+#include "tools/moe-quantize/spec_reencoder.h"
+
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "lib/backend/cpu/quant_rows.h"
+#include "lib/base/status_macros.h"
+#include "lib/import/quant_scheme.h"
+
+namespace moe {
+
+absl::StatusOr<ModelSpec> ReencodeSpec(const ModelSpec& spec,
+                                       const std::function<DType(const TensorSpec&)>& type_of) {
+  ModelSpec out = spec;
+  // The result is no longer the source file's bytes: the expert cache must not read it there.
+  out.source_path.clear();
+  out.source_base = nullptr;
+  out.source_size = 0;
+  std::vector<float> row;
+  for (TensorSpec& t : out.tensors) {
+    const DType type = type_of(t);
+    if (type == t.dtype) continue;
+    const int64_t cols = t.shape.back();
+    const int64_t rows = t.num_elements() / cols;
+    if (!RowSizeValid(type, cols)) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", t.name, "' has rows of ", cols,
+                                                     " values, which ", DTypeName(type),
+                                                     " blocks do not fit"));
+    }
+    const WeightView from{t.dtype, rows, cols, t.data.data()};
+    auto bytes = std::make_shared<std::vector<uint8_t>>(RowBytes(type, cols) * rows);
+    row.resize(cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      DequantizeWeightRow(from, r, row.data());
+      MOE_RETURN_IF_ERROR(
+          QuantizeRow(type, row.data(), bytes->data() + r * RowBytes(type, cols), cols));
+    }
+    t.dtype = type;
+    t.data = absl::MakeConstSpan(*bytes);
+    out.owners.push_back(std::move(bytes));
+  }
+  return out;
+}
+
+std::string SchemeTensorName(const TensorSpec& t) {
+  if (t.expert < 0) return t.name;
+  // blk.L.BASE.E.weight
+  std::vector<std::string> parts = absl::StrSplit(t.name, '.');
+  if (parts.size() != 5) return t.name;
+  return absl::StrCat(parts[0], ".", parts[1], ".", parts[2], "_exps.", parts[4]);
+}
+
+DType SchemeTypeFor(const std::string& scheme, const TensorSpec& t, int64_t n_layer) {
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < t.shape.size(); ++d) rows *= t.shape[d];
+  return QuantTypeFor(scheme, SchemeTensorName(t), t.shape.back(), t.layer, n_layer, rows == 1);
+}
+
+}  // namespace moe

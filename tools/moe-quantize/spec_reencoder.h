@@ -1,0 +1,25 @@
+// Re-encodes a model description's tensors, each in the type a function chooses, for writing
+// as .moe (where every routed expert may have a type of its own).
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "lib/model/model_spec.h"
+
+namespace moe {
+
+// The spec with every tensor re-encoded as type_of(tensor) (a tensor already of that type is
+// shared, not copied); the result owns its new bytes.
+absl::StatusOr<ModelSpec> ReencodeSpec(const ModelSpec& spec,
+                                       const std::function<DType(const TensorSpec&)>& type_of);
+
+// The name a quantization scheme (lib/import/quant_scheme.h) knows a tensor by: GGUF's, where
+// routed experts are stacked (blk.L.ffn_gate.E.weight is blk.L.ffn_gate_exps.weight).
+std::string SchemeTensorName(const TensorSpec& t);
+
+// The type a uniform scheme gives the tensor, as moe-quantize gives it in a GGUF file.
+DType SchemeTypeFor(const std::string& scheme, const TensorSpec& t, int64_t n_layer);
+
+}  // namespace moe
