@@ -252,6 +252,8 @@ struct NativeStats {
   int64_t expert_predicted = 0, expert_predicted_right = 0;
   // The routing policies at work (moe_stats' rerouted/dropped/reweighted_choices).
   int64_t rerouted_choices = 0, dropped_choices = 0, reweighted_choices = 0;
+  // What a token cost on average (moe_stats' weight_bytes_per_token, multiply_adds_per_token).
+  double weight_bytes_per_token = 0, multiply_adds_per_token = 0;
 };
 
 // Where one expert lives (moe_expert_placement).
@@ -666,6 +668,8 @@ class NativeContext {
     s.rerouted_choices = c.rerouted_choices;
     s.dropped_choices = c.dropped_choices;
     s.reweighted_choices = c.reweighted_choices;
+    s.weight_bytes_per_token = c.weight_bytes_per_token;
+    s.multiply_adds_per_token = c.multiply_adds_per_token;
     return s;
   }
   static int TokenThunk(int32_t token, const char* piece, size_t len, void* user_data) {
@@ -723,6 +727,9 @@ struct NativeRequestResult {
   int32_t prompt_tokens = 0, prefix_tokens_reused = 0, generated_tokens = 0, preemptions = 0;
   double queue_seconds = 0, first_token_seconds = 0, total_seconds = 0;
   double decode_tokens_per_second = 0;
+  // What its tokens cost (moe_request_stats' weight_bytes ... decode_multiply_adds_per_token).
+  int64_t weight_bytes = 0, multiply_adds = 0;
+  double decode_weight_bytes_per_token = 0, decode_multiply_adds_per_token = 0;
   std::string Text() const { return text; }
   std::string Message() const { return message; }
   std::vector<int32_t> Tokens() const { return tokens; }
@@ -811,6 +818,10 @@ inline NativeRequestResult ResultOf(const moe_request_result* r) {
   out.first_token_seconds = st.first_token_seconds;
   out.total_seconds = st.total_seconds;
   out.decode_tokens_per_second = st.decode_tokens_per_second;
+  out.weight_bytes = st.weight_bytes;
+  out.multiply_adds = st.multiply_adds;
+  out.decode_weight_bytes_per_token = st.decode_weight_bytes_per_token;
+  out.decode_multiply_adds_per_token = st.decode_multiply_adds_per_token;
   out.text = moe_request_result_text(r);
   out.message = moe_request_result_message(r);
   size_t n = 0;

@@ -617,6 +617,11 @@ typedef struct moe_stats {
   int64_t rerouted_choices;
   int64_t dropped_choices;
   int64_t reweighted_choices;
+  /* What a token cost on average in the call: the weight bytes its computation touched (dense
+   * matrices, its routed experts, the output head where logits were computed) and the
+   * multiply-adds of the matrix products and attention. */
+  double weight_bytes_per_token;
+  double multiply_adds_per_token;
 } moe_stats;
 
 MOE_API moe_status moe_stats_init(moe_stats* stats, size_t struct_size);
@@ -813,6 +818,14 @@ typedef struct moe_request_stats {
   double first_token_seconds; /* submitted until the first token was sampled */
   double total_seconds;
   double decode_tokens_per_second; /* after the first token */
+  /* Appended: what the request's tokens cost — the weight bytes their computation touched (the
+   * dense matrices, the routed experts each token chose, the output head where logits were
+   * computed) and the multiply-adds of the matrix products and attention — over every token its
+   * steps computed (prompt, decode, recomputation after preemption), and per decode step. */
+  int64_t weight_bytes;
+  int64_t multiply_adds;
+  double decode_weight_bytes_per_token;
+  double decode_multiply_adds_per_token;
 } moe_request_stats;
 
 MOE_API moe_status moe_request_stats_init(moe_request_stats* stats, size_t struct_size);

@@ -104,6 +104,10 @@ type Stats struct {
 	// The routing policies at work, over tokens and layers: choices an expert capacity moved to a
 	// later expert or left out, weights load-aware re-weighting scaled down.
 	ReroutedChoices, DroppedChoices, ReweightedChoices int64
+
+	// What a token cost on average: weight bytes its computation touched and multiply-adds of its
+	// matrix products and attention.
+	WeightBytesPerToken, MultiplyAddsPerToken float64
 }
 
 // ExpertCacheStats says what the expert cache did during a call, for one layer
@@ -348,6 +352,8 @@ func (c *Context) Stats() (st Stats, err error) {
 				ReroutedChoices:   s.GetRerouted_choices(),
 				DroppedChoices:    s.GetDropped_choices(),
 				ReweightedChoices: s.GetReweighted_choices(),
+				WeightBytesPerToken:  s.GetWeight_bytes_per_token(),
+				MultiplyAddsPerToken: s.GetMultiply_adds_per_token(),
 			}
 		})
 	})

@@ -55,6 +55,11 @@ type RequestResult struct {
 	FirstTokenSeconds     float64 // from submission until the first token
 	TotalSeconds          float64
 	DecodeTokensPerSecond float64 // after the first token
+	// What its tokens cost: weight bytes their computation touched (dense matrices, the routed
+	// experts each chose, the head where logits were computed) and multiply-adds of the matrix
+	// products and attention, over every token computed, and per generated token.
+	WeightBytes, MultiplyAdds                             int64
+	DecodeWeightBytesPerToken, DecodeMultiplyAddsPerToken float64
 }
 
 // EngineStats says what an Engine has done.
@@ -435,6 +440,9 @@ func (b *requestBridge) OnFinish(_ int64, res raw.NativeRequestResult) {
 		GeneratedTokens: int(res.GetGenerated_tokens()), Preemptions: int(res.GetPreemptions()),
 		QueueSeconds: res.GetQueue_seconds(), FirstTokenSeconds: res.GetFirst_token_seconds(),
 		TotalSeconds: res.GetTotal_seconds(), DecodeTokensPerSecond: res.GetDecode_tokens_per_second(),
+		WeightBytes: res.GetWeight_bytes(), MultiplyAdds: res.GetMultiply_adds(),
+		DecodeWeightBytesPerToken:  res.GetDecode_weight_bytes_per_token(),
+		DecodeMultiplyAddsPerToken: res.GetDecode_multiply_adds_per_token(),
 	}
 	if b.panicked != nil {
 		r.err = &panicError{b.panicked}

@@ -191,8 +191,8 @@ func TestEngineCloseFinishesWhatIsLeftAndCallerDrivenSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Wait(); err != nil {
-		t.Fatal(err)
+	if res, err := r.Wait(); err != nil || res.DecodeMultiplyAddsPerToken <= 0 || res.WeightBytes <= 0 {
+		t.Fatalf("request cost: %+v, %v", res, err)
 	}
 	if st, err := p.Stats(); err != nil || st.ReroutedChoices == 0 || st.ReweightedChoices == 0 {
 		t.Errorf("engine policy counts: %+v, %v", st, err)

@@ -752,6 +752,9 @@ func TestMappedWeightsAndAnF16CacheAreReachable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if st.MultiplyAddsPerToken <= 0 || st.WeightBytesPerToken <= 0 {
+			t.Fatalf("token cost: %+v", st)
+		}
 		if capped := policy.ExpertCapacityFactor > 0; (capped && st.ReroutedChoices == 0) ||
 			(!capped && (st.ReweightedChoices == 0 || st.ReroutedChoices != 0)) {
 			t.Fatalf("%+v: rerouted %d, reweighted %d", policy, st.ReroutedChoices, st.ReweightedChoices)

@@ -587,6 +587,10 @@ moe_status moe_context_get_stats(const moe_context* ctx, moe_stats* out) {
     s.rerouted_choices = t.rerouted_choices;
     s.dropped_choices = t.dropped_choices;
     s.reweighted_choices = t.reweighted_choices;
+    if (t.tokens > 0) {
+      s.weight_bytes_per_token = static_cast<double>(t.active_weight_bytes) / t.tokens;
+      s.multiply_adds_per_token = static_cast<double>(t.multiply_adds) / t.tokens;
+    }
     return WriteVersioned(s, out, "stats");
   });
 }

@@ -272,6 +272,10 @@ moe_status moe_request_result_get_stats(const moe_request_result* r, moe_request
     s.first_token_seconds = st.first_token_s;
     s.total_seconds = st.total_s;
     s.decode_tokens_per_second = st.decode_tok_s;
+    s.weight_bytes = st.weight_bytes;
+    s.multiply_adds = st.multiply_adds;
+    s.decode_weight_bytes_per_token = st.decode_weight_bytes_per_token;
+    s.decode_multiply_adds_per_token = st.decode_multiply_adds_per_token;
     return WriteVersioned(s, out, "stats");
   });
 }

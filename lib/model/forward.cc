@@ -34,6 +34,58 @@ void Transformer::set_disabled_experts(std::vector<std::vector<bool>> disabled) 
   mixture_.set_disabled_experts(std::move(disabled));
 }
 
+void Transformer::AddCosts(absl::Span<const SequenceChunk> batch, Telemetry* tel) {
+  const HParams& h = model_->hp();
+  if (dense_macs_per_token_ < 0) {
+    // Every matrix a token multiplies whatever its routing, and the bytes it reads.
+    dense_macs_per_token_ = 0;
+    dense_bytes_per_token_ = static_cast<int64_t>(model_->token_embd().row_bytes());
+    for (const LayerWeights& L : model_->layers()) {
+      for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.wq_a, &L.wq_b, &L.wkv_a, &L.wk_b,
+                                  &L.wv_b, &L.dense.gate, &L.dense.up, &L.dense.down, &L.router,
+                                  &L.shared.gate, &L.shared.up, &L.shared.down, &L.shared_gate}) {
+        if (!w->empty()) dense_macs_per_token_ += w->rows * w->cols;
+      }
+      dense_bytes_per_token_ += static_cast<int64_t>(L.dense_bytes);
+    }
+  }
+  // Attention: per head, a score (key size) and a weighted value (value size) per position seen.
+  const int64_t score_size = h.latent_attention() ? h.kv_lora_rank + h.rope_dim : h.head_dim;
+  const int64_t value_size = h.latent_attention() ? h.kv_lora_rank : h.head_dim;
+  const std::vector<int64_t>& windows = model_->attention_windows();
+  const int64_t head = model_->output().rows * model_->output().cols;
+  int64_t row = 0;
+  for (const SequenceChunk& c : batch) {
+    const int64_t m = static_cast<int64_t>(c.tokens.size());
+    SequenceCost cost;
+    for (int64_t t = 0; t < m; ++t, ++row) {
+      const int64_t pos = c.pos0 + t;
+      int64_t macs = dense_macs_per_token_ + row_expert_macs_[row];
+      for (int64_t window : windows) {
+        const int64_t seen = window > 0 ? std::min(pos + 1, window) : pos + 1;
+        macs += h.n_head * (score_size + value_size) * seen;
+      }
+      int64_t bytes = dense_bytes_per_token_ + row_expert_bytes_[row];
+      if (c.logits == LogitsFor::kAll || (c.logits == LogitsFor::kLast && t == m - 1)) {
+        macs += head;
+        bytes += static_cast<int64_t>(model_->output().byte_size());
+      }
+      cost.multiply_adds += macs;
+      cost.weight_bytes += bytes;
+    }
+    cost.tokens = m;
+    if (c.cost != nullptr) {
+      c.cost->tokens += cost.tokens;
+      c.cost->weight_bytes += cost.weight_bytes;
+      c.cost->multiply_adds += cost.multiply_adds;
+    }
+    if (tel != nullptr) {
+      tel->active_weight_bytes += cost.weight_bytes;
+      tel->multiply_adds += cost.multiply_adds;
+    }
+  }
+}
+
 absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
                                        std::vector<float>* logits, Telemetry* tel) {
   const HParams& h = model_->hp();
@@ -87,7 +139,21 @@ absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
     StageTimer timer(tel, &StageTimes::other_s);
     backend_->GetRows(model_->token_embd(), tokens.data(), n, x.data());
   }
-  const StepContext ctx{*model_, backend_, positions, histories_, tel};
+  // Each token's cost is counted when a sequence or the telemetry wants it.
+  const bool costed = tel != nullptr || std::any_of(batch.begin(), batch.end(), [](const auto& c) {
+                        return c.cost != nullptr;
+                      });
+  if (costed) {
+    row_expert_bytes_.assign(n, 0);
+    row_expert_macs_.assign(n, 0);
+  }
+  const StepContext ctx{*model_,
+                        backend_,
+                        positions,
+                        histories_,
+                        tel,
+                        costed ? row_expert_bytes_.data() : nullptr,
+                        costed ? row_expert_macs_.data() : nullptr};
   for (int l = 0; l < h.n_layer; ++l) {
     const LayerWeights& L = model_->layers()[l];
     switch (L.parts.attention) {
@@ -110,6 +176,7 @@ absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
     }
   }
 
+  if (costed) AddCosts(batch, tel);
   StageTimer timer(tel, &StageTimes::head_s);
   if (tel) {
     tel->tokens += n;

@@ -72,6 +72,11 @@ class Transformer {
   MixtureFeedForward mixture_;
   std::vector<int32_t> positions_;
   std::vector<RoutingHistory*> histories_;  // per token, when a chunk has a routing history
+  // Adds each chunk's tokens' cost (SequenceCost) to the chunk and the telemetry.
+  void AddCosts(absl::Span<const SequenceChunk> batch, Telemetry* tel);
+  std::vector<int64_t> row_expert_bytes_, row_expert_macs_;  // per row of the step
+  int64_t dense_macs_per_token_ = -1;                        // computed at the first step
+  int64_t dense_bytes_per_token_ = 0;
   std::vector<int32_t> tokens_;      // the batch's tokens, chunk after chunk
   std::vector<int64_t> logit_rows_;  // the rows whose logits are asked for
   std::vector<float> x_, xn_;

@@ -55,6 +55,8 @@ void Telemetry::Merge(const Telemetry& o) {
   rerouted_choices += o.rerouted_choices;
   dropped_choices += o.dropped_choices;
   reweighted_choices += o.reweighted_choices;
+  active_weight_bytes += o.active_weight_bytes;
+  multiply_adds += o.multiply_adds;
   time.attention_s += o.time.attention_s;
   time.router_s += o.time.router_s;
   time.experts_s += o.time.experts_s;

@@ -30,6 +30,9 @@ struct Telemetry {
   int64_t rerouted_choices = 0;
   int64_t dropped_choices = 0;
   int64_t reweighted_choices = 0;
+  // What the tokens' computation cost, summed over them (SequenceCost's measures).
+  int64_t active_weight_bytes = 0;
+  int64_t multiply_adds = 0;
   StageTimes time;
   // Opt-in, as it grows with every token: [layer][token * k + j], each token's choices in the
   // order tokens were processed (-1 for none), for RoutingTrace and its locality analysis.

@@ -47,6 +47,7 @@ struct BatchEngine::Request {
   int64_t blocks_offered = 0;  // leading blocks already offered to the pool for sharing
   PagedKvSequence kv;
   RoutingHistory routing_history;  // for load-aware re-weighting
+  SequenceCost prompt_cost, decode_cost;  // what its steps computed, recomputation included
   Sampler sampler;
   StreamDecoder decoder;
   StopMatcher stops;
@@ -327,7 +328,8 @@ absl::StatusOr<bool> BatchEngine::StepLocked() {
       const bool last = r.computed + s.m == static_cast<int64_t>(r.tokens.size());
       chunks.push_back({absl::MakeConstSpan(r.tokens).subspan(r.computed, s.m), r.computed, &r.kv,
                         last ? LogitsFor::kLast : LogitsFor::kNone,
-                        options_.routing.load_window > 0 ? &r.routing_history : nullptr});
+                        options_.routing.load_window > 0 ? &r.routing_history : nullptr,
+                        r.decoding() ? &r.decode_cost : &r.prompt_cost});
     }
     const HParams& h = engine_->model()->hp();
     step_telemetry_.Reset(h.n_layer, h.n_expert);
@@ -594,6 +596,15 @@ void BatchEngine::Finish(Request& r, FinishReason reason, absl::Status status) {
   if (st.generated_tokens > 1) {
     const double s = Seconds(r.first_token, r.last_token);
     st.decode_tok_s = s > 0 ? (st.generated_tokens - 1) / s : 0;
+  }
+  st.weight_bytes = r.prompt_cost.weight_bytes + r.decode_cost.weight_bytes;
+  st.multiply_adds = r.prompt_cost.multiply_adds + r.decode_cost.multiply_adds;
+  if (r.decode_cost.tokens > 0) {
+    const auto per_token = [&](int64_t v) {
+      return static_cast<double>(v) / static_cast<double>(r.decode_cost.tokens);
+    };
+    st.decode_weight_bytes_per_token = per_token(r.decode_cost.weight_bytes);
+    st.decode_multiply_adds_per_token = per_token(r.decode_cost.multiply_adds);
   }
   event.result = &r.result;
   if (r.callback) r.callback(event);

@@ -98,6 +98,12 @@ struct RequestStats {
   int64_t prefix_tokens_reused = 0;  // prompt positions taken from cached blocks
   int64_t generated_tokens = 0;
   int32_t preemptions = 0;
+  // What its tokens cost (SequenceCost): over every token its steps computed (prompt, decode,
+  // and what preemption made compute again), and per decode step.
+  int64_t weight_bytes = 0;
+  int64_t multiply_adds = 0;
+  double decode_weight_bytes_per_token = 0;
+  double decode_multiply_adds_per_token = 0;
 };
 
 struct RequestResult {

@@ -82,6 +82,14 @@ std::string MetricsText(const SessionStats& s, double total_params, const std::s
                : 0.0);
   w.Family("moe_weight_bytes_per_token", "gauge", "Weight bytes read per token in the last call.");
   w.Sample(tokens > 0 ? static_cast<double>(t.weight_bytes_read) / tokens : 0.0);
+  w.Family("moe_token_weight_bytes", "gauge",
+           "Weight bytes a token's computation touched in the last call, on average (dense "
+           "matrices, its routed experts, the head where logits were computed).");
+  w.Sample(tokens > 0 ? static_cast<double>(t.active_weight_bytes) / tokens : 0.0);
+  w.Family("moe_token_multiply_adds", "gauge",
+           "Multiply-adds of a token's matrix products and attention in the last call, on "
+           "average.");
+  w.Sample(tokens > 0 ? static_cast<double>(t.multiply_adds) / tokens : 0.0);
   w.Family("moe_expert_utilisation_stddev", "gauge",
            "Per layer: standard deviation of the experts' shares of the tokens' choices in the "
            "last call (0: all chosen alike).");

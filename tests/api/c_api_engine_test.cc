@@ -216,6 +216,12 @@ TEST_F(CApiEngineTest, CapacityAndLoadAwareReweightingAreCounted) {
   ASSERT_EQ(Submit(e, kPrompts[4], 4, nullptr, &id), MOE_OK);
   moe_request_result* r = nullptr;
   ASSERT_EQ(moe_engine_wait(e, id, -1, &r), MOE_OK) << moe_last_error();
+  moe_request_stats rs = moe_default_request_stats();
+  ASSERT_EQ(moe_request_result_get_stats(r, &rs), MOE_OK);
+  EXPECT_GT(rs.decode_weight_bytes_per_token, 0);
+  EXPECT_GT(rs.decode_multiply_adds_per_token, 0);
+  EXPECT_GT(rs.multiply_adds, rs.decode_multiply_adds_per_token);
+  EXPECT_GT(rs.weight_bytes, 0);
   moe_request_result_free(r);
   moe_engine_stats st;
   ASSERT_EQ(moe_engine_stats_init(&st, sizeof(st)), MOE_OK);

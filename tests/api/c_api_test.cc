@@ -872,6 +872,9 @@ TEST_F(CApiTest, CapacityAndLoadAwareReweightingAreCountedAndChecked) {
   std::vector<int64_t> plain_counts, counts;
   const moe_stats plain = run(d, &plain_counts);
   EXPECT_EQ(plain.rerouted_choices + plain.dropped_choices + plain.reweighted_choices, 0);
+  // What a token cost: the weight bytes it touched and its multiply-adds.
+  EXPECT_GT(plain.weight_bytes_per_token, 0);
+  EXPECT_GT(plain.multiply_adds_per_token, 0);
 
   moe_context_params p = d;
   p.expert_capacity_factor = 1.f;

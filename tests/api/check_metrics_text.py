@@ -73,6 +73,8 @@ def main():
         "moe_active_params_per_token": (None, None),
         "moe_active_fraction": (None, None),
         "moe_weight_bytes_per_token": (None, None),
+        "moe_token_weight_bytes": (None, None),
+        "moe_token_multiply_adds": (None, None),
         "moe_expert_utilisation_stddev": ("layer", {str(l) for l in range(n_layers)}),
         "moe_expert_jain_fairness": ("layer", {str(l) for l in range(n_layers)}),
         "moe_expert_cache_lookups": ("result", {"hit", "miss"}),
@@ -97,6 +99,8 @@ def main():
         fail(f"experts per token {one('moe_experts_per_token')}, want {top_k}")
     if not 0 < one("moe_active_fraction") < 1:
         fail(f"active fraction {one('moe_active_fraction')}")
+    if one("moe_token_multiply_adds") <= 0 or one("moe_token_weight_bytes") <= 0:
+        fail("a token's cost is not counted")
     if one("moe_router_entropy_nats") <= 0:
         fail("router entropy is not positive")
     for s in families["moe_expert_jain_fairness"].samples:

@@ -48,6 +48,10 @@ std::string StatsTable(const Engine& e, const SessionStats& s) {
   if (t.tokens > 0) {
     absl::StrAppendFormat(&out, "router      mean entropy %.3f nats per token and layer\n",
                           t.MeanRouterEntropy());
+    const double n = static_cast<double>(t.tokens);
+    absl::StrAppendFormat(&out,
+                          "cost        %.2f MB of weights and %.2f M multiply-adds per token\n",
+                          t.active_weight_bytes / n / 1e6, t.multiply_adds / n / 1e6);
   }
   if (const ExpertStore* store = e.expert_store()) {
     const ExpertCacheStats c = store->cache().stats();
@@ -105,6 +109,10 @@ std::string StatsJson(const Engine& e, const SessionStats& s, const std::string&
   j["active_params_per_token"] = active;
   j["active_fraction"] = active / std::max<int64_t>(1, e.params().total);
   j["weight_bytes_read"] = t.weight_bytes_read;
+  if (t.tokens > 0) {
+    j["weight_bytes_per_token"] = static_cast<double>(t.active_weight_bytes) / t.tokens;
+    j["multiply_adds_per_token"] = static_cast<double>(t.multiply_adds) / t.tokens;
+  }
   j["expert_counts"] = t.expert_counts;
   if (const ExpertStore* store = e.expert_store()) {
     const ExpertCacheStats c = store->cache().stats();

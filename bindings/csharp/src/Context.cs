@@ -101,6 +101,8 @@ namespace LibMoe {
             },
             ReroutedChoices = s.rerouted_choices, DroppedChoices = s.dropped_choices,
             ReweightedChoices = s.reweighted_choices,
+            WeightBytesPerToken = s.weight_bytes_per_token,
+            MultiplyAddsPerToken = s.multiply_adds_per_token,
           };
         }
       }

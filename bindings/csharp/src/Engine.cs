@@ -135,6 +135,13 @@ namespace LibMoe {
     public double FirstTokenSeconds { get; internal set; }
     public double TotalSeconds { get; internal set; }
     public double DecodeTokensPerSecond { get; internal set; }
+    /// <summary>Weight bytes its tokens' computation touched (dense matrices, the routed experts
+    /// each chose, the head where logits were computed), over every token computed.</summary>
+    public long WeightBytes { get; internal set; }
+    /// <summary>Multiply-adds of its tokens' matrix products and attention.</summary>
+    public long MultiplyAdds { get; internal set; }
+    public double DecodeWeightBytesPerToken { get; internal set; }
+    public double DecodeMultiplyAddsPerToken { get; internal set; }
 
     internal static RequestResult Of(NativeRequestResult r) {
       return new RequestResult {
@@ -143,7 +150,9 @@ namespace LibMoe {
         PrefixTokensReused = r.prefix_tokens_reused, GeneratedTokens = r.generated_tokens,
         Preemptions = r.preemptions, QueueSeconds = r.queue_seconds,
         FirstTokenSeconds = r.first_token_seconds, TotalSeconds = r.total_seconds,
-        DecodeTokensPerSecond = r.decode_tokens_per_second,
+        DecodeTokensPerSecond = r.decode_tokens_per_second, WeightBytes = r.weight_bytes,
+        MultiplyAdds = r.multiply_adds, DecodeWeightBytesPerToken = r.decode_weight_bytes_per_token,
+        DecodeMultiplyAddsPerToken = r.decode_multiply_adds_per_token,
       };
     }
   }

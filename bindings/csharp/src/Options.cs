@@ -283,6 +283,11 @@ namespace LibMoe {
     public long DroppedChoices { get; internal set; }
     /// <summary>Weights load-aware re-weighting scaled down.</summary>
     public long ReweightedChoices { get; internal set; }
+    /// <summary>Weight bytes a token's computation touched, on average (dense matrices, its
+    /// routed experts, the head where logits were computed).</summary>
+    public double WeightBytesPerToken { get; internal set; }
+    /// <summary>Multiply-adds of a token's matrix products and attention, on average.</summary>
+    public double MultiplyAddsPerToken { get; internal set; }
   }
 
   /// <summary>A model's hyper-parameters and vocabulary facts.</summary>

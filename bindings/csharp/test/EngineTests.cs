@@ -130,7 +130,9 @@ public class EngineTests {
     // Capacity and load-aware re-weighting, counted over the engine's steps.
     using (var engine = new Engine(model, new EngineOptions { ExpertCapacityFactor = 1.0f,
                                                               LoadWindow = 8, LoadLimit = 1.0f })) {
-      Assert.IsNotNull(engine.SubmitAsync(Prompts[4], Greedy(3)).Result.Text);
+      RequestResult done = engine.SubmitAsync(Prompts[4], Greedy(3)).Result;
+      Assert.Greater(done.DecodeMultiplyAddsPerToken, 0);
+      Assert.Greater(done.WeightBytes, 0);
       EngineStats st = engine.Stats;
       Assert.Greater(st.ReroutedChoices, 0);
       Assert.Greater(st.ReweightedChoices, 0);

@@ -194,6 +194,8 @@ public class MoeTests {
                model.CreateContext(new ContextOptions { LoadWindow = 8, LoadLimit = 1.0f })) {
       GenerateIds(capped, prompt, 2);
       Assert.Greater(capped.Stats.ReroutedChoices, 0);
+      Assert.Greater(capped.Stats.MultiplyAddsPerToken, 0);
+      Assert.Greater(capped.Stats.WeightBytesPerToken, 0);
       GenerateIds(balanced, prompt, 2);
       Assert.Greater(balanced.Stats.ReweightedChoices, 0);
       Assert.AreEqual(0, balanced.Stats.ReroutedChoices);

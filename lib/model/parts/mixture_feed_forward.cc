@@ -46,6 +46,18 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
     rc.positions = ctx.positions.data();
     Route(rc, router_logits, n, &routing);
     if (policy_.load_window > 0 && !ctx.histories.empty()) Reweigh(ctx, layer, n, tel);
+    if (ctx.expert_bytes != nullptr) {
+      for (int64_t t = 0; t < n; ++t) {
+        for (int64_t j = 0; j < h.n_expert_used; ++j) {
+          const int32_t e = routing.experts[t * h.n_expert_used + j];
+          if (e < 0) continue;
+          const ExpertWeights& w = L.experts[e];
+          ctx.expert_bytes[t] += static_cast<int64_t>(w.byte_size());
+          ctx.expert_macs[t] +=
+              w.gate.rows * w.gate.cols + w.up.rows * w.up.cols + w.down.rows * w.down.cols;
+        }
+      }
+    }
     if (tel) {
       tel->rerouted_choices += routing.rerouted;
       tel->dropped_choices += routing.dropped;

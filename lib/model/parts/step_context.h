@@ -18,7 +18,11 @@ struct StepContext {
   absl::Span<const int32_t> positions;  // of the step's tokens, in batch order
   // Each token's sequence's routing history (RoutingHistory), or empty when no sequence has one.
   absl::Span<RoutingHistory* const> histories;
-  Telemetry* telemetry;                 // null: not measured
+  Telemetry* telemetry;  // null: not measured
+  // Per row of the step: the routed experts' weight bytes and multiply-adds, added to by the
+  // mixture blocks (each token's cost; null: not counted).
+  int64_t* expert_bytes = nullptr;
+  int64_t* expert_macs = nullptr;
 };
 
 // Adds the seconds of its scope to a telemetry field (nothing without telemetry).

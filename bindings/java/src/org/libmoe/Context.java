@@ -109,7 +109,8 @@ public final class Context implements AutoCloseable {
           s.getRouter_seconds(), s.getExperts_seconds(), s.getHead_seconds(),
           s.getSampling_seconds(), s.getActive_params_per_token(), s.getMean_router_entropy(),
           s.getWeight_bytes_read(), cache, s.getRerouted_choices(), s.getDropped_choices(),
-          s.getReweighted_choices());
+          s.getReweighted_choices(), s.getWeight_bytes_per_token(),
+          s.getMultiply_adds_per_token());
     } finally {
       s.delete();
     }

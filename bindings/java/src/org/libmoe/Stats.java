@@ -26,6 +26,9 @@ package org.libmoe;
  * @param droppedChoices choices an expert capacity left out
  * @param reweightedChoices weights load-aware re-weighting scaled down
  *     ({@link ContextOptions#loadBalance})
+ * @param weightBytesPerToken weight bytes a token's computation touched, on average (dense
+ *     matrices, its routed experts, the head where logits were computed)
+ * @param multiplyAddsPerToken multiply-adds of a token's matrix products and attention
  */
 public record Stats(
     int promptTokens,
@@ -47,7 +50,9 @@ public record Stats(
     ExpertCacheStats expertCache,
     long reroutedChoices,
     long droppedChoices,
-    long reweightedChoices) {
+    long reweightedChoices,
+    double weightBytesPerToken,
+    double multiplyAddsPerToken) {
 
   /** The third release's constructor, kept for source compatibility: no routing counts. */
   public Stats(int promptTokens, int generatedTokens, double promptSeconds,
@@ -59,7 +64,7 @@ public record Stats(
     this(promptTokens, generatedTokens, promptSeconds, generateSeconds, promptTokensPerSecond,
         generateTokensPerSecond, activeFraction, finishReason, attentionSeconds, routerSeconds,
         expertsSeconds, headSeconds, samplingSeconds, activeParametersPerToken, meanRouterEntropy,
-        weightBytesRead, expertCache, 0, 0, 0);
+        weightBytesRead, expertCache, 0, 0, 0, 0, 0);
   }
 
   /** The second release's constructor, kept for source compatibility: no expert cache figures. */

@@ -149,7 +149,9 @@ class EngineTest {
     // Capacity and load-aware re-weighting, counted over the engine's steps.
     try (Engine engine = new Engine(
              model, new EngineOptions().expertCapacityFactor(1.0f).loadBalance(8, 1.0f))) {
-      engine.submit(PROMPTS[4], greedy(3), null).result().get();
+      RequestResult done = engine.submit(PROMPTS[4], greedy(3), null).result().get();
+      assertTrue(done.decodeMultiplyAddsPerToken() > 0, done.toString());
+      assertTrue(done.weightBytes() > 0, done.toString());
       EngineStats st = engine.stats();
       assertTrue(st.reroutedChoices() > 0, st.toString());
       assertTrue(st.reweightedChoices() > 0, st.toString());

@@ -263,6 +263,8 @@ class MoeTest {
          Context balanced = model.newContext(new ContextOptions().loadBalance(8, 1.0f))) {
       generateIds(capped, prompt, 2);
       assertTrue(capped.stats().reroutedChoices() > 0);
+      assertTrue(capped.stats().multiplyAddsPerToken() > 0);
+      assertTrue(capped.stats().weightBytesPerToken() > 0);
       generateIds(balanced, prompt, 2);
       assertTrue(balanced.stats().reweightedChoices() > 0);
       assertEquals(0, balanced.stats().reroutedChoices());
