@@ -282,6 +282,7 @@ MOE_WRAP(moe_swig::NativeEngine::TryWait)
 MOE_WRAP(moe_swig::NativeEngine::Step)
 MOE_WRAP(moe_swig::NativeEngine::Stats)
 MOE_WRAP(moe_swig::NativeEngine::MetricsText)
+MOE_WRAP(moe_swig::NativeEngine::DisableExperts)
 
 // Per language: errors, strings, token arrays, logits (float) and expert counts (int64).
 #if defined(SWIGJAVA)

@@ -936,6 +936,12 @@ class NativeEngine {
     Check(moe_engine_step(e.get(), &worked));
     return worked != 0;
   }
+  // Switches the layer's experts off for every request (an empty set: all back on);
+  // moe_engine_disable_experts.
+  void DisableExperts(int32_t layer, const int32_t* experts, size_t n_experts) {
+    const std::shared_ptr<moe_engine> e = engine_.Hold("engine");
+    Check(moe_engine_disable_experts(e.get(), layer, experts, n_experts));
+  }
   // The engine's statistics in the Prometheus text format (moe_engine_metrics_text).
   std::string MetricsText() const {
     const std::shared_ptr<moe_engine> e = engine_.Hold("engine");

@@ -874,6 +874,13 @@ typedef struct moe_engine_stats {
 
 MOE_API moe_status moe_engine_stats_init(moe_engine_stats* stats, size_t struct_size);
 
+/* Switches experts of one MoE layer off for every request of the engine from its next step on, as
+ * moe_context_disable_experts does for a context: experts[0..n_experts) replaces the layer's set;
+ * n_experts = 0 switches them all back on. MOE_ERROR_INVALID_ARGUMENT for a layer without routed
+ * experts, an id out of range, or a set that would leave the layer no expert. Any thread. */
+MOE_API moe_status moe_engine_disable_experts(moe_engine* engine, int32_t layer,
+                                              const int32_t* experts, size_t n_experts);
+
 /* The engine's statistics since its creation in the Prometheus text exposition format (0.0.4),
  * into buf[0..capacity); see "Caller buffers". Counters: moe_engine_requests_submitted_total,
  * _requests_finished_total, _steps_total, _tokens_total, _decode_tokens_total,

@@ -304,6 +304,20 @@ func (e *Engine) Step() (bool, error) {
 	return worked, err
 }
 
+// DisableExperts switches experts of one MoE layer off for every request from the engine's next
+// step on: the router takes the best of the others. The experts replace the layer's set; none
+// switches them all back on. Invalid layers, ids out of range or a set leaving the layer no
+// expert are InvalidArgument errors.
+func (e *Engine) DisableExperts(layer int, experts ...int32) error {
+	n, err := e.h.get()
+	if err != nil {
+		return err
+	}
+	err = call(func() { n.DisableExperts(layer, experts) })
+	runtime.KeepAlive(e)
+	return err
+}
+
 // MetricsText is what the engine has done so far in the Prometheus text exposition format
 // (request and token counters, running and waiting requests, KV blocks by state, step averages),
 // for a service's own metrics endpoint.

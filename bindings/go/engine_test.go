@@ -194,6 +194,18 @@ func TestEngineCloseFinishesWhatIsLeftAndCallerDrivenSteps(t *testing.T) {
 	if res, err := r.Wait(); err != nil || res.DecodeMultiplyAddsPerToken <= 0 || res.WeightBytes <= 0 {
 		t.Fatalf("request cost: %+v, %v", res, err)
 	}
+	if err := p.DisableExperts(0, 0, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = p.Submit(context.Background(), enginePrompts[1], greedy(3), nil); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := r.Wait(); err != nil || len(res.Tokens) != 3 {
+		t.Fatalf("with experts off: %+v, %v", res, err)
+	}
+	if err := p.DisableExperts(99, 0); !isStatus(err, InvalidArgument) {
+		t.Errorf("layer 99: %v", err)
+	}
 	if st, err := p.Stats(); err != nil || st.ReroutedChoices == 0 || st.ReweightedChoices == 0 {
 		t.Errorf("engine policy counts: %+v, %v", st, err)
 	}

@@ -312,6 +312,16 @@ moe_status moe_engine_get_stats(const moe_engine* e, moe_engine_stats* out) {
   });
 }
 
+moe_status moe_engine_disable_experts(moe_engine* e, int32_t layer, const int32_t* experts,
+                                      size_t n_experts) {
+  return Guard("moe_engine_disable_experts", [&]() -> moe_status {
+    if (e == nullptr) return Null("engine");
+    if (experts == nullptr && n_experts > 0) return Null("experts");
+    return FromStatus(e->engine->SetDisabledExperts(
+        layer, absl::MakeConstSpan(experts, experts == nullptr ? 0 : n_experts)));
+  });
+}
+
 moe_status moe_engine_metrics_text(const moe_engine* e, char* buf, size_t capacity, size_t* len) {
   return Guard("moe_engine_metrics_text", [&]() -> moe_status {
     if (e == nullptr) return Null("engine");

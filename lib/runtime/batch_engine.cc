@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/base/status_macros.h"
+#include "lib/runtime/expert_mask.h"
 #include "lib/runtime/stop_matcher.h"
 #include "lib/sampling/sampler.h"
 #include "lib/tokenizer/stream_decoder.h"
@@ -307,6 +308,15 @@ void BatchEngine::AdmitIncoming(std::unique_lock<std::mutex>& lock) {
   lock.lock();
 }
 
+absl::Status BatchEngine::SetDisabledExperts(int layer, absl::Span<const int32_t> experts) {
+  MOE_ASSIGN_OR_RETURN(std::vector<bool> off, ExpertMask(*engine_->model(), layer, experts));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (disabled_experts_.empty()) disabled_experts_.assign(engine_->model()->hp().n_layer, {});
+  disabled_experts_[layer] = std::move(off);
+  disabled_changed_ = true;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<bool> BatchEngine::StepLocked() {
   stepping_thread_.store(std::this_thread::get_id());
   struct Clear {
@@ -316,6 +326,10 @@ absl::StatusOr<bool> BatchEngine::StepLocked() {
   {
     std::unique_lock<std::mutex> lock(mu_);
     AdmitIncoming(lock);
+    if (disabled_changed_) {
+      transformer_.set_disabled_experts(disabled_experts_);
+      disabled_changed_ = false;
+    }
   }
   const auto t0 = Clock::now();
   std::vector<Scheduled> batch = Schedule();

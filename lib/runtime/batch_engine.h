@@ -157,6 +157,10 @@ class BatchEngine {
   // The result if the request has finished (handed over), nullopt-like Unavailable if not yet.
   absl::StatusOr<RequestResult> TryWait(uint64_t request);
 
+  // Switches experts of a MoE layer off for every request from the next step on (an empty set:
+  // all back on); the same checks as Session::SetDisabledExperts (lib/runtime/expert_mask.h).
+  absl::Status SetDisabledExperts(int layer, absl::Span<const int32_t> experts);
+
   // Caller-driven engines (own_thread = false): runs one step; returns whether it did any work.
   absl::StatusOr<bool> Step();
 
@@ -210,6 +214,9 @@ class BatchEngine {
   std::condition_variable finished_;  // a request finished
   std::vector<std::unique_ptr<Request>> incoming_;
   std::vector<uint64_t> cancels_;
+  // Switched-off experts ([layer][expert]), handed to the forward pass at the next step.
+  std::vector<std::vector<bool>> disabled_experts_;
+  bool disabled_changed_ = false;
   absl::flat_hash_map<uint64_t, RequestResult> results_;  // finished, not handed over
   absl::flat_hash_map<uint64_t, bool> live_;              // submitted, not finished: keep_result
   uint64_t next_id_ = 1;

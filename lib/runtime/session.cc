@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "lib/base/status_macros.h"
+#include "lib/runtime/expert_mask.h"
 #include "lib/runtime/stop_matcher.h"
 #include "lib/tokenizer/stream_decoder.h"
 
@@ -292,32 +293,10 @@ absl::Status Session::SetDisabledExperts(int layer, absl::Span<const int32_t> ex
   Busy busy(*this);
   MOE_RETURN_IF_ERROR(busy.status());
   const Model& model = *engine_->model();
+  MOE_ASSIGN_OR_RETURN(std::vector<bool> off, ExpertMask(model, layer, experts));
   const HParams& h = model.hp();
-  if (layer < 0 || layer >= h.n_layer ||
-      model.layers()[layer].parts.ffn != FeedForwardPart::kMixture) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "layer ", layer, " has no routed experts (the model's MoE layers are among 0..",
-        h.n_layer - 1, ")"));
-  }
-  std::vector<bool> off(h.n_expert, false);
-  int64_t n_off = 0;
-  for (int32_t e : experts) {
-    if (e < 0 || e >= h.n_expert) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("expert ", e, " is outside [0, ", h.n_expert, ")"));
-    }
-    n_off += !off[e];
-    off[e] = true;
-  }
-  int64_t n_gone = 0;  // switched off or pruned from the model
-  for (int e = 0; e < h.n_expert; ++e) n_gone += off[e] || model.pruned_experts()[layer][e];
-  if (n_gone == h.n_expert) {
-    return absl::InvalidArgumentError(absl::StrCat("switching off these experts would leave layer ",
-                                                   layer, " with none (of its ", h.n_expert, ", ",
-                                                   n_gone - n_off, " are pruned from the model)"));
-  }
   if (disabled_experts_.empty()) disabled_experts_.assign(h.n_layer, {});
-  disabled_experts_[layer] = n_off > 0 ? std::move(off) : std::vector<bool>{};
+  disabled_experts_[layer] = std::move(off);
   transformer_.set_disabled_experts(disabled_experts_);
   return absl::OkStatus();
 }

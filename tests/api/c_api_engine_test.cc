@@ -228,6 +228,18 @@ TEST_F(CApiEngineTest, CapacityAndLoadAwareReweightingAreCounted) {
   ASSERT_EQ(moe_engine_get_stats(e, &st), MOE_OK);
   EXPECT_GT(st.rerouted_choices, 0);
   EXPECT_GT(st.reweighted_choices, 0);
+  // Switched-off experts: accepted for a MoE layer, refused for a bad layer, id or set.
+  const int32_t off[] = {0, 1, 2};
+  EXPECT_EQ(moe_engine_disable_experts(e, 0, off, 3), MOE_OK) << moe_last_error();
+  ASSERT_EQ(Submit(e, kPrompts[1], 3, nullptr, &id), MOE_OK);
+  ASSERT_EQ(moe_engine_wait(e, id, -1, &r), MOE_OK) << moe_last_error();
+  moe_request_result_free(r);
+  EXPECT_EQ(moe_engine_disable_experts(e, 0, nullptr, 0), MOE_OK);
+  EXPECT_EQ(moe_engine_disable_experts(e, 99, off, 3), MOE_ERROR_INVALID_ARGUMENT);
+  const int32_t bad[] = {0, 1000};
+  EXPECT_EQ(moe_engine_disable_experts(e, 0, bad, 2), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(moe_engine_disable_experts(e, 0, nullptr, 2), MOE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(moe_engine_disable_experts(nullptr, 0, off, 3), MOE_ERROR_INVALID_ARGUMENT);
   moe_engine_free(e);
   p = moe_engine_default_params();
   p.load_limit = 0.f;

@@ -204,6 +204,47 @@ TEST(CapacityTest, EngineStepsReportWhatTheyReRouted) {
   EXPECT_GT((*engine)->stats().rerouted_choices, 0);
 }
 
+// An engine's switched-off experts apply to every request from its next step: each generates
+// what a lone context with the same experts off does.
+TEST(EngineExpertMaskTest, RequestsRouteAroundTheSwitchedOffExperts) {
+  auto e = Load();
+  ASSERT_NE(e, nullptr);
+  const std::vector<int32_t> off = {0, 2, 5};
+  auto engine = BatchEngine::Create(e, EngineWith({}));
+  ASSERT_TRUE(engine.ok());
+  ASSERT_TRUE((*engine)->SetDisabledExperts(1, off).ok());
+  std::vector<std::vector<int32_t>> prompts = {Tokens(*e, 9, 21), Tokens(*e, 17, 22)};
+  std::vector<uint64_t> ids;
+  for (const auto& p : prompts) {
+    RequestOptions r;
+    r.tokens = p;
+    r.generate = Greedy(8);
+    auto id = (*engine)->Submit(r, nullptr);
+    ASSERT_TRUE(id.ok());
+    ids.push_back(*id);
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto result = (*engine)->Wait(ids[i]);
+    ASSERT_TRUE(result.ok());
+    auto s = NewSession(e, {}, 64);
+    ASSERT_TRUE(s->SetDisabledExperts(1, off).ok());
+    std::vector<int32_t> want;
+    ASSERT_TRUE(s->GenerateFromTokens(prompts[i], Greedy(8), [&](int32_t token, absl::string_view) {
+                   if (token >= 0) want.push_back(token);
+                   return true;
+                 }).ok());
+    EXPECT_EQ(result->tokens, want) << "request " << i;
+    EXPECT_NE(result->tokens, LoneGreedy(e, {}, prompts[i], 8)) << "the mask changed something";
+  }
+  const HParams& h = e->model()->hp();
+  std::vector<int32_t> all(h.n_expert);
+  for (int i = 0; i < h.n_expert; ++i) all[i] = i;
+  EXPECT_EQ((*engine)->SetDisabledExperts(0, all).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*engine)->SetDisabledExperts(static_cast<int>(h.n_layer), off).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*engine)->SetDisabledExperts(1, {}).ok());
+}
+
 TEST(RoutingPoliciesTest, BadValuesAreRefusedAtCreation) {
   auto e = Load();
   ASSERT_NE(e, nullptr);

@@ -290,6 +290,16 @@ namespace LibMoe {
     /// false when there was nothing to do.</summary>
     public bool Step() { return Native.Step(); }
 
+    /// <summary>Switches experts of one MoE layer off for every request from the engine's next
+    /// step on: the router takes the best of the others. The experts replace the layer's set;
+    /// none switches them all back on. Invalid layers, ids out of range or a set leaving the layer
+    /// no expert throw InvalidArgument.</summary>
+    public void DisableExperts(int layer, params int[] experts) {
+      if (experts == null)
+        throw new ArgumentNullException("experts");
+      Native.DisableExperts(layer, experts, (uint)experts.Length);
+    }
+
     /// <summary>What the engine has done so far in the Prometheus text exposition format (request
     /// and token counters, running and waiting requests, KV blocks by state, step averages), for
     /// a service's own metrics endpoint.</summary>

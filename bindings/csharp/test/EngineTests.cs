@@ -133,6 +133,10 @@ public class EngineTests {
       RequestResult done = engine.SubmitAsync(Prompts[4], Greedy(3)).Result;
       Assert.Greater(done.DecodeMultiplyAddsPerToken, 0);
       Assert.Greater(done.WeightBytes, 0);
+      engine.DisableExperts(0, 0, 1, 2);
+      Assert.AreEqual(3, engine.SubmitAsync(Prompts[1], Greedy(3)).Result.Tokens.Length);
+      var noLayer = Assert.Throws<MoeException>(() => engine.DisableExperts(99, 0));
+      Assert.AreEqual(Status.InvalidArgument, noLayer.Status);
       EngineStats st = engine.Stats;
       Assert.Greater(st.ReroutedChoices, 0);
       Assert.Greater(st.ReweightedChoices, 0);

@@ -113,6 +113,17 @@ public final class Engine implements AutoCloseable {
     return Utf8.decode(get().MetricsText());
   }
 
+  /**
+   * Switches experts of one MoE layer off for every request from the engine's next step on: the
+   * router takes the best of the others. The experts replace the layer's set; none switches them
+   * all back on. Invalid layers, ids out of range or a set leaving the layer no expert throw
+   * INVALID_ARGUMENT.
+   */
+  public void disableExperts(int layer, int... experts) {
+    java.util.Objects.requireNonNull(experts, "experts is null");
+    get().DisableExperts(layer, experts);
+  }
+
   /** What the engine has done so far. */
   public EngineStats stats() {
     NativeEngineStats s = get().Stats();

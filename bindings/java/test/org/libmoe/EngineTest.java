@@ -152,6 +152,10 @@ class EngineTest {
       RequestResult done = engine.submit(PROMPTS[4], greedy(3), null).result().get();
       assertTrue(done.decodeMultiplyAddsPerToken() > 0, done.toString());
       assertTrue(done.weightBytes() > 0, done.toString());
+      engine.disableExperts(0, 0, 1, 2);
+      assertEquals(3, engine.submit(PROMPTS[1], greedy(3), null).result().get().tokens().length);
+      MoeException noLayer = assertThrows(MoeException.class, () -> engine.disableExperts(99, 0));
+      assertEquals(Status.INVALID_ARGUMENT, noLayer.status());
       EngineStats st = engine.stats();
       assertTrue(st.reroutedChoices() > 0, st.toString());
       assertTrue(st.reweightedChoices() > 0, st.toString());
