@@ -629,9 +629,8 @@ moe_status moe_context_metrics_text(const moe_context* ctx, char* buf, size_t ca
   return Guard("moe_context_metrics_text", [&]() -> moe_status {
     if (ctx == nullptr) return Null("context");
     std::string text;
-    const double total = static_cast<double>(ctx->engine->params().total);
-    if (absl::Status s =
-            ctx->session->Inspect([&] { text = moe::MetricsText(ctx->session->stats(), total); });
+    if (absl::Status s = ctx->session->Inspect(
+            [&] { text = moe::MetricsText(ctx->session->stats(), *ctx->engine); });
         !s.ok()) {
       return FromStatus(s);
     }

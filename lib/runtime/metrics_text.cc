@@ -41,9 +41,22 @@ class Writer {
 
 double PerSecond(int64_t n, double s) { return s > 0 ? static_cast<double>(n) / s : 0.0; }
 
+// The expert choices the routing policies changed, by action.
+void PolicyChoices(Writer& w, const char* name, const char* type, const char* when,
+                   int64_t rerouted, int64_t dropped, int64_t reweighted) {
+  const std::string help =
+      absl::StrCat("Expert choices the routing policies changed ", when,
+                   ": moved to a later expert or dropped by a capacity, or weighted down by load.");
+  w.Family(name, type, help.c_str());
+  w.Sample(static_cast<double>(rerouted), "action=\"rerouted\"");
+  w.Sample(static_cast<double>(dropped), "action=\"dropped\"");
+  w.Sample(static_cast<double>(reweighted), "action=\"reweighted\"");
+}
+
 }  // namespace
 
-std::string MetricsText(const SessionStats& s, double total_params, const std::string& labels) {
+std::string MetricsText(const SessionStats& s, const Engine& engine, const std::string& labels) {
+  const double total_params = static_cast<double>(engine.params().total);
   Writer w(labels);
   const Telemetry& t = s.forward;
   w.Family("moe_call_tokens", "gauge", "Tokens of the last call, by phase.");
@@ -66,20 +79,18 @@ std::string MetricsText(const SessionStats& s, double total_params, const std::s
            "Routed experts a token ran per MoE layer in the last call (the model's top-k unless "
            "a routing policy drops some).");
   w.Sample(t.MeanExpertsPerToken());
-  w.Family("moe_routing_policy_choices", "gauge",
-           "Expert choices the routing policies changed in the last call, over tokens and layers: "
-           "moved to a later expert or dropped by a capacity, or weighted down by load.");
-  w.Sample(static_cast<double>(t.rerouted_choices), "action=\"rerouted\"");
-  w.Sample(static_cast<double>(t.dropped_choices), "action=\"dropped\"");
-  w.Sample(static_cast<double>(t.reweighted_choices), "action=\"reweighted\"");
+  PolicyChoices(w, "moe_routing_policy_choices", "gauge",
+                "in the last call, over tokens and layers", t.rerouted_choices, t.dropped_choices,
+                t.reweighted_choices);
   const double tokens = static_cast<double>(t.tokens);
+  // As moe_stats counts them: every parameter but the routed experts a token did not choose.
+  const double active = tokens > 0 ? engine.ActiveParamsPerToken(t) : 0.0;
   w.Family("moe_active_params_per_token", "gauge",
-           "Parameters a token touched in the last call, from the experts that fired.");
-  w.Sample(tokens > 0 ? static_cast<double>(t.active_params) / tokens : 0.0);
+           "Parameters a token touched in the last call: the dense ones (embedding matrix "
+           "included) and those of the routed experts that fired.");
+  w.Sample(active);
   w.Family("moe_active_fraction", "gauge", "Active parameters per token over all parameters.");
-  w.Sample(tokens > 0 && total_params > 0
-               ? static_cast<double>(t.active_params) / tokens / total_params
-               : 0.0);
+  w.Sample(total_params > 0 ? active / total_params : 0.0);
   w.Family("moe_weight_bytes_per_token", "gauge", "Weight bytes read per token in the last call.");
   w.Sample(tokens > 0 ? static_cast<double>(t.weight_bytes_read) / tokens : 0.0);
   w.Family("moe_token_weight_bytes", "gauge",
@@ -139,12 +150,8 @@ std::string EngineMetricsText(const BatchEngineStats& s, const std::string& labe
   counter("moe_engine_preemptions_total", "Requests set aside to be computed again later.",
           s.preemptions);
   gauge("moe_engine_step_seconds_total", "Time spent in steps.", s.step_s);
-  w.Family("moe_engine_routing_policy_choices_total", "counter",
-           "Expert choices the routing policies changed, over every step: moved to a later "
-           "expert or dropped by a capacity, or weighted down by load.");
-  w.Sample(static_cast<double>(s.rerouted_choices), "action=\"rerouted\"");
-  w.Sample(static_cast<double>(s.dropped_choices), "action=\"dropped\"");
-  w.Sample(static_cast<double>(s.reweighted_choices), "action=\"reweighted\"");
+  PolicyChoices(w, "moe_engine_routing_policy_choices_total", "counter", "over every step",
+                s.rerouted_choices, s.dropped_choices, s.reweighted_choices);
   w.Family("moe_engine_requests", "gauge", "Requests now, by state.");
   w.Sample(static_cast<double>(s.running), "state=\"running\"");
   w.Sample(static_cast<double>(s.waiting), "state=\"waiting\"");

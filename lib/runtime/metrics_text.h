@@ -2,7 +2,8 @@
 // service embedding libmoe serves them from its own /metrics endpoint: the last call's tokens,
 // speed and time per stage, the router's entropy, each layer's expert utilisation (standard
 // deviation of the experts' shares and Jain's fairness index), active parameters and weight
-// bytes per token, routed experts per token, and the expert cache's hits, misses and hit ratio.
+// bytes per token, routed experts per token, what the routing policies changed, a token's cost,
+// and the expert cache's hits, misses and hit ratio.
 #pragma once
 
 #include <string>
@@ -12,9 +13,9 @@
 
 namespace moe {
 
-// Every sample is labelled with `labels` as well (`key="value"` pairs, comma-separated, already
-// escaped; empty: none).
-std::string MetricsText(const SessionStats& stats, double total_params,
+// `engine`: the context's, for its parameter counts. Every sample is labelled with `labels` as
+// well (`key="value"` pairs, comma-separated, already escaped; empty: none).
+std::string MetricsText(const SessionStats& stats, const Engine& engine,
                         const std::string& labels = "");
 
 // A batching engine's statistics since it was created: requests and tokens as counters (the

@@ -109,6 +109,21 @@ GenerateOptions Greedy(int64_t n) {
   return g;
 }
 
+// Submits each prompt for n greedy tokens; the request ids, in order.
+std::vector<uint64_t> SubmitAll(BatchEngine& engine,
+                                const std::vector<std::vector<int32_t>>& prompts, int64_t n) {
+  std::vector<uint64_t> ids;
+  for (const auto& p : prompts) {
+    RequestOptions r;
+    r.tokens = p;
+    r.generate = Greedy(n);
+    auto id = engine.Submit(r, nullptr);
+    EXPECT_TRUE(id.ok()) << id.status();
+    ids.push_back(id.ok() ? *id : 0);
+  }
+  return ids;
+}
+
 std::vector<int32_t> LoneGreedy(std::shared_ptr<const Engine> e, const RoutingPolicy& policy,
                                 const std::vector<int32_t>& prompt, int64_t n) {
   auto s = NewSession(std::move(e), policy, 64);
@@ -135,15 +150,7 @@ TEST(LoadAwareReweightingTest, EngineRequestsGenerateWhatTheyWouldAlone) {
   }
   auto engine = BatchEngine::Create(e, EngineWith(LoadAware()));
   ASSERT_TRUE(engine.ok()) << engine.status();
-  std::vector<uint64_t> ids;
-  for (const auto& p : prompts) {
-    RequestOptions r;
-    r.tokens = p;
-    r.generate = Greedy(10);
-    auto id = (*engine)->Submit(r, nullptr);
-    ASSERT_TRUE(id.ok());
-    ids.push_back(*id);
-  }
+  const std::vector<uint64_t> ids = SubmitAll(**engine, prompts, 10);
   for (size_t i = 0; i < prompts.size(); ++i) {
     auto result = (*engine)->Wait(ids[i]);
     ASSERT_TRUE(result.ok()) << result.status();
@@ -214,15 +221,7 @@ TEST(EngineExpertMaskTest, RequestsRouteAroundTheSwitchedOffExperts) {
   ASSERT_TRUE(engine.ok());
   ASSERT_TRUE((*engine)->SetDisabledExperts(1, off).ok());
   std::vector<std::vector<int32_t>> prompts = {Tokens(*e, 9, 21), Tokens(*e, 17, 22)};
-  std::vector<uint64_t> ids;
-  for (const auto& p : prompts) {
-    RequestOptions r;
-    r.tokens = p;
-    r.generate = Greedy(8);
-    auto id = (*engine)->Submit(r, nullptr);
-    ASSERT_TRUE(id.ok());
-    ids.push_back(*id);
-  }
+  const std::vector<uint64_t> ids = SubmitAll(**engine, prompts, 8);
   for (size_t i = 0; i < prompts.size(); ++i) {
     auto result = (*engine)->Wait(ids[i]);
     ASSERT_TRUE(result.ok());
