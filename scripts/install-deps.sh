@@ -15,6 +15,8 @@ packages=(
   python3-prometheus-client
   # moe-cli stats --plot draws its heatmap with cairo, labels in DejaVu Sans.
   libcairo2-dev fonts-dejavu-core
+  # lib/dist: expert parallelism over processes and nodes (Open MPI; tests run under mpirun).
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()
