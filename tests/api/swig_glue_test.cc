@@ -222,9 +222,11 @@ TEST(SwigGlueTest, EngineRequestsFromThreadsAndASinkClosingTheEngine) {
   }
   // Closing from inside a sink: the engine finishes closing once the sink returns; everything
   // left ends as cancelled, and the handle refuses calls at once.
+  // (The other request goes in first: once the closer has its first token, the engine may be
+  // closed before a later Submit.)
   RecordingRequestSink closer(engine.get()), other;
-  engine->Submit("A", Greedy(1000), &closer);
   engine->Submit("Bonjour", Greedy(1000), &other);
+  engine->Submit("A", Greedy(1000), &closer);
   while (!closer.finished.load() || !other.finished.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }

@@ -1,0 +1,83 @@
+#include "lib/dist/expert_ranks.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+
+namespace moe {
+namespace {
+
+absl::Status CheckShape(int n_layer, int n_expert, int world, const std::vector<bool>& routed) {
+  if (world < 1) return absl::InvalidArgumentError(absl::StrCat("a world of ", world, " ranks"));
+  if (n_layer < 0 || n_expert < 1 || static_cast<int>(routed.size()) != n_layer) {
+    return absl::InvalidArgumentError(absl::StrCat(n_layer, " layers of ", n_expert, " experts, ",
+                                                   routed.size(), " layers marked routed or not"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ExpertRanks> ExpertRanks::RoundRobin(int n_layer, int n_expert, int world,
+                                                    const std::vector<bool>& routed) {
+  if (absl::Status s = CheckShape(n_layer, n_expert, world, routed); !s.ok()) return s;
+  std::vector<std::vector<int32_t>> owner(n_layer, std::vector<int32_t>(n_expert, -1));
+  for (int l = 0; l < n_layer; ++l) {
+    if (!routed[l]) continue;
+    for (int e = 0; e < n_expert; ++e) owner[l][e] = (e + l) % world;
+  }
+  return ExpertRanks(world, std::move(owner));
+}
+
+absl::StatusOr<ExpertRanks> ExpertRanks::Balanced(const RoutingProfile& profile, int world,
+                                                  const std::vector<bool>& routed) {
+  const int n_layer = static_cast<int>(profile.counts.size());
+  const int n_expert = n_layer > 0 ? static_cast<int>(profile.counts[0].size()) : 0;
+  if (absl::Status s = CheckShape(n_layer, n_expert, world, routed); !s.ok()) return s;
+  const int most = (n_expert + world - 1) / world;
+  std::vector<std::vector<int32_t>> owner(n_layer, std::vector<int32_t>(n_expert, -1));
+  for (int l = 0; l < n_layer; ++l) {
+    if (!routed[l]) continue;
+    const std::vector<int64_t>& counts = profile.counts[l];
+    std::vector<int32_t> order(n_expert);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return counts[a] > counts[b]; });
+    std::vector<int64_t> load(world, 0);
+    std::vector<int> held(world, 0);
+    for (int32_t e : order) {
+      int best = -1;
+      for (int r = 0; r < world; ++r) {
+        if (held[r] >= most) continue;
+        if (best < 0 || load[r] < load[best]) best = r;
+      }
+      owner[l][e] = best;
+      load[best] += counts[e];
+      ++held[best];
+    }
+  }
+  return ExpertRanks(world, std::move(owner));
+}
+
+std::vector<ExpertKey> ExpertRanks::OwnedBy(int rank) const {
+  std::vector<ExpertKey> out;
+  for (size_t l = 0; l < owner_.size(); ++l) {
+    for (size_t e = 0; e < owner_[l].size(); ++e) {
+      if (owner_[l][e] == rank) out.push_back({static_cast<int32_t>(l), static_cast<int32_t>(e)});
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> ExpertRanks::LoadOf(const std::vector<std::vector<int64_t>>& counts) const {
+  std::vector<int64_t> load(world_, 0);
+  for (size_t l = 0; l < owner_.size() && l < counts.size(); ++l) {
+    for (size_t e = 0; e < owner_[l].size() && e < counts[l].size(); ++e) {
+      if (owner_[l][e] >= 0) load[owner_[l][e]] += counts[l][e];
+    }
+  }
+  return load;
+}
+
+}  // namespace moe

@@ -1,0 +1,43 @@
+// Which rank holds each routed expert when the experts are spread over ranks (expert
+// parallelism): placement as data, one more tier of the expert store's placement. Every rank
+// holds the non-expert weights and the experts assigned to it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lib/moe/expert_cache.h"
+#include "lib/moe/routing_profile.h"
+
+namespace moe {
+
+class ExpertRanks {
+ public:
+  // Round robin within each layer, shifted by the layer (expert e of layer l on rank
+  // (e + l) % world): every rank holds n_expert / world experts of each layer, give or take one.
+  // routed[l]: whether layer l has routed experts (the others assign nothing).
+  static absl::StatusOr<ExpertRanks> RoundRobin(int n_layer, int n_expert, int world,
+                                                const std::vector<bool>& routed);
+  // Balanced by a routing profile's measured load: per layer, the most chosen experts first, each
+  // to the rank with the least load so far among those holding fewer than ceil(n_expert / world)
+  // of the layer's experts (so memory stays even too); ties go to the lower rank.
+  static absl::StatusOr<ExpertRanks> Balanced(const RoutingProfile& profile, int world,
+                                              const std::vector<bool>& routed);
+
+  int world() const { return world_; }
+  // The rank holding the expert; -1 for a layer without routed experts.
+  int owner(int layer, int expert) const { return owner_[layer][expert]; }
+  // The experts a rank holds, layer by layer.
+  std::vector<ExpertKey> OwnedBy(int rank) const;
+  // Per rank: the choices of `counts` ([layer][expert]) its experts would serve.
+  std::vector<int64_t> LoadOf(const std::vector<std::vector<int64_t>>& counts) const;
+
+ private:
+  ExpertRanks(int world, std::vector<std::vector<int32_t>> owner)
+      : world_(world), owner_(std::move(owner)) {}
+  int world_ = 1;
+  std::vector<std::vector<int32_t>> owner_;  // [layer][expert] -> rank, -1: no routed experts
+};
+
+}  // namespace moe
