@@ -58,6 +58,11 @@ class Transformer {
   // With an expert store: while a layer's experts run, guess the next layer's by applying its
   // router to the current hidden state (pre-gating) and start reading them. Changes no result.
   void set_expert_prefetch(bool on) { mixture_.set_expert_prefetch(on); }
+  // Expert parallelism over the ranks of `comm` (MixtureFeedForward::set_expert_parallel): every
+  // rank runs the same steps on the same tokens, each its own experts. Null: all here.
+  void set_expert_parallel(Communicator* comm, const ExpertRanks* ranks) {
+    mixture_.set_expert_parallel(comm, ranks);
+  }
 
   const Model& model() const { return *model_; }
 

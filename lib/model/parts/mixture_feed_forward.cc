@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <optional>
 
+#include "absl/strings/str_cat.h"
 #include "lib/base/status_macros.h"
 
 namespace moe {
@@ -104,6 +106,11 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
   for (int e = 0; e < h.n_expert; ++e) {
     if (!by_expert[e].empty()) selected.push_back(e);
   }
+  if (comm_ != nullptr) {
+    // Every rank routed the same tokens alike; each runs its own experts of them.
+    all_selected_ = selected;
+    std::erase_if(selected, [&](int32_t e) { return ranks_->owner(layer, e) != comm_->rank(); });
+  }
   std::vector<float>& shared_out = shared_out_;
   if (L.has_shared) shared_out.resize(n * d);
   // Resident experts run in one call. From the expert store they run in chunks of as many as the
@@ -154,6 +161,9 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
     } else {
       be.RunExperts(jobs);
     }
+  }
+  if (comm_ != nullptr) {
+    MOE_RETURN_IF_ERROR(ExchangeExpertOutputs(layer, d, next_out, tel));
   }
   if (tel) {
     for (float ent : routing.entropy) tel->router_entropy_sum += ent;
@@ -233,6 +243,50 @@ absl::Status MixtureFeedForward::RunStoredExperts(Backend& backend, const Expert
       continue;
     }
     backend.RunExperts(group);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MixtureFeedForward::ExchangeExpertOutputs(int layer, int64_t d, size_t next_out,
+                                                       Telemetry* tel) {
+  // This rank's payload: its experts' outputs, ascending by expert (selected_ is).
+  size_t floats = 0;
+  for (int32_t e : selected_) floats += by_expert_[e].size() * d;
+  Bytes mine(floats * sizeof(float));
+  size_t at = 0;
+  for (int32_t e : selected_) {
+    const ScratchVector<float>& out = expert_out_[job_of_expert_[e]];
+    const size_t bytes = by_expert_[e].size() * d * sizeof(float);
+    std::memcpy(mine.data() + at, out.data(), bytes);
+    at += bytes;
+  }
+  std::vector<Bytes> all;
+  MOE_RETURN_IF_ERROR(comm_->AllGather(mine, &all));
+  // The others' experts, read in the same order they were written.
+  std::vector<size_t> read(all.size(), 0);
+  for (int32_t e : all_selected_) {
+    const int owner = ranks_->owner(layer, e);
+    if (owner == comm_->rank()) continue;
+    const int64_t m = static_cast<int64_t>(by_expert_[e].size());
+    const size_t bytes = static_cast<size_t>(m * d) * sizeof(float);
+    if (owner < 0 || owner >= static_cast<int>(all.size()) ||
+        read[owner] + bytes > all[owner].size()) {
+      return absl::DataLossError(absl::StrCat("rank ", owner, " sent fewer expert outputs for ",
+                                              "layer ", layer, " than its routing asks for"));
+    }
+    ScratchVector<float>& res = expert_out_[next_out];
+    res.resize(m * d);
+    std::memcpy(res.data(), all[owner].data() + read[owner], bytes);
+    read[owner] += bytes;
+    job_of_expert_[e] = static_cast<int>(next_out++);
+    if (tel) tel->expert_counts[layer][e] += m;
+  }
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (read[r] != all[r].size() && static_cast<int>(r) != comm_->rank()) {
+      return absl::DataLossError(
+          absl::StrCat("rank ", r, " sent other expert outputs for layer ", layer,
+                       " than its routing asks for: the ranks do not run the same step"));
+    }
   }
   return absl::OkStatus();
 }

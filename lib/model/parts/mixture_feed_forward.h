@@ -9,6 +9,8 @@
 
 #include "absl/status/status.h"
 #include "lib/base/scratch_vector.h"
+#include "lib/dist/communicator.h"
+#include "lib/dist/expert_ranks.h"
 #include "lib/model/parts/step_context.h"
 #include "lib/moe/expert_store.h"
 #include "lib/moe/router.h"
@@ -34,6 +36,14 @@ class MixtureFeedForward {
   void set_routing_observer(RoutingObserver observer) { observer_ = std::move(observer); }
   void set_expert_store(ExpertStore* store) { store_ = store; }
   void set_expert_prefetch(bool on) { prefetch_ = on; }
+  // Expert parallelism: this rank runs only the experts `ranks` gives it and exchanges their
+  // outputs with the other ranks of `comm`, which run the same step on the same tokens; the
+  // combine then sees every expert's output, in router order, as one process would. Null: every
+  // expert runs here. Both outlive the block.
+  void set_expert_parallel(Communicator* comm, const ExpertRanks* ranks) {
+    comm_ = comm;
+    ranks_ = ranks;
+  }
 
  private:
   RouterConfig ConfigFor(const HParams& h, const LayerWeights& L, int layer) const;
@@ -48,6 +58,9 @@ class MixtureFeedForward {
   void PrefetchNextLayer(const StepContext& ctx, int layer, int64_t n, const float* x);
   // Checks the guess PrefetchNextLayer made for this layer against what it selected.
   void ScorePrediction(int layer);
+  // Expert parallelism: every rank's outputs of its own experts among all_selected_, into outs
+  // (job_of_expert_ names each), the counts of the others' into the telemetry.
+  absl::Status ExchangeExpertOutputs(int layer, int64_t d, size_t next_out, Telemetry* tel);
 
   ExpertStore* store_ = nullptr;
   bool prefetch_ = true;
@@ -63,6 +76,9 @@ class MixtureFeedForward {
   std::vector<Backend::ExpertJob> jobs_, group_;
   std::vector<int> job_of_expert_;
   std::vector<int32_t> selected_;          // the experts this layer's step runs, in job order
+  std::vector<int32_t> all_selected_;      // with expert parallelism: those of every rank
+  Communicator* comm_ = nullptr;
+  const ExpertRanks* ranks_ = nullptr;
   std::vector<const float*> combine_src_;  // [n x terms]
   std::vector<float> combine_weight_;
   Routing routing_;
