@@ -70,6 +70,34 @@ std::vector<ExpertKey> ExpertRanks::OwnedBy(int rank) const {
   return out;
 }
 
+absl::Status ExpertRanks::KeepOwnExperts(int rank, ModelSpec* spec) const {
+  if (rank < 0 || rank >= world_) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " of a world of ", world_));
+  }
+  if (spec == nullptr) return absl::InvalidArgumentError("no model");
+  const HParams& h = spec->hp;
+  if (static_cast<int64_t>(owner_.size()) != h.n_layer ||
+      (!owner_.empty() && static_cast<int64_t>(owner_[0].size()) != h.n_expert)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the placement is for ", owner_.size(), " layers of ",
+                     owner_.empty() ? 0 : owner_[0].size(), " experts, the model has ", h.n_layer,
+                     " of ", h.n_expert));
+  }
+  auto elsewhere = [&](int layer, int expert) {
+    return layer >= 0 && layer < h.n_layer && expert >= 0 && expert < h.n_expert &&
+           owner_[layer][expert] >= 0 && owner_[layer][expert] != rank;
+  };
+  std::erase_if(spec->tensors,
+                [&](const TensorSpec& t) { return t.expert >= 0 && elsewhere(t.layer, t.expert); });
+  spec->absent_experts.clear();
+  for (int l = 0; l < h.n_layer; ++l) {
+    for (int e = 0; e < h.n_expert; ++e) {
+      if (elsewhere(l, e)) spec->absent_experts.push_back({l, e});
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::vector<int64_t> ExpertRanks::LoadOf(const std::vector<std::vector<int64_t>>& counts) const {
   std::vector<int64_t> load(world_, 0);
   for (size_t l = 0; l < owner_.size() && l < counts.size(); ++l) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "lib/model/model_spec.h"
 #include "lib/moe/expert_cache.h"
 #include "lib/moe/routing_profile.h"
 
@@ -32,6 +33,10 @@ class ExpertRanks {
   std::vector<ExpertKey> OwnedBy(int rank) const;
   // Per rank: the choices of `counts` ([layer][expert]) its experts would serve.
   std::vector<int64_t> LoadOf(const std::vector<std::vector<int64_t>>& counts) const;
+  // Drops from `spec` the tensors of the experts other ranks hold (ModelSpec::absent_experts), so
+  // that `rank` loads the non-expert weights and its own experts only. An error unless the
+  // placement fits the spec's layers and experts.
+  absl::Status KeepOwnExperts(int rank, ModelSpec* spec) const;
 
  private:
   ExpertRanks(int world, std::vector<std::vector<int32_t>> owner)

@@ -190,6 +190,10 @@ void BuildHeader(flatbuffers::FlatBufferBuilder& b, const ModelSpec& spec,
 }  // namespace
 
 absl::Status WriteMoeFile(const ModelSpec& spec, const std::string& path) {
+  if (!spec.absent_experts.empty()) {
+    return absl::InvalidArgumentError(
+        "this model holds only one rank's experts (expert parallelism): it cannot be written");
+  }
   MOE_RETURN_IF_ERROR(ValidateModelSpec(spec));
   for (const auto& t : spec.tensors) {
     if (!IsStorableDType(t.dtype)) {

@@ -66,6 +66,7 @@ absl::Status Model::ResolveGroupedQueryAttention(int l, LayerWeights& L) {
 absl::Status Model::Resolve() {
   const HParams& h = spec_.hp;
   pruned_ = spec_.PrunedMask();
+  const auto weightless = spec_.WeightlessMask();
   // (Moving the inner vectors on growth keeps their buffers, so the pointers handed out stay
   // valid.)
   MOE_ASSIGN_OR_RETURN(token_embd_, Matrix("token_embd.weight"));
@@ -127,7 +128,7 @@ absl::Status Model::Resolve() {
     }
     L.experts.resize(h.n_expert);
     for (int e = 0; e < h.n_expert; ++e) {
-      if (pruned_[l][e]) continue;  // never routed to: no weights
+      if (weightless[l][e]) continue;  // pruned, or held by another rank: no weights here
       ExpertWeights& x = L.experts[e];
       MOE_ASSIGN_OR_RETURN(x.gate, Matrix(ExpertTensorName(l, e, "ffn_gate")));
       MOE_ASSIGN_OR_RETURN(x.up, Matrix(ExpertTensorName(l, e, "ffn_up")));

@@ -184,6 +184,16 @@ std::vector<std::vector<bool>> ModelSpec::PrunedMask() const {
   return mask;
 }
 
+std::vector<std::vector<bool>> ModelSpec::WeightlessMask() const {
+  std::vector<std::vector<bool>> mask = PrunedMask();
+  for (const ExpertId& id : absent_experts) {
+    if (id.layer >= 0 && id.layer < hp.n_layer && id.expert >= 0 && id.expert < hp.n_expert) {
+      mask[id.layer][id.expert] = true;
+    }
+  }
+  return mask;
+}
+
 absl::Status ValidateModelSpec(const ModelSpec& spec) {
   const HParams& h = spec.hp;
   MOE_RETURN_IF_ERROR(Positive("n_vocab", h.n_vocab));
@@ -275,7 +285,7 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
   if (!h.tied_output) MOE_RETURN_IF_ERROR(Expect(spec, "output.weight", {h.n_vocab, h.n_embd}));
   const Architecture& arch = ArchitectureOf(spec.arch);
   MOE_RETURN_IF_ERROR(ValidatePrunedExperts(spec, arch));
-  const auto pruned = spec.PrunedMask();
+  const auto weightless = spec.WeightlessMask();
   for (int l = 0; l < h.n_layer; ++l) {
     auto name = [&](absl::string_view b) { return LayerTensorName(l, b); };
     auto bias = [&](absl::string_view b) { return LayerBiasName(l, b); };
@@ -306,7 +316,7 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
       MOE_RETURN_IF_ERROR(Expect(spec, bias("ffn_down_exps"), {h.n_expert, h.n_embd}));
     }
     for (int e = 0; e < h.n_expert; ++e) {
-      if (pruned[l][e]) continue;  // its tensors may be absent
+      if (weightless[l][e]) continue;  // pruned or held by another rank: no tensors needed
       MOE_RETURN_IF_ERROR(
           Expect(spec, ExpertTensorName(l, e, "ffn_gate"), {h.n_ff_expert, h.n_embd}));
       MOE_RETURN_IF_ERROR(

@@ -132,6 +132,9 @@ struct ModelSpec {
   // Routed experts removed from the model (moe-cli prune): their router never picks them and the
   // file has no tensors for them. Each layer keeps at least n_expert_used experts.
   std::vector<ExpertId> pruned_experts;
+  // In memory only (never written): experts another rank holds under expert parallelism. No
+  // tensors here, but still routed to: their outputs come from their rank.
+  std::vector<ExpertId> absent_experts;
   // Keeps the bytes behind TensorSpec::data alive (mapped files, converted buffers).
   std::vector<std::shared_ptr<const void>> owners;
   // The one file every tensor's data was mapped from, when there is one (.moe, GGUF): a tensor
@@ -143,6 +146,8 @@ struct ModelSpec {
   const TensorSpec* Find(absl::string_view name) const;
   // [layer][expert]: true for a pruned expert (all false when none is).
   std::vector<std::vector<bool>> PrunedMask() const;
+  // [layer][expert]: true for an expert whose weights this spec does not hold (pruned or absent).
+  std::vector<std::vector<bool>> WeightlessMask() const;
 };
 
 // Canonical tensor names (GGUF's, with experts stored one per unit).

@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 #include "lib/dist/expert_ranks.h"
 #include "lib/dist/loopback_communicator.h"
+#include "lib/format/moe_writer.h"
 #include "lib/import/model_loader.h"
 #include "lib/model/forward.h"
 
@@ -87,6 +88,66 @@ TEST(ExpertParallelTest, RanksRunningTheirOwnExpertsGiveTheSingleProcessLogits) 
       }
     }
   }
+}
+
+// Each rank loads only its own experts (ExpertRanks::KeepOwnExperts): same logits, a share of
+// the expert bytes each; a rank-local model run without its peers is an error, not a crash.
+TEST(ExpertParallelTest, RanksLoadingOnlyTheirExpertsGiveTheSameLogits) {
+  const std::string path =
+      std::string(MOE_TESTDATA_DIR) + "/fixtures/tiny-olmoe-q8_0/tiny-olmoe-q8_0.gguf";
+  auto full = LoadModel("tiny-olmoe-q8_0");
+  ASSERT_NE(full, nullptr);
+  const HParams& h = full->hp();
+  auto backend = CreateCpuBackend(1);
+  Transformer single(full, backend.get());
+  std::vector<float> want;
+  Telemetry want_tel;
+  ASSERT_TRUE(RunSteps(single, *full, &want, &want_tel).ok());
+  std::vector<bool> routed(h.n_layer, true);
+  const int world_size = 4;
+  auto ranks = ExpertRanks::RoundRobin(h.n_layer, h.n_expert, world_size, routed);
+  ASSERT_TRUE(ranks.ok());
+  size_t full_experts = 0;
+  for (const TensorSpec& t : full->spec().tensors)
+    full_experts += t.expert >= 0 ? t.byte_size() : 0;
+  std::vector<std::shared_ptr<const Model>> local(world_size);
+  for (int r = 0; r < world_size; ++r) {
+    auto spec = LoadModelSpec(path);
+    ASSERT_TRUE(spec.ok());
+    ASSERT_TRUE(ranks->KeepOwnExperts(r, &*spec).ok());
+    size_t experts = 0;
+    for (const TensorSpec& t : spec->tensors) experts += t.expert >= 0 ? t.byte_size() : 0;
+    EXPECT_EQ(experts * world_size, full_experts) << "rank " << r << " holds its quarter";
+    EXPECT_EQ(WriteMoeFile(*spec, ::testing::TempDir() + "/never.moe").code(),
+              absl::StatusCode::kInvalidArgument);
+    auto model = Model::Create(*std::move(spec));
+    ASSERT_TRUE(model.ok()) << model.status();
+    local[r] = *model;
+  }
+  auto world = CreateLoopbackWorld(world_size);
+  std::vector<std::vector<float>> got(world_size);
+  std::vector<Telemetry> tel(world_size);
+  std::vector<absl::Status> status(world_size);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world_size; ++r) {
+    threads.emplace_back([&, r] {
+      auto be = CreateCpuBackend(1);
+      Transformer tf(local[r], be.get());
+      tf.set_expert_parallel(world[r].get(), &*ranks);
+      status[r] = RunSteps(tf, *local[r], &got[r], &tel[r]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < world_size; ++r) {
+    ASSERT_TRUE(status[r].ok()) << status[r];
+    EXPECT_EQ(got[r], want) << "rank " << r;
+  }
+  Transformer alone(local[0], backend.get());
+  std::vector<float> unused;
+  Telemetry unused_tel;
+  EXPECT_EQ(RunSteps(alone, *local[0], &unused, &unused_tel).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ranks->KeepOwnExperts(world_size, nullptr).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -111,6 +111,13 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
     all_selected_ = selected;
     std::erase_if(selected, [&](int32_t e) { return ranks_->owner(layer, e) != comm_->rank(); });
   }
+  for (int32_t e : selected) {
+    if (L.experts[e].gate.empty() && store_ == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("expert ", e, " of layer ", layer,
+                       " has no weights on this rank (its placement gives it to another)"));
+    }
+  }
   std::vector<float>& shared_out = shared_out_;
   if (L.has_shared) shared_out.resize(n * d);
   // Resident experts run in one call. From the expert store they run in chunks of as many as the
