@@ -44,6 +44,32 @@ absl::Status RunSteps(Transformer& tf, const Model& model, std::vector<float>* a
   return absl::OkStatus();
 }
 
+// RunSteps on a loopback world of one rank per model (models[r]: rank r's), each on its own
+// thread with its own backend.
+struct RankRuns {
+  std::vector<std::vector<float>> logits;
+  std::vector<Telemetry> tel;
+  std::vector<absl::Status> status;
+};
+RankRuns RunOnRanks(const std::vector<std::shared_ptr<const Model>>& models,
+                    const ExpertRanks& ranks) {
+  const int n = static_cast<int>(models.size());
+  auto world = CreateLoopbackWorld(n);
+  RankRuns runs{std::vector<std::vector<float>>(n), std::vector<Telemetry>(n),
+                std::vector<absl::Status>(n)};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      auto backend = CreateCpuBackend(1);
+      Transformer tf(models[r], backend.get());
+      tf.set_expert_parallel(world[r].get(), &ranks);
+      runs.status[r] = RunSteps(tf, *models[r], &runs.logits[r], &runs.tel[r]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return runs;
+}
+
 TEST(ExpertParallelTest, RanksRunningTheirOwnExpertsGiveTheSingleProcessLogits) {
   for (const char* name : {"tiny-qwen2moe-f32", "tiny-olmoe-q8_0", "tiny-llama-moe-q8_0"}) {
     SCOPED_TRACE(name);
@@ -63,28 +89,14 @@ TEST(ExpertParallelTest, RanksRunningTheirOwnExpertsGiveTheSingleProcessLogits) 
     for (int world_size : {2, 4}) {
       auto ranks = ExpertRanks::RoundRobin(h.n_layer, h.n_expert, world_size, routed);
       ASSERT_TRUE(ranks.ok());
-      auto world = CreateLoopbackWorld(world_size);
-      std::vector<std::vector<float>> got(world_size);
-      std::vector<Telemetry> tel(world_size);
-      std::vector<absl::Status> status(world_size);
-      std::vector<std::thread> threads;
+      const RankRuns runs =
+          RunOnRanks(std::vector<std::shared_ptr<const Model>>(world_size, model), *ranks);
       for (int r = 0; r < world_size; ++r) {
-        threads.emplace_back([&, r] {
-          auto be = CreateCpuBackend(1);
-          Transformer tf(model, be.get());
-          tf.set_expert_parallel(world[r].get(), &*ranks);
-          status[r] = RunSteps(tf, *model, &got[r], &tel[r]);
-        });
-      }
-      for (auto& t : threads) t.join();
-      for (int r = 0; r < world_size; ++r) {
-        ASSERT_TRUE(status[r].ok()) << status[r];
-        EXPECT_EQ(got[r], want) << "rank " << r << " of " << world_size;
-        EXPECT_EQ(tel[r].expert_counts, want_tel.expert_counts) << "every choice counted once";
-      }
-      // Each rank read only its own experts' weights.
-      for (int r = 0; r < world_size; ++r) {
-        EXPECT_LT(tel[r].weight_bytes_read, want_tel.weight_bytes_read) << "rank " << r;
+        ASSERT_TRUE(runs.status[r].ok()) << runs.status[r];
+        EXPECT_EQ(runs.logits[r], want) << "rank " << r << " of " << world_size;
+        EXPECT_EQ(runs.tel[r].expert_counts, want_tel.expert_counts) << "every choice counted once";
+        // Each rank read only its own experts' weights.
+        EXPECT_LT(runs.tel[r].weight_bytes_read, want_tel.weight_bytes_read) << "rank " << r;
       }
     }
   }
@@ -124,23 +136,10 @@ TEST(ExpertParallelTest, RanksLoadingOnlyTheirExpertsGiveTheSameLogits) {
     ASSERT_TRUE(model.ok()) << model.status();
     local[r] = *model;
   }
-  auto world = CreateLoopbackWorld(world_size);
-  std::vector<std::vector<float>> got(world_size);
-  std::vector<Telemetry> tel(world_size);
-  std::vector<absl::Status> status(world_size);
-  std::vector<std::thread> threads;
+  const RankRuns runs = RunOnRanks(local, *ranks);
   for (int r = 0; r < world_size; ++r) {
-    threads.emplace_back([&, r] {
-      auto be = CreateCpuBackend(1);
-      Transformer tf(local[r], be.get());
-      tf.set_expert_parallel(world[r].get(), &*ranks);
-      status[r] = RunSteps(tf, *local[r], &got[r], &tel[r]);
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < world_size; ++r) {
-    ASSERT_TRUE(status[r].ok()) << status[r];
-    EXPECT_EQ(got[r], want) << "rank " << r;
+    ASSERT_TRUE(runs.status[r].ok()) << runs.status[r];
+    EXPECT_EQ(runs.logits[r], want) << "rank " << r;
   }
   Transformer alone(local[0], backend.get());
   std::vector<float> unused;

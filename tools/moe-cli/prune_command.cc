@@ -24,16 +24,6 @@ struct PruneOptions {
   double keep = 0.9;
 };
 
-size_t WeightBytes(const ModelSpec& spec) {
-  const auto pruned = spec.PrunedMask();
-  size_t n = 0;
-  for (const TensorSpec& t : spec.tensors) {
-    if (t.expert >= 0 && pruned[t.layer][t.expert]) continue;
-    n += t.byte_size();
-  }
-  return n;
-}
-
 absl::Status Run(const PruneOptions& o) {
   absl::StatusOr<ModelSpec> loaded = LooksLikeHfCheckpoint(o.model)
                                          ? ImportHfCheckpoint(o.model, std::nullopt)
@@ -51,7 +41,8 @@ absl::Status Run(const PruneOptions& o) {
   }
   MOE_ASSIGN_OR_RETURN(PruningPlan plan,
                        PlanPruning(profile, o.keep, static_cast<int>(h.n_expert_used), routed));
-  const size_t before = WeightBytes(spec);
+  // CountParams leaves pruned experts out.
+  const auto before = static_cast<size_t>(CountParams(spec).total_bytes);
   // Experts the input already lacked stay pruned.
   const auto already = spec.PrunedMask();
   for (const ExpertKey& k : plan.pruned) {
@@ -67,7 +58,7 @@ absl::Status Run(const PruneOptions& o) {
                 l, static_cast<long long>(h.n_expert - gone), static_cast<long long>(h.n_expert),
                 100.0 * plan.kept_traffic[l]);
   }
-  const size_t after = WeightBytes(spec);
+  const auto after = static_cast<size_t>(CountParams(spec).total_bytes);
   std::printf("pruned %zu experts: weights %.2f MiB -> %.2f MiB (%.1f%%); wrote %s\n",
               spec.pruned_experts.size(), before / 1048576.0, after / 1048576.0,
               before > 0 ? 100.0 * after / before : 0.0, o.output.c_str());

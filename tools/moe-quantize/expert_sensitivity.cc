@@ -6,25 +6,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "lib/backend/cpu/quant_rows.h"
 #include "lib/base/status_macros.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
+#include "tools/moe-quantize/spec_reencoder.h"
 
 namespace moe {
 namespace {
-
-// The matrix re-encoded as `type`, row by row from its values.
-absl::StatusOr<std::vector<uint8_t>> Encode(const WeightView& w, DType type) {
-  std::vector<uint8_t> out(RowBytes(type, w.cols) * w.rows);
-  std::vector<float> row(w.cols);
-  for (int64_t r = 0; r < w.rows; ++r) {
-    DequantizeWeightRow(w, r, row.data());
-    MOE_RETURN_IF_ERROR(
-        QuantizeRow(type, row.data(), out.data() + r * RowBytes(type, w.cols), w.cols));
-  }
-  return out;
-}
 
 // sum_i weight_i^2 |a_i - b_i|^2 over m rows of d: the squared error the combine step adds.
 double WeightedSquaredError(const std::vector<float>& a, const std::vector<float>& b,
@@ -128,9 +116,9 @@ absl::StatusOr<std::vector<std::vector<std::vector<TypeOption>>>> MeasureSensiti
         opt.bytes = RowBytes(t, w.gate.cols) * w.gate.rows + RowBytes(t, w.up.cols) * w.up.rows +
                     RowBytes(t, w.down.cols) * w.down.rows;
         if (m > 0) {
-          MOE_ASSIGN_OR_RETURN(auto gate, Encode(w.gate, t));
-          MOE_ASSIGN_OR_RETURN(auto up, Encode(w.up, t));
-          MOE_ASSIGN_OR_RETURN(auto down, Encode(w.down, t));
+          MOE_ASSIGN_OR_RETURN(auto gate, EncodeMatrix(w.gate, t));
+          MOE_ASSIGN_OR_RETURN(auto up, EncodeMatrix(w.up, t));
+          MOE_ASSIGN_OR_RETURN(auto down, EncodeMatrix(w.down, t));
           Backend::ExpertJob q = job;
           q.gate = {t, w.gate.rows, w.gate.cols, gate.data()};
           q.up = {t, w.up.rows, w.up.cols, up.data()};

@@ -11,6 +11,17 @@
 
 namespace moe {
 
+absl::StatusOr<std::vector<uint8_t>> EncodeMatrix(const WeightView& w, DType type) {
+  std::vector<uint8_t> out(RowBytes(type, w.cols) * w.rows);
+  std::vector<float> row(w.cols);
+  for (int64_t r = 0; r < w.rows; ++r) {
+    DequantizeWeightRow(w, r, row.data());
+    MOE_RETURN_IF_ERROR(
+        QuantizeRow(type, row.data(), out.data() + r * RowBytes(type, w.cols), w.cols));
+  }
+  return out;
+}
+
 absl::StatusOr<ModelSpec> ReencodeSpec(const ModelSpec& spec,
                                        const std::function<DType(const TensorSpec&)>& type_of) {
   ModelSpec out = spec;
@@ -18,7 +29,6 @@ absl::StatusOr<ModelSpec> ReencodeSpec(const ModelSpec& spec,
   out.source_path.clear();
   out.source_base = nullptr;
   out.source_size = 0;
-  std::vector<float> row;
   for (TensorSpec& t : out.tensors) {
     const DType type = type_of(t);
     if (type == t.dtype) continue;
@@ -29,14 +39,9 @@ absl::StatusOr<ModelSpec> ReencodeSpec(const ModelSpec& spec,
                                                      " values, which ", DTypeName(type),
                                                      " blocks do not fit"));
     }
-    const WeightView from{t.dtype, rows, cols, t.data.data()};
-    auto bytes = std::make_shared<std::vector<uint8_t>>(RowBytes(type, cols) * rows);
-    row.resize(cols);
-    for (int64_t r = 0; r < rows; ++r) {
-      DequantizeWeightRow(from, r, row.data());
-      MOE_RETURN_IF_ERROR(
-          QuantizeRow(type, row.data(), bytes->data() + r * RowBytes(type, cols), cols));
-    }
+    MOE_ASSIGN_OR_RETURN(std::vector<uint8_t> encoded,
+                         EncodeMatrix({t.dtype, rows, cols, t.data.data()}, type));
+    auto bytes = std::make_shared<std::vector<uint8_t>>(std::move(encoded));
     t.dtype = type;
     t.data = absl::MakeConstSpan(*bytes);
     out.owners.push_back(std::move(bytes));

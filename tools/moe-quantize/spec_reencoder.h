@@ -4,11 +4,16 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "lib/backend/weight_view.h"
 #include "lib/model/model_spec.h"
 
 namespace moe {
+
+// The matrix's values re-encoded as `type`, row by row (rows of any layout, row groups too).
+absl::StatusOr<std::vector<uint8_t>> EncodeMatrix(const WeightView& w, DType type);
 
 // The spec with every tensor re-encoded as type_of(tensor) (a tensor already of that type is
 // shared, not copied); the result owns its new bytes.
