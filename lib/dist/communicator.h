@@ -5,6 +5,7 @@
 // instead of hanging (a rank that died, a network that broke).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -27,6 +28,13 @@ class Communicator {
   // Every rank's `mine`, in rank order.
   virtual absl::Status AllGather(absl::Span<const uint8_t> mine, std::vector<Bytes>* all) = 0;
   virtual absl::Status Barrier() = 0;
+  // Root's *data to every rank (*data is replaced on the others). Waits up to `timeout` instead
+  // of the communicator's own: a rank waiting for its next order may wait long (kWaitForever).
+  virtual absl::Status Broadcast(int root, Bytes* data, std::chrono::milliseconds timeout) = 0;
+  // How long one collective may take before it is DeadlineExceeded.
+  virtual std::chrono::milliseconds timeout() const = 0;
+
+  static constexpr std::chrono::milliseconds kWaitForever = std::chrono::milliseconds::max();
 };
 
 }  // namespace moe

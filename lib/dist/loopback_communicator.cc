@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "lib/base/status_macros.h"
 
 namespace moe {
 namespace {
@@ -17,13 +18,23 @@ class Hub {
       : n_(n), timeout_(timeout), outbox_(n, std::vector<Bytes>(n)) {}
 
   // outgoing[r]: for rank r. Returns what every rank sent to `rank`.
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
   absl::Status Exchange(int rank, std::vector<Bytes> outgoing, std::vector<Bytes>* incoming,
                         const char* what) {
+    return Exchange(rank, std::move(outgoing), incoming, what, timeout_);
+  }
+  absl::Status Exchange(int rank, std::vector<Bytes> outgoing, std::vector<Bytes>* incoming,
+                        const char* what, std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mu_);
-    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    const auto now = std::chrono::steady_clock::now();
+    // Waiting forever is waiting until a point no clock reaches.
+    const auto deadline = timeout >= std::chrono::hours(24 * 365 * 100)
+                              ? std::chrono::steady_clock::time_point::max()
+                              : now + timeout;
     // Wait for the previous round to be emptied.
     if (!cv_.wait_until(lock, deadline, [&] { return taken_ == 0 || taken_ == n_; })) {
-      return Late(what);
+      return Late(what, timeout);
     }
     if (taken_ == n_) {
       taken_ = 0;
@@ -35,7 +46,7 @@ class Hub {
     if (++arrived_ == n_) cv_.notify_all();
     if (!cv_.wait_until(lock, deadline, [&] { return arrived_ == n_ || round_ != round; })) {
       --arrived_;  // withdrawn: the others time out too
-      return Late(what);
+      return Late(what, timeout);
     }
     incoming->assign(n_, {});
     for (int r = 0; r < n_; ++r) (*incoming)[r] = outbox_[r][rank];
@@ -44,9 +55,9 @@ class Hub {
   }
 
  private:
-  absl::Status Late(const char* what) const {
+  absl::Status Late(const char* what, std::chrono::milliseconds timeout) const {
     return absl::DeadlineExceededError(absl::StrCat(what, ": not every one of the ", n_,
-                                                    " ranks arrived within ", timeout_.count(),
+                                                    " ranks arrived within ", timeout.count(),
                                                     " ms (a rank stopped?)"));
   }
 
@@ -85,6 +96,19 @@ class LoopbackCommunicator : public Communicator {
     std::vector<Bytes> unused;
     return hub_->Exchange(rank_, std::vector<Bytes>(size_), &unused, "barrier");
   }
+
+  absl::Status Broadcast(int root, Bytes* data, std::chrono::milliseconds timeout) override {
+    if (root < 0 || root >= size_) {
+      return absl::InvalidArgumentError(absl::StrCat("broadcast from rank ", root, " of ", size_));
+    }
+    std::vector<Bytes> out(size_), in;
+    if (rank_ == root) out.assign(size_, *data);
+    MOE_RETURN_IF_ERROR(hub_->Exchange(rank_, std::move(out), &in, "broadcast", timeout));
+    if (rank_ != root) *data = std::move(in[root]);
+    return absl::OkStatus();
+  }
+
+  std::chrono::milliseconds timeout() const override { return hub_->timeout(); }
 
  private:
   std::shared_ptr<Hub> hub_;

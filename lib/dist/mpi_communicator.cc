@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "lib/base/status_macros.h"
 
 namespace moe {
 namespace {
@@ -129,22 +130,54 @@ class MpiCommunicator : public Communicator {
     return Finish(MPI_Ibarrier(comm_, &request), &request, "barrier");
   }
 
+  absl::Status Broadcast(int root, Bytes* data, std::chrono::milliseconds timeout) override {
+    if (root < 0 || root >= size_) {
+      return absl::InvalidArgumentError(absl::StrCat("broadcast from rank ", root, " of ", size_));
+    }
+    // The size first (the wait a rank idle until its next order may make), then the bytes.
+    long long size = rank_ == root ? static_cast<long long>(data->size()) : 0;
+    MPI_Request request;
+    int rc = MPI_Ibcast(&size, 1, MPI_LONG_LONG, root, comm_, &request);
+    MOE_RETURN_IF_ERROR(Finish(rc, &request, "broadcast size", timeout));
+    if (size < 0 || size > INT_MAX) {
+      return absl::InvalidArgumentError("a broadcast of 2 GiB or more");
+    }
+    if (rank_ != root) data->resize(size);
+    if (size == 0) return absl::OkStatus();
+    rc = MPI_Ibcast(data->data(), static_cast<int>(size), MPI_BYTE, root, comm_, &request);
+    return Finish(rc, &request, "broadcast");
+  }
+
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+
  private:
-  // Polls a started collective until it completes, fails, or the timeout passes.
   absl::Status Finish(int rc, MPI_Request* request, const char* what) {
+    return Finish(rc, request, what, timeout_);
+  }
+  // Polls a started collective until it completes, fails, or the timeout passes. It spins for
+  // the first milliseconds (a step's exchanges are quick) and then sleeps between polls, so a
+  // rank waiting long does not hold a core.
+  absl::Status Finish(int rc, MPI_Request* request, const char* what,
+                      std::chrono::milliseconds timeout) {
     if (rc != MPI_SUCCESS) return MpiError(rc, what);
-    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    const auto start = std::chrono::steady_clock::now();
+    const bool forever = timeout == kWaitForever;
     for (int done = 0;;) {
       rc = MPI_Test(request, &done, MPI_STATUS_IGNORE);
       if (rc != MPI_SUCCESS) return MpiError(rc, what);
       if (done) return absl::OkStatus();
-      if (std::chrono::steady_clock::now() > deadline) {
+      const auto waited = std::chrono::steady_clock::now() - start;
+      if (!forever && waited > timeout) {
         abandoned_.push_back(*request);
         return absl::DeadlineExceededError(
-            absl::StrCat(what, ": not complete after ", timeout_.count(), " ms on rank ", rank_,
+            absl::StrCat(what, ": not complete after ", timeout.count(), " ms on rank ", rank_,
                          " of ", size_, " (a rank stopped or the network broke)"));
       }
-      std::this_thread::yield();
+      if (waited < std::chrono::milliseconds(20)) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
     }
   }
 

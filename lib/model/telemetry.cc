@@ -57,6 +57,8 @@ void Telemetry::Merge(const Telemetry& o) {
   reweighted_choices += o.reweighted_choices;
   active_weight_bytes += o.active_weight_bytes;
   multiply_adds += o.multiply_adds;
+  exchange_bytes += o.exchange_bytes;
+  exchange_s += o.exchange_s;
   time.attention_s += o.time.attention_s;
   time.router_s += o.time.router_s;
   time.experts_s += o.time.experts_s;

@@ -33,6 +33,10 @@ struct Telemetry {
   // What the tokens' computation cost, summed over them (SequenceCost's measures).
   int64_t active_weight_bytes = 0;
   int64_t multiply_adds = 0;
+  // Expert parallelism: the bytes of expert outputs this rank sent to and received from the
+  // others, and the time its exchanges took (waiting for slower ranks included).
+  int64_t exchange_bytes = 0;
+  double exchange_s = 0;
   StageTimes time;
   // Opt-in, as it grows with every token: [layer][token * k + j], each token's choices in the
   // order tokens were processed (-1 for none), for RoutingTrace and its locality analysis.

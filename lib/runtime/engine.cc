@@ -136,6 +136,34 @@ absl::StatusOr<std::optional<size_t>> FitToMemory(const ModelSpec& spec, const L
   return budget;
 }
 
+// With expert parallelism: which rank holds each expert, and `spec` cut to this rank's share.
+absl::StatusOr<std::unique_ptr<ExpertRanks>> PlaceOnRanks(const LoadOptions& o, ModelSpec* spec) {
+  if (o.expert_world == 1 && o.expert_rank == 0) return nullptr;
+  if (o.expert_world < 1 || o.expert_rank < 0 || o.expert_rank >= o.expert_world) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", o.expert_rank, " of a world of ", o.expert_world));
+  }
+  const HParams& h = spec->hp;
+  std::vector<bool> routed(h.n_layer);
+  for (const TensorSpec& t : spec->tensors) {
+    if (t.expert >= 0 && t.layer >= 0 && t.layer < h.n_layer) routed[t.layer] = true;
+  }
+  std::optional<ExpertRanks> ranks;
+  if (o.expert_rank_profile.empty()) {
+    MOE_ASSIGN_OR_RETURN(
+        ranks, ExpertRanks::RoundRobin(static_cast<int>(h.n_layer), static_cast<int>(h.n_expert),
+                                       o.expert_world, routed));
+  } else {
+    MOE_ASSIGN_OR_RETURN(
+        RoutingProfile profile,
+        RoutingProfile::ReadFile(o.expert_rank_profile, static_cast<int>(h.n_layer),
+                                 static_cast<int>(h.n_expert)));
+    MOE_ASSIGN_OR_RETURN(ranks, ExpertRanks::Balanced(profile, o.expert_world, routed));
+  }
+  MOE_RETURN_IF_ERROR(ranks->KeepOwnExperts(o.expert_rank, spec));
+  return std::make_unique<ExpertRanks>(*std::move(ranks));
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const Engine>> Engine::Load(const std::string& path,
@@ -144,6 +172,7 @@ absl::StatusOr<std::shared_ptr<const Engine>> Engine::Load(const std::string& pa
   if (!report(0.0f)) return absl::CancelledError("model load cancelled");
   MOE_ASSIGN_OR_RETURN(ModelSpec spec, LoadModelSpec(path));
   if (!report(0.1f)) return absl::CancelledError("model load cancelled");
+  MOE_ASSIGN_OR_RETURN(std::unique_ptr<ExpertRanks> ranks, PlaceOnRanks(options, &spec));
   bool expert_cache = options.expert_cache_bytes > 0 || options.expert_cache_fraction > 0 ||
                       !options.expert_placement_path.empty();
   LoadOptions fitted = options;
@@ -173,6 +202,7 @@ absl::StatusOr<std::shared_ptr<const Engine>> Engine::Load(const std::string& pa
                     expert_cache ? IsRoutedExpert : std::function<bool(const TensorSpec&)>()));
   }
   auto engine = FromSpec(std::move(spec), std::move(store), std::move(memory_note));
+  if (engine.ok()) std::const_pointer_cast<Engine>(*engine)->expert_ranks_ = std::move(ranks);
   if (engine.ok() && !options.expert_warmup_path.empty()) {
     MOE_RETURN_IF_ERROR((*engine)->Warm(options.expert_warmup_path).status());
   }

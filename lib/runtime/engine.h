@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "lib/dist/expert_ranks.h"
 #include "lib/model/model.h"
 #include "lib/model/telemetry.h"
 #include "lib/moe/expert_store.h"
@@ -52,6 +53,13 @@ struct LoadOptions {
   // no expert cache is asked for.
   size_t memory_limit_bytes = 0;
   MemoryFit memory_fit = MemoryFit::kCacheExperts;
+  // Expert parallelism (lib/runtime/expert_parallel.h): this process is rank expert_rank of
+  // expert_world and holds the non-expert weights and only the routed experts placed on it
+  // (ExpertRanks: round robin, or balanced by the routing profile at expert_rank_profile). The
+  // memory checks and the expert cache then concern those experts only.
+  int expert_world = 1;
+  int expert_rank = 0;
+  std::string expert_rank_profile;
 };
 
 class Engine {
@@ -82,6 +90,8 @@ class Engine {
 
   // What the load decided because of the memory available (empty when the model simply fit).
   const std::string& memory_note() const { return memory_note_; }
+  // Which rank holds each routed expert when loaded for expert parallelism; null otherwise.
+  const ExpertRanks* expert_ranks() const { return expert_ranks_.get(); }
 
  private:
   std::shared_ptr<const Model> model_;
@@ -91,6 +101,7 @@ class Engine {
   int64_t dense_params_ = 0;
   std::string memory_note_;
   std::unique_ptr<ExpertStore> expert_store_;  // internally synchronized: shared by sessions
+  std::unique_ptr<ExpertRanks> expert_ranks_;
 };
 
 }  // namespace moe

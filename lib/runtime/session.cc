@@ -97,21 +97,43 @@ absl::Status Session::Inspect(const std::function<void()>& f) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Engine> engine,
-                                                         const SessionOptions& options) {
-  if (!engine) return absl::InvalidArgumentError("no model");
-  const HParams& h = engine->model()->hp();
+absl::StatusOr<KvCache> CreateSessionCache(const Model& model, const SessionOptions& options) {
+  const HParams& h = model.hp();
   int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(h.n_ctx_train, 4096);
   if (n_ctx <= 0) n_ctx = 4096;
   if (options.n_batch <= 0) return absl::InvalidArgumentError("n_batch must be positive");
-  MOE_RETURN_IF_ERROR(CheckRoutingPolicy(options.routing));
   // Prompts go through in steps of n_batch tokens, so sliding-window layers keep only their
   // window and one step.
-  const SlidingWindows sliding{engine->model()->attention_windows(), options.n_batch};
-  MOE_ASSIGN_OR_RETURN(KvCache cache,
-                       KvCache::Create(h.n_layer, n_ctx, h.n_head_kv, h.head_dim, options.kv_type,
-                                       h.values_in_keys(), sliding));
-  return std::unique_ptr<Session>(new Session(std::move(engine), std::move(cache), options));
+  const SlidingWindows sliding{model.attention_windows(), options.n_batch};
+  return KvCache::Create(h.n_layer, n_ctx, h.n_head_kv, h.head_dim, options.kv_type,
+                         h.values_in_keys(), sliding);
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Engine> engine,
+                                                         const SessionOptions& options) {
+  if (!engine) return absl::InvalidArgumentError("no model");
+  MOE_RETURN_IF_ERROR(CheckRoutingPolicy(options.routing));
+  MOE_ASSIGN_OR_RETURN(KvCache cache, CreateSessionCache(*engine->model(), options));
+  Communicator* comm = options.communicator;
+  if (const ExpertRanks* ranks = engine->expert_ranks(); ranks != nullptr) {
+    if (comm == nullptr || comm->size() != ranks->world() || comm->rank() != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("this model holds its share of the experts of a world of ", ranks->world(),
+                       " ranks: a session runs on rank 0 of that world (the others serve)"));
+    }
+  } else if (comm != nullptr && comm->size() > 1) {
+    return absl::FailedPreconditionError(
+        "a world of ranks needs the model loaded for expert parallelism (expert_world)");
+  }
+  const int64_t n_ctx = cache.n_ctx();
+  auto session =
+      std::unique_ptr<Session>(new Session(std::move(engine), std::move(cache), options));
+  if (session->engine_->expert_ranks() != nullptr) {
+    session->driver_ = std::make_unique<StepDriver>(comm, *session->engine_->model());
+    MOE_RETURN_IF_ERROR(session->driver_->Open(options, n_ctx));
+    session->transformer_.set_expert_parallel(comm, session->engine_->expert_ranks());
+  }
+  return session;
 }
 
 Session::Session(std::shared_ptr<const Engine> engine, KvCache cache, const SessionOptions& options)
@@ -124,6 +146,11 @@ Session::Session(std::shared_ptr<const Engine> engine, KvCache cache, const Sess
   transformer_.set_expert_store(engine_->expert_store());
   transformer_.set_expert_prefetch(engine_->expert_store() != nullptr &&
                                    engine_->expert_store()->prefetch());
+}
+
+Session::~Session() {
+  // The serving ranks drop their mirror; a world already broken has nothing to tell.
+  if (driver_) driver_->Close().IgnoreError();
 }
 
 absl::Status Session::Decode(absl::Span<const int32_t> tokens, std::vector<float>* all_logits) {
@@ -148,9 +175,7 @@ absl::Status Session::DecodeLocked(absl::Span<const int32_t> tokens,
   for (size_t i = 0; i < tokens.size(); i += options_.n_batch) {
     if (cancel_requested()) return absl::CancelledError("cancelled");
     auto chunk = tokens.subspan(i, options_.n_batch);
-    MOE_RETURN_IF_ERROR(transformer_.Forward(chunk, cache_,
-                                             all_logits ? LogitsFor::kAll : LogitsFor::kLast,
-                                             &logits_, &stats_.forward, routing_history()));
+    MOE_RETURN_IF_ERROR(Forward(chunk, all_logits ? LogitsFor::kAll : LogitsFor::kLast));
     if (all_logits) {
       all_logits->insert(all_logits->end(), logits_.begin(), logits_.end());
       logits_.erase(logits_.begin(), logits_.end() - engine_->model()->hp().n_vocab);
@@ -160,6 +185,26 @@ absl::Status Session::DecodeLocked(absl::Span<const int32_t> tokens,
     stats_.prompt_tokens += chunk.size();
   }
   return absl::OkStatus();
+}
+
+absl::Status Session::Forward(absl::Span<const int32_t> tokens, LogitsFor which) {
+  if (driver_ == nullptr) {
+    return transformer_.Forward(tokens, cache_, which, &logits_, &stats_.forward,
+                                routing_history());
+  }
+  // A token the forward pass would refuse is refused before the serving ranks hear of it.
+  const int64_t n_vocab = engine_->model()->hp().n_vocab;
+  for (int32_t t : tokens) {
+    if (t < 0 || t >= n_vocab) {
+      return absl::OutOfRangeError(
+          absl::StrCat("token id ", t, " is outside the vocabulary [0, ", n_vocab, ")"));
+    }
+  }
+  MOE_RETURN_IF_ERROR(driver_->Step(cache_.size(), tokens, disabled_experts_));
+  absl::Status s =
+      transformer_.Forward(tokens, cache_, which, &logits_, &stats_.forward, routing_history());
+  if (!s.ok()) driver_->Break(s);
+  return s;
 }
 
 absl::StatusOr<int32_t> Session::Sample(const SamplerConfig& config) {
@@ -249,8 +294,7 @@ absl::Status Session::GenerateLocked(absl::Span<const int32_t> prompt,
     // Every sampled token goes into the context, the end-of-turn token too, so a later turn
     // continues from a complete conversation.
     if (cache_.size() < cache_.n_ctx()) {
-      MOE_RETURN_IF_ERROR(transformer_.Forward({&token, 1}, cache_, LogitsFor::kLast, &logits_,
-                                               &stats_.forward, routing_history()));
+      MOE_RETURN_IF_ERROR(Forward({&token, 1}, LogitsFor::kLast));
       history_.push_back(token);
       n_past_.store(cache_.size(), std::memory_order_relaxed);
     }

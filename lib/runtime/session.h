@@ -19,6 +19,7 @@
 #include "lib/moe/router.h"
 #include "lib/moe/routing_history.h"
 #include "lib/runtime/engine.h"
+#include "lib/runtime/expert_parallel.h"
 #include "lib/sampling/sampler.h"
 
 namespace moe {
@@ -30,7 +31,13 @@ struct SessionOptions {
   uint64_t seed = 0;
   int64_t n_batch = 64;  // prompt tokens per forward call (a cancellation point between calls)
   RoutingPolicy routing;  // off by default: every token takes the model's top-k
+  // For an engine loaded for expert parallelism (LoadOptions::expert_world): rank 0 of the world
+  // whose other ranks serve (ServeExpertParallel). Not owned; outlives the session.
+  Communicator* communicator = nullptr;
 };
+
+// The KV cache a session with these options has (n_ctx resolved as Session::Create does).
+absl::StatusOr<KvCache> CreateSessionCache(const Model& model, const SessionOptions& options);
 
 struct GenerateOptions {
   SamplerConfig sampling;
@@ -73,6 +80,7 @@ class Session {
 
   static absl::StatusOr<std::unique_ptr<Session>> Create(std::shared_ptr<const Engine> engine,
                                                          const SessionOptions& options);
+  ~Session();
 
   // Appends tokens to the context; afterwards logits() are those of the last token. With
   // all_logits, every token's logits row is appended there too ([n x n_vocab]).
@@ -132,6 +140,9 @@ class Session {
   absl::Status DecodeLocked(absl::Span<const int32_t> tokens, std::vector<float>* all_logits);
   absl::Status GenerateLocked(absl::Span<const int32_t> prompt, const GenerateOptions& options,
                               const TokenCallback& callback);
+  // One forward step over `tokens` after the cache's, announced first to the serving ranks when
+  // the experts are spread over a world.
+  absl::Status Forward(absl::Span<const int32_t> tokens, LogitsFor which);
 
   // RAII holder of the call slot (state_'s kInCall bit).
   class Busy;
@@ -142,6 +153,7 @@ class Session {
   SessionOptions options_;
   std::unique_ptr<Backend> backend_;
   Transformer transformer_;
+  std::unique_ptr<StepDriver> driver_;  // with expert parallelism
   KvCache cache_;
   std::vector<int32_t> history_;  // every token in the cache, in order
   // Every position's routing, when load-aware re-weighting needs it (a truncated sequence reads

@@ -1,6 +1,7 @@
 #include "lib/model/parts/mixture_feed_forward.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -268,7 +269,15 @@ absl::Status MixtureFeedForward::ExchangeExpertOutputs(int layer, int64_t d, siz
     at += bytes;
   }
   std::vector<Bytes> all;
+  const auto start = std::chrono::steady_clock::now();
   MOE_RETURN_IF_ERROR(comm_->AllGather(mine, &all));
+  if (tel) {
+    tel->exchange_s +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (size_t r = 0; r < all.size(); ++r) {
+      if (static_cast<int>(r) != comm_->rank()) tel->exchange_bytes += mine.size() + all[r].size();
+    }
+  }
   // The others' experts, read in the same order they were written.
   std::vector<size_t> read(all.size(), 0);
   for (int32_t e : all_selected_) {

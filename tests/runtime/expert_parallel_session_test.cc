@@ -1,0 +1,195 @@
+// A session whose experts are spread over a world of ranks (lib/runtime/expert_parallel.h): rank 0
+// drives, the others serve, and everything rank 0 sees (every logit, every greedy token, the
+// expert counts) is what one process holding every expert sees. Here the ranks are threads over
+// the loopback communicator; tests/dist runs the same over MPI processes.
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "lib/base/status_macros.h"
+#include "lib/dist/loopback_communicator.h"
+#include "lib/runtime/expert_parallel.h"
+#include "lib/runtime/session.h"
+
+namespace moe {
+namespace {
+
+const std::string kModel =
+    std::string(MOE_TESTDATA_DIR) + "/fixtures/tiny-qwen2moe-q4_0/tiny-qwen2moe-q4_0.gguf";
+
+std::shared_ptr<const Engine> Load(int world, int rank) {
+  LoadOptions o;
+  o.expert_world = world;
+  o.expert_rank = rank;
+  auto e = Engine::Load(kModel, o);
+  EXPECT_TRUE(e.ok()) << e.status();
+  return e.ok() ? *e : nullptr;
+}
+
+GenerateOptions Greedy(int64_t n) {
+  GenerateOptions g;
+  g.sampling.temperature = 0;
+  g.max_tokens = n;
+  g.stop_at_eog = false;
+  return g;
+}
+
+// What rank 0 saw.
+struct Record {
+  std::vector<float> logits;
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<int64_t>> expert_counts;
+  int64_t exchange_bytes = 0;
+};
+
+// A conversation touching every kind of step: a prompt in several steps, generation, a
+// truncation, experts switched off, a reset.
+absl::Status Converse(Session& s, Record* r) {
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 21; ++i) prompt.push_back(5 + (i * 37) % 900);
+  MOE_RETURN_IF_ERROR(s.Decode(prompt, &r->logits));
+  r->expert_counts = s.stats().forward.expert_counts;
+  r->exchange_bytes += s.stats().forward.exchange_bytes;
+  auto keep = [&](int32_t token, absl::string_view) {
+    r->tokens.push_back(token);
+    return true;
+  };
+  MOE_RETURN_IF_ERROR(s.GenerateFromTokens({7, 300, 41}, Greedy(6), keep));
+  MOE_RETURN_IF_ERROR(s.Truncate(12));
+  MOE_RETURN_IF_ERROR(s.SetDisabledExperts(0, std::vector<int32_t>{0, 1}));
+  MOE_RETURN_IF_ERROR(s.GenerateFromTokens({}, Greedy(5), keep));
+  MOE_RETURN_IF_ERROR(s.Reset());
+  MOE_RETURN_IF_ERROR(s.SetDisabledExperts(0, {}));
+  MOE_RETURN_IF_ERROR(s.Decode({9, 8, 7, 6, 5}, &r->logits));
+  return absl::OkStatus();
+}
+
+SessionOptions Options(const RoutingPolicy& routing) {
+  SessionOptions so;
+  so.threads = 1;
+  so.n_ctx = 64;
+  so.n_batch = 8;
+  so.routing = routing;
+  return so;
+}
+
+struct WorldRun {
+  Record record;
+  absl::Status driver;                // rank 0's conversation
+  std::vector<absl::Status> servers;  // ranks 1.. : what ServeExpertParallel returned
+};
+
+// Rank 0 runs `drive` on a session over a loopback world of n ranks; the others serve.
+template <typename Drive>
+WorldRun RunWorld(int n, const SessionOptions& options, Drive drive,
+                  std::chrono::milliseconds timeout = std::chrono::seconds(30),
+                  ServeOptions serve = {}) {
+  auto world = CreateLoopbackWorld(n, timeout);
+  WorldRun run;
+  run.servers.resize(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      auto engine = Load(n, r);
+      if (engine == nullptr) return;
+      if (r > 0) {
+        run.servers[r] = ServeExpertParallel(engine, world[r].get(), serve);
+        return;
+      }
+      SessionOptions so = options;
+      so.communicator = world[0].get();
+      auto session = Session::Create(engine, so);
+      run.driver = session.ok() ? drive(**session, &run.record) : session.status();
+      session = absl::CancelledError("closed");  // the session goes before the servers stop
+      StopExpertParallelServers(world[0].get()).IgnoreError();
+    });
+  }
+  for (auto& t : threads) t.join();
+  run.servers.erase(run.servers.begin());
+  return run;
+}
+
+Record Alone(const SessionOptions& options) {
+  auto engine = Engine::Load(kModel, {});
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  auto session = Session::Create(*engine, options);
+  EXPECT_TRUE(session.ok()) << session.status();
+  Record r;
+  EXPECT_TRUE(Converse(**session, &r).ok());
+  return r;
+}
+
+TEST(ExpertParallelSessionTest, RankZeroSeesWhatOneProcessSees) {
+  RoutingPolicy policies;  // capacity and load-aware re-weighting depend on the whole batch
+  policies.capacity_factor = 1.f;
+  policies.load_window = 8;
+  policies.load_limit = 1.f;
+  for (const RoutingPolicy& routing : {RoutingPolicy(), policies}) {
+    const SessionOptions options = Options(routing);
+    const Record want = Alone(options);
+    ASSERT_FALSE(want.tokens.empty());
+    for (int n : {2, 3}) {
+      SCOPED_TRACE(n);
+      WorldRun run = RunWorld(n, options, Converse);
+      ASSERT_TRUE(run.driver.ok()) << run.driver;
+      for (const absl::Status& s : run.servers) EXPECT_TRUE(s.ok()) << s;
+      EXPECT_EQ(run.record.logits, want.logits);
+      EXPECT_EQ(run.record.tokens, want.tokens);
+      EXPECT_EQ(run.record.expert_counts, want.expert_counts) << "every choice counted once";
+      EXPECT_GT(run.record.exchange_bytes, 0);
+    }
+  }
+}
+
+TEST(ExpertParallelSessionTest, ARankThatStopsServingEndsTheConversationWithAnError) {
+  ServeOptions impatient;
+  impatient.idle_timeout = std::chrono::milliseconds(200);  // the serving rank gives up
+  std::vector<absl::Status> calls;
+  WorldRun run = RunWorld(
+      2, Options({}),
+      [&](Session& s, Record*) {
+        calls.push_back(s.Decode({1, 2, 3}));
+        std::this_thread::sleep_for(std::chrono::milliseconds(600));
+        const auto t0 = std::chrono::steady_clock::now();
+        calls.push_back(s.Decode({4}));
+        EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2)) << "no hang";
+        calls.push_back(s.Decode({5}));
+        return absl::OkStatus();
+      },
+      std::chrono::milliseconds(500), impatient);
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_TRUE(calls[0].ok()) << calls[0];
+  EXPECT_EQ(calls[1].code(), absl::StatusCode::kDeadlineExceeded) << calls[1];
+  EXPECT_EQ(calls[2].code(), absl::StatusCode::kFailedPrecondition) << calls[2];
+  EXPECT_NE(calls[2].message().find("out of step"), std::string::npos) << calls[2];
+  EXPECT_EQ(run.servers[0].code(), absl::StatusCode::kDeadlineExceeded) << run.servers[0];
+}
+
+TEST(ExpertParallelSessionTest, AModelHoldingPartOfTheExpertsNeedsItsWorld) {
+  auto part = Load(2, 0);
+  ASSERT_NE(part, nullptr);
+  auto alone = Session::Create(part, Options({}));
+  EXPECT_EQ(alone.status().code(), absl::StatusCode::kFailedPrecondition) << alone.status();
+
+  auto world = CreateLoopbackWorld(2);
+  SessionOptions so = Options({});
+  so.communicator = world[1].get();
+  EXPECT_EQ(Session::Create(part, so).status().code(), absl::StatusCode::kFailedPrecondition)
+      << "rank 1 serves; it does not drive";
+
+  auto whole = Engine::Load(kModel, {});
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(ServeExpertParallel(*whole, world[1].get(), {}).code(),
+            absl::StatusCode::kFailedPrecondition);
+  so.communicator = world[0].get();
+  EXPECT_EQ(Session::Create(*whole, so).status().code(), absl::StatusCode::kFailedPrecondition);
+
+  LoadOptions bad;
+  bad.expert_world = 2;
+  bad.expert_rank = 2;
+  EXPECT_EQ(Engine::Load(kModel, bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace moe
