@@ -92,18 +92,18 @@ typedef enum moe_status {
   MOE_OK = 0,
   MOE_ERROR_INVALID_ARGUMENT = 1, /* NULL where a value is needed, bad id, bad struct_size... */
   MOE_ERROR_NOT_FOUND = 2,        /* no such file, no such token or template */
-  MOE_ERROR_IO = 3,               /* the file could not be read or written */
-  MOE_ERROR_CORRUPT_MODEL = 4,    /* truncated or damaged model file */
-  MOE_ERROR_UNSUPPORTED = 5,      /* architecture, tensor type, template... not supported */
-  MOE_ERROR_OUT_OF_RANGE = 6,     /* a value outside its valid range (e.g. token id) */
-  MOE_ERROR_CONTEXT_FULL = 7,     /* the tokens do not fit in the context */
-  MOE_ERROR_CANCELLED = 8,        /* stopped by moe_context_cancel() or a progress callback */
+  MOE_ERROR_IO = 3, /* the file could not be read or written; a link between ranks broke */
+  MOE_ERROR_CORRUPT_MODEL = 4, /* truncated or damaged model file */
+  MOE_ERROR_UNSUPPORTED = 5,   /* architecture, tensor type, template... not supported */
+  MOE_ERROR_OUT_OF_RANGE = 6,  /* a value outside its valid range (e.g. token id) */
+  MOE_ERROR_CONTEXT_FULL = 7,  /* the tokens do not fit in the context */
+  MOE_ERROR_CANCELLED = 8,     /* stopped by moe_context_cancel() or a progress callback */
   MOE_ERROR_OUT_OF_MEMORY = 9,
   MOE_ERROR_BUFFER_TOO_SMALL = 10, /* *len says how much is needed */
   MOE_ERROR_BUSY = 11,             /* another thread is using this context */
   MOE_ERROR_INTERNAL = 12,         /* a bug: please report it with moe_last_error() */
   MOE_ERROR_NOT_READY = 13,        /* the request has not finished yet (moe_engine_try_wait) */
-  MOE_ERROR_TIMEOUT = 14           /* the wait ran out before the request finished */
+  MOE_ERROR_TIMEOUT = 14           /* the wait ran out (a request; a rank of a moe_dist world) */
 } moe_status;
 
 /* Static text for a status code ("invalid argument", ...); never NULL. */
@@ -896,6 +896,63 @@ static inline moe_engine_stats moe_default_engine_stats(void) {
 }
 
 MOE_API moe_status moe_engine_get_stats(const moe_engine* engine, moe_engine_stats* stats);
+
+/* ---------------------------------------------------------------------------------------------
+ * Expert parallelism over processes and nodes (MPI)
+ *
+ * A model too large for one machine runs over several processes launched by mpirun (one per node,
+ * or several on one): each loads the weights every token needs and only its share of the routed
+ * experts, and each MoE layer exchanges the experts' outputs between them. Rank 0 drives: it
+ * creates the context and calls moe_decode / moe_generate* as usual; every other rank calls
+ * moe_dist_serve, which runs rank 0's steps until rank 0 frees its moe_dist. Rank 0's logits and
+ * tokens are those of one process holding every expert, bit for bit. A rank that dies or a
+ * network that breaks makes the calls waiting on it fail with MOE_ERROR_TIMEOUT after the
+ * timeout, on every rank, instead of hanging; the world cannot be used after that.
+ *
+ *   moe_dist* d; moe_dist_create(60000, &d);
+ *   moe_model* m; moe_dist_model_load(d, "model.moe", NULL, NULL, &m);
+ *   if (moe_dist_rank(d) == 0) { moe_context* c; moe_dist_context_create(d, m, NULL, &c);
+ *                                ...generate...; moe_context_free(c); }
+ *   else moe_dist_serve(d, m, 0, 0);
+ *   moe_model_free(m); moe_dist_free(d);       (rank 0's free ends the others' serve)
+ *
+ * Libraries built without MPI return MOE_ERROR_UNSUPPORTED from moe_dist_create.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct moe_dist moe_dist;
+
+/* Joins the world this process was launched into by mpirun (a process started alone is a world
+ * of one). Starts MPI unless the caller did (then it must have asked for MPI_THREAD_SERIALIZED or
+ * more), and ends it when the last moe_dist goes. timeout_ms: how long one exchange may wait for
+ * the other ranks (> 0; 60000 is a good default). */
+MOE_API moe_status moe_dist_create(int32_t timeout_ms, moe_dist** out_dist);
+/* This process's rank and the number of ranks (-1 for a NULL handle). */
+MOE_API int32_t moe_dist_rank(const moe_dist* dist);
+MOE_API int32_t moe_dist_size(const moe_dist* dist);
+/* Loads this rank's share of the model at path, as moe_model_load does (params may be NULL):
+ * every rank must load the same file. The routed experts are spread round robin, or, with a
+ * routing profile (moe-cli profile), balanced by its measured load (NULL: round robin). The
+ * handle serves moe_dist_context_create (rank 0) or moe_dist_serve (the others) only. */
+MOE_API moe_status moe_dist_model_load(moe_dist* dist, const char* path,
+                                       const moe_model_params* params,
+                                       const char* balance_profile_path, moe_model** out_model);
+/* Rank 0: a context over the world (moe_context_params as for moe_context_create; the routing
+ * policies apply on every rank). One context per world at a time. Free it with
+ * moe_context_free before moe_dist_free. */
+MOE_API moe_status moe_dist_context_create(moe_dist* dist, moe_model* model,
+                                           const moe_context_params* params,
+                                           moe_context** out_context);
+/* The other ranks: runs rank 0's steps with n_threads threads (0: one per core) until rank 0
+ * calls moe_dist_stop_serving or moe_dist_free (MOE_OK), or an exchange fails (its error).
+ * idle_timeout_ms: how long to wait for rank 0's next step before giving up (MOE_ERROR_TIMEOUT);
+ * 0: forever. */
+MOE_API moe_status moe_dist_serve(moe_dist* dist, moe_model* model, int32_t n_threads,
+                                  int32_t idle_timeout_ms);
+/* Rank 0: ends every other rank's moe_dist_serve, so that all may load another model (each model
+ * loaded is served once, then stopped once). MOE_ERROR_INVALID_ARGUMENT on the other ranks. */
+MOE_API moe_status moe_dist_stop_serving(moe_dist* dist);
+/* Ends this rank's part in the world (on rank 0, after moe_dist_stop_serving if a model loaded
+ * since was not stopped yet). NULL is a no-op. */
+MOE_API void moe_dist_free(moe_dist* dist);
 
 #ifdef __cplusplus
 } /* extern "C" */

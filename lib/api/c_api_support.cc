@@ -63,6 +63,12 @@ moe_status CodeFor(const absl::Status& s) {
     case absl::StatusCode::kAborted:
       code = MOE_ERROR_BUSY;
       break;
+    case absl::StatusCode::kDeadlineExceeded:  // a rank of the world did not answer in time
+      code = MOE_ERROR_TIMEOUT;
+      break;
+    case absl::StatusCode::kUnknown:  // the transport between ranks failed (MPI's own error)
+      code = MOE_ERROR_IO;
+      break;
     default:
       code = MOE_ERROR_INTERNAL;
       break;

@@ -132,66 +132,77 @@ moe_status moe_model_params_init(moe_model_params* p, size_t struct_size) {
   return InitVersioned(d, p, struct_size, "moe_model_params_init: params");
 }
 
+}  // extern "C"
+
+namespace moe::api {
+
+moe_status LoadModel(const char* path, const moe_model_params* params, moe::LoadOptions lo,
+                     moe_model** out) {
+  if (out == nullptr) return Null("out_model");
+  *out = nullptr;
+  if (path == nullptr) return Null("path");
+  moe_model_params p;
+  moe_model_params_init(&p, sizeof(p));
+  if (moe_status s = ReadVersioned(params, &p, "moe_model_params"); s != MOE_OK) return s;
+  lo.use_mmap = p.use_mmap != 0;
+  if (!(p.expert_cache_fraction >= 0 && p.expert_cache_fraction <= 1)) {
+    return Fail(MOE_ERROR_INVALID_ARGUMENT,
+                absl::StrCat("expert_cache_fraction is ", p.expert_cache_fraction,
+                             ": it must be in [0, 1] (0: not a fraction)"));
+  }
+  if (p.expert_eviction != MOE_EXPERT_EVICT_LRU && p.expert_eviction != MOE_EXPERT_EVICT_LFRU) {
+    return Fail(MOE_ERROR_INVALID_ARGUMENT,
+                absl::StrCat("unknown expert_eviction ", p.expert_eviction));
+  }
+  lo.expert_cache_bytes = static_cast<size_t>(p.expert_cache_bytes);
+  lo.expert_cache_fraction = p.expert_cache_fraction;
+  lo.expert_eviction = p.expert_eviction == MOE_EXPERT_EVICT_LFRU ? moe::EvictionPolicy::kLfru
+                                                                  : moe::EvictionPolicy::kLru;
+  lo.expert_direct_io = p.expert_direct_io != 0;
+  if (p.expert_placement_path != nullptr) lo.expert_placement_path = p.expert_placement_path;
+  if (p.expert_warmup_path != nullptr) lo.expert_warmup_path = p.expert_warmup_path;
+  lo.expert_prefetch = p.expert_prefetch != 0;
+  if (p.memory_fit != MOE_MEMORY_FIT_CACHE_EXPERTS && p.memory_fit != MOE_MEMORY_FIT_ERROR) {
+    return Fail(MOE_ERROR_INVALID_ARGUMENT, absl::StrCat("unknown memory_fit ", p.memory_fit));
+  }
+  lo.memory_limit_bytes = static_cast<size_t>(p.memory_limit_bytes);
+  lo.memory_fit =
+      p.memory_fit == MOE_MEMORY_FIT_ERROR ? moe::MemoryFit::kError : moe::MemoryFit::kCacheExperts;
+  if (p.progress_callback != nullptr) {
+    lo.progress = [cb = p.progress_callback, ud = p.progress_user_data](float f) {
+      return cb(f, ud) != 0;
+    };
+  }
+  auto engine = moe::Engine::Load(path, lo);
+  if (!engine.ok()) {
+    // At load, a resource that runs out is memory (the model, or the expert cache's minimum).
+    if (engine.status().code() == absl::StatusCode::kResourceExhausted) {
+      return Fail(MOE_ERROR_OUT_OF_MEMORY, std::string(engine.status().message()));
+    }
+    return FromStatus(engine.status());
+  }
+  auto model = std::make_unique<moe_model>();
+  model->engine = *std::move(engine);
+  const moe::ModelSpec& spec = model->engine->model()->spec();
+  model->architecture = std::string(moe::ArchName(spec.arch));
+  model->name = spec.name;
+  if (!model->engine->memory_note().empty()) {
+    moe::api::Log(MOE_LOG_WARN, absl::StrCat(path, ": ", model->engine->memory_note()));
+  }
+  moe::api::Log(MOE_LOG_INFO, absl::StrCat("loaded ", path, ": ", model->architecture, ", ",
+                                           spec.hp.n_layer, " layers, ", spec.hp.n_expert,
+                                           " experts (top-", spec.hp.n_expert_used, ")"));
+  *out = model.release();
+  return MOE_OK;
+}
+
+}  // namespace moe::api
+
+extern "C" {
+
 moe_status moe_model_load(const char* path, const moe_model_params* params, moe_model** out) {
-  return Guard("moe_model_load", [&]() -> moe_status {
-    if (out == nullptr) return Null("out_model");
-    *out = nullptr;
-    if (path == nullptr) return Null("path");
-    moe_model_params p;
-    moe_model_params_init(&p, sizeof(p));
-    if (moe_status s = ReadVersioned(params, &p, "moe_model_params"); s != MOE_OK) return s;
-    moe::LoadOptions lo;
-    lo.use_mmap = p.use_mmap != 0;
-    if (!(p.expert_cache_fraction >= 0 && p.expert_cache_fraction <= 1)) {
-      return Fail(MOE_ERROR_INVALID_ARGUMENT,
-                  absl::StrCat("expert_cache_fraction is ", p.expert_cache_fraction,
-                               ": it must be in [0, 1] (0: not a fraction)"));
-    }
-    if (p.expert_eviction != MOE_EXPERT_EVICT_LRU && p.expert_eviction != MOE_EXPERT_EVICT_LFRU) {
-      return Fail(MOE_ERROR_INVALID_ARGUMENT,
-                  absl::StrCat("unknown expert_eviction ", p.expert_eviction));
-    }
-    lo.expert_cache_bytes = static_cast<size_t>(p.expert_cache_bytes);
-    lo.expert_cache_fraction = p.expert_cache_fraction;
-    lo.expert_eviction = p.expert_eviction == MOE_EXPERT_EVICT_LFRU ? moe::EvictionPolicy::kLfru
-                                                                    : moe::EvictionPolicy::kLru;
-    lo.expert_direct_io = p.expert_direct_io != 0;
-    if (p.expert_placement_path != nullptr) lo.expert_placement_path = p.expert_placement_path;
-    if (p.expert_warmup_path != nullptr) lo.expert_warmup_path = p.expert_warmup_path;
-    lo.expert_prefetch = p.expert_prefetch != 0;
-    if (p.memory_fit != MOE_MEMORY_FIT_CACHE_EXPERTS && p.memory_fit != MOE_MEMORY_FIT_ERROR) {
-      return Fail(MOE_ERROR_INVALID_ARGUMENT, absl::StrCat("unknown memory_fit ", p.memory_fit));
-    }
-    lo.memory_limit_bytes = static_cast<size_t>(p.memory_limit_bytes);
-    lo.memory_fit = p.memory_fit == MOE_MEMORY_FIT_ERROR ? moe::MemoryFit::kError
-                                                         : moe::MemoryFit::kCacheExperts;
-    if (p.progress_callback != nullptr) {
-      lo.progress = [cb = p.progress_callback, ud = p.progress_user_data](float f) {
-        return cb(f, ud) != 0;
-      };
-    }
-    auto engine = moe::Engine::Load(path, lo);
-    if (!engine.ok()) {
-      // At load, a resource that runs out is memory (the model, or the expert cache's minimum).
-      if (engine.status().code() == absl::StatusCode::kResourceExhausted) {
-        return Fail(MOE_ERROR_OUT_OF_MEMORY, std::string(engine.status().message()));
-      }
-      return FromStatus(engine.status());
-    }
-    auto model = std::make_unique<moe_model>();
-    model->engine = *std::move(engine);
-    const moe::ModelSpec& spec = model->engine->model()->spec();
-    model->architecture = std::string(moe::ArchName(spec.arch));
-    model->name = spec.name;
-    if (!model->engine->memory_note().empty()) {
-      moe::api::Log(MOE_LOG_WARN, absl::StrCat(path, ": ", model->engine->memory_note()));
-    }
-    moe::api::Log(MOE_LOG_INFO, absl::StrCat("loaded ", path, ": ", model->architecture, ", ",
-                                             spec.hp.n_layer, " layers, ", spec.hp.n_expert,
-                                             " experts (top-", spec.hp.n_expert_used, ")"));
-    *out = model.release();
-    return MOE_OK;
-  });
+  return Guard("moe_model_load",
+               [&]() { return moe::api::LoadModel(path, params, moe::LoadOptions(), out); });
 }
 
 void moe_model_free(moe_model* model) { delete model; }
@@ -377,34 +388,47 @@ moe_status moe_context_params_init(moe_context_params* p, size_t struct_size) {
   return MOE_OK;
 }
 
+}  // extern "C"
+
+namespace moe::api {
+
+moe_status CreateContext(moe_model* model, const moe_context_params* params,
+                         std::shared_ptr<moe::Communicator> world, moe_context** out) {
+  if (out == nullptr) return Null("out_context");
+  *out = nullptr;
+  if (model == nullptr) return Null("model");
+  moe_context_params p;
+  moe_context_params_init(&p, sizeof(p));
+  if (moe_status s = ReadVersioned(params, &p, "moe_context_params"); s != MOE_OK) return s;
+  if (p.n_ctx < 0) {
+    return Fail(MOE_ERROR_INVALID_ARGUMENT,
+                absl::StrCat("n_ctx is ", p.n_ctx, ": it must be >= 0 (0: the model's)"));
+  }
+  moe::DType kv_type;
+  if (moe_status s = ReadThreadsAndKvType(p.n_threads, p.kv_type, &kv_type); s != MOE_OK) {
+    return s;
+  }
+  moe::SessionOptions so;
+  so.n_ctx = p.n_ctx;
+  so.threads = p.n_threads;
+  so.kv_type = kv_type;
+  so.seed = p.seed;
+  so.routing = moe::api::RoutingPolicyOf(p);
+  so.communicator = world.get();
+  auto session = moe::Session::Create(model->engine, so);
+  if (!session.ok()) return FromStatus(session.status());
+  *out = new moe_context{std::move(world), model->engine, *std::move(session), p.seed};
+  return MOE_OK;
+}
+
+}  // namespace moe::api
+
+extern "C" {
+
 moe_status moe_context_create(moe_model* model, const moe_context_params* params,
                               moe_context** out) {
-  return Guard("moe_context_create", [&]() -> moe_status {
-    if (out == nullptr) return Null("out_context");
-    *out = nullptr;
-    if (model == nullptr) return Null("model");
-    moe_context_params p;
-    moe_context_params_init(&p, sizeof(p));
-    if (moe_status s = ReadVersioned(params, &p, "moe_context_params"); s != MOE_OK) return s;
-    if (p.n_ctx < 0) {
-      return Fail(MOE_ERROR_INVALID_ARGUMENT,
-                  absl::StrCat("n_ctx is ", p.n_ctx, ": it must be >= 0 (0: the model's)"));
-    }
-    moe::DType kv_type;
-    if (moe_status s = ReadThreadsAndKvType(p.n_threads, p.kv_type, &kv_type); s != MOE_OK) {
-      return s;
-    }
-    moe::SessionOptions so;
-    so.n_ctx = p.n_ctx;
-    so.threads = p.n_threads;
-    so.kv_type = kv_type;
-    so.seed = p.seed;
-    so.routing = moe::api::RoutingPolicyOf(p);
-    auto session = moe::Session::Create(model->engine, so);
-    if (!session.ok()) return FromStatus(session.status());
-    *out = new moe_context{model->engine, *std::move(session), p.seed};
-    return MOE_OK;
-  });
+  return Guard("moe_context_create",
+               [&]() { return moe::api::CreateContext(model, params, nullptr, out); });
 }
 
 void moe_context_free(moe_context* ctx) {

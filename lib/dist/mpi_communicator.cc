@@ -16,7 +16,7 @@ absl::Status MpiError(int code, const char* what) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
   MPI_Error_string(code, text, &len);
-  return absl::UnavailableError(absl::StrCat(what, ": MPI error: ", std::string(text, len)));
+  return absl::UnknownError(absl::StrCat(what, ": MPI error: ", std::string(text, len)));
 }
 
 // MPI itself, started once per process by the first communicator and finalised with the last.

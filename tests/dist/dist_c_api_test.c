@@ -1,0 +1,203 @@
+/* The C ABI's expert parallelism, run under mpirun (tests/dist/CMakeLists.txt: -np 2 and -np 4 on
+ * this machine). Every rank loads its share of each model given; rank 0 drives a context over the
+ * world and checks it against a context of its own over the whole model: the logits of a prompt,
+ * of decode steps and after a truncation, greedy tokens and expert counts, all bit for bit. Every
+ * rank checks that it holds the weights every token needs and only its share of the experts.
+ *
+ *   dist_c_api_test MODEL...           the checks above; exit status non-zero on any failure
+ *   dist_c_api_test --kill-rank1 MODEL rank 1 dies mid-generation: rank 0 must fail with an
+ *                                      error within the timeout, not hang */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "moe_c.h"
+
+static int failures = 0;
+static int my_rank = -1;
+
+static void check(int ok, const char* what) {
+  if (!ok) {
+    fprintf(stderr, "rank %d: FAILED %s (%s)\n", my_rank, what, moe_last_error());
+    ++failures;
+  }
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+typedef struct {
+  int32_t tokens[64];
+  int n;
+} token_list;
+
+static int keep_token(int32_t token, const char* piece, size_t len, void* user_data) {
+  token_list* list = (token_list*)user_data;
+  (void)piece;
+  (void)len;
+  if (token >= 0 && list->n < 64) list->tokens[list->n++] = token;
+  return 1;
+}
+
+static moe_generate_params greedy(int32_t n, moe_sampling_params* sampling) {
+  moe_generate_params g = moe_generate_default_params();
+  *sampling = moe_sampling_default_params();
+  sampling->temperature = 0;
+  g.sampling = sampling;
+  g.max_tokens = n;
+  return g;
+}
+
+/* The logits of the last token of both contexts are the same bits. */
+static void same_logits(moe_context* a, moe_context* b, const char* what) {
+  const float *la = NULL, *lb = NULL;
+  int32_t na = 0, nb = 0;
+  check(moe_get_logits(a, &la, &na) == MOE_OK && moe_get_logits(b, &lb, &nb) == MOE_OK,
+        "reading logits");
+  check(na == nb && na > 0 && memcmp(la, lb, sizeof(float) * (size_t)na) == 0, what);
+}
+
+/* Rank 0: the context over the world against one over the whole model. */
+static void drive(moe_dist* dist, moe_model* share, moe_model* whole, const moe_model_info* info) {
+  moe_context_params cp = moe_context_default_params();
+  cp.n_ctx = 128;
+  cp.n_threads = 1;
+  moe_context *world = NULL, *alone = NULL;
+  check(moe_context_create(share, &cp, &world) == MOE_ERROR_INVALID_ARGUMENT,
+        "a share of the experts refuses a context of its own");
+  check(moe_dist_serve(dist, share, 1, 0) == MOE_ERROR_INVALID_ARGUMENT, "rank 0 does not serve");
+  check(moe_dist_context_create(dist, share, &cp, &world) == MOE_OK, "context over the world");
+  check(moe_context_create(whole, &cp, &alone) == MOE_OK, "context over the whole model");
+  if (world == NULL || alone == NULL) return;
+
+  int32_t prompt[13];
+  for (int i = 0; i < 13; ++i) prompt[i] = (int32_t)((3 + i * 131) % info->n_vocab);
+  check(moe_decode(world, prompt, 13) == MOE_OK && moe_decode(alone, prompt, 13) == MOE_OK,
+        "prompt");
+  same_logits(world, alone, "prompt logits");
+
+  moe_sampling_params sw, sa;
+  moe_generate_params gw = greedy(8, &sw), ga = greedy(8, &sa);
+  token_list tw = {{0}, 0}, ta = {{0}, 0};
+  check(moe_generate_tokens(world, NULL, 0, &gw, keep_token, &tw) == MOE_OK &&
+            moe_generate_tokens(alone, NULL, 0, &ga, keep_token, &ta) == MOE_OK,
+        "greedy generation");
+  check(tw.n > 0 && tw.n == ta.n && memcmp(tw.tokens, ta.tokens, sizeof(int32_t) * tw.n) == 0,
+        "greedy tokens");
+  same_logits(world, alone, "logits after generation");
+
+  size_t n_counts = (size_t)info->n_layer * (size_t)info->n_expert, len_w = 0, len_a = 0;
+  int64_t* cw = calloc(n_counts, sizeof(int64_t));
+  int64_t* ca = calloc(n_counts, sizeof(int64_t));
+  check(moe_context_get_expert_counts(world, cw, n_counts, &len_w) == MOE_OK &&
+            moe_context_get_expert_counts(alone, ca, n_counts, &len_a) == MOE_OK,
+        "expert counts");
+  check(len_w == len_a && memcmp(cw, ca, sizeof(int64_t) * len_w) == 0,
+        "every choice counted once");
+  free(cw);
+  free(ca);
+
+  check(moe_context_truncate(world, 6) == MOE_OK && moe_context_truncate(alone, 6) == MOE_OK,
+        "truncation");
+  int32_t next = prompt[12];
+  check(moe_decode(world, &next, 1) == MOE_OK && moe_decode(alone, &next, 1) == MOE_OK,
+        "decode after truncation");
+  same_logits(world, alone, "logits after truncation");
+  int32_t bad = info->n_vocab;
+  check(moe_decode(world, &bad, 1) == MOE_ERROR_OUT_OF_RANGE, "a bad token is refused");
+  check(moe_decode(world, &next, 1) == MOE_OK, "the world goes on after a refused token");
+  moe_context_free(world);
+  moe_context_free(alone);
+}
+
+/* Every rank: its share holds the dense weights and fewer than all experts. */
+static void check_share(moe_model* share, const moe_model_info* whole, int size) {
+  moe_model_info mine = moe_model_default_info();
+  check(moe_model_get_info(share, &mine) == MOE_OK, "info of the share");
+  check(mine.n_params_total < whole->n_params_total, "a share holds fewer parameters");
+  check(mine.n_params_total > whole->n_params_total / (size + 1) / 2, "a share is not empty");
+  printf("rank %d of %d: %lld of %lld parameters\n", my_rank, size, (long long)mine.n_params_total,
+         (long long)whole->n_params_total);
+}
+
+static int kill_rank1(moe_dist* dist, const char* path) {
+  moe_model* share = NULL;
+  if (moe_dist_model_load(dist, path, NULL, NULL, &share) != MOE_OK) return 1;
+  if (my_rank == 1) {
+    alarm(1); /* SIGALRM ends this process a second from now, mid-generation */
+    moe_dist_serve(dist, share, 1, 0);
+    return 1; /* not reached */
+  }
+  if (my_rank > 1) {
+    moe_status s = moe_dist_serve(dist, share, 1, 0);
+    printf("rank %d: serving ended: %s\n", my_rank, s == MOE_OK ? "ok" : moe_last_error());
+    moe_model_free(share);
+    return 0;
+  }
+  moe_context_params cp = moe_context_default_params();
+  cp.n_ctx = 4096;
+  cp.n_threads = 1;
+  moe_context* ctx = NULL;
+  if (moe_dist_context_create(dist, share, &cp, &ctx) != MOE_OK) return 1;
+  int32_t prompt[2] = {1, 2};
+  moe_sampling_params sp;
+  moe_generate_params g = greedy(4000, &sp);
+  token_list got = {{0}, 0};
+  const double t0 = now_s();
+  moe_status s = moe_generate_tokens(ctx, prompt, 2, &g, keep_token, &got);
+  const double waited = now_s() - t0;
+  printf("rank 0: generation ended after %.2f s: %s: %s\n", waited, moe_status_string(s),
+         moe_last_error());
+  check(s == MOE_ERROR_TIMEOUT || s == MOE_ERROR_IO, "the dead rank is an error");
+  check(waited < 1.0 + 2.0 + 1.5, "within the timeout of its death");
+  check(moe_decode(ctx, prompt, 1) != MOE_OK, "the broken world refuses later steps");
+  moe_context_free(ctx);
+  moe_model_free(share);
+  return failures == 0 ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  int kill = argc > 1 && strcmp(argv[1], "--kill-rank1") == 0;
+  moe_dist* dist = NULL;
+  if (moe_dist_create(kill ? 2000 : 30000, &dist) != MOE_OK) {
+    fprintf(stderr, "moe_dist_create: %s\n", moe_last_error());
+    return 1;
+  }
+  my_rank = moe_dist_rank(dist);
+  const int size = moe_dist_size(dist);
+  check(size >= 2, "run under mpirun with 2 or more ranks");
+  if (kill) {
+    int rc = kill_rank1(dist, argv[2]);
+    /* The world is broken: MPI cannot end cleanly (mpirun reports the dead rank anyway). */
+    fflush(stdout);
+    _exit(rc);
+  }
+  for (int m = 1; m < argc; ++m) {
+    /* Loaded as the share is (copied, re-laid alike), so the same kernels run. */
+    moe_model *whole = NULL, *share = NULL;
+    check(moe_model_load(argv[m], NULL, &whole) == MOE_OK, "the whole model");
+    check(moe_dist_model_load(dist, argv[m], NULL, NULL, &share) == MOE_OK, "this rank's share");
+    if (whole == NULL || share == NULL) return 1;
+    moe_model_info info = moe_model_default_info();
+    moe_model_get_info(whole, &info);
+    check_share(share, &info, size);
+    if (my_rank == 0) {
+      drive(dist, share, whole, &info);
+      check(moe_dist_stop_serving(dist) == MOE_OK, "stopping the serving ranks");
+    } else {
+      check(moe_dist_serve(dist, share, 1, 0) == MOE_OK, "serving until rank 0 stops");
+      check(moe_dist_stop_serving(dist) == MOE_ERROR_INVALID_ARGUMENT, "only rank 0 stops");
+    }
+    moe_model_free(share);
+    moe_model_free(whole);
+  }
+  moe_dist_free(dist);
+  printf("rank %d of %d: %s\n", my_rank, size, failures == 0 ? "ok" : "FAILED");
+  return failures == 0 ? 0 : 1;
+}
