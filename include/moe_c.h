@@ -250,6 +250,12 @@ typedef struct moe_model_info {
   int32_t eot_token;
   int32_t has_tokenizer;     /* 0: token ids only, text functions fail with UNSUPPORTED */
   int32_t has_chat_template; /* see moe_model_chat_template() */
+  /* Appended after the first version (see moe_model_params). The weight bytes of the whole
+   * model, and those this handle holds: all of them, or for a share loaded by
+   * moe_dist_model_load the dense weights and its own experts (the counts above are the whole
+   * model's). Pruned experts count in neither. */
+  int64_t weight_bytes_total;
+  int64_t weight_bytes_held;
 } moe_model_info;
 
 MOE_API moe_status moe_model_info_init(moe_model_info* info, size_t struct_size);
@@ -622,6 +628,11 @@ typedef struct moe_stats {
    * multiply-adds of the matrix products and attention. */
   double weight_bytes_per_token;
   double multiply_adds_per_token;
+  /* Appended in the fourth version: over a moe_dist world, the bytes of expert outputs rank 0
+   * sent to and received from the other ranks, and the time its exchanges took (waiting for
+   * slower ranks included); 0 for a context of one process. */
+  int64_t exchange_bytes;
+  double exchange_seconds;
 } moe_stats;
 
 MOE_API moe_status moe_stats_init(moe_stats* stats, size_t struct_size);

@@ -119,6 +119,18 @@ inline absl::Status ApplyExpertFlags(const ExpertFlags& f, LoadOptions* options)
 
 // One line for the load: where the experts are and, when cached, the budget and the I/O mode.
 // When the load chose the cache for lack of memory, a line before it says why.
+// The weight bytes the engine holds in memory: all of them, or with the expert cache the others
+// plus the cache's slab.
+inline size_t WeightBytesInMemory(const Engine& engine) {
+  const ExpertStore* store = engine.expert_store();
+  if (store == nullptr) return static_cast<size_t>(engine.params().held_bytes);
+  size_t bytes = store->cache().capacity_bytes();
+  for (const auto& t : engine.model()->spec().tensors) {
+    if (t.expert < 0) bytes += t.data.size();
+  }
+  return bytes;
+}
+
 inline std::string ExpertPlacementLine(const Engine& engine) {
   const ExpertStore* store = engine.expert_store();
   if (store == nullptr) return "experts: resident";

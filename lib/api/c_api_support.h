@@ -51,6 +51,10 @@ constexpr size_t FirstVersionSize<moe_model_params>() {
   return offsetof(moe_model_params, expert_cache_bytes);
 }
 template <>
+constexpr size_t FirstVersionSize<moe_model_info>() {
+  return offsetof(moe_model_info, weight_bytes_total);
+}
+template <>
 constexpr size_t FirstVersionSize<moe_stats>() {
   return offsetof(moe_stats, expert_cache_hits);
 }

@@ -208,13 +208,9 @@ moe_status moe_model_load(const char* path, const moe_model_params* params, moe_
 void moe_model_free(moe_model* model) { delete model; }
 
 moe_status moe_model_info_init(moe_model_info* info, size_t struct_size) {
-  if (info == nullptr) return Null("info");
-  if (struct_size < sizeof(moe_model_info)) {
-    return Fail(MOE_ERROR_INVALID_ARGUMENT, "moe_model_info_init: struct_size too small");
-  }
-  *info = moe_model_info{};
-  info->struct_size = sizeof(moe_model_info);
-  return MOE_OK;
+  moe_model_info d{};
+  d.struct_size = sizeof(moe_model_info);
+  return InitVersioned(d, info, struct_size, "moe_model_info_init: info");
 }
 
 moe_status moe_model_get_info(const moe_model* model, moe_model_info* info) {
@@ -236,6 +232,8 @@ moe_status moe_model_get_info(const moe_model* model, moe_model_info* info) {
     i.n_ctx_train = static_cast<int32_t>(h.n_ctx_train);
     i.n_params_total = e.params().total;
     i.n_params_active = e.params().active_per_token;
+    i.weight_bytes_total = e.params().total_bytes;
+    i.weight_bytes_held = e.params().held_bytes;
     const moe::Tokenizer* tok = e.tokenizer();
     i.bos_token = tok ? tok->bos_id() : -1;
     i.eos_token = tok ? tok->eos_id() : -1;
@@ -611,6 +609,8 @@ moe_status moe_context_get_stats(const moe_context* ctx, moe_stats* out) {
     s.rerouted_choices = t.rerouted_choices;
     s.dropped_choices = t.dropped_choices;
     s.reweighted_choices = t.reweighted_choices;
+    s.exchange_bytes = t.exchange_bytes;
+    s.exchange_seconds = t.exchange_s;
     if (t.tokens > 0) {
       s.weight_bytes_per_token = static_cast<double>(t.active_weight_bytes) / t.tokens;
       s.multiply_adds_per_token = static_cast<double>(t.multiply_adds) / t.tokens;

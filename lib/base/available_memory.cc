@@ -62,6 +62,21 @@ std::optional<size_t> AvailableMemoryFrom(const std::string& meminfo, const std:
   return available;
 }
 
+size_t PeakResidentBytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    absl::string_view rest = line;
+    if (absl::ConsumePrefix(&rest, "VmHWM:")) {
+      size_t kib = 0;
+      return absl::SimpleAtoi(absl::StripSuffix(absl::StripAsciiWhitespace(rest), "kB"), &kib)
+                 ? kib * 1024
+                 : 0;
+    }
+  }
+  return 0;
+}
+
 std::optional<size_t> AvailableMemoryBytes() {
   const auto [max, current] = CgroupFiles();
   return AvailableMemoryFrom(ReadAll("/proc/meminfo"), max.empty() ? "" : ReadAll(max),

@@ -1,4 +1,5 @@
-// How much memory this process can still take: what a load compares a model's weights with.
+// How much memory this process can still take (what a load compares a model's weights with),
+// and how much it has taken at most.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +11,9 @@ namespace moe {
 // MemAvailable of /proc/meminfo, or the room left under this process's cgroup limit (v1 or v2)
 // when that is lower; nullopt when neither can be read.
 std::optional<size_t> AvailableMemoryBytes();
+
+// The process's peak resident set (VmHWM of /proc/self/status), in bytes; 0 if unknown.
+size_t PeakResidentBytes();
 
 // The parsing, for tests: meminfo's text, and the cgroup's limit and use (memory.max and
 // memory.current, or v1's limit_in_bytes and usage_in_bytes; empty where absent).

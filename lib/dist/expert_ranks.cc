@@ -87,12 +87,22 @@ absl::Status ExpertRanks::KeepOwnExperts(int rank, ModelSpec* spec) const {
     return layer >= 0 && layer < h.n_layer && expert >= 0 && expert < h.n_expert &&
            owner_[layer][expert] >= 0 && owner_[layer][expert] != rank;
   };
+  // What each absent expert costs, before its tensors go.
+  std::vector<std::vector<AbsentExpert>> absent(h.n_layer, std::vector<AbsentExpert>(h.n_expert));
+  for (const TensorSpec& t : spec->tensors) {
+    if (t.expert < 0 || !elsewhere(t.layer, t.expert)) continue;
+    AbsentExpert& a = absent[t.layer][t.expert];
+    a.bytes += static_cast<int64_t>(t.byte_size());
+    a.params += t.num_elements();
+  }
   std::erase_if(spec->tensors,
                 [&](const TensorSpec& t) { return t.expert >= 0 && elsewhere(t.layer, t.expert); });
   spec->absent_experts.clear();
   for (int l = 0; l < h.n_layer; ++l) {
     for (int e = 0; e < h.n_expert; ++e) {
-      if (elsewhere(l, e)) spec->absent_experts.push_back({l, e});
+      if (!elsewhere(l, e)) continue;
+      absent[l][e].id = {l, e};
+      spec->absent_experts.push_back(absent[l][e]);
     }
   }
   return absl::OkStatus();

@@ -127,6 +127,11 @@ absl::Status Model::Resolve() {
       MOE_ASSIGN_OR_RETURN(down_b, Vector(bias("ffn_down_exps")));
     }
     L.experts.resize(h.n_expert);
+    for (const AbsentExpert& a : spec_.absent_experts) {
+      if (a.id.layer != l || a.id.expert < 0 || a.id.expert >= h.n_expert) continue;
+      L.experts[a.id.expert].remote_bytes = a.bytes;
+      L.experts[a.id.expert].remote_params = a.params;
+    }
     for (int e = 0; e < h.n_expert; ++e) {
       if (weightless[l][e]) continue;  // pruned, or held by another rank: no weights here
       ExpertWeights& x = L.experts[e];

@@ -17,6 +17,17 @@ struct ExpertWeights {
   const float* up_bias = nullptr;
   const float* down_bias = nullptr;
   size_t byte_size() const { return gate.byte_size() + up.byte_size() + down.byte_size(); }
+  // An expert another rank holds has no views here, only what running it costs there.
+  int64_t remote_bytes = 0;
+  int64_t remote_params = 0;
+  // What one token running the expert reads and multiplies, wherever it runs.
+  int64_t cost_bytes() const {
+    return gate.rows > 0 ? static_cast<int64_t>(byte_size()) : remote_bytes;
+  }
+  int64_t params() const {
+    return gate.rows > 0 ? gate.rows * gate.cols + up.rows * up.cols + down.rows * down.cols
+                         : remote_params;
+  }
 };
 
 struct LayerWeights {

@@ -186,7 +186,7 @@ std::vector<std::vector<bool>> ModelSpec::PrunedMask() const {
 
 std::vector<std::vector<bool>> ModelSpec::WeightlessMask() const {
   std::vector<std::vector<bool>> mask = PrunedMask();
-  for (const ExpertId& id : absent_experts) {
+  for (const auto& [id, bytes, params] : absent_experts) {
     if (id.layer >= 0 && id.layer < hp.n_layer && id.expert >= 0 && id.expert < hp.n_expert) {
       mask[id.layer][id.expert] = true;
     }
@@ -340,6 +340,17 @@ ParamCounts CountParams(const ModelSpec& spec) {
   ParamCounts c;
   const HParams& h = spec.hp;
   const auto pruned = spec.PrunedMask();
+  // A token reads top-k of the experts its layer has: count the expected share exactly.
+  auto kept = [&](int layer) -> int64_t {
+    if (layer < 0 || layer >= h.n_layer) return h.n_expert;
+    return h.n_expert - std::count(pruned[layer].begin(), pruned[layer].end(), true);
+  };
+  for (const AbsentExpert& a : spec.absent_experts) {  // held by another rank: still the model's
+    c.total += a.params;
+    c.total_bytes += a.bytes;
+    c.active_per_token += a.params * h.n_expert_used / kept(a.id.layer);
+    c.active_bytes_per_token += a.bytes * h.n_expert_used / kept(a.id.layer);
+  }
   for (const auto& t : spec.tensors) {
     int64_t n = t.num_elements();
     int64_t bytes = static_cast<int64_t>(t.byte_size());
@@ -349,14 +360,10 @@ ParamCounts CountParams(const ModelSpec& spec) {
     }
     c.total += n;
     c.total_bytes += bytes;
+    c.held_bytes += bytes;
     if (t.expert >= 0) {
-      // A token reads top-k of the experts its layer has: count the expected share exactly.
-      int64_t kept = h.n_expert;
-      if (t.layer >= 0 && t.layer < h.n_layer) {
-        kept -= std::count(pruned[t.layer].begin(), pruned[t.layer].end(), true);
-      }
-      c.active_per_token += n * h.n_expert_used / kept;
-      c.active_bytes_per_token += bytes * h.n_expert_used / kept;
+      c.active_per_token += n * h.n_expert_used / kept(t.layer);
+      c.active_bytes_per_token += bytes * h.n_expert_used / kept(t.layer);
     } else if (t.name == "token_embd.weight") {
       c.active_per_token += n;
       c.active_bytes_per_token += h.tied_output ? bytes : bytes / std::max<int64_t>(1, h.n_vocab);

@@ -123,6 +123,14 @@ struct ExpertId {
   bool operator==(const ExpertId&) const = default;
 };
 
+// An expert another rank holds: what running it costs, for this rank's accounting of the tokens
+// that chose it (the weights it would read, its matrices' multiply-adds per token).
+struct AbsentExpert {
+  ExpertId id;
+  int64_t bytes = 0;
+  int64_t params = 0;
+};
+
 struct ModelSpec {
   Arch arch = Arch::kLlama;
   std::string name;
@@ -134,7 +142,7 @@ struct ModelSpec {
   std::vector<ExpertId> pruned_experts;
   // In memory only (never written): experts another rank holds under expert parallelism. No
   // tensors here, but still routed to: their outputs come from their rank.
-  std::vector<ExpertId> absent_experts;
+  std::vector<AbsentExpert> absent_experts;
   // Keeps the bytes behind TensorSpec::data alive (mapped files, converted buffers).
   std::vector<std::shared_ptr<const void>> owners;
   // The one file every tensor's data was mapped from, when there is one (.moe, GGUF): a tensor
@@ -163,11 +171,14 @@ absl::Status ValidateModelSpec(const ModelSpec& spec);
 // 46.7B"): everything except the routed experts a token did not select, embedding included.
 // The byte figure is what one decode step must read: it counts one embedding row, not the matrix
 // (unless the head is tied to it and reads it all anyway).
+// The model's parameters and weight bytes, with the experts other ranks hold (absent_experts);
+// held_bytes: the weights this spec itself holds.
 struct ParamCounts {
   int64_t total = 0;
   int64_t active_per_token = 0;
   int64_t total_bytes = 0;
   int64_t active_bytes_per_token = 0;
+  int64_t held_bytes = 0;
 };
 ParamCounts CountParams(const ModelSpec& spec);
 

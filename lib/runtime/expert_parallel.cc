@@ -1,5 +1,6 @@
 #include "lib/runtime/expert_parallel.h"
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -273,7 +274,9 @@ absl::Status StopExpertParallelServers(Communicator* comm) {
     return absl::FailedPreconditionError("only rank 0 stops the serving ranks");
   }
   std::vector<uint8_t> order = Writer(Order::kStop).Take();
-  return comm->Broadcast(0, &order, comm->timeout());
+  // Serving ranks wait for orders, so a world in step takes this at once; one a rank left
+  // should not hold the process for a whole timeout more as it ends.
+  return comm->Broadcast(0, &order, std::min(comm->timeout(), std::chrono::milliseconds(5000)));
 }
 
 }  // namespace moe

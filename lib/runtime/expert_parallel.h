@@ -67,6 +67,7 @@ absl::Status ServeExpertParallel(std::shared_ptr<const Engine> engine, Communica
                                  const ServeOptions& options);
 
 // Rank 0, when it is done with the world: every serving rank's ServeExpertParallel returns OK.
+// Waits at most 5 s (the serving ranks are waiting for it).
 absl::Status StopExpertParallelServers(Communicator* comm);
 
 }  // namespace moe

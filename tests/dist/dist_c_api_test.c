@@ -91,6 +91,10 @@ static void drive(moe_dist* dist, moe_model* share, moe_model* whole, const moe_
   check(tw.n > 0 && tw.n == ta.n && memcmp(tw.tokens, ta.tokens, sizeof(int32_t) * tw.n) == 0,
         "greedy tokens");
   same_logits(world, alone, "logits after generation");
+  moe_stats stats = moe_default_stats();
+  check(moe_context_get_stats(world, &stats) == MOE_OK && stats.exchange_bytes > 0 &&
+            stats.exchange_seconds > 0,
+        "the exchanges are counted");
 
   size_t n_counts = (size_t)info->n_layer * (size_t)info->n_expert, len_w = 0, len_a = 0;
   int64_t* cw = calloc(n_counts, sizeof(int64_t));
@@ -116,14 +120,19 @@ static void drive(moe_dist* dist, moe_model* share, moe_model* whole, const moe_
   moe_context_free(alone);
 }
 
-/* Every rank: its share holds the dense weights and fewer than all experts. */
+/* Every rank: its share counts the whole model's parameters and holds the dense weights and
+ * fewer than all experts. */
 static void check_share(moe_model* share, const moe_model_info* whole, int size) {
   moe_model_info mine = moe_model_default_info();
   check(moe_model_get_info(share, &mine) == MOE_OK, "info of the share");
-  check(mine.n_params_total < whole->n_params_total, "a share holds fewer parameters");
-  check(mine.n_params_total > whole->n_params_total / (size + 1) / 2, "a share is not empty");
-  printf("rank %d of %d: %lld of %lld parameters\n", my_rank, size, (long long)mine.n_params_total,
-         (long long)whole->n_params_total);
+  check(mine.n_params_total == whole->n_params_total, "a share counts the whole model");
+  check(mine.weight_bytes_total == whole->weight_bytes_total, "the whole model's bytes");
+  check(whole->weight_bytes_held == whole->weight_bytes_total, "the whole model holds all");
+  check(mine.weight_bytes_held < whole->weight_bytes_total, "a share holds fewer weights");
+  check(mine.weight_bytes_held > whole->weight_bytes_total / (size + 1) / 2,
+        "a share is not empty");
+  printf("rank %d of %d: holds %.2f of %.2f MB of weights\n", my_rank, size,
+         mine.weight_bytes_held / 1e6, whole->weight_bytes_total / 1e6);
 }
 
 static int kill_rank1(moe_dist* dist, const char* path) {

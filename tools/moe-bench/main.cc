@@ -11,10 +11,13 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_format.h"
 #include "lib/backend/cpu/cpu_features.h"
+#include "lib/base/available_memory.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
 #include "lib/runtime/engine.h"
+#include "lib/runtime/session.h"
 #include "nlohmann/json.hpp"
+#include "tools/distributed_flags.h"
 #include "tools/expert_cache_flag.h"
 #include "tools/flag_checks.h"
 #include "tools/moe-bench/bandwidth.h"
@@ -34,6 +37,7 @@ struct Options {
   int reps = 3;
   std::string load = "ram";
   moe::cli::ExpertFlags experts;
+  moe::cli::DistributedFlags distributed;
   bool json = false;
   double bandwidth_gib = 1.0;
   std::string text;           // tokens to process instead of random ones and greedy continuations
@@ -50,6 +54,9 @@ struct Result {
   moe::ExpertCacheStats cache;
   double seconds = 0;
   int64_t tokens = 0;
+  // Over ranks, over all repetitions: expert outputs exchanged and the time it took.
+  int64_t exchange_bytes = 0;
+  double exchange_s = 0;
 };
 
 double Mean(const std::vector<double>& v) {
@@ -62,16 +69,6 @@ double Sd(const std::vector<double>& v) {
   double m = Mean(v), s = 0;
   for (double x : v) s += (x - m) * (x - m);
   return std::sqrt(s / (v.size() - 1));
-}
-
-// The process's peak resident set (VmHWM), in bytes; 0 if unknown.
-int64_t PeakRssBytes() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
-  }
-  return 0;
 }
 
 // What a test's expert cache statistics come to per token.
@@ -105,10 +102,27 @@ int Run(const Options& o) {
     std::fprintf(stderr, "moe-bench: %s\n", std::string(s.message()).c_str());
     return 2;
   }
+  auto world = moe::cli::World::Join(o.distributed, &lo);
+  if (!world.ok()) {
+    std::fprintf(stderr, "moe-bench: %s\n", std::string(world.status().message()).c_str());
+    return 1;
+  }
   auto engine = moe::Engine::Load(o.model, lo);
   if (!engine.ok()) {
     std::fprintf(stderr, "moe-bench: %s\n", std::string(engine.status().message()).c_str());
     return 1;
+  }
+  if ((*world)->serves()) {  // rank 0 measures and prints; this rank runs its steps
+    absl::Status s = (*world)->Serve(*engine, o.threads);
+    if (s.ok()) s = (*world)->Memory(**engine).status();
+    if (!s.ok()) std::fprintf(stderr, "moe-bench: %s\n", std::string(s.message()).c_str());
+    return s.ok() ? 0 : 1;
+  }
+  if ((!o.parallel.empty() || o.prefix_ttft > 0) && (*world)->comm() != nullptr) {
+    std::fprintf(stderr,
+                 "moe-bench: --parallel and --prefix-ttft run the batching engine, which "
+                 "does not run over ranks yet\n");
+    return 2;
   }
   if (!o.parallel.empty() || o.prefix_ttft > 0) {
     moe::bench::ParallelOptions po{o.threads, o.p, o.n, o.reps, o.json};
@@ -130,7 +144,11 @@ int Run(const Options& o) {
   moe::ExpertStore* store = (*engine)->expert_store();
   tf.set_expert_store(store);
   tf.set_expert_prefetch(store != nullptr && store->prefetch());
+  // Over ranks: each step is announced to the serving ranks first, as a session's are.
+  moe::Communicator* comm = (*world)->comm();
+  std::unique_ptr<moe::StepDriver> driver;
   auto cache_stats = [&] { return store ? store->cache().stats() : moe::ExpertCacheStats(); };
+  std::vector<float> logits;
   std::mt19937 rng(42);
   std::uniform_int_distribution<int32_t> random_token(0, static_cast<int32_t>(h.n_vocab) - 1);
   // Trained routing is measured on text: prompts are its next tokens, and generation feeds its
@@ -155,7 +173,24 @@ int Run(const Options& o) {
   auto cache = moe::KvCache::Create(h.n_layer, o.p + o.n + 1, h.n_head_kv, h.head_dim,
                                     moe::DType::kF16, h.values_in_keys());
   if (!cache.ok()) return 1;
-  std::vector<float> logits;
+  if (comm != nullptr && comm->size() > 1) {
+    driver = std::make_unique<moe::StepDriver>(comm, *(*engine)->model());
+    moe::SessionOptions so;
+    so.kv_type = moe::DType::kF16;
+    so.n_batch = std::max(o.p, 2);
+    so.routing = o.routing;
+    if (absl::Status s = driver->Open(so, cache->n_ctx()); !s.ok()) {
+      std::fprintf(stderr, "moe-bench: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+    tf.set_expert_parallel(comm, (*engine)->expert_ranks());
+  }
+  absl::Status failed;
+  auto forward = [&](absl::Span<const int32_t> tokens, moe::Telemetry* tel) {
+    if (!failed.ok()) return;
+    if (driver) failed = driver->Step(cache->size(), tokens, {});
+    if (failed.ok()) failed = tf.Forward(tokens, *cache, moe::LogitsFor::kLast, &logits, tel);
+  };
   std::vector<Result> results;
   auto timed = [](auto&& fn) {
     auto t0 = std::chrono::steady_clock::now();
@@ -165,7 +200,7 @@ int Run(const Options& o) {
   // Warm-up: one short pass touches the weights once.
   {
     std::vector<int32_t> w = {tok(rng), tok(rng)};
-    (void)tf.Forward(w, *cache, moe::LogitsFor::kLast, &logits);
+    forward(w, nullptr);
   }
   if (o.p > 0) {
     Result r;
@@ -177,11 +212,12 @@ int Run(const Options& o) {
       for (auto& t : prompt) t = tok(rng);
       cache->set_size(0);
       tel = moe::Telemetry();
-      double s =
-          timed([&] { (void)tf.Forward(prompt, *cache, moe::LogitsFor::kLast, &logits, &tel); });
+      double s = timed([&] { forward(prompt, &tel); });
       r.tps.push_back(o.p / s);
       r.seconds += s;
       r.tokens += o.p;
+      r.exchange_bytes += tel.exchange_bytes;
+      r.exchange_s += tel.exchange_s;
     }
     r.bytes_per_token = static_cast<double>(tel.weight_bytes_read) / o.p;
     r.cache = cache_stats() - before;
@@ -198,7 +234,7 @@ int Run(const Options& o) {
       int32_t t = tok(rng);
       double s = timed([&] {
         for (int i = 0; i < o.n; ++i) {
-          (void)tf.Forward({&t, 1}, *cache, moe::LogitsFor::kLast, &logits, &tel);
+          forward({&t, 1}, &tel);
           t = text_ids.empty()
                   ? static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
                                          logits.begin())
@@ -208,13 +244,25 @@ int Run(const Options& o) {
       r.tps.push_back(o.n / s);
       r.seconds += s;
       r.tokens += o.n;
+      r.exchange_bytes += tel.exchange_bytes;
+      r.exchange_s += tel.exchange_s;
     }
     r.bytes_per_token = static_cast<double>(tel.weight_bytes_read) / o.n;
     r.cache = cache_stats() - before;
     results.push_back(r);
   }
-  // Peak memory of loading and running, before the bandwidth buffer adds its own.
-  const int64_t peak_rss = PeakRssBytes();
+  if (!failed.ok()) {
+    std::fprintf(stderr, "moe-bench: %s\n", std::string(failed.message()).c_str());
+    return 1;
+  }
+  // Peak memory of loading and running, before the bandwidth buffer adds its own: every rank's.
+  if (driver) (void)driver->Close();
+  const auto ranks = (*world)->Memory(**engine);
+  if (!ranks.ok()) {
+    std::fprintf(stderr, "moe-bench: %s\n", std::string(ranks.status().message()).c_str());
+    return 1;
+  }
+  const int64_t peak_rss = (*ranks)[0].peak_rss;
   const double bw = moe::bench::MeasureReadBandwidth(o.threads, o.bandwidth_gib);
   // With the expert cache, the disk is the other limit: missed bytes / its bandwidth.
   double disk_bw = 0;
@@ -237,13 +285,7 @@ int Run(const Options& o) {
   }
   const double grouped = weight_bytes > 0 ? grouped_bytes / weight_bytes : 0;
   // With the expert cache, the weights in memory are the others plus the cache's slab.
-  double weights_in_memory = static_cast<double>((*engine)->params().total_bytes);
-  if (store != nullptr) {
-    weights_in_memory = static_cast<double>(store->cache().capacity_bytes());
-    for (const auto& t : (*engine)->model()->spec().tensors) {
-      if (t.expert < 0) weights_in_memory += t.data.size();
-    }
-  }
+  const double weights_in_memory = static_cast<double>(moe::cli::WeightBytesInMemory(**engine));
   if (!o.json) {
     std::printf("model: %s (%s, %lld layers, %lld experts top-%lld)\n", o.model.c_str(),
                 std::string(moe::ArchName((*engine)->model()->spec().arch)).c_str(),
@@ -263,6 +305,10 @@ int Run(const Options& o) {
         "(%.1f%%)\n\n",
         peak_mb, model_mb, kv_mb, peak_mb - model_mb - kv_mb,
         100.0 * (peak_mb - model_mb - kv_mb) / (model_mb + kv_mb));
+    if (ranks->size() > 1) {
+      std::printf("expert parallel over %zu ranks (this is rank 0):\n%s\n", ranks->size(),
+                  moe::cli::World::MemoryTable(*ranks).c_str());
+    }
     std::printf("%-7s %16s %16s %10s %12s %10s\n", "test", "tokens/s", "weight MB/token", "GB/s",
                 "limit tok/s", "% limit");
   }
@@ -284,6 +330,15 @@ int Run(const Options& o) {
                           {"weight_bytes", (*engine)->params().total_bytes},
                           {"weight_bytes_in_memory", weights_in_memory},
                           {"grouped_weight_fraction", grouped}};
+      if (ranks->size() > 1) {
+        j["ranks"] = nlohmann::json::array();
+        for (const moe::cli::RankMemory& m : *ranks) {
+          j["ranks"].push_back(
+              {{"weight_bytes_in_memory", m.weight_bytes}, {"peak_rss_bytes", m.peak_rss}});
+        }
+        j["exchange_bytes_per_token"] = static_cast<double>(r.exchange_bytes) / r.tokens;
+        j["exchange_share"] = r.exchange_s / r.seconds;
+      }
       if (store != nullptr) {
         const CacheFigures f = Figures(r, disk_bw);
         j["expert_cache"] = {{"budget_bytes", store->cache().capacity_bytes()},
@@ -306,6 +361,11 @@ int Run(const Options& o) {
       } else {
         std::printf("%-7s %9.2f ± %5.2f %16.1f %10.1f %12s %10s\n", r.test.c_str(), mean, Sd(r.tps),
                     r.bytes_per_token / 1e6, gbps, "-", "-");
+      }
+      if (ranks->size() > 1) {
+        std::printf("        exchange: %.1f KB of expert outputs per token, %.1f%% of the time\n",
+                    static_cast<double>(r.exchange_bytes) / r.tokens / 1e3,
+                    100.0 * r.exchange_s / r.seconds);
       }
       if (store != nullptr) {
         const CacheFigures f = Figures(r, disk_bw);
@@ -364,6 +424,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   moe::cli::AddExpertFlags(&app, &o.experts);
+  moe::cli::AddDistributedFlags(&app, &o.distributed);
   CLI11_PARSE(app, argc, argv);
   return Run(o);
 }

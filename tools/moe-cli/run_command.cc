@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "lib/base/status_macros.h"
 #include "lib/runtime/session.h"
+#include "tools/distributed_flags.h"
 #include "tools/expert_cache_flag.h"
 #include "tools/flag_checks.h"
 #include "tools/moe-cli/command_status.h"
@@ -44,6 +45,7 @@ struct RunOptions {
   int ctx = 0;
   bool mmap = false;
   ExpertFlags experts;
+  DistributedFlags distributed;
   RoutingPolicy routing;
   std::string trace;
   bool stats = false;
@@ -70,8 +72,14 @@ absl::Status Run(const RunOptions& o) {
   lo.use_mmap = o.mmap;
   lo.progress = ProgressBar;
   if (absl::Status s = ApplyExpertFlags(o.experts, &lo); !s.ok()) return s;
+  MOE_ASSIGN_OR_RETURN(std::unique_ptr<World> world, World::Join(o.distributed, &lo));
+  if (world->serves()) lo.progress = nullptr;  // one progress bar: rank 0's
   auto engine = Engine::Load(o.model, lo);
   if (!engine.ok()) return engine.status();
+  if (world->serves()) {
+    MOE_RETURN_IF_ERROR(world->Serve(*engine, o.threads));
+    return o.stats ? world->Memory(**engine).status() : absl::OkStatus();
+  }
   if ((*engine)->expert_store() != nullptr || o.stats) {
     std::fprintf(stderr, "%s\n", ExpertPlacementLine(**engine).c_str());
   }
@@ -81,6 +89,7 @@ absl::Status Run(const RunOptions& o) {
   so.kv_type = o.kv_type == "f16" ? DType::kF16 : o.kv_type == "q8_0" ? DType::kQ8_0 : DType::kF32;
   so.seed = o.seed;
   so.routing = o.routing;
+  so.communicator = world->comm();
   auto session = Session::Create(*engine, so);
   if (!session.ok()) return session.status();
   Session& s = **session;
@@ -153,7 +162,14 @@ absl::Status Run(const RunOptions& o) {
   }
   if (!o.trace.empty()) MOE_RETURN_IF_ERROR(trace.Finish(s));
   if (o.json) std::printf("%s\n", StatsJson(**engine, s.stats(), text, generated).c_str());
-  if (o.stats) std::fprintf(stderr, "%s", StatsTable(**engine, s.stats()).c_str());
+  if (o.stats) {
+    std::fprintf(stderr, "%s", StatsTable(**engine, s.stats()).c_str());
+    if (world->comm() != nullptr) {
+      session->reset();  // closes its mirrors on the serving ranks before they stop
+      MOE_ASSIGN_OR_RETURN(std::vector<RankMemory> memory, world->Memory(**engine));
+      std::fprintf(stderr, "%s", World::MemoryTable(memory).c_str());
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -205,6 +221,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                 "map the weights from the file instead of copying them into memory");
   AddExpertFlags(run, &o->experts);
   AddRoutingFlags(run, &o->routing);
+  AddDistributedFlags(run, &o->distributed);
   run->add_option("--trace", o->trace,
                   "write each processed token's routing here, one JSON line per token (position, "
                   "token, piece, per MoE layer the experts and their weights)");

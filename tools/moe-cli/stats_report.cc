@@ -53,6 +53,12 @@ std::string StatsTable(const Engine& e, const SessionStats& s) {
                           "cost        %.2f MB of weights and %.2f M multiply-adds per token\n",
                           t.active_weight_bytes / n / 1e6, t.multiply_adds / n / 1e6);
   }
+  if (t.exchange_bytes > 0 && t.tokens > 0) {
+    absl::StrAppendFormat(&out,
+                          "exchange    %.1f KB of expert outputs per token with the other ranks, "
+                          "%.3fs in exchanges (waits included)\n",
+                          t.exchange_bytes / static_cast<double>(t.tokens) / 1e3, t.exchange_s);
+  }
   if (const ExpertStore* store = e.expert_store()) {
     const ExpertCacheStats c = store->cache().stats();
     absl::StrAppendFormat(
@@ -114,6 +120,10 @@ std::string StatsJson(const Engine& e, const SessionStats& s, const std::string&
     j["multiply_adds_per_token"] = static_cast<double>(t.multiply_adds) / t.tokens;
   }
   j["expert_counts"] = t.expert_counts;
+  if (t.exchange_bytes > 0) {
+    j["exchange_bytes"] = t.exchange_bytes;
+    j["exchange_seconds"] = t.exchange_s;
+  }
   if (const ExpertStore* store = e.expert_store()) {
     const ExpertCacheStats c = store->cache().stats();
     auto figures = [](const ExpertCacheStats& x) {

@@ -55,9 +55,8 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
           const int32_t e = routing.experts[t * h.n_expert_used + j];
           if (e < 0) continue;
           const ExpertWeights& w = L.experts[e];
-          ctx.expert_bytes[t] += static_cast<int64_t>(w.byte_size());
-          ctx.expert_macs[t] +=
-              w.gate.rows * w.gate.cols + w.up.rows * w.up.cols + w.down.rows * w.down.cols;
+          ctx.expert_bytes[t] += w.cost_bytes();
+          ctx.expert_macs[t] += w.params();
         }
       }
     }
@@ -156,7 +155,7 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
       if (tel) {
         tel->expert_counts[layer][e] += m;
         tel->weight_bytes_read += w.byte_size();
-        tel->active_params += m * (w.gate.rows * w.gate.cols * 3);
+        tel->active_params += m * w.params();
       }
     }
     const bool with_shared = begin == 0 && L.has_shared;
@@ -171,7 +170,7 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
     }
   }
   if (comm_ != nullptr) {
-    MOE_RETURN_IF_ERROR(ExchangeExpertOutputs(layer, d, next_out, tel));
+    MOE_RETURN_IF_ERROR(ExchangeExpertOutputs(L, layer, d, next_out, tel));
   }
   if (tel) {
     for (float ent : routing.entropy) tel->router_entropy_sum += ent;
@@ -255,8 +254,8 @@ absl::Status MixtureFeedForward::RunStoredExperts(Backend& backend, const Expert
   return absl::OkStatus();
 }
 
-absl::Status MixtureFeedForward::ExchangeExpertOutputs(int layer, int64_t d, size_t next_out,
-                                                       Telemetry* tel) {
+absl::Status MixtureFeedForward::ExchangeExpertOutputs(const LayerWeights& L, int layer, int64_t d,
+                                                       size_t next_out, Telemetry* tel) {
   // This rank's payload: its experts' outputs, ascending by expert (selected_ is).
   size_t floats = 0;
   for (int32_t e : selected_) floats += by_expert_[e].size() * d;
@@ -295,7 +294,10 @@ absl::Status MixtureFeedForward::ExchangeExpertOutputs(int layer, int64_t d, siz
     std::memcpy(res.data(), all[owner].data() + read[owner], bytes);
     read[owner] += bytes;
     job_of_expert_[e] = static_cast<int>(next_out++);
-    if (tel) tel->expert_counts[layer][e] += m;
+    if (tel) {
+      tel->expert_counts[layer][e] += m;
+      tel->active_params += m * L.experts[e].params();
+    }
   }
   for (size_t r = 0; r < all.size(); ++r) {
     if (read[r] != all[r].size() && static_cast<int>(r) != comm_->rank()) {

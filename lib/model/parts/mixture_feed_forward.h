@@ -60,7 +60,8 @@ class MixtureFeedForward {
   void ScorePrediction(int layer);
   // Expert parallelism: every rank's outputs of its own experts among all_selected_, into outs
   // (job_of_expert_ names each), the counts of the others' into the telemetry.
-  absl::Status ExchangeExpertOutputs(int layer, int64_t d, size_t next_out, Telemetry* tel);
+  absl::Status ExchangeExpertOutputs(const LayerWeights& L, int layer, int64_t d, size_t next_out,
+                                     Telemetry* tel);
 
   ExpertStore* store_ = nullptr;
   bool prefetch_ = true;

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# moe-cli run and moe-bench over MPI ranks (--distributed): greedy tokens and text equal the
+# single process's, and every rank reports its memory.
+#   cli_distributed_test.sh MPIRUN MOE_CLI MOE_BENCH MODEL
+set -uo pipefail
+mpirun=("$1" --allow-run-as-root --oversubscribe)
+cli="$2"
+bench="$3"
+model="$4"
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+ids="1 450 27 9 301 77 12 5 600 41 3"
+want_ids="$("$cli" run -m "$model" --prompt-ids "$ids" -n 24 -t 1)" || fail "single process (ids)"
+want_text="$("$cli" run -m "$model" -p "The river ran" -n 24 --greedy -t 1 2>/dev/null)" ||
+  fail "single process (text)"
+[ -n "$want_ids" ] || fail "no tokens from the single process"
+for np in 2 4; do
+  got_ids="$("${mpirun[@]}" -np "$np" "$cli" run -m "$model" --prompt-ids "$ids" -n 24 -t 1 \
+    --distributed)" || fail "-np $np (ids) exited with an error"
+  [ "$got_ids" = "$want_ids" ] || fail "-np $np: tokens '$got_ids', one process '$want_ids'"
+  got_text="$("${mpirun[@]}" -np "$np" "$cli" run -m "$model" -p "The river ran" -n 24 --greedy \
+    -t 1 --distributed 2>/dev/null)" || fail "-np $np (text) exited with an error"
+  [ "$got_text" = "$want_text" ] || fail "-np $np: text '$got_text', one process '$want_text'"
+done
+
+stats="$("${mpirun[@]}" -np 2 "$cli" run -m "$model" -p "The river ran" -n 8 --greedy -t 1 \
+  --distributed --stats 2>&1 >/dev/null)" || fail "--stats exited with an error"
+for want in "rank 0 of 2: weights in memory" "rank 1 of 2: weights in memory" "exchange "; do
+  grep -q "$want" <<<"$stats" || fail "--stats does not say '$want': $stats"
+done
+
+out="$("${mpirun[@]}" -np 2 "$bench" -m "$model" -t 1 -p 16 -n 8 -r 1 --bandwidth-gib 0.01 \
+  --distributed)" || fail "moe-bench --distributed exited with an error"
+for want in "rank 1 of 2: weights in memory" "^pp16 " "^tg8 " "exchange: "; do
+  grep -q "$want" <<<"$out" || fail "moe-bench --distributed does not print '$want': $out"
+done
+
+echo "$failures failure(s)"
+[ "$failures" -eq 0 ]
