@@ -150,14 +150,14 @@ TEST(ExpertParallelSessionTest, ARankThatStopsServingEndsTheConversationWithAnEr
       2, Options({}),
       [&](Session& s, Record*) {
         calls.push_back(s.Decode({1, 2, 3}));
-        std::this_thread::sleep_for(std::chrono::milliseconds(600));
+        std::this_thread::sleep_for(std::chrono::milliseconds(2000));
         const auto t0 = std::chrono::steady_clock::now();
         calls.push_back(s.Decode({4}));
-        EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2)) << "no hang";
+        EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(4)) << "no hang";
         calls.push_back(s.Decode({5}));
         return absl::OkStatus();
       },
-      std::chrono::milliseconds(500), impatient);
+      std::chrono::milliseconds(1500), impatient);
   ASSERT_EQ(calls.size(), 3u);
   EXPECT_TRUE(calls[0].ok()) << calls[0];
   EXPECT_EQ(calls[1].code(), absl::StatusCode::kDeadlineExceeded) << calls[1];
