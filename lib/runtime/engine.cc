@@ -26,10 +26,12 @@ absl::StatusOr<std::vector<std::vector<ExpertSource>>> ExpertSources(const Model
   }
   const HParams& h = spec.hp;
   std::vector<std::vector<ExpertSource>> sources(h.n_layer, std::vector<ExpertSource>(h.n_expert));
-  const auto pruned = spec.PrunedMask();
+  // Pruned experts are never routed to, and other ranks run theirs: nothing to read here (an
+  // empty source).
+  const auto weightless = spec.WeightlessMask();
   for (int l = 0; l < h.n_layer; ++l) {
     for (int e = 0; e < h.n_expert; ++e) {
-      if (pruned[l][e]) continue;  // never routed to: nothing to read (an empty source)
+      if (weightless[l][e]) continue;
       ExpertSource& src = sources[l][e];
       for (auto [base, part] : {std::pair{"ffn_gate", &src.gate}, std::pair{"ffn_up", &src.up},
                                 std::pair{"ffn_down", &src.down}}) {
@@ -85,8 +87,8 @@ absl::StatusOr<std::unique_ptr<ExpertStore>> MakeExpertStore(const ModelSpec& sp
     }
     // That fraction of the slots all experts take, in whole slots.
     const size_t slot = ExpertStore::SlotBytes(sources);
-    const size_t all =
-        static_cast<size_t>(spec.hp.n_layer * spec.hp.n_expert - spec.pruned_experts.size());
+    const size_t all = static_cast<size_t>(spec.hp.n_layer * spec.hp.n_expert -
+                                           spec.pruned_experts.size() - spec.absent_experts.size());
     so.budget_bytes =
         std::max<size_t>(1, static_cast<size_t>(options.expert_cache_fraction * all)) * slot;
   }

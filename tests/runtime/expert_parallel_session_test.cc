@@ -18,8 +18,7 @@ namespace {
 const std::string kModel =
     std::string(MOE_TESTDATA_DIR) + "/fixtures/tiny-qwen2moe-q4_0/tiny-qwen2moe-q4_0.gguf";
 
-std::shared_ptr<const Engine> Load(int world, int rank) {
-  LoadOptions o;
+std::shared_ptr<const Engine> Load(int world, int rank, LoadOptions o = {}) {
   o.expert_world = world;
   o.expert_rank = rank;
   auto e = Engine::Load(kModel, o);
@@ -84,14 +83,14 @@ struct WorldRun {
 template <typename Drive>
 WorldRun RunWorld(int n, const SessionOptions& options, Drive drive,
                   std::chrono::milliseconds timeout = std::chrono::seconds(30),
-                  ServeOptions serve = {}) {
+                  ServeOptions serve = {}, const LoadOptions& load = {}) {
   auto world = CreateLoopbackWorld(n, timeout);
   WorldRun run;
   run.servers.resize(n);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
-      auto engine = Load(n, r);
+      auto engine = Load(n, r, load);
       if (engine == nullptr) return;
       if (r > 0) {
         run.servers[r] = ServeExpertParallel(engine, world[r].get(), serve);
@@ -140,6 +139,18 @@ TEST(ExpertParallelSessionTest, RankZeroSeesWhatOneProcessSees) {
       EXPECT_GT(run.record.exchange_bytes, 0);
     }
   }
+}
+
+TEST(ExpertParallelSessionTest, EachRankMayReadItsShareThroughAnExpertCache) {
+  const SessionOptions options = Options({});
+  const Record want = Alone(options);
+  LoadOptions cached;
+  cached.expert_cache_fraction = 0.5;  // half of each rank's own experts fit
+  WorldRun run = RunWorld(2, options, Converse, std::chrono::seconds(30), {}, cached);
+  ASSERT_TRUE(run.driver.ok()) << run.driver;
+  EXPECT_TRUE(run.servers[0].ok()) << run.servers[0];
+  EXPECT_EQ(run.record.logits, want.logits);
+  EXPECT_EQ(run.record.tokens, want.tokens);
 }
 
 TEST(ExpertParallelSessionTest, ARankThatStopsServingEndsTheConversationWithAnError) {

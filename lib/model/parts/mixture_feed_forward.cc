@@ -351,7 +351,10 @@ void MixtureFeedForward::PrefetchNextLayer(const StepContext& ctx, int layer, in
   std::vector<int32_t>& guess = guessed_[next];
   guess.clear();
   for (int e = 0; e < h.n_expert; ++e) {
-    if (count[e] > 0) guess.push_back(e);
+    // Other ranks read their own experts.
+    if (count[e] > 0 && (comm_ == nullptr || ranks_->owner(next, e) == comm_->rank())) {
+      guess.push_back(e);
+    }
   }
   // Most chosen first; a prompt batch may pick every expert, more than is worth reading ahead
   // (half the cache, so the guesses cannot crowd out what the steps between use).
