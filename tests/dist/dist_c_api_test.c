@@ -135,6 +135,36 @@ static void check_share(moe_model* share, const moe_model_info* whole, int size)
          mine.weight_bytes_held / 1e6, whole->weight_bytes_total / 1e6);
 }
 
+/* A memory limit between a share's weights and the whole model's: the model does not load in
+ * one process (MOE_MEMORY_FIT_ERROR) but loads spread over the ranks. */
+static void check_fits_only_spread(moe_dist* dist, const char* path, moe_model* share,
+                                   moe_model* whole, const moe_model_info* info) {
+  moe_model_info mine = moe_model_default_info();
+  moe_model_get_info(share, &mine);
+  moe_model_params limited = moe_model_default_params();
+  /* Loads keep a tenth more than the weights for the KV cache and activations. */
+  limited.memory_limit_bytes =
+      (uint64_t)((mine.weight_bytes_held + mine.weight_bytes_total) / 2 * 11 / 10);
+  limited.memory_fit = MOE_MEMORY_FIT_ERROR;
+  moe_model* too_big = NULL;
+  check(moe_model_load(path, &limited, &too_big) == MOE_ERROR_OUT_OF_MEMORY,
+        "the whole model does not fit the limit");
+  moe_model_free(too_big);
+  moe_model* fits = NULL;
+  check(moe_dist_model_load(dist, path, &limited, NULL, &fits) == MOE_OK,
+        "a share fits the same limit");
+  /* And it runs: rank 0's context over it against the whole model's. */
+  if (fits != NULL) {
+    if (my_rank == 0) {
+      drive(dist, fits, whole, info);
+      check(moe_dist_stop_serving(dist) == MOE_OK, "stopping the limited model's serving");
+    } else {
+      check(moe_dist_serve(dist, fits, 1, 0) == MOE_OK, "serving the limited model");
+    }
+  }
+  moe_model_free(fits);
+}
+
 static int kill_rank1(moe_dist* dist, const char* path) {
   moe_model* share = NULL;
   if (moe_dist_model_load(dist, path, NULL, NULL, &share) != MOE_OK) return 1;
@@ -196,6 +226,7 @@ int main(int argc, char** argv) {
     moe_model_info info = moe_model_default_info();
     moe_model_get_info(whole, &info);
     check_share(share, &info, size);
+    if (m == 1) check_fits_only_spread(dist, argv[m], share, whole, &info);
     if (my_rank == 0) {
       drive(dist, share, whole, &info);
       check(moe_dist_stop_serving(dist) == MOE_OK, "stopping the serving ranks");
