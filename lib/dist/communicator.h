@@ -7,14 +7,25 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 
 namespace moe {
 
 using Bytes = std::vector<uint8_t>;
+
+// A collective started and not yet complete (Communicator::StartAllGather): work done before Wait
+// overlaps the transfer. Wait must come before the communicator's next collective.
+class PendingGather {
+ public:
+  virtual ~PendingGather() = default;
+  // Every rank's payload, in rank order, once all have arrived (or the timeout's error).
+  virtual absl::Status Wait(std::vector<Bytes>* all) = 0;
+};
 
 class Communicator {
  public:
@@ -28,6 +39,11 @@ class Communicator {
   // Every rank's `mine`, in rank order.
   virtual absl::Status AllGather(absl::Span<const uint8_t> mine, std::vector<Bytes>* all) = 0;
   virtual absl::Status Barrier() = 0;
+  // AllGather when every rank knows beforehand how many bytes each sends (sizes[r] from rank r;
+  // mine.size() == sizes[rank()]): one collective, started now and finished by the returned
+  // Wait. `mine` stays alive until then. By default it completes here, before returning.
+  virtual absl::StatusOr<std::unique_ptr<PendingGather>> StartAllGather(
+      absl::Span<const uint8_t> mine, absl::Span<const size_t> sizes);
   // Root's *data to every rank (*data is replaced on the others). Waits up to `timeout` instead
   // of the communicator's own: a rank waiting for its next order may wait long (kWaitForever).
   virtual absl::Status Broadcast(int root, Bytes* data, std::chrono::milliseconds timeout) = 0;

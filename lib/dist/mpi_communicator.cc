@@ -70,9 +70,9 @@ class MpiCommunicator : public Communicator {
   ~MpiCommunicator() override {
     // Collectives given up on may have finished since: complete them if so (MPI forbids freeing
     // them); one that never will is left to MPI_Finalize.
-    for (MPI_Request& r : abandoned_) {
+    for (Abandoned& a : abandoned_) {
       int done = 0;
-      MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+      MPI_Test(&a.request, &done, MPI_STATUS_IGNORE);
     }
     MPI_Comm_free(&comm_);
   }
@@ -86,48 +86,67 @@ class MpiCommunicator : public Communicator {
           absl::StrCat("all-to-all with ", send.size(), " payloads for ", size_, " ranks"));
     }
     // The sizes first, then the bytes.
-    std::vector<long long> send_sizes(size_), recv_sizes(size_);
-    for (int r = 0; r < size_; ++r) send_sizes[r] = static_cast<long long>(send[r].size());
+    auto send_sizes = Buffer<long long>(size_), recv_sizes = Buffer<long long>(size_);
+    for (int r = 0; r < size_; ++r) (*send_sizes)[r] = static_cast<long long>(send[r].size());
     MPI_Request request;
-    int rc = MPI_Ialltoall(send_sizes.data(), 1, MPI_LONG_LONG, recv_sizes.data(), 1, MPI_LONG_LONG,
-                           comm_, &request);
-    if (absl::Status s = Finish(rc, &request, "all-to-all sizes"); !s.ok()) return s;
-    std::vector<int> send_counts(size_), send_displs(size_), recv_counts(size_), recv_displs(size_);
+    int rc = MPI_Ialltoall(send_sizes->data(), 1, MPI_LONG_LONG, recv_sizes->data(), 1,
+                           MPI_LONG_LONG, comm_, &request);
+    MOE_RETURN_IF_ERROR(
+        Finish(rc, &request, "all-to-all sizes", timeout_, {send_sizes, recv_sizes}));
+    auto send_counts = Buffer<int>(size_), send_displs = Buffer<int>(size_);
+    auto recv_counts = Buffer<int>(size_), recv_displs = Buffer<int>(size_);
     long long send_total = 0, recv_total = 0;
     for (int r = 0; r < size_; ++r) {
-      send_displs[r] = static_cast<int>(send_total);
-      recv_displs[r] = static_cast<int>(recv_total);
-      send_counts[r] = static_cast<int>(send_sizes[r]);
-      recv_counts[r] = static_cast<int>(recv_sizes[r]);
-      send_total += send_sizes[r];
-      recv_total += recv_sizes[r];
+      (*send_displs)[r] = static_cast<int>(send_total);
+      (*recv_displs)[r] = static_cast<int>(recv_total);
+      (*send_counts)[r] = static_cast<int>((*send_sizes)[r]);
+      (*recv_counts)[r] = static_cast<int>((*recv_sizes)[r]);
+      send_total += (*send_sizes)[r];
+      recv_total += (*recv_sizes)[r];
+      if ((*recv_sizes)[r] < 0) return absl::DataLossError("a negative all-to-all size");
       if (send_total > INT_MAX || recv_total > INT_MAX) {
         return absl::InvalidArgumentError("an all-to-all of 2 GiB or more per rank");
       }
     }
-    Bytes out(send_total), in(recv_total);
+    auto out = Buffer<uint8_t>(send_total), in = Buffer<uint8_t>(recv_total);
     for (int r = 0; r < size_; ++r) {
-      std::copy(send[r].begin(), send[r].end(), out.begin() + send_displs[r]);
+      std::copy(send[r].begin(), send[r].end(), out->begin() + (*send_displs)[r]);
     }
-    rc = MPI_Ialltoallv(out.data(), send_counts.data(), send_displs.data(), MPI_BYTE, in.data(),
-                        recv_counts.data(), recv_displs.data(), MPI_BYTE, comm_, &request);
-    if (absl::Status s = Finish(rc, &request, "all-to-all"); !s.ok()) return s;
+    rc = MPI_Ialltoallv(out->data(), send_counts->data(), send_displs->data(), MPI_BYTE, in->data(),
+                        recv_counts->data(), recv_displs->data(), MPI_BYTE, comm_, &request);
+    MOE_RETURN_IF_ERROR(Finish(rc, &request, "all-to-all", timeout_,
+                               {out, in, send_counts, send_displs, recv_counts, recv_displs}));
     received->assign(size_, {});
     for (int r = 0; r < size_; ++r) {
-      (*received)[r].assign(in.begin() + recv_displs[r],
-                            in.begin() + recv_displs[r] + recv_counts[r]);
+      (*received)[r].assign(in->begin() + (*recv_displs)[r],
+                            in->begin() + (*recv_displs)[r] + (*recv_counts)[r]);
     }
     return absl::OkStatus();
   }
 
   absl::Status AllGather(absl::Span<const uint8_t> mine, std::vector<Bytes>* all) override {
-    std::vector<Bytes> send(size_, Bytes(mine.begin(), mine.end()));
-    return AllToAll(send, all);
+    // The sizes first, then every rank's bytes once (not a copy per destination).
+    auto my_size = Buffer<long long>(1), sizes = Buffer<long long>(size_);
+    (*my_size)[0] = static_cast<long long>(mine.size());
+    MPI_Request request;
+    int rc = MPI_Iallgather(my_size->data(), 1, MPI_LONG_LONG, sizes->data(), 1, MPI_LONG_LONG,
+                            comm_, &request);
+    MOE_RETURN_IF_ERROR(Finish(rc, &request, "all-gather sizes", timeout_, {my_size, sizes}));
+    std::vector<size_t> counts(size_);
+    for (int r = 0; r < size_; ++r) {
+      if ((*sizes)[r] < 0) return absl::DataLossError("a negative all-gather size");
+      counts[r] = static_cast<size_t>((*sizes)[r]);
+    }
+    MOE_ASSIGN_OR_RETURN(std::unique_ptr<PendingGather> pending, StartAllGather(mine, counts));
+    return pending->Wait(all);
   }
+
+  absl::StatusOr<std::unique_ptr<PendingGather>> StartAllGather(
+      absl::Span<const uint8_t> mine, absl::Span<const size_t> sizes) override;
 
   absl::Status Barrier() override {
     MPI_Request request;
-    return Finish(MPI_Ibarrier(comm_, &request), &request, "barrier");
+    return Finish(MPI_Ibarrier(comm_, &request), &request, "barrier", timeout_, {});
   }
 
   absl::Status Broadcast(int root, Bytes* data, std::chrono::milliseconds timeout) override {
@@ -135,30 +154,40 @@ class MpiCommunicator : public Communicator {
       return absl::InvalidArgumentError(absl::StrCat("broadcast from rank ", root, " of ", size_));
     }
     // The size first (the wait a rank idle until its next order may make), then the bytes.
-    long long size = rank_ == root ? static_cast<long long>(data->size()) : 0;
+    auto size = Buffer<long long>(1);
+    (*size)[0] = rank_ == root ? static_cast<long long>(data->size()) : 0;
     MPI_Request request;
-    int rc = MPI_Ibcast(&size, 1, MPI_LONG_LONG, root, comm_, &request);
-    MOE_RETURN_IF_ERROR(Finish(rc, &request, "broadcast size", timeout));
-    if (size < 0 || size > INT_MAX) {
-      return absl::InvalidArgumentError("a broadcast of 2 GiB or more");
+    int rc = MPI_Ibcast(size->data(), 1, MPI_LONG_LONG, root, comm_, &request);
+    MOE_RETURN_IF_ERROR(Finish(rc, &request, "broadcast size", timeout, {size}));
+    const long long n = (*size)[0];
+    if (n < 0 || n > INT_MAX) return absl::InvalidArgumentError("a broadcast of 2 GiB or more");
+    if (n == 0) {
+      data->clear();
+      return absl::OkStatus();
     }
-    if (rank_ != root) data->resize(size);
-    if (size == 0) return absl::OkStatus();
-    rc = MPI_Ibcast(data->data(), static_cast<int>(size), MPI_BYTE, root, comm_, &request);
-    return Finish(rc, &request, "broadcast");
+    auto bytes = rank_ == root ? std::make_shared<Bytes>(*data) : Buffer<uint8_t>(n);
+    rc = MPI_Ibcast(bytes->data(), static_cast<int>(n), MPI_BYTE, root, comm_, &request);
+    MOE_RETURN_IF_ERROR(Finish(rc, &request, "broadcast", timeout_, {bytes}));
+    if (rank_ != root) *data = std::move(*bytes);
+    return absl::OkStatus();
   }
 
   std::chrono::milliseconds timeout() const override { return timeout_; }
 
  private:
-  absl::Status Finish(int rc, MPI_Request* request, const char* what) {
-    return Finish(rc, request, what, timeout_);
+  // Buffers a collective reads or writes, kept alive past a timeout: MPI may still use them.
+  using Keep = std::vector<std::shared_ptr<const void>>;
+  template <typename T>
+  static std::shared_ptr<std::vector<T>> Buffer(size_t n) {
+    return std::make_shared<std::vector<T>>(n);
   }
+
   // Polls a started collective until it completes, fails, or the timeout passes. It spins for
   // the first milliseconds (a step's exchanges are quick) and then sleeps between polls, so a
-  // rank waiting long does not hold a core.
+  // rank waiting long does not hold a core. A collective given up on is kept, with `keep`, until
+  // the communicator goes.
   absl::Status Finish(int rc, MPI_Request* request, const char* what,
-                      std::chrono::milliseconds timeout) {
+                      std::chrono::milliseconds timeout, Keep keep) {
     if (rc != MPI_SUCCESS) return MpiError(rc, what);
     const auto start = std::chrono::steady_clock::now();
     const bool forever = timeout == kWaitForever;
@@ -168,7 +197,7 @@ class MpiCommunicator : public Communicator {
       if (done) return absl::OkStatus();
       const auto waited = std::chrono::steady_clock::now() - start;
       if (!forever && waited > timeout) {
-        abandoned_.push_back(*request);
+        abandoned_.push_back({*request, std::move(keep)});
         return absl::DeadlineExceededError(
             absl::StrCat(what, ": not complete after ", timeout.count(), " ms on rank ", rank_,
                          " of ", size_, " (a rank stopped or the network broke)"));
@@ -181,12 +210,83 @@ class MpiCommunicator : public Communicator {
     }
   }
 
+  friend class MpiPendingGather;
   std::shared_ptr<MpiRuntime> runtime_;  // outlives comm_
   MPI_Comm comm_;
   std::chrono::milliseconds timeout_;
   int rank_ = 0, size_ = 1;
-  std::vector<MPI_Request> abandoned_;  // collectives that timed out
+  struct Abandoned {
+    MPI_Request request;
+    Keep buffers;
+  };
+  std::vector<Abandoned> abandoned_;  // collectives that timed out
 };
+
+// An MPI_Iallgatherv in flight: MPI moves the bytes while the caller computes (in an MPI call's
+// progress, or at once for messages under the transport's eager limit).
+class MpiPendingGather : public PendingGather {
+ public:
+  explicit MpiPendingGather(MpiCommunicator* comm) : comm_(comm) {}
+  ~MpiPendingGather() override {
+    if (request_ != MPI_REQUEST_NULL) {  // never waited for: MPI may still use the buffers
+      comm_->abandoned_.push_back({request_, {out_, in_, counts_, displs_}});
+    }
+  }
+  absl::Status Start(absl::Span<const uint8_t> mine, absl::Span<const size_t> sizes) {
+    const int n = comm_->size_;
+    counts_ = MpiCommunicator::Buffer<int>(n);
+    displs_ = MpiCommunicator::Buffer<int>(n);
+    size_t total = 0;
+    for (int r = 0; r < n; ++r) {
+      (*displs_)[r] = static_cast<int>(total);
+      (*counts_)[r] = static_cast<int>(sizes[r]);
+      total += sizes[r];
+      if (total > INT_MAX) return absl::InvalidArgumentError("an all-gather of 2 GiB or more");
+    }
+    out_ = std::make_shared<Bytes>(mine.begin(), mine.end());  // MPI reads it until the end
+    in_ = MpiCommunicator::Buffer<uint8_t>(total);
+    const int rc =
+        MPI_Iallgatherv(out_->data(), static_cast<int>(out_->size()), MPI_BYTE, in_->data(),
+                        counts_->data(), displs_->data(), MPI_BYTE, comm_->comm_, &request_);
+    if (rc != MPI_SUCCESS) {
+      request_ = MPI_REQUEST_NULL;
+      return MpiError(rc, "all-gather");
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Wait(std::vector<Bytes>* all) override {
+    if (request_ == MPI_REQUEST_NULL) {
+      return absl::FailedPreconditionError("an all-gather not started or waited for twice");
+    }
+    MPI_Request request = request_;
+    request_ = MPI_REQUEST_NULL;  // Finish completes it, or keeps it with the buffers
+    MOE_RETURN_IF_ERROR(comm_->Finish(MPI_SUCCESS, &request, "all-gather", comm_->timeout_,
+                                      {out_, in_, counts_, displs_}));
+    all->resize(counts_->size());
+    for (size_t r = 0; r < counts_->size(); ++r) {
+      (*all)[r].assign(in_->begin() + (*displs_)[r], in_->begin() + (*displs_)[r] + (*counts_)[r]);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  MpiCommunicator* comm_;
+  std::shared_ptr<std::vector<int>> counts_, displs_;
+  std::shared_ptr<Bytes> out_, in_;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+};
+
+absl::StatusOr<std::unique_ptr<PendingGather>> MpiCommunicator::StartAllGather(
+    absl::Span<const uint8_t> mine, absl::Span<const size_t> sizes) {
+  if (static_cast<int>(sizes.size()) != size_ || mine.size() != sizes[rank_]) {
+    return absl::InvalidArgumentError(absl::StrCat("an all-gather of ", mine.size(),
+                                                   " bytes announced as ", sizes.size(),
+                                                   " sizes for ", size_, " ranks"));
+  }
+  auto pending = std::make_unique<MpiPendingGather>(this);
+  MOE_RETURN_IF_ERROR(pending->Start(mine, sizes));
+  return std::unique_ptr<PendingGather>(std::move(pending));
+}
 
 }  // namespace
 

@@ -10,6 +10,13 @@
 #include "lib/base/status_macros.h"
 
 namespace moe {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
 
 RouterConfig MixtureFeedForward::ConfigFor(const HParams& h, const LayerWeights& L,
                                            int layer) const {
@@ -128,7 +135,9 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
   if (store_ != nullptr) ScorePrediction(layer);
   const size_t chunk = store_ != nullptr ? store_->cache().step_capacity() : selected.size();
   size_t next_out = 0;
-  for (size_t begin = 0; begin < selected.size() || (begin == 0 && L.has_shared);
+  // With expert parallelism the shared expert runs while the routed outputs travel (below).
+  const bool shared_here = L.has_shared && comm_ == nullptr;
+  for (size_t begin = 0; begin < selected.size() || (begin == 0 && shared_here);
        begin += std::max<size_t>(chunk, 1)) {
     const size_t end = std::min(selected.size(), begin + chunk);
     jobs.clear();
@@ -158,7 +167,7 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
         tel->active_params += m * w.params();
       }
     }
-    const bool with_shared = begin == 0 && L.has_shared;
+    const bool with_shared = begin == 0 && shared_here;
     if (with_shared) {
       jobs.push_back(
           {L.shared.gate, L.shared.up, L.shared.down, xn.data(), nullptr, n, shared_out.data()});
@@ -170,7 +179,12 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
     }
   }
   if (comm_ != nullptr) {
-    MOE_RETURN_IF_ERROR(ExchangeExpertOutputs(L, layer, d, next_out, tel));
+    MOE_ASSIGN_OR_RETURN(std::unique_ptr<PendingGather> exchange, StartExchange(layer, d, tel));
+    if (L.has_shared) {
+      be.RunExperts(
+          {{L.shared.gate, L.shared.up, L.shared.down, xn.data(), nullptr, n, shared_out.data()}});
+    }
+    MOE_RETURN_IF_ERROR(FinishExchange(*exchange, L, layer, d, next_out, tel));
   }
   if (tel) {
     for (float ent : routing.entropy) tel->router_entropy_sum += ent;
@@ -254,12 +268,24 @@ absl::Status MixtureFeedForward::RunStoredExperts(Backend& backend, const Expert
   return absl::OkStatus();
 }
 
-absl::Status MixtureFeedForward::ExchangeExpertOutputs(const LayerWeights& L, int layer, int64_t d,
-                                                       size_t next_out, Telemetry* tel) {
-  // This rank's payload: its experts' outputs, ascending by expert (selected_ is).
-  size_t floats = 0;
-  for (int32_t e : selected_) floats += by_expert_[e].size() * d;
-  Bytes mine(floats * sizeof(float));
+absl::StatusOr<std::unique_ptr<PendingGather>> MixtureFeedForward::StartExchange(int layer,
+                                                                                 int64_t d,
+                                                                                 Telemetry* tel) {
+  const auto start = std::chrono::steady_clock::now();
+  // This rank's payload: its experts' outputs, ascending by expert (selected_ is). Every rank
+  // routed the same tokens, so each knows what every other sends.
+  std::vector<size_t>& sizes = exchange_sizes_;
+  sizes.assign(comm_->size(), 0);
+  for (int32_t e : all_selected_) {
+    const int owner = ranks_->owner(layer, e);
+    if (owner < 0 || owner >= comm_->size()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("expert ", e, " of layer ", layer, " has no rank among ", comm_->size()));
+    }
+    sizes[owner] += by_expert_[e].size() * d * sizeof(float);
+  }
+  Bytes& mine = exchange_out_;
+  mine.resize(sizes[comm_->rank()]);
   size_t at = 0;
   for (int32_t e : selected_) {
     const ScratchVector<float>& out = expert_out_[job_of_expert_[e]];
@@ -267,14 +293,23 @@ absl::Status MixtureFeedForward::ExchangeExpertOutputs(const LayerWeights& L, in
     std::memcpy(mine.data() + at, out.data(), bytes);
     at += bytes;
   }
-  std::vector<Bytes> all;
+  auto pending = comm_->StartAllGather(mine, sizes);
+  if (tel) tel->exchange_s += SecondsSince(start);
+  return pending;
+}
+
+absl::Status MixtureFeedForward::FinishExchange(PendingGather& exchange, const LayerWeights& L,
+                                                int layer, int64_t d, size_t next_out,
+                                                Telemetry* tel) {
   const auto start = std::chrono::steady_clock::now();
-  MOE_RETURN_IF_ERROR(comm_->AllGather(mine, &all));
+  std::vector<Bytes> all;
+  MOE_RETURN_IF_ERROR(exchange.Wait(&all));
   if (tel) {
-    tel->exchange_s +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    tel->exchange_s += SecondsSince(start);
     for (size_t r = 0; r < all.size(); ++r) {
-      if (static_cast<int>(r) != comm_->rank()) tel->exchange_bytes += mine.size() + all[r].size();
+      if (static_cast<int>(r) != comm_->rank()) {
+        tel->exchange_bytes += exchange_out_.size() + all[r].size();
+      }
     }
   }
   // The others' experts, read in the same order they were written.

@@ -58,10 +58,14 @@ class MixtureFeedForward {
   void PrefetchNextLayer(const StepContext& ctx, int layer, int64_t n, const float* x);
   // Checks the guess PrefetchNextLayer made for this layer against what it selected.
   void ScorePrediction(int layer);
-  // Expert parallelism: every rank's outputs of its own experts among all_selected_, into outs
-  // (job_of_expert_ names each), the counts of the others' into the telemetry.
-  absl::Status ExchangeExpertOutputs(const LayerWeights& L, int layer, int64_t d, size_t next_out,
-                                     Telemetry* tel);
+  // Expert parallelism: sends this rank's expert outputs to every rank and starts receiving
+  // theirs (the sizes follow from the routing every rank computed alike); FinishExchange puts the
+  // others' outputs of all_selected_ into outs (job_of_expert_ names each) and their counts into
+  // the telemetry. Work between the two overlaps the transfer.
+  absl::StatusOr<std::unique_ptr<PendingGather>> StartExchange(int layer, int64_t d,
+                                                               Telemetry* tel);
+  absl::Status FinishExchange(PendingGather& exchange, const LayerWeights& L, int layer, int64_t d,
+                              size_t next_out, Telemetry* tel);
 
   ExpertStore* store_ = nullptr;
   bool prefetch_ = true;
@@ -77,6 +81,8 @@ class MixtureFeedForward {
   std::vector<Backend::ExpertJob> jobs_, group_;
   std::vector<int> job_of_expert_;
   std::vector<int32_t> selected_;          // the experts this layer's step runs, in job order
+  std::vector<size_t> exchange_sizes_;     // bytes each rank sends
+  Bytes exchange_out_;                     // this rank's
   std::vector<int32_t> all_selected_;      // with expert parallelism: those of every rank
   Communicator* comm_ = nullptr;
   const ExpertRanks* ranks_ = nullptr;
