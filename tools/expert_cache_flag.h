@@ -137,10 +137,12 @@ inline std::string ExpertPlacementLine(const Engine& engine) {
   std::string why = engine.memory_note().empty() ? "" : "memory: " + engine.memory_note() + "\n";
   const double all = static_cast<double>(store->total_expert_bytes());
   const size_t budget_slots = store->budget_bytes() / store->slot_bytes();
+  // The experts this store holds: not pruned ones, nor those other ranks hold.
+  const size_t held = store->total_expert_bytes() / store->slot_bytes();
   std::string line =
       absl::StrCat(why, "experts: cached from disk, budget ", store->budget_bytes() / 1048576.0,
-                   " MiB (", budget_slots, " of ", store->n_layer() * store->n_expert(),
-                   " experts, ", 100.0 * store->budget_bytes() / all, "% of the expert bytes");
+                   " MiB (", budget_slots, " of ", held, " experts, ",
+                   100.0 * store->budget_bytes() / all, "% of the expert bytes");
   if (const int pinned = store->CountTier(ExpertTier::kPinned); pinned > 0) {
     absl::StrAppend(&line, ", ", pinned, " of them pinned");
   }

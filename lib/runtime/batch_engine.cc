@@ -70,6 +70,11 @@ struct BatchEngine::Scheduled {
 absl::StatusOr<std::unique_ptr<BatchEngine>> BatchEngine::Create(
     std::shared_ptr<const Engine> engine, const BatchEngineOptions& options) {
   if (!engine) return absl::InvalidArgumentError("no model");
+  if (engine->expert_ranks() != nullptr) {
+    return absl::UnimplementedError(
+        "this model holds one rank's share of the experts: the batching engine does not run over "
+        "ranks yet (use a session over the world)");
+  }
   MOE_RETURN_IF_ERROR(engine->RequireTokenizer().status());
   const HParams& h = engine->model()->hp();
   int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(h.n_ctx_train, 4096);

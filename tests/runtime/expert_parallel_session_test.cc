@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "lib/base/status_macros.h"
 #include "lib/dist/loopback_communicator.h"
+#include "lib/runtime/batch_engine.h"
 #include "lib/runtime/expert_parallel.h"
 #include "lib/runtime/session.h"
 
@@ -195,6 +196,9 @@ TEST(ExpertParallelSessionTest, AModelHoldingPartOfTheExpertsNeedsItsWorld) {
             absl::StatusCode::kFailedPrecondition);
   so.communicator = world[0].get();
   EXPECT_EQ(Session::Create(*whole, so).status().code(), absl::StatusCode::kFailedPrecondition);
+
+  EXPECT_EQ(BatchEngine::Create(part, {}).status().code(), absl::StatusCode::kUnimplemented)
+      << "the batching engine does not run over ranks yet";
 
   LoadOptions bad;
   bad.expert_world = 2;
