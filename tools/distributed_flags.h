@@ -1,6 +1,7 @@
 // --distributed, shared by moe-cli run and moe-bench: run over the ranks mpirun launched (expert
 // parallelism, lib/runtime/expert_parallel.h). Every rank loads the weights every token needs and
-// its share of the routed experts (round robin, or balanced by --balance-experts PROFILE); rank 0
+// its share of the routed experts (round robin, or balanced by --balance-experts PROFILE, with
+// --expert-replicas N second holders of each layer's hottest experts); rank 0
 // does the command's work and prints; the others serve its steps. --dist-timeout S bounds each
 // exchange, so a rank that dies ends the run with an error on every rank instead of a hang. Every
 // rank gets the same command line from mpirun, so all agree on what to do.
@@ -25,6 +26,7 @@ namespace moe::cli {
 struct DistributedFlags {
   bool on = false;
   std::string balance_profile;
+  int replicas = 0;
   double timeout_s = 60;
 };
 
@@ -35,6 +37,10 @@ inline void AddDistributedFlags(CLI::App* app, DistributedFlags* f) {
   app->add_option("--balance-experts", f->balance_profile,
                   "with --distributed: place experts on ranks by this routing profile's load "
                   "(moe-cli profile) instead of round robin");
+  app->add_option("--expert-replicas", f->replicas,
+                  "with --balance-experts: the profile's N most chosen experts of each layer get "
+                  "a second rank, which takes half of their tokens")
+      ->check(CLI::Range(0, 1 << 16));
   app->add_option("--dist-timeout", f->timeout_s,
                   "with --distributed: seconds an exchange may wait for the other ranks")
       ->check(CLI::Range(0.001, 86400.0))
@@ -61,6 +67,7 @@ class World {
     lo->expert_world = world->comm_->size();
     lo->expert_rank = world->comm_->rank();
     lo->expert_rank_profile = f.balance_profile;
+    lo->expert_replicas = f.replicas;
     return world;
   }
   ~World() { Stop().IgnoreError(); }

@@ -1,6 +1,7 @@
 #include "lib/dist/expert_ranks.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
@@ -60,11 +61,72 @@ absl::StatusOr<ExpertRanks> ExpertRanks::Balanced(const RoutingProfile& profile,
   return ExpertRanks(world, std::move(owner));
 }
 
+absl::Status ExpertRanks::AddReplicas(const RoutingProfile& profile, int n) {
+  if (n < 0) return absl::InvalidArgumentError(absl::StrCat(n, " replicas"));
+  if (profile.counts.size() != owner_.size() ||
+      (!owner_.empty() && profile.counts[0].size() != owner_[0].size())) {
+    return absl::InvalidArgumentError("the routing profile is for another model");
+  }
+  if (world_ == 1 || n == 0) return absl::OkStatus();
+  if (replicas_.empty()) {
+    replicas_.assign(owner_.size(),
+                     std::vector<std::vector<int32_t>>(owner_.empty() ? 0 : owner_[0].size()));
+  }
+  for (size_t l = 0; l < owner_.size(); ++l) {
+    if (owner_[l].empty() || owner_[l][0] < 0) continue;  // no routed experts
+    const std::vector<int64_t>& counts = profile.counts[l];
+    const int n_expert = static_cast<int>(counts.size());
+    auto load = [&] {
+      std::vector<double> per_rank(world_, 0.0);
+      for (int e = 0; e < n_expert; ++e) {
+        const std::vector<int32_t> h = holders(static_cast<int>(l), e);
+        for (int32_t r : h) per_rank[r] += static_cast<double>(counts[e]) / h.size();
+      }
+      return per_rank;
+    };
+    std::vector<int32_t> order(n_expert);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return counts[a] > counts[b]; });
+    for (int i = 0; i < std::min(n, n_expert); ++i) {
+      const int e = order[i];
+      const std::vector<double> per_rank = load();
+      int best = -1;
+      for (int r = 0; r < world_; ++r) {
+        if (holds(r, static_cast<int>(l), e)) continue;
+        if (best < 0 || per_rank[r] < per_rank[best]) best = r;
+      }
+      if (best >= 0) replicas_[l][e].push_back(best);
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int32_t> ExpertRanks::holders(int layer, int expert) const {
+  const int32_t owner = owner_[layer][expert];
+  if (owner < 0) return {};
+  std::vector<int32_t> out = {owner};
+  if (!replicas_.empty()) {
+    const std::vector<int32_t>& more = replicas_[layer][expert];
+    out.insert(out.end(), more.begin(), more.end());
+  }
+  return out;
+}
+
+bool ExpertRanks::holds(int rank, int layer, int expert) const {
+  if (owner_[layer][expert] == rank) return true;
+  if (replicas_.empty()) return false;
+  const std::vector<int32_t>& more = replicas_[layer][expert];
+  return std::find(more.begin(), more.end(), rank) != more.end();
+}
+
 std::vector<ExpertKey> ExpertRanks::OwnedBy(int rank) const {
   std::vector<ExpertKey> out;
   for (size_t l = 0; l < owner_.size(); ++l) {
     for (size_t e = 0; e < owner_[l].size(); ++e) {
-      if (owner_[l][e] == rank) out.push_back({static_cast<int32_t>(l), static_cast<int32_t>(e)});
+      if (holds(rank, static_cast<int>(l), static_cast<int>(e))) {
+        out.push_back({static_cast<int32_t>(l), static_cast<int32_t>(e)});
+      }
     }
   }
   return out;
@@ -85,7 +147,7 @@ absl::Status ExpertRanks::KeepOwnExperts(int rank, ModelSpec* spec) const {
   }
   auto elsewhere = [&](int layer, int expert) {
     return layer >= 0 && layer < h.n_layer && expert >= 0 && expert < h.n_expert &&
-           owner_[layer][expert] >= 0 && owner_[layer][expert] != rank;
+           owner_[layer][expert] >= 0 && !holds(rank, layer, expert);
   };
   // What each absent expert costs, before its tensors go.
   std::vector<std::vector<AbsentExpert>> absent(h.n_layer, std::vector<AbsentExpert>(h.n_expert));
@@ -109,13 +171,16 @@ absl::Status ExpertRanks::KeepOwnExperts(int rank, ModelSpec* spec) const {
 }
 
 std::vector<int64_t> ExpertRanks::LoadOf(const std::vector<std::vector<int64_t>>& counts) const {
-  std::vector<int64_t> load(world_, 0);
+  std::vector<double> load(world_, 0.0);
   for (size_t l = 0; l < owner_.size() && l < counts.size(); ++l) {
     for (size_t e = 0; e < owner_[l].size() && e < counts[l].size(); ++e) {
-      if (owner_[l][e] >= 0) load[owner_[l][e]] += counts[l][e];
+      const std::vector<int32_t> h = holders(static_cast<int>(l), static_cast<int>(e));
+      for (int32_t r : h) load[r] += static_cast<double>(counts[l][e]) / h.size();
     }
   }
-  return load;
+  std::vector<int64_t> out(world_);
+  for (int r = 0; r < world_; ++r) out[r] = static_cast<int64_t>(std::llround(load[r]));
+  return out;
 }
 
 }  // namespace moe

@@ -26,12 +26,23 @@ class ExpertRanks {
   static absl::StatusOr<ExpertRanks> Balanced(const RoutingProfile& profile, int world,
                                               const std::vector<bool>& routed);
 
+  // Gives each routed layer's `n` most chosen experts (by `profile`'s counts) one more holder:
+  // the rank with the least load among those not holding it yet, a token's share of an expert's
+  // load going to each of its holders alike. A step then splits an expert's tokens between its
+  // holders (in holder order, the first rows to the owner), so no one rank takes all of a hot
+  // expert; each replica costs its holder the expert's memory. With one rank, nothing to do.
+  absl::Status AddReplicas(const RoutingProfile& profile, int n);
+
   int world() const { return world_; }
-  // The rank holding the expert; -1 for a layer without routed experts.
+  // The rank holding the expert (its first holder); -1 for a layer without routed experts.
   int owner(int layer, int expert) const { return owner_[layer][expert]; }
+  // Every rank holding the expert, the owner first (empty for a layer without routed experts).
+  std::vector<int32_t> holders(int layer, int expert) const;
+  bool holds(int rank, int layer, int expert) const;
   // The experts a rank holds, layer by layer.
   std::vector<ExpertKey> OwnedBy(int rank) const;
-  // Per rank: the choices of `counts` ([layer][expert]) its experts would serve.
+  // Per rank: the choices of `counts` ([layer][expert]) its experts would serve (an expert's
+  // split evenly between its holders).
   std::vector<int64_t> LoadOf(const std::vector<std::vector<int64_t>>& counts) const;
   // Drops from `spec` the tensors of the experts other ranks hold (ModelSpec::absent_experts), so
   // that `rank` loads the non-expert weights and its own experts only. An error unless the
@@ -43,6 +54,8 @@ class ExpertRanks {
       : world_(world), owner_(std::move(owner)) {}
   int world_ = 1;
   std::vector<std::vector<int32_t>> owner_;  // [layer][expert] -> rank, -1: no routed experts
+  // [layer][expert] -> the holders besides the owner (AddReplicas); empty: none.
+  std::vector<std::vector<std::vector<int32_t>>> replicas_;
 };
 
 }  // namespace moe

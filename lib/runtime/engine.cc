@@ -151,6 +151,10 @@ absl::StatusOr<std::unique_ptr<ExpertRanks>> PlaceOnRanks(const LoadOptions& o, 
     if (t.expert >= 0 && t.layer >= 0 && t.layer < h.n_layer) routed[t.layer] = true;
   }
   std::optional<ExpertRanks> ranks;
+  if (o.expert_replicas != 0 && o.expert_rank_profile.empty()) {
+    return absl::InvalidArgumentError(
+        "replicas of hot experts need a routing profile that says which are hot");
+  }
   if (o.expert_rank_profile.empty()) {
     MOE_ASSIGN_OR_RETURN(
         ranks, ExpertRanks::RoundRobin(static_cast<int>(h.n_layer), static_cast<int>(h.n_expert),
@@ -161,6 +165,7 @@ absl::StatusOr<std::unique_ptr<ExpertRanks>> PlaceOnRanks(const LoadOptions& o, 
         RoutingProfile::ReadFile(o.expert_rank_profile, static_cast<int>(h.n_layer),
                                  static_cast<int>(h.n_expert)));
     MOE_ASSIGN_OR_RETURN(ranks, ExpertRanks::Balanced(profile, o.expert_world, routed));
+    MOE_RETURN_IF_ERROR(ranks->AddReplicas(profile, o.expert_replicas));
   }
   MOE_RETURN_IF_ERROR(ranks->KeepOwnExperts(o.expert_rank, spec));
   return std::make_unique<ExpertRanks>(*std::move(ranks));

@@ -60,6 +60,9 @@ struct LoadOptions {
   int expert_world = 1;
   int expert_rank = 0;
   std::string expert_rank_profile;
+  // With expert_rank_profile: each routed layer's this many most chosen experts get a second
+  // holder, which takes half of their tokens (ExpertRanks::AddReplicas).
+  int expert_replicas = 0;
 };
 
 class Engine {

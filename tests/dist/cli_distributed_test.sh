@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # moe-cli run and moe-bench over MPI ranks (--distributed): greedy tokens and text equal the
 # single process's, and every rank reports its memory.
-#   cli_distributed_test.sh MPIRUN MOE_CLI MOE_BENCH MODEL
+#   cli_distributed_test.sh MPIRUN MOE_CLI MOE_BENCH MODEL TEXT
 set -uo pipefail
 mpirun=("$1" --allow-run-as-root --oversubscribe)
 cli="$2"
 bench="$3"
 model="$4"
+text="$5"
 failures=0
 fail() {
   echo "FAIL: $*"
@@ -25,6 +26,17 @@ for np in 2 4; do
   got_text="$("${mpirun[@]}" -np "$np" "$cli" run -m "$model" -p "The river ran" -n 24 --greedy \
     -t 1 --distributed 2>/dev/null)" || fail "-np $np (text) exited with an error"
   [ "$got_text" = "$want_text" ] || fail "-np $np: text '$got_text', one process '$want_text'"
+done
+
+# Placed by a routing profile, the two hottest experts of each layer on both ranks.
+profile="$(mktemp)"
+trap 'rm -f "$profile"' EXIT
+"$cli" profile -m "$model" --file "$text" -o "$profile" -t 1 >/dev/null 2>&1 || fail "moe-cli profile"
+for np in 2 3; do
+  got_ids="$("${mpirun[@]}" -np "$np" "$cli" run -m "$model" --prompt-ids "$ids" -n 24 -t 1 \
+    --distributed --balance-experts "$profile" --expert-replicas 2)" ||
+    fail "-np $np with replicas exited with an error"
+  [ "$got_ids" = "$want_ids" ] || fail "-np $np with replicas: '$got_ids', one process '$want_ids'"
 done
 
 stats="$("${mpirun[@]}" -np 2 "$cli" run -m "$model" -p "The river ran" -n 8 --greedy -t 1 \

@@ -9,6 +9,7 @@
 #include "lib/format/moe_writer.h"
 #include "lib/import/model_loader.h"
 #include "lib/model/forward.h"
+#include "lib/moe/routing_profile.h"
 
 namespace moe {
 namespace {
@@ -147,6 +148,46 @@ TEST(ExpertParallelTest, RanksLoadingOnlyTheirExpertsGiveTheSameLogits) {
   EXPECT_EQ(RunSteps(alone, *local[0], &unused, &unused_tel).code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(ranks->KeepOwnExperts(world_size, nullptr).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Replicas of the hottest experts (ExpertRanks::AddReplicas) split their tokens between ranks:
+// the same logits, every choice counted once, on ranks holding only their experts.
+TEST(ExpertParallelTest, ReplicasSplittingHotExpertsGiveTheSameLogits) {
+  const std::string name = "tiny-qwen2moe-f32";
+  const std::string path =
+      std::string(MOE_TESTDATA_DIR) + "/fixtures/" + name + "/" + name + ".gguf";
+  auto full = LoadModel(name);
+  ASSERT_NE(full, nullptr);
+  const HParams& h = full->hp();
+  auto backend = CreateCpuBackend(1);
+  Transformer single(full, backend.get());
+  std::vector<float> want;
+  Telemetry want_tel;
+  ASSERT_TRUE(RunSteps(single, *full, &want, &want_tel).ok());
+  // The routing the steps make, as a profile: its hottest experts get replicas.
+  RoutingProfile profile{want_tel.expert_counts};
+  std::vector<bool> routed(h.n_layer, true);
+  for (int world_size : {2, 3}) {
+    SCOPED_TRACE(world_size);
+    auto ranks = ExpertRanks::Balanced(profile, world_size, routed);
+    ASSERT_TRUE(ranks.ok());
+    ASSERT_TRUE(ranks->AddReplicas(profile, 2).ok());
+    std::vector<std::shared_ptr<const Model>> local(world_size);
+    for (int r = 0; r < world_size; ++r) {
+      auto spec = LoadModelSpec(path);
+      ASSERT_TRUE(spec.ok());
+      ASSERT_TRUE(ranks->KeepOwnExperts(r, &*spec).ok());
+      auto model = Model::Create(*std::move(spec));
+      ASSERT_TRUE(model.ok()) << model.status();
+      local[r] = *model;
+    }
+    const RankRuns runs = RunOnRanks(local, *ranks);
+    for (int r = 0; r < world_size; ++r) {
+      ASSERT_TRUE(runs.status[r].ok()) << runs.status[r];
+      EXPECT_EQ(runs.logits[r], want) << "rank " << r;
+      EXPECT_EQ(runs.tel[r].expert_counts, want_tel.expert_counts) << "every choice counted once";
+    }
+  }
 }
 
 }  // namespace

@@ -63,5 +63,42 @@ TEST(ExpertRanksTest, BalancedByProfileEvensTheMeasuredLoad) {
   }
 }
 
+// One very hot expert per layer: no placement of whole experts can balance it, a replica can.
+TEST(ExpertRanksTest, AReplicaSplitsAHotExpertsLoad) {
+  RoutingProfile p;
+  for (int l = 0; l < 3; ++l) {
+    std::vector<int64_t> counts(8, 100);
+    counts[(l * 3) % 8] = 2000;
+    p.counts.push_back(counts);
+  }
+  const std::vector<bool> routed = {true, false, true};
+  p.counts[1].assign(8, 0);
+  auto ranks = ExpertRanks::Balanced(p, 2, routed);
+  ASSERT_TRUE(ranks.ok());
+  const auto before = ranks->LoadOf(p.counts);
+  ASSERT_TRUE(ranks->AddReplicas(p, 1).ok());
+  const auto after = ranks->LoadOf(p.counts);
+  EXPECT_EQ(after[0] + after[1], before[0] + before[1]) << "the load is moved, not made";
+  EXPECT_LT(std::abs(after[0] - after[1]), std::abs(before[0] - before[1]));
+  for (int l : {0, 2}) {
+    const int hot = (l * 3) % 8;
+    EXPECT_EQ(ranks->holders(l, hot).size(), 2u) << "layer " << l;
+    EXPECT_TRUE(ranks->holds(0, l, hot) && ranks->holds(1, l, hot));
+    for (int e = 0; e < 8; ++e) {
+      if (e != hot) EXPECT_EQ(ranks->holders(l, e).size(), 1u);
+    }
+    // Both ranks list the hot expert among theirs.
+    for (int r : {0, 1}) {
+      const auto own = ranks->OwnedBy(r);
+      EXPECT_NE(std::find(own.begin(), own.end(), ExpertKey{l, hot}), own.end());
+    }
+  }
+  EXPECT_TRUE(ranks->holders(1, 0).empty()) << "a dense layer has no holders";
+  EXPECT_EQ(ranks->AddReplicas(p, -1).code(), absl::StatusCode::kInvalidArgument);
+  RoutingProfile other;
+  other.counts.assign(2, std::vector<int64_t>(8, 1));
+  EXPECT_EQ(ranks->AddReplicas(other, 1).code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace moe

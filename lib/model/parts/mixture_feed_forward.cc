@@ -114,9 +114,12 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
     if (!by_expert[e].empty()) selected.push_back(e);
   }
   if (comm_ != nullptr) {
-    // Every rank routed the same tokens alike; each runs its own experts of them.
+    // Every rank routed the same tokens alike; each runs its share of its own experts' tokens.
     all_selected_ = selected;
-    std::erase_if(selected, [&](int32_t e) { return ranks_->owner(layer, e) != comm_->rank(); });
+    std::erase_if(selected, [&](int32_t e) {
+      const auto [first, end] = RowsOf(layer, e, comm_->rank());
+      return first == end;
+    });
   }
   for (int32_t e : selected) {
     if (L.experts[e].gate.empty() && store_ == nullptr) {
@@ -153,14 +156,18 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
     for (size_t i = begin; i < end; ++i) {
       const int e = selected[i];
       const auto& rows = by_expert[e];
-      const int64_t m = static_cast<int64_t>(rows.size());
       ScratchVector<float>& res = outs[next_out];
-      res.resize(m * d);
+      res.resize(rows.size() * d);
       job_of_expert[e] = static_cast<int>(next_out++);
+      // Over ranks, this rank's share of the expert's tokens; the others fill in the rest.
+      const auto [first, end] =
+          comm_ != nullptr ? RowsOf(layer, e, comm_->rank())
+                           : std::pair<int64_t, int64_t>{0, static_cast<int64_t>(rows.size())};
+      const int64_t m = end - first;
       const ExpertWeights& w = L.experts[e];
       // From the store, the weights are filled in once the expert is read (RunStoredExperts).
-      jobs.push_back({w.gate, w.up, w.down, xn.data(), rows.data(), m, res.data(), w.gate_bias,
-                      w.up_bias, w.down_bias, activation});
+      jobs.push_back({w.gate, w.up, w.down, xn.data(), rows.data() + first, m,
+                      res.data() + first * d, w.gate_bias, w.up_bias, w.down_bias, activation});
       if (tel) {
         tel->expert_counts[layer][e] += m;
         tel->weight_bytes_read += w.byte_size();
@@ -268,6 +275,15 @@ absl::Status MixtureFeedForward::RunStoredExperts(Backend& backend, const Expert
   return absl::OkStatus();
 }
 
+std::pair<int64_t, int64_t> MixtureFeedForward::RowsOf(int layer, int expert, int rank) const {
+  const std::vector<int32_t> holders = ranks_->holders(layer, expert);
+  const auto at = std::find(holders.begin(), holders.end(), rank);
+  if (at == holders.end()) return {0, 0};
+  const int64_t i = at - holders.begin(), h = static_cast<int64_t>(holders.size());
+  const int64_t m = static_cast<int64_t>(by_expert_[expert].size());
+  return {m * i / h, m * (i + 1) / h};
+}
+
 absl::StatusOr<std::unique_ptr<PendingGather>> MixtureFeedForward::StartExchange(int layer,
                                                                                  int64_t d,
                                                                                  Telemetry* tel) {
@@ -277,20 +293,28 @@ absl::StatusOr<std::unique_ptr<PendingGather>> MixtureFeedForward::StartExchange
   std::vector<size_t>& sizes = exchange_sizes_;
   sizes.assign(comm_->size(), 0);
   for (int32_t e : all_selected_) {
-    const int owner = ranks_->owner(layer, e);
-    if (owner < 0 || owner >= comm_->size()) {
+    const std::vector<int32_t> holders = ranks_->holders(layer, e);
+    if (holders.empty()) {
       return absl::FailedPreconditionError(
-          absl::StrCat("expert ", e, " of layer ", layer, " has no rank among ", comm_->size()));
+          absl::StrCat("expert ", e, " of layer ", layer, " has no rank"));
     }
-    sizes[owner] += by_expert_[e].size() * d * sizeof(float);
+    for (int32_t r : holders) {
+      if (r < 0 || r >= comm_->size()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "expert ", e, " of layer ", layer, " is placed on rank ", r, " of ", comm_->size()));
+      }
+      const auto [first, end] = RowsOf(layer, e, r);
+      sizes[r] += static_cast<size_t>((end - first) * d) * sizeof(float);
+    }
   }
   Bytes& mine = exchange_out_;
   mine.resize(sizes[comm_->rank()]);
   size_t at = 0;
   for (int32_t e : selected_) {
     const ScratchVector<float>& out = expert_out_[job_of_expert_[e]];
-    const size_t bytes = by_expert_[e].size() * d * sizeof(float);
-    std::memcpy(mine.data() + at, out.data(), bytes);
+    const auto [first, end] = RowsOf(layer, e, comm_->rank());
+    const size_t bytes = static_cast<size_t>((end - first) * d) * sizeof(float);
+    std::memcpy(mine.data() + at, out.data() + first * d, bytes);
     at += bytes;
   }
   auto pending = comm_->StartAllGather(mine, sizes);
@@ -312,26 +336,29 @@ absl::Status MixtureFeedForward::FinishExchange(PendingGather& exchange, const L
       }
     }
   }
-  // The others' experts, read in the same order they were written.
+  // The others' shares, read in the same order they were written (experts ascending).
   std::vector<size_t> read(all.size(), 0);
   for (int32_t e : all_selected_) {
-    const int owner = ranks_->owner(layer, e);
-    if (owner == comm_->rank()) continue;
     const int64_t m = static_cast<int64_t>(by_expert_[e].size());
-    const size_t bytes = static_cast<size_t>(m * d) * sizeof(float);
-    if (owner < 0 || owner >= static_cast<int>(all.size()) ||
-        read[owner] + bytes > all[owner].size()) {
-      return absl::DataLossError(absl::StrCat("rank ", owner, " sent fewer expert outputs for ",
-                                              "layer ", layer, " than its routing asks for"));
+    if (job_of_expert_[e] < 0) {  // none of its tokens ran here
+      expert_out_[next_out].resize(m * d);
+      job_of_expert_[e] = static_cast<int>(next_out++);
     }
-    ScratchVector<float>& res = expert_out_[next_out];
-    res.resize(m * d);
-    std::memcpy(res.data(), all[owner].data() + read[owner], bytes);
-    read[owner] += bytes;
-    job_of_expert_[e] = static_cast<int>(next_out++);
-    if (tel) {
-      tel->expert_counts[layer][e] += m;
-      tel->active_params += m * L.experts[e].params();
+    ScratchVector<float>& res = expert_out_[job_of_expert_[e]];
+    for (int32_t r : ranks_->holders(layer, e)) {
+      if (r == comm_->rank()) continue;
+      const auto [first, end] = RowsOf(layer, e, r);
+      const size_t bytes = static_cast<size_t>((end - first) * d) * sizeof(float);
+      if (read[r] + bytes > all[r].size()) {
+        return absl::DataLossError(absl::StrCat("rank ", r, " sent fewer expert outputs for ",
+                                                "layer ", layer, " than its routing asks for"));
+      }
+      std::memcpy(res.data() + first * d, all[r].data() + read[r], bytes);
+      read[r] += bytes;
+      if (tel) {
+        tel->expert_counts[layer][e] += end - first;
+        tel->active_params += (end - first) * L.experts[e].params();
+      }
     }
   }
   for (size_t r = 0; r < all.size(); ++r) {
@@ -387,7 +414,7 @@ void MixtureFeedForward::PrefetchNextLayer(const StepContext& ctx, int layer, in
   guess.clear();
   for (int e = 0; e < h.n_expert; ++e) {
     // Other ranks read their own experts.
-    if (count[e] > 0 && (comm_ == nullptr || ranks_->owner(next, e) == comm_->rank())) {
+    if (count[e] > 0 && (comm_ == nullptr || ranks_->holds(comm_->rank(), next, e))) {
       guess.push_back(e);
     }
   }

@@ -62,6 +62,9 @@ class MixtureFeedForward {
   // theirs (the sizes follow from the routing every rank computed alike); FinishExchange puts the
   // others' outputs of all_selected_ into outs (job_of_expert_ names each) and their counts into
   // the telemetry. Work between the two overlaps the transfer.
+  // The rows [first, end) of the expert's tokens (by_expert_) `rank` runs: with replicas
+  // (ExpertRanks::AddReplicas) its holders split them in holder order; none for a non-holder.
+  std::pair<int64_t, int64_t> RowsOf(int layer, int expert, int rank) const;
   absl::StatusOr<std::unique_ptr<PendingGather>> StartExchange(int layer, int64_t d,
                                                                Telemetry* tel);
   absl::Status FinishExchange(PendingGather& exchange, const LayerWeights& L, int layer, int64_t d,
