@@ -71,17 +71,43 @@ RankRuns RunOnRanks(const std::vector<std::shared_ptr<const Model>>& models,
   return runs;
 }
 
+// RunSteps in one process holding every expert: what the ranks must reproduce.
+struct SingleRun {
+  std::vector<float> logits;
+  Telemetry tel;
+};
+SingleRun RunAlone(std::shared_ptr<const Model> model) {
+  auto backend = CreateCpuBackend(1);
+  Transformer single(model, backend.get());
+  SingleRun run;
+  EXPECT_TRUE(RunSteps(single, *model, &run.logits, &run.tel).ok());
+  return run;
+}
+
+// Each rank's model holding only its experts (ExpertRanks::KeepOwnExperts).
+std::vector<std::shared_ptr<const Model>> LoadShares(const std::string& path,
+                                                     const ExpertRanks& ranks) {
+  std::vector<std::shared_ptr<const Model>> local(ranks.world());
+  for (int r = 0; r < ranks.world(); ++r) {
+    auto spec = LoadModelSpec(path);
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    if (!spec.ok()) return {};
+    EXPECT_TRUE(ranks.KeepOwnExperts(r, &*spec).ok());
+    auto model = Model::Create(*std::move(spec));
+    EXPECT_TRUE(model.ok()) << model.status();
+    if (!model.ok()) return {};
+    local[r] = *model;
+  }
+  return local;
+}
+
 TEST(ExpertParallelTest, RanksRunningTheirOwnExpertsGiveTheSingleProcessLogits) {
   for (const char* name : {"tiny-qwen2moe-f32", "tiny-olmoe-q8_0", "tiny-llama-moe-q8_0"}) {
     SCOPED_TRACE(name);
     auto model = LoadModel(name);
     ASSERT_NE(model, nullptr);
     const HParams& h = model->hp();
-    auto backend = CreateCpuBackend(1);
-    Transformer single(model, backend.get());
-    std::vector<float> want;
-    Telemetry want_tel;
-    ASSERT_TRUE(RunSteps(single, *model, &want, &want_tel).ok());
+    const auto [want, want_tel] = RunAlone(model);
 
     std::vector<bool> routed(h.n_layer);
     for (int l = 0; l < h.n_layer; ++l) {
@@ -111,37 +137,30 @@ TEST(ExpertParallelTest, RanksLoadingOnlyTheirExpertsGiveTheSameLogits) {
   auto full = LoadModel("tiny-olmoe-q8_0");
   ASSERT_NE(full, nullptr);
   const HParams& h = full->hp();
-  auto backend = CreateCpuBackend(1);
-  Transformer single(full, backend.get());
-  std::vector<float> want;
-  Telemetry want_tel;
-  ASSERT_TRUE(RunSteps(single, *full, &want, &want_tel).ok());
+  const auto [want, want_tel] = RunAlone(full);
   std::vector<bool> routed(h.n_layer, true);
   const int world_size = 4;
   auto ranks = ExpertRanks::RoundRobin(h.n_layer, h.n_expert, world_size, routed);
   ASSERT_TRUE(ranks.ok());
-  size_t full_experts = 0;
-  for (const TensorSpec& t : full->spec().tensors)
-    full_experts += t.expert >= 0 ? t.byte_size() : 0;
-  std::vector<std::shared_ptr<const Model>> local(world_size);
+  auto expert_bytes = [](const ModelSpec& spec) {
+    size_t bytes = 0;
+    for (const TensorSpec& t : spec.tensors) bytes += t.expert >= 0 ? t.byte_size() : 0;
+    return bytes;
+  };
+  const auto local = LoadShares(path, *ranks);
+  ASSERT_EQ(static_cast<int>(local.size()), world_size);
   for (int r = 0; r < world_size; ++r) {
-    auto spec = LoadModelSpec(path);
-    ASSERT_TRUE(spec.ok());
-    ASSERT_TRUE(ranks->KeepOwnExperts(r, &*spec).ok());
-    size_t experts = 0;
-    for (const TensorSpec& t : spec->tensors) experts += t.expert >= 0 ? t.byte_size() : 0;
-    EXPECT_EQ(experts * world_size, full_experts) << "rank " << r << " holds its quarter";
-    EXPECT_EQ(WriteMoeFile(*spec, ::testing::TempDir() + "/never.moe").code(),
+    EXPECT_EQ(expert_bytes(local[r]->spec()) * world_size, expert_bytes(full->spec()))
+        << "rank " << r << " holds its quarter";
+    EXPECT_EQ(WriteMoeFile(local[r]->spec(), ::testing::TempDir() + "/never.moe").code(),
               absl::StatusCode::kInvalidArgument);
-    auto model = Model::Create(*std::move(spec));
-    ASSERT_TRUE(model.ok()) << model.status();
-    local[r] = *model;
   }
   const RankRuns runs = RunOnRanks(local, *ranks);
   for (int r = 0; r < world_size; ++r) {
     ASSERT_TRUE(runs.status[r].ok()) << runs.status[r];
     EXPECT_EQ(runs.logits[r], want) << "rank " << r;
   }
+  auto backend = CreateCpuBackend(1);
   Transformer alone(local[0], backend.get());
   std::vector<float> unused;
   Telemetry unused_tel;
@@ -154,16 +173,10 @@ TEST(ExpertParallelTest, RanksLoadingOnlyTheirExpertsGiveTheSameLogits) {
 // the same logits, every choice counted once, on ranks holding only their experts.
 TEST(ExpertParallelTest, ReplicasSplittingHotExpertsGiveTheSameLogits) {
   const std::string name = "tiny-qwen2moe-f32";
-  const std::string path =
-      std::string(MOE_TESTDATA_DIR) + "/fixtures/" + name + "/" + name + ".gguf";
   auto full = LoadModel(name);
   ASSERT_NE(full, nullptr);
   const HParams& h = full->hp();
-  auto backend = CreateCpuBackend(1);
-  Transformer single(full, backend.get());
-  std::vector<float> want;
-  Telemetry want_tel;
-  ASSERT_TRUE(RunSteps(single, *full, &want, &want_tel).ok());
+  const auto [want, want_tel] = RunAlone(full);
   // The routing the steps make, as a profile: its hottest experts get replicas.
   RoutingProfile profile{want_tel.expert_counts};
   std::vector<bool> routed(h.n_layer, true);
@@ -172,15 +185,9 @@ TEST(ExpertParallelTest, ReplicasSplittingHotExpertsGiveTheSameLogits) {
     auto ranks = ExpertRanks::Balanced(profile, world_size, routed);
     ASSERT_TRUE(ranks.ok());
     ASSERT_TRUE(ranks->AddReplicas(profile, 2).ok());
-    std::vector<std::shared_ptr<const Model>> local(world_size);
-    for (int r = 0; r < world_size; ++r) {
-      auto spec = LoadModelSpec(path);
-      ASSERT_TRUE(spec.ok());
-      ASSERT_TRUE(ranks->KeepOwnExperts(r, &*spec).ok());
-      auto model = Model::Create(*std::move(spec));
-      ASSERT_TRUE(model.ok()) << model.status();
-      local[r] = *model;
-    }
+    const auto local = LoadShares(
+        std::string(MOE_TESTDATA_DIR) + "/fixtures/" + name + "/" + name + ".gguf", *ranks);
+    ASSERT_EQ(static_cast<int>(local.size()), world_size);
     const RankRuns runs = RunOnRanks(local, *ranks);
     for (int r = 0; r < world_size; ++r) {
       ASSERT_TRUE(runs.status[r].ok()) << runs.status[r];
