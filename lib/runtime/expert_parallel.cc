@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
@@ -25,19 +26,17 @@ class Writer {
   template <typename T>
   void Put(const T& v) {
     static_assert(std::is_trivially_copyable_v<T>);
-    const size_t at = bytes_.size();
-    bytes_.resize(at + sizeof(T));
-    std::memcpy(bytes_.data() + at, &v, sizeof(T));
+    bytes_.append(reinterpret_cast<const char*>(&v), sizeof(T));
   }
   template <typename T>
   void PutAll(absl::Span<const T> values) {
     Put(static_cast<uint64_t>(values.size()));
     for (const T& v : values) Put(v);
   }
-  std::vector<uint8_t> Take() { return std::move(bytes_); }
+  std::vector<uint8_t> Take() const { return std::vector<uint8_t>(bytes_.begin(), bytes_.end()); }
 
  private:
-  std::vector<uint8_t> bytes_;
+  std::string bytes_;  // (a string: GCC 12 misreads a growing byte vector as an overflow)
 };
 
 class Reader {
