@@ -927,7 +927,9 @@ MOE_API moe_status moe_engine_get_stats(const moe_engine* engine, moe_engine_sta
  *   else moe_dist_serve(d, m, 0, 0);
  *   moe_model_free(m); moe_dist_free(d);       (rank 0's free ends the others' serve)
  *
- * Libraries built without MPI return MOE_ERROR_UNSUPPORTED from moe_dist_create.
+ * Libraries built without MPI return MOE_ERROR_UNSUPPORTED from moe_dist_create. A world is used
+ * by one thread at a time: calls on its context, moe_dist_stop_serving and moe_dist_free must not
+ * overlap (the ranks must see the same sequence of steps).
  * ------------------------------------------------------------------------------------------- */
 typedef struct moe_dist moe_dist;
 
