@@ -20,6 +20,17 @@ absl::Status CheckShape(int n_layer, int n_expert, int world, const std::vector<
 
 }  // namespace
 
+ExpertRanks::ExpertRanks(int world, const std::vector<std::vector<int32_t>>& owner)
+    : world_(world) {
+  holders_.resize(owner.size());
+  for (size_t l = 0; l < owner.size(); ++l) {
+    holders_[l].resize(owner[l].size());
+    for (size_t e = 0; e < owner[l].size(); ++e) {
+      if (owner[l][e] >= 0) holders_[l][e] = {owner[l][e]};
+    }
+  }
+}
+
 absl::StatusOr<ExpertRanks> ExpertRanks::RoundRobin(int n_layer, int n_expert, int world,
                                                     const std::vector<bool>& routed) {
   if (absl::Status s = CheckShape(n_layer, n_expert, world, routed); !s.ok()) return s;
@@ -63,23 +74,19 @@ absl::StatusOr<ExpertRanks> ExpertRanks::Balanced(const RoutingProfile& profile,
 
 absl::Status ExpertRanks::AddReplicas(const RoutingProfile& profile, int n) {
   if (n < 0) return absl::InvalidArgumentError(absl::StrCat(n, " replicas"));
-  if (profile.counts.size() != owner_.size() ||
-      (!owner_.empty() && profile.counts[0].size() != owner_[0].size())) {
+  if (static_cast<int>(profile.counts.size()) != n_layer() ||
+      (n_layer() > 0 && static_cast<int>(profile.counts[0].size()) != n_expert())) {
     return absl::InvalidArgumentError("the routing profile is for another model");
   }
   if (world_ == 1 || n == 0) return absl::OkStatus();
-  if (replicas_.empty()) {
-    replicas_.assign(owner_.size(),
-                     std::vector<std::vector<int32_t>>(owner_.empty() ? 0 : owner_[0].size()));
-  }
-  for (size_t l = 0; l < owner_.size(); ++l) {
-    if (owner_[l].empty() || owner_[l][0] < 0) continue;  // no routed experts
+  for (int l = 0; l < n_layer(); ++l) {
+    if (owner(l, 0) < 0) continue;  // no routed experts
     const std::vector<int64_t>& counts = profile.counts[l];
     const int n_expert = static_cast<int>(counts.size());
     auto load = [&] {
       std::vector<double> per_rank(world_, 0.0);
       for (int e = 0; e < n_expert; ++e) {
-        const std::vector<int32_t> h = holders(static_cast<int>(l), e);
+        const auto h = holders(l, e);
         for (int32_t r : h) per_rank[r] += static_cast<double>(counts[e]) / h.size();
       }
       return per_rank;
@@ -93,40 +100,25 @@ absl::Status ExpertRanks::AddReplicas(const RoutingProfile& profile, int n) {
       const std::vector<double> per_rank = load();
       int best = -1;
       for (int r = 0; r < world_; ++r) {
-        if (holds(r, static_cast<int>(l), e)) continue;
+        if (holds(r, l, e)) continue;
         if (best < 0 || per_rank[r] < per_rank[best]) best = r;
       }
-      if (best >= 0) replicas_[l][e].push_back(best);
+      if (best >= 0) holders_[l][e].push_back(best);
     }
   }
   return absl::OkStatus();
 }
 
-std::vector<int32_t> ExpertRanks::holders(int layer, int expert) const {
-  const int32_t owner = owner_[layer][expert];
-  if (owner < 0) return {};
-  std::vector<int32_t> out = {owner};
-  if (!replicas_.empty()) {
-    const std::vector<int32_t>& more = replicas_[layer][expert];
-    out.insert(out.end(), more.begin(), more.end());
-  }
-  return out;
-}
-
 bool ExpertRanks::holds(int rank, int layer, int expert) const {
-  if (owner_[layer][expert] == rank) return true;
-  if (replicas_.empty()) return false;
-  const std::vector<int32_t>& more = replicas_[layer][expert];
-  return std::find(more.begin(), more.end(), rank) != more.end();
+  const auto h = holders(layer, expert);
+  return std::find(h.begin(), h.end(), rank) != h.end();
 }
 
 std::vector<ExpertKey> ExpertRanks::OwnedBy(int rank) const {
   std::vector<ExpertKey> out;
-  for (size_t l = 0; l < owner_.size(); ++l) {
-    for (size_t e = 0; e < owner_[l].size(); ++e) {
-      if (holds(rank, static_cast<int>(l), static_cast<int>(e))) {
-        out.push_back({static_cast<int32_t>(l), static_cast<int32_t>(e)});
-      }
+  for (int l = 0; l < n_layer(); ++l) {
+    for (int e = 0; e < n_expert(); ++e) {
+      if (holds(rank, l, e)) out.push_back({l, e});
     }
   }
   return out;
@@ -138,16 +130,14 @@ absl::Status ExpertRanks::KeepOwnExperts(int rank, ModelSpec* spec) const {
   }
   if (spec == nullptr) return absl::InvalidArgumentError("no model");
   const HParams& h = spec->hp;
-  if (static_cast<int64_t>(owner_.size()) != h.n_layer ||
-      (!owner_.empty() && static_cast<int64_t>(owner_[0].size()) != h.n_expert)) {
+  if (n_layer() != h.n_layer || (n_layer() > 0 && n_expert() != h.n_expert)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("the placement is for ", owner_.size(), " layers of ",
-                     owner_.empty() ? 0 : owner_[0].size(), " experts, the model has ", h.n_layer,
-                     " of ", h.n_expert));
+        absl::StrCat("the placement is for ", n_layer(), " layers of ", n_expert(),
+                     " experts, the model has ", h.n_layer, " of ", h.n_expert));
   }
   auto elsewhere = [&](int layer, int expert) {
     return layer >= 0 && layer < h.n_layer && expert >= 0 && expert < h.n_expert &&
-           owner_[layer][expert] >= 0 && !holds(rank, layer, expert);
+           owner(layer, expert) >= 0 && !holds(rank, layer, expert);
   };
   // What each absent expert costs, before its tensors go.
   std::vector<std::vector<AbsentExpert>> absent(h.n_layer, std::vector<AbsentExpert>(h.n_expert));
@@ -172,9 +162,9 @@ absl::Status ExpertRanks::KeepOwnExperts(int rank, ModelSpec* spec) const {
 
 std::vector<int64_t> ExpertRanks::LoadOf(const std::vector<std::vector<int64_t>>& counts) const {
   std::vector<double> load(world_, 0.0);
-  for (size_t l = 0; l < owner_.size() && l < counts.size(); ++l) {
-    for (size_t e = 0; e < owner_[l].size() && e < counts[l].size(); ++e) {
-      const std::vector<int32_t> h = holders(static_cast<int>(l), static_cast<int>(e));
+  for (int l = 0; l < n_layer() && l < static_cast<int>(counts.size()); ++l) {
+    for (int e = 0; e < n_expert() && e < static_cast<int>(counts[l].size()); ++e) {
+      const auto h = holders(l, e);
       for (int32_t r : h) load[r] += static_cast<double>(counts[l][e]) / h.size();
     }
   }

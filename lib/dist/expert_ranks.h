@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "lib/model/model_spec.h"
 #include "lib/moe/expert_cache.h"
 #include "lib/moe/routing_profile.h"
@@ -35,9 +36,12 @@ class ExpertRanks {
 
   int world() const { return world_; }
   // The rank holding the expert (its first holder); -1 for a layer without routed experts.
-  int owner(int layer, int expert) const { return owner_[layer][expert]; }
+  int owner(int layer, int expert) const {
+    const std::vector<int32_t>& h = holders_[layer][expert];
+    return h.empty() ? -1 : h.front();
+  }
   // Every rank holding the expert, the owner first (empty for a layer without routed experts).
-  std::vector<int32_t> holders(int layer, int expert) const;
+  absl::Span<const int32_t> holders(int layer, int expert) const { return holders_[layer][expert]; }
   bool holds(int rank, int layer, int expert) const;
   // The experts a rank holds, layer by layer.
   std::vector<ExpertKey> OwnedBy(int rank) const;
@@ -50,12 +54,14 @@ class ExpertRanks {
   absl::Status KeepOwnExperts(int rank, ModelSpec* spec) const;
 
  private:
-  ExpertRanks(int world, std::vector<std::vector<int32_t>> owner)
-      : world_(world), owner_(std::move(owner)) {}
+  // owner: [layer][expert] -> rank, -1 for a layer without routed experts.
+  ExpertRanks(int world, const std::vector<std::vector<int32_t>>& owner);
+  int n_layer() const { return static_cast<int>(holders_.size()); }
+  int n_expert() const { return holders_.empty() ? 0 : static_cast<int>(holders_[0].size()); }
   int world_ = 1;
-  std::vector<std::vector<int32_t>> owner_;  // [layer][expert] -> rank, -1: no routed experts
-  // [layer][expert] -> the holders besides the owner (AddReplicas); empty: none.
-  std::vector<std::vector<std::vector<int32_t>>> replicas_;
+  // [layer][expert] -> the ranks holding it, the owner first (AddReplicas adds the others); empty
+  // for a layer without routed experts.
+  std::vector<std::vector<std::vector<int32_t>>> holders_;
 };
 
 }  // namespace moe

@@ -276,7 +276,7 @@ absl::Status MixtureFeedForward::RunStoredExperts(Backend& backend, const Expert
 }
 
 std::pair<int64_t, int64_t> MixtureFeedForward::RowsOf(int layer, int expert, int rank) const {
-  const std::vector<int32_t> holders = ranks_->holders(layer, expert);
+  const absl::Span<const int32_t> holders = ranks_->holders(layer, expert);
   const auto at = std::find(holders.begin(), holders.end(), rank);
   if (at == holders.end()) return {0, 0};
   const int64_t i = at - holders.begin(), h = static_cast<int64_t>(holders.size());
@@ -293,7 +293,7 @@ absl::StatusOr<std::unique_ptr<PendingGather>> MixtureFeedForward::StartExchange
   std::vector<size_t>& sizes = exchange_sizes_;
   sizes.assign(comm_->size(), 0);
   for (int32_t e : all_selected_) {
-    const std::vector<int32_t> holders = ranks_->holders(layer, e);
+    const absl::Span<const int32_t> holders = ranks_->holders(layer, e);
     if (holders.empty()) {
       return absl::FailedPreconditionError(
           absl::StrCat("expert ", e, " of layer ", layer, " has no rank"));
