@@ -22,13 +22,19 @@ class DoneGather : public PendingGather {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PendingGather>> Communicator::StartAllGather(
-    absl::Span<const uint8_t> mine, absl::Span<const size_t> sizes) {
+absl::Status Communicator::CheckGatherSizes(absl::Span<const uint8_t> mine,
+                                            absl::Span<const size_t> sizes) const {
   if (static_cast<int>(sizes.size()) != size() || mine.size() != sizes[rank()]) {
     return absl::InvalidArgumentError(absl::StrCat("an all-gather of ", mine.size(),
                                                    " bytes announced as ", sizes.size(),
                                                    " sizes for ", size(), " ranks"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<PendingGather>> Communicator::StartAllGather(
+    absl::Span<const uint8_t> mine, absl::Span<const size_t> sizes) {
+  if (absl::Status s = CheckGatherSizes(mine, sizes); !s.ok()) return s;
   std::vector<Bytes> all;
   absl::Status s = AllGather(mine, &all);
   for (int r = 0; s.ok() && r < size(); ++r) {

@@ -51,6 +51,11 @@ class Communicator {
   virtual std::chrono::milliseconds timeout() const = 0;
 
   static constexpr std::chrono::milliseconds kWaitForever = std::chrono::milliseconds::max();
+
+ protected:
+  // StartAllGather's arguments: a size per rank, this rank's matching `mine`.
+  absl::Status CheckGatherSizes(absl::Span<const uint8_t> mine,
+                                absl::Span<const size_t> sizes) const;
 };
 
 }  // namespace moe

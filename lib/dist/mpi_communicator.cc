@@ -278,11 +278,7 @@ class MpiPendingGather : public PendingGather {
 
 absl::StatusOr<std::unique_ptr<PendingGather>> MpiCommunicator::StartAllGather(
     absl::Span<const uint8_t> mine, absl::Span<const size_t> sizes) {
-  if (static_cast<int>(sizes.size()) != size_ || mine.size() != sizes[rank_]) {
-    return absl::InvalidArgumentError(absl::StrCat("an all-gather of ", mine.size(),
-                                                   " bytes announced as ", sizes.size(),
-                                                   " sizes for ", size_, " ranks"));
-  }
+  MOE_RETURN_IF_ERROR(CheckGatherSizes(mine, sizes));
   auto pending = std::make_unique<MpiPendingGather>(this);
   MOE_RETURN_IF_ERROR(pending->Start(mine, sizes));
   return std::unique_ptr<PendingGather>(std::move(pending));
