@@ -117,8 +117,6 @@ inline absl::Status ApplyExpertFlags(const ExpertFlags& f, LoadOptions* options)
   return absl::OkStatus();
 }
 
-// One line for the load: where the experts are and, when cached, the budget and the I/O mode.
-// When the load chose the cache for lack of memory, a line before it says why.
 // The weight bytes the engine holds in memory: all of them, or with the expert cache the others
 // plus the cache's slab.
 inline size_t WeightBytesInMemory(const Engine& engine) {
@@ -131,6 +129,8 @@ inline size_t WeightBytesInMemory(const Engine& engine) {
   return bytes;
 }
 
+// One line for the load: where the experts are and, when cached, the budget and the I/O mode.
+// When the load chose the cache for lack of memory, a line before it says why.
 inline std::string ExpertPlacementLine(const Engine& engine) {
   const ExpertStore* store = engine.expert_store();
   if (store == nullptr) return "experts: resident";

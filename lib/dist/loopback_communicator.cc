@@ -17,9 +17,9 @@ class Hub {
   Hub(int n, std::chrono::milliseconds timeout)
       : n_(n), timeout_(timeout), outbox_(n, std::vector<Bytes>(n)) {}
 
-  // outgoing[r]: for rank r. Returns what every rank sent to `rank`.
   std::chrono::milliseconds timeout() const { return timeout_; }
 
+  // outgoing[r]: for rank r. Returns what every rank sent to `rank`.
   absl::Status Exchange(int rank, std::vector<Bytes> outgoing, std::vector<Bytes>* incoming,
                         const char* what) {
     return Exchange(rank, std::move(outgoing), incoming, what, timeout_);

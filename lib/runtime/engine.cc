@@ -208,8 +208,8 @@ absl::StatusOr<std::shared_ptr<const Engine>> Engine::Load(const std::string& pa
         CopyWeights(spec, options.repack, ActiveSimdLevel(), options.progress,
                     expert_cache ? IsRoutedExpert : std::function<bool(const TensorSpec&)>()));
   }
-  auto engine = FromSpec(std::move(spec), std::move(store), std::move(memory_note));
-  if (engine.ok()) std::const_pointer_cast<Engine>(*engine)->expert_ranks_ = std::move(ranks);
+  auto engine =
+      FromSpec(std::move(spec), std::move(store), std::move(memory_note), std::move(ranks));
   if (engine.ok() && !options.expert_warmup_path.empty()) {
     MOE_RETURN_IF_ERROR((*engine)->Warm(options.expert_warmup_path).status());
   }
@@ -218,9 +218,11 @@ absl::StatusOr<std::shared_ptr<const Engine>> Engine::Load(const std::string& pa
 }
 
 absl::StatusOr<std::shared_ptr<const Engine>> Engine::FromSpec(
-    ModelSpec spec, std::unique_ptr<ExpertStore> expert_store, std::string memory_note) {
+    ModelSpec spec, std::unique_ptr<ExpertStore> expert_store, std::string memory_note,
+    std::unique_ptr<ExpertRanks> expert_ranks) {
   auto engine = std::make_shared<Engine>();
   engine->expert_store_ = std::move(expert_store);
+  engine->expert_ranks_ = std::move(expert_ranks);
   engine->memory_note_ = std::move(memory_note);
   if (!spec.tokenizer.tokens.empty()) {
     // Checked now: the vocabulary is released below, before Model::Create checks it again.

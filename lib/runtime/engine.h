@@ -70,10 +70,11 @@ class Engine {
   static absl::StatusOr<std::shared_ptr<const Engine>> Load(const std::string& path,
                                                             const LoadOptions& options);
   // expert_store: where the routed experts come from instead of the spec's resident copies;
-  // memory_note: what the load decided for lack of memory (memory_note()).
+  // memory_note: what the load decided for lack of memory (memory_note()); expert_ranks: which
+  // rank holds each expert when `spec` is one rank's share (expert_ranks()).
   static absl::StatusOr<std::shared_ptr<const Engine>> FromSpec(
       ModelSpec spec, std::unique_ptr<ExpertStore> expert_store = nullptr,
-      std::string memory_note = "");
+      std::string memory_note = "", std::unique_ptr<ExpertRanks> expert_ranks = nullptr);
 
   const std::shared_ptr<const Model>& model() const { return model_; }
   // Null when the model file carries no (supported) tokenizer.
