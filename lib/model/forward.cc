@@ -86,6 +86,16 @@ void Transformer::AddCosts(absl::Span<const SequenceChunk> batch, Telemetry* tel
   }
 }
 
+absl::Status CheckTokenIds(absl::Span<const int32_t> tokens, int64_t n_vocab) {
+  for (int32_t t : tokens) {
+    if (t < 0 || t >= n_vocab) {
+      return absl::OutOfRangeError(
+          absl::StrCat("token id ", t, " is outside the vocabulary [0, ", n_vocab, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
                                        std::vector<float>* logits, Telemetry* tel) {
   const HParams& h = model_->hp();
@@ -103,12 +113,7 @@ absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
     const int64_t m = static_cast<int64_t>(c.tokens.size());
     if (m == 0) return absl::InvalidArgumentError("no tokens to process");
     if (c.kv == nullptr) return absl::InvalidArgumentError("a sequence without a KV cache");
-    for (int32_t t : c.tokens) {
-      if (t < 0 || t >= h.n_vocab) {
-        return absl::OutOfRangeError(
-            absl::StrCat("token id ", t, " is outside the vocabulary [0, ", h.n_vocab, ")"));
-      }
-    }
+    MOE_RETURN_IF_ERROR(CheckTokenIds(c.tokens, h.n_vocab));
     if (const int64_t most = c.kv->max_step_tokens(); most > 0 && m > most) {
       return absl::InvalidArgumentError(
           absl::StrCat("a step of ", m, " tokens is more than the ", most,

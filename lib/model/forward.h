@@ -22,6 +22,9 @@
 
 namespace moe {
 
+// OutOfRange naming the first token id outside [0, n_vocab): what a forward step refuses.
+absl::Status CheckTokenIds(absl::Span<const int32_t> tokens, int64_t n_vocab);
+
 class Transformer {
  public:
   Transformer(std::shared_ptr<const Model> model, Backend* backend)

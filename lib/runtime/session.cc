@@ -193,13 +193,7 @@ absl::Status Session::Forward(absl::Span<const int32_t> tokens, LogitsFor which)
                                 routing_history());
   }
   // A token the forward pass would refuse is refused before the serving ranks hear of it.
-  const int64_t n_vocab = engine_->model()->hp().n_vocab;
-  for (int32_t t : tokens) {
-    if (t < 0 || t >= n_vocab) {
-      return absl::OutOfRangeError(
-          absl::StrCat("token id ", t, " is outside the vocabulary [0, ", n_vocab, ")"));
-    }
-  }
+  MOE_RETURN_IF_ERROR(CheckTokenIds(tokens, engine_->model()->hp().n_vocab));
   MOE_RETURN_IF_ERROR(driver_->Step(cache_.size(), tokens, disabled_experts_));
   absl::Status s =
       transformer_.Forward(tokens, cache_, which, &logits_, &stats_.forward, routing_history());
