@@ -4,10 +4,10 @@
 
 #include <climits>
 #include <mutex>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "lib/base/status_macros.h"
+#include "lib/dist/poll.h"
 
 namespace moe {
 namespace {
@@ -182,32 +182,25 @@ class MpiCommunicator : public Communicator {
     return std::make_shared<std::vector<T>>(n);
   }
 
-  // Polls a started collective until it completes, fails, or the timeout passes. It spins for
-  // the first milliseconds (a step's exchanges are quick) and then sleeps between polls, so a
-  // rank waiting long does not hold a core. A collective given up on is kept, with `keep`, until
-  // the communicator goes.
+  // Polls a started collective until it completes, fails, or the timeout passes
+  // (PollUntilDone). A collective given up on is kept, with `keep`, until the communicator goes.
   absl::Status Finish(int rc, MPI_Request* request, const char* what,
                       std::chrono::milliseconds timeout, Keep keep) {
     if (rc != MPI_SUCCESS) return MpiError(rc, what);
-    const auto start = std::chrono::steady_clock::now();
-    const bool forever = timeout == kWaitForever;
-    for (int done = 0;;) {
-      rc = MPI_Test(request, &done, MPI_STATUS_IGNORE);
-      if (rc != MPI_SUCCESS) return MpiError(rc, what);
-      if (done) return absl::OkStatus();
-      const auto waited = std::chrono::steady_clock::now() - start;
-      if (!forever && waited > timeout) {
-        abandoned_.push_back({*request, std::move(keep)});
-        return absl::DeadlineExceededError(
-            absl::StrCat(what, ": not complete after ", timeout.count(), " ms on rank ", rank_,
-                         " of ", size_, " (a rank stopped or the network broke)"));
-      }
-      if (waited < std::chrono::milliseconds(20)) {
-        std::this_thread::yield();
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-      }
-    }
+    return PollUntilDone(
+        timeout,
+        [&]() -> absl::StatusOr<bool> {
+          int done = 0;
+          const int test = MPI_Test(request, &done, MPI_STATUS_IGNORE);
+          if (test != MPI_SUCCESS) return MpiError(test, what);
+          return done != 0;
+        },
+        [&] {
+          abandoned_.push_back({*request, std::move(keep)});
+          return absl::DeadlineExceededError(
+              absl::StrCat(what, ": not complete after ", timeout.count(), " ms on rank ", rank_,
+                           " of ", size_, " (a rank stopped or the network broke)"));
+        });
   }
 
   friend class MpiPendingGather;

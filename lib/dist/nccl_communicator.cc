@@ -4,11 +4,11 @@
 #include <nccl.h>
 
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "lib/base/status_macros.h"
+#include "lib/dist/poll.h"
 
 namespace moe {
 namespace {
@@ -27,6 +27,16 @@ absl::Status NcclError(ncclResult_t r, const char* what) {
   if (ncclResult_t r_ = (call); r_ != ncclSuccess && r_ != ncclInProgress) { \
     return NcclError(r_, what);                                              \
   }
+
+// Whether a non-blocking communicator has finished what it was doing (joining, enqueuing an
+// operation): ncclCommGetAsyncError leaves ncclInProgress.
+absl::StatusOr<bool> NcclSettled(ncclComm_t comm, const char* what) {
+  ncclResult_t state = ncclSuccess;
+  ncclCommGetAsyncError(comm, &state);
+  if (state == ncclInProgress) return false;
+  if (state != ncclSuccess) return NcclError(state, what);
+  return true;
+}
 
 // A device buffer that grows as payloads do.
 class DeviceBuffer {
@@ -181,42 +191,32 @@ class NcclCommunicator : public Communicator {
   // A non-blocking communicator may still be enqueuing the operation when the call returns: the
   // copy back must go on the stream after it.
   absl::Status Enqueued(const char* what, std::chrono::milliseconds timeout) {
-    const auto start = std::chrono::steady_clock::now();
-    for (;;) {
-      ncclResult_t state = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &state);
-      if (state == ncclSuccess) return absl::OkStatus();
-      if (state != ncclInProgress) return Break(NcclError(state, what));
-      if (timeout != kWaitForever && std::chrono::steady_clock::now() - start > timeout) {
-        return Break(absl::DeadlineExceededError(absl::StrCat(what, ": NCCL did not start it")));
-      }
-      std::this_thread::yield();
-    }
+    absl::Status s = PollUntilDone(
+        timeout, [&] { return NcclSettled(comm_, what); },
+        [&] { return absl::DeadlineExceededError(absl::StrCat(what, ": NCCL did not start it")); });
+    return s.ok() ? s : Break(s);
   }
 
   // Polls the stream and NCCL's own error until the work is done, fails, or the time is up (then
   // the communicator is aborted: its collectives can never match again).
   absl::Status Wait(const char* what, std::chrono::milliseconds timeout) {
-    const auto start = std::chrono::steady_clock::now();
-    for (;;) {
-      const cudaError_t q = cudaStreamQuery(stream_);
-      if (q == cudaSuccess) return absl::OkStatus();
-      if (q != cudaErrorNotReady) return Break(CudaError(q, what));
-      ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &async);
-      if (async != ncclSuccess && async != ncclInProgress) return Break(NcclError(async, what));
-      const auto waited = std::chrono::steady_clock::now() - start;
-      if (timeout != kWaitForever && waited > timeout) {
-        return Break(absl::DeadlineExceededError(
-            absl::StrCat(what, ": not complete after ", timeout.count(), " ms on GPU rank ", rank_,
-                         " of ", size_, " (a rank stopped or the network broke)")));
-      }
-      if (waited > std::chrono::milliseconds(20)) {
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-      } else {
-        std::this_thread::yield();
-      }
-    }
+    absl::Status s = PollUntilDone(
+        timeout,
+        [&]() -> absl::StatusOr<bool> {
+          const cudaError_t q = cudaStreamQuery(stream_);
+          if (q == cudaSuccess) return true;
+          if (q != cudaErrorNotReady) return CudaError(q, what);
+          ncclResult_t async = ncclSuccess;
+          ncclCommGetAsyncError(comm_, &async);
+          if (async != ncclSuccess && async != ncclInProgress) return NcclError(async, what);
+          return false;
+        },
+        [&] {
+          return absl::DeadlineExceededError(
+              absl::StrCat(what, ": not complete after ", timeout.count(), " ms on GPU rank ",
+                           rank_, " of ", size_, " (a rank stopped or the network broke)"));
+        });
+    return s.ok() ? s : Break(s);
   }
 
   absl::Status Break(absl::Status why) {
@@ -265,18 +265,14 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
   ncclComm_t comm;
   MOE_NCCL(ncclCommInitRankConfig(&comm, bootstrap.size(), id, bootstrap.rank(), &config),
            "starting NCCL");
-  const auto start = std::chrono::steady_clock::now();
-  for (ncclResult_t state = ncclInProgress; state == ncclInProgress;) {
-    ncclCommGetAsyncError(comm, &state);
-    if (state != ncclSuccess && state != ncclInProgress) {
-      ncclCommAbort(comm);
-      return NcclError(state, "starting NCCL");
-    }
-    if (std::chrono::steady_clock::now() - start > timeout) {
-      ncclCommAbort(comm);
-      return absl::DeadlineExceededError("starting NCCL: not every rank joined in time");
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  if (absl::Status s = PollUntilDone(
+          timeout, [&] { return NcclSettled(comm, "starting NCCL"); },
+          [] {
+            return absl::DeadlineExceededError("starting NCCL: not every rank joined in time");
+          });
+      !s.ok()) {
+    ncclCommAbort(comm);
+    return s;
   }
   cudaStream_t stream;
   if (cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); e != cudaSuccess) {
