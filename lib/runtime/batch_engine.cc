@@ -126,10 +126,7 @@ BatchEngine::BatchEngine(std::shared_ptr<const Engine> engine, const BatchEngine
       transformer_(engine_->model(), backend_.get()),
       storage_(std::move(storage)),
       pool_(std::move(pool)) {
-  transformer_.set_routing_policy(options.routing);
-  transformer_.set_expert_store(engine_->expert_store());
-  transformer_.set_expert_prefetch(engine_->expert_store() != nullptr &&
-                                   engine_->expert_store()->prefetch());
+  engine_->PrepareTransformer(&transformer_, options.routing);
   stats_.kv_blocks = pool_.n_blocks();
   stats_.block_size = pool_.block_size();
 }

@@ -10,6 +10,7 @@
 #include "lib/base/available_memory.h"
 #include "lib/base/status_macros.h"
 #include "lib/import/model_loader.h"
+#include "lib/model/forward.h"
 #include "lib/runtime/weight_copy.h"
 
 namespace moe {
@@ -254,6 +255,12 @@ absl::StatusOr<size_t> Engine::Warm(const std::string& path) const {
       RoutingProfile::ReadFile(path, static_cast<int>(h.n_layer), static_cast<int>(h.n_expert)));
   if (expert_store_ == nullptr) return 0;
   return expert_store_->Warm(profile);
+}
+
+void Engine::PrepareTransformer(Transformer* transformer, const RoutingPolicy& routing) const {
+  transformer->set_routing_policy(routing);
+  transformer->set_expert_store(expert_store_.get());
+  transformer->set_expert_prefetch(expert_store_ != nullptr && expert_store_->prefetch());
 }
 
 double Engine::ActiveParamsPerToken(const Telemetry& t) const {

@@ -11,9 +11,12 @@
 #include "lib/model/model.h"
 #include "lib/model/telemetry.h"
 #include "lib/moe/expert_store.h"
+#include "lib/moe/router.h"
 #include "lib/tokenizer/tokenizer.h"
 
 namespace moe {
+
+class Transformer;
 
 // What a load does when the weights copied into memory would not fit in the memory available.
 enum class MemoryFit {
@@ -94,6 +97,10 @@ class Engine {
 
   // What the load decided because of the memory available (empty when the model simply fit).
   const std::string& memory_note() const { return memory_note_; }
+  // Sets up a forward pass over this engine's model: the routing policy, and the routed experts
+  // from the engine's expert store (with its read-ahead) when it has one.
+  void PrepareTransformer(Transformer* transformer, const RoutingPolicy& routing) const;
+
   // Which rank holds each routed expert when loaded for expert parallelism; null otherwise.
   const ExpertRanks* expert_ranks() const { return expert_ranks_.get(); }
 

@@ -162,10 +162,7 @@ class Server {
     MOE_ASSIGN_OR_RETURN(KvCache cache, CreateSessionCache(model, so));
     auto s = std::make_unique<MirrorSession>(CreateCpuBackend(options_.threads), std::move(cache));
     s->transformer = std::make_unique<Transformer>(engine_->model(), s->backend.get());
-    s->transformer->set_routing_policy(so.routing);
-    s->transformer->set_expert_store(engine_->expert_store());
-    s->transformer->set_expert_prefetch(engine_->expert_store() != nullptr &&
-                                        engine_->expert_store()->prefetch());
+    engine_->PrepareTransformer(s->transformer.get(), so.routing);
     s->transformer->set_expert_parallel(comm_, engine_->expert_ranks());
     s->keeps_history = so.routing.load_window > 0;
     session_ = std::move(s);

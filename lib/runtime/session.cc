@@ -142,10 +142,7 @@ Session::Session(std::shared_ptr<const Engine> engine, KvCache cache, const Sess
       backend_(CreateCpuBackend(options.threads)),
       transformer_(engine_->model(), backend_.get()),
       cache_(std::move(cache)) {
-  transformer_.set_routing_policy(options.routing);
-  transformer_.set_expert_store(engine_->expert_store());
-  transformer_.set_expert_prefetch(engine_->expert_store() != nullptr &&
-                                   engine_->expert_store()->prefetch());
+  engine_->PrepareTransformer(&transformer_, options.routing);
 }
 
 Session::~Session() {

@@ -140,10 +140,8 @@ int Run(const Options& o) {
     std::fprintf(stderr, "moe-bench: %s\n", std::string(s.message()).c_str());
     return 1;
   }
-  tf.set_routing_policy(o.routing);
+  (*engine)->PrepareTransformer(&tf, o.routing);
   moe::ExpertStore* store = (*engine)->expert_store();
-  tf.set_expert_store(store);
-  tf.set_expert_prefetch(store != nullptr && store->prefetch());
   // Over ranks: each step is announced to the serving ranks first, as a session's are.
   moe::Communicator* comm = (*world)->comm();
   std::unique_ptr<moe::StepDriver> driver;
