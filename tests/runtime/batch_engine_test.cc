@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "tests/support/greedy.h"
 
 namespace moe {
 namespace {
@@ -35,13 +36,7 @@ std::vector<std::vector<int32_t>> Prompts(const Engine& e, int count, uint32_t s
   return out;
 }
 
-GenerateOptions Greedy(int64_t max_tokens) {
-  GenerateOptions g;
-  g.sampling.temperature = 0;
-  g.max_tokens = max_tokens;
-  g.stop_at_eog = false;  // random tiny models end turns at random: keep every request going
-  return g;
-}
+using testing::Greedy;
 
 struct Output {
   std::vector<int32_t> tokens;

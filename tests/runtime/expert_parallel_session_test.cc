@@ -12,6 +12,7 @@
 #include "lib/runtime/batch_engine.h"
 #include "lib/runtime/expert_parallel.h"
 #include "lib/runtime/session.h"
+#include "tests/support/greedy.h"
 
 namespace moe {
 namespace {
@@ -27,13 +28,7 @@ std::shared_ptr<const Engine> Load(int world, int rank, LoadOptions o = {}) {
   return e.ok() ? *e : nullptr;
 }
 
-GenerateOptions Greedy(int64_t n) {
-  GenerateOptions g;
-  g.sampling.temperature = 0;
-  g.max_tokens = n;
-  g.stop_at_eog = false;
-  return g;
-}
+using testing::Greedy;
 
 // What rank 0 saw.
 struct Record {

@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "lib/runtime/batch_engine.h"
 #include "lib/runtime/session.h"
+#include "tests/support/greedy.h"
 
 namespace moe {
 namespace {
@@ -101,13 +102,7 @@ BatchEngineOptions EngineWith(const RoutingPolicy& policy) {
   return o;
 }
 
-GenerateOptions Greedy(int64_t n) {
-  GenerateOptions g;
-  g.sampling.temperature = 0;
-  g.max_tokens = n;
-  g.stop_at_eog = false;
-  return g;
-}
+using testing::Greedy;
 
 // Submits each prompt for n greedy tokens; the request ids, in order.
 std::vector<uint64_t> SubmitAll(BatchEngine& engine,
