@@ -36,8 +36,13 @@ enum class DType : uint8_t {
   kMXFP4 = 15,
   // A row-group layout again (repack.h): 16 MXFP4 rows interleaved.
   kMXFP4X16 = 16,
+  // File types again, the 2- and 3-bit K-quants (GGUF types 10 and 11), 256 values a super-block:
+  // Q2_K: 16 bytes of 4-bit (scale, min) pairs, 64 bytes of 2-bit quants, f16 d and dmin;
+  // Q3_K: 32 bytes of high bits, 64 bytes of 2-bit low quants, 12 bytes of 6-bit scales, f16 d.
+  kQ2_K = 17,
+  kQ3_K = 18,
 };
-inline constexpr int kNumDTypes = 17;
+inline constexpr int kNumDTypes = 19;
 
 // Rows per interleaved group: 16 for the row-group layouts, 1 for every other type. Group g
 // starts where row 16 g would, since a group holds the bytes of 16 rows.

@@ -441,6 +441,10 @@ absl::StatusOr<DType> DTypeFromGgml(uint32_t t, absl::string_view tensor) {
       return DType::kQ8_0;
     case kGgmlQ4_0:
       return DType::kQ4_0;
+    case kGgmlQ2_K:
+      return DType::kQ2_K;
+    case kGgmlQ3_K:
+      return DType::kQ3_K;
     case kGgmlQ4_K:
       return DType::kQ4_K;
     case kGgmlQ5_K:
@@ -450,9 +454,10 @@ absl::StatusOr<DType> DTypeFromGgml(uint32_t t, absl::string_view tensor) {
     case kGgmlMXFP4:
       return DType::kMXFP4;
   }
-  return absl::UnimplementedError(absl::StrCat(
-      "tensor '", tensor, "' has type ", GgmlTypeName(t),
-      ", which is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MXFP4)"));
+  return absl::UnimplementedError(
+      absl::StrCat("tensor '", tensor, "' has type ", GgmlTypeName(t),
+                   ", which is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q2_K, Q3_K, "
+                   "Q4_K, Q5_K, Q6_K, MXFP4)"));
 }
 
 }  // namespace moe

@@ -52,6 +52,10 @@ uint32_t GgmlTypeOf(DType t) {
       return kGgmlQ8_0;
     case DType::kQ4_0:
       return kGgmlQ4_0;
+    case DType::kQ2_K:
+      return kGgmlQ2_K;
+    case DType::kQ3_K:
+      return kGgmlQ3_K;
     case DType::kQ4_K:
       return kGgmlQ4_K;
     case DType::kQ5_K:

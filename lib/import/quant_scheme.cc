@@ -5,8 +5,9 @@
 namespace moe {
 
 const std::vector<std::string>& QuantSchemeNames() {
-  static const std::vector<std::string> kNames = {"f16",    "bf16", "q8_0", "q4_0",     "q4_k",
-                                                  "q4_k_m", "q5_k", "q6_k", "mxfp4_moe"};
+  static const std::vector<std::string> kNames = {"f16",  "bf16",   "q8_0",     "q4_0",
+                                                  "q2_k", "q3_k_m", "q4_k",     "q4_k_m",
+                                                  "q5_k", "q6_k",   "mxfp4_moe"};
   return kNames;
 }
 
@@ -35,6 +36,25 @@ DType QuantTypeFor(const std::string& scheme, const std::string& name, int64_t c
   } else if (scheme == "q4_0") {
     // llama-quantize keeps the output head at Q6_K in Q4_0 files.
     t = name == "output.weight" ? DType::kQ6_K : DType::kQ4_0;
+  } else if (scheme == "q2_k") {
+    // llama.cpp's Q2_K mix, for a model of grouped-query attention: Q6_K head, Q4_K attn_v,
+    // Q3_K attn_output and ffn_down, Q2_K elsewhere.
+    t = name == "output.weight"                  ? DType::kQ6_K
+        : absl::StrContains(name, "attn_v")      ? DType::kQ4_K
+        : absl::StrContains(name, "attn_output") ? DType::kQ3_K
+        : absl::StrContains(name, "ffn_down")    ? DType::kQ3_K
+                                                 : DType::kQ2_K;
+  } else if (scheme == "q3_k_m") {
+    // llama.cpp's Q3_K_M mix: Q6_K head; attn_v Q5_K in the first two layers, Q4_K after;
+    // ffn_down Q5_K in the first sixteenth of the layers, Q4_K after; attn_output Q4_K; Q3_K
+    // elsewhere.
+    const bool early_v = layer >= 0 && layer < 2;
+    const bool early_down = layer >= 0 && layer < n_layer / 16;
+    t = name == "output.weight"                  ? DType::kQ6_K
+        : absl::StrContains(name, "attn_v")      ? (early_v ? DType::kQ5_K : DType::kQ4_K)
+        : absl::StrContains(name, "ffn_down")    ? (early_down ? DType::kQ5_K : DType::kQ4_K)
+        : absl::StrContains(name, "attn_output") ? DType::kQ4_K
+                                                 : DType::kQ3_K;
   } else if (scheme == "q4_k") {
     t = DType::kQ4_K;
   } else if (scheme == "q5_k") {
@@ -61,6 +81,8 @@ uint32_t LlamaFileType(const std::string& s) {
   if (s == "f16") return 1;
   if (s == "q4_0") return 2;
   if (s == "q8_0") return 7;
+  if (s == "q2_k") return 10;
+  if (s == "q3_k_m") return 12;
   if (s == "q4_k") return 14;  // Q4_K_S
   if (s == "q4_k_m") return 15;
   if (s == "q5_k") return 16;  // Q5_K_S

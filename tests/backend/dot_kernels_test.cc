@@ -12,8 +12,8 @@
 namespace moe {
 namespace {
 
-const DType kQuantTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K,
-                             DType::kQ5_K, DType::kQ6_K, DType::kMXFP4};
+const DType kQuantTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ2_K, DType::kQ3_K,
+                             DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kMXFP4};
 
 std::vector<SimdLevel> AvailableLevels() {
   std::vector<SimdLevel> levels = {SimdLevel::kScalar};

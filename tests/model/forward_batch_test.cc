@@ -33,12 +33,19 @@ std::vector<Case> Cases() {
   q4.arch = Arch::kLlama, q4.n_ff_shared = 0, q4.dtype = DType::kQ4_0, q4.seed = 5;
   RandomModelOptions bf16 = q8;  // float weights: on AVX-512, batches of 4+ rows take the GEMM
   bf16.arch = Arch::kOlmoe, bf16.n_ff_shared = 0, bf16.dtype = DType::kBF16, bf16.seed = 9;
+  RandomModelOptions k2 = q8;  // the 2- and 3-bit K-quants: rows of 256-element super-blocks
+  k2.n_embd = 256, k2.head_dim = 64, k2.n_ff_expert = 256, k2.n_ff_shared = 256,
+  k2.dtype = DType::kQ2_K, k2.seed = 15;
+  RandomModelOptions k3 = k2;
+  k3.arch = Arch::kQwen3Moe, k3.n_ff_shared = 0, k3.dtype = DType::kQ3_K, k3.seed = 16;
   RandomModelOptions q8_kv = q8;  // a Q8_0 KV cache needs heads of a multiple of 32
   q8_kv.head_dim = 32, q8_kv.seed = 13;
   return {{"f32", f32, false},
           {"q8_fast", q8, true},
           {"q4_fast", q4, true},
           {"bf16", bf16, true},
+          {"q2_k_fast", k2, true},
+          {"q3_k_fast", k3, true},
           {"q8_0_kv", q8_kv, true, DType::kQ8_0}};
 }
 

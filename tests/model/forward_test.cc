@@ -52,10 +52,25 @@ std::vector<Case> Cases() {
   return cases;
 }
 
+// The 2- and 3-bit K-quants (rows of whole 256-element super-blocks): Q2_K's min terms on two
+// families, Q3_K's signed scales on the other two.
+std::vector<Case> LowBitCases() {
+  std::vector<Case> cases;
+  for (Arch a : {Arch::kLlama, Arch::kQwen2Moe, Arch::kOlmoe, Arch::kQwen3Moe}) {
+    RandomModelOptions k;
+    k.arch = a;
+    k.n_embd = 256, k.n_head = 4, k.n_head_kv = 2, k.head_dim = 64, k.n_expert = 5,
+    k.n_expert_used = 2, k.n_ff_expert = 256, k.seed = 17;
+    k.n_ff_shared = a == Arch::kQwen2Moe ? 256 : 0;
+    k.dtype = a == Arch::kLlama || a == Arch::kOlmoe ? DType::kQ2_K : DType::kQ3_K;
+    cases.push_back({k.dtype == DType::kQ2_K ? "q2_k" : "q3_k", k});
+  }
+  return cases;
+}
+
 class ForwardTest : public ::testing::TestWithParam<Case> {};
 
-TEST_P(ForwardTest, PrefillAndDecodeMatchNaiveReference) {
-  const Case& c = GetParam();
+void ExpectReferenceLogits(const Case& c) {
   ModelSpec spec = MakeRandomModel(c.o);
   std::vector<int32_t> tokens = {3, 17, 96, 0, 42, 42, 7, 81, 5, 60, 11};
   std::vector<float> want = ReferenceForward(spec, tokens);
@@ -85,6 +100,14 @@ TEST_P(ForwardTest, PrefillAndDecodeMatchNaiveReference) {
   }
 }
 
+TEST_P(ForwardTest, PrefillAndDecodeMatchNaiveReference) { ExpectReferenceLogits(GetParam()); }
+
+class LowBitForwardTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(LowBitForwardTest, PrefillAndDecodeMatchNaiveReference) {
+  ExpectReferenceLogits(GetParam());
+}
+
 TEST_P(ForwardTest, F16KvCacheStaysCloseToF32) {
   ModelSpec spec = MakeRandomModel(GetParam().o);
   auto model = Model::Create(std::move(spec));
@@ -103,10 +126,13 @@ TEST_P(ForwardTest, F16KvCacheStaysCloseToF32) {
   EXPECT_GT(MaxDiff(a, b), 0.f) << "the F16 cache should round something";
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, ForwardTest, ::testing::ValuesIn(Cases()),
-                         [](const auto& info) {
-                           return std::string(ArchName(info.param.o.arch)) + "_" + info.param.name;
-                         });
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  return std::string(ArchName(info.param.o.arch)) + "_" + info.param.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, ForwardTest, ::testing::ValuesIn(Cases()), CaseName);
+INSTANTIATE_TEST_SUITE_P(Architectures, LowBitForwardTest, ::testing::ValuesIn(LowBitCases()),
+                         CaseName);
 
 // A Q8_0 KV cache (a scale per 32 values) stays close to F32, as F16 does; heads that are not a
 // whole number of blocks are refused with a message.

@@ -8,11 +8,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "lib/backend/cpu/cpu_features.h"
 #include "lib/format/moe_writer.h"
+#include "lib/import/gguf_file.h"
 #include "lib/import/model_loader.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
@@ -145,6 +147,51 @@ TEST(EngineTest, RowGroupLayoutsGiveTheSameLogitsBatchedAndAsStored) {
     }
   }
   SetSimdLevelForTesting(native);
+#endif
+}
+
+// GGUF files in llama.cpp's Q2_K and Q3_K_M mixes: the tensors carry ggml's type ids for the
+// 2- and 3-bit K-quants (10 and 11, ggml.h), load as those types, and run: a prompt batch gives
+// the logits of one-token steps (the per-row integer kernels give a token the same bits in a
+// batch as alone).
+TEST(EngineTest, TwoAndThreeBitKQuantFilesLoadAndRun) {
+#ifndef MOE_SYNTH_PATH
+  GTEST_SKIP() << "built without the tools (moe-synth writes this test's models)";
+#else
+  for (auto [scheme, ggml_type, dtype] :
+       {std::tuple{"q2_k", 10u, DType::kQ2_K}, std::tuple{"q3_k_m", 11u, DType::kQ3_K}}) {
+    const std::string path = ::testing::TempDir() + "/moe_engine_test_low_bit_" + scheme + ".gguf";
+    const std::string cmd = std::string(MOE_SYNTH_PATH) + " -o " + path + " --type " + scheme +
+                            " --embd 256 --layers 2 --heads 4 --kv-heads 2 --experts 8 --top-k 2" +
+                            " --ff 256 --shared-ff 256 --seed 9 --vocab " + MOE_TESTDATA_DIR +
+                            "/tokenizer/ggml-vocab-deepseek-coder.gguf 2> /dev/null";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    auto gguf = GgufFile::Open(path);
+    ASSERT_TRUE(gguf.ok()) << gguf.status();
+    int in_file = 0;
+    for (const GgufTensorInfo& t : (*gguf)->tensors()) in_file += t.ggml_type == ggml_type;
+    EXPECT_GT(in_file, 0) << scheme;
+    LoadOptions o;
+    o.use_mmap = false;
+    auto e = Engine::Load(path, o);
+    std::remove(path.c_str());
+    ASSERT_TRUE(e.ok()) << e.status();
+    int loaded = 0;
+    for (const auto& t : (*e)->model()->spec().tensors) loaded += t.dtype == dtype;
+    EXPECT_GT(loaded, 0) << scheme;  // routed experts are split per expert at load
+    const std::vector<int32_t> tokens = {1, 415, 2936, 9060, 285, 10575, 754, 272, 13, 99, 7};
+    const std::vector<float> steps = Logits(**e, tokens, /*one_by_one=*/true);
+    const std::vector<float> batch = Logits(**e, tokens, /*one_by_one=*/false);
+    ASSERT_EQ(steps.size(), batch.size());
+    float max_abs = 0, max_err = 0;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(steps[i])) << scheme << " logit " << i;
+      max_abs = std::max(max_abs, std::fabs(steps[i]));
+      max_err = std::max(max_err, std::fabs(steps[i] - batch[i]));
+    }
+    EXPECT_GT(max_abs, 0) << scheme;
+    EXPECT_LE(max_err, 1e-6f * max_abs) << scheme;
+  }
 #endif
 }
 

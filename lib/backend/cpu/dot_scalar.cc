@@ -52,6 +52,48 @@ float DotMXFP4(const uint8_t* w, const Q8Block* x, int64_t n) {
   return s;
 }
 
+// Q2_K and Q3_K: one scale per 16 values, so each activation block's two halves (sum[0],
+// sum[1]) meet different scales. Value v = 128 n + 32 j + l is bits 2j.. of qs[32 n + l].
+float DotQ2_K(const uint8_t* w, const Q8Block* x, int64_t n) {
+  float s = 0;
+  for (int64_t sb = 0; sb < n / 256; ++sb, w += 84, x += 8) {
+    const float d = Half(w + 80), dmin = Half(w + 82);
+    for (int b = 0; b < 8; ++b) {
+      const uint8_t* qs = w + 16 + 32 * (b / 4);
+      const int shift = 2 * (b % 4);
+      for (int h = 0; h < 2; ++h) {
+        int32_t acc = 0;
+        for (int l = 16 * h; l < 16 * h + 16; ++l) acc += ((qs[l] >> shift) & 3) * x[b].q[l];
+        const uint8_t sc = w[2 * b + h];
+        s += d * x[b].d * (sc & 0x0f) * acc - dmin * x[b].d * (sc >> 4) * x[b].sum[h];
+      }
+    }
+  }
+  return s;
+}
+
+float DotQ3_K(const uint8_t* w, const Q8Block* x, int64_t n) {
+  float s = 0;
+  for (int64_t sb = 0; sb < n / 256; ++sb, w += 110, x += 8) {
+    const float d = Half(w + 108);
+    int8_t sc[16];
+    UnpackQ3Scales(w + 96, sc);
+    for (int b = 0; b < 8; ++b) {
+      const uint8_t* qs = w + 32 + 32 * (b / 4);
+      const int shift = 2 * (b % 4);
+      for (int h = 0; h < 2; ++h) {
+        int32_t acc = 0;
+        for (int l = 16 * h; l < 16 * h + 16; ++l) {
+          const int q = ((qs[l] >> shift) & 3) | ((w[l] >> b) & 1) << 2;
+          acc += q * x[b].q[l];
+        }
+        s += d * x[b].d * sc[2 * b + h] * (acc - 4 * x[b].sum[h]);
+      }
+    }
+  }
+  return s;
+}
+
 float DotQ4_K(const uint8_t* w, const Q8Block* x, int64_t n) {
   float s = 0;
   for (int64_t sb = 0; sb < n / 256; ++sb, w += 144, x += 8) {
@@ -182,6 +224,10 @@ QuantDotFn ScalarQuantDot(DType t) {
       return DotQ8_0;
     case DType::kQ4_0:
       return DotQ4_0;
+    case DType::kQ2_K:
+      return DotQ2_K;
+    case DType::kQ3_K:
+      return DotQ3_K;
     case DType::kQ4_K:
       return DotQ4_K;
     case DType::kQ5_K:

@@ -63,6 +63,93 @@ void FitAffine(const float* x, int qmax, uint8_t* header, int q[256]) {
   PackScaleMins(sc, mn, header + 4);
 }
 
+// A 16-value group's fit x ~ scale * q + offset with integer q in [qlo, qhi]: offset = 0 for the
+// symmetric types, offset <= 0 for the affine ones (their minimums are stored unsigned).
+struct GroupFit {
+  float scale = 0;
+  float offset = 0;
+};
+
+int QuantOf(float v, const GroupFit& f, int qlo, int qhi) {
+  return f.scale != 0 ? std::clamp(Nearest((v - f.offset) / f.scale), qlo, qhi) : 0;
+}
+
+// One pass over a group under fit f: its squared error, and the least-squares (scale, offset)
+// for the assignment f makes, the offset held at 0 when `affine` is false or it would be > 0.
+struct Assessment {
+  float error = 0;
+  GroupFit refit;
+};
+
+Assessment Assess(const float* x, int n, const GroupFit& f, int qlo, int qhi, bool affine) {
+  const float inv = 1.0f / f.scale;
+  float error = 0, sq = 0, sqq = 0, sx = 0, sxq = 0;
+  for (int i = 0; i < n; ++i) {
+    // Clamped first, so the truncating conversion (rounding half away from zero) stays in range.
+    const float v = std::clamp((x[i] - f.offset) * inv, qlo - 0.5f, qhi + 0.5f);
+    const float q = std::clamp(static_cast<int>(v + (v >= 0 ? 0.5f : -0.5f)), qlo, qhi);
+    const float r = x[i] - (f.scale * q + f.offset);
+    error += r * r;
+    sq += q;
+    sqq += q * q;
+    sx += x[i];
+    sxq += x[i] * q;
+  }
+  Assessment a;
+  a.error = error;
+  if (affine) {
+    const float det = n * sqq - sq * sq;
+    if (det > 0) {
+      a.refit.scale = (n * sxq - sq * sx) / det;
+      a.refit.offset = (sx - a.refit.scale * sq) / n;
+    }
+    if (a.refit.offset <= 0 && a.refit.scale > 0) return a;
+    a.refit.offset = 0;
+  }
+  a.refit.scale = sqq > 0 ? sxq / sqq : 0;
+  return a;
+}
+
+// The starting fits spread the range over [qlo, qhi] (for symmetric types, the value of largest
+// magnitude at either end) and shrink it step by step, so that outliers may clip; each is then
+// refined twice, and the fit of least squared error wins.
+GroupFit BestGroupFit(const float* x, int n, int qlo, int qhi, bool affine) {
+  float lo = 0, hi = 0, extreme = 0, zero_error = 0;
+  for (int i = 0; i < n; ++i) {
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+    if (std::fabs(x[i]) > std::fabs(extreme)) extreme = x[i];
+    zero_error += x[i] * x[i];
+  }
+  GroupFit best;
+  if (hi == lo) return best;
+  float best_error = zero_error;
+  for (int step = 0; step < 4; ++step) {
+    const float shrink = 1.0f - 0.1f * step;
+    GroupFit starts[2];
+    int n_starts = 1;
+    if (affine) {
+      starts[0] = {shrink * (hi - lo) / (qhi - qlo), shrink * lo};
+    } else {
+      starts[0] = {shrink * extreme / qlo, 0};
+      starts[1] = {shrink * extreme / qhi, 0};
+      n_starts = 2;
+    }
+    for (int s = 0; s < n_starts; ++s) {
+      GroupFit f = starts[s];
+      for (int round = 0; round < 3 && f.scale != 0; ++round) {
+        const Assessment a = Assess(x, n, f, qlo, qhi, affine);
+        if (a.error < best_error) {
+          best_error = a.error;
+          best = f;
+        }
+        f = a.refit;
+      }
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 void EncodeQ4_KBlock(const float* x, uint8_t* b) {
@@ -128,6 +215,59 @@ void EncodeQ6_KBlock(const float* x, uint8_t* b) {
   }
   std::memcpy(b + 192, sc, 16);
   PutHalf(b + 208, d);
+}
+
+void EncodeQ2_KBlock(const float* x, uint8_t* b) {
+  // x = d * sc * q - dmin * m, q in [0, 3], sc and m 4-bit per 16 values.
+  GroupFit fit[16];
+  float max_scale = 0, max_min = 0;
+  for (int g = 0; g < 16; ++g) {
+    fit[g] = BestGroupFit(x + 16 * g, 16, 0, 3, /*affine=*/true);
+    max_scale = std::max(max_scale, fit[g].scale);
+    max_min = std::max(max_min, -fit[g].offset);
+  }
+  const float d = HalfToFloat(FloatToHalf(max_scale / 15));
+  const float dmin = HalfToFloat(FloatToHalf(max_min / 15));
+  std::memset(b, 0, 84);
+  for (int g = 0; g < 16; ++g) {
+    const int sc = d > 0 ? std::clamp(Nearest(fit[g].scale / d), 0, 15) : 0;
+    const int m = dmin > 0 ? std::clamp(Nearest(-fit[g].offset / dmin), 0, 15) : 0;
+    b[g] = static_cast<uint8_t>(sc | m << 4);
+    const GroupFit stored{d * sc, -dmin * m};
+    for (int l = 0; l < 16; ++l) {
+      const int v = 16 * g + l;
+      b[16 + 32 * (v / 128) + v % 32] |= QuantOf(x[v], stored, 0, 3) << (2 * (v / 32 % 4));
+    }
+  }
+  PutHalf(b + 80, d);
+  PutHalf(b + 82, dmin);
+}
+
+void EncodeQ3_KBlock(const float* x, uint8_t* b) {
+  // x = d * sc * q, q in [-4, 3] (stored + 4), sc a signed 6-bit scale per 16 values.
+  GroupFit fit[16];
+  float max_scale = 0;
+  for (int g = 0; g < 16; ++g) {
+    fit[g] = BestGroupFit(x + 16 * g, 16, -4, 3, /*affine=*/false);
+    max_scale = std::max(max_scale, std::fabs(fit[g].scale));
+  }
+  const float d = HalfToFloat(FloatToHalf(max_scale / 31));
+  std::memset(b, 0, 110);
+  uint8_t* scales = b + 96;
+  for (int g = 0; g < 16; ++g) {
+    const int sc = d > 0 ? std::clamp(Nearest(fit[g].scale / d), -32, 31) : 0;
+    const int u = sc + 32;
+    scales[g % 8] |= (u & 0x0f) << (g < 8 ? 0 : 4);
+    scales[8 + g % 4] |= (u >> 4) << (2 * (g / 4));
+    const GroupFit stored{d * sc, 0};
+    for (int l = 0; l < 16; ++l) {
+      const int v = 16 * g + l;
+      const int q = QuantOf(x[v], stored, -4, 3) + 4;
+      b[v % 32] |= (q >> 2) << (v / 32);
+      b[32 + 32 * (v / 128) + v % 32] |= (q & 3) << (2 * (v / 32 % 4));
+    }
+  }
+  PutHalf(b + 108, d);
 }
 
 }  // namespace moe

@@ -11,6 +11,7 @@
 #include "lib/backend/cpu/cpu_features.h"
 #include "lib/backend/cpu/dequant_kernels.h"
 #include "lib/backend/cpu/kquant_encode.h"
+#include "lib/backend/cpu/kquant_scales.h"
 #include "lib/backend/cpu/mxfp4.h"
 #include "lib/backend/cpu/repack.h"
 #include "lib/backend/cpu/target_clones.h"
@@ -149,6 +150,30 @@ void DequantQ6_K(const uint8_t* b, float* y) {
   }
 }
 
+// Q2_K: 16 bytes of (scale | min << 4), 64 bytes of 2-bit quants, f16 d, f16 dmin. Value
+// v = 128 n + 32 j + l (l < 32) is bits 2j.. of qs[32 n + l]; x = d*sc - dmin*m per 16 values.
+void DequantQ2_K(const uint8_t* b, float* y) {
+  const float d = LoadHalf(b + 80), dmin = LoadHalf(b + 82);
+  for (int v = 0; v < 256; ++v) {
+    const uint8_t sc = b[v / 16];
+    const int q = (b[16 + 32 * (v / 128) + v % 32] >> (2 * (v / 32 % 4))) & 3;
+    y[v] = d * (sc & 0x0f) * q - dmin * (sc >> 4);
+  }
+}
+
+// Q3_K: 32 bytes of high bits (value v's in hmask[v % 32] at bit v / 32), 64 bytes of 2-bit low
+// parts (as Q2_K's), 12 bytes of 6-bit scales, f16 d; x = d*(sc-32)*(q - 4) with q in [0, 7].
+void DequantQ3_K(const uint8_t* b, float* y) {
+  const float d = LoadHalf(b + 108);
+  int8_t sc[16];
+  UnpackQ3Scales(b + 96, sc);
+  for (int v = 0; v < 256; ++v) {
+    const int low = (b[32 + 32 * (v / 128) + v % 32] >> (2 * (v / 32 % 4))) & 3;
+    const int high = (b[v % 32] >> (v / 32)) & 1;
+    y[v] = d * sc[v / 16] * ((low | high << 2) - 4);
+  }
+}
+
 __attribute__((target("avx2,f16c"))) void HalfsToFloatsF16c(const uint8_t* src, float* dst,
                                                             int64_t n) {
   int64_t i = 0;
@@ -178,6 +203,10 @@ BlockDequant BlockDequantFor(DType t) {
       return DequantQ8_0;
     case DType::kQ4_0:
       return DequantQ4_0;
+    case DType::kQ2_K:
+      return DequantQ2_K;
+    case DType::kQ3_K:
+      return DequantQ3_K;
     case DType::kQ4_K:
       return DequantQ4_K;
     case DType::kQ5_K:
@@ -318,10 +347,14 @@ absl::Status QuantizeRow(DType t, const float* src, uint8_t* dst, int64_t n) {
     case DType::kMXFP4:
       for (int64_t i = 0; i < n; i += 32, dst += 17) EncodeMxfp4Block(src + i, dst);
       return absl::OkStatus();
+    case DType::kQ2_K:
+    case DType::kQ3_K:
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K: {
-      auto encode = t == DType::kQ4_K   ? EncodeQ4_KBlock
+      auto encode = t == DType::kQ2_K   ? EncodeQ2_KBlock
+                    : t == DType::kQ3_K ? EncodeQ3_KBlock
+                    : t == DType::kQ4_K ? EncodeQ4_KBlock
                     : t == DType::kQ5_K ? EncodeQ5_KBlock
                                         : EncodeQ6_KBlock;
       const int bytes = GetDTypeInfo(t).block_bytes;
