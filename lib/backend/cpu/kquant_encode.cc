@@ -76,32 +76,39 @@ int QuantOf(float v, const GroupFit& f, int qlo, int qhi) {
 
 // One pass over a group under fit f: its squared error, and the least-squares (scale, offset)
 // for the assignment f makes, the offset held at 0 when `affine` is false or it would be > 0.
+// The error comes from the sums the refit needs anyway (|x - s q - o|^2 expanded), with the
+// group's own sums of x and x^2 computed once.
+struct GroupSums {
+  int n;
+  double sx, sxx;
+};
+
 struct Assessment {
-  float error = 0;
+  double error = 0;
   GroupFit refit;
 };
 
-Assessment Assess(const float* x, int n, const GroupFit& f, int qlo, int qhi, bool affine) {
+Assessment Assess(const float* x, const GroupSums& g, const GroupFit& f, int qlo, int qhi,
+                  bool affine) {
   const float inv = 1.0f / f.scale;
-  float error = 0, sq = 0, sqq = 0, sx = 0, sxq = 0;
-  for (int i = 0; i < n; ++i) {
-    // Clamped first, so the truncating conversion (rounding half away from zero) stays in range.
-    const float v = std::clamp((x[i] - f.offset) * inv, qlo - 0.5f, qhi + 0.5f);
-    const float q = std::clamp(static_cast<int>(v + (v >= 0 ? 0.5f : -0.5f)), qlo, qhi);
-    const float r = x[i] - (f.scale * q + f.offset);
-    error += r * r;
+  float sq = 0, sqq = 0, sxq = 0;  // sq and sqq are small integers, exact in float
+  for (int i = 0; i < g.n; ++i) {
+    // Clamped, then rounded to nearest (ties to even) by adding and subtracting 1.5 * 2^23:
+    // min/max and two additions, no branch to mispredict on random weights.
+    const float v = std::min(std::max((x[i] - f.offset) * inv, float(qlo)), float(qhi));
+    const float q = (v + 12582912.0f) - 12582912.0f;
     sq += q;
     sqq += q * q;
-    sx += x[i];
     sxq += x[i] * q;
   }
+  const double s = f.scale, o = f.offset, n = g.n;
   Assessment a;
-  a.error = error;
+  a.error = g.sxx - 2 * s * sxq - 2 * o * g.sx + s * s * sqq + 2 * s * o * sq + n * o * o;
   if (affine) {
-    const float det = n * sqq - sq * sq;
+    const double det = n * sqq - static_cast<double>(sq) * sq;
     if (det > 0) {
-      a.refit.scale = (n * sxq - sq * sx) / det;
-      a.refit.offset = (sx - a.refit.scale * sq) / n;
+      a.refit.scale = static_cast<float>((n * sxq - sq * g.sx) / det);
+      a.refit.offset = static_cast<float>((g.sx - a.refit.scale * sq) / n);
     }
     if (a.refit.offset <= 0 && a.refit.scale > 0) return a;
     a.refit.offset = 0;
@@ -114,16 +121,18 @@ Assessment Assess(const float* x, int n, const GroupFit& f, int qlo, int qhi, bo
 // magnitude at either end) and shrink it step by step, so that outliers may clip; each is then
 // refined twice, and the fit of least squared error wins.
 GroupFit BestGroupFit(const float* x, int n, int qlo, int qhi, bool affine) {
-  float lo = 0, hi = 0, extreme = 0, zero_error = 0;
+  float lo = 0, hi = 0, extreme = 0;
+  GroupSums g{n, 0, 0};
   for (int i = 0; i < n; ++i) {
     lo = std::min(lo, x[i]);
     hi = std::max(hi, x[i]);
     if (std::fabs(x[i]) > std::fabs(extreme)) extreme = x[i];
-    zero_error += x[i] * x[i];
+    g.sx += x[i];
+    g.sxx += static_cast<double>(x[i]) * x[i];
   }
   GroupFit best;
   if (hi == lo) return best;
-  float best_error = zero_error;
+  double best_error = g.sxx;
   for (int step = 0; step < 4; ++step) {
     const float shrink = 1.0f - 0.1f * step;
     GroupFit starts[2];
@@ -138,7 +147,7 @@ GroupFit BestGroupFit(const float* x, int n, int qlo, int qhi, bool affine) {
     for (int s = 0; s < n_starts; ++s) {
       GroupFit f = starts[s];
       for (int round = 0; round < 3 && f.scale != 0; ++round) {
-        const Assessment a = Assess(x, n, f, qlo, qhi, affine);
+        const Assessment a = Assess(x, g, f, qlo, qhi, affine);
         if (a.error < best_error) {
           best_error = a.error;
           best = f;
