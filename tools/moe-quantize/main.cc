@@ -4,10 +4,12 @@
 //  - OUT.moe: any model (.moe, .gguf, Hugging Face directory) into the .moe container, in one
 //    scheme, or with --policy mixed: each routed expert in its own type, chosen by measured
 //    sensitivity to meet --target-bits (tools/moe-quantize/expert_sensitivity.h).
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -15,7 +17,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "lib/backend/cpu/quant_rows.h"
 #include "lib/base/status_macros.h"
 #include "lib/format/moe_writer.h"
 #include "lib/import/gguf_file.h"
@@ -40,7 +41,7 @@ struct Options {
   std::string candidates = "q8_0,q6_k,q5_k,q4_k,q4_0,mxfp4,q3_k,q2_k";
   int64_t calib_tokens = 4096;
   int64_t calib_rows = 256;
-  int threads = 2;
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 };
 
 int Fail(const std::string& message) {
@@ -48,7 +49,8 @@ int Fail(const std::string& message) {
   return 1;
 }
 
-int QuantizeGguf(const std::string& in, const std::string& out, const std::string& scheme) {
+int QuantizeGguf(const std::string& in, const std::string& out, const std::string& scheme,
+                 int threads) {
   auto g = moe::GgufFile::Open(in);
   if (!g.ok()) return Fail(std::string(g.status().message()));
   auto arch = (*g)->GetString("general.architecture");
@@ -63,7 +65,7 @@ int QuantizeGguf(const std::string& in, const std::string& out, const std::strin
   w.SetU32("general.quantization_version", 2);
 
   std::vector<std::unique_ptr<std::vector<uint8_t>>> store;
-  std::vector<float> row;
+  moe::ThreadPool pool(threads);
   for (const moe::GgufTensorInfo& t : (*g)->tensors()) {
     auto src_type = moe::DTypeFromGgml(t.ggml_type, t.name);
     if (!src_type.ok()) return Fail(std::string(src_type.status().message()));
@@ -78,14 +80,10 @@ int QuantizeGguf(const std::string& in, const std::string& out, const std::strin
     if (absl::StartsWith(t.name, "blk.")) layer = std::atoll(t.name.c_str() + 4);
     // As ggml_n_dims: trailing dimensions of 1 do not count, so [64, 1] is one-dimensional.
     const moe::DType dst = moe::QuantTypeFor(scheme, t.name, cols, layer, n_layer, rows == 1);
-    auto bytes = std::make_unique<std::vector<uint8_t>>(moe::RowBytes(dst, cols) * rows);
-    row.resize(cols);
-    for (int64_t r = 0; r < rows; ++r) {
-      moe::DequantizeRow(*src_type, t.data.data() + r * moe::RowBytes(*src_type, cols), row.data(),
-                         cols);
-      auto s = moe::QuantizeRow(dst, row.data(), bytes->data() + r * moe::RowBytes(dst, cols), cols);
-      if (!s.ok()) return Fail(std::string(s.message()));
-    }
+    auto encoded = moe::EncodeMatrix({*src_type, rows, cols, t.data.data()}, dst, &pool);
+    if (!encoded.ok())
+      return Fail("tensor '" + t.name + "': " + std::string(encoded.status().message()));
+    auto bytes = std::make_unique<std::vector<uint8_t>>(std::move(*encoded));
     std::vector<int64_t> shape(t.ne.rbegin(), t.ne.rend());
     w.AddTensor(t.name, dst, std::move(shape), *bytes);
     store.push_back(std::move(bytes));
@@ -198,7 +196,8 @@ absl::Status QuantizeToMoe(const Options& o) {
       return moe::SchemeTypeFor(scheme, t, n_layer);
     };
   }
-  MOE_ASSIGN_OR_RETURN(moe::ModelSpec out, moe::ReencodeSpec(*loaded, type_of));
+  moe::ThreadPool pool(o.threads);
+  MOE_ASSIGN_OR_RETURN(moe::ModelSpec out, moe::ReencodeSpec(*loaded, type_of, &pool));
   MOE_RETURN_IF_ERROR(moe::WriteMoeFile(out, o.out));
   size_t weights = 0;
   for (const moe::TensorSpec& t : out.tensors) weights += t.byte_size();
@@ -216,7 +215,7 @@ int Run(const Options& o) {
   } else if (o.scheme.empty()) {
     return Fail("name a TYPE, or --policy mixed");
   }
-  if (!to_moe) return QuantizeGguf(o.in, o.out, o.scheme);
+  if (!to_moe) return QuantizeGguf(o.in, o.out, o.scheme, o.threads);
   const absl::Status s = QuantizeToMoe(o);
   return s.ok() ? 0 : Fail(std::string(s.message()));
 }
@@ -263,7 +262,9 @@ int main(int argc, char** argv) {
                  "mixed: routed rows sampled per expert to measure its error")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
-  app.add_option("-t,--threads", o.threads, "threads")->check(CLI::Range(1, 1024));
+  app.add_option("-t,--threads", o.threads, "threads (encoding, calibration)")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return Run(o);
 }

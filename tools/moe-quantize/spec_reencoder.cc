@@ -11,19 +11,33 @@
 
 namespace moe {
 
-absl::StatusOr<std::vector<uint8_t>> EncodeMatrix(const WeightView& w, DType type) {
+absl::StatusOr<std::vector<uint8_t>> EncodeMatrix(const WeightView& w, DType type,
+                                                  ThreadPool* pool) {
+  if (!RowSizeValid(type, w.cols)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rows of ", w.cols, " values do not fit ", DTypeName(type), " blocks"));
+  }
   std::vector<uint8_t> out(RowBytes(type, w.cols) * w.rows);
-  std::vector<float> row(w.cols);
-  for (int64_t r = 0; r < w.rows; ++r) {
-    DequantizeWeightRow(w, r, row.data());
-    MOE_RETURN_IF_ERROR(
-        QuantizeRow(type, row.data(), out.data() + r * RowBytes(type, w.cols), w.cols));
+  const size_t out_row = RowBytes(type, w.cols);
+  // Whole rows that fit the type's blocks: QuantizeRow cannot fail on them.
+  auto encode = [&](int64_t begin, int64_t end) {
+    std::vector<float> row(w.cols);
+    for (int64_t r = begin; r < end; ++r) {
+      DequantizeWeightRow(w, r, row.data());
+      (void)QuantizeRow(type, row.data(), out.data() + r * out_row, w.cols);
+    }
+  };
+  if (pool != nullptr && pool->num_threads() > 1) {
+    pool->ParallelFor(w.rows, encode);
+  } else {
+    encode(0, w.rows);
   }
   return out;
 }
 
 absl::StatusOr<ModelSpec> ReencodeSpec(const ModelSpec& spec,
-                                       const std::function<DType(const TensorSpec&)>& type_of) {
+                                       const std::function<DType(const TensorSpec&)>& type_of,
+                                       ThreadPool* pool) {
   ModelSpec out = spec;
   // The result is no longer the source file's bytes: the expert cache must not read it there.
   out.source_path.clear();
@@ -40,7 +54,7 @@ absl::StatusOr<ModelSpec> ReencodeSpec(const ModelSpec& spec,
                                                      " blocks do not fit"));
     }
     MOE_ASSIGN_OR_RETURN(std::vector<uint8_t> encoded,
-                         EncodeMatrix({t.dtype, rows, cols, t.data.data()}, type));
+                         EncodeMatrix({t.dtype, rows, cols, t.data.data()}, type, pool));
     auto bytes = std::make_shared<std::vector<uint8_t>>(std::move(encoded));
     t.dtype = type;
     t.data = absl::MakeConstSpan(*bytes);

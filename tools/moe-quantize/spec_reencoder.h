@@ -8,17 +8,22 @@
 
 #include "absl/status/statusor.h"
 #include "lib/backend/weight_view.h"
+#include "lib/base/thread_pool.h"
 #include "lib/model/model_spec.h"
 
 namespace moe {
 
-// The matrix's values re-encoded as `type`, row by row (rows of any layout, row groups too).
-absl::StatusOr<std::vector<uint8_t>> EncodeMatrix(const WeightView& w, DType type);
+// The matrix's values re-encoded as `type`, row by row (rows of any layout, row groups too), the
+// rows spread over `pool`'s threads when there is one (the 2- and 3-bit encoders search for each
+// group's scale, so a large model takes minutes on one core).
+absl::StatusOr<std::vector<uint8_t>> EncodeMatrix(const WeightView& w, DType type,
+                                                  ThreadPool* pool = nullptr);
 
 // The spec with every tensor re-encoded as type_of(tensor) (a tensor already of that type is
 // shared, not copied); the result owns its new bytes.
 absl::StatusOr<ModelSpec> ReencodeSpec(const ModelSpec& spec,
-                                       const std::function<DType(const TensorSpec&)>& type_of);
+                                       const std::function<DType(const TensorSpec&)>& type_of,
+                                       ThreadPool* pool = nullptr);
 
 // The name a quantization scheme (lib/import/quant_scheme.h) knows a tensor by: GGUF's, where
 // routed experts are stacked (blk.L.ffn_gate.E.weight is blk.L.ffn_gate_exps.weight).

@@ -1,10 +1,12 @@
 // moe-synth: writes a random-weight MoE model of a given shape and architecture as a GGUF file
 // that llama.cpp loads too, so that both engines can be measured on the very same file.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -12,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "lib/backend/cpu/quant_rows.h"
+#include "lib/base/thread_pool.h"
 #include "lib/import/gguf_file.h"
 #include "lib/import/gguf_writer.h"
 #include "lib/import/quant_scheme.h"
@@ -71,6 +74,7 @@ int Run(const Options& o) {
 
   std::vector<std::unique_ptr<std::vector<uint8_t>>> store;
   Normal rng(o.seed);
+  moe::ThreadPool pool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   std::vector<float> buf;
   auto add = [&](const std::string& name, std::vector<int64_t> shape, float std, float mean,
                  int64_t layer) -> bool {
@@ -84,11 +88,21 @@ int Run(const Options& o) {
                    static_cast<long long>(cols), std::string(moe::DTypeName(t)).c_str());
       return false;
     }
-    buf.resize(cols);
-    auto bytes = std::make_unique<std::vector<uint8_t>>(moe::RowBytes(t, cols) * (n / cols));
-    for (int64_t r = 0; r < n / cols; ++r) {
-      rng.Fill(buf.data(), cols, std, mean);
-      (void)moe::QuantizeRow(t, buf.data(), bytes->data() + r * moe::RowBytes(t, cols), cols);
+    // Drawn in order from one generator (the file depends on the seed alone), encoded a chunk
+    // of rows at a time on every core.
+    const int64_t rows = n / cols, chunk = 256;
+    const size_t row_bytes = moe::RowBytes(t, cols);
+    auto bytes = std::make_unique<std::vector<uint8_t>>(row_bytes * rows);
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+      const int64_t m = std::min(chunk, rows - r0);
+      buf.resize(m * cols);
+      rng.Fill(buf.data(), m * cols, std, mean);
+      pool.ParallelFor(m, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          (void)moe::QuantizeRow(t, buf.data() + r * cols, bytes->data() + (r0 + r) * row_bytes,
+                                 cols);
+        }
+      });
     }
     w.AddTensor(name, t, std::move(shape), *bytes);
     store.push_back(std::move(bytes));
