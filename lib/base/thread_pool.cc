@@ -10,6 +10,10 @@
 #endif
 
 namespace moe {
+
+int DefaultThreadCount() {
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 namespace {
 
 // Spin briefly (a decode step runs loops microseconds apart), then yield so that a thread that

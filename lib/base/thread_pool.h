@@ -14,6 +14,9 @@
 
 namespace moe {
 
+// One thread per core the system reports (at least one): the default of every pool and backend.
+int DefaultThreadCount();
+
 class ThreadPool {
  public:
   explicit ThreadPool(int num_threads);

@@ -9,7 +9,6 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -41,7 +40,7 @@ struct Options {
   std::string candidates = "q8_0,q6_k,q5_k,q4_k,q4_0,mxfp4,q3_k,q2_k";
   int64_t calib_tokens = 4096;
   int64_t calib_rows = 256;
-  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = moe::DefaultThreadCount();
 };
 
 int Fail(const std::string& message) {

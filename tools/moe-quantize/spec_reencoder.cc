@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "lib/backend/cpu/quant_rows.h"
-#include "lib/base/status_macros.h"
 #include "lib/import/quant_scheme.h"
 
 namespace moe {
@@ -48,14 +47,12 @@ absl::StatusOr<ModelSpec> ReencodeSpec(const ModelSpec& spec,
     if (type == t.dtype) continue;
     const int64_t cols = t.shape.back();
     const int64_t rows = t.num_elements() / cols;
-    if (!RowSizeValid(type, cols)) {
-      return absl::InvalidArgumentError(absl::StrCat("tensor '", t.name, "' has rows of ", cols,
-                                                     " values, which ", DTypeName(type),
-                                                     " blocks do not fit"));
+    auto encoded = EncodeMatrix({t.dtype, rows, cols, t.data.data()}, type, pool);
+    if (!encoded.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", t.name, "': ", encoded.status().message()));
     }
-    MOE_ASSIGN_OR_RETURN(std::vector<uint8_t> encoded,
-                         EncodeMatrix({t.dtype, rows, cols, t.data.data()}, type, pool));
-    auto bytes = std::make_shared<std::vector<uint8_t>>(std::move(encoded));
+    auto bytes = std::make_shared<std::vector<uint8_t>>(std::move(*encoded));
     t.dtype = type;
     t.data = absl::MakeConstSpan(*bytes);
     out.owners.push_back(std::move(bytes));

@@ -6,7 +6,6 @@
 #include <memory>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -74,7 +73,7 @@ int Run(const Options& o) {
 
   std::vector<std::unique_ptr<std::vector<uint8_t>>> store;
   Normal rng(o.seed);
-  moe::ThreadPool pool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  moe::ThreadPool pool(moe::DefaultThreadCount());
   std::vector<float> buf;
   auto add = [&](const std::string& name, std::vector<int64_t> shape, float std, float mean,
                  int64_t layer) -> bool {

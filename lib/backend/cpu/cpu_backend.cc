@@ -507,8 +507,7 @@ class CpuBackend final : public Backend {
 
 std::unique_ptr<Backend> CreateCpuBackend(const CpuBackendOptions& options) {
   CpuBackendOptions o = options;
-  if (o.threads <= 0)
-    o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (o.threads <= 0) o.threads = DefaultThreadCount();
   return std::make_unique<CpuBackend>(o);
 }
 

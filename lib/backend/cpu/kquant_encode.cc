@@ -70,8 +70,17 @@ struct GroupFit {
   float offset = 0;
 };
 
+// The level of a value already divided by the scale: clamped to [qlo, qhi], then rounded to
+// nearest (ties to even) by adding and subtracting 1.5 * 2^23 — min/max and two additions, no
+// branch to mispredict on random weights in the fit's inner loop.
+float Level(float scaled, int qlo, int qhi) {
+  const float v = std::min(std::max(scaled, float(qlo)), float(qhi));
+  return (v + 12582912.0f) - 12582912.0f;
+}
+
+// The level the fit gives v: the same rounding the fit was assessed with.
 int QuantOf(float v, const GroupFit& f, int qlo, int qhi) {
-  return f.scale != 0 ? std::clamp(Nearest((v - f.offset) / f.scale), qlo, qhi) : 0;
+  return f.scale != 0 ? static_cast<int>(Level((v - f.offset) / f.scale, qlo, qhi)) : 0;
 }
 
 // One pass over a group under fit f: its squared error, and the least-squares (scale, offset)
@@ -93,10 +102,7 @@ Assessment Assess(const float* x, const GroupSums& g, const GroupFit& f, int qlo
   const float inv = 1.0f / f.scale;
   float sq = 0, sqq = 0, sxq = 0;  // sq and sqq are small integers, exact in float
   for (int i = 0; i < g.n; ++i) {
-    // Clamped, then rounded to nearest (ties to even) by adding and subtracting 1.5 * 2^23:
-    // min/max and two additions, no branch to mispredict on random weights.
-    const float v = std::min(std::max((x[i] - f.offset) * inv, float(qlo)), float(qhi));
-    const float q = (v + 12582912.0f) - 12582912.0f;
+    const float q = Level((x[i] - f.offset) * inv, qlo, qhi);
     sq += q;
     sqq += q * q;
     sxq += x[i] * q;
