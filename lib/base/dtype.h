@@ -41,14 +41,19 @@ enum class DType : uint8_t {
   // Q3_K: 32 bytes of high bits, 64 bytes of 2-bit low quants, 12 bytes of 6-bit scales, f16 d.
   kQ2_K = 17,
   kQ3_K = 18,
+  // Row-group layouts again (repack.h): 16 Q2_K or Q3_K rows interleaved.
+  kQ2_KX16 = 19,
+  kQ3_KX16 = 20,
 };
-inline constexpr int kNumDTypes = 19;
+inline constexpr int kNumDTypes = 21;
 
 // Rows per interleaved group: 16 for the row-group layouts, 1 for every other type. Group g
 // starts where row 16 g would, since a group holds the bytes of 16 rows.
 inline constexpr int kGroupRows = 16;
 inline int RowGroup(DType t) {
-  return (t >= DType::kQ8_0X16 && t <= DType::kQ5_KX16) || t == DType::kMXFP4X16 ? kGroupRows : 1;
+  const bool group = (t >= DType::kQ8_0X16 && t <= DType::kQ5_KX16) || t == DType::kMXFP4X16 ||
+                     t == DType::kQ2_KX16 || t == DType::kQ3_KX16;
+  return group ? kGroupRows : 1;
 }
 
 // Q8_0R, Q4_0R and the row groups: layouts made at run time (the row groups may also be stored).

@@ -75,8 +75,8 @@ TEST(RepackTest, RowsKeepTheirValuesAndProducts) {
 TEST(RepackTest, RowGroupsKeepTheirValuesAndProducts) {
   std::mt19937 rng(17);
   std::normal_distribution<float> nd;
-  for (DType t :
-       {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kMXFP4}) {
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
+                  DType::kMXFP4, DType::kQ2_K, DType::kQ3_K}) {
     for (int64_t cols : {256, 1024, 1536 + 256}) {
       const int64_t rows = 32;
       std::vector<float> w(rows * cols);
@@ -209,6 +209,13 @@ TEST(RepackTest, RowsThatDoNotFitKeepTheirType) {
   EXPECT_FALSE(IsRuntimeLayout(DType::kMXFP4));
   EXPECT_TRUE(IsStorableDType(DType::kMXFP4X16));
   EXPECT_EQ(RowGroup(DType::kQ4_KX16), 16);
+  EXPECT_EQ(RepackedType(DType::kQ2_K, 32, 512), DType::kQ2_KX16);
+  EXPECT_EQ(RepackedType(DType::kQ3_K, 16, 256), DType::kQ3_KX16);
+  EXPECT_EQ(RepackedType(DType::kQ3_K, 24, 256), DType::kQ3_K);  // no row layout for them
+  EXPECT_EQ(GroupSourceType(DType::kQ2_KX16), DType::kQ2_K);
+  EXPECT_EQ(GroupSourceType(DType::kQ3_KX16), DType::kQ3_K);
+  EXPECT_EQ(RowGroup(DType::kQ3_KX16), 16);
+  EXPECT_TRUE(IsStorableDType(DType::kQ2_KX16));
   EXPECT_EQ(RowGroup(DType::kQ8_0R), 1);
   EXPECT_FALSE(DTypeFromName("Q8_0R").has_value());  // never asked for by name
   EXPECT_TRUE(IsRuntimeLayout(DType::kQ4_0R));

@@ -13,6 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "lib/backend/cpu/cpu_features.h"
+#include "lib/backend/cpu/repack.h"
 #include "lib/format/moe_writer.h"
 #include "lib/import/gguf_file.h"
 #include "lib/import/model_loader.h"
@@ -152,8 +153,8 @@ TEST(EngineTest, RowGroupLayoutsGiveTheSameLogitsBatchedAndAsStored) {
 
 // GGUF files in llama.cpp's Q2_K and Q3_K_M mixes: the tensors carry ggml's type ids for the
 // 2- and 3-bit K-quants (10 and 11, ggml.h), load as those types, and run: a prompt batch gives
-// the logits of one-token steps (the per-row integer kernels give a token the same bits in a
-// batch as alone).
+// the logits of one-token steps (the integer kernels, per row or per 16-row group, give a token
+// the same bits in a batch as alone).
 TEST(EngineTest, TwoAndThreeBitKQuantFilesLoadAndRun) {
 #ifndef MOE_SYNTH_PATH
   GTEST_SKIP() << "built without the tools (moe-synth writes this test's models)";
@@ -177,7 +178,10 @@ TEST(EngineTest, TwoAndThreeBitKQuantFilesLoadAndRun) {
     std::remove(path.c_str());
     ASSERT_TRUE(e.ok()) << e.status();
     int loaded = 0;
-    for (const auto& t : (*e)->model()->spec().tensors) loaded += t.dtype == dtype;
+    for (const auto& t : (*e)->model()->spec().tensors) {
+      // Rows that come in sixteens are re-laid at load as Q2_KX16 / Q3_KX16 (from AVX2 up).
+      loaded += (RowGroup(t.dtype) > 1 ? GroupSourceType(t.dtype) : t.dtype) == dtype;
+    }
     EXPECT_GT(loaded, 0) << scheme;  // routed experts are split per expert at load
     const std::vector<int32_t> tokens = {1, 415, 2936, 9060, 285, 10575, 754, 272, 13, 99, 7};
     const std::vector<float> steps = Logits(**e, tokens, /*one_by_one=*/true);

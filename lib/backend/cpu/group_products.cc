@@ -44,6 +44,10 @@ GroupProductsFn PortableFor(DType t) {
       return Portable<DType::kQ5_KX16, kLevel>;
     case DType::kMXFP4X16:
       return Portable<DType::kMXFP4X16, kLevel>;
+    case DType::kQ2_KX16:
+      return Portable<DType::kQ2_KX16, kLevel>;
+    case DType::kQ3_KX16:
+      return Portable<DType::kQ3_KX16, kLevel>;
     default:
       return nullptr;
   }

@@ -268,6 +268,101 @@ struct Q6_KHalf {
   }
 };
 
+// Q2_KX16 / Q3_KX16 (kThreeBit): as the AVX-512 LowBitKGroup with a scale per activation block,
+// 8 rows at a time.
+template <bool kThreeBit>
+struct LowBitKHalf {
+  static constexpr int64_t kBlockElems = 256, kBlockBytes = kThreeBit ? 1760 : 1344;
+  static constexpr int64_t kLaneGroups = kThreeBit ? 224 : 320;
+  static constexpr int64_t kLaneGroupBytes = kThreeBit ? 192 : 128;
+  static constexpr int kZero = kThreeBit ? 4 : 0;
+
+  // Q2_K: the scale bytes of block b's two 16-quant groups as int16 words per row.
+  static __m256i Q2ScaleWords(const uint8_t* g, int half, int b) {
+    const int i = 2 * (b % 2);
+    const __m256i pick = _mm256_broadcastsi128_si256(_mm_setr_epi8(
+        i, -1, i + 1, -1, 4 + i, -1, 5 + i, -1, 8 + i, -1, 9 + i, -1, 12 + i, -1, 13 + i, -1));
+    return _mm256_shuffle_epi8(LoadHalf(g + 64 + 64 * (b / 2), half), pick);
+  }
+
+  // Q3_K: the sixteen scales per row, each byte (scale + 32) ^ 32 (a signed 6-bit field).
+  static void Q3Scales(const uint8_t* g, int half, __m256i u[4]) {
+    const __m256i a0 = LoadHalf(g + 32, half), a1 = LoadHalf(g + 96, half),
+                  a2 = LoadHalf(g + 160, half);
+    const __m256i low4 = _mm256_set1_epi32(0x0f0f0f0f), low2 = _mm256_set1_epi32(0x03030303);
+    const __m256i bits45 = _mm256_set1_epi32(0x30303030), flip = _mm256_set1_epi32(0x20202020);
+    const __m256i high[4] = {_mm256_slli_epi32(_mm256_and_si256(a2, low2), 4),
+                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(a2, 2), low2), 4),
+                             _mm256_and_si256(a2, bits45),
+                             _mm256_and_si256(_mm256_srli_epi32(a2, 2), bits45)};
+    const __m256i low[4] = {_mm256_and_si256(a0, low4), _mm256_and_si256(a1, low4),
+                            _mm256_and_si256(_mm256_srli_epi32(a0, 4), low4),
+                            _mm256_and_si256(_mm256_srli_epi32(a1, 4), low4)};
+    for (int i = 0; i < 4; ++i) u[i] = _mm256_xor_si256(_mm256_or_si256(low[i], high[i]), flip);
+  }
+
+  template <int T>
+  static void Tile(const uint8_t* g, int half, int64_t nsb, const Q8Block* x, int64_t xs, float* y,
+                   int64_t ldy, bool add) {
+    const __m256i m2 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi32(0x0f);
+    __m256 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb, g += kBlockBytes) {
+      const __m256 d = HalfScales8(g, half);
+      const __m256 dmin = kThreeBit ? _mm256_setzero_ps() : HalfScales8(g + 32, half);
+      __m256i u[4] = {};
+      if constexpr (kThreeBit) Q3Scales(g, half, u);
+      for (int b = 0; b < 8; ++b) {
+        __m256 scale[2];
+        __m256i mins = _mm256_setzero_si256();
+        if constexpr (kThreeBit) {
+          for (int e = 0; e < 2; ++e) {
+            const int i = 2 * b + e;
+            scale[e] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_srai_epi32(
+                                            _mm256_slli_epi32(u[i / 4], 26 - 8 * (i % 4)), 26)));
+          }
+        } else {
+          const __m256i words = Q2ScaleWords(g, half, b);
+          scale[0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_and_si256(words, m4)));
+          scale[1] = _mm256_mul_ps(
+              d, _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(words, 16), m4)));
+          mins = _mm256_srli_epi16(words, 4);
+        }
+        const int h = b / 4, s = b % 4;
+        __m256i q[8];
+        for (int k = 0; k < 8; ++k) {
+          const uint8_t* lanes = g + kLaneGroups + kLaneGroupBytes * k;
+          const __m256i raw = LoadHalf(lanes + 64 * (h + (kThreeBit ? 1 : 0)), half);
+          q[k] = _mm256_and_si256(s ? _mm256_srli_epi16(raw, 2 * s) : raw, m2);
+          if constexpr (kThreeBit) {  // bit b of the high-bit byte as bit 2
+            const __m256i hb = LoadHalf(lanes, half);
+            const __m256i moved =
+                b <= 2 ? _mm256_slli_epi16(hb, 2 - b) : _mm256_srli_epi16(hb, b - 2);
+            q[k] = _mm256_or_si256(q[k], _mm256_and_si256(moved, _mm256_set1_epi8(4)));
+          }
+        }
+        for (int t = 0; t < T; ++t) {
+          const Q8Block& xb = x[t * xs + 8 * sb + b];
+          constexpr int kBits = kThreeBit ? 3 : 2;
+          const __m256i lo = NarrowSums<kBits>(q, xb.q, 4, _mm256_set1_epi32(-kZero * xb.sum[0]));
+          const __m256i hi =
+              NarrowSums<kBits>(q + 4, xb.q + 16, 4, _mm256_set1_epi32(-kZero * xb.sum[1]));
+          const __m256 xd = _mm256_set1_ps(xb.d);
+          acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), _mm256_mul_ps(scale[0], xd), acc[t]);
+          acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), _mm256_mul_ps(scale[1], xd), acc[t]);
+          if constexpr (!kThreeBit) {
+            int32_t sums;
+            std::memcpy(&sums, xb.sum, 4);
+            const __m256i m = _mm256_madd_epi16(mins, _mm256_set1_epi32(sums));
+            acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, xd), acc[t]);
+          }
+        }
+      }
+    }
+    Store<T>(acc, y, ldy, add);
+  }
+};
+
 template <typename G, int T = kMaxTokens - 1>
 void Remainder(int left, const uint8_t* g, int half, int64_t nb, const Q8Block* x, int64_t xs,
                float* y, int64_t ldy, bool add) {
@@ -320,6 +415,10 @@ GroupProductsFn Avx2GroupProducts(DType t) {
       return Products<Q6_KHalf>;
     case DType::kMXFP4X16:
       return Products<Mxfp4Half>;
+    case DType::kQ2_KX16:
+      return Products<LowBitKHalf<false>>;
+    case DType::kQ3_KX16:
+      return Products<LowBitKHalf<true>>;
     default:
       return nullptr;
   }

@@ -344,6 +344,163 @@ struct Q6_KGroup {
   }
 };
 
+// acc + per row the products of w's two int16 words with the two int16 at p, broadcast.
+inline __m512i DpwssdBroadcast(__m512i acc, __m512i w, const int16_t* p) {
+  __asm__("vpdpwssd %2%{1to16%}, %1, %0"
+          : "+v"(acc)
+          : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
+  return acc;
+}
+
+// Q2_KX16 (kThreeBit false) and Q3_KX16 super-blocks (repack.h): per lane group k the quant bytes
+// 4k.. of each 128-quant half, whose 2-bit field s holds block 4h + s (Q3_K: after its high-bit
+// bytes, whose bit b is block b's third bit). One scale per 16 quants, so each 32-quant
+// activation block's halves are summed apart, as in Q6_KGroup. Q2_K subtracts a minimum per 16
+// quants (dmin x min x the activations' half sums, by vpdpwssd); Q3_K's quants are stored + 4,
+// taken back off through the half sums. kSuperScale: as K4Group.
+template <bool kThreeBit, bool kSuperScale>
+struct LowBitKGroup {
+  static constexpr int64_t kBlockElems = 256, kBlockBytes = kThreeBit ? 1760 : 1344;
+  static constexpr int64_t kLaneGroups = kThreeBit ? 224 : 320,
+                           kLaneGroupBytes = kThreeBit ? 192 : 128;
+
+  // Q2_K: the two scale bytes of block b (16-quant groups 2b and 2b + 1) of each row, as int16
+  // words: bytes 2 (b % 2) and 2 (b % 2) + 1 of lane vector b / 2.
+  static __m512i Q2ScaleWords(const uint8_t* g, int b) {
+    const int i = 2 * (b % 2);
+    const __m512i pick = _mm512_broadcast_i32x4(_mm_setr_epi8(
+        i, -1, i + 1, -1, 4 + i, -1, 5 + i, -1, 8 + i, -1, 9 + i, -1, 12 + i, -1, 13 + i, -1));
+    return _mm512_shuffle_epi8(_mm512_loadu_si512(g + 64 + 64 * (b / 2)), pick);
+  }
+
+  // Q3_K: its sixteen 6-bit scales per row as UnpackQ3Scales makes them, the bytes of scales
+  // 4i..4i+3 in u[i], each stored as (scale + 32) ^ 32: a signed 6-bit field whose value is
+  // the scale.
+  static void Q3Scales(const uint8_t* g, __m512i u[4]) {
+    const __m512i a0 = _mm512_loadu_si512(g + 32), a1 = _mm512_loadu_si512(g + 96),
+                  a2 = _mm512_loadu_si512(g + 160);
+    const __m512i low4 = _mm512_set1_epi32(0x0f0f0f0f), low2 = _mm512_set1_epi32(0x03030303);
+    const __m512i flip = _mm512_set1_epi32(0x20202020);
+    const __m512i high[4] = {
+        _mm512_slli_epi32(_mm512_and_si512(a2, low2), 4),
+        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a2, 2), low2), 4),
+        _mm512_and_si512(a2, _mm512_set1_epi32(0x30303030)),
+        _mm512_and_si512(_mm512_srli_epi32(a2, 2), _mm512_set1_epi32(0x30303030)),
+    };
+    const __m512i low[4] = {_mm512_and_si512(a0, low4), _mm512_and_si512(a1, low4),
+                            _mm512_and_si512(_mm512_srli_epi32(a0, 4), low4),
+                            _mm512_and_si512(_mm512_srli_epi32(a1, 4), low4)};
+    for (int i = 0; i < 4; ++i) u[i] = _mm512_ternarylogic_epi32(low[i], high[i], flip, 0x56);
+  }
+
+  // Block b's two 16-quant scales of the 16 rows, times d.
+  static void BlockScales(const uint8_t* g, const __m512i u[4], __m512 d, int b, __m512 s[2]) {
+    if constexpr (kThreeBit) {
+      for (int e = 0; e < 2; ++e) {
+        const int i = 2 * b + e;  // byte i % 4 of u[i / 4], sign-extended from 6 bits
+        const __m512i v = _mm512_srai_epi32(_mm512_slli_epi32(u[i / 4], 26 - 8 * (i % 4)), 26);
+        s[e] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(v));
+      }
+    } else {
+      const __m512i words = Q2ScaleWords(g, b), m4 = _mm512_set1_epi32(0x0f);
+      s[0] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(words, m4)));
+      s[1] =
+          _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(words, 16), m4)));
+    }
+  }
+
+  // Block b's quants of the 16 rows: q[k] = quants 4k..4k+3.
+  static void Quants(const uint8_t* g, int b, __m512i q[8]) {
+    const int h = b / 4, s = b % 4;
+    const __m512i m2 = _mm512_set1_epi8(3);
+    for (int k = 0; k < 8; ++k) {
+      const uint8_t* lanes = g + kLaneGroups + kLaneGroupBytes * k;
+      const __m512i raw = _mm512_loadu_si512(lanes + 64 * (h + (kThreeBit ? 1 : 0)));
+      if constexpr (kThreeBit) {  // (low >> 2s) & 3 | (bit b of high) << 2
+        const __m512i hb = _mm512_loadu_si512(lanes);
+        const __m512i moved = b <= 2 ? _mm512_slli_epi16(hb, 2 - b) : _mm512_srli_epi16(hb, b - 2);
+        const __m512i low = s ? _mm512_srli_epi16(raw, 2 * s) : raw;
+        q[k] = _mm512_and_si512(_mm512_ternarylogic_epi32(low, moved, _mm512_set1_epi8(4), 0xd8),
+                                _mm512_set1_epi8(7));
+      } else {
+        q[k] = _mm512_and_si512(s ? _mm512_srli_epi16(raw, 2 * s) : raw, m2);
+      }
+    }
+  }
+
+  // Q2_K with one activation scale per super-block: part[t] = -dmin x (per row, the minimums
+  // times token t's half sums over the super-block), before the activation scale.
+  template <int T>
+  static void MinusMinSums(const uint8_t* g, __m512 dmin, const Q8Block* x, int64_t nb,
+                           __m512 part[T]) {
+    __m512i mins[8];
+    for (int b = 0; b < 8; ++b) mins[b] = _mm512_srli_epi16(Q2ScaleWords(g, b), 4);
+    const __m512 minus_dmin = _mm512_sub_ps(_mm512_setzero_ps(), dmin);
+    for (int t = 0; t < T; ++t) {
+      __m512i m = _mm512_setzero_si512();
+      for (int b = 0; b < 8; ++b) m = DpwssdBroadcast(m, mins[b], x[t * nb + b].sum);
+      part[t] = _mm512_mul_ps(minus_dmin, _mm512_cvtepi32_ps(m));
+    }
+  }
+
+  template <int T>
+  static void Tile(const uint8_t* g, int64_t nsb, const Q8Block* x, const SplitSums* /*xs*/,
+                   float* y, int64_t ldy, const uint8_t* next) {
+    const int64_t nb = 8 * nsb;  // activation blocks per token
+    constexpr int kZero = kThreeBit ? 4 : 0;
+    __m512 acc[T], part[T];  // part: as in K4Group
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; ++sb, g += kBlockBytes) {
+      const __m512 d = HalfScales(g);
+      const __m512 dmin = kThreeBit ? _mm512_setzero_ps() : HalfScales(g + 32);
+      __m512i u[4] = {};
+      if constexpr (kThreeBit) Q3Scales(g, u);
+      if constexpr (!kThreeBit && kSuperScale) {
+        MinusMinSums<T>(g, dmin, x + 8 * sb, nb, part);
+      } else {
+        for (int t = 0; t < T; ++t) part[t] = _mm512_setzero_ps();
+      }
+#pragma GCC unroll 8
+      for (int b = 0; b < 8; ++b) {
+        if (next) PrefetchToL2(next + sb * kBlockBytes + b * kBlockBytes / 8, kBlockBytes / 8);
+        __m512 scale[2];
+        BlockScales(g, u, d, b, scale);
+        const __m512i mins = kThreeBit || kSuperScale ? _mm512_setzero_si512()
+                                                      : _mm512_srli_epi16(Q2ScaleWords(g, b), 4);
+        __m512i q[8];
+        Quants(g, b, q);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          const Q8Block& xb = x[t * nb + 8 * sb + b];
+          __m512i lo = _mm512_set1_epi32(-kZero * xb.sum[0]);
+          __m512i hi = _mm512_set1_epi32(-kZero * xb.sum[1]);
+          for (int k = 0; k < 4; ++k) {
+            lo = DpbusdBroadcast(lo, q[k], xb.q + 4 * k);
+            hi = DpbusdBroadcast(hi, q[k + 4], xb.q + 16 + 4 * k);
+          }
+          if constexpr (kSuperScale) {
+            part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), scale[0], part[t]);
+            part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), scale[1], part[t]);
+          } else {
+            const __m512 xd = _mm512_set1_ps(xb.d);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), _mm512_mul_ps(scale[0], xd), acc[t]);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), _mm512_mul_ps(scale[1], xd), acc[t]);
+            if constexpr (!kThreeBit) {
+              const __m512i m = DpwssdBroadcast(_mm512_setzero_si512(), mins, xb.sum);
+              acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmin, xd), acc[t]);
+            }
+          }
+        }
+      }
+      if constexpr (kSuperScale) {
+        for (int t = 0; t < T; ++t)
+          acc[t] = _mm512_fmadd_ps(part[t], _mm512_set1_ps(x[t * nb + 8 * sb].d), acc[t]);
+      }
+    }
+    for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * ldy, acc[t]);
+  }
+};
+
 // A tile of `left` (< kMaxTokens) tokens, with the count fixed at compile time.
 template <typename G, int T = kMaxTokens - 1>
 void Remainder(int left, const uint8_t* g, int64_t nb, const Q8Block* x, const SplitSums* xs,
@@ -389,6 +546,10 @@ GroupProductsFn Avx512VnniGroupProducts(DType t, ActivationScales scales) {
       return super ? Products<K4Group<true, true>> : Products<K4Group<true, false>>;
     case DType::kQ6_KX16:
       return super ? Products<Q6_KGroup<true>> : Products<Q6_KGroup<false>>;
+    case DType::kQ2_KX16:
+      return super ? Products<LowBitKGroup<false, true>> : Products<LowBitKGroup<false, false>>;
+    case DType::kQ3_KX16:
+      return super ? Products<LowBitKGroup<true, true>> : Products<LowBitKGroup<true, false>>;
     default:
       return nullptr;
   }

@@ -17,6 +17,8 @@ DType RepackedType(DType t, int64_t rows, int64_t cols, SimdLevel level) {
     if (t == DType::kQ4_K && cols % 256 == 0) return DType::kQ4_KX16;
     if (t == DType::kQ5_K && cols % 256 == 0) return DType::kQ5_KX16;
     if (t == DType::kQ6_K && cols % 256 == 0) return DType::kQ6_KX16;
+    if (t == DType::kQ2_K && cols % 256 == 0) return DType::kQ2_KX16;
+    if (t == DType::kQ3_K && cols % 256 == 0) return DType::kQ3_KX16;
   }
   if (!vnni) return t;  // the row layouts have kernels only for AVX-512 VNNI
   if (t == DType::kQ8_0 && cols % 32 == 0) return DType::kQ8_0R;

@@ -32,6 +32,13 @@
 //            The order is the decode kernel's reading order: an earlier layout that kept the
 //            low and high bytes in separate runs decoded at half the speed, every super-block
 //            starting with cache misses the hardware prefetcher did not cover.
+//   Q2_KX16: 16 f16 d, 16 f16 dmin, 4 lane vectors of the rows' 16 (scale | min << 4) bytes,
+//            then per lane group k two lane vectors: quant bytes 4k.. and 32+4k.. (each byte
+//            holds four 2-bit fields, one per 32-quant block of its half)
+//                                                                      (16 x 84 bytes)
+//   Q3_KX16: 16 f16 d, 3 lane vectors of the rows' 12 packed scale bytes, then per lane group k
+//            three lane vectors: high-bit bytes 4k.., low-bit bytes 4k.. and 32+4k..
+//                                                                      (16 x 110 bytes)
 // Each is a permutation of the source bytes (plus the +128 of Q8_0), so it holds exactly the
 // source's values.
 #pragma once

@@ -21,6 +21,10 @@ DType GroupSourceType(DType group_type) {
       return DType::kQ5_K;
     case DType::kMXFP4X16:
       return DType::kMXFP4;
+    case DType::kQ2_KX16:
+      return DType::kQ2_K;
+    case DType::kQ3_KX16:
+      return DType::kQ3_K;
     default:
       return DType::kQ4_K;
   }
@@ -52,6 +56,24 @@ int GroupOffset(DType source, int r, int j) {
       }
       if (j < 208) return 32 + Lane((j - 192) / 4, r, j % 4);
       return 2 * r + (j - 208);
+    }
+    case DType::kQ2_K: {  // [16 scale bytes][64 quant bytes][d][dmin]
+      if (j < 16) return 64 + Lane(j / 4, r, j % 4);
+      if (j < 80) {  // lane group k: [bytes 4k.. of the first half | of the second half]
+        const int h = (j - 16) / 32, l = (j - 16) % 32;
+        return 320 + 128 * (l / 4) + Lane(h, r, l % 4);
+      }
+      return j < 82 ? 2 * r + (j - 80) : 32 + 2 * r + (j - 82);
+    }
+    case DType::kQ3_K: {  // [32 high-bit bytes][64 low-bit bytes][12 scale bytes][d]
+      // Lane group k: [high-bit bytes 4k.. | low-bit bytes 4k.. | low-bit bytes 32+4k..].
+      if (j < 32) return 224 + 192 * (j / 4) + Lane(0, r, j % 4);
+      if (j < 96) {
+        const int h = (j - 32) / 32, l = (j - 32) % 32;
+        return 224 + 192 * (l / 4) + Lane(1 + h, r, l % 4);
+      }
+      if (j < 108) return 32 + Lane((j - 96) / 4, r, j % 4);
+      return 2 * r + (j - 108);
     }
     default: {  // Q4_K: [d][dmin][12 scale bytes][128 nibble bytes]; Q5_K: 32 fifth-bit bytes
                 // before the nibbles, laid out as 8 lane vectors before the Q4_K part's
