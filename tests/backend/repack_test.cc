@@ -214,6 +214,7 @@ TEST(RepackTest, RowsThatDoNotFitKeepTheirType) {
   EXPECT_EQ(RepackedType(DType::kQ3_K, 24, 256), DType::kQ3_K);  // no row layout for them
   EXPECT_EQ(GroupSourceType(DType::kQ2_KX16), DType::kQ2_K);
   EXPECT_EQ(GroupSourceType(DType::kQ3_KX16), DType::kQ3_K);
+  EXPECT_EQ(GroupSourceType(DType::kQ3_K), DType::kQ3_K);  // not a group: itself
   EXPECT_EQ(RowGroup(DType::kQ3_KX16), 16);
   EXPECT_TRUE(IsStorableDType(DType::kQ2_KX16));
   EXPECT_EQ(RowGroup(DType::kQ8_0R), 1);

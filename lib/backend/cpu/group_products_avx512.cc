@@ -393,8 +393,9 @@ struct LowBitKGroup {
     for (int i = 0; i < 4; ++i) u[i] = _mm512_ternarylogic_epi32(low[i], high[i], flip, 0x56);
   }
 
-  // Block b's two 16-quant scales of the 16 rows, times d.
-  static void BlockScales(const uint8_t* g, const __m512i u[4], __m512 d, int b, __m512 s[2]) {
+  // Block b's two 16-quant scales of the 16 rows, times d: Q3_K's from u (Q3Scales), Q2_K's
+  // from its scale words (Q2ScaleWords).
+  static void BlockScales(const __m512i u[4], __m512i words, __m512 d, int b, __m512 s[2]) {
     if constexpr (kThreeBit) {
       for (int e = 0; e < 2; ++e) {
         const int i = 2 * b + e;  // byte i % 4 of u[i / 4], sign-extended from 6 bits
@@ -402,7 +403,7 @@ struct LowBitKGroup {
         s[e] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(v));
       }
     } else {
-      const __m512i words = Q2ScaleWords(g, b), m4 = _mm512_set1_epi32(0x0f);
+      const __m512i m4 = _mm512_set1_epi32(0x0f);
       s[0] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(words, m4)));
       s[1] =
           _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(words, 16), m4)));
@@ -463,10 +464,10 @@ struct LowBitKGroup {
 #pragma GCC unroll 8
       for (int b = 0; b < 8; ++b) {
         if (next) PrefetchToL2(next + sb * kBlockBytes + b * kBlockBytes / 8, kBlockBytes / 8);
+        const __m512i words = kThreeBit ? _mm512_setzero_si512() : Q2ScaleWords(g, b);
         __m512 scale[2];
-        BlockScales(g, u, d, b, scale);
-        const __m512i mins = kThreeBit || kSuperScale ? _mm512_setzero_si512()
-                                                      : _mm512_srli_epi16(Q2ScaleWords(g, b), 4);
+        BlockScales(u, words, d, b, scale);
+        const __m512i mins = _mm512_srli_epi16(words, 4);  // Q2_K, per-block scales
         __m512i q[8];
         Quants(g, b, q);
 #pragma GCC unroll 8

@@ -63,7 +63,7 @@ void RepackRows(DType t, uint8_t* data, int64_t rows, int64_t cols,
 // Dequantizes one whole row of a row layout (Q8_0R, Q4_0R).
 void DequantizeRepackedRow(DType t, const uint8_t* row, float* dst, int64_t cols);
 
-// The file type a row-group layout was made from (Q8_0X16 -> Q8_0, ...).
+// The file type a row-group layout was made from (Q8_0X16 -> Q8_0, ...); any other type itself.
 DType GroupSourceType(DType group_type);
 
 // Writes row `row` (< 16) of the row group that starts at `group` in its source type's layout.

@@ -25,8 +25,10 @@ DType GroupSourceType(DType group_type) {
       return DType::kQ2_K;
     case DType::kQ3_KX16:
       return DType::kQ3_K;
-    default:
+    case DType::kQ4_KX16:
       return DType::kQ4_K;
+    default:
+      return group_type;
   }
 }
 
