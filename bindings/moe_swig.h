@@ -744,6 +744,8 @@ struct NativeEngineStats {
   double step_seconds = 0, mean_sequences_per_step = 0, mean_tokens_per_step = 0;
   double mean_experts_per_step = 0;
   int64_t rerouted_choices = 0, dropped_choices = 0, reweighted_choices = 0;
+  int32_t kv_window_blocks = 0, kv_window_blocks_in_use = 0, kv_window_blocks_cached = 0;
+  int64_t kv_bytes = 0;
 };
 
 // Everything moe_engine_create takes; defaults from the C library itself.
@@ -977,6 +979,10 @@ class NativeEngine {
     s.rerouted_choices = c.rerouted_choices;
     s.dropped_choices = c.dropped_choices;
     s.reweighted_choices = c.reweighted_choices;
+    s.kv_window_blocks = c.kv_window_blocks;
+    s.kv_window_blocks_in_use = c.kv_window_blocks_in_use;
+    s.kv_window_blocks_cached = c.kv_window_blocks_cached;
+    s.kv_bytes = c.kv_bytes;
     return s;
   }
 

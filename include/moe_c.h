@@ -881,6 +881,13 @@ typedef struct moe_engine_stats {
   int64_t rerouted_choices;
   int64_t dropped_choices;
   int64_t reweighted_choices;
+  /* Appended: the sliding-window layers' own blocks (0 when no layer slides), which hold only
+   * each request's window; cached ones keep the windows of shared prefixes. kv_blocks counts the
+   * other layers' blocks. */
+  int32_t kv_window_blocks;
+  int32_t kv_window_blocks_in_use;
+  int32_t kv_window_blocks_cached;
+  int64_t kv_bytes; /* the paged KV cache's memory */
 } moe_engine_stats;
 
 MOE_API moe_status moe_engine_stats_init(moe_engine_stats* stats, size_t struct_size);

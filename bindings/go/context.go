@@ -349,9 +349,9 @@ func (c *Context) Stats() (st Stats, err error) {
 					Predicted:           s.GetExpert_predicted(),
 					PredictedRight:      s.GetExpert_predicted_right(),
 				},
-				ReroutedChoices:   s.GetRerouted_choices(),
-				DroppedChoices:    s.GetDropped_choices(),
-				ReweightedChoices: s.GetReweighted_choices(),
+				ReroutedChoices:      s.GetRerouted_choices(),
+				DroppedChoices:       s.GetDropped_choices(),
+				ReweightedChoices:    s.GetReweighted_choices(),
 				WeightBytesPerToken:  s.GetWeight_bytes_per_token(),
 				MultiplyAddsPerToken: s.GetMultiply_adds_per_token(),
 			}

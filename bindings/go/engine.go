@@ -72,6 +72,11 @@ type EngineStats struct {
 	// The routing policies at work over every step: choices a capacity re-routed or dropped,
 	// weights load-aware re-weighting scaled down.
 	ReroutedChoices, DroppedChoices, ReweightedChoices int64
+	// The sliding-window layers' own blocks (0 when no layer slides), which hold only each
+	// request's window (KVBlocks counts the other layers'): in all, held by running requests,
+	// and kept with cached prefixes.
+	KVWindowBlocks, KVWindowBlocksInUse, KVWindowBlocksCached int
+	KVBytes                                                   int64 // the paged KV cache's memory
 }
 
 // Engine serves many requests at once over one Model: each step runs the new tokens of every
@@ -359,6 +364,10 @@ func (e *Engine) Stats() (EngineStats, error) {
 		ReroutedChoices:      s.GetRerouted_choices(),
 		DroppedChoices:       s.GetDropped_choices(),
 		ReweightedChoices:    s.GetReweighted_choices(),
+		KVWindowBlocks:       int(s.GetKv_window_blocks()),
+		KVWindowBlocksInUse:  int(s.GetKv_window_blocks_in_use()),
+		KVWindowBlocksCached: int(s.GetKv_window_blocks_cached()),
+		KVBytes:              s.GetKv_bytes(),
 	}, nil
 }
 

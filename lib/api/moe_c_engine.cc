@@ -308,6 +308,10 @@ moe_status moe_engine_get_stats(const moe_engine* e, moe_engine_stats* out) {
     s.rerouted_choices = st.rerouted_choices;
     s.dropped_choices = st.dropped_choices;
     s.reweighted_choices = st.reweighted_choices;
+    s.kv_window_blocks = st.kv_window_blocks;
+    s.kv_window_blocks_in_use = st.kv_window_blocks_in_use;
+    s.kv_window_blocks_cached = st.kv_window_blocks_cached;
+    s.kv_bytes = st.kv_bytes;
     return WriteVersioned(s, out, "stats");
   });
 }

@@ -87,8 +87,14 @@ bool KvBlockPool::Commit(BlockId parent, BlockId block, absl::Span<const int32_t
   Block& blk = blocks_[block];
   blk.committed = true;
   blk.key = std::move(key);
+  blk.serial = next_serial_++;
   if (parent != kNoBlock) ++blocks_[parent].children;
   return true;
+}
+
+KvBlockPool::BlockId KvBlockPool::Lookup(BlockId parent, absl::Span<const int32_t> tokens) const {
+  auto it = committed_.find(Key{parent, std::vector<int32_t>(tokens.begin(), tokens.end())});
+  return it == committed_.end() ? kNoBlock : it->second;
 }
 
 void KvBlockPool::Retain(BlockId b) { Reference(b); }

@@ -57,6 +57,10 @@ class KvBlockPool {
   // arguments do not describe a committable block.
   bool Commit(BlockId parent, BlockId block, absl::Span<const int32_t> tokens);
 
+  // The committed block that holds `tokens` after `parent`, unreferenced by this call; kNoBlock if
+  // none.
+  BlockId Lookup(BlockId parent, absl::Span<const int32_t> tokens) const;
+
   void Retain(BlockId block);  // one reference more (a sequence forked from another)
   // One reference fewer. An unreferenced committed block stays cached; any other becomes free.
   void Release(BlockId block);
@@ -66,6 +70,9 @@ class KvBlockPool {
 
   int32_t ref_count(BlockId block) const { return blocks_[block].refs; }
   bool committed(BlockId block) const { return blocks_[block].committed; }
+  // A committed block's number, never given to another commit (0: not committed): what a
+  // block's other data, kept elsewhere, is filed under (KvWindowPool), safe from the id's reuse.
+  uint64_t serial(BlockId block) const { return blocks_[block].serial; }
 
  private:
   struct Key {
@@ -82,6 +89,7 @@ class KvBlockPool {
     bool committed = false;
     Key key;                           // when committed
     int32_t children = 0;              // committed blocks whose parent this is
+    uint64_t serial = 0;               // when committed
     std::list<BlockId>::iterator lru;  // when cached: unreferenced and committed
   };
 
@@ -94,6 +102,7 @@ class KvBlockPool {
   std::vector<BlockId> free_;
   std::list<BlockId> lru_;  // cached blocks, least recently released first
   absl::flat_hash_map<Key, BlockId> committed_;
+  uint64_t next_serial_ = 1;
 };
 
 }  // namespace moe

@@ -63,4 +63,10 @@ KvLayerView PagedKvStorage::layer(int64_t l, absl::Span<const int32_t> table) {
           KvPaging{table.data(), shape_.block_shift, layer_block_bytes()}};
 }
 
+KvLayerView PagedKvSequence::layer(int64_t l) {
+  if (slot_ == nullptr) return whole_->layer(l, blocks_);
+  const int32_t slot = (*slot_)[l];
+  return slot >= 0 ? whole_->layer(slot, blocks_) : windowed_->layer(~slot, window_blocks_);
+}
+
 }  // namespace moe

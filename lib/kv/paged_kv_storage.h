@@ -56,21 +56,39 @@ class PagedKvStorage {
   std::unique_ptr<AnonymousMemory> memory_;  // [layer][K, V (unless in K)][block][row]
 };
 
-// One sequence's positions in a PagedKvStorage: its block table (from KvBlockPool), which the
-// owner grows before a step needs the room.
+// One sequence's positions in a paged cache: its block table (from KvBlockPool), which the
+// owner grows before a step needs the room. In a cache whose sliding-window layers keep their
+// rows apart (PagedKvCache), those layers read a second table (from KvWindowPool) of the same
+// length, kNoBlock where the window has passed.
 class PagedKvSequence final : public KvSequence {
  public:
-  explicit PagedKvSequence(PagedKvStorage* storage) : storage_(storage) {}
-  KvLayerView layer(int64_t l) override { return storage_->layer(l, blocks_); }
+  // Every layer in `storage`.
+  explicit PagedKvSequence(PagedKvStorage* storage) : whole_(storage) {}
+  // Layer l in whole's layer slot[l] when slot[l] >= 0, else in windowed's layer ~slot[l];
+  // `whole` may be null when every layer slides. The storages and slots outlive the sequence.
+  PagedKvSequence(PagedKvStorage* whole, PagedKvStorage* windowed, const std::vector<int32_t>* slot)
+      : whole_(whole), windowed_(windowed), slot_(slot) {}
+
+  KvLayerView layer(int64_t l) override;
   int64_t capacity() const override {
-    return static_cast<int64_t>(blocks_.size()) * storage_->block_rows();
+    return static_cast<int64_t>(blocks_.size()) * (whole_ ? whole_ : windowed_)->block_rows();
   }
   std::vector<int32_t>& blocks() { return blocks_; }
   const std::vector<int32_t>& blocks() const { return blocks_; }
+  std::vector<int32_t>& window_blocks() { return window_blocks_; }
+  const std::vector<int32_t>& window_blocks() const { return window_blocks_; }
+  // Leading blocks already offered to the pool for sharing, and the committed block the last of
+  // them is (its own, or an equal one committed first; kNoBlock: none) with that block's serial,
+  // which tells whether it is still the same block.
+  int64_t blocks_offered = 0;
+  int32_t offered_tail = -1;
+  uint64_t offered_tail_serial = 0;
 
  private:
-  PagedKvStorage* storage_;
-  std::vector<int32_t> blocks_;
+  PagedKvStorage* whole_ = nullptr;
+  PagedKvStorage* windowed_ = nullptr;
+  const std::vector<int32_t>* slot_ = nullptr;
+  std::vector<int32_t> blocks_, window_blocks_;
 };
 
 }  // namespace moe

@@ -27,13 +27,13 @@ int64_t BlocksFor(int64_t positions, int64_t block_size) {
 
 struct BatchEngine::Request {
   Request(uint64_t id, RequestOptions o, RequestCallback cb, std::vector<int32_t> prompt,
-          PagedKvStorage* storage, const Tokenizer& tok)
+          PagedKvSequence kv, const Tokenizer& tok)
       : id(id),
         options(std::move(o)),
         callback(std::move(cb)),
         tokens(std::move(prompt)),
         prompt_size(static_cast<int64_t>(tokens.size())),
-        kv(storage),
+        kv(std::move(kv)),
         sampler(options.generate.sampling),
         // The continuation follows the prompt, so the SentencePiece leading space is real text.
         decoder(tok, DecodeOptions{/*render_special=*/false}, /*at_text_start=*/false),
@@ -44,8 +44,7 @@ struct BatchEngine::Request {
   RequestCallback callback;
   std::vector<int32_t> tokens;  // the prompt, then every token sampled
   int64_t prompt_size;
-  int64_t computed = 0;        // leading tokens whose K/V the table holds
-  int64_t blocks_offered = 0;  // leading blocks already offered to the pool for sharing
+  int64_t computed = 0;  // leading tokens whose K/V the table holds
   PagedKvSequence kv;
   RoutingHistory routing_history;  // for load-aware re-weighting
   SequenceCost prompt_cost, decode_cost;  // what its steps computed, recomputation included
@@ -96,39 +95,37 @@ absl::StatusOr<std::unique_ptr<BatchEngine>> BatchEngine::Create(
     return absl::InvalidArgumentError("max_step_tokens must be positive");
   }
   if (options.kv_tokens < 0) return absl::InvalidArgumentError("kv_tokens must not be negative");
-  PagedKvShape shape{h.n_layer, h.n_head_kv, h.head_dim, options.kv_type, 0, h.values_in_keys()};
-  while ((1 << shape.block_shift) < bs) ++shape.block_shift;
-  absl::StatusOr<PagedKvStorage> storage;
-  if (options.kv_bytes > 0) {
-    storage = PagedKvStorage::CreateForBytes(shape, options.kv_bytes);
-  } else {
-    const int64_t tokens =
-        options.kv_tokens > 0 ? options.kv_tokens : std::max<int64_t>(16384, n_ctx);
-    if (tokens > (int64_t{1} << 31)) {
-      return absl::InvalidArgumentError(absl::StrCat("a KV cache of ", tokens, " tokens"));
-    }
-    storage = PagedKvStorage::Create(shape, static_cast<int32_t>(BlocksFor(tokens, bs)));
+  PagedKvCacheOptions kv;
+  kv.shape = {h.n_layer, h.n_head_kv, h.head_dim, options.kv_type, 0, h.values_in_keys()};
+  while ((1 << kv.shape.block_shift) < bs) ++kv.shape.block_shift;
+  kv.windows = engine->model()->attention_windows();
+  kv.positions = options.kv_tokens > 0 ? options.kv_tokens : std::max<int64_t>(16384, n_ctx);
+  if (kv.positions > (int64_t{1} << 31)) {
+    return absl::InvalidArgumentError(absl::StrCat("a KV cache of ", kv.positions, " tokens"));
   }
-  if (!storage.ok()) return storage.status();
-  MOE_ASSIGN_OR_RETURN(KvBlockPool pool, KvBlockPool::Create(storage->n_blocks(), bs));
+  kv.bytes = options.kv_bytes;
+  kv.max_sequences = options.max_sequences;
+  kv.max_step_tokens = options.max_step_tokens;
+  MOE_ASSIGN_OR_RETURN(std::unique_ptr<PagedKvCache> cache, PagedKvCache::Create(kv));
   auto e = std::unique_ptr<BatchEngine>(
-      new BatchEngine(std::move(engine), options, n_ctx, *std::move(storage), std::move(pool)));
+      new BatchEngine(std::move(engine), options, n_ctx, std::move(cache)));
   if (options.own_thread) e->scheduler_ = std::thread([p = e.get()] { p->SchedulerLoop(); });
   return e;
 }
 
 BatchEngine::BatchEngine(std::shared_ptr<const Engine> engine, const BatchEngineOptions& options,
-                         int64_t n_ctx, PagedKvStorage storage, KvBlockPool pool)
+                         int64_t n_ctx, std::unique_ptr<PagedKvCache> cache)
     : engine_(std::move(engine)),
       options_(options),
       n_ctx_(n_ctx),
       backend_(CreateCpuBackend(options.threads)),
       transformer_(engine_->model(), backend_.get()),
-      storage_(std::move(storage)),
-      pool_(std::move(pool)) {
+      cache_(std::move(cache)) {
   engine_->PrepareTransformer(&transformer_, options.routing);
-  stats_.kv_blocks = pool_.n_blocks();
-  stats_.block_size = pool_.block_size();
+  stats_.kv_blocks = cache_->n_blocks();
+  stats_.block_size = cache_->block_size();
+  stats_.kv_window_blocks = cache_->window_blocks();
+  stats_.kv_bytes = static_cast<int64_t>(cache_->byte_size());
 }
 
 BatchEngine::~BatchEngine() { (void)Close(); }
@@ -182,10 +179,10 @@ absl::StatusOr<uint64_t> BatchEngine::Submit(const RequestOptions& request,
     return absl::ResourceExhaustedError(absl::StrCat(
         "prompt too long: ", n, " tokens leave no room to generate in a context of ", n_ctx_));
   }
-  if (BlocksFor(n + 1, pool_.block_size()) > pool_.n_blocks()) {
+  if (BlocksFor(n + 1, cache_->block_size()) > cache_->n_blocks()) {
     return absl::ResourceExhaustedError(
         absl::StrCat("prompt too long: ", n, " tokens and one more never fit the KV cache of ",
-                     pool_.n_blocks() * int64_t{pool_.block_size()}, " positions"));
+                     cache_->n_blocks() * int64_t{cache_->block_size()}, " positions"));
   }
   if (request.generate.max_tokens < 0) {
     return absl::InvalidArgumentError("max_tokens must not be negative");
@@ -194,7 +191,7 @@ absl::StatusOr<uint64_t> BatchEngine::Submit(const RequestOptions& request,
   if (stopping_) return absl::FailedPreconditionError("the engine is closing");
   const uint64_t id = next_id_++;
   incoming_.push_back(std::make_unique<Request>(id, request, std::move(callback), std::move(prompt),
-                                                &storage_, *tok));
+                                                cache_->NewSequence(), *tok));
   live_[id] = request.keep_result;
   ++stats_.submitted;
   lock.unlock();
@@ -360,7 +357,7 @@ absl::StatusOr<bool> BatchEngine::StepLocked() {
       }
       decode += r.decoding();
       r.computed += batch[i].m;
-      CommitFullBlocks(r);
+      if (options_.prefix_sharing) cache_->Commit(r.kv, r.tokens, r.computed);
       if (chunks[i].logits == LogitsFor::kLast) {
         Advance(r, absl::MakeConstSpan(logits_).subspan(row * h.n_vocab, h.n_vocab));
         ++row;
@@ -421,8 +418,8 @@ std::vector<BatchEngine::Scheduled> BatchEngine::Schedule() {
   // Then new requests, first come first served, while there is room for their whole prompt.
   while (!waiting_.empty() && budget > 0 && running_count() < options_.max_sequences) {
     Request& r = *waiting_.front();
-    if (!r.done && BlocksFor(static_cast<int64_t>(r.tokens.size()) + 1, pool_.block_size()) >
-                       pool_.n_blocks()) {
+    if (!r.done && BlocksFor(static_cast<int64_t>(r.tokens.size()) + 1, cache_->block_size()) >
+                       cache_->n_blocks()) {
       Finish(r, FinishReason::kContextFull);  // preempted after growing past what the cache holds
     }
     if (r.done) {
@@ -446,32 +443,21 @@ std::vector<BatchEngine::Scheduled> BatchEngine::Schedule() {
 }
 
 void BatchEngine::Admit(Request& r) {
-  const int64_t bs = pool_.block_size();
   const int64_t n = static_cast<int64_t>(r.tokens.size());
-  std::vector<KvBlockPool::BlockId> shared;
   // Load-aware re-weighting reads the routing of every earlier position, which cached blocks do
   // not keep: such requests compute their whole prompt.
-  if (options_.prefix_sharing && options_.routing.load_window == 0) {
-    shared = pool_.MatchPrefix(r.tokens);
-    // The last token is always computed, for its logits.
-    while (!shared.empty() && static_cast<int64_t>(shared.size()) * bs >= n) {
-      pool_.Release(shared.back());
-      shared.pop_back();
-    }
-  }
+  const int64_t reused = options_.prefix_sharing && options_.routing.load_window == 0
+                             ? cache_->ReusePrefix(r.kv, r.tokens)
+                             : 0;
   // Room for the whole prompt (and the first token after it) now, counting blocks a chain of
   // cached ones could give up.
-  const int64_t fresh = BlocksFor(n + 1, bs) - static_cast<int64_t>(shared.size());
-  if (fresh > pool_.available()) {
-    pool_.ReleaseTable(shared);
+  if (!cache_->CanGrow(r.kv, reused, n + 1)) {
+    cache_->Release(r.kv);
     return;
   }
-  r.kv.blocks() = std::move(shared);
-  r.computed = static_cast<int64_t>(r.kv.blocks().size()) * bs;
-  r.blocks_offered = static_cast<int64_t>(r.kv.blocks().size());
+  r.computed = reused;
   r.admitted = true;
   const auto now = Clock::now();
-  const int64_t reused = std::min(r.computed, r.prompt_size);
   if (r.result.stats.preemptions == 0) {
     r.result.stats.queue_s = Seconds(r.submitted, now);
     r.result.stats.prompt_tokens = r.prompt_size;
@@ -488,12 +474,7 @@ int64_t BatchEngine::running_count() const {
 }
 
 bool BatchEngine::Grow(Request& r, int64_t positions, std::vector<Scheduled>& batch) {
-  while (r.kv.capacity() < positions) {
-    absl::StatusOr<KvBlockPool::BlockId> block = pool_.Allocate();
-    if (block.ok()) {
-      r.kv.blocks().push_back(*block);
-      continue;
-    }
+  while (!cache_->Grow(r.kv, r.computed, positions).ok()) {
     if (options_.when_full == WhenKvFull::kFinish) {
       Finish(r, FinishReason::kContextFull);
       return false;
@@ -529,24 +510,7 @@ void BatchEngine::Preempt(Request& r) {
   ++stats_.preemptions;
 }
 
-void BatchEngine::ReleaseBlocks(Request& r) {
-  pool_.ReleaseTable(r.kv.blocks());
-  r.kv.blocks().clear();
-  r.blocks_offered = 0;
-}
-
-void BatchEngine::CommitFullBlocks(Request& r) {
-  if (!options_.prefix_sharing) return;
-  const int64_t bs = pool_.block_size();
-  const auto& blocks = r.kv.blocks();
-  for (; r.blocks_offered < r.computed / bs; ++r.blocks_offered) {
-    const int64_t b = r.blocks_offered;
-    const KvBlockPool::BlockId parent = b == 0 ? KvBlockPool::kNoBlock : blocks[b - 1];
-    // False when an equal block exists already or the parent is not shared: the block then stays
-    // this request's alone, which changes nothing for it.
-    pool_.Commit(parent, blocks[b], absl::MakeConstSpan(r.tokens).subspan(b * bs, bs));
-  }
-}
+void BatchEngine::ReleaseBlocks(Request& r) { cache_->Release(r.kv); }
 
 void BatchEngine::Advance(Request& r, absl::Span<const float> logits) {
   const Tokenizer& tok = *engine_->tokenizer();
@@ -643,8 +607,10 @@ void BatchEngine::Finish(Request& r, FinishReason reason, absl::Status status) {
 
 void BatchEngine::PublishPoolLocked() {
   // The pool changes only on the stepping thread, which is this one.
-  stats_.kv_blocks_in_use = pool_.referenced();
-  stats_.kv_blocks_cached = pool_.cached();
+  stats_.kv_blocks_in_use = cache_->blocks_in_use();
+  stats_.kv_blocks_cached = cache_->blocks_cached();
+  stats_.kv_window_blocks_in_use = cache_->window_blocks_in_use();
+  stats_.kv_window_blocks_cached = cache_->window_blocks_cached();
 }
 
 BatchEngineStats BatchEngine::stats() const {

@@ -3,8 +3,9 @@
 // request that is generating, and chunks of the prompts being read, within a token budget — so a
 // routed expert that several requests chose is read once for all of them.
 //
-// Requests keep their K/V in one paged cache (KvBlockPool + PagedKvStorage). A prompt that starts
-// with full blocks another request already computed (a shared system prompt) reuses them. When
+// Requests keep their K/V in one paged cache (PagedKvCache): a prompt that starts with full blocks
+// another request already computed (a shared system prompt) reuses them, and sliding-window
+// layers hold only the blocks their window still reads. When
 // the cache cannot grow, the youngest running request is preempted (its blocks freed, its tokens
 // computed again later) or, as the options say, the request that needs room finishes with
 // kContextFull.
@@ -30,8 +31,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "lib/backend/backend.h"
-#include "lib/kv/kv_block_pool.h"
-#include "lib/kv/paged_kv_storage.h"
+#include "lib/kv/paged_kv_cache.h"
 #include "lib/model/forward.h"
 #include "lib/moe/router.h"
 #include "lib/runtime/engine.h"
@@ -49,7 +49,8 @@ struct BatchEngineOptions {
   DType kv_type = DType::kF16;  // F32, F16 or Q8_0
   int block_size = 32;          // positions per KV block, a power of two
   // The paged cache's size in tokens, or in bytes when kv_bytes is set; 0 and 0: 16384 tokens
-  // (or n_ctx, if larger).
+  // (or n_ctx, if larger). Tokens count the layers that see the whole context; sliding-window
+  // layers take room for max_sequences windows besides (with bytes, out of the same bytes).
   int64_t kv_tokens = 0;
   size_t kv_bytes = 0;
   int64_t n_ctx = 0;              // the most tokens one request holds; 0: the model's, at most 4096
@@ -125,6 +126,10 @@ struct BatchEngineStats {
   int64_t rerouted_choices = 0, dropped_choices = 0, reweighted_choices = 0;
   int32_t kv_blocks = 0, kv_blocks_in_use = 0, kv_blocks_cached = 0;
   int32_t block_size = 0;
+  // The sliding-window layers' own blocks (0 when no layer slides): each request holds those its
+  // window still reads; cached ones keep the windows of shared prefixes.
+  int32_t kv_window_blocks = 0, kv_window_blocks_in_use = 0, kv_window_blocks_cached = 0;
+  int64_t kv_bytes = 0;  // the paged cache's memory
   double step_s = 0;  // time in steps
   double mean_sequences_per_step = 0;
   double mean_tokens_per_step = 0;
@@ -173,7 +178,7 @@ class BatchEngine {
   struct Scheduled;
 
   BatchEngine(std::shared_ptr<const Engine> engine, const BatchEngineOptions& options,
-              int64_t n_ctx, PagedKvStorage storage, KvBlockPool pool);
+              int64_t n_ctx, std::unique_ptr<PagedKvCache> cache);
   absl::StatusOr<bool> StepLocked();  // step_mu_ held
   void SchedulerLoop();
   // Takes new requests and cancellations in (mu_ held by the caller: `lock`).
@@ -183,7 +188,6 @@ class BatchEngine {
   void Preempt(Request& r);
   int64_t running_count() const;  // admitted, neither finished nor preempted
   void ReleaseBlocks(Request& r);
-  void CommitFullBlocks(Request& r);
   void Admit(Request& r);
   // Samples the request's next token from `logits` and tells its callback.
   void Advance(Request& r, absl::Span<const float> logits);
@@ -196,8 +200,7 @@ class BatchEngine {
   int64_t n_ctx_;
   std::unique_ptr<Backend> backend_;
   Transformer transformer_;
-  PagedKvStorage storage_;
-  KvBlockPool pool_;
+  std::unique_ptr<PagedKvCache> cache_;
 
   // The stepping side (step_mu_): the requests admitted, oldest first, and those waiting for
   // room, in arrival order (preempted ones back at the front).

@@ -160,6 +160,18 @@ std::string EngineMetricsText(const BatchEngineStats& s, const std::string& labe
   w.Sample(static_cast<double>(s.kv_blocks_cached), "state=\"cached\"");
   w.Sample(static_cast<double>(s.kv_blocks - s.kv_blocks_in_use - s.kv_blocks_cached),
            "state=\"free\"");
+  if (s.kv_window_blocks > 0) {
+    w.Family("moe_engine_kv_window_blocks", "gauge",
+             "The blocks of the sliding-window layers, which hold only each request's window, by "
+             "state.");
+    w.Sample(static_cast<double>(s.kv_window_blocks_in_use), "state=\"in_use\"");
+    w.Sample(static_cast<double>(s.kv_window_blocks_cached), "state=\"cached\"");
+    w.Sample(static_cast<double>(s.kv_window_blocks - s.kv_window_blocks_in_use -
+                                 s.kv_window_blocks_cached),
+             "state=\"free\"");
+  }
+  gauge("moe_engine_kv_bytes", "The paged KV cache's memory in bytes.",
+        static_cast<double>(s.kv_bytes));
   gauge("moe_engine_kv_block_positions", "Positions per KV block.", s.block_size);
   gauge("moe_engine_sequences_per_step", "Mean requests a step ran.", s.mean_sequences_per_step);
   gauge("moe_engine_tokens_per_step", "Mean tokens a step computed.", s.mean_tokens_per_step);

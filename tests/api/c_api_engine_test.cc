@@ -167,7 +167,52 @@ TEST_F(CApiEngineTest, ThreadsSubmittingAtOnceGetWhatALoneContextGenerates) {
   ASSERT_EQ(moe_engine_get_stats(e, &st), MOE_OK);
   EXPECT_EQ(st.finished, kN);
   EXPECT_EQ(st.kv_blocks_in_use, 0);
+  EXPECT_EQ(st.kv_window_blocks, 0) << "no layer slides";
+  EXPECT_GT(st.kv_bytes, 0);
   moe_engine_free(e);
+}
+
+// A model whose layers slide on alternate layers (gpt-oss) keeps their rows in blocks of their
+// own, far fewer than the whole-context layers', and says so in the stats and the metrics.
+TEST(CApiEngineWindowTest, SlidingWindowLayersHaveTheirOwnBlocks) {
+  const std::string path =
+      std::string(MOE_TESTDATA_DIR) + "/fixtures-v2/tiny-gptoss-f32/tiny-gptoss-f32.gguf";
+  moe_model* model = nullptr;
+  ASSERT_EQ(moe_model_load(path.c_str(), nullptr, &model), MOE_OK) << moe_last_error();
+  moe_engine_params p = moe_engine_default_params();
+  p.n_threads = 2;
+  p.n_ctx = 256;
+  p.kv_block_size = 8;
+  moe_engine* e = nullptr;
+  ASSERT_EQ(moe_engine_create(model, &p, &e), MOE_OK) << moe_last_error();
+  moe_sampling_params sp = moe_sampling_default_params();
+  sp.temperature = 0;
+  moe_generate_params gp = moe_generate_default_params();
+  gp.sampling = &sp;
+  gp.max_tokens = 24;
+  moe_request_params rp = moe_request_default_params();
+  rp.prompt = "Once upon a time, in a land far away, there lived";
+  rp.generate = &gp;
+  moe_request_id id = 0;
+  ASSERT_EQ(moe_engine_submit(e, &rp, nullptr, nullptr, &id), MOE_OK) << moe_last_error();
+  moe_request_result* r = nullptr;
+  ASSERT_EQ(moe_engine_wait(e, id, -1, &r), MOE_OK) << moe_last_error();
+  moe_request_result_free(r);
+  moe_engine_stats st = moe_default_engine_stats();
+  ASSERT_EQ(moe_engine_get_stats(e, &st), MOE_OK);
+  EXPECT_GT(st.kv_window_blocks, 0);
+  EXPECT_LT(st.kv_window_blocks, st.kv_blocks);
+  EXPECT_EQ(st.kv_window_blocks_in_use, 0);
+  EXPECT_GT(st.kv_window_blocks_cached, 0) << "the prompt's windows stay with its blocks";
+  EXPECT_GT(st.kv_bytes, 0);
+  size_t n = 0;
+  ASSERT_EQ(moe_engine_metrics_text(e, nullptr, 0, &n), MOE_ERROR_BUFFER_TOO_SMALL);
+  std::string text(n + 1, '\0');
+  ASSERT_EQ(moe_engine_metrics_text(e, text.data(), text.size(), &n), MOE_OK);
+  EXPECT_NE(text.find("moe_engine_kv_window_blocks{state=\"in_use\"} 0\n"), std::string::npos)
+      << text;
+  moe_engine_free(e);
+  moe_model_free(model);
 }
 
 // An engine's routing policy applies to every request, token for token as in a lone context with

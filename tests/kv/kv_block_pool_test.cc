@@ -101,6 +101,8 @@ TEST(KvBlockPoolTest, ADuplicateCommitLeavesTheBlockPrivate) {
   EXPECT_TRUE(pool.Commit(kNone, *x, t));
   EXPECT_FALSE(pool.Commit(kNone, *y, t));  // the same prefix computed twice at once
   EXPECT_FALSE(pool.committed(*y));
+  EXPECT_EQ(pool.Lookup(kNone, t), *x);  // where that prefix goes on
+  EXPECT_EQ(pool.Lookup(*x, t), kNone);
   EXPECT_FALSE(pool.Commit(kNone, *y, std::vector<int32_t>{5}));  // not a whole block
   EXPECT_FALSE(pool.Commit(*y, *y, t));                           // parent not committed
   pool.Release(*y);
@@ -130,6 +132,23 @@ TEST(KvBlockPoolTest, CachedChainsAreEvictedFromTheirEndLeastRecentFirst) {
   // The newer chain is still whole.
   std::vector<BlockId> still = pool.MatchPrefix(std::vector<int32_t>{7, 8, 9, 10});
   EXPECT_EQ(still, new_chain);
+}
+
+TEST(KvBlockPoolTest, ASerialNamesOneCommitOfABlockForever) {
+  KvBlockPool pool = Pool(2, 2);
+  std::vector<BlockId> chain = Prefill(pool, {1, 2, 3, 4});
+  const uint64_t first = pool.serial(chain[0]), second = pool.serial(chain[1]);
+  EXPECT_NE(first, 0u);
+  EXPECT_NE(second, 0u);
+  EXPECT_NE(first, second);
+  pool.ReleaseTable(chain);
+  auto a = pool.Allocate();  // evicts the chain's end
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(*a, chain[1]);
+  EXPECT_EQ(pool.serial(*a), 0u) << "an evicted block's serial goes with it";
+  EXPECT_TRUE(pool.Commit(chain[0], *a, std::vector<int32_t>{3, 4}));  // the same prefix again
+  EXPECT_GT(pool.serial(*a), second) << "a serial is never given again";
+  EXPECT_EQ(pool.serial(chain[0]), first);
 }
 
 TEST(KvBlockPoolTest, ManySequencesNeverLeakABlock) {

@@ -271,6 +271,70 @@ TEST(BatchEngineTest, ASharedPrefixIsComputedOnceAndChangesNoOutput) {
   EXPECT_EQ(reused[prompts.size()], 0);
 }
 
+// gpt-oss slides on alternate layers (the fixture's window: 8 positions). Those layers hold only
+// the blocks their window reads; the output is still the lone session's (whose cache is a ring),
+// with shared prefixes, requests arriving mid-run, and preemption.
+TEST(BatchEngineTest, SlidingWindowLayersHoldOnlyTheirWindowAndChangeNoOutput) {
+  auto loaded = Engine::Load(
+      std::string(MOE_TESTDATA_DIR) + "/fixtures-v2/tiny-gptoss-f32/tiny-gptoss-f32.gguf", {});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  std::shared_ptr<const Engine> e = *loaded;
+  const std::vector<int64_t>& windows = e->model()->attention_windows();
+  ASSERT_EQ(*std::max_element(windows.begin(), windows.end()), 8);
+  const std::vector<int32_t> system = Prompts(*e, 1, 31)[0];
+  std::vector<int32_t> prefix;
+  for (int i = 0; i < 2; ++i) prefix.insert(prefix.end(), system.begin(), system.end());
+  const auto prompts = Prompts(*e, 6, 13, prefix);
+  std::vector<Output> want;
+  for (size_t i = 0; i < prompts.size(); ++i) want.push_back(Lone(e, prompts[i], Greedy(12 + i)));
+  for (int64_t kv_tokens : {0, 96}) {  // the default, and too few blocks for all at once
+    BatchEngineOptions o = CallerDriven();
+    o.kv_tokens = kv_tokens;
+    auto engine = BatchEngine::Create(e, o);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    BatchEngineStats st = (*engine)->stats();
+    EXPECT_GT(st.kv_window_blocks, 0);
+    EXPECT_LE(st.kv_window_blocks, st.kv_blocks);
+    std::vector<Collector> got(prompts.size());
+    auto submit = [&](size_t i) {
+      RequestOptions r;
+      r.tokens = prompts[i];
+      r.generate = Greedy(12 + i);
+      ASSERT_TRUE((*engine)->Submit(r, got[i].callback()).ok());
+    };
+    submit(0);
+    RunUntilIdle(**engine);  // its blocks, windows too, stay cached for the others' prefix
+    int32_t most_window_blocks = 0, most_blocks = 0;
+    for (size_t i = 1; i < prompts.size(); ++i) {
+      submit(i);
+      for (int s = 0; s < 3; ++s) {
+        ASSERT_TRUE((*engine)->Step().ok());
+        st = (*engine)->stats();
+        most_window_blocks = std::max(most_window_blocks, st.kv_window_blocks_in_use);
+        most_blocks = std::max(most_blocks, st.kv_blocks_in_use);
+      }
+    }
+    RunUntilIdle(**engine);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(got[i].tokens, want[i].tokens) << "kv_tokens " << kv_tokens << " request " << i;
+      EXPECT_EQ(got[i].text, want[i].text) << "kv_tokens " << kv_tokens << " request " << i;
+    }
+    st = (*engine)->stats();
+    if (kv_tokens == 0) {
+      EXPECT_GE(st.prefix_tokens_reused, 5 * static_cast<int64_t>(prefix.size() / 4 * 4))
+          << "the later requests reuse the shared prefix, windows included";
+    } else {
+      EXPECT_GT(st.preemptions, 0) << "the test should make the cache overflow";
+    }
+    // A request's window (7 earlier positions) and a step (up to 16) in blocks of 4: at most 7
+    // blocks, where its whole-context layers hold up to 24.
+    EXPECT_LE(most_window_blocks, 7 * static_cast<int32_t>(prompts.size()));
+    EXPECT_LT(most_window_blocks, most_blocks);
+    EXPECT_EQ(st.kv_window_blocks_in_use, 0);
+    EXPECT_EQ(st.kv_blocks_in_use, 0);
+  }
+}
+
 TEST(BatchEngineTest, CancellingFreesTheRequestAndOnlyIt) {
   auto e = Load("tiny-qwen2moe-q4_0");
   ASSERT_NE(e, nullptr);

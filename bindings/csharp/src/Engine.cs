@@ -166,6 +166,12 @@ namespace LibMoe {
     /// <summary>The routing policies at work over every step: choices a capacity re-routed or
     /// dropped, weights load-aware re-weighting scaled down.</summary>
     public long ReroutedChoices, DroppedChoices, ReweightedChoices;
+    /// <summary>The sliding-window layers' own blocks (0 when no layer slides), which hold only
+    /// each request's window (KvBlocks counts the other layers'): in all, held by running
+    /// requests, and kept with cached prefixes.</summary>
+    public int KvWindowBlocks, KvWindowBlocksInUse, KvWindowBlocksCached;
+    /// <summary>The paged KV cache's memory in bytes.</summary>
+    public long KvBytes;
   }
 
   /// <summary>Serves many requests at once over one <see cref="Model"/>: each step runs the new
@@ -319,7 +325,9 @@ namespace LibMoe {
             StepSeconds = s.step_seconds, MeanSequencesPerStep = s.mean_sequences_per_step,
             MeanTokensPerStep = s.mean_tokens_per_step, MeanExpertsPerStep = s.mean_experts_per_step,
             ReroutedChoices = s.rerouted_choices, DroppedChoices = s.dropped_choices,
-            ReweightedChoices = s.reweighted_choices,
+            ReweightedChoices = s.reweighted_choices, KvWindowBlocks = s.kv_window_blocks,
+            KvWindowBlocksInUse = s.kv_window_blocks_in_use,
+            KvWindowBlocksCached = s.kv_window_blocks_cached, KvBytes = s.kv_bytes,
           };
         }
       }

@@ -83,7 +83,8 @@ void AttendAvx2(const AttentionHeads& a) {
     return a.window > 0 ? std::max<int64_t>(0, len_of(r) - a.window) : int64_t{0};
   };
   // Scores from the first block any row sees; column j is position begin + j.
-  const int64_t begin = first_of(0) / 8 * 8;
+  const int64_t seen_from = first_of(0);
+  const int64_t begin = seen_from / 8 * 8;
   const int64_t ld = (span - begin + 7) / 8 * 8;
   thread_local std::vector<float> scores, kbuf;
   if (scores.capacity() < 16384) scores.reserve(16384);  // grows only with long contexts
@@ -92,11 +93,13 @@ void AttendAvx2(const AttentionHeads& a) {
   auto row_at = [&](int64_t r) { return (r / group) * a.q_stride + (r % group) * hd; };
   for (int64_t p0 = begin; p0 < span; p0 += 8) {
     for (int64_t i = 0; i < 8; ++i) {
-      // Only positions inside the span have a row (a paged table ends there).
-      const uint8_t* row = p0 + i < span ? a.k + a.KvRowOffset(p0 + i) : nullptr;
+      // Only positions some row sees have a row: a paged table ends at the span, and a sliding
+      // window's blocks before the first row's window may be given back (PagedKvCache).
+      const bool seen = p0 + i >= seen_from && p0 + i < span;
+      const uint8_t* row = seen ? a.k + a.KvRowOffset(p0 + i) : nullptr;
       for (int64_t c = 0; c < chunks; ++c) {
         _mm256_storeu_ps(kbuf.data() + i * hd + 8 * c,
-                         p0 + i < span ? LoadRow8(row, c, a.dtype) : _mm256_setzero_ps());
+                         seen ? LoadRow8(row, c, a.dtype) : _mm256_setzero_ps());
       }
     }
     for (int64_t r = 0; r < rows; ++r) {

@@ -73,7 +73,8 @@ void Attend(const AttentionHeads& a) {
     return a.window > 0 ? std::max<int64_t>(0, len_of(r) - a.window) : int64_t{0};
   };
   // Scores from the first block any row sees; column j is position begin + j.
-  const int64_t begin = first_of(0) / 16 * 16;
+  const int64_t seen_from = first_of(0);
+  const int64_t begin = seen_from / 16 * 16;
   const int64_t ld = (span - begin + 15) / 16 * 16;
   thread_local std::vector<float> scores, kbuf;
   if (scores.capacity() < 16384) scores.reserve(16384);  // grows only with long contexts
@@ -84,11 +85,13 @@ void Attend(const AttentionHeads& a) {
   for (int64_t p0 = begin; p0 < span; p0 += 16) {
     // The block's K rows as floats; zeros past the span (rows there may not exist).
     for (int i = 0; i < 16; ++i) {
-      // Only positions inside the span have a row (a paged table ends there).
-      const uint8_t* row = p0 + i < span ? a.k + a.KvRowOffset(p0 + i) : nullptr;
+      // Only positions some row sees have a row: a paged table ends at the span, and a sliding
+      // window's blocks before the first row's window may be given back (PagedKvCache).
+      const bool seen = p0 + i >= seen_from && p0 + i < span;
+      const uint8_t* row = seen ? a.k + a.KvRowOffset(p0 + i) : nullptr;
       for (int c = 0; c < chunks; ++c) {
         _mm512_storeu_ps(kbuf.data() + i * hd + 16 * c,
-                         p0 + i < span ? LoadRow(row, c, a.dtype) : _mm512_setzero_ps());
+                         seen ? LoadRow(row, c, a.dtype) : _mm512_setzero_ps());
       }
     }
     for (int64_t r = 0; r < rows; ++r) {

@@ -8,12 +8,30 @@ package org.libmoe;
  * @param reroutedChoices choices an expert capacity moved to a later expert, over every step
  * @param droppedChoices choices an expert capacity left out
  * @param reweightedChoices weights load-aware re-weighting scaled down
+ * @param kvWindowBlocks the sliding-window layers' own blocks (0 when no layer slides), which hold
+ *     only each request's window; {@code kvBlocks} counts the other layers'
+ * @param kvWindowBlocksInUse of them, held by running requests
+ * @param kvWindowBlocksCached of them, kept with the cached prefixes they belong to
+ * @param kvBytes the paged KV cache's memory
  */
 public record EngineStats(long submitted, long finished, long running, long waiting, long steps,
     long tokens, long decodeTokens, long prefixTokensReused, long preemptions, int kvBlocks,
     int kvBlocksInUse, int kvBlocksCached, int kvBlockSize, double stepSeconds,
     double meanSequencesPerStep, double meanTokensPerStep, double meanExpertsPerStep,
-    long reroutedChoices, long droppedChoices, long reweightedChoices) {
+    long reroutedChoices, long droppedChoices, long reweightedChoices, int kvWindowBlocks,
+    int kvWindowBlocksInUse, int kvWindowBlocksCached, long kvBytes) {
+
+  /** The second release's constructor, kept for source compatibility; the newer fields are 0. */
+  public EngineStats(long submitted, long finished, long running, long waiting, long steps,
+      long tokens, long decodeTokens, long prefixTokensReused, long preemptions, int kvBlocks,
+      int kvBlocksInUse, int kvBlocksCached, int kvBlockSize, double stepSeconds,
+      double meanSequencesPerStep, double meanTokensPerStep, double meanExpertsPerStep,
+      long reroutedChoices, long droppedChoices, long reweightedChoices) {
+    this(submitted, finished, running, waiting, steps, tokens, decodeTokens, prefixTokensReused,
+        preemptions, kvBlocks, kvBlocksInUse, kvBlocksCached, kvBlockSize, stepSeconds,
+        meanSequencesPerStep, meanTokensPerStep, meanExpertsPerStep, reroutedChoices,
+        droppedChoices, reweightedChoices, 0, 0, 0, 0);
+  }
 
   /** The first release's constructor, kept for source compatibility; the newer fields are 0. */
   public EngineStats(long submitted, long finished, long running, long waiting, long steps,
@@ -22,6 +40,6 @@ public record EngineStats(long submitted, long finished, long running, long wait
       double meanSequencesPerStep, double meanTokensPerStep, double meanExpertsPerStep) {
     this(submitted, finished, running, waiting, steps, tokens, decodeTokens, prefixTokensReused,
         preemptions, kvBlocks, kvBlocksInUse, kvBlocksCached, kvBlockSize, stepSeconds,
-        meanSequencesPerStep, meanTokensPerStep, meanExpertsPerStep, 0, 0, 0);
+        meanSequencesPerStep, meanTokensPerStep, meanExpertsPerStep, 0, 0, 0, 0, 0, 0, 0);
   }
 }

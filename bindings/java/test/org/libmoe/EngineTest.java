@@ -83,6 +83,9 @@ class EngineTest {
       EngineStats stats = engine.stats();
       assertEquals(PROMPTS.length, stats.finished());
       assertEquals(0, stats.kvBlocksInUse());
+      // The fixture model has no sliding-window layers; the cache's memory is its blocks'.
+      assertEquals(0, stats.kvWindowBlocks());
+      assertTrue(stats.kvBytes() > 0 && stats.kvBytes() % stats.kvBlocks() == 0, stats.toString());
       String metrics = engine.metricsText();
       assertTrue(
           metrics.contains("moe_engine_requests_finished_total " + PROMPTS.length + "\n"), metrics);

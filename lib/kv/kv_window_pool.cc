@@ -1,0 +1,67 @@
+#include "lib/kv/kv_window_pool.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace moe {
+
+absl::StatusOr<KvWindowPool> KvWindowPool::Create(int32_t n_blocks) {
+  if (n_blocks <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a KV window pool needs blocks, not ", n_blocks));
+  }
+  return KvWindowPool(n_blocks);
+}
+
+KvWindowPool::KvWindowPool(int32_t n_blocks) : blocks_(n_blocks) {
+  free_.reserve(n_blocks);
+  for (BlockId b = n_blocks - 1; b >= 0; --b) free_.push_back(b);  // lowest ids first
+}
+
+absl::StatusOr<KvWindowPool::BlockId> KvWindowPool::Allocate() {
+  BlockId b = kNoBlock;
+  if (!free_.empty()) {
+    b = free_.back();
+    free_.pop_back();
+  } else if (!lru_.empty()) {
+    b = lru_.front();
+    lru_.pop_front();
+    kept_.erase(blocks_[b].serial);
+    blocks_[b] = Block();
+  } else {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "KV cache full: all ", n_blocks(), " blocks of the sliding-window layers are in use"));
+  }
+  blocks_[b].refs = 1;
+  return b;
+}
+
+bool KvWindowPool::Keep(BlockId block, uint64_t serial) {
+  if (block < 0 || block >= n_blocks() || serial == 0 || blocks_[block].refs == 0 ||
+      blocks_[block].serial != 0 || kept_.contains(serial)) {
+    return false;
+  }
+  blocks_[block].serial = serial;
+  kept_.emplace(serial, block);
+  return true;
+}
+
+KvWindowPool::BlockId KvWindowPool::Find(uint64_t serial) {
+  auto it = kept_.find(serial);
+  if (serial == 0 || it == kept_.end()) return kNoBlock;
+  Block& blk = blocks_[it->second];
+  if (blk.refs++ == 0) lru_.erase(blk.lru);
+  return it->second;
+}
+
+void KvWindowPool::Release(BlockId b) {
+  Block& blk = blocks_[b];
+  if (blk.refs <= 0 || --blk.refs > 0) return;
+  if (blk.serial != 0) {
+    blk.lru = lru_.insert(lru_.end(), b);
+  } else {
+    free_.push_back(b);
+  }
+}
+
+}  // namespace moe

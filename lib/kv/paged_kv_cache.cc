@@ -1,0 +1,254 @@
+#include "lib/kv/paged_kv_cache.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "lib/base/status_macros.h"
+
+namespace moe {
+namespace {
+
+int64_t BlocksFor(int64_t positions, int64_t block_size) {
+  return (positions + block_size - 1) / block_size;
+}
+
+absl::StatusOr<int32_t> BlockCount(int64_t n) {
+  if (n <= 0) return absl::InvalidArgumentError("a paged KV cache needs blocks");
+  if (n > INT32_MAX)
+    return absl::InvalidArgumentError(absl::StrCat("a KV cache of ", n, " blocks"));
+  return static_cast<int32_t>(n);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKvCacheOptions& o) {
+  const PagedKvShape& shape = o.shape;
+  const int64_t bs = int64_t{1} << shape.block_shift;
+  if (o.positions <= 0 && o.bytes == 0) {
+    return absl::InvalidArgumentError("a paged KV cache needs a size in positions or bytes");
+  }
+  if (!o.windows.empty() && static_cast<int64_t>(o.windows.size()) != shape.n_layer) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        o.windows.size(), " attention windows for a KV cache of ", shape.n_layer, " layers"));
+  }
+  int64_t window = 0, window_layers = 0;
+  for (int64_t w : o.windows) {
+    window = std::max(window, w);
+    window_layers += w > 0;
+  }
+  if (window_layers == 0) {
+    absl::StatusOr<PagedKvStorage> storage;
+    if (o.bytes > 0) {
+      storage = PagedKvStorage::CreateForBytes(shape, o.bytes);
+    } else {
+      MOE_ASSIGN_OR_RETURN(int32_t n, BlockCount(BlocksFor(o.positions, bs)));
+      storage = PagedKvStorage::Create(shape, n);
+    }
+    if (!storage.ok()) return storage.status();
+    MOE_ASSIGN_OR_RETURN(KvBlockPool pool, KvBlockPool::Create(storage->n_blocks(), bs));
+    return std::unique_ptr<PagedKvCache>(new PagedKvCache(std::move(pool), *std::move(storage),
+                                                          std::nullopt, std::nullopt, {}, 0, 0));
+  }
+  PagedKvShape whole_shape = shape, window_shape = shape;
+  whole_shape.n_layer = shape.n_layer - window_layers;
+  window_shape.n_layer = window_layers;
+  std::vector<int32_t> slot;
+  int32_t whole_slot = 0, window_slot = 0;
+  for (int64_t w : o.windows) slot.push_back(w > 0 ? ~window_slot++ : whole_slot++);
+  // Room for each sequence's window (rounded out to blocks, with the block being written), one
+  // step's new positions, and as many again for the windows of cached prefixes.
+  const int64_t sequences = std::max<int64_t>(o.max_sequences, 1);
+  const int64_t wanted =
+      2 * (sequences * (BlocksFor(window - 1, bs) + 3) + BlocksFor(o.max_step_tokens, bs));
+  const size_t whole_bytes = whole_shape.n_layer > 0 ? PagedKvStorage::BlockBytes(whole_shape) : 0;
+  const size_t window_bytes = PagedKvStorage::BlockBytes(window_shape);
+  int64_t n_whole = 0, n_window = 0;
+  if (o.bytes == 0) {
+    n_whole = BlocksFor(o.positions, bs);
+    n_window = std::min(wanted, n_whole);
+  } else if (whole_bytes == 0) {
+    // Every layer slides: the bytes are the windows'; the positions still bound the lengths.
+    n_window = static_cast<int64_t>(o.bytes / window_bytes);
+    n_whole = std::max(n_window, BlocksFor(o.positions, bs));
+  } else if (static_cast<size_t>(wanted) * (whole_bytes + window_bytes) <= o.bytes) {
+    n_window = wanted;
+    n_whole = static_cast<int64_t>((o.bytes - wanted * window_bytes) / whole_bytes);
+  } else {
+    n_whole = n_window = static_cast<int64_t>(o.bytes / (whole_bytes + window_bytes));
+  }
+  if (n_whole <= 0 || n_window <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("a KV cache of ", o.bytes,
+                                                   " bytes holds no block: one takes ",
+                                                   whole_bytes + window_bytes));
+  }
+  MOE_ASSIGN_OR_RETURN(int32_t whole_blocks, BlockCount(n_whole));
+  MOE_ASSIGN_OR_RETURN(int32_t window_blocks, BlockCount(n_window));
+  std::optional<PagedKvStorage> whole;
+  if (whole_shape.n_layer > 0) {
+    MOE_ASSIGN_OR_RETURN(whole, PagedKvStorage::Create(whole_shape, whole_blocks));
+  }
+  MOE_ASSIGN_OR_RETURN(PagedKvStorage windowed,
+                       PagedKvStorage::Create(window_shape, window_blocks));
+  MOE_ASSIGN_OR_RETURN(KvBlockPool pool, KvBlockPool::Create(whole_blocks, bs));
+  MOE_ASSIGN_OR_RETURN(KvWindowPool window_pool, KvWindowPool::Create(window_blocks));
+  return std::unique_ptr<PagedKvCache>(
+      new PagedKvCache(std::move(pool), std::move(whole), std::move(window_pool),
+                       std::move(windowed), std::move(slot), window, o.max_step_tokens));
+}
+
+PagedKvCache::PagedKvCache(KvBlockPool pool, std::optional<PagedKvStorage> whole,
+                           std::optional<KvWindowPool> window_pool,
+                           std::optional<PagedKvStorage> windowed, std::vector<int32_t> slot,
+                           int64_t window, int64_t max_step_tokens)
+    : pool_(std::move(pool)),
+      whole_(std::move(whole)),
+      window_pool_(std::move(window_pool)),
+      windowed_(std::move(windowed)),
+      slot_(std::move(slot)),
+      window_(window),
+      max_step_tokens_(std::max<int64_t>(max_step_tokens, 1)) {}
+
+PagedKvSequence PagedKvCache::NewSequence() {
+  PagedKvStorage* whole = whole_ ? &*whole_ : nullptr;
+  if (!window_pool_) return PagedKvSequence(whole);
+  return PagedKvSequence(whole, &*windowed_, &slot_);
+}
+
+size_t PagedKvCache::byte_size() const {
+  return (whole_ ? whole_->byte_size() : 0) + (windowed_ ? windowed_->byte_size() : 0);
+}
+
+int64_t PagedKvCache::FirstWindowBlock(int64_t from) const {
+  if (window_ <= 0) return 0;
+  return std::max<int64_t>(0, from - window_ + 1) / block_size();
+}
+
+int64_t PagedKvCache::ReusePrefix(PagedKvSequence& seq, absl::Span<const int32_t> tokens) {
+  const int64_t bs = block_size();
+  std::vector<KvBlockPool::BlockId> chain = pool_.MatchPrefix(tokens);
+  while (!chain.empty() && static_cast<int64_t>(chain.size()) * bs >= std::ssize(tokens)) {
+    pool_.Release(chain.back());
+    chain.pop_back();
+  }
+  std::vector<KvWindowPool::BlockId> window;
+  if (window_pool_) {
+    window.assign(chain.size(), KvWindowPool::kNoBlock);
+    // Shorten the prefix until the window its next position reads is cached with it.
+    while (!chain.empty()) {
+      const int64_t k = std::ssize(chain);
+      bool cached = true;
+      for (int64_t b = FirstWindowBlock(k * bs); b < k && cached; ++b) {
+        window[b] = window_pool_->Find(pool_.serial(chain[b]));
+        cached = window[b] != KvWindowPool::kNoBlock;
+      }
+      if (cached) break;
+      for (KvWindowPool::BlockId& w : window) {
+        if (w != KvWindowPool::kNoBlock) window_pool_->Release(w);
+        w = KvWindowPool::kNoBlock;
+      }
+      pool_.Release(chain.back());
+      chain.pop_back();
+      window.pop_back();
+    }
+  }
+  seq.blocks() = std::move(chain);
+  seq.window_blocks() = std::move(window);
+  seq.blocks_offered = std::ssize(seq.blocks());
+  seq.offered_tail = seq.blocks().empty() ? KvBlockPool::kNoBlock : seq.blocks().back();
+  seq.offered_tail_serial = seq.blocks().empty() ? 0 : pool_.serial(seq.offered_tail);
+  return seq.blocks_offered * bs;
+}
+
+bool PagedKvCache::CanGrow(const PagedKvSequence& seq, int64_t from, int64_t to) const {
+  const int64_t bs = block_size();
+  const int64_t held = std::ssize(seq.blocks());
+  if (BlocksFor(to, bs) - held > pool_.available()) return false;
+  if (!window_pool_) return true;
+  const auto& window = seq.window_blocks();
+  const int64_t first = FirstWindowBlock(from);
+  const int64_t end = BlocksFor(std::min(to, from + max_step_tokens_), bs);
+  int64_t needed = 0, freed = 0;
+  for (int64_t b = 0; b < std::max(end, held); ++b) {
+    const bool holds = b < held && window[b] != KvWindowPool::kNoBlock;
+    if (b < first) {
+      freed += holds;
+    } else if (b < end) {
+      needed += !holds;
+    }
+  }
+  return needed <= window_pool_->available() + freed;
+}
+
+absl::Status PagedKvCache::Grow(PagedKvSequence& seq, int64_t from, int64_t to) {
+  const int64_t bs = block_size();
+  auto& blocks = seq.blocks();
+  auto& window = seq.window_blocks();
+  const int64_t first = FirstWindowBlock(from);
+  if (window_pool_) {
+    for (int64_t b = 0; b < std::min(first, std::ssize(window)); ++b) {
+      if (window[b] != KvWindowPool::kNoBlock) window_pool_->Release(window[b]);
+      window[b] = KvWindowPool::kNoBlock;
+    }
+  }
+  while (std::ssize(blocks) < BlocksFor(to, bs)) {
+    MOE_ASSIGN_OR_RETURN(KvBlockPool::BlockId b, pool_.Allocate());
+    blocks.push_back(b);
+    if (window_pool_) window.push_back(KvWindowPool::kNoBlock);
+  }
+  if (window_pool_) {
+    for (int64_t b = first; b < BlocksFor(to, bs); ++b) {
+      if (window[b] == KvWindowPool::kNoBlock) {
+        MOE_ASSIGN_OR_RETURN(window[b], window_pool_->Allocate());
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+void PagedKvCache::Commit(PagedKvSequence& seq, absl::Span<const int32_t> tokens,
+                          int64_t computed) {
+  const int64_t bs = block_size();
+  for (; seq.blocks_offered < computed / bs; ++seq.blocks_offered) {
+    const int64_t b = seq.blocks_offered;
+    const KvBlockPool::BlockId block = seq.blocks()[b];
+    KvBlockPool::BlockId parent = KvBlockPool::kNoBlock;
+    if (b > 0) {
+      // The prefix before this block must still be committed as it was when offered: a cached
+      // block may have been evicted since, and its id reused for another prefix.
+      if (seq.offered_tail == KvBlockPool::kNoBlock ||
+          pool_.serial(seq.offered_tail) != seq.offered_tail_serial) {
+        seq.offered_tail = KvBlockPool::kNoBlock;
+        continue;
+      }
+      parent = seq.offered_tail;
+    }
+    const absl::Span<const int32_t> held = tokens.subspan(b * bs, bs);
+    // Another sequence may have committed the same prefix first (computed beside this one, or
+    // not reusable for want of its window rows): the prefix then goes on from its block.
+    const KvBlockPool::BlockId committed =
+        pool_.Commit(parent, block, held) ? block : pool_.Lookup(parent, held);
+    seq.offered_tail = committed;
+    seq.offered_tail_serial = committed == KvBlockPool::kNoBlock ? 0 : pool_.serial(committed);
+    if (committed != KvBlockPool::kNoBlock && window_pool_ &&
+        seq.window_blocks()[b] != KvWindowPool::kNoBlock) {
+      // False when that prefix block's window rows are cached already.
+      window_pool_->Keep(seq.window_blocks()[b], seq.offered_tail_serial);
+    }
+  }
+}
+
+void PagedKvCache::Release(PagedKvSequence& seq) {
+  pool_.ReleaseTable(seq.blocks());
+  for (KvWindowPool::BlockId w : seq.window_blocks()) {
+    if (w != KvWindowPool::kNoBlock) window_pool_->Release(w);
+  }
+  seq.blocks().clear();
+  seq.window_blocks().clear();
+  seq.blocks_offered = 0;
+  seq.offered_tail = KvBlockPool::kNoBlock;
+  seq.offered_tail_serial = 0;
+}
+
+}  // namespace moe

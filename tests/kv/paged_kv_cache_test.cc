@@ -1,0 +1,221 @@
+// The batching engine's paged cache: without sliding-window layers it is one pool as before;
+// with them those layers take a smaller pool of their own, a sequence holds only the blocks its
+// window reads (and every row it may read is the one written there, beside other sequences),
+// and a cached prefix is reused only as far as its window rows are cached too.
+#include "lib/kv/paged_kv_cache.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "lib/kv/kv_type.h"
+
+namespace moe {
+namespace {
+
+constexpr int64_t kHeads = 2, kHeadDim = 8, kRow = kHeads * kHeadDim;
+
+PagedKvShape Shape(int64_t n_layer, int block_shift) {
+  return {n_layer, kHeads, kHeadDim, DType::kF32, block_shift};
+}
+
+std::unique_ptr<PagedKvCache> Cache(const PagedKvCacheOptions& o) {
+  auto c = PagedKvCache::Create(o);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? *std::move(c) : nullptr;
+}
+
+float* Row(const KvLayerView& v, bool value, int64_t p) {
+  uint8_t* base = value ? v.v : v.k;
+  return reinterpret_cast<float*>(base + v.paging.RowOffset(p, kRow * sizeof(float)));
+}
+
+float Mark(int s, int64_t l, bool value, int64_t p, int64_t e) {
+  return static_cast<float>(s * 1000000 + l * 100000 + value * 50000 + p * 16 + e);
+}
+
+void Write(PagedKvSequence& seq, int s, int64_t n_layer, int64_t from, int64_t to) {
+  for (int64_t l = 0; l < n_layer; ++l) {
+    const KvLayerView v = seq.layer(l);
+    for (int64_t p = from; p < to; ++p) {
+      for (bool value : {false, true}) {
+        for (int64_t e = 0; e < kRow; ++e) Row(v, value, p)[e] = Mark(s, l, value, p, e);
+      }
+    }
+  }
+}
+
+// Every row a step at `to` may read: the window layers' last `window` positions, the others' all.
+void ExpectReadable(PagedKvSequence& seq, int s, const std::vector<int64_t>& windows, int64_t to) {
+  for (int64_t l = 0; l < std::ssize(windows); ++l) {
+    const KvLayerView v = seq.layer(l);
+    const int64_t first = windows[l] > 0 ? std::max<int64_t>(0, to - windows[l]) : 0;
+    for (int64_t p = first; p < to; ++p) {
+      for (bool value : {false, true}) {
+        for (int64_t e = 0; e < kRow; ++e) {
+          ASSERT_EQ(Row(v, value, p)[e], Mark(s, l, value, p, e))
+              << "sequence " << s << " layer " << l << " position " << p;
+        }
+      }
+    }
+  }
+}
+
+int64_t Held(const std::vector<int32_t>& table) {
+  return std::count_if(table.begin(), table.end(), [](int32_t b) { return b >= 0; });
+}
+
+TEST(PagedKvCacheTest, WithoutSlidingLayersItIsOnePool) {
+  const std::vector<int64_t> windows = {0, 0};
+  PagedKvCacheOptions o{Shape(2, 2), windows, /*positions=*/100};
+  auto c = Cache(o);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->n_blocks(), 25);
+  EXPECT_EQ(c->window_blocks(), 0);
+  EXPECT_EQ(c->byte_size(), 25 * PagedKvStorage::BlockBytes(o.shape));
+  o.bytes = 7 * PagedKvStorage::BlockBytes(o.shape) + 5;
+  c = Cache(o);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->n_blocks(), 7);
+  EXPECT_FALSE(PagedKvCache::Create({Shape(2, 2), windows, 0, 0}).ok()) << "no size";
+  const std::vector<int64_t> three = {0, 0, 0};
+  EXPECT_FALSE(PagedKvCache::Create({Shape(2, 2), three, 100}).ok()) << "windows per layer";
+}
+
+TEST(PagedKvCacheTest, SlidingLayersTakeASmallerPoolOfTheirOwn) {
+  const std::vector<int64_t> windows = {8, 0, 8, 0};
+  PagedKvCacheOptions o{Shape(4, 2),           windows, /*positions=*/1024, 0, /*max_sequences=*/2,
+                        /*max_step_tokens=*/16};
+  auto c = Cache(o);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->n_blocks(), 256);
+  // Room for both sequences' windows (7 earlier positions: 2 blocks, and the block written) and
+  // a step's 16 positions, yet far less than the whole context.
+  EXPECT_GE(c->window_blocks(), 2 * 3 + 4);
+  EXPECT_LT(c->window_blocks(), 256 / 4);
+  const size_t half = PagedKvStorage::BlockBytes(Shape(2, 2));
+  EXPECT_EQ(c->byte_size(), (256 + c->window_blocks()) * half);
+  // Sized in bytes: the windows' share first, the rest whole-context blocks.
+  o.bytes = c->byte_size() + half / 2;
+  auto b = Cache(o);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->n_blocks(), 256);
+  EXPECT_EQ(b->window_blocks(), c->window_blocks());
+  o.bytes = 2 * half + 1;  // one block of each
+  b = Cache(o);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->n_blocks(), 1);
+  EXPECT_EQ(b->window_blocks(), 1);
+  o.bytes = half;
+  auto none = PagedKvCache::Create(o);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("holds no block"), absl::string_view::npos);
+  // Every layer sliding: only window blocks hold memory.
+  const std::vector<int64_t> all = {4, 4};
+  auto slide = Cache({Shape(2, 2), all, 64, 0, 1, 4});
+  ASSERT_NE(slide, nullptr);
+  EXPECT_EQ(slide->byte_size(), slide->window_blocks() * PagedKvStorage::BlockBytes(Shape(2, 2)));
+}
+
+TEST(PagedKvCacheTest, SequencesHoldOnlyTheirWindowsAndReadWhatTheyWrote) {
+  for (const std::vector<int64_t>& windows :
+       {std::vector<int64_t>{8, 0, 5}, std::vector<int64_t>{3, 3}, std::vector<int64_t>{1, 0}}) {
+    const int64_t n_layer = std::ssize(windows),
+                  window = *std::max_element(windows.begin(), windows.end());
+    auto c = Cache({Shape(n_layer, 2), windows, 512, 0, 3, 7});
+    ASSERT_NE(c, nullptr);
+    std::vector<PagedKvSequence> seqs;
+    for (int s = 0; s < 3; ++s) seqs.push_back(c->NewSequence());
+    // Three sequences in steps of 1 to 7 positions, taking blocks in turn.
+    std::vector<int64_t> at(3, 0);
+    for (int round = 0; round < 40; ++round) {
+      for (int s = 0; s < 3; ++s) {
+        const int64_t m = 1 + (round * 3 + s * 5) % 7;
+        ASSERT_TRUE(c->CanGrow(seqs[s], at[s], at[s] + m));
+        ASSERT_TRUE(c->Grow(seqs[s], at[s], at[s] + m).ok());
+        ASSERT_GE(seqs[s].capacity(), at[s] + m);
+        // The window before the step and the step itself, in blocks of 4.
+        EXPECT_LE(Held(seqs[s].window_blocks()), (window - 1 + m + 3) / 4 + 1)
+            << "window " << window << " at " << at[s];
+        Write(seqs[s], s, n_layer, at[s], at[s] + m);
+        at[s] += m;
+      }
+      for (int s = 0; s < 3; ++s) ExpectReadable(seqs[s], s, windows, at[s]);
+    }
+    for (auto& seq : seqs) c->Release(seq);
+    EXPECT_EQ(c->blocks_in_use(), 0);
+    EXPECT_EQ(c->window_blocks_in_use(), 0);
+  }
+}
+
+// A sequence of `tokens` computed step by step (4 positions each) and offered for sharing.
+void Compute(PagedKvCache& c, PagedKvSequence& seq, int s, const std::vector<int32_t>& tokens,
+             const std::vector<int64_t>& windows) {
+  for (int64_t at = 0; at < std::ssize(tokens); at += 4) {
+    const int64_t to = std::min<int64_t>(at + 4, std::ssize(tokens));
+    ASSERT_TRUE(c.Grow(seq, at, to).ok());
+    Write(seq, s, std::ssize(windows), at, to);
+    c.Commit(seq, tokens, to);
+  }
+}
+
+TEST(PagedKvCacheTest, APrefixIsReusedOnlyAsFarAsItsWindowRowsAreCached) {
+  const std::vector<int64_t> windows = {6, 0};
+  auto c = Cache({Shape(2, 2), windows, 256, 0, /*max_sequences=*/1, /*max_step_tokens=*/4});
+  ASSERT_NE(c, nullptr);
+  const int32_t n_window = c->window_blocks();
+  ASSERT_LT(n_window, 16) << "the test needs a sequence longer than the window pool";
+  std::vector<int32_t> tokens(64);
+  for (int i = 0; i < 64; ++i) tokens[i] = 100 + i;
+  PagedKvSequence a = c->NewSequence();
+  Compute(*c, a, 0, tokens, windows);
+  c->Release(a);
+  EXPECT_EQ(c->blocks_cached(), 16);
+  EXPECT_EQ(c->window_blocks_cached(), n_window) << "the latest windows stay cached";
+
+  // The first 48 positions, then something else: position 48 reads 43..47, still cached.
+  std::vector<int32_t> late(tokens.begin(), tokens.begin() + 48);
+  late.push_back(7);
+  PagedKvSequence b = c->NewSequence();
+  EXPECT_EQ(c->ReusePrefix(b, late), 48);
+  ExpectReadable(b, 0, windows, 48);
+  ASSERT_TRUE(c->Grow(b, 48, 49).ok());
+  c->Release(b);
+
+  // The first 16: the whole-context blocks are cached, but the windows of positions 16, 12, 8
+  // and 4 were evicted for later ones, so nothing can be reused.
+  std::vector<int32_t> early(tokens.begin(), tokens.begin() + 16);
+  early.push_back(7);
+  PagedKvSequence e = c->NewSequence();
+  EXPECT_EQ(c->ReusePrefix(e, early), 0);
+  EXPECT_TRUE(e.blocks().empty());
+  EXPECT_EQ(c->blocks_in_use(), 0) << "a prefix it could not use is given back";
+  EXPECT_EQ(c->window_blocks_in_use(), 0);
+  // Computed again (the same rows: marks follow the tokens), the first 16 positions' window rows
+  // are filed with the cached prefix; then it is reused.
+  Compute(*c, e, 0, early, windows);
+  c->Release(e);
+  PagedKvSequence f = c->NewSequence();
+  EXPECT_EQ(c->ReusePrefix(f, early), 16);
+  ExpectReadable(f, 0, windows, 16);
+  c->Release(f);
+}
+
+TEST(PagedKvCacheTest, AFullCacheIsAStatusAndLosesNothing) {
+  const std::vector<int64_t> windows = {4, 0};
+  auto c = Cache({Shape(2, 2), windows, 16, 0, 1, 4});
+  ASSERT_NE(c, nullptr);
+  PagedKvSequence a = c->NewSequence(), b = c->NewSequence();
+  ASSERT_TRUE(c->Grow(a, 0, 12).ok());
+  Write(a, 0, 2, 0, 12);
+  EXPECT_FALSE(c->CanGrow(b, 0, 8));
+  const absl::Status full = c->Grow(b, 0, 8);
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  ExpectReadable(a, 0, windows, 12);
+  c->Release(b);
+  c->Release(a);
+  EXPECT_EQ(c->blocks_in_use(), 0);
+  EXPECT_TRUE(c->CanGrow(b, 0, 16));
+}
+
+}  // namespace
+}  // namespace moe
