@@ -125,6 +125,36 @@ class TokenSink {
   virtual bool OnToken(int32_t token, const std::string& piece) = 0;
 };
 
+// One token's routing at one MoE layer, as moe_routing_callback tells it: valid during
+// RoutingSink::OnRouting only.
+class RoutingEvent {
+ public:
+  int32_t Position() const { return position_; }
+  int32_t Layer() const { return layer_; }
+  // Best first, the model's top-k of them; -1 (weight 0) where the token ran fewer.
+  std::vector<int32_t> Experts() const { return std::vector<int32_t>(experts_, experts_ + n_); }
+  std::vector<float> Weights() const { return std::vector<float>(weights_, weights_ + n_); }
+#ifndef SWIG
+  RoutingEvent(int32_t position, int32_t layer, const int32_t* experts, const float* weights,
+               int32_t n)
+      : position_(position), layer_(layer), experts_(experts), weights_(weights), n_(n) {}
+#endif
+
+ private:
+  int32_t position_, layer_;
+  const int32_t* experts_;
+  const float* weights_;
+  int32_t n_;
+};
+
+// The routing trace: each processed token's experts per MoE layer, during the context's calls.
+// Same rules as ProgressSink.
+class RoutingSink {
+ public:
+  virtual ~RoutingSink() = default;
+  virtual void OnRouting(const RoutingEvent& event) = 0;
+};
+
 // Log messages (moe_log_level, text without a trailing newline). Same rules as ProgressSink.
 class LogSink {
  public:
@@ -533,6 +563,12 @@ class NativeContext {
 
   NativeStats Stats() const { return StatsOf(Hold().get()); }
 
+  // Sets (null: removes) the sink told each token's routing during later calls; it must outlive
+  // them. Busy while a call runs.
+  void SetRoutingSink(RoutingSink* sink) {
+    Check(moe_context_set_routing_callback(Hold().get(), sink ? &RoutingThunk : nullptr, sink));
+  }
+
   // Row-major [n_layer x n_expert]; NExpert() gives the row length.
   std::vector<int64_t> ExpertCounts() const {
     const std::shared_ptr<moe_context> ctx = Hold();
@@ -671,6 +707,14 @@ class NativeContext {
     s.weight_bytes_per_token = c.weight_bytes_per_token;
     s.multiply_adds_per_token = c.multiply_adds_per_token;
     return s;
+  }
+  static void RoutingThunk(int32_t position, int32_t layer, const int32_t* experts,
+                           const float* weights, int32_t n, void* user_data) {
+    try {
+      static_cast<RoutingSink*>(user_data)->OnRouting(
+          RoutingEvent(position, layer, experts, weights, n));
+    } catch (...) {  // nothing may unwind through the C library
+    }
   }
   static int TokenThunk(int32_t token, const char* piece, size_t len, void* user_data) {
     try {

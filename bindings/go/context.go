@@ -3,6 +3,7 @@ package moe
 import (
 	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/libmoe/moe/internal/raw"
 )
@@ -148,6 +149,10 @@ func (s ExpertCacheStats) PredictionRecall() float64 {
 type Context struct {
 	model *Model
 	h     handle[raw.NativeContext]
+
+	routingMu   sync.Mutex
+	routing     *routingBridge  // the routing func's bridge, while the native context may call it
+	routingSink raw.RoutingSink // its director
 }
 
 // Model is the model the context was created from.
@@ -211,7 +216,68 @@ func (c *Context) run(opts *GenerateOptions, onToken func(int32, string) bool,
 	if bridge != nil && bridge.panicked != nil {
 		panic(bridge.panicked)
 	}
+	c.repanicFromRouting()
 	return FinishReason(reason), err
+}
+
+// SetRoutingFunc sets (nil: removes) the routing trace: f is told, during later Generate and
+// Decode calls and on their goroutine, each processed token's experts in every MoE layer, best
+// first (the model's top-k; -1 where it ran fewer, under a routing policy or with experts
+// switched off), and their weights (0 for a -1) — moe_context_set_routing_callback. A step tells
+// layer 0 for all its tokens, then layer 1, ...; dense layers tell nothing. The slices are f's
+// to keep. A panic in f ends the telling for that call and is re-raised as the call returns.
+// ErrBusy while a call runs on the context.
+func (c *Context) SetRoutingFunc(f func(position, layer int, experts []int32, weights []float32)) error {
+	c.routingMu.Lock()
+	defer c.routingMu.Unlock()
+	var next raw.RoutingSink
+	var bridge *routingBridge
+	if f != nil {
+		bridge = &routingBridge{f: f}
+		next = raw.NewDirectorRoutingSink(bridge)
+	}
+	if err := c.with(func(n raw.NativeContext) error {
+		return call(func() { n.SetRoutingSink(next) })
+	}); err != nil {
+		if next != nil {
+			raw.DeleteDirectorRoutingSink(next)
+		}
+		return err
+	}
+	if c.routingSink != nil {
+		raw.DeleteDirectorRoutingSink(c.routingSink)
+	}
+	c.routing, c.routingSink = bridge, next
+	return nil
+}
+
+func (c *Context) repanicFromRouting() {
+	c.routingMu.Lock()
+	b := c.routing
+	c.routingMu.Unlock()
+	if b != nil && b.panicked != nil {
+		p := b.panicked
+		b.panicked = nil
+		panic(p)
+	}
+}
+
+type routingBridge struct {
+	f        func(int, int, []int32, []float32)
+	panicked interface{}
+}
+
+// OnRouting is called by the native layer; a panic must not unwind through C.
+func (b *routingBridge) OnRouting(e raw.RoutingEvent) {
+	if b.panicked != nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			b.panicked = r
+		}
+	}()
+	b.f(int(e.Position()), int(e.Layer()), e.Experts(), e.Weights())
 }
 
 type tokenBridge struct {
@@ -293,7 +359,9 @@ func (c *Context) ExpertCounts() (counts [][]int64, err error) {
 // is added (no BOS). An id outside the vocabulary matches ErrOutOfRange; tokens that do not fit
 // match ErrContextFull.
 func (c *Context) Decode(tokens []int32) error {
-	return c.with(func(n raw.NativeContext) error { return call(func() { n.Decode(tokens) }) })
+	err := c.with(func(n raw.NativeContext) error { return call(func() { n.Decode(tokens) }) })
+	c.repanicFromRouting()
+	return err
 }
 
 // Logits returns a copy of the logits of the last decoded token, one per vocabulary entry (an

@@ -477,6 +477,12 @@ func (m *Model) NewContext(opts *ContextOptions) (*Context, error) {
 	}
 	c.h.native = native
 	// Deleting the wrapper closes the native context too, for a Context never closed.
-	runtime.SetFinalizer(c, func(c *Context) { raw.DeleteNativeContext(c.h.native) })
+	// The routing sink goes after it: no call can tell it anything then.
+	runtime.SetFinalizer(c, func(c *Context) {
+		raw.DeleteNativeContext(c.h.native)
+		if c.routingSink != nil {
+			raw.DeleteDirectorRoutingSink(c.routingSink)
+		}
+	})
 	return c, nil
 }

@@ -2,6 +2,7 @@ package moe
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -392,6 +393,74 @@ func TestFullStatsAndExpertCounts(t *testing.T) {
 	// Prompt and generated tokens (the last one is fed back too) pick top-k experts per layer.
 	if wantTotal := int64(len(prompt)+len(want)) * int64(info.ExpertsUsed*info.Layers); total != wantTotal {
 		t.Fatalf("total %d, want %d", total, wantTotal)
+	}
+}
+
+// The routing trace tells every processed token once per layer, its experts distinct and in
+// range, and in sum the call's expert counts; removed, it tells nothing; a panic in it comes back
+// from the call, which still completes.
+func TestRoutingFuncTracesEveryToken(t *testing.T) {
+	m := load(t)
+	info, _ := m.Info()
+	prompt, want := readIDs(t, "p1.tokens.txt"), readIDs(t, "p1.gen_tokens.txt")
+	c := newContext(t, m)
+	seen := make([][]int64, info.Layers)
+	for l := range seen {
+		seen[l] = make([]int64, info.Experts)
+	}
+	told := map[[2]int]bool{}
+	var bad []string
+	if err := c.SetRoutingFunc(func(position, layer int, experts []int32, weights []float32) {
+		if told[[2]int{position, layer}] {
+			bad = append(bad, fmt.Sprintf("position %d layer %d told twice", position, layer))
+		}
+		told[[2]int{position, layer}] = true
+		distinct := map[int32]bool{}
+		for i, e := range experts {
+			distinct[e] = true
+			if e < 0 || int(e) >= info.Experts || !(weights[i] > 0 && weights[i] <= 1) {
+				bad = append(bad, fmt.Sprintf("expert %d weight %g", e, weights[i]))
+				continue
+			}
+			seen[layer][e]++
+		}
+		if len(experts) != info.ExpertsUsed || len(weights) != len(experts) ||
+			len(distinct) != len(experts) {
+			bad = append(bad, fmt.Sprintf("experts %v weights %v", experts, weights))
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	generateIDs(t, c, prompt, len(want))
+	if len(bad) > 0 || len(told) != (len(prompt)+len(want))*info.Layers {
+		t.Fatalf("told %d (position, layer) pairs; %v", len(told), bad)
+	}
+	if counts, err := c.ExpertCounts(); err != nil || !reflect.DeepEqual(counts, seen) {
+		t.Fatalf("expert counts %v, traced %v (%v)", counts, seen, err)
+	}
+	if err := c.SetRoutingFunc(nil); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Reset()
+	generateIDs(t, c, prompt, 2)
+	if len(told) != (len(prompt)+len(want))*info.Layers {
+		t.Fatalf("told after removal: %d", len(told))
+	}
+	if err := c.SetRoutingFunc(func(int, int, []int32, []float32) { panic("boom") }); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Reset()
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Fatalf("recovered %v", r)
+			}
+		}()
+		_ = c.Decode(prompt[:3])
+		t.Fatal("no panic")
+	}()
+	if n, err := c.Len(); err != nil || n != 3 {
+		t.Fatalf("after the panic: %d tokens, %v", n, err)
 	}
 }
 

@@ -108,15 +108,16 @@ int RunParallel(std::shared_ptr<const Engine> engine, const ParallelOptions& o,
     std::printf(
         "batching engine: pp %d and tg %d per sequence, %d threads, KV F16 in blocks of 32\n",
         o.prompt, o.generate, o.threads);
-    std::printf("%5s %14s %18s %16s %10s %14s\n", "seqs", "prompt tok/s", "decode tok/s (all)",
-                "per sequence", "step ms", "experts/layer");
+    std::printf("%5s %14s %18s %16s %10s %14s %8s\n", "seqs", "prompt tok/s", "decode tok/s (all)",
+                "per sequence", "step ms", "experts/layer", "KV MiB");
   }
   for (int n : sequences) {
-    double prompt_s = 0, decode_s = 0, experts = 0;
+    double prompt_s = 0, decode_s = 0, experts = 0, kv_mib = 0;
     int64_t prompt_tokens = 0, decode_tokens = 0, decode_steps = 0;
     for (int rep = 0; rep < o.reps; ++rep) {
       auto be = BatchEngine::Create(engine, EngineOptions(o, n, o.prompt + o.generate));
       if (!be.ok()) return Failed(be.status());
+      kv_mib = static_cast<double>((*be)->stats().kv_bytes) / (1 << 20);
       std::vector<uint64_t> ids;
       for (int i = 0; i < n; ++i) {
         auto id = (*be)->Submit(Request(RandomTokens(rng, n_vocab, o.prompt), o.generate), nullptr);
@@ -156,11 +157,12 @@ int RunParallel(std::shared_ptr<const Engine> engine, const ParallelOptions& o,
                           {"prompt", o.prompt},        {"generate", o.generate},
                           {"threads", o.threads},      {"prompt_tokens_per_s", pp},
                           {"decode_tokens_per_s", tg}, {"decode_tokens_per_s_per_sequence", tg / n},
-                          {"decode_step_ms", step_ms}, {"experts_per_layer_per_step", per_layer}};
+                          {"decode_step_ms", step_ms}, {"experts_per_layer_per_step", per_layer},
+                          {"kv_mib", kv_mib}};
       std::printf("%s\n", j.dump().c_str());
     } else {
-      std::printf("%5d %14.1f %18.2f %16.2f %10.1f %14.1f\n", n, pp, tg, tg / n, step_ms,
-                  per_layer);
+      std::printf("%5d %14.1f %18.2f %16.2f %10.1f %14.1f %8.1f\n", n, pp, tg, tg / n, step_ms,
+                  per_layer, kv_mib);
     }
   }
   return 0;

@@ -10,6 +10,8 @@ namespace LibMoe {
     // keeps a running call's state until it returns; the wrapper goes with its finalizer.
     private readonly NativeContext native;
     private volatile bool disposed;
+    // The routing handler's bridge, kept while the native context may call it.
+    private RoutingBridge routing;
 
     internal Context(Model model, ContextOptions options) {
       Model = model;
@@ -176,10 +178,37 @@ namespace LibMoe {
     /// low-level path, for callers that pick tokens themselves with <see cref="GetLogits"/> or
     /// <see cref="Sample"/>. Unlike Generate, nothing is added for you (no BOS).</summary>
     /// <exception cref="MoeException">Status.OutOfRange for an id outside the vocabulary,
-    /// Status.ContextFull when the tokens do not fit, Status.Cancelled after Cancel.</exception>
+    /// Status.ContextFull when the tokens do not fit, Status.Cancelled after Cancel; or whatever
+    /// the routing handler threw.</exception>
     public void Decode(params int[] tokens) {
       if (tokens == null) throw new ArgumentNullException("tokens");
-      Native.Decode(tokens, (uint)tokens.Length);
+      try {
+        Native.Decode(tokens, (uint)tokens.Length);
+      } finally {
+        RethrowFromRouting();
+      }
+    }
+
+    /// <summary>Sets (null: removes) the routing trace: <paramref name="onRouting"/> is told,
+    /// during later Generate and <see cref="Decode"/> calls and on their thread, each processed
+    /// token's experts and weights in every MoE layer (moe_context_set_routing_callback). A step
+    /// tells layer 0 for all its tokens, then layer 1, ...; dense layers tell nothing. If it
+    /// throws, the call goes on without telling it more, and rethrows the exception as it
+    /// returns.</summary>
+    /// <exception cref="MoeException">Status.Busy while a call runs on the context.</exception>
+    public void SetRoutingHandler(RoutingHandler onRouting) {
+      lock (native) {
+        RoutingBridge next = onRouting == null ? null : new RoutingBridge(onRouting);
+        try {
+          Native.SetRoutingSink(next);
+        } catch (Exception) {
+          if (next != null) next.Dispose();
+          throw;
+        }
+        RoutingBridge old = routing;
+        routing = next;
+        if (old != null) old.Dispose();
+      }
     }
 
     /// <summary>A copy of the logits of the last decoded token, one per vocabulary entry.
@@ -226,13 +255,47 @@ namespace LibMoe {
             reason = call(ctx, o, bridge);
           } catch (MoeException) {
             if (bridge != null) bridge.Rethrow();
+            RethrowFromRouting();
             throw;
           }
           if (bridge != null) bridge.Rethrow();
+          RethrowFromRouting();
           return (FinishReason)reason;
         }
       } finally {
         if (bridge != null) bridge.Dispose();
+      }
+    }
+
+    private void RethrowFromRouting() {
+      RoutingBridge r;
+      lock (native) r = routing;
+      if (r != null) r.Rethrow();
+    }
+
+    // Forwards each routing event as arrays; an exception from the handler is kept (the events
+    // after it are not told) and rethrown once the native call has returned.
+    private sealed class RoutingBridge : RoutingSink {
+      private readonly RoutingHandler handler;
+      private Exception thrown;
+
+      public RoutingBridge(RoutingHandler handler) {
+        this.handler = handler;
+      }
+
+      public override void OnRouting(RoutingEvent e) {
+        if (thrown != null) return;
+        try {
+          handler(e.Position(), e.Layer(), e.Experts(), e.Weights());
+        } catch (Exception ex) {
+          thrown = ex;
+        }
+      }
+
+      public void Rethrow() {
+        Exception e = thrown;
+        thrown = null;
+        if (e != null) System.Runtime.ExceptionServices.ExceptionDispatchInfo.Capture(e).Throw();
       }
     }
 

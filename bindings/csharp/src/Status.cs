@@ -50,6 +50,11 @@ namespace LibMoe {
   /// to stop. An exception thrown here stops generation and is rethrown by Generate.</summary>
   public delegate bool TokenHandler(int token, string piece);
 
+  /// <summary>The routing trace (<see cref="Context.SetRoutingHandler"/>): a processed token's
+  /// experts in one MoE layer, best first (the model's top-k; -1 where it ran fewer, under a
+  /// routing policy or with experts switched off), and their weights (0 for a -1).</summary>
+  public delegate void RoutingHandler(int position, int layer, int[] experts, float[] weights);
+
   /// <summary>Receives load progress in [0, 1]. Return false to cancel the load (it then fails
   /// with <see cref="Status.Cancelled"/>); an exception thrown here is rethrown by Load.</summary>
   public delegate bool ProgressHandler(float progress);

@@ -293,6 +293,44 @@ public class MoeTests {
     }
   }
 
+  // The routing trace tells every processed token once per layer, its experts distinct and in
+  // range, and in sum the call's expert counts; removed, it tells nothing; a handler's exception
+  // comes back from the call, which still completes.
+  [Test]
+  public void RoutingHandlerTracesEveryToken() {
+    ModelInfo info = model.Info;
+    using (Context ctx = model.CreateContext()) {
+      var seen = new long[info.Layers, info.Experts];
+      var told = new HashSet<long>();
+      ctx.SetRoutingHandler((position, layer, experts, weights) => {
+        Assert.IsTrue(told.Add((long)position * info.Layers + layer), "told twice");
+        Assert.AreEqual(info.ExpertsUsed, experts.Length);
+        Assert.AreEqual(experts.Length, weights.Length);
+        Assert.AreEqual(experts.Length, experts.Distinct().Count());
+        for (int i = 0; i < experts.Length; i++) {
+          Assert.IsTrue(experts[i] >= 0 && experts[i] < info.Experts);
+          Assert.IsTrue(weights[i] > 0 && weights[i] <= 1);
+          seen[layer, experts[i]]++;
+        }
+      });
+      GenerateIds(ctx, prompt, expected.Length);
+      Assert.AreEqual((prompt.Length + expected.Length) * info.Layers, told.Count);
+      Assert.AreEqual(ctx.GetExpertCounts(), seen);
+      ctx.SetRoutingHandler(null);
+      ctx.Reset();
+      GenerateIds(ctx, prompt, 2);
+      Assert.AreEqual((prompt.Length + expected.Length) * info.Layers, told.Count);
+      var boom = new InvalidOperationException("boom");
+      ctx.SetRoutingHandler((position, layer, experts, weights) => { throw boom; });
+      ctx.Reset();
+      Assert.AreSame(boom, Assert.Throws<InvalidOperationException>(
+          () => ctx.Decode(prompt.Take(3).ToArray())));
+      Assert.AreEqual(3, ctx.Count);
+      Assert.AreSame(boom, Assert.Throws<InvalidOperationException>(
+          () => GenerateIds(ctx, new[] { prompt[3] }, 1)));
+    }
+  }
+
   [Test]
   public void ProgressIsReportedAndCanCancel() {
     var seen = new List<float>();

@@ -15,9 +15,12 @@ final class CallbackError {
     return thrown != null;
   }
 
+  // Throws what was kept, if anything, which is then forgotten.
   void rethrow() {
-    if (thrown instanceof RuntimeException r) throw r;
-    if (thrown instanceof Error e) throw e;
-    if (thrown != null) throw new RuntimeException(thrown);
+    Throwable t = thrown;
+    thrown = null;
+    if (t instanceof RuntimeException r) throw r;
+    if (t instanceof Error e) throw e;
+    if (t != null) throw new RuntimeException(t);
   }
 }

@@ -11,6 +11,8 @@ public final class Context implements AutoCloseable {
   // a running call's state until it returns; the wrapper goes with the garbage collector.
   private final NativeContext nativeContext;
   private volatile boolean closed;
+  // The routing listener's bridge, kept while the native context may call it.
+  private RoutingBridge routing;
 
   Context(Model model, ContextOptions options) {
     this.model = model;
@@ -174,7 +176,17 @@ public final class Context implements AutoCloseable {
    * @throws MoeException {@link Status#OUT_OF_RANGE} for an id outside the vocabulary, {@link
    *     Status#CONTEXT_FULL} when the tokens do not fit, {@link Status#CANCELLED} after {@link
    *     #cancel()}
+   * @throws RuntimeException whatever the {@link #setRoutingListener routing listener} threw
    */
+  public void decode(int[] tokens) {
+    java.util.Objects.requireNonNull(tokens, "tokens is null");
+    try {
+      get().Decode(tokens);
+    } finally {
+      rethrowFromRouting();
+    }
+  }
+
   /**
    * Switches experts of one MoE layer off for later calls: the router takes the best of the
    * others. The experts replace the layer's set; none switches them all back on. Invalid layers,
@@ -185,9 +197,25 @@ public final class Context implements AutoCloseable {
     get().DisableExperts(layer, experts);
   }
 
-  public void decode(int[] tokens) {
-    java.util.Objects.requireNonNull(tokens, "tokens is null");
-    get().Decode(tokens);
+  /**
+   * Sets (null: removes) the routing trace: {@code listener} is told, during later generate and
+   * {@link #decode} calls and on their thread, each processed token's experts and weights in
+   * every MoE layer ({@code moe_context_set_routing_callback}). If it throws, the call goes on
+   * without telling it more, and rethrows the exception as it returns.
+   *
+   * @throws MoeException {@link Status#BUSY} while a call runs on the context
+   */
+  public synchronized void setRoutingListener(RoutingListener listener) {
+    RoutingBridge next = listener == null ? null : new RoutingBridge(listener);
+    try {
+      get().SetRoutingSink(next);
+    } catch (RuntimeException e) {
+      if (next != null) next.delete();
+      throw e;
+    }
+    RoutingBridge old = routing;
+    routing = next;
+    if (old != null) old.delete();
   }
 
   /**
@@ -247,13 +275,44 @@ public final class Context implements AutoCloseable {
         reason = call.run(ctx, o, bridge);
       } catch (MoeException e) {
         if (bridge != null) bridge.rethrow();
+        rethrowFromRouting();
         throw e;
       }
       if (bridge != null) bridge.rethrow();
+      rethrowFromRouting();
       return FinishReason.fromCode(reason);
     } finally {
       o.delete();
       if (bridge != null) bridge.delete();
+    }
+  }
+
+  private synchronized void rethrowFromRouting() {
+    if (routing != null) routing.rethrow();
+  }
+
+  // Forwards each routing event as arrays; an exception from the listener is kept (the events
+  // after it are not told) and rethrown once the native call has returned.
+  private static final class RoutingBridge extends RoutingSink {
+    private final RoutingListener listener;
+    private final CallbackError error = new CallbackError();
+
+    RoutingBridge(RoutingListener listener) {
+      this.listener = listener;
+    }
+
+    @Override
+    public void OnRouting(RoutingEvent event) {
+      if (error.caught()) return;
+      try {
+        listener.onRouting(event.Position(), event.Layer(), event.Experts(), event.Weights());
+      } catch (Throwable t) {
+        error.capture(t);
+      }
+    }
+
+    void rethrow() {
+      error.rethrow();
     }
   }
 

@@ -541,6 +541,46 @@ class MoeTest {
     }
   }
 
+  // The routing trace tells every processed token once per layer, its experts distinct and in
+  // range, and in sum the call's expert counts; removed, it tells nothing; a listener's exception
+  // comes back from the call, which still completes.
+  @Test
+  void routingListenerTracesEveryToken() {
+    ModelInfo info = model.info();
+    try (Context ctx = model.newContext()) {
+      long[][] seen = new long[info.layers()][info.experts()];
+      java.util.Set<Long> positions = new java.util.HashSet<>();
+      ctx.setRoutingListener((position, layer, experts, weights) -> {
+        assertTrue(positions.add((long) position * info.layers() + layer), "told twice");
+        assertEquals(info.expertsUsed(), experts.length);
+        assertEquals(experts.length, weights.length);
+        assertEquals(experts.length, java.util.Arrays.stream(experts).distinct().count());
+        for (int i = 0; i < experts.length; i++) {
+          assertTrue(experts[i] >= 0 && experts[i] < info.experts());
+          assertTrue(weights[i] > 0 && weights[i] <= 1);
+          seen[layer][experts[i]]++;
+        }
+      });
+      generateIds(ctx, prompt, expected.length);
+      assertEquals((prompt.length + expected.length) * info.layers(), positions.size());
+      assertArrayEquals(ctx.expertCounts(), seen);
+      ctx.setRoutingListener(null);
+      ctx.reset();
+      generateIds(ctx, prompt, 2);
+      assertEquals((prompt.length + expected.length) * info.layers(), positions.size());
+      IllegalStateException boom = new IllegalStateException("boom");
+      ctx.setRoutingListener((position, layer, experts, weights) -> {
+        throw boom;
+      });
+      ctx.reset();
+      assertSame(boom, assertThrows(IllegalStateException.class,
+          () -> ctx.decode(java.util.Arrays.copyOf(prompt, 3))));
+      assertEquals(3, ctx.size());
+      assertSame(boom, assertThrows(IllegalStateException.class,
+          () -> generateIds(ctx, new int[] {prompt[3]}, 1)));
+    }
+  }
+
   @Test
   void contextManagementAndMultiTurn() {
     try (Context ctx = model.newContext(new ContextOptions().contextLength(128))) {
