@@ -57,11 +57,13 @@ absl::StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKv
   std::vector<int32_t> slot;
   int32_t whole_slot = 0, window_slot = 0;
   for (int64_t w : o.windows) slot.push_back(w > 0 ? ~window_slot++ : whole_slot++);
-  // Room for each sequence's window (rounded out to blocks, with the block being written), one
-  // step's new positions, and as many again for the windows of cached prefixes.
+  // What running sequences may hold at once — each one's window before its step, rounded out
+  // to blocks, plus the blocks its share of the step writes — and room to keep one window per
+  // sequence cached with the prefixes it belongs to.
   const int64_t sequences = std::max<int64_t>(o.max_sequences, 1);
-  const int64_t wanted =
-      2 * (sequences * (BlocksFor(window - 1, bs) + 3) + BlocksFor(o.max_step_tokens, bs));
+  const int64_t before_step = BlocksFor(window - 1, bs);
+  const int64_t wanted = sequences * (before_step + 2) + BlocksFor(o.max_step_tokens, bs) +
+                         sequences * (before_step + 1);
   const size_t whole_bytes = whole_shape.n_layer > 0 ? PagedKvStorage::BlockBytes(whole_shape) : 0;
   const size_t window_bytes = PagedKvStorage::BlockBytes(window_shape);
   int64_t n_whole = 0, n_window = 0;
