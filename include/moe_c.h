@@ -156,9 +156,11 @@ typedef struct moe_model_params {
   /* The expert cache: routed experts stay in the model file and are read on demand into a cache
    * of expert_cache_bytes, or of expert_cache_fraction (0 < f <= 1) of all expert bytes, as the
    * steps need them; everything else is loaded as usual. 0 and 0 (default): every expert
-   * resident. .moe and GGUF files. Outputs are bit-identical to the resident run at any budget;
-   * a budget below one layer's top-k experts fails the load with INVALID_ARGUMENT naming the
-   * minimum, and a read error fails the call that needed the expert (the context stays usable). */
+   * resident. .moe and GGUF files, and Hugging Face checkpoints whose experts are stored one
+   * matrix per expert (read from their shards). Outputs are bit-identical to the resident run at
+   * any budget; a budget below one layer's top-k experts fails the load with INVALID_ARGUMENT
+   * naming the minimum, and a read error fails the call that needed the expert (the context
+   * stays usable). */
   uint64_t expert_cache_bytes;
   double expert_cache_fraction;
   int32_t expert_eviction; /* moe_expert_eviction; MOE_EXPERT_EVICT_LRU (default) */

@@ -177,7 +177,8 @@ type ModelOptions struct {
 	Progress func(float32) bool
 	// ExpertCacheBytes or ExpertCacheFraction (0 < f <= 1 of all expert bytes) read the routed
 	// experts from the model file on demand into a cache of that size instead of loading them
-	// all; outputs are the same. 0 and 0: all resident. .moe and GGUF files.
+	// all; outputs are the same. 0 and 0: all resident. .moe and GGUF files, and Hugging Face
+	// checkpoints whose experts are stored one matrix per expert.
 	ExpertCacheBytes    int64
 	ExpertCacheFraction float64
 	ExpertEviction      ExpertEviction

@@ -148,9 +148,7 @@ absl::StatusOr<ModelSpec> ReadMoeFile(const std::string& path) {
   }
   ModelSpec spec;
   spec.owners.push_back(file);
-  spec.source_path = path;
-  spec.source_base = bytes.data();
-  spec.source_size = bytes.size();
+  spec.source_files.push_back({path, bytes.data(), bytes.size()});
   auto arch = ArchFromName(m->arch()->str());
   if (!arch.ok()) return fail(arch.status());
   spec.arch = *arch;

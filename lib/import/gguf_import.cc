@@ -102,9 +102,7 @@ absl::StatusOr<ModelSpec> ImportGguf(const std::string& path) {
   MOE_ASSIGN_OR_RETURN(std::shared_ptr<const GgufFile> g, GgufFile::Open(path));
   auto spec = ImportGguf(g);
   if (!spec.ok()) return Annotate(spec.status(), absl::StrCat("importing '", path, "'"));
-  spec->source_path = path;
-  spec->source_base = g->bytes().data();
-  spec->source_size = g->bytes().size();
+  spec->source_files.push_back({path, g->bytes().data(), g->bytes().size()});
   return spec;
 }
 

@@ -346,7 +346,11 @@ absl::StatusOr<ModelSpec> Import(const fs::path& dir, std::optional<DType> out_d
   spec.name =
       dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string();
   MOE_ASSIGN_OR_RETURN(TensorIndex index, OpenTensors(dir));
-  for (auto& f : index.files) spec.owners.push_back(f);
+  for (auto& f : index.files) {
+    spec.owners.push_back(f);
+    // Tensors carried over unconverted lie in their shard: the expert cache may read them there.
+    spec.source_files.push_back({f->path(), f->bytes().data(), f->bytes().size()});
+  }
   auto has = [&](const std::string& name) { return index.by_name.count(name) > 0; };
   for (const WantedTensor& w : WantedTensors(config, has)) {
     MOE_ASSIGN_OR_RETURN(TensorSpec t, Carry(w, index, out_dtype, &spec, config.hf_architecture));

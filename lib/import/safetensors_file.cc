@@ -66,6 +66,10 @@ absl::StatusOr<std::shared_ptr<const SafetensorsFile>> SafetensorsFile::FromByte
   return std::shared_ptr<const SafetensorsFile>(std::move(f));
 }
 
+absl::Span<const uint8_t> SafetensorsFile::bytes() const {
+  return file_ ? file_->bytes() : absl::Span<const uint8_t>();
+}
+
 const SafetensorsTensor* SafetensorsFile::Find(absl::string_view name) const {
   auto it = index_.find(name);
   return it == index_.end() ? nullptr : &tensors_[it->second];

@@ -39,6 +39,8 @@ class SafetensorsFile {
   const SafetensorsTensor* Find(absl::string_view name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::string& path() const { return path_; }
+  // The whole file as mapped (empty for FromBytes).
+  absl::Span<const uint8_t> bytes() const;
 
  private:
   SafetensorsFile() = default;

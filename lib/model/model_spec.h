@@ -145,11 +145,16 @@ struct ModelSpec {
   std::vector<AbsentExpert> absent_experts;
   // Keeps the bytes behind TensorSpec::data alive (mapped files, converted buffers).
   std::vector<std::shared_ptr<const void>> owners;
-  // The one file every tensor's data was mapped from, when there is one (.moe, GGUF): a tensor
-  // lies at file offset data.data() - source_base. The expert cache reads experts from there.
-  std::string source_path;
-  const uint8_t* source_base = nullptr;
-  uint64_t source_size = 0;
+  // The mapped files tensors' data may lie in (.moe or GGUF: the one file; a Hugging Face
+  // checkpoint: its shards). A tensor whose bytes lie inside one is stored there as it is run, at
+  // file offset data.data() - base; the expert cache reads experts from there. A converted
+  // tensor lies in none.
+  struct SourceFile {
+    std::string path;
+    const uint8_t* base = nullptr;
+    uint64_t size = 0;
+  };
+  std::vector<SourceFile> source_files;
 
   const TensorSpec* Find(absl::string_view name) const;
   // [layer][expert]: true for a pruned expert (all false when none is).

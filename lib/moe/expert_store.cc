@@ -18,17 +18,27 @@ std::vector<ExpertKey> KeysOf(int layer, absl::Span<const int32_t> experts) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ExpertStore>> ExpertStore::Create(
-    const std::string& path, std::vector<std::vector<ExpertSource>> sources,
+    const std::vector<std::string>& paths, std::vector<std::vector<ExpertSource>> sources,
     const ExpertLayout& layout, const ExpertStoreOptions& options) {
-  auto reader = ExpertFileReader::Open(path, options.prefer_direct_io);
-  if (!reader.ok()) return reader.status();
   std::unique_ptr<ExpertStore> store(new ExpertStore());
+  for (const std::string& path : paths) {
+    MOE_ASSIGN_OR_RETURN(std::unique_ptr<ExpertFileReader> reader,
+                         ExpertFileReader::Open(path, options.prefer_direct_io));
+    store->readers_.push_back(std::move(reader));
+  }
+  if (store->readers_.empty()) return absl::InvalidArgumentError("no file to read experts from");
   for (size_t l = 0; l < sources.size(); ++l) {
     for (size_t e = 0; e < sources[l].size(); ++e) {
       for (const ExpertPart* p : {&sources[l][e].gate, &sources[l][e].up, &sources[l][e].down}) {
-        if (p->offset > (*reader)->size() || p->bytes() > (*reader)->size() - p->offset) {
-          return absl::DataLossError(
-              absl::StrCat("expert ", e, " of layer ", l, " lies past the end of '", path, "'"));
+        if (p->file < 0 || static_cast<size_t>(p->file) >= store->readers_.size()) {
+          return absl::InvalidArgumentError(absl::StrCat("expert ", e, " of layer ", l,
+                                                         " names file ", p->file, " of ",
+                                                         store->readers_.size()));
+        }
+        const ExpertFileReader& reader = *store->readers_[p->file];
+        if (p->offset > reader.size() || p->bytes() > reader.size() - p->offset) {
+          return absl::DataLossError(absl::StrCat("expert ", e, " of layer ", l,
+                                                  " lies past the end of '", reader.path(), "'"));
         }
       }
     }
@@ -38,7 +48,6 @@ absl::StatusOr<std::unique_ptr<ExpertStore>> ExpertStore::Create(
   store->experts_per_step_ = std::max<size_t>(1, options.experts_per_step);
   store->sources_ = std::move(sources);
   store->layout_ = layout;
-  store->reader_ = *std::move(reader);
   const int n_layer = store->n_layer(), n_expert = store->n_expert();
   ExpertPlacement cached(n_layer, n_expert);
   const ExpertPlacement& placement = options.placement ? *options.placement : cached;
@@ -107,13 +116,15 @@ size_t ExpertStore::total_expert_bytes() const {
 }
 
 absl::Status ExpertStore::Load(ExpertKey key, absl::Span<uint8_t> slot) const {
-  // A file rewritten under a running model would feed it other weights: refuse instead.
-  if (absl::Status s = reader_->CheckUnchanged(); !s.ok()) return s;
   const ExpertSource& src = sources_[key.layer][key.expert];
   size_t offset = 0;
   for (const ExpertPart* p : {&src.gate, &src.up, &src.down}) {
     uint8_t* data = slot.data() + offset;
-    if (absl::Status s = reader_->Read(p->offset, {data, p->bytes()}); !s.ok()) {
+    const ExpertFileReader& reader = *readers_[p->file];
+    // A file rewritten under a running model would feed it other weights: refuse instead.
+    absl::Status s = reader.CheckUnchanged();
+    if (s.ok()) s = reader.Read(p->offset, {data, p->bytes()});
+    if (!s.ok()) {
       return absl::Status(s.code(), absl::StrCat("loading expert ", key.expert, " of layer ",
                                                  key.layer, ": ", s.message()));
     }

@@ -30,6 +30,7 @@ struct ExpertPart {
   uint64_t offset = 0;  // in the file
   DType dtype = DType::kF32;
   int64_t rows = 0, cols = 0;
+  int32_t file = 0;  // which of the store's files
   size_t bytes() const { return RowBytes(dtype, cols) * rows; }
 };
 
@@ -67,9 +68,9 @@ struct ExpertStoreOptions {
 
 class ExpertStore {
  public:
-  // sources: [layer][expert], every part inside the file at `path`.
+  // sources: [layer][expert], every part inside the file paths[part.file].
   static absl::StatusOr<std::unique_ptr<ExpertStore>> Create(
-      const std::string& path, std::vector<std::vector<ExpertSource>> sources,
+      const std::vector<std::string>& paths, std::vector<std::vector<ExpertSource>> sources,
       const ExpertLayout& layout, const ExpertStoreOptions& options);
 
   // The bytes one expert takes in a slot (its three matrices, each 64-byte aligned), and all of
@@ -132,8 +133,10 @@ class ExpertStore {
 
   ExpertCache& cache() { return *cache_; }
   const ExpertCache& cache() const { return *cache_; }
-  ExpertFileReader& reader() { return *reader_; }
-  const ExpertFileReader& reader() const { return *reader_; }
+  // The files experts are read from: the model file, or a checkpoint's shards.
+  size_t n_files() const { return readers_.size(); }
+  ExpertFileReader& reader(size_t file = 0) { return *readers_[file]; }
+  const ExpertFileReader& reader(size_t file = 0) const { return *readers_[file]; }
   bool prefetch() const { return prefetch_; }
   int n_layer() const { return static_cast<int>(sources_.size()); }
   int n_expert() const { return sources_.empty() ? 0 : static_cast<int>(sources_[0].size()); }
@@ -156,7 +159,7 @@ class ExpertStore {
   int CountTierLocked(ExpertTier tier) const;  // tier_mu_ held
   mutable std::mutex tier_mu_;
   std::vector<std::vector<ExpertTier>> tiers_;  // guarded by tier_mu_
-  std::unique_ptr<ExpertFileReader> reader_;
+  std::vector<std::unique_ptr<ExpertFileReader>> readers_;
 
   std::mutex latest_mu_;
   std::vector<std::vector<ExpertKey>> latest_;  // per layer: its latest step's experts

@@ -18,13 +18,23 @@ namespace {
 
 bool IsRoutedExpert(const TensorSpec& t) { return t.expert >= 0; }
 
-// Where each routed expert's matrices lie in the file the spec was mapped from.
+// Where each routed expert's matrices lie in the files the spec was mapped from.
 absl::StatusOr<std::vector<std::vector<ExpertSource>>> ExpertSources(const ModelSpec& spec) {
-  if (spec.source_base == nullptr) {
+  if (spec.source_files.empty()) {
     return absl::UnimplementedError(
-        "the expert cache reads experts from a .moe or GGUF file; convert this checkpoint with "
-        "moe-convert first");
+        "the expert cache reads experts from the model's files, and these weights come from "
+        "none (converted in memory)");
   }
+  // The file a tensor's bytes lie in, and where; -1 if none (converted at load).
+  auto locate = [&](const TensorSpec& t) -> std::pair<int32_t, uint64_t> {
+    for (size_t f = 0; f < spec.source_files.size(); ++f) {
+      const ModelSpec::SourceFile& src = spec.source_files[f];
+      if (t.data.data() >= src.base && t.data.data() + t.data.size() <= src.base + src.size) {
+        return {static_cast<int32_t>(f), static_cast<uint64_t>(t.data.data() - src.base)};
+      }
+    }
+    return {-1, 0};
+  };
   const HParams& h = spec.hp;
   std::vector<std::vector<ExpertSource>> sources(h.n_layer, std::vector<ExpertSource>(h.n_expert));
   // Pruned experts are never routed to, and other ranks run theirs: nothing to read here (an
@@ -41,14 +51,15 @@ absl::StatusOr<std::vector<std::vector<ExpertSource>>> ExpertSources(const Model
           return absl::InvalidArgumentError(
               absl::StrCat("expert tensor ", ExpertTensorName(l, e, base), " is missing"));
         }
-        if (t->data.data() < spec.source_base ||
-            t->data.data() + t->data.size() > spec.source_base + spec.source_size) {
+        const auto [file, offset] = locate(*t);
+        if (file < 0) {
           return absl::UnimplementedError(absl::StrCat(
-              "expert tensor ", t->name, " is not stored in '", spec.source_path,
-              "' as it is run (converted at load): the expert cache cannot read it from there"));
+              "expert tensor ", t->name,
+              " is not stored in the model's files as it is run ("
+              "converted at load, e.g. to another type): the expert cache cannot read it from "
+              "there; convert the model with moe-convert (or load it without a type) first"));
         }
-        *part = ExpertPart{static_cast<uint64_t>(t->data.data() - spec.source_base), t->dtype,
-                           t->shape[0], t->shape[1]};
+        *part = ExpertPart{offset, t->dtype, t->shape[0], t->shape[1], file};
       }
     }
   }
@@ -93,7 +104,9 @@ absl::StatusOr<std::unique_ptr<ExpertStore>> MakeExpertStore(const ModelSpec& sp
     so.budget_bytes =
         std::max<size_t>(1, static_cast<size_t>(options.expert_cache_fraction * all)) * slot;
   }
-  return ExpertStore::Create(spec.source_path, std::move(sources), layout, so);
+  std::vector<std::string> paths;
+  for (const ModelSpec::SourceFile& f : spec.source_files) paths.push_back(f.path);
+  return ExpertStore::Create(paths, std::move(sources), layout, so);
 }
 
 double MiB(size_t bytes) { return static_cast<double>(bytes) / 1048576.0; }

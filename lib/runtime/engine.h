@@ -35,7 +35,9 @@ struct LoadOptions {
   std::function<bool(float)> progress;
   // The expert cache (issue 16's disk tier): when either is set, routed experts are not loaded
   // with the rest but read from the model file into a cache of this many bytes, or of this
-  // fraction of all expert bytes (0 < f <= 1), as steps need them. .moe and GGUF files only.
+  // fraction of all expert bytes (0 < f <= 1), as steps need them. .moe and GGUF files, and
+  // Hugging Face checkpoints whose experts are stored as they run (one matrix per expert, read
+  // from whichever shard holds it; gpt-oss's stacked experts are converted, so refused).
   size_t expert_cache_bytes = 0;
   double expert_cache_fraction = 0;
   EvictionPolicy expert_eviction = EvictionPolicy::kLru;

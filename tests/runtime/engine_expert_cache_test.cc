@@ -1,7 +1,8 @@
 // The engine with the expert cache (the disk tier): outputs bit-identical to the resident run at
 // every budget down to the smallest legal one, on every SIMD level; a budget below that is an
 // error naming the minimum; a read error fails the call that needed the expert and leaves the
-// context usable; a model file changed on disk is detected.
+// context usable; a model file changed on disk is detected; a Hugging Face checkpoint's shards
+// serve it as a model file does.
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +19,8 @@
 #include "lib/runtime/engine.h"
 #include "lib/runtime/session.h"
 #include "lib/runtime/weight_copy.h"
+#include "tests/hf/checkpoint_builder.h"
+#include "tests/hf/gguf_as_hf.h"
 
 namespace moe {
 namespace {
@@ -168,6 +171,54 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ExpertCacheEngineTest,
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
+
+// A checkpoint whose experts are stored as they run (one matrix per expert, F32 here) is read by
+// the cache from its shards, each expert from whichever shard holds it: bit-identical to loading
+// it resident, at every budget. Experts converted at load (gpt-oss's stacked ones) are refused
+// with the reason.
+TEST(ExpertCacheEngineHfTest, ACheckpointsShardsServeTheCache) {
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("hf_expert_cache_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const nlohmann::json config = testing::TinyConfig("Qwen3MoeForCausalLM");
+  std::map<std::string, testing::RawTensor> first, second;
+  for (auto& [name, t] : testing::TinyTensors(config, 17)) {
+    // Layer 0 and half of layer 1's experts in one shard, the rest in the other.
+    const bool late = name.find("layers.1.") != std::string::npos &&
+                      (name.find("experts.2.") != std::string::npos ||
+                       name.find("experts.3.") != std::string::npos ||
+                       name.find("experts.") == std::string::npos);
+    (late || name.find("lm_head") != std::string::npos ? second : first)[name] = t;
+  }
+  testing::WriteSafetensors(dir / "model-00001-of-00002.safetensors", first);
+  testing::WriteSafetensors(dir / "model-00002-of-00002.safetensors", second);
+  std::ofstream(dir / "config.json") << config.dump();
+  const std::vector<int32_t> prompt = {1, 5, 9, 2, 33, 17, 8, 4, 21, 30};
+  auto resident = Engine::Load(dir.string(), {});
+  ASSERT_TRUE(resident.ok()) << resident.status();
+  const std::vector<float> want = LogitsOf(*resident, prompt, 6);
+  for (double fraction : {1.0, 0.5, 0.25}) {
+    auto cached = Load(dir.string(), 0, fraction);
+    ASSERT_NE(cached, nullptr);
+    ASSERT_NE(cached->expert_store(), nullptr);
+    EXPECT_EQ(cached->expert_store()->n_files(), 2u);
+    EXPECT_EQ(LogitsOf(cached, prompt, 6), want) << fraction;
+    EXPECT_GT(cached->expert_store()->cache().stats().misses, 0);
+  }
+
+  const fs::path gptoss = dir / "gptoss";
+  testing::WriteGgufAsHfCheckpoint(
+      std::string(MOE_TESTDATA_DIR) + "/fixtures-v2/tiny-gptoss-f32/tiny-gptoss-f32.gguf", gptoss);
+  LoadOptions o;
+  o.expert_cache_fraction = 0.5;
+  auto refused = Engine::Load(gptoss.string(), o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(refused.status().message().find("converted at load"), std::string::npos)
+      << refused.status();
+  fs::remove_all(dir);
+}
 
 // A .moe written with `moe-convert --layout groups` stores the experts as the kernels run them:
 // the cache reads them as stored (no re-laying on arrival), and computes exactly what the GGUF
@@ -443,13 +494,19 @@ TEST(ExpertCacheEngineFaultTest, AModelFileChangedOnDiskIsReported) {
   EXPECT_NE(s.message().find("changed on disk"), std::string::npos) << s;
 }
 
-TEST(ExpertCacheEngineFaultTest, CheckpointDirectoriesAreRefusedWithAReason) {
-  LoadOptions o;
-  o.expert_cache_fraction = 0.5;
-  auto engine = Engine::Load(std::string(MOE_TESTDATA_DIR) + "/hf/olmoe", o);
-  ASSERT_FALSE(engine.ok());
-  EXPECT_EQ(engine.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(engine.status().message().find("moe-convert"), std::string::npos) << engine.status();
+// Checkpoints transformers wrote (F16 experts, one matrix each) serve the cache as they are.
+TEST(ExpertCacheEngineHfTest, TransformersCheckpointsServeTheCacheAsTheyAre) {
+  for (const char* name : {"olmoe", "mixtral", "qwen2_moe", "qwen3_moe"}) {
+    SCOPED_TRACE(name);
+    const std::string dir = std::string(MOE_TESTDATA_DIR) + "/hf/" + name;
+    auto resident = Engine::Load(dir, {});
+    ASSERT_TRUE(resident.ok()) << resident.status();
+    const std::vector<int32_t> prompt = {1, 7, 3, 12, 5, 9, 2, 30};
+    auto cached = Load(dir, 0, 0.5);
+    ASSERT_NE(cached, nullptr);
+    EXPECT_EQ(LogitsOf(cached, prompt, 4), LogitsOf(*resident, prompt, 4));
+    EXPECT_GT(cached->expert_store()->cache().stats().misses, 0);
+  }
 }
 
 }  // namespace

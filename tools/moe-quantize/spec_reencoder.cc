@@ -39,9 +39,7 @@ absl::StatusOr<ModelSpec> ReencodeSpec(const ModelSpec& spec,
                                        ThreadPool* pool) {
   ModelSpec out = spec;
   // The result is no longer the source file's bytes: the expert cache must not read it there.
-  out.source_path.clear();
-  out.source_base = nullptr;
-  out.source_size = 0;
+  out.source_files.clear();
   for (TensorSpec& t : out.tensors) {
     const DType type = type_of(t);
     if (type == t.dtype) continue;

@@ -145,7 +145,8 @@ namespace LibMoe {
     public ProgressHandler Progress { get; set; }
     /// <summary>Reads the routed experts from the model file on demand into a cache of this many
     /// bytes instead of loading them all (<c>expert_cache_bytes</c>; 0: all resident). Outputs
-    /// are the same. .moe and GGUF files.</summary>
+    /// are the same. .moe and GGUF files, and Hugging Face checkpoints whose experts are stored
+    /// one matrix per expert.</summary>
     public long ExpertCacheBytes { get; set; }
     /// <summary>The expert cache as a fraction (0, 1] of all expert bytes.</summary>
     public double ExpertCacheFraction { get; set; }

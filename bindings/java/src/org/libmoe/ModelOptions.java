@@ -27,7 +27,8 @@ public final class ModelOptions {
   /**
    * Reads the routed experts from the model file on demand into a cache of {@code bytes}
    * instead of loading them all ({@code moe_model_params.expert_cache_bytes}; 0: all resident).
-   * Outputs are the same; a model larger than memory runs. .moe and GGUF files.
+   * Outputs are the same; a model larger than memory runs. .moe and GGUF files, and Hugging Face
+   * checkpoints whose experts are stored one matrix per expert.
    */
   public ModelOptions expertCacheBytes(long bytes) {
     expertCacheBytes = bytes;
