@@ -4,9 +4,11 @@
 #include <cstdint>
 #include <cstring>
 
+#include "lib/base/host_device.h"
+
 namespace moe {
 
-inline float HalfToFloat(uint16_t h) {
+MOE_HOST_DEVICE inline float HalfToFloat(uint16_t h) {
   uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
   uint32_t exp = (h >> 10) & 0x1f;
   uint32_t mant = h & 0x3ff;
@@ -27,9 +29,7 @@ inline float HalfToFloat(uint16_t h) {
   } else {
     bits = sign | (exp + 127 - 15) << 23 | mant << 13;
   }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
+  return FloatFromBits(bits);
 }
 
 // Round to nearest even, with overflow to infinity.
@@ -59,11 +59,8 @@ inline uint16_t FloatToHalf(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-inline float Bf16ToFloat(uint16_t b) {
-  uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
+MOE_HOST_DEVICE inline float Bf16ToFloat(uint16_t b) {
+  return FloatFromBits(static_cast<uint32_t>(b) << 16);
 }
 
 inline uint16_t FloatToBf16(float f) {

@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <cstring>
 
+#include "lib/base/host_device.h"
+
 namespace moe {
 
-inline void UnpackScaleMins(const uint8_t* s, uint8_t sc[8], uint8_t mn[8]) {
+MOE_HOST_DEVICE inline void UnpackScaleMins(const uint8_t* s, uint8_t sc[8], uint8_t mn[8]) {
   for (int j = 0; j < 4; ++j) {
     sc[j] = s[j] & 63;
     mn[j] = s[j + 4] & 63;
@@ -22,7 +24,7 @@ inline void UnpackScaleMins(const uint8_t* s, uint8_t sc[8], uint8_t mn[8]) {
 // low four bits of scale i are byte i's low nibble (i < 8) or byte i-8's high nibble, the high
 // two bits sit in byte 8 + i % 4 at bit 2 (i / 4). Four bytes at a time in 32-bit words (the
 // kernels call this once per 256 values of every row).
-inline void UnpackQ3Scales(const uint8_t* s, int8_t sc[16]) {
+MOE_HOST_DEVICE inline void UnpackQ3Scales(const uint8_t* s, int8_t sc[16]) {
   uint32_t a[3];
   std::memcpy(a, s, 12);
   constexpr uint32_t kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "lib/base/host_device.h"
+
 namespace moe {
 
 // Twice the E2M1 values of the 16 codes, so they are integers (ggml's kvalues_mxfp4): the
@@ -28,11 +30,21 @@ static_assert(ShiftedValuesAreValuesPlusZero());
 
 // 2^(e - 128): the E8M0 scale halved (ggml's GGML_E8M0_TO_FP32_HALF, exact for every e,
 // the two smallest as subnormals).
-inline float Mxfp4HalfScale(uint8_t e) {
-  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
+MOE_HOST_DEVICE inline float Mxfp4HalfScale(uint8_t e) {
+  return FloatFromBits(e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23);
 }
+
+// kMxfp4Values[code], also on a device (which cannot index a host constant array).
+MOE_HOST_DEVICE constexpr int Mxfp4Value(int code) {
+  constexpr int8_t kValues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  return kValues[code];
+}
+constexpr bool Mxfp4ValueIsTheTable() {
+  for (int i = 0; i < 16; ++i) {
+    if (Mxfp4Value(i) != kMxfp4Values[i]) return false;
+  }
+  return true;
+}
+static_assert(Mxfp4ValueIsTheTable());
 
 }  // namespace moe

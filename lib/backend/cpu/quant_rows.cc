@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backend/block_decode.h"
 #include "lib/backend/cpu/cpu_features.h"
 #include "lib/backend/cpu/dequant_kernels.h"
 #include "lib/backend/cpu/kquant_encode.h"
@@ -19,43 +20,6 @@
 
 namespace moe {
 namespace {
-
-uint16_t LoadU16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
-float LoadHalf(const uint8_t* p) { return HalfToFloat(LoadU16(p)); }
-
-// Q8_0: f16 scale d, then 32 int8 q; x = d * q.
-void DequantQ8_0(const uint8_t* b, float* y) {
-  float d = LoadHalf(b);
-  const int8_t* q = reinterpret_cast<const int8_t*>(b + 2);
-  for (int i = 0; i < 32; ++i) y[i] = d * q[i];
-}
-
-// Q4_0: f16 scale d, then 16 bytes; element j is the low nibble of byte j, element j+16 the
-// high nibble; x = d * (q - 8).
-void DequantQ4_0(const uint8_t* b, float* y) {
-  float d = LoadHalf(b);
-  const uint8_t* q = b + 2;
-  for (int j = 0; j < 16; ++j) {
-    y[j] = d * static_cast<float>((q[j] & 0x0f) - 8);
-    y[j + 16] = d * static_cast<float>((q[j] >> 4) - 8);
-  }
-}
-
-// MXFP4: scale byte e (E8M0), then 16 bytes; element j is the low nibble of byte j, element
-// j+16 the high nibble; x = kMxfp4Values[code] * 2^(e - 128) (the table holds twice the E2M1
-// values, so the scale is halved: llama.cpp's GGML_E8M0_TO_FP32_HALF).
-void DequantMXFP4(const uint8_t* b, float* y) {
-  const float d = Mxfp4HalfScale(b[0]);
-  const uint8_t* q = b + 1;
-  for (int j = 0; j < 16; ++j) {
-    y[j] = d * kMxfp4Values[q[j] & 0x0f];
-    y[j + 16] = d * kMxfp4Values[q[j] >> 4];
-  }
-}
 
 // As ggml's reference quantizer: the scale is 2^(floor(log2 amax) - 2) (so amax lands on the
 // codes 4..6 of E2M1), and each value takes the nearest code, the first of equals.
@@ -83,97 +47,6 @@ void EncodeMxfp4Block(const float* x, uint8_t* out) {
   }
 }
 
-// The 12 scale bytes of Q4_K/Q5_K hold eight 6-bit (scale, min) pairs.
-void ScaleMinK4(int j, const uint8_t* s, uint8_t* sc, uint8_t* m) {
-  if (j < 4) {
-    *sc = s[j] & 63;
-    *m = s[j + 4] & 63;
-  } else {
-    *sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
-    *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-  }
-}
-
-// Q4_K: f16 d, f16 dmin, 12 scale bytes, 128 bytes of nibbles; 8 sub-blocks of 32,
-// x = d*sc*q - dmin*m.
-void DequantQ4_K(const uint8_t* b, float* y) {
-  float d = LoadHalf(b), dmin = LoadHalf(b + 2);
-  const uint8_t* scales = b + 4;
-  const uint8_t* q = b + 16;
-  for (int j = 0, is = 0; j < 256; j += 64, is += 2, q += 32) {
-    uint8_t sc, m;
-    ScaleMinK4(is, scales, &sc, &m);
-    float d1 = d * sc, m1 = dmin * m;
-    ScaleMinK4(is + 1, scales, &sc, &m);
-    float d2 = d * sc, m2 = dmin * m;
-    for (int l = 0; l < 32; ++l) y[j + l] = d1 * (q[l] & 0x0f) - m1;
-    for (int l = 0; l < 32; ++l) y[j + 32 + l] = d2 * (q[l] >> 4) - m2;
-  }
-}
-
-// Q5_K: like Q4_K plus a fifth bit per element in 32 qh bytes.
-void DequantQ5_K(const uint8_t* b, float* y) {
-  float d = LoadHalf(b), dmin = LoadHalf(b + 2);
-  const uint8_t* scales = b + 4;
-  const uint8_t* qh = b + 16;
-  const uint8_t* ql = b + 48;
-  uint8_t u1 = 1, u2 = 2;
-  for (int j = 0, is = 0; j < 256; j += 64, is += 2, ql += 32, u1 <<= 2, u2 <<= 2) {
-    uint8_t sc, m;
-    ScaleMinK4(is, scales, &sc, &m);
-    float d1 = d * sc, m1 = dmin * m;
-    ScaleMinK4(is + 1, scales, &sc, &m);
-    float d2 = d * sc, m2 = dmin * m;
-    for (int l = 0; l < 32; ++l) y[j + l] = d1 * ((ql[l] & 0x0f) + (qh[l] & u1 ? 16 : 0)) - m1;
-    for (int l = 0; l < 32; ++l) y[j + 32 + l] = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
-  }
-}
-
-// Q6_K: 128 bytes low nibbles, 64 bytes of 2-bit highs, 16 int8 scales, f16 d; x = d*sc*(q-32).
-void DequantQ6_K(const uint8_t* b, float* y) {
-  const uint8_t* ql = b;
-  const uint8_t* qh = b + 128;
-  const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
-  float d = LoadHalf(b + 208);
-  for (int n = 0; n < 256; n += 128, ql += 64, qh += 32, sc += 8) {
-    for (int l = 0; l < 32; ++l) {
-      int is = l / 16;
-      int q1 = ((ql[l] & 0x0f) | ((qh[l] >> 0 & 3) << 4)) - 32;
-      int q2 = ((ql[l + 32] & 0x0f) | ((qh[l] >> 2 & 3) << 4)) - 32;
-      int q3 = ((ql[l] >> 4) | ((qh[l] >> 4 & 3) << 4)) - 32;
-      int q4 = ((ql[l + 32] >> 4) | ((qh[l] >> 6 & 3) << 4)) - 32;
-      y[n + l] = d * sc[is] * q1;
-      y[n + l + 32] = d * sc[is + 2] * q2;
-      y[n + l + 64] = d * sc[is + 4] * q3;
-      y[n + l + 96] = d * sc[is + 6] * q4;
-    }
-  }
-}
-
-// Q2_K: 16 bytes of (scale | min << 4), 64 bytes of 2-bit quants, f16 d, f16 dmin. Value
-// v = 128 n + 32 j + l (l < 32) is bits 2j.. of qs[32 n + l]; x = d*sc - dmin*m per 16 values.
-void DequantQ2_K(const uint8_t* b, float* y) {
-  const float d = LoadHalf(b + 80), dmin = LoadHalf(b + 82);
-  for (int v = 0; v < 256; ++v) {
-    const uint8_t sc = b[v / 16];
-    const int q = (b[16 + 32 * (v / 128) + v % 32] >> (2 * (v / 32 % 4))) & 3;
-    y[v] = d * (sc & 0x0f) * q - dmin * (sc >> 4);
-  }
-}
-
-// Q3_K: 32 bytes of high bits (value v's in hmask[v % 32] at bit v / 32), 64 bytes of 2-bit low
-// parts (as Q2_K's), 12 bytes of 6-bit scales, f16 d; x = d*(sc-32)*(q - 4) with q in [0, 7].
-void DequantQ3_K(const uint8_t* b, float* y) {
-  const float d = LoadHalf(b + 108);
-  int8_t sc[16];
-  UnpackQ3Scales(b + 96, sc);
-  for (int v = 0; v < 256; ++v) {
-    const int low = (b[32 + 32 * (v / 128) + v % 32] >> (2 * (v / 32 % 4))) & 3;
-    const int high = (b[v % 32] >> (v / 32)) & 1;
-    y[v] = d * sc[v / 16] * ((low | high << 2) - 4);
-  }
-}
-
 __attribute__((target("avx2,f16c"))) void HalfsToFloatsF16c(const uint8_t* src, float* dst,
                                                             int64_t n) {
   int64_t i = 0;
@@ -193,31 +66,6 @@ void HalfsToFloats(const uint8_t* src, float* dst, int64_t n) {
     return;
   }
   for (int64_t i = 0; i < n; ++i) dst[i] = LoadHalf(src + 2 * i);
-}
-
-using BlockDequant = void (*)(const uint8_t*, float*);
-
-BlockDequant BlockDequantFor(DType t) {
-  switch (t) {
-    case DType::kQ8_0:
-      return DequantQ8_0;
-    case DType::kQ4_0:
-      return DequantQ4_0;
-    case DType::kQ2_K:
-      return DequantQ2_K;
-    case DType::kQ3_K:
-      return DequantQ3_K;
-    case DType::kQ4_K:
-      return DequantQ4_K;
-    case DType::kQ5_K:
-      return DequantQ5_K;
-    case DType::kQ6_K:
-      return DequantQ6_K;
-    case DType::kMXFP4:
-      return DequantMXFP4;
-    default:
-      return nullptr;
-  }
 }
 
 // Compiled for several ISAs; the loader picks the best the CPU has at run time.
@@ -253,9 +101,10 @@ void DequantizeRow(DType t, const uint8_t* row, float* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) dst[i] = Bf16ToFloat(LoadU16(row + 2 * i));
       return;
     default: {
-      const DTypeInfo& info = GetDTypeInfo(t);
-      BlockDequant f = BlockDequantFor(t);
-      for (int64_t i = 0; i < n; i += info.block_elems, row += info.block_bytes) f(row, dst + i);
+      const BlockShape block = QuantBlockShape(t);
+      for (int64_t i = 0; i < n; i += block.elems, row += block.bytes) {
+        DecodeQuantBlock(t, row, dst + i);
+      }
     }
   }
 }
