@@ -3,6 +3,7 @@
 // fused that the CPU computes as two roundings, and the results are the CPU's bit for bit.
 #include <cuda_runtime.h>
 
+#include "kernels/cuda_buffer.h"
 #include "kernels/dequantize.h"
 #include "lib/backend/block_decode.h"
 
@@ -15,25 +16,13 @@ __global__ void DequantizeKernel(DType t, const uint8_t* src, float* dst, int64_
   if (index < blocks) DecodeBlockAt(t, src, dst, cols, index);
 }
 
-std::string Error(const char* what, cudaError_t e) {
-  return std::string(what) + ": " + cudaGetErrorString(e);
-}
-
-// Frees a device allocation when it goes.
-struct DeviceBuffer {
-  void* p = nullptr;
-  ~DeviceBuffer() {
-    if (p != nullptr) cudaFree(p);
-  }
-};
-
 }  // namespace
 
 int DeviceCount(std::string* why) {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
-    if (why != nullptr) *why = Error("no CUDA device", e);
+    if (why != nullptr) *why = CudaError("no CUDA device", e);
     cudaGetLastError();  // not sticky: later calls may still try
     return 0;
   }
@@ -52,9 +41,7 @@ std::string DequantizeRows(DType t, const void* src, float* dst, int64_t rows, i
   if (grid > 0x7fffffff) return "too many blocks for one launch";
   DequantizeKernel<<<static_cast<unsigned>(grid), kThreads>>>(t, static_cast<const uint8_t*>(src),
                                                               dst, cols, blocks);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return Error("launch", e);
-  if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return Error("kernel", e);
-  return {};
+  return Synchronize();
 }
 
 std::string DequantizeRowsFromHost(DType t, const void* src, size_t src_bytes, float* dst,
@@ -62,19 +49,12 @@ std::string DequantizeRowsFromHost(DType t, const void* src, size_t src_bytes, f
   if (rows < 0 || cols <= 0) return "rows of whole blocks needed";
   const size_t out_bytes = static_cast<size_t>(rows) * static_cast<size_t>(cols) * sizeof(float);
   DeviceBuffer in, out;
-  if (cudaError_t e = cudaMalloc(&in.p, src_bytes); e != cudaSuccess) return Error("malloc", e);
-  if (cudaError_t e = cudaMalloc(&out.p, out_bytes); e != cudaSuccess) return Error("malloc", e);
-  if (cudaError_t e = cudaMemcpy(in.p, src, src_bytes, cudaMemcpyHostToDevice); e != cudaSuccess) {
-    return Error("copy in", e);
+  if (std::string e = in.CopyIn(src, src_bytes); !e.empty()) return e;
+  if (std::string e = out.Allocate(out_bytes); !e.empty()) return e;
+  if (std::string e = DequantizeRows(t, in.p, static_cast<float*>(out.p), rows, cols); !e.empty()) {
+    return e;
   }
-  if (std::string err = DequantizeRows(t, in.p, static_cast<float*>(out.p), rows, cols);
-      !err.empty()) {
-    return err;
-  }
-  if (cudaError_t e = cudaMemcpy(dst, out.p, out_bytes, cudaMemcpyDeviceToHost); e != cudaSuccess) {
-    return Error("copy out", e);
-  }
-  return {};
+  return out.CopyOut(dst, out_bytes);
 }
 
 }  // namespace moe::cuda

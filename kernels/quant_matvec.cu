@@ -1,0 +1,52 @@
+// The quantized matrix-vector product on the GPU through the numeric core the CPU backend uses
+// (lib/backend/block_dot.h), one thread per row: a reference to hold the fast kernels to, built
+// with --fmad=false so every product rounds as on the CPU.
+#include <cuda_runtime.h>
+
+#include "kernels/cuda_buffer.h"
+#include "kernels/quant_matvec.h"
+#include "lib/backend/block_dot.h"
+
+namespace moe::cuda {
+namespace {
+
+__global__ void QuantMatVecKernel(DType t, const uint8_t* w, int64_t row_bytes, const Q8Block* x,
+                                  float* y, int64_t rows, int64_t cols) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r < rows) QuantDotRow(t, w + r * row_bytes, x, cols, &y[r]);
+}
+
+}  // namespace
+
+std::string QuantMatVec(DType t, const void* w, const Q8Block* x, float* y, int64_t rows,
+                        int64_t cols) {
+  const BlockShape s = QuantBlockShape(t);
+  if (s.elems == 0) return "not a quantized block type";
+  if (rows < 0 || cols <= 0 || cols % s.elems != 0) return "rows of whole blocks needed";
+  if (rows == 0) return {};
+  constexpr int kThreads = 128;
+  const int64_t grid = (rows + kThreads - 1) / kThreads;
+  if (grid > 0x7fffffff) return "too many rows for one launch";
+  QuantMatVecKernel<<<static_cast<unsigned>(grid), kThreads>>>(
+      t, static_cast<const uint8_t*>(w), cols / s.elems * s.bytes, x, y, rows, cols);
+  return Synchronize();
+}
+
+std::string QuantMatVecFromHost(DType t, const void* w, size_t w_bytes, const Q8Block* x, float* y,
+                                int64_t rows, int64_t cols) {
+  if (rows < 0 || cols <= 0 || cols % 32 != 0) return "rows of whole blocks needed";
+  DeviceBuffer dw, dx, dy;
+  const size_t x_bytes = static_cast<size_t>(cols / 32) * sizeof(Q8Block);
+  const size_t y_bytes = static_cast<size_t>(rows) * sizeof(float);
+  if (std::string e = dw.CopyIn(w, w_bytes); !e.empty()) return e;
+  if (std::string e = dx.CopyIn(x, x_bytes); !e.empty()) return e;
+  if (std::string e = dy.Allocate(y_bytes); !e.empty()) return e;
+  if (std::string e = QuantMatVec(t, dw.p, static_cast<const Q8Block*>(dx.p),
+                                  static_cast<float*>(dy.p), rows, cols);
+      !e.empty()) {
+    return e;
+  }
+  return dy.CopyOut(y, y_bytes);
+}
+
+}  // namespace moe::cuda

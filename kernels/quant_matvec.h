@@ -1,0 +1,25 @@
+// Launchers of the CUDA quantized matrix-vector product (quant_matvec.cu): a quantized weight
+// matrix times activations quantized to 8 bits (Q8Block, as the CPU backend makes them). Plain
+// C++; errors come back as text (empty: success).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "lib/backend/cpu/q8_activations.h"
+#include "lib/base/dtype_enum.h"
+
+namespace moe::cuda {
+
+// y[r] = row r of w (rows x cols, quantized file type t) . x (cols / 32 blocks), all in device
+// memory; waits for the result. The reference kernel: one thread per row, the CPU's portable
+// arithmetic in the CPU's order (block_dot.h), so the result is the CPU's bit for bit.
+std::string QuantMatVec(DType t, const void* w, const Q8Block* x, float* y, int64_t rows,
+                        int64_t cols);
+
+// The same from and to host memory: for the GPU tests and checks.
+std::string QuantMatVecFromHost(DType t, const void* w, size_t w_bytes, const Q8Block* x, float* y,
+                                int64_t rows, int64_t cols);
+
+}  // namespace moe::cuda

@@ -1,0 +1,51 @@
+// The CUDA quantized matrix-vector product against the CPU's portable kernel (ScalarQuantDot),
+// bit for bit, on every quantized block type (label gpu). Without a CUDA device it skips and
+// says why: compiled here, never run (README, "CUDA").
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/dequantize.h"
+#include "kernels/quant_matvec.h"
+#include "lib/backend/cpu/dot_kernels.h"
+#include "lib/backend/cpu/quant_rows.h"
+#include "lib/base/dtype.h"
+
+namespace moe {
+namespace {
+
+TEST(CudaQuantMatVecTest, EveryBlockTypeIsTheCpusBitForBit) {
+  std::string why;
+  if (cuda::DeviceCount(&why) == 0) GTEST_SKIP() << "skipped, no GPU here: " << why;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd;
+  const int64_t rows = 300, cols = 1024;
+  std::vector<float> a(cols);
+  for (float& v : a) v = nd(rng);
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kMXFP4, DType::kQ4_K, DType::kQ5_K,
+                  DType::kQ6_K, DType::kQ2_K, DType::kQ3_K}) {
+    SCOPED_TRACE(std::string(DTypeName(t)));
+    const bool k_quant = GetDTypeInfo(t).block_elems == 256;
+    std::vector<Q8Block> x(cols / 32);
+    QuantizeActivations(a.data(), cols, x.data(),
+                        k_quant ? ActivationScales::kPerSuperBlock : ActivationScales::kPerBlock);
+    const size_t row_bytes = RowBytes(t, cols);
+    std::vector<uint8_t> w(rows * row_bytes);
+    std::vector<float> row(cols), want(rows), got(rows, -1.f);
+    const QuantDotFn dot = kernels::ScalarQuantDot(t);
+    ASSERT_NE(dot, nullptr);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (float& v : row) v = nd(rng);
+      ASSERT_TRUE(QuantizeRow(t, row.data(), w.data() + r * row_bytes, cols).ok());
+      want[r] = dot(w.data() + r * row_bytes, x.data(), cols);
+    }
+    const std::string err =
+        cuda::QuantMatVecFromHost(t, w.data(), w.size(), x.data(), got.data(), rows, cols);
+    ASSERT_TRUE(err.empty()) << err;
+    EXPECT_EQ(got, want);
+  }
+}
+
+}  // namespace
+}  // namespace moe
