@@ -6,6 +6,7 @@
 #include "kernels/cuda_buffer.h"
 #include "kernels/quant_matvec.h"
 #include "lib/backend/block_dot.h"
+#include "lib/backend/q8_quantize.h"
 
 namespace moe::cuda {
 namespace {
@@ -16,7 +17,50 @@ __global__ void QuantMatVecKernel(DType t, const uint8_t* w, int64_t row_bytes, 
   if (r < rows) QuantDotRow(t, w + r * row_bytes, x, cols, &y[r]);
 }
 
+__global__ void QuantizeKernel(const float* x, int64_t spans, int64_t span, Q8Block* out) {
+  const int64_t s = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (s < spans) QuantizeQ8Span(x + 32 * span * s, span, out + span * s);
+}
+
+constexpr int kThreads = 128;
+
 }  // namespace
+
+std::string QuantizeActivations(const float* x, int64_t n, int64_t span, Q8Block* out) {
+  if (span < 1 || n < 0 || n % (32 * span) != 0) return "activations of whole spans needed";
+  const int64_t spans = n / (32 * span);
+  if (spans == 0) return {};
+  const int64_t grid = (spans + kThreads - 1) / kThreads;
+  if (grid > 0x7fffffff) return "too many activations for one launch";
+  QuantizeKernel<<<static_cast<unsigned>(grid), kThreads>>>(x, spans, span, out);
+  return Synchronize();
+}
+
+std::string QuantMatVecF32FromHost(DType t, const void* w, size_t w_bytes, const float* x, float* y,
+                                   int64_t rows, int64_t cols) {
+  const BlockShape s = QuantBlockShape(t);
+  if (s.elems == 0) return "not a quantized block type";
+  if (rows < 0 || cols <= 0 || cols % s.elems != 0) return "rows of whole blocks needed";
+  DeviceBuffer dw, dx, dq, dy;
+  const size_t x_bytes = static_cast<size_t>(cols) * sizeof(float);
+  const size_t q_bytes = static_cast<size_t>(cols / 32) * sizeof(Q8Block);
+  const size_t y_bytes = static_cast<size_t>(rows) * sizeof(float);
+  if (std::string e = dw.CopyIn(w, w_bytes); !e.empty()) return e;
+  if (std::string e = dx.CopyIn(x, x_bytes); !e.empty()) return e;
+  if (std::string e = dq.Allocate(q_bytes); !e.empty()) return e;
+  if (std::string e = dy.Allocate(y_bytes); !e.empty()) return e;
+  // K-quant weights take activations with one scale per super-block, as on the CPU.
+  const int64_t span = s.elems == 256 ? 8 : 1;
+  auto* q = static_cast<Q8Block*>(dq.p);
+  if (std::string e = QuantizeActivations(static_cast<const float*>(dx.p), cols, span, q);
+      !e.empty()) {
+    return e;
+  }
+  if (std::string e = QuantMatVec(t, dw.p, q, static_cast<float*>(dy.p), rows, cols); !e.empty()) {
+    return e;
+  }
+  return dy.CopyOut(y, y_bytes);
+}
 
 std::string QuantMatVec(DType t, const void* w, const Q8Block* x, float* y, int64_t rows,
                         int64_t cols) {
@@ -24,7 +68,6 @@ std::string QuantMatVec(DType t, const void* w, const Q8Block* x, float* y, int6
   if (s.elems == 0) return "not a quantized block type";
   if (rows < 0 || cols <= 0 || cols % s.elems != 0) return "rows of whole blocks needed";
   if (rows == 0) return {};
-  constexpr int kThreads = 128;
   const int64_t grid = (rows + kThreads - 1) / kThreads;
   if (grid > 0x7fffffff) return "too many rows for one launch";
   QuantMatVecKernel<<<static_cast<unsigned>(grid), kThreads>>>(

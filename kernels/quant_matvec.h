@@ -18,6 +18,16 @@ namespace moe::cuda {
 std::string QuantMatVec(DType t, const void* w, const Q8Block* x, float* y, int64_t rows,
                         int64_t cols);
 
+// Activations x (n floats, device memory) to 8-bit blocks out (n / 32), `span` blocks sharing a
+// scale (1, or 8 for K-quant weights: BlocksPerScale), one thread per span, as the CPU's
+// QuantizeActivations does bit for bit.
+std::string QuantizeActivations(const float* x, int64_t n, int64_t span, Q8Block* out);
+
+// y = w . x for float activations x, quantized on the device first (span as the CPU picks it
+// for t), all from and to host memory: the decode path of a matrix, for tests and checks.
+std::string QuantMatVecF32FromHost(DType t, const void* w, size_t w_bytes, const float* x, float* y,
+                                   int64_t rows, int64_t cols);
+
 // The same from and to host memory: for the GPU tests and checks.
 std::string QuantMatVecFromHost(DType t, const void* w, size_t w_bytes, const Q8Block* x, float* y,
                                 int64_t rows, int64_t cols);

@@ -33,7 +33,7 @@ MOE_HOST_DEVICE inline float HalfToFloat(uint16_t h) {
 }
 
 // Round to nearest even, with overflow to infinity.
-inline uint16_t FloatToHalf(float f) {
+MOE_HOST_DEVICE inline uint16_t FloatToHalf(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);
   uint32_t sign = (x >> 16) & 0x8000;

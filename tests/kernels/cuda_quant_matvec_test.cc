@@ -1,6 +1,6 @@
-// The CUDA quantized matrix-vector product against the CPU's portable kernel (ScalarQuantDot),
-// bit for bit, on every quantized block type (label gpu). Without a CUDA device it skips and
-// says why: compiled here, never run (README, "CUDA").
+// The CUDA activation quantizer and quantized matrix-vector product against the CPU's portable
+// kernel (ScalarQuantDot), bit for bit, on every quantized block type (label gpu). Without a CUDA
+// device it skips and says why: compiled here, never run (README, "CUDA").
 #include <random>
 #include <string>
 #include <vector>
@@ -44,6 +44,12 @@ TEST(CudaQuantMatVecTest, EveryBlockTypeIsTheCpusBitForBit) {
         cuda::QuantMatVecFromHost(t, w.data(), w.size(), x.data(), got.data(), rows, cols);
     ASSERT_TRUE(err.empty()) << err;
     EXPECT_EQ(got, want);
+    // The activations quantized on the device too: the same blocks, so the same result.
+    std::vector<float> from_floats(rows, -1.f);
+    const std::string err2 = cuda::QuantMatVecF32FromHost(t, w.data(), w.size(), a.data(),
+                                                          from_floats.data(), rows, cols);
+    ASSERT_TRUE(err2.empty()) << err2;
+    EXPECT_EQ(from_floats, want);
   }
 }
 
