@@ -277,51 +277,45 @@ namespace LibMoe {
     // after it are not told) and rethrown once the native call has returned.
     private sealed class RoutingBridge : RoutingSink {
       private readonly RoutingHandler handler;
-      private Exception thrown;
+      private readonly CallbackError error = new CallbackError();
 
       public RoutingBridge(RoutingHandler handler) {
         this.handler = handler;
       }
 
       public override void OnRouting(RoutingEvent e) {
-        if (thrown != null) return;
+        if (error.Caught) return;
         try {
           handler(e.Position(), e.Layer(), e.Experts(), e.Weights());
         } catch (Exception ex) {
-          thrown = ex;
+          error.Capture(ex);
         }
       }
 
-      public void Rethrow() {
-        Exception e = thrown;
-        thrown = null;
-        if (e != null) System.Runtime.ExceptionServices.ExceptionDispatchInfo.Capture(e).Throw();
-      }
+      public void Rethrow() { error.Rethrow(); }
     }
 
     // Forwards tokens; an exception from the handler is kept, stops generation (false), and is
     // rethrown once the native call has returned: none may cross into C.
     private sealed class TokenBridge : TokenSink {
       private readonly TokenHandler handler;
-      private Exception thrown;
+      private readonly CallbackError error = new CallbackError();
 
       public TokenBridge(TokenHandler handler) {
         this.handler = handler;
       }
 
       public override bool OnToken(int token, string piece) {
-        if (thrown != null) return false;
+        if (error.Caught) return false;
         try {
           return handler(token, piece);
         } catch (Exception e) {
-          thrown = e;
+          error.Capture(e);
           return false;
         }
       }
 
-      public void Rethrow() {
-        if (thrown != null) System.Runtime.ExceptionServices.ExceptionDispatchInfo.Capture(thrown).Throw();
-      }
+      public void Rethrow() { error.Rethrow(); }
     }
   }
 }

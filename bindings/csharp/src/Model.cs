@@ -161,7 +161,7 @@ namespace LibMoe {
     // Forwards progress, keeping an exception for the caller: none may cross into C.
     private sealed class ProgressBridge : ProgressSink {
       private readonly ProgressHandler handler;
-      private Exception thrown;
+      private readonly CallbackError error = new CallbackError();
 
       public ProgressBridge(ProgressHandler handler) {
         this.handler = handler;
@@ -171,14 +171,12 @@ namespace LibMoe {
         try {
           return handler(progress);
         } catch (Exception e) {
-          thrown = e;
+          error.Capture(e);
           return false;
         }
       }
 
-      public void Rethrow() {
-        if (thrown != null) System.Runtime.ExceptionServices.ExceptionDispatchInfo.Capture(thrown).Throw();
-      }
+      public void Rethrow() { error.Rethrow(); }
     }
   }
 }
