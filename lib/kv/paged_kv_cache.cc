@@ -122,6 +122,10 @@ size_t PagedKvCache::byte_size() const {
   return (whole_ ? whole_->byte_size() : 0) + (windowed_ ? windowed_->byte_size() : 0);
 }
 
+bool PagedKvCache::EverHolds(int64_t positions) const {
+  return BlocksFor(positions, block_size()) <= n_blocks();
+}
+
 int64_t PagedKvCache::FirstWindowBlock(int64_t from) const {
   if (window_ <= 0) return 0;
   return std::max<int64_t>(0, from - window_ + 1) / block_size();

@@ -50,6 +50,9 @@ class PagedKvCache {
   int32_t block_size() const { return pool_.block_size(); }
   // Blocks of whole-context positions: what bounds the sequences' lengths together.
   int32_t n_blocks() const { return pool_.n_blocks(); }
+  int64_t positions() const { return int64_t{n_blocks()} * block_size(); }
+  // Whether one sequence of this many positions fits the cache at all (alone in it).
+  bool EverHolds(int64_t positions) const;
   int32_t blocks_in_use() const { return pool_.referenced(); }
   int32_t blocks_cached() const { return pool_.cached(); }
   // The window layers' blocks (0 when no layer slides).

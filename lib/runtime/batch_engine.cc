@@ -19,10 +19,6 @@ double Seconds(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
-int64_t BlocksFor(int64_t positions, int64_t block_size) {
-  return (positions + block_size - 1) / block_size;
-}
-
 }  // namespace
 
 struct BatchEngine::Request {
@@ -179,10 +175,10 @@ absl::StatusOr<uint64_t> BatchEngine::Submit(const RequestOptions& request,
     return absl::ResourceExhaustedError(absl::StrCat(
         "prompt too long: ", n, " tokens leave no room to generate in a context of ", n_ctx_));
   }
-  if (BlocksFor(n + 1, cache_->block_size()) > cache_->n_blocks()) {
+  if (!cache_->EverHolds(n + 1)) {
     return absl::ResourceExhaustedError(
         absl::StrCat("prompt too long: ", n, " tokens and one more never fit the KV cache of ",
-                     cache_->n_blocks() * int64_t{cache_->block_size()}, " positions"));
+                     cache_->positions(), " positions"));
   }
   if (request.generate.max_tokens < 0) {
     return absl::InvalidArgumentError("max_tokens must not be negative");
@@ -418,8 +414,7 @@ std::vector<BatchEngine::Scheduled> BatchEngine::Schedule() {
   // Then new requests, first come first served, while there is room for their whole prompt.
   while (!waiting_.empty() && budget > 0 && running_count() < options_.max_sequences) {
     Request& r = *waiting_.front();
-    if (!r.done && BlocksFor(static_cast<int64_t>(r.tokens.size()) + 1, cache_->block_size()) >
-                       cache_->n_blocks()) {
+    if (!r.done && !cache_->EverHolds(static_cast<int64_t>(r.tokens.size()) + 1)) {
       Finish(r, FinishReason::kContextFull);  // preempted after growing past what the cache holds
     }
     if (r.done) {

@@ -1,6 +1,6 @@
 // AVX-512 row dequantization for prompt processing, where rows are dequantized once and reused by
-// every token of the batch. Bit-identical to the portable code in quant_rows.cc (same multiplies,
-// no fused multiply-adds).
+// every token of the batch. Bit-identical to the portable block decoders (lib/backend/
+// block_decode.h: same multiplies, no fused multiply-adds).
 #include <immintrin.h>
 
 #include <cstring>
