@@ -11,6 +11,13 @@ cd "$root"
 bash scripts/install-deps.sh
 bash scripts/install-test-node-deps.sh
 
+# Tests write their scratch files (converted models, checkpoints, logs) under TMPDIR: one directory
+# per run, removed when it ends, so that runs neither litter /tmp nor see each other's files. It
+# stays short: Open MPI keeps its session's sockets there.
+test_tmp="$(mktemp -d "${TMPDIR:-/tmp}/moe-test.XXXXXX")"
+trap 'rm -rf "$test_tmp"' EXIT
+export TMPDIR="$test_tmp" TEST_TMPDIR="$test_tmp"
+
 jobs="$(nproc)"
 build="${MOE_BUILD_DIR:-build}"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DMOE_BUILD_TESTS=ON

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -36,7 +37,9 @@ std::vector<int32_t> ReadIds(const std::string& path) {
 }
 
 std::string TempFile(const std::string& name, const std::string& bytes) {
-  std::string path = "/tmp/moe_c_api_test_" + std::to_string(::getpid()) + "_" + name;
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("moe_c_api_test_" + std::to_string(::getpid()) + "_" + name))
+                         .string();
   std::ofstream(path, std::ios::binary) << bytes;
   return path;
 }

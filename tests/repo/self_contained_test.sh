@@ -27,17 +27,28 @@ else
   files="$(cd "$src" && find . -type f -not -path './build*' -not -path './.git/*' | sed 's|^\./||')"
 fi
 self="tests/repo/self_contained_test.sh"
+hits="$(mktemp)"
 while IFS= read -r f; do
   case "$f" in
     tests/data/* | *.md | "$self") continue ;;
   esac
   [ -f "$src/$f" ] || continue
-  if grep -nI -E '\.\./shared|shared/testdata|/work/' "$src/$f" >/tmp/self_contained_hits.$$ 2>/dev/null; then
+  if grep -nI -E '\.\./shared|shared/testdata|/work/' "$src/$f" >"$hits" 2>/dev/null; then
     fail "$f points outside the checkout:"
-    sed 's/^/    /' /tmp/self_contained_hits.$$
+    sed 's/^/    /' "$hits"
   fi
+  # Tests keep their scratch files where TMPDIR says (the test command gives each run its own
+  # directory and removes it), not at a fixed /tmp path other runs share.
+  case "$f" in
+    tests/*.cc | tests/*.h | bindings/*)
+      if grep -nI -F '"/tmp/' "$src/$f" >"$hits" 2>/dev/null; then
+        fail "$f writes under a fixed /tmp path instead of the temp directory:"
+        sed 's/^/    /' "$hits"
+      fi
+      ;;
+  esac
 done <<<"$files"
-rm -f /tmp/self_contained_hits.$$
+rm -f "$hits"
 
 # 3. No library or tool carries a path of the machine that built it (a default that works only
 # there).

@@ -28,7 +28,10 @@ struct Result {
 };
 
 // Each test process has its own file: CTest runs the cases of this suite in parallel.
-std::string StderrPath() { return "/tmp/moe_cli_test_stderr." + std::to_string(::getpid()); }
+std::string StderrPath() {
+  return (fs::temp_directory_path() / ("moe_cli_test_stderr." + std::to_string(::getpid())))
+      .string();
+}
 
 Result RunCommand(const std::string& cmd) {
   Result r{-1, ""};
