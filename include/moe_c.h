@@ -630,9 +630,10 @@ typedef struct moe_stats {
    * multiply-adds of the matrix products and attention. */
   double weight_bytes_per_token;
   double multiply_adds_per_token;
-  /* Appended in the fourth version: over a moe_dist world, the bytes of expert outputs rank 0
-   * sent to and received from the other ranks, and the time its exchanges took (waiting for
-   * slower ranks included); 0 for a context of one process. */
+  /* Appended in the fourth version: over a moe_dist world, the bytes rank 0 sent to and received
+   * from the other ranks (expert outputs; with moe_dist_placement.dense_on_rank0 also the MoE
+   * layers' inputs it sends), and the time its exchanges took (waiting for slower ranks
+   * included); 0 for a context of one process. */
   int64_t exchange_bytes;
   double exchange_seconds;
 } moe_stats;
@@ -957,6 +958,37 @@ MOE_API int32_t moe_dist_size(const moe_dist* dist);
 MOE_API moe_status moe_dist_model_load(moe_dist* dist, const char* path,
                                        const moe_model_params* params,
                                        const char* balance_profile_path, moe_model** out_model);
+/* Where a model's parts go over the ranks of a world (moe_dist_model_load_placed). Size-versioned:
+ * fill it with moe_dist_placement_init / moe_dist_default_placement() first. */
+typedef struct moe_dist_placement {
+  size_t struct_size;
+  /* A routing profile (moe-cli profile): the routed experts are balanced by its measured load
+   * instead of round robin. NULL: round robin. */
+  const char* balance_profile_path;
+  /* With a profile: each routed layer's this many most chosen experts get a second rank, which
+   * takes half of their tokens (0: none). */
+  int32_t expert_replicas;
+  /* Nonzero: only rank 0 holds the weights every token needs (attention, norms, routers, shared
+   * experts, embedding, head) and sends each MoE layer's inputs to the others, which hold their
+   * experts and nothing else: less memory on those ranks, one more message per layer. 0 (the
+   * default): every rank holds them and runs the whole step. Every rank must load alike. */
+  int32_t dense_on_rank0;
+} moe_dist_placement;
+
+MOE_API moe_status moe_dist_placement_init(moe_dist_placement* placement, size_t struct_size);
+
+static inline moe_dist_placement moe_dist_default_placement(void) {
+  moe_dist_placement p;
+  moe_dist_placement_init(&p, sizeof(p));
+  return p;
+}
+
+/* moe_dist_model_load with a placement (NULL: the default, round robin with the dense weights on
+ * every rank). */
+MOE_API moe_status moe_dist_model_load_placed(moe_dist* dist, const char* path,
+                                              const moe_model_params* params,
+                                              const moe_dist_placement* placement,
+                                              moe_model** out_model);
 /* Rank 0: a context over the world (moe_context_params as for moe_context_create; the routing
  * policies apply on every rank). One context per world at a time. Free it with
  * moe_context_free before moe_dist_free. */

@@ -1,8 +1,9 @@
 // --distributed, shared by moe-cli run and moe-bench: run over the ranks mpirun launched (expert
 // parallelism, lib/runtime/expert_parallel.h). Every rank loads the weights every token needs and
 // its share of the routed experts (round robin, or balanced by --balance-experts PROFILE, with
-// --expert-replicas N second holders of each layer's hottest experts); rank 0
-// does the command's work and prints; the others serve its steps. --dist-timeout S bounds each
+// --expert-replicas N second holders of each layer's hottest experts; with --dense-on-rank0 the
+// others hold their experts alone); rank 0 does the command's work and prints; the others serve
+// its steps. --dist-timeout S bounds each
 // exchange, so a rank that dies ends the run with an error on every rank instead of a hang. Every
 // rank gets the same command line from mpirun, so all agree on what to do.
 #pragma once
@@ -27,6 +28,7 @@ struct DistributedFlags {
   bool on = false;
   std::string balance_profile;
   int replicas = 0;
+  bool dense_on_root = false;
   double timeout_s = 60;
 };
 
@@ -41,6 +43,11 @@ inline void AddDistributedFlags(CLI::App* app, DistributedFlags* f) {
                   "with --balance-experts: the profile's N most chosen experts of each layer get "
                   "a second rank, which takes half of their tokens")
       ->check(CLI::Range(0, 1 << 16));
+  app->add_flag("--dense-on-rank0", f->dense_on_root,
+                "with --distributed: only rank 0 holds the weights every token needs (attention, "
+                "norms, routers, shared experts, embedding, head) and sends each MoE layer's "
+                "inputs to the others, which hold their experts alone (less memory there, one "
+                "more message per layer)");
   app->add_option("--dist-timeout", f->timeout_s,
                   "with --distributed: seconds an exchange may wait for the other ranks")
       ->check(CLI::Range(0.001, 86400.0))
@@ -68,6 +75,7 @@ class World {
     lo->expert_rank = world->comm_->rank();
     lo->expert_rank_profile = f.balance_profile;
     lo->expert_replicas = f.replicas;
+    lo->dense_on_root_only = f.dense_on_root;
     return world;
   }
   ~World() { Stop().IgnoreError(); }

@@ -37,21 +37,45 @@ moe_status moe_dist_create(int32_t timeout_ms, moe_dist** out) {
 int32_t moe_dist_rank(const moe_dist* dist) { return dist ? dist->world->rank() : -1; }
 int32_t moe_dist_size(const moe_dist* dist) { return dist ? dist->world->size() : -1; }
 
-moe_status moe_dist_model_load(moe_dist* dist, const char* path, const moe_model_params* params,
-                               const char* balance_profile_path, moe_model** out) {
+moe_status moe_dist_placement_init(moe_dist_placement* p, size_t struct_size) {
+  moe_dist_placement d{};
+  d.struct_size = sizeof(moe_dist_placement);
+  return moe::api::InitVersioned(d, p, struct_size, "moe_dist_placement_init: placement");
+}
+
+moe_status moe_dist_model_load_placed(moe_dist* dist, const char* path,
+                                      const moe_model_params* params,
+                                      const moe_dist_placement* placement, moe_model** out) {
   return Guard("moe_dist_model_load", [&]() -> moe_status {
-    if (dist == nullptr) {
-      if (out != nullptr) *out = nullptr;
-      return Null("dist");
+    if (out != nullptr) *out = nullptr;
+    if (dist == nullptr) return Null("dist");
+    moe_dist_placement p;
+    moe_dist_placement_init(&p, sizeof(p));
+    if (moe_status s = moe::api::ReadVersioned(placement, &p, "moe_dist_placement"); s != MOE_OK) {
+      return s;
+    }
+    if (p.expert_replicas < 0) {
+      return Fail(MOE_ERROR_INVALID_ARGUMENT,
+                  absl::StrCat("expert_replicas is ", p.expert_replicas, ": it must be >= 0"));
     }
     moe::LoadOptions lo;
     lo.expert_world = dist->world->size();
     lo.expert_rank = dist->world->rank();
-    if (balance_profile_path != nullptr) lo.expert_rank_profile = balance_profile_path;
+    if (p.balance_profile_path != nullptr) lo.expert_rank_profile = p.balance_profile_path;
+    lo.expert_replicas = p.expert_replicas;
+    lo.dense_on_root_only = p.dense_on_rank0 != 0;
     const moe_status s = moe::api::LoadModel(path, params, std::move(lo), out);
     if (s == MOE_OK && dist->world->rank() == 0 && dist->world->size() > 1) dist->serving = true;
     return s;
   });
+}
+
+moe_status moe_dist_model_load(moe_dist* dist, const char* path, const moe_model_params* params,
+                               const char* balance_profile_path, moe_model** out) {
+  moe_dist_placement p;
+  moe_dist_placement_init(&p, sizeof(p));
+  p.balance_profile_path = balance_profile_path;
+  return moe_dist_model_load_placed(dist, path, params, &p, out);
 }
 
 moe_status moe_dist_context_create(moe_dist* dist, moe_model* model,

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace moe {
@@ -149,6 +150,24 @@ absl::Status ExpertRanks::KeepOwnExperts(int rank, ModelSpec* spec) const {
   }
   std::erase_if(spec->tensors,
                 [&](const TensorSpec& t) { return t.expert >= 0 && elsewhere(t.layer, t.expert); });
+  spec->absent_dense.clear();
+  if (dense_on_root_only_ && rank != 0) {
+    // Everything but the experts' own tensors stays on rank 0; the stacked expert biases
+    // ([n_expert x rows] per layer) go with the experts.
+    auto dense = [](const TensorSpec& t) {
+      return t.expert < 0 && !absl::EndsWith(t.name, "_exps.bias");
+    };
+    std::vector<TensorSpec> kept;
+    for (TensorSpec& t : spec->tensors) {
+      if (dense(t)) {
+        t.data = {};
+        spec->absent_dense.push_back(std::move(t));
+      } else {
+        kept.push_back(std::move(t));
+      }
+    }
+    spec->tensors = std::move(kept);
+  }
   spec->absent_experts.clear();
   for (int l = 0; l < h.n_layer; ++l) {
     for (int e = 0; e < h.n_expert; ++e) {

@@ -49,9 +49,18 @@ class ExpertRanks {
   // split evenly between its holders).
   std::vector<int64_t> LoadOf(const std::vector<std::vector<int64_t>>& counts) const;
   // Drops from `spec` the tensors of the experts other ranks hold (ModelSpec::absent_experts), so
-  // that `rank` loads the non-expert weights and its own experts only. An error unless the
-  // placement fits the spec's layers and experts.
+  // that `rank` loads the non-expert weights and its own experts only (with dense_on_root_only,
+  // a rank other than 0 loads its experts only: the rest goes to ModelSpec::absent_dense). An
+  // error unless the placement fits the spec's layers and experts.
   absl::Status KeepOwnExperts(int rank, ModelSpec* spec) const;
+
+  // Where the non-expert weights (attention, norms, routers, shared experts, embedding, head)
+  // live. By default on every rank: each runs the whole step on the same tokens and only the
+  // routed experts' outputs travel. With dense_on_root_only, on rank 0 alone: rank 0 runs the
+  // step and sends each MoE layer's inputs and routing to the others, which run their experts
+  // and send the outputs back; the others hold their experts and nothing else.
+  void set_dense_on_root_only(bool on) { dense_on_root_only_ = on; }
+  bool dense_on_root_only() const { return dense_on_root_only_; }
 
  private:
   // owner: [layer][expert] -> rank, -1 for a layer without routed experts.
@@ -59,6 +68,7 @@ class ExpertRanks {
   int n_layer() const { return static_cast<int>(holders_.size()); }
   int n_expert() const { return holders_.empty() ? 0 : static_cast<int>(holders_[0].size()); }
   int world_ = 1;
+  bool dense_on_root_only_ = false;
   // [layer][expert] -> the ranks holding it, the owner first (AddReplicas adds the others); empty
   // for a layer without routed experts.
   std::vector<std::vector<std::vector<int32_t>>> holders_;

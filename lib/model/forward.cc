@@ -98,6 +98,11 @@ absl::Status CheckTokenIds(absl::Span<const int32_t> tokens, int64_t n_vocab) {
 
 absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
                                        std::vector<float>* logits, Telemetry* tel) {
+  if (!model_->spec().holds_dense()) {
+    return absl::FailedPreconditionError(
+        "this model holds routed experts only (its rank's share, the rest on rank 0): it serves "
+        "rank 0's layers and cannot run a step itself");
+  }
   const HParams& h = model_->hp();
   std::vector<int32_t>& tokens = tokens_;
   std::vector<int32_t>& positions = positions_;

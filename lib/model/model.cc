@@ -63,10 +63,53 @@ absl::Status Model::ResolveGroupedQueryAttention(int l, LayerWeights& L) {
   return absl::OkStatus();
 }
 
+absl::Status Model::ResolveExperts(int l, LayerWeights& L) {
+  const HParams& h = spec_.hp;
+  auto bias = [&](absl::string_view b) { return LayerBiasName(l, b); };
+  // Expert biases are stacked per layer ([n_expert x rows]); each expert points at its row.
+  const float *gate_b = nullptr, *up_b = nullptr, *down_b = nullptr;
+  if (h.has_expert_bias) {
+    MOE_ASSIGN_OR_RETURN(gate_b, Vector(bias("ffn_gate_exps")));
+    MOE_ASSIGN_OR_RETURN(up_b, Vector(bias("ffn_up_exps")));
+    MOE_ASSIGN_OR_RETURN(down_b, Vector(bias("ffn_down_exps")));
+  }
+  L.experts.resize(h.n_expert);
+  for (const AbsentExpert& a : spec_.absent_experts) {
+    if (a.id.layer != l || a.id.expert < 0 || a.id.expert >= h.n_expert) continue;
+    L.experts[a.id.expert].remote_bytes = a.bytes;
+    L.experts[a.id.expert].remote_params = a.params;
+  }
+  for (int e = 0; e < h.n_expert; ++e) {
+    if (weightless_[l][e]) continue;  // pruned, or held by another rank: no weights here
+    ExpertWeights& x = L.experts[e];
+    MOE_ASSIGN_OR_RETURN(x.gate, Matrix(ExpertTensorName(l, e, "ffn_gate")));
+    MOE_ASSIGN_OR_RETURN(x.up, Matrix(ExpertTensorName(l, e, "ffn_up")));
+    MOE_ASSIGN_OR_RETURN(x.down, Matrix(ExpertTensorName(l, e, "ffn_down")));
+    if (h.has_expert_bias) {
+      x.gate_bias = gate_b + e * h.n_ff_expert;
+      x.up_bias = up_b + e * h.n_ff_expert;
+      x.down_bias = down_b + e * h.n_embd;
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Model::Resolve() {
   const HParams& h = spec_.hp;
   pruned_ = spec_.PrunedMask();
-  const auto weightless = spec_.WeightlessMask();
+  weightless_ = spec_.WeightlessMask();
+  const Architecture& arch = ArchitectureOf(spec_.arch);
+  if (!spec_.holds_dense()) {
+    // Another rank's share under expert parallelism with the rest on rank 0: experts only.
+    layers_.resize(h.n_layer);
+    for (int l = 0; l < h.n_layer; ++l) {
+      LayerWeights& L = layers_[l];
+      L.parts = arch.Layer(h, l);
+      attention_windows_.push_back(L.parts.window);
+      if (L.parts.ffn == FeedForwardPart::kMixture) MOE_RETURN_IF_ERROR(ResolveExperts(l, L));
+    }
+    return absl::OkStatus();
+  }
   // (Moving the inner vectors on growth keeps their buffers, so the pointers handed out stay
   // valid.)
   MOE_ASSIGN_OR_RETURN(token_embd_, Matrix("token_embd.weight"));
@@ -76,7 +119,6 @@ absl::Status Model::Resolve() {
   } else {
     MOE_ASSIGN_OR_RETURN(output_, Matrix("output.weight"));
   }
-  const Architecture& arch = ArchitectureOf(spec_.arch);
   layers_.resize(h.n_layer);
   for (int l = 0; l < h.n_layer; ++l) {
     LayerWeights& L = layers_[l];
@@ -119,31 +161,7 @@ absl::Status Model::Resolve() {
     if (h.has_router_bias) {
       MOE_ASSIGN_OR_RETURN(L.router_bias, Vector(bias("ffn_gate_inp")));
     }
-    // Expert biases are stacked per layer ([n_expert x rows]); each expert points at its row.
-    const float *gate_b = nullptr, *up_b = nullptr, *down_b = nullptr;
-    if (h.has_expert_bias) {
-      MOE_ASSIGN_OR_RETURN(gate_b, Vector(bias("ffn_gate_exps")));
-      MOE_ASSIGN_OR_RETURN(up_b, Vector(bias("ffn_up_exps")));
-      MOE_ASSIGN_OR_RETURN(down_b, Vector(bias("ffn_down_exps")));
-    }
-    L.experts.resize(h.n_expert);
-    for (const AbsentExpert& a : spec_.absent_experts) {
-      if (a.id.layer != l || a.id.expert < 0 || a.id.expert >= h.n_expert) continue;
-      L.experts[a.id.expert].remote_bytes = a.bytes;
-      L.experts[a.id.expert].remote_params = a.params;
-    }
-    for (int e = 0; e < h.n_expert; ++e) {
-      if (weightless[l][e]) continue;  // pruned, or held by another rank: no weights here
-      ExpertWeights& x = L.experts[e];
-      MOE_ASSIGN_OR_RETURN(x.gate, Matrix(ExpertTensorName(l, e, "ffn_gate")));
-      MOE_ASSIGN_OR_RETURN(x.up, Matrix(ExpertTensorName(l, e, "ffn_up")));
-      MOE_ASSIGN_OR_RETURN(x.down, Matrix(ExpertTensorName(l, e, "ffn_down")));
-      if (h.has_expert_bias) {
-        x.gate_bias = gate_b + e * h.n_ff_expert;
-        x.up_bias = up_b + e * h.n_ff_expert;
-        x.down_bias = down_b + e * h.n_embd;
-      }
-    }
+    MOE_RETURN_IF_ERROR(ResolveExperts(l, L));
     L.dense_bytes += L.router.byte_size();
     if (h.n_ff_shared > 0) {
       L.has_shared = true;

@@ -79,6 +79,8 @@ class Model {
   Model() = default;
   absl::Status Resolve();
   absl::Status ResolveGroupedQueryAttention(int layer, LayerWeights& L);
+  // The layer's routed experts (those this spec holds) and their stacked biases.
+  absl::Status ResolveExperts(int layer, LayerWeights& L);
   absl::StatusOr<const float*> Vector(const std::string& name);
   absl::StatusOr<WeightView> Matrix(const std::string& name);
 
@@ -86,6 +88,7 @@ class Model {
   std::vector<LayerWeights> layers_;
   std::vector<int64_t> attention_windows_;
   std::vector<std::vector<bool>> pruned_;
+  std::vector<std::vector<bool>> weightless_;  // ModelSpec::WeightlessMask, while resolving
   WeightView token_embd_, output_;
   const float* output_norm_ = nullptr;
   std::vector<std::vector<float>> f32_vectors_;  // 1-D tensors converted to F32

@@ -58,7 +58,17 @@ std::string ShapeString(const std::vector<int64_t>& s) {
 // Requires tensor `name` with exactly `shape`; quantized types need whole blocks per row.
 absl::Status Expect(const ModelSpec& spec, const std::string& name, std::vector<int64_t> shape) {
   const TensorSpec* t = spec.Find(name);
-  if (t == nullptr) return absl::NotFoundError(absl::StrCat("missing tensor '", name, "'"));
+  if (t == nullptr) {
+    // Held by rank 0 (ModelSpec::absent_dense): its shape still has to be the model's.
+    for (const TensorSpec& a : spec.absent_dense) {
+      if (a.name != name) continue;
+      if (a.shape == shape) return absl::OkStatus();
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' has shape ",
+                                                     ShapeString(a.shape), ", expected ",
+                                                     ShapeString(shape)));
+    }
+    return absl::NotFoundError(absl::StrCat("missing tensor '", name, "'"));
+  }
   if (t->shape != shape) {
     return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' has shape ",
                                                    ShapeString(t->shape), ", expected ",
@@ -351,16 +361,16 @@ ParamCounts CountParams(const ModelSpec& spec) {
     c.active_per_token += a.params * h.n_expert_used / kept(a.id.layer);
     c.active_bytes_per_token += a.bytes * h.n_expert_used / kept(a.id.layer);
   }
-  for (const auto& t : spec.tensors) {
+  auto count = [&](const TensorSpec& t, bool held) {
     int64_t n = t.num_elements();
     int64_t bytes = static_cast<int64_t>(t.byte_size());
     if (t.expert >= 0 && t.layer >= 0 && t.layer < h.n_layer && t.expert < h.n_expert &&
         pruned[t.layer][t.expert]) {
-      continue;  // a pruned expert's tensors left in the file are never read
+      return;  // a pruned expert's tensors left in the file are never read
     }
     c.total += n;
     c.total_bytes += bytes;
-    c.held_bytes += bytes;
+    if (held) c.held_bytes += bytes;
     if (t.expert >= 0) {
       c.active_per_token += n * h.n_expert_used / kept(t.layer);
       c.active_bytes_per_token += bytes * h.n_expert_used / kept(t.layer);
@@ -371,7 +381,9 @@ ParamCounts CountParams(const ModelSpec& spec) {
       c.active_per_token += n;
       c.active_bytes_per_token += bytes;
     }
-  }
+  };
+  for (const TensorSpec& t : spec.tensors) count(t, true);
+  for (const TensorSpec& t : spec.absent_dense) count(t, false);  // rank 0's
   return c;
 }
 

@@ -143,6 +143,11 @@ struct ModelSpec {
   // In memory only (never written): experts another rank holds under expert parallelism. No
   // tensors here, but still routed to: their outputs come from their rank.
   std::vector<AbsentExpert> absent_experts;
+  // In memory only: the non-expert tensors (attention, norms, routers, shared experts, embedding
+  // and head) when rank 0 alone holds them (ExpertRanks::dense_on_root_only) and this spec is
+  // another rank's share: shapes and types without data, for validation and the model's
+  // accounting. Such a spec runs routed experts only.
+  std::vector<TensorSpec> absent_dense;
   // Keeps the bytes behind TensorSpec::data alive (mapped files, converted buffers).
   std::vector<std::shared_ptr<const void>> owners;
   // The mapped files tensors' data may lie in (.moe or GGUF: the one file; a Hugging Face
@@ -157,6 +162,8 @@ struct ModelSpec {
   std::vector<SourceFile> source_files;
 
   const TensorSpec* Find(absl::string_view name) const;
+  // Whether the non-expert weights are on another rank (absent_dense): only experts run here.
+  bool holds_dense() const { return absent_dense.empty(); }
   // [layer][expert]: true for a pruned expert (all false when none is).
   std::vector<std::vector<bool>> PrunedMask() const;
   // [layer][expert]: true for an expert whose weights this spec does not hold (pruned or absent).

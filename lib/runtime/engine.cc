@@ -181,6 +181,7 @@ absl::StatusOr<std::unique_ptr<ExpertRanks>> PlaceOnRanks(const LoadOptions& o, 
     MOE_ASSIGN_OR_RETURN(ranks, ExpertRanks::Balanced(profile, o.expert_world, routed));
     MOE_RETURN_IF_ERROR(ranks->AddReplicas(profile, o.expert_replicas));
   }
+  ranks->set_dense_on_root_only(o.dense_on_root_only);
   MOE_RETURN_IF_ERROR(ranks->KeepOwnExperts(o.expert_rank, spec));
   return std::make_unique<ExpertRanks>(*std::move(ranks));
 }
@@ -257,6 +258,7 @@ absl::StatusOr<std::shared_ptr<const Engine>> Engine::FromSpec(
   for (const auto& t : spec.tensors) {
     if (t.expert < 0) engine->dense_params_ += t.num_elements();
   }
+  for (const auto& t : spec.absent_dense) engine->dense_params_ += t.num_elements();
   MOE_ASSIGN_OR_RETURN(engine->model_, Model::Create(std::move(spec)));
   return std::shared_ptr<const Engine>(std::move(engine));
 }

@@ -68,6 +68,9 @@ struct LoadOptions {
   // With expert_rank_profile: each routed layer's this many most chosen experts get a second
   // holder, which takes half of their tokens (ExpertRanks::AddReplicas).
   int expert_replicas = 0;
+  // The non-expert weights on rank 0 only (ExpertRanks::dense_on_root_only): the other ranks
+  // hold their experts and nothing else, and each MoE layer's inputs travel to them.
+  bool dense_on_root_only = false;
 };
 
 class Engine {

@@ -16,7 +16,13 @@ namespace moe {
 namespace {
 
 // Orders travel between builds of the same library on every rank: plain little-endian fields.
-enum class Order : uint8_t { kOpen = 1, kStep = 2, kClose = 3, kStop = 4 };
+enum class Order : uint8_t {
+  kOpen = 1,
+  kStep = 2,
+  kClose = 3,
+  kStop = 4,
+  kLayer = MixtureFeedForward::kLayerOrder,  // dense weights on rank 0: one MoE layer's inputs
+};
 constexpr uint32_t kProtocol = 1;
 static_assert(std::is_trivially_copyable_v<RoutingPolicy>, "sent as bytes");
 
@@ -107,19 +113,39 @@ struct MirrorSession {
   std::vector<float> no_logits;
 };
 
+// The last layer with routed experts (-1: none): after it, a step's layer messages are done.
+int LastMixtureLayer(const Model& model) {
+  int last = -1;
+  for (size_t l = 0; l < model.layers().size(); ++l) {
+    if (model.layers()[l].parts.ffn == FeedForwardPart::kMixture) last = static_cast<int>(l);
+  }
+  return last;
+}
+
 class Server {
  public:
   Server(std::shared_ptr<const Engine> engine, Communicator* comm, const ServeOptions& options)
       : engine_(std::move(engine)), comm_(comm), options_(options) {}
 
   absl::Status Run() {
+    const bool experts_only = engine_->expert_ranks()->dense_on_root_only();
     for (;;) {
       std::vector<uint8_t> order;
-      MOE_RETURN_IF_ERROR(comm_->Broadcast(0, &order, options_.idle_timeout));
+      // Rank 0 may be idle between steps for as long as it likes, not within one.
+      MOE_RETURN_IF_ERROR(
+          comm_->Broadcast(0, &order, mid_step_ ? comm_->timeout() : options_.idle_timeout));
       Reader in(order);
       uint8_t kind = 0;
       MOE_RETURN_IF_ERROR(in.Get(&kind));
-      switch (static_cast<Order>(kind)) {
+      const Order what = static_cast<Order>(kind);
+      if (what != Order::kStop && (what == Order::kLayer) != experts_only) {
+        return absl::FailedPreconditionError(
+            experts_only ? "rank 0 runs the dense weights on every rank, but this rank loaded "
+                           "only its experts: load every rank alike (dense_on_root_only)"
+                         : "rank 0 keeps the dense weights to itself, but this rank loaded them "
+                           "too: load every rank alike (dense_on_root_only)");
+      }
+      switch (what) {
         case Order::kOpen:
           MOE_RETURN_IF_ERROR(Open(in));
           break;
@@ -128,6 +154,9 @@ class Server {
           break;
         case Order::kClose:
           session_.reset();
+          break;
+        case Order::kLayer:
+          MOE_RETURN_IF_ERROR(ServeLayer(order));
           break;
         case Order::kStop:
           return absl::OkStatus();
@@ -138,6 +167,30 @@ class Server {
   }
 
  private:
+  // Dense weights on rank 0: this rank runs its experts over each MoE layer rank 0 sends.
+  absl::Status ServeLayer(const std::vector<uint8_t>& message) {
+    if (layer_server_ == nullptr) {
+      layer_server_ = std::make_unique<LayerServer>(CreateCpuBackend(options_.threads));
+      layer_server_->mixture.set_expert_parallel(comm_, engine_->expert_ranks());
+      layer_server_->mixture.set_expert_store(engine_->expert_store());
+      layer_server_->mixture.set_expert_prefetch(false);  // the next layer's router is on rank 0
+      last_layer_ = LastMixtureLayer(*engine_->model());
+    }
+    MOE_ASSIGN_OR_RETURN(const int layer, layer_server_->mixture.ServeLayer(
+                                              *layer_server_->backend, *engine_->model(), message));
+    mid_step_ = layer != last_layer_;
+    return absl::OkStatus();
+  }
+
+  struct LayerServer {
+    explicit LayerServer(std::unique_ptr<Backend> b) : backend(std::move(b)) {}
+    std::unique_ptr<Backend> backend;
+    MixtureFeedForward mixture;
+  };
+  std::unique_ptr<LayerServer> layer_server_;
+  int last_layer_ = -1;
+  bool mid_step_ = false;
+
   absl::Status Open(Reader& in) {
     uint32_t protocol = 0;
     ModelShape shape{};
@@ -210,6 +263,8 @@ class Server {
 }  // namespace
 
 absl::Status StepDriver::Open(const SessionOptions& options, int64_t n_ctx) {
+  // With the dense weights on rank 0 alone the others keep no session: the layers tell them.
+  if (!mirrored_) return broken_;
   Writer out(Order::kOpen);
   out.Put(kProtocol);
   out.Put(ShapeOf(model_));
@@ -223,6 +278,7 @@ absl::Status StepDriver::Open(const SessionOptions& options, int64_t n_ctx) {
 
 absl::Status StepDriver::Step(int64_t n_keep, absl::Span<const int32_t> tokens,
                               const std::vector<std::vector<bool>>& disabled) {
+  if (!mirrored_) return broken_;
   Writer out(Order::kStep);
   out.Put(n_keep);
   const bool mask_changed = disabled != sent_disabled_;
@@ -234,7 +290,10 @@ absl::Status StepDriver::Step(int64_t n_keep, absl::Span<const int32_t> tokens,
   return absl::OkStatus();
 }
 
-absl::Status StepDriver::Close() { return Send(Writer(Order::kClose).Take()); }
+absl::Status StepDriver::Close() {
+  if (!mirrored_) return broken_;
+  return Send(Writer(Order::kClose).Take());
+}
 
 void StepDriver::Break(const absl::Status& why) {
   if (broken_.ok()) {

@@ -31,7 +31,11 @@ struct SessionOptions;
 class StepDriver {
  public:
   // comm: rank 0 of a world whose other ranks run ServeExpertParallel on the same model file.
-  StepDriver(Communicator* comm, const Model& model) : comm_(comm), model_(model) {}
+  // With the dense weights on rank 0 only (ExpertRanks::dense_on_root_only) the others mirror no
+  // session and hear of each MoE layer instead (MixtureFeedForward::ServeLayer): then the driver
+  // sends no orders and only keeps the world's broken state.
+  StepDriver(Communicator* comm, const Model& model, const ExpertRanks& ranks)
+      : comm_(comm), model_(model), mirrored_(!ranks.dense_on_root_only()) {}
 
   // Every serving rank makes the session's KV cache (n_ctx already resolved) and routing policy.
   absl::Status Open(const SessionOptions& options, int64_t n_ctx);
@@ -50,6 +54,7 @@ class StepDriver {
 
   Communicator* comm_;
   const Model& model_;
+  bool mirrored_;
   absl::Status broken_;
   std::vector<std::vector<bool>> sent_disabled_;  // the experts the serving ranks have switched off
 };

@@ -112,6 +112,11 @@ absl::StatusOr<KvCache> CreateSessionCache(const Model& model, const SessionOpti
 absl::StatusOr<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Engine> engine,
                                                          const SessionOptions& options) {
   if (!engine) return absl::InvalidArgumentError("no model");
+  if (!engine->model()->spec().holds_dense()) {
+    return absl::FailedPreconditionError(
+        "this model holds only its rank's routed experts (the dense weights are on rank 0): it "
+        "serves (ServeExpertParallel, moe_dist_serve); rank 0 drives");
+  }
   MOE_RETURN_IF_ERROR(CheckRoutingPolicy(options.routing));
   MOE_ASSIGN_OR_RETURN(KvCache cache, CreateSessionCache(*engine->model(), options));
   Communicator* comm = options.communicator;
@@ -129,7 +134,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const E
   auto session =
       std::unique_ptr<Session>(new Session(std::move(engine), std::move(cache), options));
   if (session->engine_->expert_ranks() != nullptr) {
-    session->driver_ = std::make_unique<StepDriver>(comm, *session->engine_->model());
+    session->driver_ = std::make_unique<StepDriver>(comm, *session->engine_->model(),
+                                                    *session->engine_->expert_ranks());
     MOE_RETURN_IF_ERROR(session->driver_->Open(options, n_ctx));
     session->transformer_.set_expert_parallel(comm, session->engine_->expert_ranks());
   }

@@ -28,6 +28,27 @@ for np in 2 4; do
   [ "$got_text" = "$want_text" ] || fail "-np $np: text '$got_text', one process '$want_text'"
 done
 
+# Only rank 0 holds the dense weights; the others hold their experts alone and get each MoE
+# layer's inputs from it. Same tokens, and a serving rank holds less than with the dense weights.
+for np in 2 3; do
+  got_ids="$("${mpirun[@]}" -np "$np" "$cli" run -m "$model" --prompt-ids "$ids" -n 24 -t 1 \
+    --distributed --dense-on-rank0)" || fail "-np $np --dense-on-rank0 exited with an error"
+  [ "$got_ids" = "$want_ids" ] || fail "-np $np --dense-on-rank0: '$got_ids', one process '$want_ids'"
+done
+weights_of_rank1() {
+  sed -n 's/^rank 1 of 2: weights in memory \([0-9.]*\) MB.*/\1/p' <<<"$1"
+}
+every="$("${mpirun[@]}" -np 2 "$cli" run -m "$model" --prompt-ids "$ids" -n 4 -t 1 --distributed \
+  --stats 2>&1 >/dev/null)" || fail "--stats exited with an error"
+root="$("${mpirun[@]}" -np 2 "$cli" run -m "$model" --prompt-ids "$ids" -n 4 -t 1 --distributed \
+  --dense-on-rank0 --stats 2>&1 >/dev/null)" || fail "--dense-on-rank0 --stats exited with an error"
+w_every="$(weights_of_rank1 "$every")"
+w_root="$(weights_of_rank1 "$root")"
+if [ -z "$w_every" ] || [ -z "$w_root" ] ||
+  ! awk -v a="$w_root" -v b="$w_every" 'BEGIN { exit !(a < b) }'; then
+  fail "rank 1 with --dense-on-rank0 holds '$w_root' MB, with the dense weights '$w_every' MB"
+fi
+
 # Placed by a routing profile, the two hottest experts of each layer on both ranks.
 profile="$(mktemp)"
 trap 'rm -f "$profile"' EXIT
@@ -50,6 +71,9 @@ out="$("${mpirun[@]}" -np 2 "$bench" -m "$model" -t 1 -p 16 -n 8 -r 1 --bandwidt
 for want in "rank 1 of 2: weights in memory" "^pp16 " "^tg8 " "exchange: "; do
   grep -q "$want" <<<"$out" || fail "moe-bench --distributed does not print '$want': $out"
 done
+out="$("${mpirun[@]}" -np 2 "$bench" -m "$model" -t 1 -p 16 -n 8 -r 1 --bandwidth-gib 0.01 \
+  --distributed --dense-on-rank0)" || fail "moe-bench --distributed --dense-on-rank0 exited with an error"
+grep -q "^tg8 " <<<"$out" || fail "moe-bench --dense-on-rank0 does not print tg8: $out"
 
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -165,6 +165,48 @@ static void check_fits_only_spread(moe_dist* dist, const char* path, moe_model* 
   moe_model_free(fits);
 }
 
+/* Only rank 0 holds the dense weights (moe_dist_placement.dense_on_rank0): the others hold less
+ * than a share with them, and rank 0's context is still the whole model's bit for bit. */
+static void check_dense_on_rank0(moe_dist* dist, const char* path, moe_model* share,
+                                 moe_model* whole, const moe_model_info* info) {
+  moe_dist_placement placement = moe_dist_default_placement();
+  check(placement.dense_on_rank0 == 0 && placement.expert_replicas == 0 &&
+            placement.balance_profile_path == NULL,
+        "placement defaults");
+  placement.expert_replicas = -1;
+  moe_model* bad = NULL;
+  check(moe_dist_model_load_placed(dist, path, NULL, &placement, &bad) ==
+                MOE_ERROR_INVALID_ARGUMENT &&
+            bad == NULL,
+        "negative replicas are refused");
+  placement.expert_replicas = 0;
+  placement.dense_on_rank0 = 1;
+  moe_model* experts = NULL;
+  check(moe_dist_model_load_placed(dist, path, NULL, &placement, &experts) == MOE_OK,
+        "a share with the dense weights on rank 0 only");
+  if (experts == NULL) return;
+  moe_model_info with_dense = moe_model_default_info(), mine = moe_model_default_info();
+  moe_model_get_info(share, &with_dense);
+  moe_model_get_info(experts, &mine);
+  check(mine.n_params_total == info->n_params_total, "it counts the whole model");
+  if (my_rank == 0) {
+    check(mine.weight_bytes_held == with_dense.weight_bytes_held, "rank 0 holds what it did");
+    drive(dist, experts, whole, info);
+    check(moe_dist_stop_serving(dist) == MOE_OK, "stopping the serving ranks");
+  } else {
+    check(mine.weight_bytes_held < with_dense.weight_bytes_held,
+          "a serving rank holds its experts alone");
+    printf("rank %d: holds %.2f MB with the dense weights on rank 0 only\n", my_rank,
+           mine.weight_bytes_held / 1e6);
+    moe_context_params cp = moe_context_default_params();
+    moe_context* ctx = NULL;
+    check(moe_context_create(experts, &cp, &ctx) != MOE_OK && ctx == NULL,
+          "experts alone make no context");
+    check(moe_dist_serve(dist, experts, 1, 0) == MOE_OK, "serving rank 0's layers");
+  }
+  moe_model_free(experts);
+}
+
 static int kill_rank1(moe_dist* dist, const char* path) {
   moe_model* share = NULL;
   if (moe_dist_model_load(dist, path, NULL, NULL, &share) != MOE_OK) return 1;
@@ -230,7 +272,10 @@ int main(int argc, char** argv) {
     moe_model_info info = moe_model_default_info();
     moe_model_get_info(whole, &info);
     check_share(share, &info, size);
-    if (m == 1) check_fits_only_spread(dist, argv[m], share, whole, &info);
+    if (m == 1) {
+      check_fits_only_spread(dist, argv[m], share, whole, &info);
+      check_dense_on_rank0(dist, argv[m], share, whole, &info);
+    }
     if (my_rank == 0) {
       drive(dist, share, whole, &info);
       check(moe_dist_stop_serving(dist) == MOE_OK, "stopping the serving ranks");

@@ -124,34 +124,115 @@ TEST(ExpertParallelSessionTest, RankZeroSeesWhatOneProcessSees) {
     const SessionOptions options = Options(routing);
     const Record want = Alone(options);
     ASSERT_FALSE(want.tokens.empty());
-    for (int n : {2, 3}) {
-      SCOPED_TRACE(n);
-      WorldRun run = RunWorld(n, options, Converse);
-      ASSERT_TRUE(run.driver.ok()) << run.driver;
-      for (const absl::Status& s : run.servers) EXPECT_TRUE(s.ok()) << s;
-      EXPECT_EQ(run.record.logits, want.logits);
-      EXPECT_EQ(run.record.tokens, want.tokens);
-      EXPECT_EQ(run.record.expert_counts, want.expert_counts) << "every choice counted once";
-      EXPECT_GT(run.record.exchange_bytes, 0);
+    // The dense weights on every rank (each runs the whole step), or on rank 0 alone (it sends
+    // each MoE layer's inputs; the others run experts only).
+    for (bool root_only : {false, true}) {
+      LoadOptions load;
+      load.dense_on_root_only = root_only;
+      for (int n : {2, 3}) {
+        SCOPED_TRACE(::testing::Message() << n << " ranks, dense on rank 0 only: " << root_only);
+        WorldRun run = RunWorld(n, options, Converse, std::chrono::seconds(30), {}, load);
+        ASSERT_TRUE(run.driver.ok()) << run.driver;
+        for (const absl::Status& s : run.servers) EXPECT_TRUE(s.ok()) << s;
+        EXPECT_EQ(run.record.logits, want.logits);
+        EXPECT_EQ(run.record.tokens, want.tokens);
+        EXPECT_EQ(run.record.expert_counts, want.expert_counts) << "every choice counted once";
+        EXPECT_GT(run.record.exchange_bytes, 0);
+      }
     }
+  }
+}
+
+// With the dense weights on rank 0 only, the other ranks hold their experts and nothing else,
+// and still account for the whole model.
+TEST(ExpertParallelSessionTest, ServingRanksMayHoldTheirExpertsAlone) {
+  auto whole = Engine::Load(kModel, {});
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  LoadOptions load;
+  load.dense_on_root_only = true;
+  auto root = Load(2, 0, load);
+  auto server = Load(2, 1, load);
+  ASSERT_NE(root, nullptr);
+  ASSERT_NE(server, nullptr);
+  const ModelSpec& spec = server->model()->spec();
+  int64_t expert_bytes = 0, whole_expert_bytes = 0;
+  for (const TensorSpec& t : spec.tensors) {
+    EXPECT_GE(t.expert, 0) << t.name << " is not an expert's";
+    expert_bytes += t.byte_size();
+  }
+  for (const TensorSpec& t : (*whole)->model()->spec().tensors) {
+    if (t.expert >= 0) whole_expert_bytes += t.byte_size();
+  }
+  EXPECT_EQ(expert_bytes * 2, whole_expert_bytes) << "half of the experts (round robin)";
+  EXPECT_EQ(server->params().held_bytes, expert_bytes);
+  EXPECT_EQ(server->params().total_bytes, (*whole)->params().total_bytes);
+  EXPECT_EQ(server->params().active_bytes_per_token, (*whole)->params().active_bytes_per_token);
+  EXPECT_GT(root->params().held_bytes, (*whole)->params().held_bytes - whole_expert_bytes)
+      << "rank 0: the dense weights and its experts";
+
+  auto world = CreateLoopbackWorld(2);
+  SessionOptions so = Options({});
+  so.communicator = world[0].get();
+  EXPECT_EQ(Session::Create(server, so).status().code(), absl::StatusCode::kFailedPrecondition)
+      << "a rank holding experts only cannot drive";
+}
+
+// Ranks loaded differently (one with the dense weights everywhere, one on rank 0 only) refuse to
+// run together, with an error on both sides and no hang.
+TEST(ExpertParallelSessionTest, RanksLoadedWithDifferentDensePlacementsRefuse) {
+  for (bool root_only_on_rank0 : {false, true}) {
+    SCOPED_TRACE(root_only_on_rank0);
+    auto world = CreateLoopbackWorld(2, std::chrono::milliseconds(1500));
+    absl::Status driven, served;
+    std::thread server([&] {
+      LoadOptions load;
+      load.dense_on_root_only = !root_only_on_rank0;
+      auto engine = Load(2, 1, load);
+      if (engine != nullptr) served = ServeExpertParallel(engine, world[1].get(), {});
+    });
+    LoadOptions load;
+    load.dense_on_root_only = root_only_on_rank0;
+    auto engine = Load(2, 0, load);
+    ASSERT_NE(engine, nullptr);
+    SessionOptions so = Options({});
+    so.communicator = world[0].get();
+    auto session = Session::Create(engine, so);
+    if (session.ok())
+      driven = (*session)->Decode({1, 2, 3});
+    else
+      driven = session.status();
+    session = absl::CancelledError("closed");
+    StopExpertParallelServers(world[0].get()).IgnoreError();
+    server.join();
+    EXPECT_FALSE(driven.ok());
+    EXPECT_EQ(served.code(), absl::StatusCode::kFailedPrecondition) << served;
+    EXPECT_NE(served.message().find("load every rank alike"), std::string::npos) << served;
   }
 }
 
 TEST(ExpertParallelSessionTest, EachRankMayReadItsShareThroughAnExpertCache) {
   const SessionOptions options = Options({});
   const Record want = Alone(options);
-  LoadOptions cached;
-  cached.expert_cache_fraction = 0.5;  // half of each rank's own experts fit
-  WorldRun run = RunWorld(2, options, Converse, std::chrono::seconds(30), {}, cached);
-  ASSERT_TRUE(run.driver.ok()) << run.driver;
-  EXPECT_TRUE(run.servers[0].ok()) << run.servers[0];
-  EXPECT_EQ(run.record.logits, want.logits);
-  EXPECT_EQ(run.record.tokens, want.tokens);
+  for (bool root_only : {false, true}) {
+    SCOPED_TRACE(root_only);
+    LoadOptions cached;
+    cached.expert_cache_fraction = 0.5;  // half of each rank's own experts fit
+    cached.dense_on_root_only = root_only;
+    WorldRun run = RunWorld(2, options, Converse, std::chrono::seconds(30), {}, cached);
+    ASSERT_TRUE(run.driver.ok()) << run.driver;
+    EXPECT_TRUE(run.servers[0].ok()) << run.servers[0];
+    EXPECT_EQ(run.record.logits, want.logits);
+    EXPECT_EQ(run.record.tokens, want.tokens);
+  }
 }
 
-TEST(ExpertParallelSessionTest, ARankThatStopsServingEndsTheConversationWithAnError) {
+class StopServingTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(StopServingTest, ARankThatStopsServingEndsTheConversationWithAnError) {
   ServeOptions impatient;
   impatient.idle_timeout = std::chrono::milliseconds(200);  // the serving rank gives up
+  LoadOptions load;
+  load.dense_on_root_only = GetParam();
   std::vector<absl::Status> calls;
   WorldRun run = RunWorld(
       2, Options({}),
@@ -164,7 +245,7 @@ TEST(ExpertParallelSessionTest, ARankThatStopsServingEndsTheConversationWithAnEr
         calls.push_back(s.Decode({5}));
         return absl::OkStatus();
       },
-      std::chrono::milliseconds(1500), impatient);
+      std::chrono::milliseconds(1500), impatient, load);
   ASSERT_EQ(calls.size(), 3u);
   EXPECT_TRUE(calls[0].ok()) << calls[0];
   EXPECT_EQ(calls[1].code(), absl::StatusCode::kDeadlineExceeded) << calls[1];
@@ -172,6 +253,10 @@ TEST(ExpertParallelSessionTest, ARankThatStopsServingEndsTheConversationWithAnEr
   EXPECT_NE(calls[2].message().find("out of step"), std::string::npos) << calls[2];
   EXPECT_EQ(run.servers[0].code(), absl::StatusCode::kDeadlineExceeded) << run.servers[0];
 }
+
+INSTANTIATE_TEST_SUITE_P(ExpertParallel, StopServingTest, ::testing::Bool(), [](const auto& info) {
+  return info.param ? "DenseOnRankZeroOnly" : "DenseOnEveryRank";
+});
 
 TEST(ExpertParallelSessionTest, AModelHoldingPartOfTheExpertsNeedsItsWorld) {
   auto part = Load(2, 0);

@@ -172,7 +172,8 @@ int Run(const Options& o) {
                                     moe::DType::kF16, h.values_in_keys());
   if (!cache.ok()) return 1;
   if (comm != nullptr && comm->size() > 1) {
-    driver = std::make_unique<moe::StepDriver>(comm, *(*engine)->model());
+    driver =
+        std::make_unique<moe::StepDriver>(comm, *(*engine)->model(), *(*engine)->expert_ranks());
     moe::SessionOptions so;
     so.kv_type = moe::DType::kF16;
     so.n_batch = std::max(o.p, 2);
@@ -361,9 +362,11 @@ int Run(const Options& o) {
                     r.bytes_per_token / 1e6, gbps, "-", "-");
       }
       if (ranks->size() > 1) {
-        std::printf("        exchange: %.1f KB of expert outputs per token, %.1f%% of the time\n",
-                    static_cast<double>(r.exchange_bytes) / r.tokens / 1e3,
-                    100.0 * r.exchange_s / r.seconds);
+        std::printf(
+            "        exchange: %.1f KB per token (expert outputs; with --dense-on-rank0 the "
+            "layers' inputs too), %.1f%% of the time\n",
+            static_cast<double>(r.exchange_bytes) / r.tokens / 1e3,
+            100.0 * r.exchange_s / r.seconds);
       }
       if (store != nullptr) {
         const CacheFigures f = Figures(r, disk_bw);

@@ -55,7 +55,8 @@ std::string StatsTable(const Engine& e, const SessionStats& s) {
   }
   if (t.exchange_bytes > 0 && t.tokens > 0) {
     absl::StrAppendFormat(&out,
-                          "exchange    %.1f KB of expert outputs per token with the other ranks, "
+                          "exchange    %.1f KB per token with the other ranks (expert outputs, and "
+                          "layer inputs when the dense weights are on rank 0 only), "
                           "%.3fs in exchanges (waits included)\n",
                           t.exchange_bytes / static_cast<double>(t.tokens) / 1e3, t.exchange_s);
   }

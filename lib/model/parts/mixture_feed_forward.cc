@@ -12,6 +12,16 @@
 namespace moe {
 namespace {
 
+// A layer message (MixtureFeedForward::kLayerOrder) after its kind byte: this header, then the
+// routing ([rows x k] int32 experts, -1 for none) and the inputs ([rows x d] floats). Ranks run
+// builds of the same library: plain memory layout.
+struct LayerHeader {
+  int32_t layer;
+  int32_t k;
+  int64_t rows;
+  int64_t d;
+};
+
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -78,113 +88,22 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
   }
 
   StageTimer timer(tel, &StageTimes::experts_s);
-  const GatedActivation activation =
-      h.swiglu_clamped ? GatedActivation::kSwigluClamped : GatedActivation::kSilu;
-  // Dispatch: list each expert's tokens so each expert runs once over all of them; slot[t * k +
-  // j] is where token t's j-th choice sits in its expert's list.
-  const int64_t k = h.n_expert_used;
-  auto& by_expert = by_expert_;
-  auto& slot = slot_;
-  by_expert.resize(h.n_expert);
-  slot.resize(n * k);
-  for (auto& rows : by_expert) {
-    rows.clear();
-    // Room for every token up front, so an expert's first token in a decode step allocates
-    // nothing: any expert may be chosen next.
-    if (static_cast<int64_t>(rows.capacity()) < n) rows.reserve(std::max<int64_t>(n, 16));
+  // With the dense weights on rank 0 alone, the other ranks learn the layer's inputs and routing
+  // from it; otherwise each computed them itself.
+  if (comm_ != nullptr && ranks_->dense_on_root_only()) {
+    MOE_RETURN_IF_ERROR(SendLayer(layer, n, d, tel));
   }
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t j = 0; j < k; ++j) {
-      int32_t e = routing.experts[t * k + j];
-      if (e < 0) continue;
-      slot[t * k + j] = static_cast<int32_t>(by_expert[e].size());
-      by_expert[e].push_back(static_cast<int32_t>(t));
-    }
-  }
-  // Run every selected expert (and the shared one) together; each names its tokens in xn.
-  auto& jobs = jobs_;
-  auto& job_of_expert = job_of_expert_;
-  auto& outs = expert_out_;
-  jobs.clear();
-  job_of_expert.assign(h.n_expert, -1);
-  outs.resize(h.n_expert);  // sized before any pointer into them is taken
-  auto& selected = selected_;
-  selected.clear();
-  for (int e = 0; e < h.n_expert; ++e) {
-    if (!by_expert[e].empty()) selected.push_back(e);
-  }
-  if (comm_ != nullptr) {
-    // Every rank routed the same tokens alike; each runs its share of its own experts' tokens.
-    all_selected_ = selected;
-    std::erase_if(selected, [&](int32_t e) {
-      const auto [first, end] = RowsOf(layer, e, comm_->rank());
-      return first == end;
-    });
-  }
-  for (int32_t e : selected) {
-    if (L.experts[e].gate.empty() && store_ == nullptr) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("expert ", e, " of layer ", layer,
-                       " has no weights on this rank (its placement gives it to another)"));
-    }
-  }
+  Dispatch(h, layer, n);
   std::vector<float>& shared_out = shared_out_;
   if (L.has_shared) shared_out.resize(n * d);
-  // Resident experts run in one call. From the expert store they run in chunks of as many as the
-  // cache holds at once besides its pinned experts, each chunk pinned until its jobs have run: a
-  // prompt batch may select every expert of the layer, and the smallest budget holds only the
-  // top-k. Jobs are independent (the outputs are combined afterwards), so chunking changes no
-  // result.
-  if (store_ != nullptr) ScorePrediction(layer);
-  const size_t chunk = store_ != nullptr ? store_->cache().step_capacity() : selected.size();
   size_t next_out = 0;
   // With expert parallelism the shared expert runs while the routed outputs travel (below).
-  const bool shared_here = L.has_shared && comm_ == nullptr;
-  for (size_t begin = 0; begin < selected.size() || (begin == 0 && shared_here);
-       begin += std::max<size_t>(chunk, 1)) {
-    const size_t end = std::min(selected.size(), begin + chunk);
-    jobs.clear();
-    std::optional<ExpertStore::Step> step;
-    if (store_ != nullptr && end > begin) {
-      auto requested =
-          store_->Request(layer, absl::MakeConstSpan(selected).subspan(begin, end - begin));
-      if (!requested.ok()) return requested.status();
-      step = *std::move(requested);
-      // The misses are queued; the next layer's guesses queue behind them while this one runs.
-      if (begin == 0 && prefetch_) PrefetchNextLayer(ctx, layer, n, x);
-    }
-    for (size_t i = begin; i < end; ++i) {
-      const int e = selected[i];
-      const auto& rows = by_expert[e];
-      ScratchVector<float>& res = outs[next_out];
-      res.resize(rows.size() * d);
-      job_of_expert[e] = static_cast<int>(next_out++);
-      // Over ranks, this rank's share of the expert's tokens; the others fill in the rest.
-      const auto [first, end] =
-          comm_ != nullptr ? RowsOf(layer, e, comm_->rank())
-                           : std::pair<int64_t, int64_t>{0, static_cast<int64_t>(rows.size())};
-      const int64_t m = end - first;
-      const ExpertWeights& w = L.experts[e];
-      // From the store, the weights are filled in once the expert is read (RunStoredExperts).
-      jobs.push_back({w.gate, w.up, w.down, xn.data(), rows.data() + first, m,
-                      res.data() + first * d, w.gate_bias, w.up_bias, w.down_bias, activation});
-      if (tel) {
-        tel->expert_counts[layer][e] += m;
-        tel->weight_bytes_read += w.byte_size();
-        tel->active_params += m * w.params();
-      }
-    }
-    const bool with_shared = begin == 0 && shared_here;
-    if (with_shared) {
-      jobs.push_back(
-          {L.shared.gate, L.shared.up, L.shared.down, xn.data(), nullptr, n, shared_out.data()});
-    }
-    if (step) {
-      MOE_RETURN_IF_ERROR(RunStoredExperts(be, *step, with_shared));
-    } else {
-      be.RunExperts(jobs);
-    }
-  }
+  MOE_RETURN_IF_ERROR(RunLocalExperts(be, h, layer, L, n, L.has_shared && comm_ == nullptr, tel,
+                                      prefetch_ ? &ctx : nullptr, x, &next_out));
+  const int64_t k = h.n_expert_used;
+  auto& outs = expert_out_;
+  auto& job_of_expert = job_of_expert_;
+  auto& slot = slot_;
   if (comm_ != nullptr) {
     MOE_ASSIGN_OR_RETURN(std::unique_ptr<PendingGather> exchange, StartExchange(layer, d, tel));
     if (L.has_shared) {
@@ -230,6 +149,181 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
   }
   be.AddWeightedRows(n, terms, d, src.data(), weight.data(), x);
   return absl::OkStatus();
+}
+
+void MixtureFeedForward::Dispatch(const HParams& h, int layer, int64_t n) {
+  // Dispatch: list each expert's tokens so each expert runs once over all of them; slot[t * k +
+  // j] is where token t's j-th choice sits in its expert's list.
+  const int64_t k = h.n_expert_used;
+  auto& by_expert = by_expert_;
+  auto& slot = slot_;
+  by_expert.resize(h.n_expert);
+  slot.resize(n * k);
+  for (auto& rows : by_expert) {
+    rows.clear();
+    // Room for every token up front, so an expert's first token in a decode step allocates
+    // nothing: any expert may be chosen next.
+    if (static_cast<int64_t>(rows.capacity()) < n) rows.reserve(std::max<int64_t>(n, 16));
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t j = 0; j < k; ++j) {
+      int32_t e = routing_.experts[t * k + j];
+      if (e < 0) continue;
+      slot[t * k + j] = static_cast<int32_t>(by_expert[e].size());
+      by_expert[e].push_back(static_cast<int32_t>(t));
+    }
+  }
+  job_of_expert_.assign(h.n_expert, -1);
+  expert_out_.resize(h.n_expert);  // sized before any pointer into them is taken
+  auto& selected = selected_;
+  selected.clear();
+  for (int e = 0; e < h.n_expert; ++e) {
+    if (!by_expert[e].empty()) selected.push_back(e);
+  }
+  if (comm_ != nullptr) {
+    // Every rank routed the same tokens alike; each runs its share of its own experts' tokens.
+    all_selected_ = selected;
+    std::erase_if(selected, [&](int32_t e) {
+      const auto [first, end] = RowsOf(layer, e, comm_->rank());
+      return first == end;
+    });
+  }
+}
+
+absl::Status MixtureFeedForward::RunLocalExperts(Backend& be, const HParams& h, int layer,
+                                                 const LayerWeights& L, int64_t n, bool shared_here,
+                                                 Telemetry* tel, const StepContext* prefetch_ctx,
+                                                 const float* x, size_t* next_out) {
+  const int64_t d = h.n_embd;
+  const GatedActivation activation =
+      h.swiglu_clamped ? GatedActivation::kSwigluClamped : GatedActivation::kSilu;
+  for (int32_t e : selected_) {
+    if (L.experts[e].gate.empty() && store_ == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("expert ", e, " of layer ", layer,
+                       " has no weights on this rank (its placement gives it to another)"));
+    }
+  }
+  // Resident experts run in one call. From the expert store they run in chunks of as many as the
+  // cache holds at once besides its pinned experts, each chunk pinned until its jobs have run: a
+  // prompt batch may select every expert of the layer, and the smallest budget holds only the
+  // top-k. Jobs are independent (the outputs are combined afterwards), so chunking changes no
+  // result.
+  if (store_ != nullptr) ScorePrediction(layer);
+  const size_t chunk = store_ != nullptr ? store_->cache().step_capacity() : selected_.size();
+  for (size_t begin = 0; begin < selected_.size() || (begin == 0 && shared_here);
+       begin += std::max<size_t>(chunk, 1)) {
+    const size_t end = std::min(selected_.size(), begin + chunk);
+    jobs_.clear();
+    std::optional<ExpertStore::Step> step;
+    if (store_ != nullptr && end > begin) {
+      auto requested =
+          store_->Request(layer, absl::MakeConstSpan(selected_).subspan(begin, end - begin));
+      if (!requested.ok()) return requested.status();
+      step = *std::move(requested);
+      // The misses are queued; the next layer's guesses queue behind them while this one runs.
+      if (begin == 0 && prefetch_ctx != nullptr) PrefetchNextLayer(*prefetch_ctx, layer, n, x);
+    }
+    for (size_t i = begin; i < end; ++i) {
+      const int e = selected_[i];
+      const auto& rows = by_expert_[e];
+      ScratchVector<float>& res = expert_out_[*next_out];
+      res.resize(rows.size() * d);
+      job_of_expert_[e] = static_cast<int>((*next_out)++);
+      // Over ranks, this rank's share of the expert's tokens; the others fill in the rest.
+      const auto [first, end] =
+          comm_ != nullptr ? RowsOf(layer, e, comm_->rank())
+                           : std::pair<int64_t, int64_t>{0, static_cast<int64_t>(rows.size())};
+      const int64_t m = end - first;
+      const ExpertWeights& w = L.experts[e];
+      // From the store, the weights are filled in once the expert is read (RunStoredExperts).
+      jobs_.push_back({w.gate, w.up, w.down, xn_.data(), rows.data() + first, m,
+                       res.data() + first * d, w.gate_bias, w.up_bias, w.down_bias, activation});
+      if (tel) {
+        tel->expert_counts[layer][e] += m;
+        tel->weight_bytes_read += w.byte_size();
+        tel->active_params += m * w.params();
+      }
+    }
+    const bool with_shared = begin == 0 && shared_here;
+    if (with_shared) {
+      jobs_.push_back(
+          {L.shared.gate, L.shared.up, L.shared.down, xn_.data(), nullptr, n, shared_out_.data()});
+    }
+    if (step) {
+      MOE_RETURN_IF_ERROR(RunStoredExperts(be, *step, with_shared));
+    } else {
+      be.RunExperts(jobs_);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MixtureFeedForward::SendLayer(int layer, int64_t n, int64_t d, Telemetry* tel) {
+  const auto start = std::chrono::steady_clock::now();
+  const int32_t k = static_cast<int32_t>(routing_.experts.size() / std::max<int64_t>(n, 1));
+  const LayerHeader header{layer, k, n, d};
+  const size_t expert_bytes = static_cast<size_t>(n * k) * sizeof(int32_t);
+  const size_t input_bytes = static_cast<size_t>(n * d) * sizeof(float);
+  Bytes& message = layer_message_;
+  message.resize(1 + sizeof(header) + expert_bytes + input_bytes);
+  message[0] = kLayerOrder;
+  std::memcpy(message.data() + 1, &header, sizeof(header));
+  std::memcpy(message.data() + 1 + sizeof(header), routing_.experts.data(), expert_bytes);
+  std::memcpy(message.data() + 1 + sizeof(header) + expert_bytes, xn_.data(), input_bytes);
+  MOE_RETURN_IF_ERROR(comm_->Broadcast(0, &message, comm_->timeout()));
+  if (tel) {
+    tel->exchange_s += SecondsSince(start);
+    tel->exchange_bytes += message.size() * (comm_->size() - 1);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> MixtureFeedForward::ServeLayer(Backend& be, const Model& model,
+                                                   absl::Span<const uint8_t> message) {
+  if (comm_ == nullptr || comm_->rank() == 0 || !ranks_->dense_on_root_only()) {
+    return absl::FailedPreconditionError(
+        "a layer's inputs from rank 0 are served by the other ranks of a world that keeps the "
+        "dense weights on rank 0");
+  }
+  const HParams& h = model.hp();
+  LayerHeader m{};
+  if (message.size() < 1 + sizeof(m) || message[0] != kLayerOrder) {
+    return absl::DataLossError("a truncated layer message from rank 0");
+  }
+  std::memcpy(&m, message.data() + 1, sizeof(m));
+  if (m.layer < 0 || m.layer >= h.n_layer ||
+      model.layers()[m.layer].parts.ffn != FeedForwardPart::kMixture || m.k != h.n_expert_used ||
+      m.d != h.n_embd || m.rows < 0 || m.rows > (1 << 24)) {
+    return absl::DataLossError(absl::StrCat(
+        "rank 0 sent layer ", m.layer, " with ", m.rows, " rows of ", m.d, " values and ", m.k,
+        " experts each, which this rank's model does not have: every rank must load the same "
+        "model file"));
+  }
+  const size_t expert_bytes = static_cast<size_t>(m.rows * m.k) * sizeof(int32_t);
+  const size_t input_bytes = static_cast<size_t>(m.rows * m.d) * sizeof(float);
+  if (message.size() != 1 + sizeof(m) + expert_bytes + input_bytes) {
+    return absl::DataLossError("a layer message from rank 0 of the wrong size");
+  }
+  routing_.experts.resize(m.rows * m.k);
+  std::memcpy(routing_.experts.data(), message.data() + 1 + sizeof(m), expert_bytes);
+  for (int32_t e : routing_.experts) {
+    if (e < -1 || e >= h.n_expert) {
+      return absl::DataLossError(
+          absl::StrCat("rank 0 routed a token to expert ", e, " of ", h.n_expert));
+    }
+  }
+  xn_.resize(m.rows * m.d);
+  std::memcpy(xn_.data(), message.data() + 1 + sizeof(m) + expert_bytes, input_bytes);
+  Dispatch(h, m.layer, m.rows);
+  size_t next_out = 0;
+  MOE_RETURN_IF_ERROR(RunLocalExperts(be, h, m.layer, model.layers()[m.layer], m.rows,
+                                      /*shared_here=*/false, nullptr, nullptr, nullptr, &next_out));
+  MOE_ASSIGN_OR_RETURN(std::unique_ptr<PendingGather> exchange,
+                       StartExchange(m.layer, m.d, nullptr));
+  std::vector<Bytes> all;
+  MOE_RETURN_IF_ERROR(exchange->Wait(&all));
+  return m.layer;
 }
 
 absl::Status MixtureFeedForward::RunStoredExperts(Backend& backend, const ExpertStore::Step& step,
@@ -290,6 +384,8 @@ absl::StatusOr<std::unique_ptr<PendingGather>> MixtureFeedForward::StartExchange
   const auto start = std::chrono::steady_clock::now();
   // This rank's payload: its experts' outputs, ascending by expert (selected_ is). Every rank
   // routed the same tokens, so each knows what every other sends.
+  // With the dense weights on rank 0 only, the outputs go to rank 0 alone, which sends none.
+  const bool root_only = ranks_->dense_on_root_only();
   std::vector<size_t>& sizes = exchange_sizes_;
   sizes.assign(comm_->size(), 0);
   for (int32_t e : all_selected_) {
@@ -303,6 +399,7 @@ absl::StatusOr<std::unique_ptr<PendingGather>> MixtureFeedForward::StartExchange
         return absl::FailedPreconditionError(absl::StrCat(
             "expert ", e, " of layer ", layer, " is placed on rank ", r, " of ", comm_->size()));
       }
+      if (r == 0 && root_only) continue;  // rank 0 keeps its outputs
       const auto [first, end] = RowsOf(layer, e, r);
       sizes[r] += static_cast<size_t>((end - first) * d) * sizeof(float);
     }
@@ -311,6 +408,7 @@ absl::StatusOr<std::unique_ptr<PendingGather>> MixtureFeedForward::StartExchange
   mine.resize(sizes[comm_->rank()]);
   size_t at = 0;
   for (int32_t e : selected_) {
+    if (sizes[comm_->rank()] == 0) break;
     const ScratchVector<float>& out = expert_out_[job_of_expert_[e]];
     const auto [first, end] = RowsOf(layer, e, comm_->rank());
     const size_t bytes = static_cast<size_t>((end - first) * d) * sizeof(float);

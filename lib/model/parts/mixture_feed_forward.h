@@ -45,8 +45,28 @@ class MixtureFeedForward {
     ranks_ = ranks;
   }
 
+  // With the dense weights on rank 0 alone (ExpertRanks::dense_on_root_only), rank 0's Run
+  // broadcasts each MoE layer's inputs and routing as a message whose first byte is kLayerOrder;
+  // another rank hands that message to ServeLayer, which runs this rank's share of the layer's
+  // experts over it and sends their outputs back. `model` holds this rank's experts.
+  static constexpr uint8_t kLayerOrder = 5;
+  // Returns the layer served.
+  absl::StatusOr<int> ServeLayer(Backend& backend, const Model& model,
+                                 absl::Span<const uint8_t> message);
+
  private:
   RouterConfig ConfigFor(const HParams& h, const LayerWeights& L, int layer) const;
+  // Lists each expert's tokens of routing_ (by_expert_, slot_) and the experts this rank runs
+  // (selected_; with expert parallelism all_selected_ has every rank's).
+  void Dispatch(const HParams& h, int layer, int64_t n);
+  // Runs selected_ over xn_ into expert_out_ (and the shared expert if shared_here), from the
+  // resident weights or the expert store; prefetch_ctx (null: none) and x let the store guess the
+  // next layer's experts. next_out counts the outputs used.
+  absl::Status RunLocalExperts(Backend& be, const HParams& h, int layer, const LayerWeights& L,
+                               int64_t n, bool shared_here, Telemetry* tel,
+                               const StepContext* prefetch_ctx, const float* x, size_t* next_out);
+  // Rank 0 with the dense weights to itself: the layer's inputs and routing to the other ranks.
+  absl::Status SendLayer(int layer, int64_t n, int64_t d, Telemetry* tel);
   // Runs the chunk's jobs (jobs_, the step's experts in order, then the shared expert if
   // with_shared) as the reads finish: the resident ones first, then each group that became ready
   // while the previous one ran.
@@ -86,6 +106,7 @@ class MixtureFeedForward {
   std::vector<int32_t> selected_;          // the experts this layer's step runs, in job order
   std::vector<size_t> exchange_sizes_;     // bytes each rank sends
   Bytes exchange_out_;                     // this rank's
+  Bytes layer_message_;                    // SendLayer's
   std::vector<int32_t> all_selected_;      // with expert parallelism: those of every rank
   Communicator* comm_ = nullptr;
   const ExpertRanks* ranks_ = nullptr;
