@@ -891,6 +891,10 @@ typedef struct moe_engine_stats {
   int32_t kv_window_blocks_in_use;
   int32_t kv_window_blocks_cached;
   int64_t kv_bytes; /* the paged KV cache's memory */
+  /* Appended: an engine over ranks (moe_dist_engine_create): the bytes of layer inputs and expert
+   * outputs rank 0 exchanged with the others, and the time it spent in those exchanges. */
+  int64_t exchange_bytes;
+  double exchange_seconds;
 } moe_engine_stats;
 
 MOE_API moe_status moe_engine_stats_init(moe_engine_stats* stats, size_t struct_size);
@@ -995,6 +999,14 @@ MOE_API moe_status moe_dist_model_load_placed(moe_dist* dist, const char* path,
 MOE_API moe_status moe_dist_context_create(moe_dist* dist, moe_model* model,
                                            const moe_context_params* params,
                                            moe_context** out_context);
+/* Rank 0: a batching engine over the world (moe_engine_params as for moe_engine_create; then
+ * moe_engine_submit and the rest as usual). Needs the model loaded with the dense weights on rank
+ * 0 only (moe_dist_placement.dense_on_rank0; MOE_ERROR_UNSUPPORTED otherwise): each MoE layer of a
+ * step sends its inputs to the other ranks, which run their experts over every request of the
+ * step at once. A rank that stops answering ends the step's requests with MOE_FINISH_ERROR, and
+ * every later one. One engine or context per world at a time; free it before moe_dist_free. */
+MOE_API moe_status moe_dist_engine_create(moe_dist* dist, moe_model* model,
+                                          const moe_engine_params* params, moe_engine** out_engine);
 /* The other ranks: runs rank 0's steps with n_threads threads (0: one per core) until rank 0
  * calls moe_dist_stop_serving or moe_dist_free (MOE_OK), or an exchange fails (its error).
  * idle_timeout_ms: how long to wait for rank 0's next step before giving up (MOE_ERROR_TIMEOUT);

@@ -43,7 +43,8 @@ cmake -S . -B "$tsan" "${san_flags[@]}" -DMOE_BUILD_TESTS=ON -DMOE_BUILD_TOOLS=O
   -DMOE_TSAN=ON -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST
 cmake --build "$tsan" -j "$jobs" --target c_api_test c_api_engine_test swig_glue_test thread_pool_test engine_test \
   cpu_backend_test expert_cache_test engine_expert_cache_test batch_engine_test \
-  loopback_communicator_test expert_parallel_test expert_parallel_session_test
+  loopback_communicator_test expert_parallel_test expert_parallel_session_test \
+  batch_engine_expert_parallel_test
 # The expert cache's I/O threads with the forward pass: prefetching and read errors (the
 # exactness sweep over every budget and level stays in the plain run: minutes under TSan).
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \

@@ -38,13 +38,16 @@ struct moe_dist {
 };
 
 namespace moe::api {
-// moe_model_load and moe_context_create, for the plain and the distributed entry points: `lo`
-// carries what the caller decided besides params (a rank's share of the experts); `world` is
-// null for a context of one process.
+// moe_model_load, moe_context_create and moe_engine_create, for the plain and the distributed entry
+// points: `lo` carries what the caller decided besides params (a rank's share of the experts);
+// `world` is null for a context of one process.
 moe_status LoadModel(const char* path, const moe_model_params* params, moe::LoadOptions lo,
                      moe_model** out);
 moe_status CreateContext(moe_model* model, const moe_context_params* params,
                          std::shared_ptr<moe::Communicator> world, moe_context** out);
+// moe_engine_create, and moe_dist_engine_create with the world (null: one process).
+moe_status CreateEngine(moe_model* model, const moe_engine_params* params,
+                        std::shared_ptr<moe::Communicator> world, moe_engine** out);
 }  // namespace moe::api
 
 struct moe_detokenizer {

@@ -1,5 +1,5 @@
 // The C ABI of expert parallelism over MPI ranks: a world (moe_dist), each rank's share of a
-// model, rank 0's context over the world, and the other ranks' serving loop
+// model, rank 0's context or batching engine over the world, and the other ranks' serving loop
 // (lib/runtime/expert_parallel.h).
 #include <chrono>
 #include <string>
@@ -86,6 +86,17 @@ moe_status moe_dist_context_create(moe_dist* dist, moe_model* model,
       return Null("dist");
     }
     return moe::api::CreateContext(model, params, dist->world, out);
+  });
+}
+
+moe_status moe_dist_engine_create(moe_dist* dist, moe_model* model, const moe_engine_params* params,
+                                  moe_engine** out) {
+  return Guard("moe_dist_engine_create", [&]() -> moe_status {
+    if (dist == nullptr) {
+      if (out != nullptr) *out = nullptr;
+      return Null("dist");
+    }
+    return moe::api::CreateEngine(model, params, dist->world, out);
   });
 }
 

@@ -25,6 +25,9 @@ using moe::api::WriteVersioned;
 // Waiting threads hold the engine too, so moe_engine_free (which closes it: every request
 // finishes, every waiter wakes) never frees it under them.
 struct moe_engine {
+  // An engine over a world of ranks (moe_dist_engine_create) keeps its communicator: it goes
+  // after the engine.
+  std::shared_ptr<moe::Communicator> world;
   std::shared_ptr<moe::BatchEngine> engine;
   uint64_t seed;
 };
@@ -59,6 +62,51 @@ moe_status HandOver(absl::StatusOr<moe::RequestResult> r, moe_request_result** o
 }
 
 }  // namespace
+
+namespace moe::api {
+
+moe_status CreateEngine(moe_model* model, const moe_engine_params* params,
+                        std::shared_ptr<moe::Communicator> world, moe_engine** out) {
+  if (out == nullptr) return Null("out_engine");
+  *out = nullptr;
+  if (model == nullptr) return Null("model");
+  moe_engine_params p;
+  moe_engine_params_init(&p, sizeof(p));
+  if (moe_status s = ReadVersioned(params, &p, "moe_engine_params"); s != MOE_OK) return s;
+  moe::DType kv_type;
+  if (moe_status s = ReadThreadsAndKvType(p.n_threads, p.kv_type, &kv_type); s != MOE_OK) {
+    return s;
+  }
+  if (p.when_kv_full != MOE_KV_FULL_PREEMPT && p.when_kv_full != MOE_KV_FULL_FINISH) {
+    return Fail(MOE_ERROR_INVALID_ARGUMENT, absl::StrCat("unknown when_kv_full ", p.when_kv_full));
+  }
+  if (p.n_ctx < 0 || p.kv_tokens < 0 || p.kv_bytes < 0) {
+    return Fail(MOE_ERROR_INVALID_ARGUMENT,
+                "n_ctx, kv_tokens and kv_bytes must not be negative (0: the default)");
+  }
+  moe::BatchEngineOptions o;
+  o.threads = p.n_threads;
+  o.kv_type = kv_type;
+  o.block_size = p.kv_block_size;
+  o.n_ctx = p.n_ctx;
+  o.kv_tokens = p.kv_tokens;
+  o.kv_bytes = static_cast<size_t>(p.kv_bytes);
+  o.max_sequences = p.max_sequences;
+  o.max_step_tokens = p.max_step_tokens;
+  o.prefix_sharing = p.prefix_sharing != 0;
+  o.when_full =
+      p.when_kv_full == MOE_KV_FULL_FINISH ? moe::WhenKvFull::kFinish : moe::WhenKvFull::kPreempt;
+  o.own_thread = p.own_thread != 0;
+  o.routing = moe::api::RoutingPolicyOf(p);
+  o.communicator = world.get();
+  auto engine = moe::BatchEngine::Create(model->engine, o);
+  if (!engine.ok()) return FromStatus(engine.status());
+  *out = new moe_engine{std::move(world), std::shared_ptr<moe::BatchEngine>(*std::move(engine)),
+                        p.seed};
+  return MOE_OK;
+}
+
+}  // namespace moe::api
 
 extern "C" {
 
@@ -98,44 +146,8 @@ moe_status moe_engine_stats_init(moe_engine_stats* s, size_t struct_size) {
 }
 
 moe_status moe_engine_create(moe_model* model, const moe_engine_params* params, moe_engine** out) {
-  return Guard("moe_engine_create", [&]() -> moe_status {
-    if (out == nullptr) return Null("out_engine");
-    *out = nullptr;
-    if (model == nullptr) return Null("model");
-    moe_engine_params p;
-    moe_engine_params_init(&p, sizeof(p));
-    if (moe_status s = ReadVersioned(params, &p, "moe_engine_params"); s != MOE_OK) return s;
-    moe::DType kv_type;
-    if (moe_status s = ReadThreadsAndKvType(p.n_threads, p.kv_type, &kv_type); s != MOE_OK) {
-      return s;
-    }
-    if (p.when_kv_full != MOE_KV_FULL_PREEMPT && p.when_kv_full != MOE_KV_FULL_FINISH) {
-      return Fail(MOE_ERROR_INVALID_ARGUMENT,
-                  absl::StrCat("unknown when_kv_full ", p.when_kv_full));
-    }
-    if (p.n_ctx < 0 || p.kv_tokens < 0 || p.kv_bytes < 0) {
-      return Fail(MOE_ERROR_INVALID_ARGUMENT,
-                  "n_ctx, kv_tokens and kv_bytes must not be negative (0: the default)");
-    }
-    moe::BatchEngineOptions o;
-    o.threads = p.n_threads;
-    o.kv_type = kv_type;
-    o.block_size = p.kv_block_size;
-    o.n_ctx = p.n_ctx;
-    o.kv_tokens = p.kv_tokens;
-    o.kv_bytes = static_cast<size_t>(p.kv_bytes);
-    o.max_sequences = p.max_sequences;
-    o.max_step_tokens = p.max_step_tokens;
-    o.prefix_sharing = p.prefix_sharing != 0;
-    o.when_full =
-        p.when_kv_full == MOE_KV_FULL_FINISH ? moe::WhenKvFull::kFinish : moe::WhenKvFull::kPreempt;
-    o.own_thread = p.own_thread != 0;
-    o.routing = moe::api::RoutingPolicyOf(p);
-    auto engine = moe::BatchEngine::Create(model->engine, o);
-    if (!engine.ok()) return FromStatus(engine.status());
-    *out = new moe_engine{std::shared_ptr<moe::BatchEngine>(*std::move(engine)), p.seed};
-    return MOE_OK;
-  });
+  return Guard("moe_engine_create",
+               [&]() -> moe_status { return moe::api::CreateEngine(model, params, nullptr, out); });
 }
 
 void moe_engine_free(moe_engine* e) {
@@ -305,6 +317,8 @@ moe_status moe_engine_get_stats(const moe_engine* e, moe_engine_stats* out) {
     s.mean_sequences_per_step = st.mean_sequences_per_step;
     s.mean_tokens_per_step = st.mean_tokens_per_step;
     s.mean_experts_per_step = st.mean_experts_per_step;
+    s.exchange_bytes = st.exchange_bytes;
+    s.exchange_seconds = st.exchange_s;
     s.rerouted_choices = st.rerouted_choices;
     s.dropped_choices = st.dropped_choices;
     s.reweighted_choices = st.reweighted_choices;

@@ -19,6 +19,33 @@ double Seconds(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
+// A model holding one rank's share of the experts runs over its world from rank 0, with the
+// dense weights there alone (the serving ranks keep no KV cache to mirror a paged one); a whole
+// model runs in this process.
+absl::Status CheckWorld(const Engine& engine, const Communicator* comm) {
+  const ExpertRanks* ranks = engine.expert_ranks();
+  if (ranks == nullptr) {
+    if (comm != nullptr && comm->size() > 1) {
+      return absl::FailedPreconditionError(
+          "a world of ranks needs the model loaded for expert parallelism (expert_world)");
+    }
+    return absl::OkStatus();
+  }
+  if (comm == nullptr || comm->size() != ranks->world() || comm->rank() != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("this model holds its share of the experts of a world of ", ranks->world(),
+                     " ranks: the batching engine runs on rank 0 of that world (its communicator "
+                     "in the options; the others serve)"));
+  }
+  if (!ranks->dense_on_root_only()) {
+    return absl::UnimplementedError(
+        "the batching engine runs over ranks with the dense weights on rank 0 only "
+        "(LoadOptions::dense_on_root_only, --dense-on-rank0); with them on every rank each would "
+        "have to mirror the engine's paged KV cache");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 struct BatchEngine::Request {
@@ -65,11 +92,7 @@ struct BatchEngine::Scheduled {
 absl::StatusOr<std::unique_ptr<BatchEngine>> BatchEngine::Create(
     std::shared_ptr<const Engine> engine, const BatchEngineOptions& options) {
   if (!engine) return absl::InvalidArgumentError("no model");
-  if (engine->expert_ranks() != nullptr) {
-    return absl::UnimplementedError(
-        "this model holds one rank's share of the experts: the batching engine does not run over "
-        "ranks yet (use a session over the world)");
-  }
+  MOE_RETURN_IF_ERROR(CheckWorld(*engine, options.communicator));
   MOE_RETURN_IF_ERROR(engine->RequireTokenizer().status());
   const HParams& h = engine->model()->hp();
   int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(h.n_ctx_train, 4096);
@@ -118,6 +141,10 @@ BatchEngine::BatchEngine(std::shared_ptr<const Engine> engine, const BatchEngine
       transformer_(engine_->model(), backend_.get()),
       cache_(std::move(cache)) {
   engine_->PrepareTransformer(&transformer_, options.routing);
+  if (const ExpertRanks* ranks = engine_->expert_ranks(); ranks != nullptr) {
+    driver_ = std::make_unique<StepDriver>(options.communicator, *engine_->model(), *ranks);
+    transformer_.set_expert_parallel(options.communicator, ranks);
+  }
   stats_.kv_blocks = cache_->n_blocks();
   stats_.block_size = cache_->block_size();
   stats_.kv_window_blocks = cache_->window_blocks();
@@ -342,7 +369,9 @@ absl::StatusOr<bool> BatchEngine::StepLocked() {
     }
     const HParams& h = engine_->model()->hp();
     step_telemetry_.Reset(h.n_layer, h.n_expert);
-    absl::Status status = transformer_.ForwardBatch(chunks, &logits_, &step_telemetry_);
+    absl::Status status = driver_ ? driver_->in_step() : absl::OkStatus();
+    if (status.ok()) status = transformer_.ForwardBatch(chunks, &logits_, &step_telemetry_);
+    if (!status.ok() && driver_) driver_->Break(status);
     int64_t row = 0, tokens = 0, decode = 0;
     for (size_t i = 0; i < batch.size(); ++i) {
       Request& r = *batch[i].r;
@@ -371,6 +400,8 @@ absl::StatusOr<bool> BatchEngine::StepLocked() {
     stats_.dropped_choices += step_telemetry_.dropped_choices;
     stats_.reweighted_choices += step_telemetry_.reweighted_choices;
     stats_.step_s += Seconds(t0, Clock::now());
+    stats_.exchange_bytes += step_telemetry_.exchange_bytes;
+    stats_.exchange_s += step_telemetry_.exchange_s;
     sum_sequences_ += static_cast<double>(batch.size());
     sum_experts_ += static_cast<double>(experts) / std::max<int64_t>(h.n_layer, 1);
   }

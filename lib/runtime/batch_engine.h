@@ -35,6 +35,7 @@
 #include "lib/model/forward.h"
 #include "lib/moe/router.h"
 #include "lib/runtime/engine.h"
+#include "lib/runtime/expert_parallel.h"
 #include "lib/runtime/session.h"
 
 namespace moe {
@@ -59,6 +60,14 @@ struct BatchEngineOptions {
   bool prefix_sharing = true;
   WhenKvFull when_full = WhenKvFull::kPreempt;
   bool own_thread = true;  // false: the caller drives the engine with Step()
+  // A model loaded as one rank's share of the experts (LoadOptions::expert_world) runs over this
+  // world, of which this is rank 0; the others serve (ServeExpertParallel) until rank 0 stops
+  // them (StopExpertParallelServers, after the engine is gone). The engine keeps the only KV
+  // cache, so the model must hold the dense weights on rank 0 alone (dense_on_root_only): each
+  // MoE layer of a step sends its inputs and routing to the others. After a failed exchange the
+  // ranks are out of step: the step's requests end with its error, every later one with
+  // FailedPrecondition. Nothing else may use the communicator while the engine runs.
+  Communicator* communicator = nullptr;
   // Every request's; off by default (lib/moe/router.h). A capacity caps each step's tokens per
   // expert over all its requests; load-aware re-weighting follows each request's own routing
   // (and turns prefix sharing off, as cached blocks do not keep the routing).
@@ -134,6 +143,10 @@ struct BatchEngineStats {
   double mean_sequences_per_step = 0;
   double mean_tokens_per_step = 0;
   double mean_experts_per_step = 0;  // distinct (layer, expert) pairs a step ran, per layer
+  // Over ranks (BatchEngineOptions::communicator): the bytes of layer inputs and expert outputs
+  // rank 0 exchanged with the others, and the time it spent in those exchanges.
+  int64_t exchange_bytes = 0;
+  double exchange_s = 0;
 };
 
 class BatchEngine {
@@ -201,6 +214,7 @@ class BatchEngine {
   std::unique_ptr<Backend> backend_;
   Transformer transformer_;
   std::unique_ptr<PagedKvCache> cache_;
+  std::unique_ptr<StepDriver> driver_;  // over ranks: whether they are still in step
 
   // The stepping side (step_mu_): the requests admitted, oldest first, and those waiting for
   // room, in arrival order (preempted ones back at the front).

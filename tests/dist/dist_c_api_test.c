@@ -1,7 +1,9 @@
 /* The C ABI's expert parallelism, run under mpirun (tests/dist/CMakeLists.txt: -np 2 and -np 4 on
  * this machine). Every rank loads its share of each model given; rank 0 drives a context over the
  * world and checks it against a context of its own over the whole model: the logits of a prompt,
- * of decode steps and after a truncation, greedy tokens and expert counts, all bit for bit. Every
+ * of decode steps and after a truncation, greedy tokens and expert counts, all bit for bit; and,
+ * with the dense weights on rank 0 only, a batching engine's tokens against one over the whole
+ * model. Every
  * rank checks that it holds the weights every token needs and only its share of the experts.
  *
  *   dist_c_api_test MODEL...           the checks above; exit status non-zero on any failure
@@ -167,6 +169,68 @@ static void check_fits_only_spread(moe_dist* dist, const char* path, moe_model* 
 
 /* Only rank 0 holds the dense weights (moe_dist_placement.dense_on_rank0): the others hold less
  * than a share with them, and rank 0's context is still the whole model's bit for bit. */
+/* Greedy requests through an engine (submitted together, stepped by its own thread); their
+ * tokens in got[request] (-1 past the last). */
+static void engine_tokens(moe_engine* engine, int32_t got[4][8], int n_requests) {
+  moe_request_id ids[4];
+  moe_sampling_params sp;
+  moe_generate_params g = greedy(8, &sp);
+  for (int i = 0; i < n_requests; ++i) {
+    int32_t prompt[6];
+    for (int j = 0; j < 6; ++j) prompt[j] = 3 + (i * 131 + j * 17) % 200;
+    moe_request_params rp = moe_request_default_params();
+    rp.tokens = prompt;
+    rp.n_tokens = (size_t)(3 + i);
+    rp.generate = &g;
+    check(moe_engine_submit(engine, &rp, NULL, NULL, &ids[i]) == MOE_OK, "submitting a request");
+  }
+  for (int i = 0; i < n_requests; ++i) {
+    moe_request_result* r = NULL;
+    memset(got[i], 0xff, sizeof(got[i]));
+    if (moe_engine_wait(engine, ids[i], 60, &r) != MOE_OK) {
+      check(0, "waiting for a request");
+      continue;
+    }
+    size_t n = 0;
+    const int32_t* t = moe_request_result_tokens(r, &n);
+    check(n > 0 && n <= 8, "a request generates up to its 8 tokens");
+    for (size_t j = 0; j < n && j < 8; ++j) got[i][j] = t[j];
+    moe_request_result_free(r);
+  }
+}
+
+/* Rank 0: a batching engine over the world gives its requests what an engine over the whole
+ * model gives them. */
+static void drive_engine(moe_dist* dist, moe_model* experts, moe_model* with_dense,
+                         moe_model* whole) {
+  moe_engine_params ep = moe_engine_default_params();
+  ep.n_threads = 1;
+  ep.n_ctx = 64;
+  ep.max_step_tokens = 8; /* prompts in chunks beside the others' decode tokens */
+  moe_engine* e = NULL;
+  check(moe_dist_engine_create(dist, with_dense, &ep, &e) == MOE_ERROR_UNSUPPORTED && e == NULL,
+        "an engine over ranks needs the dense weights on rank 0 only");
+  check(moe_dist_engine_create(NULL, experts, &ep, &e) == MOE_ERROR_INVALID_ARGUMENT && e == NULL,
+        "an engine over no world");
+  check(moe_engine_create(experts, &ep, &e) != MOE_OK && e == NULL,
+        "a share makes no engine of its own");
+  int32_t want[4][8], got[4][8];
+  check(moe_engine_create(whole, &ep, &e) == MOE_OK, "an engine over the whole model");
+  if (e == NULL) return;
+  engine_tokens(e, want, 4);
+  moe_engine_free(e);
+  e = NULL;
+  check(moe_dist_engine_create(dist, experts, &ep, &e) == MOE_OK, "an engine over the world");
+  if (e == NULL) return;
+  engine_tokens(e, got, 4);
+  moe_engine_stats st = moe_default_engine_stats();
+  check(moe_engine_get_stats(e, &st) == MOE_OK && st.exchange_bytes > 0 &&
+            st.mean_sequences_per_step > 1.0,
+        "the engine's requests ran together and exchanged with the other ranks");
+  moe_engine_free(e);
+  check(memcmp(want, got, sizeof(want)) == 0, "the engine over the world gives the same tokens");
+}
+
 static void check_dense_on_rank0(moe_dist* dist, const char* path, moe_model* share,
                                  moe_model* whole, const moe_model_info* info) {
   moe_dist_placement placement = moe_dist_default_placement();
@@ -192,6 +256,7 @@ static void check_dense_on_rank0(moe_dist* dist, const char* path, moe_model* sh
   if (my_rank == 0) {
     check(mine.weight_bytes_held == with_dense.weight_bytes_held, "rank 0 holds what it did");
     drive(dist, experts, whole, info);
+    drive_engine(dist, experts, share, whole);
     check(moe_dist_stop_serving(dist) == MOE_OK, "stopping the serving ranks");
   } else {
     check(mine.weight_bytes_held < with_dense.weight_bytes_held,
