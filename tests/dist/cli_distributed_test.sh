@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# moe-cli run and moe-bench over MPI ranks (--distributed): greedy tokens and text equal the
-# single process's, and every rank reports its memory.
+# moe-cli run, serve-test and moe-bench over MPI ranks (--distributed): greedy tokens and text
+# equal the single process's, and every rank reports its memory.
 #   cli_distributed_test.sh MPIRUN MOE_CLI MOE_BENCH MODEL TEXT
 set -uo pipefail
 mpirun=("$1" --allow-run-as-root --oversubscribe)
@@ -74,6 +74,33 @@ done
 out="$("${mpirun[@]}" -np 2 "$bench" -m "$model" -t 1 -p 16 -n 8 -r 1 --bandwidth-gib 0.01 \
   --distributed --dense-on-rank0)" || fail "moe-bench --distributed --dense-on-rank0 exited with an error"
 grep -q "^tg8 " <<<"$out" || fail "moe-bench --dense-on-rank0 does not print tg8: $out"
+
+# The batching engine over ranks (dense weights on rank 0): several clients' greedy requests get
+# the single process's texts; without --dense-on-rank0 it refuses with a reason.
+requests="$(mktemp)"
+trap 'rm -f "$profile" "$requests"' EXIT
+printf '%s\n' "The river ran" "Once upon a time" '{"prompt": "She said", "max_tokens": 5}' \
+  "In the morning the" "A man came" >"$requests"
+texts() { python3 -c 'import json, sys
+for line in sys.stdin:
+    j = json.loads(line)
+    if "request" in j: print(j["request"], repr(j.get("text")))'; }
+want_served="$("$cli" serve-test -m "$model" -r "$requests" -c 3 -n 12 -t 1 --json | texts)" ||
+  fail "serve-test in one process"
+[ "$(wc -l <<<"$want_served")" -eq 5 ] || fail "serve-test in one process: '$want_served'"
+for np in 2 3; do
+  got_served="$("${mpirun[@]}" -np "$np" "$cli" serve-test -m "$model" -r "$requests" -c 3 -n 12 \
+    -t 1 --json --distributed --dense-on-rank0 | texts)" || fail "serve-test -np $np exited with an error"
+  [ "$got_served" = "$want_served" ] || fail "serve-test -np $np: '$got_served', one process '$want_served'"
+done
+refused="$("${mpirun[@]}" -np 2 "$cli" serve-test -m "$model" -r "$requests" -c 2 -n 4 -t 1 \
+  --distributed 2>&1)" && fail "serve-test over ranks with the dense weights everywhere ran"
+grep -q "dense weights on rank 0" <<<"$refused" || fail "serve-test refused without the reason: $refused"
+out="$("${mpirun[@]}" -np 2 "$bench" -m "$model" -t 1 -p 16 -n 8 --parallel 1,3 --distributed \
+  --dense-on-rank0)" || fail "moe-bench --parallel --distributed exited with an error"
+for want in "exchanged KB/token" "rank 1 of 2: weights in memory" "^    3 "; do
+  grep -q "$want" <<<"$out" || fail "moe-bench --parallel --distributed does not print '$want': $out"
+done
 
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -118,18 +118,29 @@ int Run(const Options& o) {
     if (!s.ok()) std::fprintf(stderr, "moe-bench: %s\n", std::string(s.message()).c_str());
     return s.ok() ? 0 : 1;
   }
-  if ((!o.parallel.empty() || o.prefix_ttft > 0) && (*world)->comm() != nullptr) {
-    std::fprintf(stderr,
-                 "moe-bench: --parallel and --prefix-ttft run the batching engine, which "
-                 "does not run over ranks yet\n");
-    return 2;
-  }
   if (!o.parallel.empty() || o.prefix_ttft > 0) {
-    moe::bench::ParallelOptions po{o.threads, o.p, o.n, o.reps, o.json};
+    moe::bench::ParallelOptions po{o.threads, o.p, o.n, o.reps, o.json, (*world)->comm()};
     int rc = 0;
-    if (!o.parallel.empty()) rc = moe::bench::RunParallel(*engine, po, o.parallel);
+    if (po.communicator != nullptr && !o.distributed.dense_on_root) {
+      std::fprintf(stderr,
+                   "moe-bench: --parallel and --prefix-ttft run the batching engine, which runs "
+                   "over ranks with --dense-on-rank0 only\n");
+      rc = 2;
+    }
+    if (rc == 0 && !o.parallel.empty()) rc = moe::bench::RunParallel(*engine, po, o.parallel);
     if (rc == 0 && o.prefix_ttft > 0) {
       rc = moe::bench::RunPrefixTtft(*engine, po, o.prefix_ttft, o.prefix_requests);
+    }
+    if (po.communicator != nullptr) {  // every rank reports its memory, the serving ones too
+      const auto ranks = (*world)->Memory(**engine);
+      if (!ranks.ok()) {
+        std::fprintf(stderr, "moe-bench: %s\n", std::string(ranks.status().message()).c_str());
+        return 1;
+      }
+      if (!o.json) {
+        std::printf("expert parallel over %zu ranks (this is rank 0):\n%s", ranks->size(),
+                    moe::cli::World::MemoryTable(*ranks).c_str());
+      }
     }
     return rc;
   }

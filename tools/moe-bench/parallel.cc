@@ -34,6 +34,7 @@ BatchEngineOptions EngineOptions(const ParallelOptions& o, int sequences, int64_
   e.n_ctx = positions + 1;
   e.kv_tokens = static_cast<int64_t>(sequences) * (positions + 64);
   e.max_step_tokens = 512;
+  e.communicator = o.communicator;
   return e;
 }
 
@@ -74,6 +75,7 @@ double SessionDecodeSpeed(std::shared_ptr<const Engine> engine, const ParallelOp
   so.n_ctx = o.prompt + o.generate + 1;
   so.kv_type = DType::kF16;
   so.n_batch = 512;
+  so.communicator = o.communicator;
   auto session = Session::Create(engine, so);
   if (!session.ok()) return 0;
   GenerateOptions g;
@@ -108,11 +110,12 @@ int RunParallel(std::shared_ptr<const Engine> engine, const ParallelOptions& o,
     std::printf(
         "batching engine: pp %d and tg %d per sequence, %d threads, KV F16 in blocks of 32\n",
         o.prompt, o.generate, o.threads);
-    std::printf("%5s %14s %18s %16s %10s %14s %8s\n", "seqs", "prompt tok/s", "decode tok/s (all)",
-                "per sequence", "step ms", "experts/layer", "KV MiB");
+    std::printf("%5s %14s %18s %16s %10s %14s %8s%s\n", "seqs", "prompt tok/s",
+                "decode tok/s (all)", "per sequence", "step ms", "experts/layer", "KV MiB",
+                o.communicator ? "  exchanged KB/token" : "");
   }
   for (int n : sequences) {
-    double prompt_s = 0, decode_s = 0, experts = 0, kv_mib = 0;
+    double prompt_s = 0, decode_s = 0, experts = 0, kv_mib = 0, exchanged = 0;
     int64_t prompt_tokens = 0, decode_tokens = 0, decode_steps = 0;
     for (int rep = 0; rep < o.reps; ++rep) {
       auto be = BatchEngine::Create(engine, EngineOptions(o, n, o.prompt + o.generate));
@@ -141,6 +144,7 @@ int RunParallel(std::shared_ptr<const Engine> engine, const ParallelOptions& o,
           ++decode_steps;
           experts += after.mean_experts_per_step * after.steps -
                      before.mean_experts_per_step * before.steps;
+          exchanged += static_cast<double>(after.exchange_bytes - before.exchange_bytes);
         } else {
           prompt_s += s;
           prompt_tokens += tokens;
@@ -152,6 +156,7 @@ int RunParallel(std::shared_ptr<const Engine> engine, const ParallelOptions& o,
     const double tg = decode_s > 0 ? decode_tokens / decode_s : 0;
     const double step_ms = decode_steps > 0 ? 1e3 * decode_s / decode_steps : 0;
     const double per_layer = decode_steps > 0 ? experts / decode_steps : 0;
+    const double exchanged_kb = decode_tokens > 0 ? exchanged / decode_tokens / 1e3 : 0;
     if (o.json) {
       nlohmann::json j = {{"test", "parallel"},        {"sequences", n},
                           {"prompt", o.prompt},        {"generate", o.generate},
@@ -159,10 +164,13 @@ int RunParallel(std::shared_ptr<const Engine> engine, const ParallelOptions& o,
                           {"decode_tokens_per_s", tg}, {"decode_tokens_per_s_per_sequence", tg / n},
                           {"decode_step_ms", step_ms}, {"experts_per_layer_per_step", per_layer},
                           {"kv_mib", kv_mib}};
+      if (o.communicator) j["decode_exchanged_bytes_per_token"] = exchanged_kb * 1e3;
       std::printf("%s\n", j.dump().c_str());
     } else {
-      std::printf("%5d %14.1f %18.2f %16.2f %10.1f %14.1f %8.1f\n", n, pp, tg, tg / n, step_ms,
+      std::printf("%5d %14.1f %18.2f %16.2f %10.1f %14.1f %8.1f", n, pp, tg, tg / n, step_ms,
                   per_layer, kv_mib);
+      if (o.communicator) std::printf(" %20.1f", exchanged_kb);
+      std::printf("\n");
     }
   }
   return 0;

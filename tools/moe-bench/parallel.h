@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "lib/dist/communicator.h"
 #include "lib/runtime/engine.h"
 
 namespace moe::bench {
@@ -16,6 +17,9 @@ struct ParallelOptions {
   int generate = 64;  // tokens each sequence generates
   int reps = 1;
   bool json = false;
+  // --distributed: rank 0 of the world the model's share was loaded for (dense weights on rank 0
+  // only); the engines and the lone context run over it.
+  Communicator* communicator = nullptr;
 };
 
 // One line per count in `sequences`; returns the process exit code.

@@ -15,6 +15,7 @@
 #include "lib/runtime/batch_engine.h"
 #include "lib/runtime/engine.h"
 #include "nlohmann/json.hpp"
+#include "tools/distributed_flags.h"
 #include "tools/flag_checks.h"
 #include "tools/moe-cli/command_status.h"
 
@@ -31,6 +32,7 @@ struct ServeTestOptions {
   int max_sequences = 16;
   bool no_prefix_sharing = false;
   bool json = false;
+  DistributedFlags distributed;
 };
 
 struct Line {
@@ -87,9 +89,13 @@ double Percentile(std::vector<double> v, double p) {
 absl::Status Run(const ServeTestOptions& o) {
   auto lines = ReadRequests(o);
   if (!lines.ok()) return lines.status();
-  auto engine = Engine::Load(o.model, {});
+  LoadOptions lo;
+  MOE_ASSIGN_OR_RETURN(std::unique_ptr<World> world, World::Join(o.distributed, &lo));
+  auto engine = Engine::Load(o.model, lo);
   if (!engine.ok()) return engine.status();
+  if (world->serves()) return world->Serve(*engine, o.threads);
   BatchEngineOptions eo;
+  eo.communicator = world->comm();
   eo.threads = o.threads;
   eo.n_ctx = o.ctx;
   eo.max_sequences = o.max_sequences;
@@ -163,6 +169,11 @@ absl::Status Run(const ServeTestOptions& o) {
                         {"mean_sequences_per_step", st.mean_sequences_per_step},
                         {"prefix_tokens_reused", st.prefix_tokens_reused},
                         {"preemptions", st.preemptions}};
+    if (world->comm() != nullptr) {
+      j["ranks"] = world->comm()->size();
+      j["exchange_bytes"] = st.exchange_bytes;
+      j["exchange_s"] = st.exchange_s;
+    }
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf(
@@ -173,6 +184,12 @@ absl::Status Run(const ServeTestOptions& o) {
         static_cast<long long>(generated), generated / wall, p50, p95,
         static_cast<long long>(st.steps), st.mean_sequences_per_step,
         static_cast<long long>(st.prefix_tokens_reused), static_cast<long long>(st.preemptions));
+    if (world->comm() != nullptr) {
+      std::printf(
+          "over %d ranks: %.1f KB exchanged per computed token, %.1f %% of the steps' time\n",
+          world->comm()->size(), st.exchange_bytes / 1e3 / std::max<int64_t>(st.tokens, 1),
+          st.step_s > 0 ? 100 * st.exchange_s / st.step_s : 0.0);
+    }
   }
   if (failed > 0) return absl::AbortedError(absl::StrCat(failed, " request(s) failed"));
   return absl::OkStatus();
@@ -209,6 +226,7 @@ void AddServeTestCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--no-prefix-sharing", opts->no_prefix_sharing,
                 "compute every prompt whole, even a prefix computed before");
   cmd->add_flag("--json", opts->json, "one JSON object per request, then one for the run");
+  AddDistributedFlags(cmd, &opts->distributed);
   cmd->callback([opts, exit_code] { ReportStatus("serve-test", Run(*opts), exit_code); });
 }
 
