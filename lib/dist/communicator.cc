@@ -46,4 +46,12 @@ absl::StatusOr<std::unique_ptr<PendingGather>> Communicator::StartAllGather(
   return std::unique_ptr<PendingGather>(new DoneGather(std::move(s), std::move(all)));
 }
 
+absl::StatusOr<std::unique_ptr<PendingGather>> Communicator::StartGather(
+    int root, absl::Span<const uint8_t> mine, absl::Span<const size_t> sizes) {
+  if (root < 0 || root >= size()) {
+    return absl::InvalidArgumentError(absl::StrCat("a gather to rank ", root, " of ", size()));
+  }
+  return StartAllGather(mine, sizes);
+}
+
 }  // namespace moe

@@ -44,6 +44,11 @@ class Communicator {
   // Wait. `mine` stays alive until then. By default it completes here, before returning.
   virtual absl::StatusOr<std::unique_ptr<PendingGather>> StartAllGather(
       absl::Span<const uint8_t> mine, absl::Span<const size_t> sizes);
+  // StartAllGather where only `root` needs the payloads: root's Wait gives every rank's; on the
+  // others only Wait's status counts (what it fills in is unspecified). A rank's traffic is then
+  // its own payload, not every other rank's too. By default, StartAllGather.
+  virtual absl::StatusOr<std::unique_ptr<PendingGather>> StartGather(
+      int root, absl::Span<const uint8_t> mine, absl::Span<const size_t> sizes);
   // Root's *data to every rank (*data is replaced on the others). Waits up to `timeout` instead
   // of the communicator's own: a rank waiting for its next order may wait long (kWaitForever).
   virtual absl::Status Broadcast(int root, Bytes* data, std::chrono::milliseconds timeout) = 0;

@@ -143,6 +143,8 @@ class MpiCommunicator : public Communicator {
 
   absl::StatusOr<std::unique_ptr<PendingGather>> StartAllGather(
       absl::Span<const uint8_t> mine, absl::Span<const size_t> sizes) override;
+  absl::StatusOr<std::unique_ptr<PendingGather>> StartGather(
+      int root, absl::Span<const uint8_t> mine, absl::Span<const size_t> sizes) override;
 
   absl::Status Barrier() override {
     MPI_Request request;
@@ -215,11 +217,12 @@ class MpiCommunicator : public Communicator {
   std::vector<Abandoned> abandoned_;  // collectives that timed out
 };
 
-// An MPI_Iallgatherv in flight: MPI moves the bytes while the caller computes (in an MPI call's
-// progress, or at once for messages under the transport's eager limit).
+// An MPI_Iallgatherv (root < 0) or MPI_Igatherv to root in flight: MPI moves the bytes while the
+// caller computes (in an MPI call's progress, or at once for messages under the transport's eager
+// limit).
 class MpiPendingGather : public PendingGather {
  public:
-  explicit MpiPendingGather(MpiCommunicator* comm) : comm_(comm) {}
+  MpiPendingGather(MpiCommunicator* comm, int root) : comm_(comm), root_(root) {}
   ~MpiPendingGather() override {
     if (request_ != MPI_REQUEST_NULL) {  // never waited for: MPI may still use the buffers
       comm_->abandoned_.push_back({request_, {out_, in_, counts_, displs_}});
@@ -237,25 +240,31 @@ class MpiPendingGather : public PendingGather {
       if (total > INT_MAX) return absl::InvalidArgumentError("an all-gather of 2 GiB or more");
     }
     out_ = std::make_shared<Bytes>(mine.begin(), mine.end());  // MPI reads it until the end
-    in_ = MpiCommunicator::Buffer<uint8_t>(total);
-    const int rc =
-        MPI_Iallgatherv(out_->data(), static_cast<int>(out_->size()), MPI_BYTE, in_->data(),
-                        counts_->data(), displs_->data(), MPI_BYTE, comm_->comm_, &request_);
+    const bool receives = root_ < 0 || root_ == comm_->rank_;
+    in_ = MpiCommunicator::Buffer<uint8_t>(receives ? total : 0);
+    const int rc = root_ < 0 ? MPI_Iallgatherv(out_->data(), static_cast<int>(out_->size()),
+                                               MPI_BYTE, in_->data(), counts_->data(),
+                                               displs_->data(), MPI_BYTE, comm_->comm_, &request_)
+                             : MPI_Igatherv(out_->data(), static_cast<int>(out_->size()), MPI_BYTE,
+                                            in_->data(), counts_->data(), displs_->data(), MPI_BYTE,
+                                            root_, comm_->comm_, &request_);
     if (rc != MPI_SUCCESS) {
       request_ = MPI_REQUEST_NULL;
-      return MpiError(rc, "all-gather");
+      return MpiError(rc, what());
     }
     return absl::OkStatus();
   }
   absl::Status Wait(std::vector<Bytes>* all) override {
     if (request_ == MPI_REQUEST_NULL) {
-      return absl::FailedPreconditionError("an all-gather not started or waited for twice");
+      return absl::FailedPreconditionError(
+          absl::StrCat("an ", what(), " not started or waited for twice"));
     }
     MPI_Request request = request_;
     request_ = MPI_REQUEST_NULL;  // Finish completes it, or keeps it with the buffers
-    MOE_RETURN_IF_ERROR(comm_->Finish(MPI_SUCCESS, &request, "all-gather", comm_->timeout_,
+    MOE_RETURN_IF_ERROR(comm_->Finish(MPI_SUCCESS, &request, what(), comm_->timeout_,
                                       {out_, in_, counts_, displs_}));
-    all->resize(counts_->size());
+    all->assign(counts_->size(), {});
+    if (in_->empty()) return absl::OkStatus();  // a gather to another rank
     for (size_t r = 0; r < counts_->size(); ++r) {
       (*all)[r].assign(in_->begin() + (*displs_)[r], in_->begin() + (*displs_)[r] + (*counts_)[r]);
     }
@@ -263,7 +272,10 @@ class MpiPendingGather : public PendingGather {
   }
 
  private:
+  const char* what() const { return root_ < 0 ? "all-gather" : "gather"; }
+
   MpiCommunicator* comm_;
+  int root_;
   std::shared_ptr<std::vector<int>> counts_, displs_;
   std::shared_ptr<Bytes> out_, in_;
   MPI_Request request_ = MPI_REQUEST_NULL;
@@ -272,7 +284,18 @@ class MpiPendingGather : public PendingGather {
 absl::StatusOr<std::unique_ptr<PendingGather>> MpiCommunicator::StartAllGather(
     absl::Span<const uint8_t> mine, absl::Span<const size_t> sizes) {
   MOE_RETURN_IF_ERROR(CheckGatherSizes(mine, sizes));
-  auto pending = std::make_unique<MpiPendingGather>(this);
+  auto pending = std::make_unique<MpiPendingGather>(this, /*root=*/-1);
+  MOE_RETURN_IF_ERROR(pending->Start(mine, sizes));
+  return std::unique_ptr<PendingGather>(std::move(pending));
+}
+
+absl::StatusOr<std::unique_ptr<PendingGather>> MpiCommunicator::StartGather(
+    int root, absl::Span<const uint8_t> mine, absl::Span<const size_t> sizes) {
+  MOE_RETURN_IF_ERROR(CheckGatherSizes(mine, sizes));
+  if (root < 0 || root >= size_) {
+    return absl::InvalidArgumentError(absl::StrCat("a gather to rank ", root, " of ", size_));
+  }
+  auto pending = std::make_unique<MpiPendingGather>(this, root);
   MOE_RETURN_IF_ERROR(pending->Start(mine, sizes));
   return std::unique_ptr<PendingGather>(std::move(pending));
 }

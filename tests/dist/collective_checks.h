@@ -49,6 +49,23 @@ inline int CheckCollectives(Communicator& c, const MakeCommunicator& make) {
   for (int r = 0; r < n; ++r) {
     Check(all[r] == Bytes{static_cast<uint8_t>(r), 42}, "all-gather payload", me);
   }
+  // Gathers of known sizes to each rank in turn: the root gets every payload.
+  for (int root = 0; root < n; ++root) {
+    std::vector<size_t> sizes(n);
+    for (int r = 0; r < n; ++r) sizes[r] = Payload(r, root, 7).size();
+    const Bytes payload = Payload(me, root, 7);
+    auto pending = c.StartGather(root, payload, sizes);
+    Check(pending.ok(), "starting a gather", me);
+    if (!pending.ok()) continue;
+    std::vector<Bytes> gathered;
+    Check((*pending)->Wait(&gathered).ok(), "gather", me);
+    if (me != root) continue;
+    for (int r = 0; r < n; ++r) {
+      Check(gathered.size() == static_cast<size_t>(n) && gathered[r] == Payload(r, root, 7),
+            "gathered payload", me);
+    }
+  }
+  Check(!c.StartGather(n, mine, std::vector<size_t>(n, 2)).ok(), "a gather to no rank", me);
   Check(c.Barrier().ok(), "barrier", me);
 
   // The last rank stops taking part for a while: the others' barrier times out.

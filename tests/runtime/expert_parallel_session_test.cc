@@ -284,8 +284,8 @@ TEST(ExpertParallelSessionTest, AModelHoldingPartOfTheExpertsNeedsItsWorld) {
   so.communicator = world[0].get();
   EXPECT_EQ(Session::Create(*whole, so).status().code(), absl::StatusCode::kFailedPrecondition);
 
-  EXPECT_EQ(BatchEngine::Create(part, {}).status().code(), absl::StatusCode::kUnimplemented)
-      << "the batching engine does not run over ranks yet";
+  EXPECT_EQ(BatchEngine::Create(part, {}).status().code(), absl::StatusCode::kFailedPrecondition)
+      << "a batching engine over a share needs its world (batch_engine_expert_parallel_test)";
 
   LoadOptions bad;
   bad.expert_world = 2;

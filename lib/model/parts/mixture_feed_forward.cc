@@ -97,7 +97,14 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
   std::vector<float>& shared_out = shared_out_;
   if (L.has_shared) shared_out.resize(n * d);
   size_t next_out = 0;
-  // With expert parallelism the shared expert runs while the routed outputs travel (below).
+  // With the dense weights on rank 0 alone, rank 0 sends no outputs of its own: it takes the
+  // others' as they come while it runs its own experts and the shared expert. Otherwise each
+  // rank's outputs go out once its experts have run, and the shared expert runs while they
+  // travel.
+  std::unique_ptr<PendingGather> exchange;
+  if (comm_ != nullptr && ranks_->dense_on_root_only()) {
+    MOE_ASSIGN_OR_RETURN(exchange, StartExchange(layer, d, tel));
+  }
   MOE_RETURN_IF_ERROR(RunLocalExperts(be, h, layer, L, n, L.has_shared && comm_ == nullptr, tel,
                                       prefetch_ ? &ctx : nullptr, x, &next_out));
   const int64_t k = h.n_expert_used;
@@ -105,7 +112,9 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
   auto& job_of_expert = job_of_expert_;
   auto& slot = slot_;
   if (comm_ != nullptr) {
-    MOE_ASSIGN_OR_RETURN(std::unique_ptr<PendingGather> exchange, StartExchange(layer, d, tel));
+    if (exchange == nullptr) {
+      MOE_ASSIGN_OR_RETURN(exchange, StartExchange(layer, d, tel));
+    }
     if (L.has_shared) {
       be.RunExperts(
           {{L.shared.gate, L.shared.up, L.shared.down, xn.data(), nullptr, n, shared_out.data()}});
@@ -384,7 +393,8 @@ absl::StatusOr<std::unique_ptr<PendingGather>> MixtureFeedForward::StartExchange
   const auto start = std::chrono::steady_clock::now();
   // This rank's payload: its experts' outputs, ascending by expert (selected_ is). Every rank
   // routed the same tokens, so each knows what every other sends.
-  // With the dense weights on rank 0 only, the outputs go to rank 0 alone, which sends none.
+  // With the dense weights on rank 0 only, the outputs go to rank 0 alone (a gather, so no
+  // serving rank receives the others'), which sends none: it may start before its experts run.
   const bool root_only = ranks_->dense_on_root_only();
   std::vector<size_t>& sizes = exchange_sizes_;
   sizes.assign(comm_->size(), 0);
@@ -415,7 +425,8 @@ absl::StatusOr<std::unique_ptr<PendingGather>> MixtureFeedForward::StartExchange
     std::memcpy(mine.data() + at, out.data() + first * d, bytes);
     at += bytes;
   }
-  auto pending = comm_->StartAllGather(mine, sizes);
+  auto pending =
+      root_only ? comm_->StartGather(0, mine, sizes) : comm_->StartAllGather(mine, sizes);
   if (tel) tel->exchange_s += SecondsSince(start);
   return pending;
 }
