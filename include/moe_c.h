@@ -928,7 +928,8 @@ MOE_API moe_status moe_engine_get_stats(const moe_engine* engine, moe_engine_sta
  * A model too large for one machine runs over several processes launched by mpirun (one per node,
  * or several on one): each loads the weights every token needs and only its share of the routed
  * experts, and each MoE layer exchanges the experts' outputs between them. Rank 0 drives: it
- * creates the context and calls moe_decode / moe_generate* as usual; every other rank calls
+ * creates the context and calls moe_decode / moe_generate* as usual (or, with the dense weights
+ * on rank 0 only, a batching engine: moe_dist_engine_create); every other rank calls
  * moe_dist_serve, which runs rank 0's steps until rank 0 frees its moe_dist. Rank 0's logits and
  * tokens are those of one process holding every expert, bit for bit. A rank that dies or a
  * network that breaks makes the calls waiting on it fail with MOE_ERROR_TIMEOUT after the
