@@ -46,11 +46,16 @@ absl::StatusOr<std::unique_ptr<PendingGather>> Communicator::StartAllGather(
   return std::unique_ptr<PendingGather>(new DoneGather(std::move(s), std::move(all)));
 }
 
-absl::StatusOr<std::unique_ptr<PendingGather>> Communicator::StartGather(
-    int root, absl::Span<const uint8_t> mine, absl::Span<const size_t> sizes) {
+absl::Status Communicator::CheckGatherRoot(int root) const {
   if (root < 0 || root >= size()) {
     return absl::InvalidArgumentError(absl::StrCat("a gather to rank ", root, " of ", size()));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<PendingGather>> Communicator::StartGather(
+    int root, absl::Span<const uint8_t> mine, absl::Span<const size_t> sizes) {
+  if (absl::Status s = CheckGatherRoot(root); !s.ok()) return s;
   return StartAllGather(mine, sizes);
 }
 

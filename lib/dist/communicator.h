@@ -61,6 +61,8 @@ class Communicator {
   // StartAllGather's arguments: a size per rank, this rank's matching `mine`.
   absl::Status CheckGatherSizes(absl::Span<const uint8_t> mine,
                                 absl::Span<const size_t> sizes) const;
+  // StartGather's root: a rank of this world.
+  absl::Status CheckGatherRoot(int root) const;
 };
 
 }  // namespace moe

@@ -292,9 +292,7 @@ absl::StatusOr<std::unique_ptr<PendingGather>> MpiCommunicator::StartAllGather(
 absl::StatusOr<std::unique_ptr<PendingGather>> MpiCommunicator::StartGather(
     int root, absl::Span<const uint8_t> mine, absl::Span<const size_t> sizes) {
   MOE_RETURN_IF_ERROR(CheckGatherSizes(mine, sizes));
-  if (root < 0 || root >= size_) {
-    return absl::InvalidArgumentError(absl::StrCat("a gather to rank ", root, " of ", size_));
-  }
+  MOE_RETURN_IF_ERROR(CheckGatherRoot(root));
   auto pending = std::make_unique<MpiPendingGather>(this, root);
   MOE_RETURN_IF_ERROR(pending->Start(mine, sizes));
   return std::unique_ptr<PendingGather>(std::move(pending));

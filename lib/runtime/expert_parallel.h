@@ -50,8 +50,6 @@ class StepDriver {
   void Break(const absl::Status& why);
   // OK while the ranks are in step; after Break, the error every later step gets.
   const absl::Status& in_step() const { return broken_; }
-  // Whether the serving ranks mirror rank 0's session (the dense weights on every rank).
-  bool mirrored() const { return mirrored_; }
 
  private:
   absl::Status Send(std::vector<uint8_t> order);

@@ -90,9 +90,8 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
   StageTimer timer(tel, &StageTimes::experts_s);
   // With the dense weights on rank 0 alone, the other ranks learn the layer's inputs and routing
   // from it; otherwise each computed them itself.
-  if (comm_ != nullptr && ranks_->dense_on_root_only()) {
-    MOE_RETURN_IF_ERROR(SendLayer(layer, n, d, tel));
-  }
+  const bool root_only = comm_ != nullptr && ranks_->dense_on_root_only();
+  if (root_only) MOE_RETURN_IF_ERROR(SendLayer(layer, n, d, tel));
   Dispatch(h, layer, n);
   std::vector<float>& shared_out = shared_out_;
   if (L.has_shared) shared_out.resize(n * d);
@@ -102,7 +101,7 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
   // rank's outputs go out once its experts have run, and the shared expert runs while they
   // travel.
   std::unique_ptr<PendingGather> exchange;
-  if (comm_ != nullptr && ranks_->dense_on_root_only()) {
+  if (root_only) {
     MOE_ASSIGN_OR_RETURN(exchange, StartExchange(layer, d, tel));
   }
   MOE_RETURN_IF_ERROR(RunLocalExperts(be, h, layer, L, n, L.has_shared && comm_ == nullptr, tel,
