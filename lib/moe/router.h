@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "lib/moe/gating.h"
+#include "lib/moe/route_token.h"
 
 namespace moe {
 
@@ -88,6 +89,10 @@ struct Routing {
   int64_t rerouted = 0;
   int64_t dropped = 0;
 };
+
+// The per-token part of a config as the shared routing core takes it (route_token.h); a
+// disabled-expert mask is copied into `disabled`, which must outlive the result.
+TokenRouting TokenRoutingOf(const RouterConfig& config, std::vector<uint8_t>* disabled);
 
 // logits: [n_tokens x n_expert] in F32. Scores by the gating function, then top-k by score plus
 // selection bias within the allowed groups (ties: lower expert id first), weighted by score.
