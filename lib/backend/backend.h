@@ -10,27 +10,10 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "lib/backend/rope_core.h"
 #include "lib/backend/weight_view.h"
 
 namespace moe {
-
-enum class RopeLayout { kNorm, kNeox };  // rotate (2i, 2i+1) or (i, i + dim/2)
-
-// Rotary position encoding of n_rot dimensions of each head from `offset` (the others pass
-// through): pair i turns by position x freq_base^(-2i / n_rot). With YaRN (factor > 1) the
-// pairs below the correction range keep that angle, those above it take angle / factor, and
-// those within blend the two linearly (llama.cpp's rope_yarn, ext_factor 1).
-struct RopeParams {
-  RopeLayout layout = RopeLayout::kNorm;
-  int64_t n_rot = 0;
-  int64_t offset = 0;
-  float freq_base = 10000.f;
-  float yarn_factor = 1.f;
-  int64_t yarn_orig_ctx = 0;
-  float yarn_beta_fast = 32.f;
-  float yarn_beta_slow = 1.f;
-  float magnitude = 1.f;  // cos and sin are multiplied by it
-};
 
 // One layer's K/V storage as attention sees it: [n_ctx x n_kv_heads x head_dim] each.
 // Where a KV cache keeps a position's row: in a paged cache (lib/kv) position p is row

@@ -13,6 +13,7 @@
 #include "lib/backend/cpu/prepared_activations.h"
 #include "lib/backend/cpu/quant_rows.h"
 #include "lib/backend/cpu/silu_mul.h"
+#include "lib/backend/norm_core.h"
 #include "lib/base/scratch_vector.h"
 #include "lib/base/thread_pool.h"
 
@@ -171,53 +172,22 @@ class CpuBackend final : public Backend {
                float* y) override {
     // Tokens (or heads) are independent: spread over the pool for prompt batches.
     Parallel(n, 2 * dim, [&](int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t) {
-        const float* xr = x + t * dim;
-        float* yr = y + t * dim;
-        // ggml accumulates the sum of squares in double too; eight partial sums so the adds
-        // do not wait on each other (one chain was ~1 us a row of 1024).
-        double part[8] = {};
-        int64_t i = 0;
-        for (; i + 8 <= dim; i += 8) {
-          for (int j = 0; j < 8; ++j) part[j] += static_cast<double>(xr[i + j]) * xr[i + j];
-        }
-        double ss = ((part[0] + part[4]) + (part[1] + part[5])) +
-                    ((part[2] + part[6]) + (part[3] + part[7]));
-        for (; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
-        float scale = 1.0f / std::sqrt(static_cast<float>(ss / dim) + eps);
-        for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * scale * weight[i];
-      }
+      for (int64_t t = b; t < e; ++t) RmsNormRow(x + t * dim, weight, dim, eps, y + t * dim);
     });
   }
 
   void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* positions,
             const RopeParams& rope) override {
-    const RopeLayout layout = rope.layout;
     const int64_t n_rot = rope.n_rot, half = n_rot / 2;
-    // YaRN's correction range, in pairs (llama.cpp's rope_yarn_corr_dims); a pair's share of the
-    // unscaled angle ramps from 1 below it to 0 above it.
-    const bool yarn = rope.yarn_factor > 1.f;
-    float lo = 0, hi = 0;
-    if (yarn) {
-      const auto corr = [&](float beta) {
-        return n_rot * std::log(rope.yarn_orig_ctx / (beta * 2 * static_cast<float>(M_PI))) /
-               (2 * std::log(rope.freq_base));
-      };
-      lo = std::max(0.f, std::floor(corr(rope.yarn_beta_fast)));
-      hi = std::min(static_cast<float>(n_rot - 1), std::ceil(corr(rope.yarn_beta_slow)));
-    }
-    const auto extrap = [&](int64_t i) {
-      return 1 - std::min(1.f, std::max(0.f, (i - lo) / std::max(0.001f, hi - lo)));
-    };
-    const float freq_scale = 1.f / rope.yarn_factor;
+    const RopeCorrection corr = RopeCorrectionOf(rope);
     // Each pair's frequency and YaRN share, once per call rather than per token (kept by the
     // calling thread: a decode step allocates nothing).
     thread_local std::vector<float> freq, ramp;
     freq.resize(half);
     ramp.resize(half);
     for (int64_t i = 0; i < half; ++i) {
-      freq[i] = std::pow(rope.freq_base, -2.0f * i / n_rot);
-      ramp[i] = yarn ? extrap(i) : 1.f;
+      freq[i] = RopePairFrequency(rope, i);
+      ramp[i] = RopePairRamp(rope, corr, i);
     }
     // Pointers, not the names: inside the workers those would be the workers' own vectors.
     const float* pair_freq = freq.data();
@@ -228,19 +198,16 @@ class CpuBackend final : public Backend {
       sin_t.resize(half);
       for (int64_t t = tb; t < te; ++t) {
         for (int64_t i = 0; i < half; ++i) {
-          float theta = positions[t] * pair_freq[i];
-          if (yarn) theta = freq_scale * theta * (1 - pair_ramp[i]) + theta * pair_ramp[i];
+          const float theta = RopeAngle(rope, positions[t], pair_freq[i], pair_ramp[i]);
           cos_t[i] = std::cos(theta) * rope.magnitude;
           sin_t[i] = std::sin(theta) * rope.magnitude;
         }
         for (int64_t h = 0; h < n_heads; ++h) {
           float* v = x + (t * n_heads + h) * head_dim + rope.offset;
           for (int64_t i = 0; i < half; ++i) {
-            int64_t a = layout == RopeLayout::kNorm ? 2 * i : i;
-            int64_t b = layout == RopeLayout::kNorm ? 2 * i + 1 : i + half;
-            float x0 = v[a], x1 = v[b];
-            v[a] = x0 * cos_t[i] - x1 * sin_t[i];
-            v[b] = x0 * sin_t[i] + x1 * cos_t[i];
+            int64_t a, b;
+            RopePairIndex(rope, i, &a, &b);
+            RopeRotate(v, a, b, cos_t[i], sin_t[i]);
           }
         }
       }

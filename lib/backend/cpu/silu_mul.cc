@@ -1,13 +1,12 @@
 #include "lib/backend/cpu/silu_mul.h"
 
-#include <algorithm>
-#include <cmath>
+#include "lib/backend/activation_core.h"
 
 namespace moe {
 namespace kernels {
 
 void SiluMulPortable(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  for (int64_t i = 0; i < n; ++i) out[i] = SiluMulElement(gate[i], up[i]);
 }
 
 }  // namespace kernels
@@ -18,12 +17,7 @@ SiluMulFn GetSiluMul(SimdLevel level) {
 }
 
 void SwigluClamped(const float* gate, const float* up, float* out, int64_t n) {
-  constexpr float kAlpha = 1.702f, kLimit = 7.f;
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = std::min(gate[i], kLimit);
-    const float u = std::clamp(up[i], -kLimit, kLimit);
-    out[i] = g / (1.f + std::exp(kAlpha * -g)) * (u + 1.f);
-  }
+  for (int64_t i = 0; i < n; ++i) out[i] = SwigluClampedElement(gate[i], up[i]);
 }
 
 }  // namespace moe
