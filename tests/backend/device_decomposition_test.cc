@@ -1,14 +1,16 @@
 // The CUDA kernels split an operation over threads differently from the CPU backend (RMSNorm's
 // eight lanes in eight threads, RoPE one thread per token, head and pair with each pair's
-// frequency computed again). Run on the CPU, those decompositions of the shared cores
-// (norm_core.h, rope_core.h) must give the CPU backend's results bit for bit: what the GPU adds
-// on top is only its own libm (cosf/sinf), checked by the gpu-labelled tests where a GPU is.
+// frequency computed again, the weighted combine one thread per value). Run on the CPU, those
+// decompositions of the shared cores (norm_core.h, rope_core.h, combine_core.h) must give the CPU
+// backend's results bit for bit: what the GPU adds on top is only its own libm (cosf/sinf), checked
+// by the gpu-labelled tests where a GPU is.
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "lib/backend/backend.h"
+#include "lib/backend/combine_core.h"
 #include "lib/backend/norm_core.h"
 #include "lib/backend/rope_core.h"
 
@@ -75,6 +77,33 @@ TEST(DeviceDecompositionTest, RopeOneThreadPerPairIsTheCpuBackends) {
       RopePairIndex(rope, i, &a, &b);
       RopeRotate(got.data() + row * head_dim + rope.offset, a, b, std::cos(theta) * rope.magnitude,
                  std::sin(theta) * rope.magnitude);
+    }
+    EXPECT_TRUE(SameBits(got, want));
+  }
+}
+
+TEST(DeviceDecompositionTest, CombineOneValuePerThreadIsTheCpuBackends) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd;
+  auto backend = CreateCpuBackend(2);
+  for (int64_t dim : {1, 255, 256, 257, 2880}) {
+    SCOPED_TRACE(dim);
+    const int64_t n = 4, k = 6;
+    std::vector<std::vector<float>> rows(n * k, std::vector<float>(dim));
+    std::vector<const float*> src(n * k);
+    std::vector<float> w(n * k);
+    for (int64_t s = 0; s < n * k; ++s) {
+      for (float& v : rows[s]) v = nd(rng);
+      src[s] = s % 5 == 3 ? nullptr : rows[s].data();  // a choice that ran nowhere
+      w[s] = nd(rng);
+    }
+    std::vector<float> want(n * dim);
+    for (float& v : want) v = nd(rng);
+    std::vector<float> got = want;
+    backend->AddWeightedRows(n, k, dim, src.data(), w.data(), want.data());
+    for (int64_t index = 0; index < n * dim; ++index) {  // as combine.cu's threads
+      const int64_t t = index / dim, i = index % dim;
+      got[index] += WeightedSumAt(src.data() + t * k, w.data() + t * k, k, i);
     }
     EXPECT_TRUE(SameBits(got, want));
   }

@@ -298,6 +298,7 @@ class CpuBackend final : public Backend {
         for (int64_t c0 = 0; c0 < dim; c0 += kChunk) {
           const int64_t len = std::min(kChunk, dim - c0);
           std::fill_n(sum, len, 0.f);
+          // Term by term over a chunk, as combine_core.h's WeightedSumAt sums each element.
           for (int64_t j = 0; j < k; ++j) {
             const float* s = src[t * k + j];
             if (s == nullptr) continue;
