@@ -13,7 +13,8 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader ||
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DMOE_BUILD_TESTS=ON -DMOE_CUDA=ON \
   -DMOE_BUILD_TOOLS=OFF -DMOE_BUILD_JAVA=OFF -DMOE_BUILD_CSHARP=OFF -DMOE_BUILD_GO=OFF
 cmake --build "$build" -j "$(nproc)" --target cuda_dequantize_test cuda_quant_matvec_test cuda_route_test \
-  cuda_elementwise_ops_test cuda_rows_and_experts_test block_decode_test dot_kernels_test \
+  cuda_elementwise_ops_test cuda_rows_and_experts_test cuda_attention_test block_decode_test \
+  dot_kernels_test \
   device_decomposition_test expert_dispatch_test
 log="$(mktemp)"
 ctest --test-dir "$build" -L gpu -R "." --output-on-failure -V | tee "$log"

@@ -10,28 +10,11 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "lib/backend/kv_core.h"
 #include "lib/backend/rope_core.h"
 #include "lib/backend/weight_view.h"
 
 namespace moe {
-
-// One layer's K/V storage as attention sees it: [n_ctx x n_kv_heads x head_dim] each.
-// Where a KV cache keeps a position's row: in a paged cache (lib/kv) position p is row
-// p % 2^block_shift of block blocks[p >> block_shift] (the sequence's block table), block b
-// starting b * block_bytes past the layer's K (or V). blocks == nullptr: the rows of positions
-// 0, 1, ... follow each other.
-struct KvPaging {
-  const int32_t* blocks = nullptr;
-  int block_shift = 0;
-  int64_t block_bytes = 0;
-
-  // Where position p's row starts, in bytes past K or V; rows of row_bytes each.
-  int64_t RowOffset(int64_t p, int64_t row_bytes) const {
-    if (blocks == nullptr) return p * row_bytes;
-    return blocks[p >> block_shift] * block_bytes +
-           (p & ((int64_t{1} << block_shift) - 1)) * row_bytes;
-  }
-};
 
 // The gated activation of a SwiGLU block: silu(g) * u, or gpt-oss's clamped form
 // min(g, 7) * sigmoid(1.702 min(g, 7)) * (clamp(u, -7, 7) + 1).
@@ -46,6 +29,7 @@ struct AttentionOptions {
   const float* sinks = nullptr;
 };
 
+// One layer's K/V storage as attention sees it: [n_ctx x n_kv_heads x head_dim] each.
 struct KvLayerView {
   DType dtype;  // F32, F16 or Q8_0 (a row of each KV head starts on a block)
   uint8_t* k;

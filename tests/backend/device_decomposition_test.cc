@@ -1,18 +1,25 @@
 // The CUDA kernels split an operation over threads differently from the CPU backend (RMSNorm's
 // eight lanes in eight threads, RoPE one thread per token, head and pair with each pair's
-// frequency computed again, the weighted combine one thread per value). Run on the CPU, those
-// decompositions of the shared cores (norm_core.h, rope_core.h, combine_core.h) must give the CPU
-// backend's results bit for bit: what the GPU adds on top is only its own libm (cosf/sinf), checked
-// by the gpu-labelled tests where a GPU is.
+// frequency computed again, the weighted combine one thread per value, attention an online softmax
+// over chunks of positions reading one cached value at a time). Run on the CPU, those
+// decompositions of the shared cores (norm_core.h, rope_core.h, combine_core.h, kv_core.h) must
+// give the CPU backend's results bit for bit: what the GPU adds on top is only its own libm
+// (cosf/sinf), checked by the gpu-labelled tests where a GPU is.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "lib/backend/backend.h"
 #include "lib/backend/combine_core.h"
+#include "lib/backend/cpu/quant_rows.h"
+#include "lib/backend/kv_core.h"
 #include "lib/backend/norm_core.h"
 #include "lib/backend/rope_core.h"
+#include "lib/base/dtype.h"
 
 namespace moe {
 namespace {
@@ -106,6 +113,115 @@ TEST(DeviceDecompositionTest, CombineOneValuePerThreadIsTheCpuBackends) {
       got[index] += WeightedSumAt(src.data() + t * k, w.data() + t * k, k, i);
     }
     EXPECT_TRUE(SameBits(got, want));
+  }
+}
+
+TEST(DeviceDecompositionTest, CachedValuesOneAtATimeAreTheDecodedRows) {
+  std::mt19937 rng(8);
+  std::normal_distribution<float> nd;
+  for (DType t : {DType::kF32, DType::kF16, DType::kQ8_0}) {
+    SCOPED_TRACE(DTypeName(t));
+    const int64_t n = 256;
+    EXPECT_EQ(KvValuesBytes(t, n), static_cast<int64_t>(RowBytes(t, n)));
+    std::vector<float> x(n), want(n), got(n);
+    for (float& v : x) v = 5 * nd(rng);
+    std::vector<uint8_t> row(RowBytes(t, n));
+    ASSERT_TRUE(QuantizeRow(t, x.data(), row.data(), n).ok());
+    DequantizeRow(t, row.data(), want.data(), n);
+    for (int64_t i = 0; i < n; ++i) got[i] = KvValueAt(t, row.data(), i);
+    EXPECT_TRUE(SameBits(got, want));
+  }
+}
+
+// attention.cu's algorithm for one (token, head), its parallel steps done one after another:
+// chunks of 128 positions, each chunk's maximum and exponentials updating a running maximum and
+// sum, the sink starting them.
+void OnlineSoftmaxAttention(const float* q, int64_t h, int64_t n_heads, int32_t position,
+                            const KvLayerView& kv, float scale, int64_t window, const float* sinks,
+                            float* out) {
+  constexpr int64_t kChunk = 128;
+  const int64_t hd = kv.head_dim, kvh = h / (n_heads / kv.n_kv_heads);
+  const int64_t row_bytes = kv.n_kv_heads * KvValuesBytes(kv.dtype, hd);
+  const int64_t head_offset = kvh * KvValuesBytes(kv.dtype, hd);
+  const KvSpan span = AttendedSpan(position, window);
+  float m = sinks != nullptr ? sinks[h] : -INFINITY, l = sinks != nullptr ? 1.f : 0.f;
+  std::vector<float> acc(hd, 0.f), e(kChunk);
+  for (int64_t c0 = span.first; c0 < span.end; c0 += kChunk) {
+    const int64_t chunk = std::min(kChunk, span.end - c0);
+    float chunk_max = -INFINITY;
+    for (int64_t j = 0; j < chunk; ++j) {
+      const uint8_t* krow = kv.k + kv.paging.RowOffset(c0 + j, row_bytes) + head_offset;
+      float dot = 0.f;
+      for (int64_t i = 0; i < hd; ++i) dot += q[i] * KvValueAt(kv.dtype, krow, i);
+      e[j] = dot * scale;
+      chunk_max = std::max(chunk_max, e[j]);
+    }
+    const float new_m = std::max(m, chunk_max);
+    float chunk_sum = 0.f;
+    for (int64_t j = 0; j < chunk; ++j) chunk_sum += e[j] = std::exp(e[j] - new_m);
+    const float correction = std::exp(m - new_m);
+    l = l * correction + chunk_sum;
+    for (int64_t i = 0; i < hd; ++i) {
+      float a = acc[i] * correction;
+      for (int64_t j = 0; j < chunk; ++j) {
+        const uint8_t* vrow = kv.v + kv.paging.RowOffset(c0 + j, row_bytes) + head_offset;
+        a += e[j] * KvValueAt(kv.dtype, vrow, i);
+      }
+      acc[i] = a;
+    }
+    m = new_m;
+  }
+  for (int64_t i = 0; i < hd; ++i) out[i] = acc[i] / l;
+}
+
+TEST(DeviceDecompositionTest, OnlineSoftmaxAttentionIsTheCpuBackends) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd;
+  auto backend = CreateCpuBackend(2);
+  for (int trial = 0; trial < 48; ++trial) {
+    SCOPED_TRACE(trial);
+    const DType types[] = {DType::kF32, DType::kF16, DType::kQ8_0};
+    const DType t = types[trial % 3];
+    const int64_t hd = 32 << (rng() % 3), n_kv = 1 + rng() % 3, group = 1 + rng() % 4;
+    const int64_t n_heads = n_kv * group, ctx = 1 + rng() % 400, n = 1 + rng() % 6;
+    const bool paged = rng() % 2;
+    const int block_shift = 4;
+    const int64_t row_bytes = static_cast<int64_t>(RowBytes(t, n_kv * hd));
+    const int64_t n_blocks = (ctx + n + 15) / 16;
+    std::vector<int32_t> blocks(n_blocks);
+    std::iota(blocks.begin(), blocks.end(), 0);
+    std::shuffle(blocks.begin(), blocks.end(), rng);
+    std::vector<uint8_t> k(n_blocks * 16 * row_bytes), v(k.size());
+    KvLayerView kv{t, k.data(), v.data(), n_kv, hd, {}};
+    if (paged) kv.paging = KvPaging{blocks.data(), block_shift, 16 * row_bytes};
+    // The cache holds ctx earlier positions and the n new ones, stored as the forward pass does.
+    const int64_t total = ctx + n;
+    std::vector<float> kf(total * n_kv * hd), vf(kf.size());
+    for (float& x : kf) x = nd(rng);
+    for (float& x : vf) x = nd(rng);
+    std::vector<int32_t> all(total);
+    std::iota(all.begin(), all.end(), 0);
+    backend->StoreKv(kf.data(), vf.data(), total, all.data(), kv);
+    std::vector<float> q(n * n_heads * hd), sinks(n_heads);
+    for (float& x : q) x = nd(rng);
+    for (float& x : sinks) x = nd(rng);
+    AttentionOptions options;
+    options.window = rng() % 3 == 0 ? 1 + rng() % 64 : 0;
+    options.sinks = rng() % 2 ? sinks.data() : nullptr;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    std::vector<int32_t> positions(all.begin() + ctx, all.end());
+    std::vector<float> want(q.size()), got(q.size());
+    backend->Attention(q.data(), n, n_heads, positions.data(), kv, want.data(), options);
+    for (int64_t tok = 0; tok < n; ++tok) {
+      for (int64_t h = 0; h < n_heads; ++h) {
+        const int64_t at = (tok * n_heads + h) * hd;
+        OnlineSoftmaxAttention(q.data() + at, h, n_heads, positions[tok], kv, scale, options.window,
+                               options.sinks, got.data() + at);
+      }
+    }
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 2e-5f * std::max(1.f, std::fabs(want[i]))) << i;
+    }
   }
 }
 
