@@ -131,8 +131,8 @@ std::string AttentionFromHost(const float* q, int64_t n, int64_t n_heads, const 
   }
   if (std::string e = dk.CopyIn(kv.k, k_bytes); !e.empty()) return e;
   if (std::string e = dv.CopyIn(kv.v, v_bytes); !e.empty()) return e;
-  dkv.k = static_cast<const uint8_t*>(dk.p);
-  dkv.v = static_cast<const uint8_t*>(dv.p);
+  dkv.k = static_cast<uint8_t*>(dk.p);
+  dkv.v = static_cast<uint8_t*>(dv.p);
   if (kv.paging.blocks != nullptr) {
     if (std::string e =
             dblocks.CopyIn(kv.paging.blocks, static_cast<size_t>(n_blocks) * sizeof(int32_t));

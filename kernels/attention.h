@@ -16,8 +16,8 @@ namespace moe::cuda {
 // A layer's cache on the device (KvLayerView's fields; paging.blocks in device memory too).
 struct DeviceKv {
   DType dtype = DType::kF16;  // F32, F16 or Q8_0 (head_dim a multiple of 32)
-  const uint8_t* k = nullptr;
-  const uint8_t* v = nullptr;
+  uint8_t* k = nullptr;
+  uint8_t* v = nullptr;
   int64_t n_kv_heads = 0;
   int64_t head_dim = 0;  // at most kMaxAttentionHeadDim
   KvPaging paging;

@@ -1,4 +1,5 @@
-// The CUDA attention kernel against the CPU backend's attention (label gpu): F32, F16 and Q8_0
+// The CUDA KV cache store and attention kernel against the CPU backend's (label gpu): the store
+// byte for byte; the attention: F32, F16 and Q8_0
 // caches, contiguous and paged, grouped-query heads, sliding windows and sinks, one token
 // (decode) and several (a prompt), contexts of one to several chunks. Its online softmax sums in
 // another order and the device's expf is within 2 ulp of the host's, so values agree within
@@ -14,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "kernels/attention.h"
 #include "kernels/dequantize.h"
+#include "kernels/store_kv.h"
 #include "lib/backend/backend.h"
 #include "lib/base/dtype.h"
 
@@ -68,6 +70,40 @@ TEST(CudaAttentionTest, MatchesTheCpuBackendOnEveryCacheLayout) {
   }
 }
 
+TEST(CudaAttentionTest, StoreKvWritesTheCpusCacheBytes) {
+  std::string why;
+  if (cuda::DeviceCount(&why) == 0) GTEST_SKIP() << "skipped, no GPU here: " << why;
+  std::mt19937 rng(13);
+  std::normal_distribution<float> nd;
+  auto cpu = CreateCpuBackend(1);
+  for (DType t : {DType::kF32, DType::kF16, DType::kQ8_0}) {
+    for (bool paged : {false, true}) {
+      SCOPED_TRACE(std::string(DTypeName(t)) + (paged ? " paged" : ""));
+      const int64_t n_kv = 4, hd = 64, n = 37, n_blocks = 4;
+      const int64_t row_bytes = static_cast<int64_t>(RowBytes(t, n_kv * hd));
+      std::vector<int32_t> blocks = {2, 0, 3, 1};
+      std::vector<uint8_t> want_k(n_blocks * 16 * row_bytes), want_v(want_k.size());
+      std::vector<uint8_t> got_k(want_k.size()), got_v(want_k.size());
+      KvPaging paging;
+      if (paged) paging = KvPaging{blocks.data(), 4, 16 * row_bytes};
+      std::vector<float> k(n * n_kv * hd), v(k.size());
+      for (float& x : k) x = 3 * nd(rng);
+      for (float& x : v) x = 3 * nd(rng);
+      std::vector<int32_t> positions(n);
+      std::iota(positions.begin(), positions.end(), 20);  // a later step's rows
+      cpu->StoreKv(k.data(), v.data(), n, positions.data(),
+                   KvLayerView{t, want_k.data(), want_v.data(), n_kv, hd, paging});
+      const std::string err =
+          cuda::StoreKvFromHost(k.data(), v.data(), n, positions.data(),
+                                cuda::DeviceKv{t, got_k.data(), got_v.data(), n_kv, hd, paging},
+                                got_k.size(), got_v.size(), n_blocks);
+      ASSERT_TRUE(err.empty()) << err;
+      EXPECT_EQ(got_k, want_k);
+      EXPECT_EQ(got_v, want_v);
+    }
+  }
+}
+
 TEST(CudaAttentionTest, BadShapesAreErrorsNotLaunches) {
   float q[64] = {}, out[64];
   int32_t pos[1] = {0};
@@ -82,6 +118,7 @@ TEST(CudaAttentionTest, BadShapesAreErrorsNotLaunches) {
   kv.dtype = DType::kQ4_0;
   EXPECT_FALSE(
       cuda::AttentionFromHost(q, 1, 1, pos, kv, 256, 256, 0, out, 0.f, 0, nullptr).empty());
+  EXPECT_FALSE(cuda::StoreKvFromHost(q, q, 1, pos, kv, 256, 256, 0).empty());
 }
 
 }  // namespace

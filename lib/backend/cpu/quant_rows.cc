@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/backend/block_decode.h"
+#include "lib/backend/block_encode.h"
 #include "lib/backend/cpu/cpu_features.h"
 #include "lib/backend/cpu/dequant_kernels.h"
 #include "lib/backend/cpu/kquant_encode.h"
@@ -161,17 +162,7 @@ absl::Status QuantizeRow(DType t, const float* src, uint8_t* dst, int64_t n) {
       }
       return absl::OkStatus();
     case DType::kQ8_0:
-      // As ggml's reference: d = max|x| / 127, q = round(x / d).
-      for (int64_t i = 0; i < n; i += 32, dst += 34) {
-        float amax = 0;
-        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(src[i + j]));
-        float d = amax / 127.f, id = d != 0 ? 1.f / d : 0.f;
-        uint16_t h = FloatToHalf(d);
-        std::memcpy(dst, &h, 2);
-        for (int j = 0; j < 32; ++j) {
-          dst[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::lround(src[i + j] * id)));
-        }
-      }
+      for (int64_t i = 0; i < n; i += 32, dst += 34) EncodeQ8_0Block(src + i, dst);
       return absl::OkStatus();
     case DType::kQ4_0:
       // As ggml's reference: d = (signed max-magnitude value) / -8, q = clamp(x/d + 8.5, 0, 15).
