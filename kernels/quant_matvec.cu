@@ -24,6 +24,35 @@ __global__ void QuantizeKernel(const float* x, int64_t spans, int64_t span, Q8Bl
 
 constexpr int kThreads = 128;
 
+// Lanes per row: the row's blocks rounded up to a power of two, at most a warp.
+int LanesPerRow(int64_t blocks) {
+  int lanes = 1;
+  while (lanes < 32 && lanes < blocks) lanes *= 2;
+  return lanes;
+}
+
+__global__ void QuantMatVecWarpKernel(DType t, const uint8_t* w, int64_t row_bytes,
+                                      BlockShape shape, const Q8Block* x, float* y, int64_t rows,
+                                      int64_t cols, int lanes) {
+  const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t r = thread / lanes;
+  const int lane = static_cast<int>(thread % lanes);
+  const int64_t blocks = cols / shape.elems;
+  const int64_t acts_per_block = shape.elems / 32;  // activation blocks per weight block
+  float sum = 0.f;
+  if (r < rows) {
+    const uint8_t* row = w + r * row_bytes;
+    for (int64_t b = lane; b < blocks; b += lanes) {
+      float part;
+      QuantDotRow(t, row + b * shape.bytes, x + b * acts_per_block, shape.elems, &part);
+      sum += part;
+    }
+  }
+  // Every lane of the warp takes part in the shuffles (rows past the end add zeros).
+  for (int o = lanes / 2; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (r < rows && lane == 0) y[r] = sum;
+}
+
 }  // namespace
 
 std::string QuantizeActivations(const float* x, int64_t n, int64_t span, Q8Block* out) {
@@ -89,6 +118,41 @@ std::string QuantMatVecFromHost(DType t, const void* w, size_t w_bytes, const Q8
       !e.empty()) {
     return e;
   }
+  return dy.CopyOut(y, y_bytes);
+}
+
+std::string QuantMatVecWarp(DType t, const void* w, const Q8Block* x, float* y, int64_t rows,
+                            int64_t cols, void* stream) {
+  const BlockShape s = QuantBlockShape(t);
+  if (s.elems == 0) return "not a quantized block type";
+  if (rows < 0 || cols <= 0 || cols % s.elems != 0) return "rows of whole blocks needed";
+  if (rows == 0) return {};
+  const int lanes = LanesPerRow(cols / s.elems);
+  const int64_t threads = rows * lanes;
+  const int64_t grid = (threads + kThreads - 1) / kThreads;
+  if (grid > 0x7fffffff) return "too many rows for one launch";
+  QuantMatVecWarpKernel<<<static_cast<unsigned>(grid), kThreads, 0,
+                          static_cast<cudaStream_t>(stream)>>>(
+      t, static_cast<const uint8_t*>(w), cols / s.elems * s.bytes, s, x, y, rows, cols, lanes);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return CudaError("launch", e);
+  return {};
+}
+
+std::string QuantMatVecWarpFromHost(DType t, const void* w, size_t w_bytes, const Q8Block* x,
+                                    float* y, int64_t rows, int64_t cols) {
+  if (rows < 0 || cols <= 0 || cols % 32 != 0) return "rows of whole blocks needed";
+  DeviceBuffer dw, dx, dy;
+  const size_t x_bytes = static_cast<size_t>(cols / 32) * sizeof(Q8Block);
+  const size_t y_bytes = static_cast<size_t>(rows) * sizeof(float);
+  if (std::string e = dw.CopyIn(w, w_bytes); !e.empty()) return e;
+  if (std::string e = dx.CopyIn(x, x_bytes); !e.empty()) return e;
+  if (std::string e = dy.Allocate(y_bytes); !e.empty()) return e;
+  if (std::string e = QuantMatVecWarp(t, dw.p, static_cast<const Q8Block*>(dx.p),
+                                      static_cast<float*>(dy.p), rows, cols, nullptr);
+      !e.empty()) {
+    return e;
+  }
+  if (std::string e = Synchronize(); !e.empty()) return e;
   return dy.CopyOut(y, y_bytes);
 }
 

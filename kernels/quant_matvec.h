@@ -18,6 +18,19 @@ namespace moe::cuda {
 std::string QuantMatVec(DType t, const void* w, const Q8Block* x, float* y, int64_t rows,
                         int64_t cols);
 
+// The same product for decode: the blocks of a row are shared out among a segment of a warp's
+// lanes (as many as the row has blocks, up to 32; the other segments take the next rows), each
+// lane summing its blocks by the same block arithmetic (block_dot.h), then the segment adds its
+// lanes' sums: neighbouring lanes read neighbouring blocks, so a warp's reads are contiguous.
+// Only the order of the float sum over blocks differs from QuantMatVec. Queued on `stream` (a
+// cudaStream_t; null: the default stream) without waiting: the error returned is the launch's.
+std::string QuantMatVecWarp(DType t, const void* w, const Q8Block* x, float* y, int64_t rows,
+                            int64_t cols, void* stream);
+
+// QuantMatVecWarp from and to host memory (copied over and back, then waits): for the GPU tests.
+std::string QuantMatVecWarpFromHost(DType t, const void* w, size_t w_bytes, const Q8Block* x,
+                                    float* y, int64_t rows, int64_t cols);
+
 // Activations x (n floats, device memory) to 8-bit blocks out (n / 32), `span` blocks sharing a
 // scale (1, or 8 for K-quant weights: BlocksPerScale), one thread per span, as the CPU's
 // QuantizeActivations does bit for bit.
