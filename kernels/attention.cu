@@ -11,6 +11,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/cuda_buffer.h"
+#include "kernels/device_kv_buffers.h"
 
 namespace moe::cuda {
 namespace {
@@ -122,25 +123,14 @@ std::string AttentionFromHost(const float* q, int64_t n, int64_t n_heads, const 
   if (std::string e = CheckAttention(n, n_heads, kv); !e.empty()) return e;
   if (n == 0) return {};
   const size_t rows_bytes = static_cast<size_t>(n * n_heads * kv.head_dim) * sizeof(float);
-  DeviceBuffer dq, dpos, dk, dv, dblocks, dsinks, dout;
-  DeviceKv dkv = kv;
+  DeviceBuffer dq, dpos, dsinks, dout;
+  DeviceKvBuffers cache;
   if (std::string e = dq.CopyIn(q, rows_bytes); !e.empty()) return e;
   if (std::string e = dpos.CopyIn(positions, static_cast<size_t>(n) * sizeof(int32_t));
       !e.empty()) {
     return e;
   }
-  if (std::string e = dk.CopyIn(kv.k, k_bytes); !e.empty()) return e;
-  if (std::string e = dv.CopyIn(kv.v, v_bytes); !e.empty()) return e;
-  dkv.k = static_cast<uint8_t*>(dk.p);
-  dkv.v = static_cast<uint8_t*>(dv.p);
-  if (kv.paging.blocks != nullptr) {
-    if (std::string e =
-            dblocks.CopyIn(kv.paging.blocks, static_cast<size_t>(n_blocks) * sizeof(int32_t));
-        !e.empty()) {
-      return e;
-    }
-    dkv.paging.blocks = static_cast<const int32_t*>(dblocks.p);
-  }
+  if (std::string e = cache.CopyIn(kv, k_bytes, v_bytes, n_blocks); !e.empty()) return e;
   if (sinks != nullptr) {
     if (std::string e = dsinks.CopyIn(sinks, static_cast<size_t>(n_heads) * sizeof(float));
         !e.empty()) {
@@ -148,9 +138,10 @@ std::string AttentionFromHost(const float* q, int64_t n, int64_t n_heads, const 
     }
   }
   if (std::string e = dout.Allocate(rows_bytes); !e.empty()) return e;
-  if (std::string e = Attention(
-          static_cast<const float*>(dq.p), n, n_heads, static_cast<const int32_t*>(dpos.p), dkv,
-          static_cast<float*>(dout.p), scale, window, static_cast<const float*>(dsinks.p), nullptr);
+  if (std::string e =
+          Attention(static_cast<const float*>(dq.p), n, n_heads,
+                    static_cast<const int32_t*>(dpos.p), cache.kv, static_cast<float*>(dout.p),
+                    scale, window, static_cast<const float*>(dsinks.p), nullptr);
       !e.empty()) {
     return e;
   }

@@ -24,6 +24,25 @@ __global__ void QuantizeKernel(const float* x, int64_t spans, int64_t span, Q8Bl
 
 constexpr int kThreads = 128;
 
+// A product of host weights and activations on the device: copies them over, runs
+// product(device w, device x, device y) (which waits for its kernel), copies y back.
+template <typename Product>
+std::string ProductFromHost(Product product, const void* w, size_t w_bytes, const Q8Block* x,
+                            float* y, int64_t rows, int64_t cols) {
+  if (rows < 0 || cols <= 0 || cols % 32 != 0) return "rows of whole blocks needed";
+  DeviceBuffer dw, dx, dy;
+  const size_t x_bytes = static_cast<size_t>(cols / 32) * sizeof(Q8Block);
+  const size_t y_bytes = static_cast<size_t>(rows) * sizeof(float);
+  if (std::string e = dw.CopyIn(w, w_bytes); !e.empty()) return e;
+  if (std::string e = dx.CopyIn(x, x_bytes); !e.empty()) return e;
+  if (std::string e = dy.Allocate(y_bytes); !e.empty()) return e;
+  if (std::string e = product(dw.p, static_cast<const Q8Block*>(dx.p), static_cast<float*>(dy.p));
+      !e.empty()) {
+    return e;
+  }
+  return dy.CopyOut(y, y_bytes);
+}
+
 // Lanes per row: the row's blocks rounded up to a power of two, at most a warp.
 int LanesPerRow(int64_t blocks) {
   int lanes = 1;
@@ -106,19 +125,9 @@ std::string QuantMatVec(DType t, const void* w, const Q8Block* x, float* y, int6
 
 std::string QuantMatVecFromHost(DType t, const void* w, size_t w_bytes, const Q8Block* x, float* y,
                                 int64_t rows, int64_t cols) {
-  if (rows < 0 || cols <= 0 || cols % 32 != 0) return "rows of whole blocks needed";
-  DeviceBuffer dw, dx, dy;
-  const size_t x_bytes = static_cast<size_t>(cols / 32) * sizeof(Q8Block);
-  const size_t y_bytes = static_cast<size_t>(rows) * sizeof(float);
-  if (std::string e = dw.CopyIn(w, w_bytes); !e.empty()) return e;
-  if (std::string e = dx.CopyIn(x, x_bytes); !e.empty()) return e;
-  if (std::string e = dy.Allocate(y_bytes); !e.empty()) return e;
-  if (std::string e = QuantMatVec(t, dw.p, static_cast<const Q8Block*>(dx.p),
-                                  static_cast<float*>(dy.p), rows, cols);
-      !e.empty()) {
-    return e;
-  }
-  return dy.CopyOut(y, y_bytes);
+  return ProductFromHost([&](const void* dw, const Q8Block* dx,
+                             float* dy) { return QuantMatVec(t, dw, dx, dy, rows, cols); },
+                         w, w_bytes, x, y, rows, cols);
 }
 
 std::string QuantMatVecWarp(DType t, const void* w, const Q8Block* x, float* y, int64_t rows,
@@ -140,20 +149,12 @@ std::string QuantMatVecWarp(DType t, const void* w, const Q8Block* x, float* y, 
 
 std::string QuantMatVecWarpFromHost(DType t, const void* w, size_t w_bytes, const Q8Block* x,
                                     float* y, int64_t rows, int64_t cols) {
-  if (rows < 0 || cols <= 0 || cols % 32 != 0) return "rows of whole blocks needed";
-  DeviceBuffer dw, dx, dy;
-  const size_t x_bytes = static_cast<size_t>(cols / 32) * sizeof(Q8Block);
-  const size_t y_bytes = static_cast<size_t>(rows) * sizeof(float);
-  if (std::string e = dw.CopyIn(w, w_bytes); !e.empty()) return e;
-  if (std::string e = dx.CopyIn(x, x_bytes); !e.empty()) return e;
-  if (std::string e = dy.Allocate(y_bytes); !e.empty()) return e;
-  if (std::string e = QuantMatVecWarp(t, dw.p, static_cast<const Q8Block*>(dx.p),
-                                      static_cast<float*>(dy.p), rows, cols, nullptr);
-      !e.empty()) {
-    return e;
-  }
-  if (std::string e = Synchronize(); !e.empty()) return e;
-  return dy.CopyOut(y, y_bytes);
+  return ProductFromHost(
+      [&](const void* dw, const Q8Block* dx, float* dy) {
+        std::string e = QuantMatVecWarp(t, dw, dx, dy, rows, cols, nullptr);
+        return e.empty() ? Synchronize() : e;
+      },
+      w, w_bytes, x, y, rows, cols);
 }
 
 }  // namespace moe::cuda

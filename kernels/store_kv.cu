@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda_buffer.h"
+#include "kernels/device_kv_buffers.h"
 #include "kernels/store_kv.h"
 #include "lib/backend/block_encode.h"
 #include "lib/backend/kv_core.h"
@@ -75,34 +76,23 @@ std::string StoreKvFromHost(const float* k, const float* v, int64_t n, const int
   if (std::string e = CheckStore(n, kv); !e.empty()) return e;
   if (n == 0) return {};
   const size_t rows_bytes = static_cast<size_t>(n * kv.n_kv_heads * kv.head_dim) * sizeof(float);
-  DeviceBuffer dk, dv, dpos, dck, dcv, dblocks;
-  DeviceKv dkv = kv;
+  DeviceBuffer dk, dv, dpos;
+  DeviceKvBuffers cache;
   if (std::string e = dk.CopyIn(k, rows_bytes); !e.empty()) return e;
   if (std::string e = dv.CopyIn(v, rows_bytes); !e.empty()) return e;
   if (std::string e = dpos.CopyIn(positions, static_cast<size_t>(n) * sizeof(int32_t));
       !e.empty()) {
     return e;
   }
-  if (std::string e = dck.CopyIn(kv.k, k_bytes); !e.empty()) return e;
-  if (std::string e = dcv.CopyIn(kv.v, v_bytes); !e.empty()) return e;
-  dkv.k = static_cast<uint8_t*>(dck.p);
-  dkv.v = static_cast<uint8_t*>(dcv.p);
-  if (kv.paging.blocks != nullptr) {
-    if (std::string e =
-            dblocks.CopyIn(kv.paging.blocks, static_cast<size_t>(n_blocks) * sizeof(int32_t));
-        !e.empty()) {
-      return e;
-    }
-    dkv.paging.blocks = static_cast<const int32_t*>(dblocks.p);
-  }
+  if (std::string e = cache.CopyIn(kv, k_bytes, v_bytes, n_blocks); !e.empty()) return e;
   if (std::string e = StoreKv(static_cast<const float*>(dk.p), static_cast<const float*>(dv.p), n,
-                              static_cast<const int32_t*>(dpos.p), dkv, nullptr);
+                              static_cast<const int32_t*>(dpos.p), cache.kv, nullptr);
       !e.empty()) {
     return e;
   }
   if (std::string e = Synchronize(); !e.empty()) return e;
-  if (std::string e = dck.CopyOut(kv.k, k_bytes); !e.empty()) return e;
-  return dcv.CopyOut(kv.v, v_bytes);
+  if (std::string e = cache.k.CopyOut(kv.k, k_bytes); !e.empty()) return e;
+  return cache.v.CopyOut(kv.v, v_bytes);
 }
 
 }  // namespace moe::cuda
