@@ -12,10 +12,9 @@ build="${1:-build-gpu}"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DMOE_BUILD_TESTS=ON -DMOE_CUDA=ON \
   -DMOE_BUILD_TOOLS=OFF -DMOE_BUILD_JAVA=OFF -DMOE_BUILD_CSHARP=OFF -DMOE_BUILD_GO=OFF
-cmake --build "$build" -j "$(nproc)" --target cuda_dequantize_test cuda_quant_matvec_test cuda_route_test \
-  cuda_elementwise_ops_test cuda_rows_and_experts_test cuda_attention_test block_decode_test \
-  dot_kernels_test \
-  device_decomposition_test expert_dispatch_test
+cmake --build "$build" -j "$(nproc)" --target cuda_dequantize_test cuda_quant_matvec_test \
+  cuda_route_test cuda_elementwise_ops_test cuda_rows_and_experts_test cuda_attention_test \
+  cuda_gemm_test block_decode_test dot_kernels_test device_decomposition_test expert_dispatch_test
 log="$(mktemp)"
 ctest --test-dir "$build" -L gpu -R "." --output-on-failure -V | tee "$log"
 if grep -qE "\*\*\*Skipped|\[  SKIPPED \]" "$log"; then
