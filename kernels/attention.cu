@@ -92,12 +92,7 @@ std::string CheckAttention(int64_t n, int64_t n_heads, const DeviceKv& kv) {
     return "query heads must be a multiple of the KV heads";
   }
   if (kv.head_dim < 1 || kv.head_dim > kMaxAttentionHeadDim) return "head size out of range";
-  if (kv.dtype != DType::kF32 && kv.dtype != DType::kF16 && kv.dtype != DType::kQ8_0) {
-    return "KV cache type must be F32, F16 or Q8_0";
-  }
-  if (kv.dtype == DType::kQ8_0 && kv.head_dim % 32 != 0) {
-    return "a Q8_0 cache needs heads of whole 32-value blocks";
-  }
+  if (std::string e = CheckKvType(kv); !e.empty()) return e;
   if (n > 65535) return "too many tokens for one launch";
   return {};
 }

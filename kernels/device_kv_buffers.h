@@ -1,13 +1,22 @@
-// A host KV cache copied to the device for the launchers' FromHost checks (attention, store):
-// K, V and the block table, owned here, and the DeviceKv that points at them. CUDA code only.
+// What the KV cache launchers (attention, store) share: the check of a cache's element type, and
+// a host cache copied to the device for their FromHost checks (K, V and the block table, owned
+// here, and the DeviceKv that points at them). CUDA code only.
 #pragma once
 
 #include <string>
 
 #include "kernels/attention.h"
 #include "kernels/cuda_buffer.h"
+#include "lib/kv/kv_type.h"
 
 namespace moe::cuda {
+
+// Empty when the kernels can read and write kv's element type, otherwise why not: the KV caches'
+// own rule (lib/kv/kv_type.h).
+inline std::string CheckKvType(const DeviceKv& kv) {
+  const absl::Status status = moe::CheckKvType(kv.dtype, kv.head_dim);
+  return status.ok() ? std::string() : std::string(status.message());
+}
 
 struct DeviceKvBuffers {
   DeviceBuffer k, v, blocks;

@@ -47,9 +47,7 @@ __global__ void GetRowsKernel(DType t, const uint8_t* table, int64_t rows, int64
   const uint8_t* src = table + (id * per_row + u) * unit.bytes;
   switch (t) {
     case DType::kF32:
-      *out =
-          FloatFromBits(static_cast<uint32_t>(src[0]) | static_cast<uint32_t>(src[1]) << 8 |
-                        static_cast<uint32_t>(src[2]) << 16 | static_cast<uint32_t>(src[3]) << 24);
+      *out = LoadF32(src);
       break;
     case DType::kF16:
       *out = HalfToFloat(LoadU16(src));

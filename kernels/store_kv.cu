@@ -46,13 +46,7 @@ __global__ void StoreKvKernel(const float* k, const float* v, int64_t n, const i
 
 std::string CheckStore(int64_t n, const DeviceKv& kv) {
   if (n < 0 || kv.n_kv_heads < 1 || kv.head_dim < 1) return "bad KV shape";
-  if (kv.dtype != DType::kF32 && kv.dtype != DType::kF16 && kv.dtype != DType::kQ8_0) {
-    return "KV cache type must be F32, F16 or Q8_0";
-  }
-  if (kv.dtype == DType::kQ8_0 && kv.head_dim % 32 != 0) {
-    return "a Q8_0 cache needs heads of whole 32-value blocks";
-  }
-  return {};
+  return CheckKvType(kv);
 }
 
 }  // namespace

@@ -59,10 +59,7 @@ MOE_HOST_DEVICE inline int64_t KvValuesBytes(DType t, int64_t n) {
 MOE_HOST_DEVICE inline float KvValueAt(DType t, const uint8_t* row, int64_t i) {
   switch (t) {
     case DType::kF32:
-      return FloatFromBits(static_cast<uint32_t>(row[4 * i]) |
-                           static_cast<uint32_t>(row[4 * i + 1]) << 8 |
-                           static_cast<uint32_t>(row[4 * i + 2]) << 16 |
-                           static_cast<uint32_t>(row[4 * i + 3]) << 24);
+      return LoadF32(row + 4 * i);
     case DType::kF16:
       return HalfToFloat(LoadU16(row + 2 * i));
     case DType::kQ8_0: {

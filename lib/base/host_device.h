@@ -20,6 +20,11 @@ MOE_HOST_DEVICE inline float FloatFromBits(uint32_t bits) {
   return f;
 }
 
+MOE_HOST_DEVICE inline float LoadF32(const uint8_t* p) {  // little-endian, any alignment
+  return FloatFromBits(static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
+                       static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24);
+}
+
 MOE_HOST_DEVICE inline uint16_t LoadU16(const uint8_t* p) {
   return static_cast<uint16_t>(p[0] | p[1] << 8);  // little-endian, any alignment
 }
