@@ -2,12 +2,17 @@
 // (lib/backend/cpu) implements it today, a CUDA backend (lib/backend/cuda + kernels/) will
 // implement the same calls over device memory.
 //
-// Activations are F32 matrices [n x dim], row-major. Pointers are in the backend's memory space.
+// Activations are F32 matrices [n x dim], row-major. Data pointers (activations, K/V, outputs)
+// are in the backend's memory space: memory from Allocate, or host memory for the CPU backend.
+// Index and bookkeeping arguments (positions, token ids, row lists, the combine's source pointers
+// and weights) are host memory, read by the backend as it queues the operation.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "lib/backend/kv_core.h"
@@ -44,6 +49,20 @@ class Backend {
   virtual ~Backend() = default;
   virtual absl::string_view name() const = 0;
   virtual int num_threads() const = 0;
+
+  // Memory in the backend's space (host memory on the CPU, device memory on a GPU), aligned to 64
+  // bytes and not initialised; ResourceExhausted when there is not that much. Free takes what
+  // Allocate gave (null: nothing). BackendBuffer (backend_buffer.h) holds it for RAII.
+  virtual absl::StatusOr<void*> Allocate(size_t bytes) = 0;
+  virtual void Free(void* p) = 0;
+  // Between host memory and the backend's; both return once the bytes are in place, after every
+  // operation queued before them.
+  virtual void CopyToHost(const void* src, size_t bytes, void* host) = 0;
+  virtual void CopyFromHost(const void* host, size_t bytes, void* dst) = 0;
+  // dst[t * dst_stride + i] = src[t * src_stride + i] for t < n, i < len (floats; the two ranges
+  // do not overlap): a column slice of rows, or a row moved within a matrix.
+  virtual void CopyRows(const float* src, int64_t src_stride, int64_t n, int64_t len, float* dst,
+                        int64_t dst_stride) = 0;
 
   // y[t, r] = sum_c w[r, c] * x[t, c], t < n. Rows of w are read once for all n tokens.
   virtual void MatMul(const WeightView& w, const float* x, int64_t n, float* y) = 0;

@@ -143,11 +143,11 @@ absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
   if (n == 0) return absl::InvalidArgumentError("no tokens to process");
 
   if (tel != nullptr && tel->expert_counts.empty()) tel->Reset(h.n_layer, h.n_expert);
-  std::vector<float>& x = x_;
-  x.resize(n * h.n_embd);
+  Backend& be = *backend_;
+  MOE_ASSIGN_OR_RETURN(float* x, x_.Resize(be, n * h.n_embd));
   {
     StageTimer timer(tel, &StageTimes::other_s);
-    backend_->GetRows(model_->token_embd(), tokens.data(), n, x.data());
+    be.GetRows(model_->token_embd(), tokens.data(), n, x);
   }
   // Each token's cost is counted when a sequence or the telemetry wants it.
   const bool costed = tel != nullptr || std::any_of(batch.begin(), batch.end(), [](const auto& c) {
@@ -168,20 +168,21 @@ absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
     const LayerWeights& L = model_->layers()[l];
     switch (L.parts.attention) {
       case AttentionPart::kGroupedQuery:
-        attention_.Run(ctx, l, L, batch, n, x.data());
+        MOE_RETURN_IF_ERROR(attention_.Run(ctx, l, L, batch, n, x));
         break;
       case AttentionPart::kLatent:
-        latent_attention_.Run(ctx, l, L, batch, n, x.data());
+        MOE_RETURN_IF_ERROR(latent_attention_.Run(ctx, l, L, batch, n, x));
         break;
     }
+    // An error (an expert that could not be read, memory the backend could not give) leaves the
+    // caches' sizes to the caller: the K/V rows written for these tokens lie past them and are
+    // overwritten next call.
     switch (L.parts.ffn) {
       case FeedForwardPart::kDense:
-        dense_.Run(ctx, L, n, x.data());
+        MOE_RETURN_IF_ERROR(dense_.Run(ctx, L, n, x));
         break;
       case FeedForwardPart::kMixture:
-        // An error (an expert that could not be read) leaves the caches' sizes to the caller:
-        // the K/V rows written for these tokens lie past them and are overwritten next call.
-        MOE_RETURN_IF_ERROR(mixture_.Run(ctx, l, L, n, x.data()));
+        MOE_RETURN_IF_ERROR(mixture_.Run(ctx, l, L, n, x));
         break;
     }
   }
@@ -195,17 +196,20 @@ absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
   }
   if (logit_rows.empty() || logits == nullptr) return absl::OkStatus();
   const int64_t rows = static_cast<int64_t>(logit_rows.size());
-  std::vector<float>& xn = xn_;
-  xn.resize(rows * h.n_embd);
-  // The rows asked for are gathered first, so the norm and the head run once over all of them.
+  MOE_ASSIGN_OR_RETURN(float* xn, xn_.Resize(be, rows * h.n_embd));
+  // The rows asked for are gathered first, so the norm and the head run once over all of them
+  // (logit_rows ascends, so row r never overwrites a row still to be moved).
   for (int64_t r = 0; r < rows; ++r) {
     if (logit_rows[r] != r) {
-      std::copy_n(x.data() + logit_rows[r] * h.n_embd, h.n_embd, x.data() + r * h.n_embd);
+      be.CopyRows(x + logit_rows[r] * h.n_embd, h.n_embd, 1, h.n_embd, x + r * h.n_embd, h.n_embd);
     }
   }
-  backend_->RmsNorm(x.data(), model_->output_norm(), rows, h.n_embd, h.rms_eps, xn.data());
+  be.RmsNorm(x, model_->output_norm(), rows, h.n_embd, h.rms_eps, xn);
+  MOE_ASSIGN_OR_RETURN(float* out, logits_.Resize(be, rows * h.n_vocab));
+  be.MatMul(model_->output(), xn, rows, out);
+  // The step's one copy back of any size.
   logits->resize(rows * h.n_vocab);
-  backend_->MatMul(model_->output(), xn.data(), rows, logits->data());
+  be.CopyToHost(out, logits->size() * sizeof(float), logits->data());
   return absl::OkStatus();
 }
 

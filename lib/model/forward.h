@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "lib/backend/backend.h"
+#include "lib/backend/backend_buffer.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/kv/kv_sequence.h"
 #include "lib/model/model.h"
@@ -87,7 +88,8 @@ class Transformer {
   int64_t dense_bytes_per_token_ = 0;
   std::vector<int32_t> tokens_;      // the batch's tokens, chunk after chunk
   std::vector<int64_t> logit_rows_;  // the rows whose logits are asked for
-  std::vector<float> x_, xn_;
+  // In the backend's memory: the residual stream, the normalised rows of the head, its logits.
+  BackendBuffer<float> x_, xn_, logits_;
 };
 
 }  // namespace moe

@@ -57,9 +57,19 @@ absl::StatusOr<std::unique_ptr<ExpertStore>> ExpertStore::Create(
                      placement.n_expert(), " experts, the model has ", n_layer, " of ", n_expert));
   }
   const size_t slot = store->slot_bytes_;
-  const size_t resident = placement.Count(ExpertTier::kResident);
-  const size_t pinned = placement.Count(ExpertTier::kPinned);
-  const size_t step = placement.Count(ExpertTier::kCached) > 0 ? store->experts_per_step_ : 0;
+  // Experts without weights here (pruned, another rank's, a dense layer's) take no slot, whatever
+  // the placement names for them ("*" names every layer).
+  auto has_weights = [&](int l, int e) { return store->sources_[l][e].gate.bytes() > 0; };
+  auto count = [&](ExpertTier tier) {
+    size_t n = 0;
+    for (int l = 0; l < n_layer; ++l) {
+      for (int e = 0; e < n_expert; ++e) n += has_weights(l, e) && placement.tier(l, e) == tier;
+    }
+    return n;
+  };
+  const size_t resident = count(ExpertTier::kResident);
+  const size_t pinned = count(ExpertTier::kPinned);
+  const size_t step = count(ExpertTier::kCached) > 0 ? store->experts_per_step_ : 0;
   const size_t budget_slots = options.budget_bytes / slot;
   if (budget_slots < pinned + step) {
     const size_t need = pinned + step;
@@ -88,7 +98,7 @@ absl::StatusOr<std::unique_ptr<ExpertStore>> ExpertStore::Create(
   for (int l = 0; l < n_layer; ++l) {
     for (int e = 0; e < n_expert; ++e) {
       const ExpertTier t = placement.tier(l, e);
-      if (t == ExpertTier::kCached) continue;
+      if (t == ExpertTier::kCached || !has_weights(l, e)) continue;
       MOE_RETURN_IF_ERROR(store->cache_->Pin({l, e}));
       store->tiers_[l][e] = t;
     }

@@ -10,6 +10,7 @@
 #include "lib/base/available_memory.h"
 #include "lib/base/status_macros.h"
 #include "lib/import/model_loader.h"
+#include "lib/model/arch/architecture.h"
 #include "lib/model/forward.h"
 #include "lib/runtime/weight_copy.h"
 
@@ -37,10 +38,12 @@ absl::StatusOr<std::vector<std::vector<ExpertSource>>> ExpertSources(const Model
   };
   const HParams& h = spec.hp;
   std::vector<std::vector<ExpertSource>> sources(h.n_layer, std::vector<ExpertSource>(h.n_expert));
-  // Pruned experts are never routed to, and other ranks run theirs: nothing to read here (an
-  // empty source).
+  // Pruned experts are never routed to, other ranks run theirs, and the dense layers that lead
+  // DeepSeek- and GLM-style models have none: nothing to read there (an empty source).
   const auto weightless = spec.WeightlessMask();
+  const Architecture& arch = ArchitectureOf(spec.arch);
   for (int l = 0; l < h.n_layer; ++l) {
+    if (arch.Layer(h, l).ffn != FeedForwardPart::kMixture) continue;
     for (int e = 0; e < h.n_expert; ++e) {
       if (weightless[l][e]) continue;
       ExpertSource& src = sources[l][e];
@@ -99,8 +102,10 @@ absl::StatusOr<std::unique_ptr<ExpertStore>> MakeExpertStore(const ModelSpec& sp
     }
     // That fraction of the slots all experts take, in whole slots.
     const size_t slot = ExpertStore::SlotBytes(sources);
-    const size_t all = static_cast<size_t>(spec.hp.n_layer * spec.hp.n_expert -
-                                           spec.pruned_experts.size() - spec.absent_experts.size());
+    size_t all = 0;  // experts with weights here
+    for (const auto& layer : sources) {
+      for (const ExpertSource& src : layer) all += src.gate.bytes() > 0;
+    }
     so.budget_bytes =
         std::max<size_t>(1, static_cast<size_t>(options.expert_cache_fraction * all)) * slot;
   }

@@ -2,10 +2,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <new>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "lib/backend/backend.h"
 #include "lib/backend/cpu/attention_kernels.h"
 #include "lib/backend/cpu/cpu_features.h"
@@ -48,6 +50,28 @@ class CpuBackend final : public Backend {
         input_(level_, quantize_activations_) {}
   absl::string_view name() const override { return "cpu"; }
   int num_threads() const override { return pool_.num_threads(); }
+
+  absl::StatusOr<void*> Allocate(size_t bytes) override {
+    void* p = ::operator new (std::max<size_t>(bytes, 1), std::align_val_t{64}, std::nothrow);
+    if (p == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("could not allocate ", bytes, " bytes of working memory"));
+    }
+    return p;
+  }
+  void Free(void* p) override {
+    if (p != nullptr) ::operator delete (p, std::align_val_t{64});
+  }
+  void CopyToHost(const void* src, size_t bytes, void* host) override {
+    if (bytes > 0) std::memcpy(host, src, bytes);
+  }
+  void CopyFromHost(const void* host, size_t bytes, void* dst) override {
+    if (bytes > 0) std::memcpy(dst, host, bytes);
+  }
+  void CopyRows(const float* src, int64_t src_stride, int64_t n, int64_t len, float* dst,
+                int64_t dst_stride) override {
+    for (int64_t t = 0; t < n; ++t) std::copy_n(src + t * src_stride, len, dst + t * dst_stride);
+  }
 
   void MatMul(const WeightView& w, const float* x, int64_t n, float* y) override {
     float* ys[] = {y};

@@ -1,19 +1,23 @@
 #include "lib/model/parts/dense_feed_forward.h"
 
+#include "lib/base/status_macros.h"
+
 namespace moe {
 
-void DenseFeedForward::Run(const StepContext& ctx, const LayerWeights& L, int64_t n, float* x) {
+absl::Status DenseFeedForward::Run(const StepContext& ctx, const LayerWeights& L, int64_t n,
+                                   float* x) {
   StageTimer timer(ctx.telemetry, &StageTimes::experts_s);
   const HParams& h = ctx.model.hp();
+  Backend& be = *ctx.backend;
   const int64_t d = h.n_embd;
-  xn_.resize(n * d);
-  out_.resize(n * d);
-  ctx.backend->RmsNorm(x, L.ffn_norm, n, d, h.rms_eps, xn_.data());
+  MOE_ASSIGN_OR_RETURN(float* xn, xn_.Resize(be, n * d));
+  MOE_ASSIGN_OR_RETURN(float* out, out_.Resize(be, n * d));
+  be.RmsNorm(x, L.ffn_norm, n, d, h.rms_eps, xn);
   // The SwiGLU block is an expert over every token: the same kernels.
-  const Backend::ExpertJob job{L.dense.gate, L.dense.up, L.dense.down, xn_.data(),
-                               nullptr,      n,          out_.data()};
-  ctx.backend->RunExperts({&job, 1});
-  ctx.backend->Axpy(1.0f, out_.data(), n * d, x);
+  const Backend::ExpertJob job{L.dense.gate, L.dense.up, L.dense.down, xn, nullptr, n, out};
+  be.RunExperts({&job, 1});
+  be.Axpy(1.0f, out, n * d, x);
+  return absl::OkStatus();
 }
 
 }  // namespace moe

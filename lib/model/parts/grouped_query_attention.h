@@ -3,8 +3,8 @@
 // to and read from its own cache, the output projection added to the residual stream.
 #pragma once
 
-#include <vector>
-
+#include "absl/status/status.h"
+#include "lib/backend/backend_buffer.h"
 #include "lib/kv/kv_sequence.h"
 #include "lib/model/parts/sequence_chunk.h"
 #include "lib/model/parts/step_context.h"
@@ -13,12 +13,12 @@ namespace moe {
 
 class GroupedQueryAttention {
  public:
-  // x: the step's n residual rows, updated in place.
-  void Run(const StepContext& ctx, int layer, const LayerWeights& L,
-           absl::Span<const SequenceChunk> batch, int64_t n, float* x);
+  // x: the step's n residual rows, updated in place (in the backend's memory, as is all scratch).
+  absl::Status Run(const StepContext& ctx, int layer, const LayerWeights& L,
+                   absl::Span<const SequenceChunk> batch, int64_t n, float* x);
 
  private:
-  std::vector<float> xn_, q_, k_, v_, att_, o_;
+  BackendBuffer<float> xn_, q_, k_, v_, att_, o_;
 };
 
 }  // namespace moe

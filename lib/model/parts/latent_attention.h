@@ -5,8 +5,8 @@
 // v_b[h]. The same scores and values as expanding K and V per head, for a fraction of the cache.
 #pragma once
 
-#include <vector>
-
+#include "absl/status/status.h"
+#include "lib/backend/backend_buffer.h"
 #include "lib/model/parts/sequence_chunk.h"
 #include "lib/model/parts/step_context.h"
 
@@ -14,11 +14,11 @@ namespace moe {
 
 class LatentAttention {
  public:
-  void Run(const StepContext& ctx, int layer, const LayerWeights& L,
-           absl::Span<const SequenceChunk> batch, int64_t n, float* x);
+  absl::Status Run(const StepContext& ctx, int layer, const LayerWeights& L,
+                   absl::Span<const SequenceChunk> batch, int64_t n, float* x);
 
  private:
-  std::vector<float> xn_, q_low_, q_, kv_, latent_, q_abs_, att_latent_, att_, o_, gather_,
+  BackendBuffer<float> xn_, q_low_, q_, kv_, latent_, q_abs_, att_latent_, att_, o_, gather_,
       product_;
 };
 

@@ -51,20 +51,31 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
   Backend& be = *ctx.backend;
   const HParams& h = ctx.model.hp();
   const int64_t d = h.n_embd;
-  std::vector<float>& xn = xn_;
-  xn.resize(n * d);
-  be.RmsNorm(x, L.ffn_norm, n, d, h.rms_eps, xn.data());
+  MOE_ASSIGN_OR_RETURN(float* xn, xn_.Resize(be, n * d));
+  be.RmsNorm(x, L.ffn_norm, n, d, h.rms_eps, xn);
 
   Routing& routing = routing_;
   {
     StageTimer timer(tel, &StageTimes::router_s);
-    std::vector<float>& router_logits = router_logits_;
-    router_logits.resize(n * h.n_expert);
-    be.MatMul(L.router, xn.data(), n, router_logits.data());
-    if (L.router_bias) be.AddBias(router_logits.data(), L.router_bias, n, h.n_expert);
+    MOE_ASSIGN_OR_RETURN(float* logits, router_logits_.Resize(be, n * h.n_expert));
+    be.MatMul(L.router, xn, n, logits);
+    if (L.router_bias) be.AddBias(logits, L.router_bias, n, h.n_expert);
+    // The shared expert's gate logits come back with the router's, in the same wait.
+    const bool gated_shared = L.has_shared && !L.shared_gate.empty();
+    float* gate = nullptr;
+    if (gated_shared) {
+      MOE_ASSIGN_OR_RETURN(gate, shared_gate_.Resize(be, n));
+      be.MatMul(L.shared_gate, xn, n, gate);
+    }
+    host_logits_.resize(n * h.n_expert);
+    be.CopyToHost(logits, host_logits_.size() * sizeof(float), host_logits_.data());
+    if (gated_shared) {
+      host_gate_.resize(n);
+      be.CopyToHost(gate, n * sizeof(float), host_gate_.data());
+    }
     RouterConfig rc = ConfigFor(h, L, layer);
     rc.positions = ctx.positions.data();
-    Route(rc, router_logits, n, &routing);
+    Route(rc, host_logits_, n, &routing);
     if (policy_.load_window > 0 && !ctx.histories.empty()) Reweigh(ctx, layer, n, tel);
     if (ctx.expert_bytes != nullptr) {
       for (int64_t t = 0; t < n; ++t) {
@@ -83,18 +94,22 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
     }
   }
   if (observer_) {
+    host_xn_.resize(n * d);
+    be.CopyToHost(xn, host_xn_.size() * sizeof(float), host_xn_.data());
     observer_(layer, n, static_cast<int>(h.n_expert_used), routing.experts.data(),
-              routing.weights.data(), xn.data());
+              routing.weights.data(), host_xn_.data());
   }
 
   StageTimer timer(tel, &StageTimes::experts_s);
   // With the dense weights on rank 0 alone, the other ranks learn the layer's inputs and routing
   // from it; otherwise each computed them itself.
   const bool root_only = comm_ != nullptr && ranks_->dense_on_root_only();
-  if (root_only) MOE_RETURN_IF_ERROR(SendLayer(layer, n, d, tel));
+  if (root_only) MOE_RETURN_IF_ERROR(SendLayer(be, layer, n, d, tel));
   Dispatch(h, layer, n);
-  std::vector<float>& shared_out = shared_out_;
-  if (L.has_shared) shared_out.resize(n * d);
+  float* shared_out = nullptr;
+  if (L.has_shared) {
+    MOE_ASSIGN_OR_RETURN(shared_out, shared_out_.Resize(be, n * d));
+  }
   size_t next_out = 0;
   // With the dense weights on rank 0 alone, rank 0 sends no outputs of its own: it takes the
   // others' as they come while it runs its own experts and the shared expert. Otherwise each
@@ -102,7 +117,7 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
   // travel.
   std::unique_ptr<PendingGather> exchange;
   if (root_only) {
-    MOE_ASSIGN_OR_RETURN(exchange, StartExchange(layer, d, tel));
+    MOE_ASSIGN_OR_RETURN(exchange, StartExchange(be, layer, d, tel));
   }
   MOE_RETURN_IF_ERROR(RunLocalExperts(be, h, layer, L, n, L.has_shared && comm_ == nullptr, tel,
                                       prefetch_ ? &ctx : nullptr, x, &next_out));
@@ -112,13 +127,12 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
   auto& slot = slot_;
   if (comm_ != nullptr) {
     if (exchange == nullptr) {
-      MOE_ASSIGN_OR_RETURN(exchange, StartExchange(layer, d, tel));
+      MOE_ASSIGN_OR_RETURN(exchange, StartExchange(be, layer, d, tel));
     }
     if (L.has_shared) {
-      be.RunExperts(
-          {{L.shared.gate, L.shared.up, L.shared.down, xn.data(), nullptr, n, shared_out.data()}});
+      be.RunExperts({{L.shared.gate, L.shared.up, L.shared.down, xn, nullptr, n, shared_out}});
     }
-    MOE_RETURN_IF_ERROR(FinishExchange(*exchange, L, layer, d, next_out, tel));
+    MOE_RETURN_IF_ERROR(FinishExchange(be, *exchange, L, layer, d, next_out, tel));
   }
   if (tel) {
     for (float ent : routing.entropy) tel->router_entropy_sum += ent;
@@ -144,14 +158,14 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
     }
   }
   if (L.has_shared) {
-    std::vector<float>& g = shared_gate_;
-    g.assign(n, 1.f);
-    if (!L.shared_gate.empty()) {
-      be.MatMul(L.shared_gate, xn.data(), n, g.data());
+    std::vector<float>& g = host_gate_;
+    if (L.shared_gate.empty()) {
+      g.assign(n, 1.f);
+    } else {
       for (float& v : g) v = 1.f / (1.f + std::exp(-v));
     }
     for (int64_t t = 0; t < n; ++t) {
-      src[t * terms + k] = shared_out.data() + t * d;
+      src[t * terms + k] = shared_out + t * d;
       weight[t * terms + k] = g[t];
     }
   }
@@ -230,13 +244,15 @@ absl::Status MixtureFeedForward::RunLocalExperts(Backend& be, const HParams& h, 
       if (!requested.ok()) return requested.status();
       step = *std::move(requested);
       // The misses are queued; the next layer's guesses queue behind them while this one runs.
-      if (begin == 0 && prefetch_ctx != nullptr) PrefetchNextLayer(*prefetch_ctx, layer, n, x);
+      if (begin == 0 && prefetch_ctx != nullptr) {
+        MOE_RETURN_IF_ERROR(PrefetchNextLayer(*prefetch_ctx, layer, n, x));
+      }
     }
     for (size_t i = begin; i < end; ++i) {
       const int e = selected_[i];
       const auto& rows = by_expert_[e];
-      ScratchVector<float>& res = expert_out_[*next_out];
-      res.resize(rows.size() * d);
+      MOE_ASSIGN_OR_RETURN(
+          float* res, expert_out_[*next_out].Resize(be, static_cast<int64_t>(rows.size()) * d));
       job_of_expert_[e] = static_cast<int>((*next_out)++);
       // Over ranks, this rank's share of the expert's tokens; the others fill in the rest.
       const auto [first, end] =
@@ -245,8 +261,8 @@ absl::Status MixtureFeedForward::RunLocalExperts(Backend& be, const HParams& h, 
       const int64_t m = end - first;
       const ExpertWeights& w = L.experts[e];
       // From the store, the weights are filled in once the expert is read (RunStoredExperts).
-      jobs_.push_back({w.gate, w.up, w.down, xn_.data(), rows.data() + first, m,
-                       res.data() + first * d, w.gate_bias, w.up_bias, w.down_bias, activation});
+      jobs_.push_back({w.gate, w.up, w.down, xn_.data(), rows.data() + first, m, res + first * d,
+                       w.gate_bias, w.up_bias, w.down_bias, activation});
       if (tel) {
         tel->expert_counts[layer][e] += m;
         tel->weight_bytes_read += w.byte_size();
@@ -267,7 +283,8 @@ absl::Status MixtureFeedForward::RunLocalExperts(Backend& be, const HParams& h, 
   return absl::OkStatus();
 }
 
-absl::Status MixtureFeedForward::SendLayer(int layer, int64_t n, int64_t d, Telemetry* tel) {
+absl::Status MixtureFeedForward::SendLayer(Backend& be, int layer, int64_t n, int64_t d,
+                                           Telemetry* tel) {
   const auto start = std::chrono::steady_clock::now();
   const int32_t k = static_cast<int32_t>(routing_.experts.size() / std::max<int64_t>(n, 1));
   const LayerHeader header{layer, k, n, d};
@@ -278,7 +295,7 @@ absl::Status MixtureFeedForward::SendLayer(int layer, int64_t n, int64_t d, Tele
   message[0] = kLayerOrder;
   std::memcpy(message.data() + 1, &header, sizeof(header));
   std::memcpy(message.data() + 1 + sizeof(header), routing_.experts.data(), expert_bytes);
-  std::memcpy(message.data() + 1 + sizeof(header) + expert_bytes, xn_.data(), input_bytes);
+  be.CopyToHost(xn_.data(), input_bytes, message.data() + 1 + sizeof(header) + expert_bytes);
   MOE_RETURN_IF_ERROR(comm_->Broadcast(0, &message, comm_->timeout()));
   if (tel) {
     tel->exchange_s += SecondsSince(start);
@@ -321,14 +338,14 @@ absl::StatusOr<int> MixtureFeedForward::ServeLayer(Backend& be, const Model& mod
           absl::StrCat("rank 0 routed a token to expert ", e, " of ", h.n_expert));
     }
   }
-  xn_.resize(m.rows * m.d);
-  std::memcpy(xn_.data(), message.data() + 1 + sizeof(m) + expert_bytes, input_bytes);
+  MOE_ASSIGN_OR_RETURN(float* xn, xn_.Resize(be, m.rows * m.d));
+  be.CopyFromHost(message.data() + 1 + sizeof(m) + expert_bytes, input_bytes, xn);
   Dispatch(h, m.layer, m.rows);
   size_t next_out = 0;
   MOE_RETURN_IF_ERROR(RunLocalExperts(be, h, m.layer, model.layers()[m.layer], m.rows,
                                       /*shared_here=*/false, nullptr, nullptr, nullptr, &next_out));
   MOE_ASSIGN_OR_RETURN(std::unique_ptr<PendingGather> exchange,
-                       StartExchange(m.layer, m.d, nullptr));
+                       StartExchange(be, m.layer, m.d, nullptr));
   std::vector<Bytes> all;
   MOE_RETURN_IF_ERROR(exchange->Wait(&all));
   return m.layer;
@@ -386,7 +403,8 @@ std::pair<int64_t, int64_t> MixtureFeedForward::RowsOf(int layer, int expert, in
   return {m * i / h, m * (i + 1) / h};
 }
 
-absl::StatusOr<std::unique_ptr<PendingGather>> MixtureFeedForward::StartExchange(int layer,
+absl::StatusOr<std::unique_ptr<PendingGather>> MixtureFeedForward::StartExchange(Backend& be,
+                                                                                 int layer,
                                                                                  int64_t d,
                                                                                  Telemetry* tel) {
   const auto start = std::chrono::steady_clock::now();
@@ -418,10 +436,10 @@ absl::StatusOr<std::unique_ptr<PendingGather>> MixtureFeedForward::StartExchange
   size_t at = 0;
   for (int32_t e : selected_) {
     if (sizes[comm_->rank()] == 0) break;
-    const ScratchVector<float>& out = expert_out_[job_of_expert_[e]];
+    const BackendBuffer<float>& out = expert_out_[job_of_expert_[e]];
     const auto [first, end] = RowsOf(layer, e, comm_->rank());
     const size_t bytes = static_cast<size_t>((end - first) * d) * sizeof(float);
-    std::memcpy(mine.data() + at, out.data() + first * d, bytes);
+    be.CopyToHost(out.data() + first * d, bytes, mine.data() + at);
     at += bytes;
   }
   auto pending =
@@ -430,9 +448,9 @@ absl::StatusOr<std::unique_ptr<PendingGather>> MixtureFeedForward::StartExchange
   return pending;
 }
 
-absl::Status MixtureFeedForward::FinishExchange(PendingGather& exchange, const LayerWeights& L,
-                                                int layer, int64_t d, size_t next_out,
-                                                Telemetry* tel) {
+absl::Status MixtureFeedForward::FinishExchange(Backend& be, PendingGather& exchange,
+                                                const LayerWeights& L, int layer, int64_t d,
+                                                size_t next_out, Telemetry* tel) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<Bytes> all;
   MOE_RETURN_IF_ERROR(exchange.Wait(&all));
@@ -449,10 +467,10 @@ absl::Status MixtureFeedForward::FinishExchange(PendingGather& exchange, const L
   for (int32_t e : all_selected_) {
     const int64_t m = static_cast<int64_t>(by_expert_[e].size());
     if (job_of_expert_[e] < 0) {  // none of its tokens ran here
-      expert_out_[next_out].resize(m * d);
+      MOE_RETURN_IF_ERROR(expert_out_[next_out].Resize(be, m * d).status());
       job_of_expert_[e] = static_cast<int>(next_out++);
     }
-    ScratchVector<float>& res = expert_out_[job_of_expert_[e]];
+    BackendBuffer<float>& res = expert_out_[job_of_expert_[e]];
     for (int32_t r : ranks_->holders(layer, e)) {
       if (r == comm_->rank()) continue;
       const auto [first, end] = RowsOf(layer, e, r);
@@ -461,7 +479,7 @@ absl::Status MixtureFeedForward::FinishExchange(PendingGather& exchange, const L
         return absl::DataLossError(absl::StrCat("rank ", r, " sent fewer expert outputs for ",
                                                 "layer ", layer, " than its routing asks for"));
       }
-      std::memcpy(res.data() + first * d, all[r].data() + read[r], bytes);
+      be.CopyFromHost(all[r].data() + read[r], bytes, res.data() + first * d);
       read[r] += bytes;
       if (tel) {
         tel->expert_counts[layer][e] += end - first;
@@ -495,23 +513,25 @@ void MixtureFeedForward::Reweigh(const StepContext& ctx, int layer, int64_t n, T
   }
 }
 
-void MixtureFeedForward::PrefetchNextLayer(const StepContext& ctx, int layer, int64_t n,
-                                           const float* x) {
+absl::Status MixtureFeedForward::PrefetchNextLayer(const StepContext& ctx, int layer, int64_t n,
+                                                   const float* x) {
   const HParams& h = ctx.model.hp();
   const int next = layer + 1;
-  if (next >= h.n_layer) return;
+  if (next >= h.n_layer) return absl::OkStatus();
   const LayerWeights& N = ctx.model.layers()[next];
-  if (N.parts.ffn != FeedForwardPart::kMixture) return;
+  if (N.parts.ffn != FeedForwardPart::kMixture) return absl::OkStatus();
   Backend& be = *ctx.backend;
   const int64_t d = h.n_embd;
   // The residual stream entering this layer's experts changes little by the next layer's: its
   // router on it mostly picks what it will pick then.
-  guess_xn_.resize(n * d);
-  be.RmsNorm(x, N.ffn_norm, n, d, h.rms_eps, guess_xn_.data());
-  guess_logits_.resize(n * h.n_expert);
-  be.MatMul(N.router, guess_xn_.data(), n, guess_logits_.data());
-  if (N.router_bias) be.AddBias(guess_logits_.data(), N.router_bias, n, h.n_expert);
-  Route(ConfigFor(h, N, next), guess_logits_, n, &guess_routing_);
+  MOE_ASSIGN_OR_RETURN(float* guess_xn, guess_xn_.Resize(be, n * d));
+  be.RmsNorm(x, N.ffn_norm, n, d, h.rms_eps, guess_xn);
+  MOE_ASSIGN_OR_RETURN(float* logits, guess_logits_.Resize(be, n * h.n_expert));
+  be.MatMul(N.router, guess_xn, n, logits);
+  if (N.router_bias) be.AddBias(logits, N.router_bias, n, h.n_expert);
+  host_guess_logits_.resize(n * h.n_expert);
+  be.CopyToHost(logits, host_guess_logits_.size() * sizeof(float), host_guess_logits_.data());
+  Route(ConfigFor(h, N, next), host_guess_logits_, n, &guess_routing_);
   std::vector<int32_t>& count = guess_count_;
   count.assign(h.n_expert, 0);
   for (int32_t e : guess_routing_.experts) {
@@ -533,6 +553,7 @@ void MixtureFeedForward::PrefetchNextLayer(const StepContext& ctx, int layer, in
   const size_t most = std::max<size_t>(h.n_expert_used, store_->cache().slot_count() / 2);
   if (guess.size() > most) guess.resize(most);
   store_->Prefetch(next, guess);
+  return absl::OkStatus();
 }
 
 void MixtureFeedForward::ScorePrediction(int layer) {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "lib/base/scratch_vector.h"
+#include "lib/backend/backend_buffer.h"
 #include "lib/dist/communicator.h"
 #include "lib/dist/expert_ranks.h"
 #include "lib/model/parts/step_context.h"
@@ -66,7 +66,7 @@ class MixtureFeedForward {
                                int64_t n, bool shared_here, Telemetry* tel,
                                const StepContext* prefetch_ctx, const float* x, size_t* next_out);
   // Rank 0 with the dense weights to itself: the layer's inputs and routing to the other ranks.
-  absl::Status SendLayer(int layer, int64_t n, int64_t d, Telemetry* tel);
+  absl::Status SendLayer(Backend& be, int layer, int64_t n, int64_t d, Telemetry* tel);
   // Runs the chunk's jobs (jobs_, the step's experts in order, then the shared expert if
   // with_shared) as the reads finish: the resident ones first, then each group that became ready
   // while the previous one ran.
@@ -75,7 +75,7 @@ class MixtureFeedForward {
   // token's choices in its sequence's history.
   void Reweigh(const StepContext& ctx, int layer, int64_t n, Telemetry* tel);
   // The experts of layer + 1 its router picks for x (pre-gating), handed to the store to read.
-  void PrefetchNextLayer(const StepContext& ctx, int layer, int64_t n, const float* x);
+  absl::Status PrefetchNextLayer(const StepContext& ctx, int layer, int64_t n, const float* x);
   // Checks the guess PrefetchNextLayer made for this layer against what it selected.
   void ScorePrediction(int layer);
   // Expert parallelism: sends this rank's expert outputs to every rank and starts receiving
@@ -85,10 +85,10 @@ class MixtureFeedForward {
   // The rows [first, end) of the expert's tokens (by_expert_) `rank` runs: with replicas
   // (ExpertRanks::AddReplicas) its holders split them in holder order; none for a non-holder.
   std::pair<int64_t, int64_t> RowsOf(int layer, int expert, int rank) const;
-  absl::StatusOr<std::unique_ptr<PendingGather>> StartExchange(int layer, int64_t d,
+  absl::StatusOr<std::unique_ptr<PendingGather>> StartExchange(Backend& be, int layer, int64_t d,
                                                                Telemetry* tel);
-  absl::Status FinishExchange(PendingGather& exchange, const LayerWeights& L, int layer, int64_t d,
-                              size_t next_out, Telemetry* tel);
+  absl::Status FinishExchange(Backend& be, PendingGather& exchange, const LayerWeights& L,
+                              int layer, int64_t d, size_t next_out, Telemetry* tel);
 
   ExpertStore* store_ = nullptr;
   bool prefetch_ = true;
@@ -96,11 +96,15 @@ class MixtureFeedForward {
   RoutingPolicy policy_;
   RoutingObserver observer_;
 
-  // Kept between calls so decoding allocates nothing once the buffers have grown.
-  std::vector<float> xn_, router_logits_, shared_out_, shared_gate_;
+  // Kept between calls so decoding allocates nothing once the buffers have grown. Activations
+  // are in the backend's memory; the router's and the shared expert gate's outputs are copied to
+  // the host (n x n_expert and n values), where routing, dispatch and the expert store run.
+  BackendBuffer<float> xn_, router_logits_, shared_out_, shared_gate_;
+  std::vector<float> host_logits_, host_gate_;
+  std::vector<float> host_xn_;  // the routing observer's and the expert ranks' copy of xn_
   std::vector<std::vector<int32_t>> by_expert_;  // each expert's tokens
   std::vector<int32_t> slot_;                    // [n x k]: place in the expert's list
-  std::vector<ScratchVector<float>> expert_out_;
+  std::vector<BackendBuffer<float>> expert_out_;
   std::vector<Backend::ExpertJob> jobs_, group_;
   std::vector<int> job_of_expert_;
   std::vector<int32_t> selected_;          // the experts this layer's step runs, in job order
@@ -115,7 +119,8 @@ class MixtureFeedForward {
   Routing routing_;
   // Pre-gating: the next layer's router on the current hidden state, and per layer the experts
   // guessed for it (empty: no guess).
-  std::vector<float> guess_xn_, guess_logits_;
+  BackendBuffer<float> guess_xn_, guess_logits_;
+  std::vector<float> host_guess_logits_;
   std::vector<int32_t> guess_count_;
   Routing guess_routing_;
   std::vector<std::vector<int32_t>> guessed_;

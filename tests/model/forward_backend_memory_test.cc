@@ -1,0 +1,149 @@
+// The forward pass keeps its activations and scratch in the backend's memory and touches them
+// only through the backend, as a GPU backend needs: every fixture architecture runs on a
+// GuardedBackend, whose memory faults when the host reads or writes it between operations, and
+// gives the CPU backend's logits bit for bit — single sequences, batched steps, routing
+// observers, experts read through the expert cache.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "lib/kv/kv_cache.h"
+#include "lib/model/forward.h"
+#include "lib/runtime/engine.h"
+#include "tests/support/guarded_backend.h"
+
+namespace moe {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::GuardedBackend;
+
+std::vector<fs::path> FixtureDirs() {
+  std::vector<fs::path> dirs;
+  for (const char* set : {"fixtures", "fixtures-v2"}) {
+    const fs::path root = fs::path(MOE_TESTDATA_DIR) / set;
+    if (!fs::exists(root)) continue;
+    for (const auto& e : fs::directory_iterator(root)) {
+      if (e.is_directory() && fs::exists(e.path() / (e.path().filename().string() + ".gguf"))) {
+        dirs.push_back(e.path());
+      }
+    }
+  }
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
+fs::path GgufOf(const fs::path& dir) { return dir / (dir.filename().string() + ".gguf"); }
+
+// Logits of a prompt (every row), three single-token steps, then a batched step of two new
+// sequences, one wanting every row and one its last; and what a routing observer was told.
+struct Outputs {
+  std::vector<float> logits;
+  std::vector<float> observed;
+};
+
+absl::StatusOr<KvCache> CacheFor(const HParams& h) {
+  return KvCache::Create(h.n_layer, 64, h.n_head_kv, h.head_dim, DType::kF16, h.values_in_keys());
+}
+
+Outputs Drive(const std::shared_ptr<const Model>& model, Backend& backend, ExpertStore* store) {
+  const HParams& h = model->hp();
+  Transformer tf(model, &backend);
+  tf.set_expert_store(store);
+  Outputs run;
+  tf.set_routing_observer(
+      [&](int, int64_t rows, int, const int32_t*, const float*, const float* inputs) {
+        run.observed.insert(run.observed.end(), inputs, inputs + rows * h.n_embd);
+      });
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 12; ++i) tokens.push_back(static_cast<int32_t>((i * 37 + 5) % h.n_vocab));
+  auto cache = CacheFor(h);
+  EXPECT_TRUE(cache.ok()) << cache.status();
+  std::vector<float> out;
+  EXPECT_TRUE(tf.Forward({tokens.data(), 9}, *cache, LogitsFor::kAll, &out).ok());
+  run.logits = out;
+  for (int t = 9; t < 12; ++t) {
+    EXPECT_TRUE(tf.Forward({&tokens[t], 1}, *cache, LogitsFor::kLast, &out).ok());
+    run.logits.insert(run.logits.end(), out.begin(), out.end());
+  }
+  auto a = CacheFor(h);
+  auto b = CacheFor(h);
+  EXPECT_TRUE(a.ok() && b.ok());
+  const SequenceChunk chunks[] = {{{tokens.data(), 5}, 0, &*a, LogitsFor::kAll},
+                                  {{tokens.data() + 3, 7}, 0, &*b, LogitsFor::kLast}};
+  EXPECT_TRUE(tf.ForwardBatch(chunks, &out).ok());
+  run.logits.insert(run.logits.end(), out.begin(), out.end());
+  return run;
+}
+
+class ForwardBackendMemoryTest : public ::testing::TestWithParam<fs::path> {};
+
+TEST_P(ForwardBackendMemoryTest, RunsOnMemoryTheHostCannotTouch) {
+  auto engine = Engine::Load(GgufOf(GetParam()).string(), LoadOptions{});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  auto cpu = CreateCpuBackend({2, true});
+  const Outputs want = Drive((*engine)->model(), *cpu, nullptr);
+  GuardedBackend guarded(CreateCpuBackend({2, true}));
+  const Outputs got = Drive((*engine)->model(), guarded, nullptr);
+  ASSERT_FALSE(want.logits.empty());
+  EXPECT_EQ(got.logits, want.logits);
+  EXPECT_EQ(got.observed, want.observed);
+  EXPECT_GT(guarded.operations(), 0);
+}
+
+// Routed experts read from the file into the expert cache (host memory the backend reads as
+// weights) run on guarded activations alike.
+TEST_P(ForwardBackendMemoryTest, ExpertsFromTheCacheToo) {
+  auto resident = Engine::Load(GgufOf(GetParam()).string(), LoadOptions{});
+  ASSERT_TRUE(resident.ok()) << resident.status();
+  LoadOptions o;
+  o.expert_cache_fraction = 0.5;
+  auto cached = Engine::Load(GgufOf(GetParam()).string(), o);
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  if ((*cached)->expert_store() == nullptr) GTEST_SKIP() << "this model's experts are not cached";
+  auto cpu = CreateCpuBackend({2, true});
+  const Outputs want = Drive((*resident)->model(), *cpu, nullptr);
+  GuardedBackend guarded(CreateCpuBackend({2, true}));
+  const Outputs got = Drive((*cached)->model(), guarded, (*cached)->expert_store());
+  EXPECT_EQ(got.logits, want.logits);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllFixtures, ForwardBackendMemoryTest, ::testing::ValuesIn(FixtureDirs()),
+                         [](const ::testing::TestParamInfo<fs::path>& info) {
+                           std::string name = info.param.filename().string();
+                           for (char& c : name) {
+                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           return name;
+                         });
+
+// The guard itself: a host write into its memory outside an operation kills the process, inside
+// one it lands; and every allocation is given back.
+TEST(GuardedBackendTest, FaultsOnAHostTouchBetweenOperations) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto touch = [] {
+    GuardedBackend guarded(CreateCpuBackend(1));
+    auto p = guarded.Allocate(256);
+    if (!p.ok()) return;
+    static_cast<float*>(*p)[3] = 1.f;
+  };
+  EXPECT_DEATH(touch(), "");
+  GuardedBackend guarded(CreateCpuBackend(1));
+  {
+    BackendBuffer<float> buffer;
+    auto p = buffer.Resize(guarded, 64);
+    ASSERT_TRUE(p.ok());
+    const std::vector<float> ones(64, 1.f);
+    guarded.CopyFromHost(ones.data(), 64 * sizeof(float), *p);
+    guarded.Axpy(2.f, *p, 64, *p);
+    std::vector<float> back(64);
+    guarded.CopyToHost(*p, 64 * sizeof(float), back.data());
+    EXPECT_EQ(back, std::vector<float>(64, 3.f));
+    EXPECT_EQ(guarded.live_allocations(), 1u);
+  }
+  EXPECT_EQ(guarded.live_allocations(), 0u);
+}
+
+}  // namespace
+}  // namespace moe

@@ -1,0 +1,136 @@
+#include "tests/support/guarded_backend.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace moe::testing {
+namespace {
+
+size_t PageRounded(size_t bytes) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  return (std::max<size_t>(bytes, 1) + page - 1) / page * page;
+}
+
+}  // namespace
+
+GuardedBackend::~GuardedBackend() {
+  for (const auto& [p, size] : regions_) ::munmap(p, size);
+}
+
+void GuardedBackend::Protect(int prot) {
+  for (const auto& [p, size] : regions_) {
+    if (::mprotect(p, size, prot) != 0) {
+      std::perror("mprotect");
+      std::abort();
+    }
+  }
+}
+
+GuardedBackend::Open::Open(GuardedBackend* b) : b_(b) {
+  ++b_->operations_;
+  b_->Protect(PROT_READ | PROT_WRITE);
+}
+
+GuardedBackend::Open::~Open() { b_->Protect(PROT_NONE); }
+
+absl::StatusOr<void*> GuardedBackend::Allocate(size_t bytes) {
+  const size_t size = PageRounded(bytes);
+  void* p = ::mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    return absl::ResourceExhaustedError(absl::StrCat("mmap of ", size, " bytes failed"));
+  }
+  regions_.emplace(p, size);
+  return p;
+}
+
+void GuardedBackend::Free(void* p) {
+  auto it = regions_.find(p);
+  if (it == regions_.end()) return;
+  ::munmap(it->first, it->second);
+  regions_.erase(it);
+}
+
+void GuardedBackend::CopyToHost(const void* src, size_t bytes, void* host) {
+  Open open(this);
+  inner_->CopyToHost(src, bytes, host);
+}
+
+void GuardedBackend::CopyFromHost(const void* host, size_t bytes, void* dst) {
+  Open open(this);
+  inner_->CopyFromHost(host, bytes, dst);
+}
+
+void GuardedBackend::CopyRows(const float* src, int64_t src_stride, int64_t n, int64_t len,
+                              float* dst, int64_t dst_stride) {
+  Open open(this);
+  inner_->CopyRows(src, src_stride, n, len, dst, dst_stride);
+}
+
+void GuardedBackend::MatMul(const WeightView& w, const float* x, int64_t n, float* y) {
+  Open open(this);
+  inner_->MatMul(w, x, n, y);
+}
+
+void GuardedBackend::MatMulShared(absl::Span<const WeightView> ws, const float* x, int64_t n,
+                                  absl::Span<float* const> ys) {
+  Open open(this);
+  inner_->MatMulShared(ws, x, n, ys);
+}
+
+void GuardedBackend::RunExperts(absl::Span<const ExpertJob> jobs) {
+  Open open(this);
+  inner_->RunExperts(jobs);
+}
+
+void GuardedBackend::RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
+                             float* y) {
+  Open open(this);
+  inner_->RmsNorm(x, weight, n, dim, eps, y);
+}
+
+void GuardedBackend::Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim,
+                          const int32_t* positions, const RopeParams& rope) {
+  Open open(this);
+  inner_->Rope(x, n, n_heads, head_dim, positions, rope);
+}
+
+void GuardedBackend::StoreKv(const float* k, const float* v, int64_t n, const int32_t* positions,
+                             const KvLayerView& kv) {
+  Open open(this);
+  inner_->StoreKv(k, v, n, positions, kv);
+}
+
+void GuardedBackend::Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
+                               const KvLayerView& kv, float* out, const AttentionOptions& options) {
+  Open open(this);
+  inner_->Attention(q, n, n_heads, positions, kv, out, options);
+}
+
+void GuardedBackend::Axpy(float a, const float* x, int64_t count, float* y) {
+  Open open(this);
+  inner_->Axpy(a, x, count, y);
+}
+
+void GuardedBackend::AddWeightedRows(int64_t n, int64_t k, int64_t dim, const float* const* src,
+                                     const float* w, float* x) {
+  Open open(this);
+  inner_->AddWeightedRows(n, k, dim, src, w, x);
+}
+
+void GuardedBackend::AddBias(float* x, const float* bias, int64_t n, int64_t dim) {
+  Open open(this);
+  inner_->AddBias(x, bias, n, dim);
+}
+
+void GuardedBackend::GetRows(const WeightView& table, const int32_t* ids, int64_t n, float* dst) {
+  Open open(this);
+  inner_->GetRows(table, ids, n, dst);
+}
+
+}  // namespace moe::testing

@@ -1,0 +1,67 @@
+// Test support: a backend whose memory the host cannot touch between operations, as a GPU's
+// device memory cannot be. It runs another backend's operations, but what Allocate gives is
+// mapped PROT_NONE except while one of its operations (or copies) runs: code that reads or writes
+// an activation, K/V row or scratch buffer directly instead of through the backend faults at once.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+
+#include "lib/backend/backend.h"
+
+namespace moe::testing {
+
+class GuardedBackend final : public Backend {
+ public:
+  explicit GuardedBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
+  ~GuardedBackend() override;
+
+  // Operations run so far (each opens the memory once).
+  int64_t operations() const { return operations_; }
+  size_t live_allocations() const { return regions_.size(); }
+
+  absl::string_view name() const override { return "guarded"; }
+  int num_threads() const override { return inner_->num_threads(); }
+  absl::StatusOr<void*> Allocate(size_t bytes) override;
+  void Free(void* p) override;
+  void CopyToHost(const void* src, size_t bytes, void* host) override;
+  void CopyFromHost(const void* host, size_t bytes, void* dst) override;
+  void CopyRows(const float* src, int64_t src_stride, int64_t n, int64_t len, float* dst,
+                int64_t dst_stride) override;
+  void MatMul(const WeightView& w, const float* x, int64_t n, float* y) override;
+  void MatMulShared(absl::Span<const WeightView> ws, const float* x, int64_t n,
+                    absl::Span<float* const> ys) override;
+  void RunExperts(absl::Span<const ExpertJob> jobs) override;
+  void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
+               float* y) override;
+  void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* positions,
+            const RopeParams& rope) override;
+  void StoreKv(const float* k, const float* v, int64_t n, const int32_t* positions,
+               const KvLayerView& kv) override;
+  void Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
+                 const KvLayerView& kv, float* out, const AttentionOptions& options) override;
+  void Axpy(float a, const float* x, int64_t count, float* y) override;
+  void AddWeightedRows(int64_t n, int64_t k, int64_t dim, const float* const* src, const float* w,
+                       float* x) override;
+  void AddBias(float* x, const float* bias, int64_t n, int64_t dim) override;
+  void GetRows(const WeightView& table, const int32_t* ids, int64_t n, float* dst) override;
+
+ private:
+  // Opens every region for the scope of one operation.
+  class Open {
+   public:
+    explicit Open(GuardedBackend* b);
+    ~Open();
+
+   private:
+    GuardedBackend* b_;
+  };
+  void Protect(int prot);
+
+  std::unique_ptr<Backend> inner_;
+  std::map<void*, size_t> regions_;  // start -> mapped bytes
+  int64_t operations_ = 0;
+};
+
+}  // namespace moe::testing
