@@ -16,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "lib/backend/kv_core.h"
+#include "lib/backend/memory_space.h"
 #include "lib/backend/rope_core.h"
 #include "lib/backend/weight_view.h"
 
@@ -44,17 +45,14 @@ struct KvLayerView {
   KvPaging paging;  // rows of all KV heads, n_kv_heads * head_dim elements each
 };
 
-class Backend {
+class Backend : public MemorySpace {
  public:
   virtual ~Backend() = default;
   virtual absl::string_view name() const = 0;
   virtual int num_threads() const = 0;
 
-  // Memory in the backend's space (host memory on the CPU, device memory on a GPU), aligned to 64
-  // bytes and not initialised; ResourceExhausted when there is not that much. Free takes what
-  // Allocate gave (null: nothing). BackendBuffer (backend_buffer.h) holds it for RAII.
-  virtual absl::StatusOr<void*> Allocate(size_t bytes) = 0;
-  virtual void Free(void* p) = 0;
+  // Allocate, Free and Zero (MemorySpace) give memory in the backend's space: host memory on the
+  // CPU, device memory on a GPU. BackendBuffer (backend_buffer.h) holds it for RAII.
   // Between host memory and the backend's; both return once the bytes are in place, after every
   // operation queued before them.
   virtual void CopyToHost(const void* src, size_t bytes, void* host) = 0;

@@ -10,7 +10,7 @@ namespace moe {
 
 absl::StatusOr<KvCache> KvCache::Create(int64_t n_layer, int64_t n_ctx, int64_t n_kv_heads,
                                         int64_t head_dim, DType dtype, bool values_in_keys,
-                                        SlidingWindows sliding) {
+                                        SlidingWindows sliding, MemorySpace& memory) {
   if (absl::Status s = CheckKvType(dtype, head_dim); !s.ok()) return s;
   if (n_ctx <= 0 || n_ctx > (1 << 24)) {
     return absl::InvalidArgumentError(absl::StrCat("invalid context length ", n_ctx));
@@ -47,8 +47,12 @@ absl::StatusOr<KvCache> KvCache::Create(int64_t n_layer, int64_t n_ctx, int64_t 
   if (!values_in_keys) c.v_.resize(n_layer);
   for (int64_t l = 0; l < n_layer; ++l) {
     const size_t bytes = static_cast<size_t>(c.rows(l)) * row_bytes;
-    c.k_[l].resize(bytes);
-    if (!values_in_keys) c.v_[l].resize(bytes);
+    for (auto* rows : {&c.k_, &c.v_}) {
+      if (rows->empty()) continue;  // values in keys
+      absl::StatusOr<uint8_t*> p = (*rows)[l].Resize(memory, static_cast<int64_t>(bytes));
+      if (!p.ok()) return p.status();
+      memory.Zero(*p, bytes);
+    }
   }
   return c;
 }

@@ -12,6 +12,8 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "lib/backend/backend.h"
+#include "lib/backend/backend_buffer.h"
+#include "lib/backend/memory_space.h"
 #include "lib/kv/kv_sequence.h"
 
 namespace moe {
@@ -25,13 +27,15 @@ struct SlidingWindows {
 
 class KvCache final : public KvSequence {
  public:
-  // values_in_keys: no V rows are kept; the V view is the K rows (latent attention).
+  // values_in_keys: no V rows are kept; the V view is the K rows (latent attention). The rows
+  // are zeroed, in `memory`: the backend's that computes on them.
   static absl::StatusOr<KvCache> Create(int64_t n_layer, int64_t n_ctx, int64_t n_kv_heads,
                                         int64_t head_dim, DType dtype, bool values_in_keys = false,
-                                        SlidingWindows sliding = {});
+                                        SlidingWindows sliding = {},
+                                        MemorySpace& memory = HostMemory());
 
   KvLayerView layer(int64_t l) override {
-    uint8_t* k = k_[l].data();
+    uint8_t* k = k_[l].data();  // in the memory space it was made in
     KvPaging paging;
     if (!ring_table_[l].empty()) {
       paging = {ring_table_[l].data(), kRingBlockShift,
@@ -60,7 +64,7 @@ class KvCache final : public KvSequence {
 
   DType dtype_ = DType::kF32;
   int64_t n_ctx_ = 0, n_kv_heads_ = 0, head_dim_ = 0, size_ = 0, max_step_tokens_ = 0;
-  std::vector<std::vector<uint8_t>> k_, v_;
+  std::vector<BackendBuffer<uint8_t>> k_, v_;
   // Per layer: for a ring, block i of the context -> block i mod the ring's blocks; else empty.
   std::vector<std::vector<int32_t>> ring_table_;
   std::vector<int64_t> ring_window_;  // per layer: the window of a ring layer; 0 otherwise

@@ -25,6 +25,7 @@ absl::StatusOr<int32_t> BlockCount(int64_t n) {
 
 absl::StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKvCacheOptions& o) {
   const PagedKvShape& shape = o.shape;
+  MemorySpace& memory = o.memory != nullptr ? *o.memory : HostMemory();
   const int64_t bs = int64_t{1} << shape.block_shift;
   if (o.positions <= 0 && o.bytes == 0) {
     return absl::InvalidArgumentError("a paged KV cache needs a size in positions or bytes");
@@ -41,10 +42,10 @@ absl::StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKv
   if (window_layers == 0) {
     absl::StatusOr<PagedKvStorage> storage;
     if (o.bytes > 0) {
-      storage = PagedKvStorage::CreateForBytes(shape, o.bytes);
+      storage = PagedKvStorage::CreateForBytes(shape, o.bytes, memory);
     } else {
       MOE_ASSIGN_OR_RETURN(int32_t n, BlockCount(BlocksFor(o.positions, bs)));
-      storage = PagedKvStorage::Create(shape, n);
+      storage = PagedKvStorage::Create(shape, n, memory);
     }
     if (!storage.ok()) return storage.status();
     MOE_ASSIGN_OR_RETURN(KvBlockPool pool, KvBlockPool::Create(storage->n_blocks(), bs));
@@ -89,10 +90,10 @@ absl::StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKv
   MOE_ASSIGN_OR_RETURN(int32_t window_blocks, BlockCount(n_window));
   std::optional<PagedKvStorage> whole;
   if (whole_shape.n_layer > 0) {
-    MOE_ASSIGN_OR_RETURN(whole, PagedKvStorage::Create(whole_shape, whole_blocks));
+    MOE_ASSIGN_OR_RETURN(whole, PagedKvStorage::Create(whole_shape, whole_blocks, memory));
   }
   MOE_ASSIGN_OR_RETURN(PagedKvStorage windowed,
-                       PagedKvStorage::Create(window_shape, window_blocks));
+                       PagedKvStorage::Create(window_shape, window_blocks, memory));
   MOE_ASSIGN_OR_RETURN(KvBlockPool pool, KvBlockPool::Create(whole_blocks, bs));
   MOE_ASSIGN_OR_RETURN(KvWindowPool window_pool, KvWindowPool::Create(window_blocks));
   return std::unique_ptr<PagedKvCache>(

@@ -36,6 +36,8 @@ struct PagedKvCacheOptions {
   // tokens one step adds over all of them.
   int32_t max_sequences = 1;
   int64_t max_step_tokens = 1;
+  // Where the K/V rows live: the memory of the backend that computes on them; null: the host's.
+  MemorySpace* memory = nullptr;
 };
 
 class PagedKvCache {

@@ -32,16 +32,20 @@ int64_t PagedKvStorage::layer_block_bytes() const {
   return static_cast<int64_t>(BlockBytes(shape_)) / (shape_.planes() * shape_.n_layer);
 }
 
-absl::StatusOr<PagedKvStorage> PagedKvStorage::Create(const PagedKvShape& shape, int32_t n_blocks) {
+absl::StatusOr<PagedKvStorage> PagedKvStorage::Create(const PagedKvShape& shape, int32_t n_blocks,
+                                                      MemorySpace& memory) {
   if (absl::Status s = CheckShape(shape); !s.ok()) return s;
   if (n_blocks <= 0) return absl::InvalidArgumentError("a paged KV cache needs blocks");
-  auto memory = AnonymousMemory::Allocate(static_cast<size_t>(n_blocks) * BlockBytes(shape));
-  if (!memory.ok()) return memory.status();
-  return PagedKvStorage(shape, n_blocks, *std::move(memory));
+  const size_t bytes = static_cast<size_t>(n_blocks) * BlockBytes(shape);
+  BackendBuffer<uint8_t> rows;
+  absl::StatusOr<uint8_t*> p = rows.Resize(memory, static_cast<int64_t>(bytes));
+  if (!p.ok()) return p.status();
+  memory.Zero(*p, bytes);
+  return PagedKvStorage(shape, n_blocks, std::move(rows));
 }
 
 absl::StatusOr<PagedKvStorage> PagedKvStorage::CreateForBytes(const PagedKvShape& shape,
-                                                              size_t bytes) {
+                                                              size_t bytes, MemorySpace& memory) {
   if (absl::Status s = CheckShape(shape); !s.ok()) return s;
   const size_t block = BlockBytes(shape);
   if (bytes < block) {
@@ -49,12 +53,12 @@ absl::StatusOr<PagedKvStorage> PagedKvStorage::CreateForBytes(const PagedKvShape
         absl::StrCat("a KV cache of ", bytes, " bytes holds no block: one takes ", block));
   }
   const size_t n = std::min<size_t>(bytes / block, INT32_MAX);
-  return Create(shape, static_cast<int32_t>(n));
+  return Create(shape, static_cast<int32_t>(n), memory);
 }
 
 KvLayerView PagedKvStorage::layer(int64_t l, absl::Span<const int32_t> table) {
   const int64_t per_layer = shape_.planes() * n_blocks_ * layer_block_bytes();
-  uint8_t* k = memory_->data() + l * per_layer;
+  uint8_t* k = memory_.data() + l * per_layer;
   return {shape_.dtype,
           k,
           shape_.values_in_keys ? k : k + n_blocks_ * layer_block_bytes(),

@@ -11,7 +11,8 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "lib/backend/backend.h"
-#include "lib/base/anonymous_memory.h"
+#include "lib/backend/backend_buffer.h"
+#include "lib/backend/memory_space.h"
 #include "lib/kv/kv_sequence.h"
 
 namespace moe {
@@ -30,9 +31,12 @@ struct PagedKvShape {
 
 class PagedKvStorage {
  public:
-  static absl::StatusOr<PagedKvStorage> Create(const PagedKvShape& shape, int32_t n_blocks);
+  // The blocks are zeroed, in `memory`: the backend's that computes on them.
+  static absl::StatusOr<PagedKvStorage> Create(const PagedKvShape& shape, int32_t n_blocks,
+                                               MemorySpace& memory = HostMemory());
   // As many whole blocks as fit in `bytes` (at least one, or an error naming the block's size).
-  static absl::StatusOr<PagedKvStorage> CreateForBytes(const PagedKvShape& shape, size_t bytes);
+  static absl::StatusOr<PagedKvStorage> CreateForBytes(const PagedKvShape& shape, size_t bytes,
+                                                       MemorySpace& memory = HostMemory());
 
   // Bytes one block takes over all layers, K and V (or K alone).
   static size_t BlockBytes(const PagedKvShape& shape);
@@ -47,13 +51,13 @@ class PagedKvStorage {
   KvLayerView layer(int64_t l, absl::Span<const int32_t> table);
 
  private:
-  PagedKvStorage(const PagedKvShape& shape, int32_t n_blocks, std::unique_ptr<AnonymousMemory> m)
+  PagedKvStorage(const PagedKvShape& shape, int32_t n_blocks, BackendBuffer<uint8_t> m)
       : shape_(shape), n_blocks_(n_blocks), memory_(std::move(m)) {}
   int64_t layer_block_bytes() const;  // one block of one layer's K (or V)
 
   PagedKvShape shape_;
   int32_t n_blocks_ = 0;
-  std::unique_ptr<AnonymousMemory> memory_;  // [layer][K, V (unless in K)][block][row]
+  BackendBuffer<uint8_t> memory_;  // [layer][K, V (unless in K)][block][row]
 };
 
 // One sequence's positions in a paged cache: its block table (from KvBlockPool), which the

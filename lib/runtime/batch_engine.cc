@@ -125,19 +125,22 @@ absl::StatusOr<std::unique_ptr<BatchEngine>> BatchEngine::Create(
   kv.bytes = options.kv_bytes;
   kv.max_sequences = options.max_sequences;
   kv.max_step_tokens = options.max_step_tokens;
+  std::unique_ptr<Backend> backend = CreateCpuBackend(options.threads);
+  kv.memory = backend.get();
   MOE_ASSIGN_OR_RETURN(std::unique_ptr<PagedKvCache> cache, PagedKvCache::Create(kv));
   auto e = std::unique_ptr<BatchEngine>(
-      new BatchEngine(std::move(engine), options, n_ctx, std::move(cache)));
+      new BatchEngine(std::move(engine), options, n_ctx, std::move(backend), std::move(cache)));
   if (options.own_thread) e->scheduler_ = std::thread([p = e.get()] { p->SchedulerLoop(); });
   return e;
 }
 
 BatchEngine::BatchEngine(std::shared_ptr<const Engine> engine, const BatchEngineOptions& options,
-                         int64_t n_ctx, std::unique_ptr<PagedKvCache> cache)
+                         int64_t n_ctx, std::unique_ptr<Backend> backend,
+                         std::unique_ptr<PagedKvCache> cache)
     : engine_(std::move(engine)),
       options_(options),
       n_ctx_(n_ctx),
-      backend_(CreateCpuBackend(options.threads)),
+      backend_(std::move(backend)),
       transformer_(engine_->model(), backend_.get()),
       cache_(std::move(cache)) {
   engine_->PrepareTransformer(&transformer_, options.routing);

@@ -191,7 +191,7 @@ class BatchEngine {
   struct Scheduled;
 
   BatchEngine(std::shared_ptr<const Engine> engine, const BatchEngineOptions& options,
-              int64_t n_ctx, std::unique_ptr<PagedKvCache> cache);
+              int64_t n_ctx, std::unique_ptr<Backend> backend, std::unique_ptr<PagedKvCache> cache);
   absl::StatusOr<bool> StepLocked();  // step_mu_ held
   void SchedulerLoop();
   // Takes new requests and cancellations in (mu_ held by the caller: `lock`).

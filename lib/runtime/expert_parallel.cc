@@ -212,8 +212,9 @@ class Server {
           "rank 0 runs a model of another shape: every rank must load the same model file");
     }
     so.n_ctx = n_ctx;
-    MOE_ASSIGN_OR_RETURN(KvCache cache, CreateSessionCache(model, so));
-    auto s = std::make_unique<MirrorSession>(CreateCpuBackend(options_.threads), std::move(cache));
+    std::unique_ptr<Backend> backend = CreateCpuBackend(options_.threads);
+    MOE_ASSIGN_OR_RETURN(KvCache cache, CreateSessionCache(model, so, *backend));
+    auto s = std::make_unique<MirrorSession>(std::move(backend), std::move(cache));
     s->transformer = std::make_unique<Transformer>(engine_->model(), s->backend.get());
     engine_->PrepareTransformer(s->transformer.get(), so.routing);
     s->transformer->set_expert_parallel(comm_, engine_->expert_ranks());

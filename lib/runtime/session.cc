@@ -97,7 +97,8 @@ absl::Status Session::Inspect(const std::function<void()>& f) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<KvCache> CreateSessionCache(const Model& model, const SessionOptions& options) {
+absl::StatusOr<KvCache> CreateSessionCache(const Model& model, const SessionOptions& options,
+                                           MemorySpace& memory) {
   const HParams& h = model.hp();
   int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(h.n_ctx_train, 4096);
   if (n_ctx <= 0) n_ctx = 4096;
@@ -106,7 +107,7 @@ absl::StatusOr<KvCache> CreateSessionCache(const Model& model, const SessionOpti
   // window and one step.
   const SlidingWindows sliding{model.attention_windows(), options.n_batch};
   return KvCache::Create(h.n_layer, n_ctx, h.n_head_kv, h.head_dim, options.kv_type,
-                         h.values_in_keys(), sliding);
+                         h.values_in_keys(), sliding, memory);
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Engine> engine,
@@ -118,7 +119,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const E
         "serves (ServeExpertParallel, moe_dist_serve); rank 0 drives");
   }
   MOE_RETURN_IF_ERROR(CheckRoutingPolicy(options.routing));
-  MOE_ASSIGN_OR_RETURN(KvCache cache, CreateSessionCache(*engine->model(), options));
+  std::unique_ptr<Backend> backend = CreateCpuBackend(options.threads);
+  MOE_ASSIGN_OR_RETURN(KvCache cache, CreateSessionCache(*engine->model(), options, *backend));
   Communicator* comm = options.communicator;
   if (const ExpertRanks* ranks = engine->expert_ranks(); ranks != nullptr) {
     if (comm == nullptr || comm->size() != ranks->world() || comm->rank() != 0) {
@@ -131,8 +133,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const E
         "a world of ranks needs the model loaded for expert parallelism (expert_world)");
   }
   const int64_t n_ctx = cache.n_ctx();
-  auto session =
-      std::unique_ptr<Session>(new Session(std::move(engine), std::move(cache), options));
+  auto session = std::unique_ptr<Session>(
+      new Session(std::move(engine), std::move(backend), std::move(cache), options));
   if (session->engine_->expert_ranks() != nullptr) {
     session->driver_ = std::make_unique<StepDriver>(comm, *session->engine_->model(),
                                                     *session->engine_->expert_ranks());
@@ -142,10 +144,11 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const E
   return session;
 }
 
-Session::Session(std::shared_ptr<const Engine> engine, KvCache cache, const SessionOptions& options)
+Session::Session(std::shared_ptr<const Engine> engine, std::unique_ptr<Backend> backend,
+                 KvCache cache, const SessionOptions& options)
     : engine_(std::move(engine)),
       options_(options),
-      backend_(CreateCpuBackend(options.threads)),
+      backend_(std::move(backend)),
       transformer_(engine_->model(), backend_.get()),
       cache_(std::move(cache)) {
   engine_->PrepareTransformer(&transformer_, options.routing);

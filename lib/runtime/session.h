@@ -36,8 +36,10 @@ struct SessionOptions {
   Communicator* communicator = nullptr;
 };
 
-// The KV cache a session with these options has (n_ctx resolved as Session::Create does).
-absl::StatusOr<KvCache> CreateSessionCache(const Model& model, const SessionOptions& options);
+// The KV cache a session with these options has (n_ctx resolved as Session::Create does), in the
+// memory of the backend that will compute on it.
+absl::StatusOr<KvCache> CreateSessionCache(const Model& model, const SessionOptions& options,
+                                           MemorySpace& memory);
 
 struct GenerateOptions {
   SamplerConfig sampling;
@@ -136,7 +138,8 @@ class Session {
   const Engine& engine() const { return *engine_; }
 
  private:
-  Session(std::shared_ptr<const Engine> engine, KvCache cache, const SessionOptions& options);
+  Session(std::shared_ptr<const Engine> engine, std::unique_ptr<Backend> backend, KvCache cache,
+          const SessionOptions& options);
   absl::Status DecodeLocked(absl::Span<const int32_t> tokens, std::vector<float>* all_logits);
   absl::Status GenerateLocked(absl::Span<const int32_t> prompt, const GenerateOptions& options,
                               const TokenCallback& callback);

@@ -1,14 +1,15 @@
-// The forward pass keeps its activations and scratch in the backend's memory and touches them
-// only through the backend, as a GPU backend needs: every fixture architecture runs on a
+// The forward pass keeps its activations, scratch and K/V in the backend's memory and touches
+// them only through the backend, as a GPU backend needs: every fixture architecture runs on a
 // GuardedBackend, whose memory faults when the host reads or writes it between operations, and
-// gives the CPU backend's logits bit for bit — single sequences, batched steps, routing
-// observers, experts read through the expert cache.
+// gives the CPU backend's logits bit for bit — single sequences, batched steps over contiguous
+// and paged caches, routing observers, experts read through the expert cache.
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "lib/kv/kv_cache.h"
+#include "lib/kv/paged_kv_cache.h"
 #include "lib/model/forward.h"
 #include "lib/runtime/engine.h"
 #include "tests/support/guarded_backend.h"
@@ -43,8 +44,9 @@ struct Outputs {
   std::vector<float> observed;
 };
 
-absl::StatusOr<KvCache> CacheFor(const HParams& h) {
-  return KvCache::Create(h.n_layer, 64, h.n_head_kv, h.head_dim, DType::kF16, h.values_in_keys());
+absl::StatusOr<KvCache> CacheFor(const HParams& h, Backend& backend) {
+  return KvCache::Create(h.n_layer, 64, h.n_head_kv, h.head_dim, DType::kF16, h.values_in_keys(),
+                         {}, backend);
 }
 
 Outputs Drive(const std::shared_ptr<const Model>& model, Backend& backend, ExpertStore* store) {
@@ -58,7 +60,7 @@ Outputs Drive(const std::shared_ptr<const Model>& model, Backend& backend, Exper
       });
   std::vector<int32_t> tokens;
   for (int i = 0; i < 12; ++i) tokens.push_back(static_cast<int32_t>((i * 37 + 5) % h.n_vocab));
-  auto cache = CacheFor(h);
+  auto cache = CacheFor(h, backend);
   EXPECT_TRUE(cache.ok()) << cache.status();
   std::vector<float> out;
   EXPECT_TRUE(tf.Forward({tokens.data(), 9}, *cache, LogitsFor::kAll, &out).ok());
@@ -67,13 +69,32 @@ Outputs Drive(const std::shared_ptr<const Model>& model, Backend& backend, Exper
     EXPECT_TRUE(tf.Forward({&tokens[t], 1}, *cache, LogitsFor::kLast, &out).ok());
     run.logits.insert(run.logits.end(), out.begin(), out.end());
   }
-  auto a = CacheFor(h);
-  auto b = CacheFor(h);
+  auto a = CacheFor(h, backend);
+  auto b = CacheFor(h, backend);
   EXPECT_TRUE(a.ok() && b.ok());
   const SequenceChunk chunks[] = {{{tokens.data(), 5}, 0, &*a, LogitsFor::kAll},
                                   {{tokens.data() + 3, 7}, 0, &*b, LogitsFor::kLast}};
   EXPECT_TRUE(tf.ForwardBatch(chunks, &out).ok());
   run.logits.insert(run.logits.end(), out.begin(), out.end());
+  // Two sequences in a paged cache (blocks of 4 positions), as the batching engine keeps them.
+  PagedKvCacheOptions po;
+  po.shape = {h.n_layer, h.n_head_kv, h.head_dim, DType::kF16, 2, h.values_in_keys()};
+  po.windows = model->attention_windows();
+  po.positions = 128;
+  po.max_sequences = 2;
+  po.max_step_tokens = 16;
+  po.memory = &backend;
+  auto paged = PagedKvCache::Create(po);
+  EXPECT_TRUE(paged.ok()) << paged.status();
+  if (!paged.ok()) return run;
+  PagedKvSequence s1 = (*paged)->NewSequence(), s2 = (*paged)->NewSequence();
+  EXPECT_TRUE((*paged)->Grow(s1, 0, 6).ok() && (*paged)->Grow(s2, 0, 9).ok());
+  const SequenceChunk paged_chunks[] = {{{tokens.data() + 1, 6}, 0, &s1, LogitsFor::kAll},
+                                        {{tokens.data() + 2, 9}, 0, &s2, LogitsFor::kLast}};
+  EXPECT_TRUE(tf.ForwardBatch(paged_chunks, &out).ok());
+  run.logits.insert(run.logits.end(), out.begin(), out.end());
+  (*paged)->Release(s1);
+  (*paged)->Release(s2);
   return run;
 }
 

@@ -56,6 +56,11 @@ void GuardedBackend::Free(void* p) {
   regions_.erase(it);
 }
 
+void GuardedBackend::Zero(void* p, size_t bytes) {
+  Open open(this);
+  inner_->Zero(p, bytes);
+}
+
 void GuardedBackend::CopyToHost(const void* src, size_t bytes, void* host) {
   Open open(this);
   inner_->CopyToHost(src, bytes, host);

@@ -25,6 +25,7 @@ class GuardedBackend final : public Backend {
   int num_threads() const override { return inner_->num_threads(); }
   absl::StatusOr<void*> Allocate(size_t bytes) override;
   void Free(void* p) override;
+  void Zero(void* p, size_t bytes) override;
   void CopyToHost(const void* src, size_t bytes, void* host) override;
   void CopyFromHost(const void* host, size_t bytes, void* dst) override;
   void CopyRows(const float* src, int64_t src_stride, int64_t n, int64_t len, float* dst,

@@ -2,12 +2,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <new>
 #include <thread>
 #include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "lib/backend/backend.h"
 #include "lib/backend/cpu/attention_kernels.h"
 #include "lib/backend/cpu/cpu_features.h"
@@ -51,17 +49,9 @@ class CpuBackend final : public Backend {
   absl::string_view name() const override { return "cpu"; }
   int num_threads() const override { return pool_.num_threads(); }
 
-  absl::StatusOr<void*> Allocate(size_t bytes) override {
-    void* p = ::operator new (std::max<size_t>(bytes, 1), std::align_val_t{64}, std::nothrow);
-    if (p == nullptr) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("could not allocate ", bytes, " bytes of working memory"));
-    }
-    return p;
-  }
-  void Free(void* p) override {
-    if (p != nullptr) ::operator delete (p, std::align_val_t{64});
-  }
+  absl::StatusOr<void*> Allocate(size_t bytes) override { return HostMemory().Allocate(bytes); }
+  void Free(void* p) override { HostMemory().Free(p); }
+  void Zero(void* p, size_t bytes) override { HostMemory().Zero(p, bytes); }
   void CopyToHost(const void* src, size_t bytes, void* host) override {
     if (bytes > 0) std::memcpy(host, src, bytes);
   }

@@ -1,0 +1,61 @@
+#include "lib/backend/memory_space.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <new>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "lib/base/anonymous_memory.h"
+
+namespace moe {
+namespace {
+
+class Host final : public MemorySpace {
+ public:
+  absl::StatusOr<void*> Allocate(size_t bytes) override {
+    if (bytes >= kLarge) {
+      // Large buffers (K/V pools) in huge-page-aligned anonymous memory, as weights are: fewer
+      // TLB misses where attention walks them.
+      absl::StatusOr<std::unique_ptr<AnonymousMemory>> m = AnonymousMemory::Allocate(bytes);
+      if (!m.ok()) return absl::ResourceExhaustedError(m.status().message());
+      void* p = (*m)->data();
+      absl::MutexLock lock(&mu_);
+      large_.emplace(p, *std::move(m));
+      return p;
+    }
+    void* p = ::operator new (std::max<size_t>(bytes, 1), std::align_val_t{64}, std::nothrow);
+    if (p == nullptr) {
+      return absl::ResourceExhaustedError(absl::StrCat("could not allocate ", bytes, " bytes"));
+    }
+    return p;
+  }
+  void Free(void* p) override {
+    if (p == nullptr) return;
+    {
+      absl::MutexLock lock(&mu_);
+      if (large_.erase(p) > 0) return;
+    }
+    ::operator delete (p, std::align_val_t{64});
+  }
+  void Zero(void* p, size_t bytes) override {
+    if (bytes > 0) std::memset(p, 0, bytes);
+  }
+
+ private:
+  static constexpr size_t kLarge = size_t{2} << 20;
+  absl::Mutex mu_;
+  absl::flat_hash_map<void*, std::unique_ptr<AnonymousMemory>> large_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+MemorySpace& HostMemory() {
+  static Host* host = new Host();  // never destroyed: caches may outlive static destruction
+  return *host;
+}
+
+}  // namespace moe
