@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -57,6 +58,10 @@ class Backend : public MemorySpace {
   // operation queued before them.
   virtual void CopyToHost(const void* src, size_t bytes, void* host) = 0;
   virtual void CopyFromHost(const void* host, size_t bytes, void* dst) = 0;
+  // The first failure of an operation since the last call (OK: none). A device backend queues
+  // operations and learns of a failed one later; the forward pass asks at the end of each step,
+  // so a failure is an error of that step, never a silent wrong result.
+  virtual absl::Status TakeError() { return absl::OkStatus(); }
   // dst[t * dst_stride + i] = src[t * src_stride + i] for t < n, i < len (floats; the two ranges
   // do not overlap): a column slice of rows, or a row moved within a matrix.
   virtual void CopyRows(const float* src, int64_t src_stride, int64_t n, int64_t len, float* dst,

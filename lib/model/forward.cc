@@ -194,7 +194,7 @@ absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
     tel->weight_bytes_read += model_->output().byte_size() + model_->token_embd().row_bytes() * n;
     for (const auto& L : model_->layers()) tel->weight_bytes_read += L.dense_bytes;
   }
-  if (logit_rows.empty() || logits == nullptr) return absl::OkStatus();
+  if (logit_rows.empty() || logits == nullptr) return be.TakeError();
   const int64_t rows = static_cast<int64_t>(logit_rows.size());
   MOE_ASSIGN_OR_RETURN(float* xn, xn_.Resize(be, rows * h.n_embd));
   // The rows asked for are gathered first, so the norm and the head run once over all of them
@@ -210,7 +210,7 @@ absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
   // The step's one copy back of any size.
   logits->resize(rows * h.n_vocab);
   be.CopyToHost(out, logits->size() * sizeof(float), logits->data());
-  return absl::OkStatus();
+  return be.TakeError();
 }
 
 }  // namespace moe

@@ -64,6 +64,9 @@ class Model {
   static absl::StatusOr<std::shared_ptr<const Model>> Create(ModelSpec spec);
 
   const ModelSpec& spec() const { return spec_; }
+  // The F32 copies of the 1-D tensors (norms, biases, sinks) the layers point at; with the
+  // spec's matrices, every byte a forward pass reads (what a device backend uploads).
+  const std::vector<std::vector<float>>& vectors() const { return f32_vectors_; }
   const HParams& hp() const { return spec_.hp; }
   const std::vector<LayerWeights>& layers() const { return layers_; }
   // Each layer's attention window (0: the whole context), for KV caches that keep only it.

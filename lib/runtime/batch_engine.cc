@@ -125,7 +125,7 @@ absl::StatusOr<std::unique_ptr<BatchEngine>> BatchEngine::Create(
   kv.bytes = options.kv_bytes;
   kv.max_sequences = options.max_sequences;
   kv.max_step_tokens = options.max_step_tokens;
-  std::unique_ptr<Backend> backend = CreateCpuBackend(options.threads);
+  MOE_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, engine->CreateBackend(options.threads));
   kv.memory = backend.get();
   MOE_ASSIGN_OR_RETURN(std::unique_ptr<PagedKvCache> cache, PagedKvCache::Create(kv));
   auto e = std::unique_ptr<BatchEngine>(

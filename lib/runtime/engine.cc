@@ -203,8 +203,24 @@ absl::StatusOr<std::shared_ptr<const Engine>> Engine::Load(const std::string& pa
   bool expert_cache = options.expert_cache_bytes > 0 || options.expert_cache_fraction > 0 ||
                       !options.expert_placement_path.empty();
   LoadOptions fitted = options;
+  // The device first: on a GPU the file is mapped and its blocks kept as stored.
+  bool on_device = false;
+  std::string device_note = "cpu";
+  if (options.device != ComputeDevice::kCpu) {
+    const absl::Status available = CudaDeviceAvailable();
+    if (available.ok()) {
+      on_device = true;
+      fitted.use_mmap = true;
+      fitted.repack = false;
+    } else if (options.device == ComputeDevice::kCuda) {
+      return absl::Status(available.code(),
+                          absl::StrCat("a CUDA device was asked for: ", available.message()));
+    } else {
+      device_note = absl::StrCat("cpu (", available.message(), ")");
+    }
+  }
   std::string memory_note;
-  if (!options.use_mmap && !expert_cache) {
+  if (!fitted.use_mmap && !expert_cache) {
     MOE_ASSIGN_OR_RETURN(std::optional<size_t> budget, FitToMemory(spec, options, &memory_note));
     if (budget) {
       fitted.expert_cache_bytes = *budget;
@@ -221,25 +237,76 @@ absl::StatusOr<std::shared_ptr<const Engine>> Engine::Load(const std::string& pa
     }
     MOE_ASSIGN_OR_RETURN(store, std::move(made));
   }
-  if (!options.use_mmap) {
+  if (!fitted.use_mmap) {
     // Rows are re-laid for the kernels of the level this process runs (RepackedType). With the
     // expert cache, experts stay in the file: the cache reads them from there.
     MOE_RETURN_IF_ERROR(
-        CopyWeights(spec, options.repack, ActiveSimdLevel(), options.progress,
+        CopyWeights(spec, fitted.repack, ActiveSimdLevel(), options.progress,
                     expert_cache ? IsRoutedExpert : std::function<bool(const TensorSpec&)>()));
   }
-  auto engine =
-      FromSpec(std::move(spec), std::move(store), std::move(memory_note), std::move(ranks));
-  if (engine.ok() && !options.expert_warmup_path.empty()) {
-    MOE_RETURN_IF_ERROR((*engine)->Warm(options.expert_warmup_path).status());
+  MOE_ASSIGN_OR_RETURN(
+      std::shared_ptr<Engine> engine,
+      Build(std::move(spec), std::move(store), std::move(memory_note), std::move(ranks)));
+  engine->device_note_ = std::move(device_note);
+  if (on_device) MOE_RETURN_IF_ERROR(engine->UploadToDevice(options));
+  if (!options.expert_warmup_path.empty()) {
+    MOE_RETURN_IF_ERROR(engine->Warm(options.expert_warmup_path).status());
   }
-  if (engine.ok() && !report(1.0f)) return absl::CancelledError("model load cancelled");
-  return engine;
+  if (!report(1.0f)) return absl::CancelledError("model load cancelled");
+  return std::shared_ptr<const Engine>(std::move(engine));
+}
+
+absl::Status Engine::UploadToDevice(const LoadOptions& options) {
+  std::vector<HostTensor> tensors;
+  for (const TensorSpec& t : model_->spec().tensors) {
+    if (t.shape.size() < 2) continue;  // 1-D tensors run from the model's F32 copies (below)
+    HostTensor h;
+    h.data = t.data.data();
+    h.bytes = t.data.size();
+    h.dtype = t.dtype;
+    h.cols = t.shape.back();
+    h.rows = t.num_elements() / std::max<int64_t>(h.cols, 1);
+    h.routed_expert = t.expert >= 0;
+    tensors.push_back(h);
+  }
+  for (const std::vector<float>& v : model_->vectors()) {
+    tensors.push_back({reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float),
+                       DType::kF32, 1, static_cast<int64_t>(v.size()), false});
+  }
+  DeviceWeightsOptions o;
+  o.device = options.device_index;
+  o.budget_bytes = options.device_memory_bytes;
+  MOE_ASSIGN_OR_RETURN(device_weights_, UploadWeights(tensors, o));
+  const DeviceWeightsInfo& info = device_weights_->info();
+  device_note_ = absl::StrFormat("cuda:%d %s (%.1f MiB of weights", options.device_index,
+                                 info.device_name, MiB(info.bytes));
+  if (info.experts_on_host > 0) {
+    absl::StrAppendFormat(&device_note_, "; %d routed expert matrices on the CPU",
+                          info.experts_on_host);
+  }
+  if (expert_store_ != nullptr) absl::StrAppend(&device_note_, "; cached experts on the CPU");
+  absl::StrAppend(&device_note_, ")");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> Engine::CreateBackend(int cpu_threads) const {
+  if (device_weights_ != nullptr) return CreateCudaBackend(device_weights_, cpu_threads);
+  return CreateCpuBackend(cpu_threads);
 }
 
 absl::StatusOr<std::shared_ptr<const Engine>> Engine::FromSpec(
     ModelSpec spec, std::unique_ptr<ExpertStore> expert_store, std::string memory_note,
     std::unique_ptr<ExpertRanks> expert_ranks) {
+  MOE_ASSIGN_OR_RETURN(std::shared_ptr<Engine> engine,
+                       Build(std::move(spec), std::move(expert_store), std::move(memory_note),
+                             std::move(expert_ranks)));
+  return std::shared_ptr<const Engine>(std::move(engine));
+}
+
+absl::StatusOr<std::shared_ptr<Engine>> Engine::Build(ModelSpec spec,
+                                                      std::unique_ptr<ExpertStore> expert_store,
+                                                      std::string memory_note,
+                                                      std::unique_ptr<ExpertRanks> expert_ranks) {
   auto engine = std::make_shared<Engine>();
   engine->expert_store_ = std::move(expert_store);
   engine->expert_ranks_ = std::move(expert_ranks);
@@ -265,7 +332,7 @@ absl::StatusOr<std::shared_ptr<const Engine>> Engine::FromSpec(
   }
   for (const auto& t : spec.absent_dense) engine->dense_params_ += t.num_elements();
   MOE_ASSIGN_OR_RETURN(engine->model_, Model::Create(std::move(spec)));
-  return std::shared_ptr<const Engine>(std::move(engine));
+  return engine;
 }
 
 absl::StatusOr<size_t> Engine::Warm(const std::string& path) const {

@@ -7,6 +7,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "lib/backend/backend.h"
+#include "lib/backend/cuda_backend.h"
 #include "lib/dist/expert_ranks.h"
 #include "lib/model/model.h"
 #include "lib/model/telemetry.h"
@@ -22,6 +24,13 @@ class Transformer;
 enum class MemoryFit {
   kCacheExperts,  // experts stay in the file, read through an expert cache sized to what fits
   kError,         // the load fails (ResourceExhausted), naming the bytes
+};
+
+// Where a model's forward passes run (issue 21).
+enum class ComputeDevice {
+  kCpu,
+  kCuda,  // a CUDA device; the load fails, saying why, when none can be used
+  kAuto,  // a CUDA device when one can be used, the CPU otherwise (Engine::device_note says which)
 };
 
 struct LoadOptions {
@@ -71,6 +80,14 @@ struct LoadOptions {
   // The non-expert weights on rank 0 only (ExpertRanks::dense_on_root_only): the other ranks
   // hold their experts and nothing else, and each MoE layer's inputs travel to them.
   bool dense_on_root_only = false;
+  // The device (issue 21). On a CUDA device the weights are uploaded once, in the blocks they are
+  // stored in (no re-laying for the CPU), and the file is mapped rather than copied: the host
+  // keeps only what the device does not hold. device_memory_bytes bounds the device memory the
+  // weights take (0: its free memory less a reserve for activations and K/V); the routed experts
+  // that do not fit stay in host memory and run on the CPU, on their tokens' rows copied over.
+  ComputeDevice device = ComputeDevice::kCpu;
+  int device_index = 0;
+  size_t device_memory_bytes = 0;
 };
 
 class Engine {
@@ -109,6 +126,15 @@ class Engine {
   // Which rank holds each routed expert when loaded for expert parallelism; null otherwise.
   const ExpertRanks* expert_ranks() const { return expert_ranks_.get(); }
 
+  // A backend for a session over this model: the CUDA backend when the weights are on a device,
+  // the CPU backend (cpu_threads threads; <= 0: one per core) otherwise.
+  absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(int cpu_threads) const;
+  // The device's copy of the weights; null on the CPU.
+  const DeviceWeights* device_weights() const { return device_weights_.get(); }
+  // Where the forward passes run and why ("cpu", or the device with what it holds, or why the
+  // device asked for was not used).
+  const std::string& device_note() const { return device_note_; }
+
  private:
   std::shared_ptr<const Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
@@ -118,6 +144,14 @@ class Engine {
   std::string memory_note_;
   std::unique_ptr<ExpertStore> expert_store_;  // internally synchronized: shared by sessions
   std::unique_ptr<ExpertRanks> expert_ranks_;
+  std::shared_ptr<const DeviceWeights> device_weights_;
+  static absl::StatusOr<std::shared_ptr<Engine>> Build(ModelSpec spec,
+                                                       std::unique_ptr<ExpertStore> expert_store,
+                                                       std::string memory_note,
+                                                       std::unique_ptr<ExpertRanks> expert_ranks);
+  // Uploads the model's weights to the device options name.
+  absl::Status UploadToDevice(const LoadOptions& options);
+  std::string device_note_ = "cpu";
 };
 
 }  // namespace moe

@@ -119,7 +119,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const E
         "serves (ServeExpertParallel, moe_dist_serve); rank 0 drives");
   }
   MOE_RETURN_IF_ERROR(CheckRoutingPolicy(options.routing));
-  std::unique_ptr<Backend> backend = CreateCpuBackend(options.threads);
+  MOE_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, engine->CreateBackend(options.threads));
   MOE_ASSIGN_OR_RETURN(KvCache cache, CreateSessionCache(*engine->model(), options, *backend));
   Communicator* comm = options.communicator;
   if (const ExpertRanks* ranks = engine->expert_ranks(); ranks != nullptr) {

@@ -73,6 +73,8 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
       host_gate_.resize(n);
       be.CopyToHost(gate, n * sizeof(float), host_gate_.data());
     }
+    // Routing on what a failed operation left would be routing on garbage.
+    MOE_RETURN_IF_ERROR(be.TakeError());
     RouterConfig rc = ConfigFor(h, L, layer);
     rc.positions = ctx.positions.data();
     Route(rc, host_logits_, n, &routing);
