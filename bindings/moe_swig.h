@@ -326,8 +326,15 @@ class NativeModel {
                            int32_t expert_eviction, bool expert_direct_io,
                            const std::string& expert_placement, bool expert_prefetch,
                            int64_t memory_limit_bytes, int32_t memory_fit,
-                           const std::string& expert_warmup) {
+                           const std::string& expert_warmup, int32_t device, int32_t gpu_index,
+                           int64_t gpu_memory_bytes) {
     moe_model_params params = moe_model_default_params();
+    if (gpu_memory_bytes < 0) {
+      throw Error(MOE_ERROR_INVALID_ARGUMENT, "the GPU memory budget is negative");
+    }
+    params.device = device;
+    params.gpu_index = gpu_index;
+    params.gpu_memory_bytes = static_cast<uint64_t>(gpu_memory_bytes);
     if (memory_limit_bytes < 0) {
       throw Error(MOE_ERROR_INVALID_ARGUMENT, "the memory limit is negative");
     }
@@ -400,8 +407,10 @@ class NativeModel {
     return static_cast<int64_t>(n);
   }
 
-  std::string Architecture() const { return InfoString(true); }
-  std::string Name() const { return InfoString(false); }
+  std::string Architecture() const { return InfoString(kArchitecture); }
+  std::string Name() const { return InfoString(kName); }
+  // Where the forward passes run: "cpu", "cpu (why no GPU)", "cuda:N NAME (...)".
+  std::string Device() const { return InfoString(kDevice); }
   std::string ChatTemplate() const { return moe_model_chat_template(Hold().get()); }
 
   // template_name "" means the model's own template.
@@ -455,11 +464,12 @@ class NativeModel {
  private:
   explicit NativeModel(std::shared_ptr<moe_model> model) : model_(std::move(model)) {}
 
-  std::string InfoString(bool architecture) const {
+  enum InfoText { kArchitecture, kName, kDevice };
+  std::string InfoString(InfoText which) const {
     const std::shared_ptr<moe_model> model = Hold();
     moe_model_info c = moe_model_default_info();
     Check(moe_model_get_info(model.get(), &c));
-    const char* s = architecture ? c.architecture : c.name;
+    const char* s = which == kArchitecture ? c.architecture : which == kName ? c.name : c.device;
     return s != nullptr ? s : "";
   }
   static int ProgressThunk(float progress, void* user_data) {

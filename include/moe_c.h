@@ -183,7 +183,19 @@ typedef struct moe_model_params {
    * cache, its most chosen experts are read at load into the cache's free slots, so the first
    * tokens do not stall on reads (see moe_model_warmup). NULL (default): none. */
   const char* expert_warmup_path;
+  /* Where the model runs (moe_device). MOE_DEVICE_CPU (default); MOE_DEVICE_CUDA: a GPU, the
+   * load failing with MOE_ERROR_UNSUPPORTED and the reason when none can be used (no device or
+   * driver, a libmoe built without CUDA, libmoe_cuda.so missing beside libmoe.so);
+   * MOE_DEVICE_AUTO: a GPU when one can be used, the CPU otherwise (moe_model_info.device says
+   * which). On a GPU the weights are uploaded once, as stored in the file; routed experts beyond
+   * gpu_memory_bytes stay in host memory and run on the CPU. The CUDA path has been compiled but
+   * not yet run on a GPU: see the README. */
+  int32_t device;
+  int32_t gpu_index;         /* which CUDA device (default 0) */
+  uint64_t gpu_memory_bytes; /* device memory the weights may take; 0: free memory less a reserve */
 } moe_model_params;
+
+typedef enum moe_device { MOE_DEVICE_CPU = 0, MOE_DEVICE_CUDA = 1, MOE_DEVICE_AUTO = 2 } moe_device;
 
 typedef enum moe_memory_fit {
   /* Experts stay in the file and an expert cache is sized to what fits (the load logs it);
@@ -258,6 +270,9 @@ typedef struct moe_model_info {
    * model's). Pruned experts count in neither. */
   int64_t weight_bytes_total;
   int64_t weight_bytes_held;
+  /* Appended: where the forward passes run, "cpu", "cpu (why no GPU)" after MOE_DEVICE_AUTO, or
+   * "cuda:N NAME (what it holds)"; owned by the model. */
+  const char* device;
 } moe_model_info;
 
 MOE_API moe_status moe_model_info_init(moe_model_info* info, size_t struct_size);

@@ -196,7 +196,26 @@ type ModelOptions struct {
 	// model that does not fit is handled as MemoryFit says.
 	MemoryLimitBytes int64
 	MemoryFit        MemoryFit
+	// Device is where the model runs (DeviceCPU by default). The CUDA path has been compiled but
+	// not yet run on a GPU: see the README.
+	Device Device
+	// GPUIndex is which CUDA device (default 0).
+	GPUIndex int
+	// GPUMemoryBytes is the device memory the weights may take (0: the free memory less a
+	// reserve); routed experts beyond it stay in host memory and run on the CPU.
+	GPUMemoryBytes int64
 }
+
+// Device says where a model runs (moe_device).
+type Device int
+
+const (
+	DeviceCPU Device = iota // the CPU (the default)
+	// DeviceCUDA is a CUDA GPU; the load fails with an error matching ErrUnsupported, with the
+	// reason, when none can be used.
+	DeviceCUDA
+	DeviceAuto // a CUDA GPU when one can be used, the CPU otherwise (Model.Device says which)
+)
 
 // MemoryFit says what a load does when the weights copied into memory would not fit
 // (moe_memory_fit).
@@ -253,7 +272,8 @@ func LoadWithOptions(path string, opts *ModelOptions) (*Model, error) {
 		native = raw.NativeModelLoad(path, opts.UseMmap, sink, opts.ExpertCacheBytes,
 			opts.ExpertCacheFraction, int(opts.ExpertEviction), !opts.BufferedIO,
 			opts.ExpertPlacementFile, !opts.NoPrefetch, opts.MemoryLimitBytes, int(opts.MemoryFit),
-			opts.ExpertWarmupProfile)
+			opts.ExpertWarmupProfile, int(opts.Device), int(int32(opts.GPUIndex)),
+			opts.GPUMemoryBytes)
 	})
 	if bridge != nil && bridge.panicked != nil {
 		if err == nil {
@@ -338,6 +358,15 @@ func (m *Model) Info() (info ModelInfo, err error) {
 		})
 	})
 	return info, err
+}
+
+// Device says where the forward passes run: "cpu", "cpu (why no GPU)" after DeviceAuto, or
+// "cuda:N NAME (what it holds)".
+func (m *Model) Device() (device string, err error) {
+	err = m.with(func(n raw.NativeModel) error {
+		return call(func() { device = n.Device() })
+	})
+	return device, err
 }
 
 // ExpertPlacement says where expert `expert` of layer `layer` lives; an expert the model does not

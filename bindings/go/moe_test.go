@@ -945,3 +945,39 @@ func TestExpertPlacementPinningAndStatistics(t *testing.T) {
 		t.Fatalf("a model larger than its memory limit: %v", err)
 	}
 }
+
+// Without a GPU (CI): DeviceCUDA is an error matching ErrUnsupported with the reason; DeviceAuto
+// runs on the CPU and says so. With one, the GPU tests run it.
+func TestDeviceChoiceWithoutAGPU(t *testing.T) {
+	path := fixture(t, "tiny-qwen2moe-f32.gguf")
+	cpu, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cpu.Close()
+	if d, err := cpu.Device(); err != nil || d != "cpu" {
+		t.Fatalf("device %q, %v", d, err)
+	}
+	auto, err := LoadWithOptions(path, &ModelOptions{Device: DeviceAuto})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer auto.Close()
+	d, err := auto.Device()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(d, "cpu") {
+		t.Skipf("a GPU is here (%s): the GPU tests run it", d)
+	}
+	if !strings.HasPrefix(d, "cpu (") {
+		t.Fatalf("device %q: the reason is missing", d)
+	}
+	_, err = LoadWithOptions(path, &ModelOptions{Device: DeviceCUDA})
+	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "a CUDA device was asked for") {
+		t.Fatalf("CUDA without a GPU: %v", err)
+	}
+	if _, err := LoadWithOptions(path, &ModelOptions{Device: DeviceAuto, GPUMemoryBytes: -1}); err == nil {
+		t.Fatal("a negative GPU memory budget was taken")
+	}
+}

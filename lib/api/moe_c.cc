@@ -165,6 +165,17 @@ moe_status LoadModel(const char* path, const moe_model_params* params, moe::Load
   if (p.memory_fit != MOE_MEMORY_FIT_CACHE_EXPERTS && p.memory_fit != MOE_MEMORY_FIT_ERROR) {
     return Fail(MOE_ERROR_INVALID_ARGUMENT, absl::StrCat("unknown memory_fit ", p.memory_fit));
   }
+  if (p.device != MOE_DEVICE_CPU && p.device != MOE_DEVICE_CUDA && p.device != MOE_DEVICE_AUTO) {
+    return Fail(MOE_ERROR_INVALID_ARGUMENT, absl::StrCat("unknown device ", p.device));
+  }
+  if (p.gpu_index < 0) {
+    return Fail(MOE_ERROR_INVALID_ARGUMENT, absl::StrCat("gpu_index is ", p.gpu_index));
+  }
+  lo.device = p.device == MOE_DEVICE_CUDA   ? moe::ComputeDevice::kCuda
+              : p.device == MOE_DEVICE_AUTO ? moe::ComputeDevice::kAuto
+                                            : moe::ComputeDevice::kCpu;
+  lo.device_index = p.gpu_index;
+  lo.device_memory_bytes = static_cast<size_t>(p.gpu_memory_bytes);
   lo.memory_limit_bytes = static_cast<size_t>(p.memory_limit_bytes);
   lo.memory_fit =
       p.memory_fit == MOE_MEMORY_FIT_ERROR ? moe::MemoryFit::kError : moe::MemoryFit::kCacheExperts;
@@ -189,9 +200,10 @@ moe_status LoadModel(const char* path, const moe_model_params* params, moe::Load
   if (!model->engine->memory_note().empty()) {
     moe::api::Log(MOE_LOG_WARN, absl::StrCat(path, ": ", model->engine->memory_note()));
   }
-  moe::api::Log(MOE_LOG_INFO, absl::StrCat("loaded ", path, ": ", model->architecture, ", ",
-                                           spec.hp.n_layer, " layers, ", spec.hp.n_expert,
-                                           " experts (top-", spec.hp.n_expert_used, ")"));
+  moe::api::Log(MOE_LOG_INFO,
+                absl::StrCat("loaded ", path, ": ", model->architecture, ", ", spec.hp.n_layer,
+                             " layers, ", spec.hp.n_expert, " experts (top-", spec.hp.n_expert_used,
+                             "), on ", model->engine->device_note()));
   *out = model.release();
   return MOE_OK;
 }
@@ -240,6 +252,7 @@ moe_status moe_model_get_info(const moe_model* model, moe_model_info* info) {
     i.eot_token = tok ? tok->eot_id() : -1;
     i.has_tokenizer = tok != nullptr;
     i.has_chat_template = !e.model()->spec().tokenizer.chat_template.empty();
+    i.device = e.device_note().c_str();
     return WriteVersioned(i, info, "info");
   });
 }

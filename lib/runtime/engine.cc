@@ -213,8 +213,9 @@ absl::StatusOr<std::shared_ptr<const Engine>> Engine::Load(const std::string& pa
       fitted.use_mmap = true;
       fitted.repack = false;
     } else if (options.device == ComputeDevice::kCuda) {
-      return absl::Status(available.code(),
-                          absl::StrCat("a CUDA device was asked for: ", available.message()));
+      // What this machine or build cannot do: UNSUPPORTED through the C ABI.
+      return absl::UnimplementedError(
+          absl::StrCat("a CUDA device was asked for: ", available.message()));
     } else {
       device_note = absl::StrCat("cpu (", available.message(), ")");
     }
@@ -260,6 +261,9 @@ absl::Status Engine::UploadToDevice(const LoadOptions& options) {
   std::vector<HostTensor> tensors;
   for (const TensorSpec& t : model_->spec().tensors) {
     if (t.shape.size() < 2) continue;  // 1-D tensors run from the model's F32 copies (below)
+    // Experts behind the expert cache are read into host memory as steps need them and run on
+    // the CPU; their bytes in the mapped file are not the ones the kernels are handed.
+    if (expert_store_ != nullptr && t.expert >= 0) continue;
     HostTensor h;
     h.data = t.data.data();
     h.bytes = t.data.size();

@@ -1267,6 +1267,42 @@ TEST(CApiExpertPlacementTest, AModelLargerThanItsMemoryLimit) {
   moe_model_free(model);
 }
 
+// The device through the C ABI, on a machine without a GPU (on one, these skip: the GPU tests
+// run it): CUDA asked for is UNSUPPORTED with the reason, AUTO runs on the CPU and says so, and
+// an unknown device is INVALID_ARGUMENT.
+TEST(CApiDeviceTest, CudaWithoutADeviceAutoAndBadValues) {
+  moe_model_params mp = moe_model_default_params();
+  EXPECT_EQ(mp.device, MOE_DEVICE_CPU);
+  EXPECT_EQ(mp.gpu_index, 0);
+  EXPECT_EQ(mp.gpu_memory_bytes, 0u);
+  moe_model* model = nullptr;
+  ASSERT_EQ(moe_model_load(kModel.c_str(), &mp, &model), MOE_OK) << moe_last_error();
+  moe_model_info info = moe_model_default_info();
+  ASSERT_EQ(moe_model_get_info(model, &info), MOE_OK);
+  EXPECT_STREQ(info.device, "cpu");
+  moe_model_free(model);
+  mp.device = MOE_DEVICE_CUDA;
+  const moe_status cuda = moe_model_load(kModel.c_str(), &mp, &model);
+  if (cuda == MOE_OK) {
+    moe_model_free(model);
+    GTEST_SKIP() << "a CUDA device is here: the GPU tests run it";
+  }
+  EXPECT_EQ(cuda, MOE_ERROR_UNSUPPORTED) << moe_last_error();
+  EXPECT_NE(std::string(moe_last_error()).find("a CUDA device was asked for"), std::string::npos)
+      << moe_last_error();
+  EXPECT_EQ(model, nullptr);
+  mp.device = MOE_DEVICE_AUTO;
+  ASSERT_EQ(moe_model_load(kModel.c_str(), &mp, &model), MOE_OK) << moe_last_error();
+  ASSERT_EQ(moe_model_get_info(model, &info), MOE_OK);
+  EXPECT_EQ(std::string(info.device).rfind("cpu (", 0), 0u) << info.device;
+  moe_model_free(model);
+  mp.device = 3;
+  EXPECT_EQ(moe_model_load(kModel.c_str(), &mp, &model), MOE_ERROR_INVALID_ARGUMENT);
+  mp.device = MOE_DEVICE_AUTO;
+  mp.gpu_index = -1;
+  EXPECT_EQ(moe_model_load(kModel.c_str(), &mp, &model), MOE_ERROR_INVALID_ARGUMENT);
+}
+
 TEST_F(CApiTest, TwoThreadsTwoContextsShareOneModel) {
   std::vector<int32_t> prompt = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.tokens.txt");
   std::vector<int32_t> want = ReadIds(kFixtures + "tiny-qwen2moe-f32/p1.gen_tokens.txt");

@@ -33,9 +33,9 @@ std::vector<int32_t> ReadIds(const std::string& name) {
 }
 
 std::unique_ptr<NativeModel> Load() {
-  return std::unique_ptr<NativeModel>(NativeModel::Load(kFixture + "tiny-qwen2moe-f32.gguf", false,
-                                                        nullptr, 0, 0, 0, true, "", true, 0,
-                                                        MOE_MEMORY_FIT_CACHE_EXPERTS, ""));
+  return std::unique_ptr<NativeModel>(
+      NativeModel::Load(kFixture + "tiny-qwen2moe-f32.gguf", false, nullptr, 0, 0, 0, true, "",
+                        true, 0, MOE_MEMORY_FIT_CACHE_EXPERTS, "", MOE_DEVICE_CPU, 0, 0));
 }
 
 // A token sink that signals the first token and slows generation down.

@@ -17,6 +17,7 @@
 #include "lib/runtime/engine.h"
 #include "lib/runtime/session.h"
 #include "nlohmann/json.hpp"
+#include "tools/device_flags.h"
 #include "tools/distributed_flags.h"
 #include "tools/expert_cache_flag.h"
 #include "tools/flag_checks.h"
@@ -37,6 +38,7 @@ struct Options {
   int reps = 3;
   std::string load = "ram";
   moe::cli::ExpertFlags experts;
+  moe::cli::DeviceFlags device;
   moe::cli::DistributedFlags distributed;
   bool json = false;
   double bandwidth_gib = 1.0;
@@ -102,6 +104,10 @@ int Run(const Options& o) {
     std::fprintf(stderr, "moe-bench: %s\n", std::string(s.message()).c_str());
     return 2;
   }
+  if (absl::Status s = moe::cli::ApplyDeviceFlags(o.device, &lo); !s.ok()) {
+    std::fprintf(stderr, "moe-bench: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   auto world = moe::cli::World::Join(o.distributed, &lo);
   if (!world.ok()) {
     std::fprintf(stderr, "moe-bench: %s\n", std::string(world.status().message()).c_str());
@@ -145,7 +151,15 @@ int Run(const Options& o) {
     return rc;
   }
   const moe::HParams& h = (*engine)->model()->hp();
-  auto backend = moe::CreateCpuBackend(o.threads);
+  if (lo.device != moe::ComputeDevice::kCpu) {
+    std::fprintf(stderr, "device: %s\n", (*engine)->device_note().c_str());
+  }
+  auto made = (*engine)->CreateBackend(o.threads);
+  if (!made.ok()) {
+    std::fprintf(stderr, "moe-bench: %s\n", std::string(made.status().message()).c_str());
+    return 1;
+  }
+  std::unique_ptr<moe::Backend> backend = *std::move(made);
   moe::Transformer tf((*engine)->model(), backend.get());
   if (absl::Status s = moe::CheckRoutingPolicy(o.routing); !s.ok()) {
     std::fprintf(stderr, "moe-bench: %s\n", std::string(s.message()).c_str());
@@ -180,7 +194,7 @@ int Run(const Options& o) {
     return t;
   };
   auto cache = moe::KvCache::Create(h.n_layer, o.p + o.n + 1, h.n_head_kv, h.head_dim,
-                                    moe::DType::kF16, h.values_in_keys());
+                                    moe::DType::kF16, h.values_in_keys(), {}, *backend);
   if (!cache.ok()) return 1;
   if (comm != nullptr && comm->size() > 1) {
     driver =
@@ -436,6 +450,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   moe::cli::AddExpertFlags(&app, &o.experts);
+  moe::cli::AddDeviceFlags(&app, &o.device);
   moe::cli::AddDistributedFlags(&app, &o.distributed);
   CLI11_PARSE(app, argc, argv);
   return Run(o);

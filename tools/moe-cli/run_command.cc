@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "lib/base/status_macros.h"
 #include "lib/runtime/session.h"
+#include "tools/device_flags.h"
 #include "tools/distributed_flags.h"
 #include "tools/expert_cache_flag.h"
 #include "tools/flag_checks.h"
@@ -45,6 +46,7 @@ struct RunOptions {
   int ctx = 0;
   bool mmap = false;
   ExpertFlags experts;
+  DeviceFlags device;
   DistributedFlags distributed;
   RoutingPolicy routing;
   std::string trace;
@@ -72,6 +74,7 @@ absl::Status Run(const RunOptions& o) {
   lo.use_mmap = o.mmap;
   lo.progress = ProgressBar;
   if (absl::Status s = ApplyExpertFlags(o.experts, &lo); !s.ok()) return s;
+  MOE_RETURN_IF_ERROR(ApplyDeviceFlags(o.device, &lo));
   MOE_ASSIGN_OR_RETURN(std::unique_ptr<World> world, World::Join(o.distributed, &lo));
   if (world->serves()) lo.progress = nullptr;  // one progress bar: rank 0's
   auto engine = Engine::Load(o.model, lo);
@@ -82,6 +85,9 @@ absl::Status Run(const RunOptions& o) {
   }
   if ((*engine)->expert_store() != nullptr || o.stats) {
     std::fprintf(stderr, "%s\n", ExpertPlacementLine(**engine).c_str());
+  }
+  if (lo.device != ComputeDevice::kCpu || o.stats) {
+    std::fprintf(stderr, "device: %s\n", (*engine)->device_note().c_str());
   }
   SessionOptions so;
   so.n_ctx = o.ctx;
@@ -220,6 +226,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   run->add_flag("--mmap", o->mmap,
                 "map the weights from the file instead of copying them into memory");
   AddExpertFlags(run, &o->experts);
+  AddDeviceFlags(run, &o->device);
   AddRoutingFlags(run, &o->routing);
   AddDistributedFlags(run, &o->distributed);
   run->add_option("--trace", o->trace,

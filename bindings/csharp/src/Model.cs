@@ -39,7 +39,8 @@ namespace LibMoe {
                                           o.ExpertCacheFraction, (int)o.ExpertEviction,
                                           o.ExpertDirectIo, o.ExpertPlacementFile ?? "",
                                           o.ExpertPrefetch, o.MemoryLimitBytes,
-                                          (int)o.MemoryFit, o.ExpertWarmupProfile ?? ""));
+                                          (int)o.MemoryFit, o.ExpertWarmupProfile ?? "",
+                                          (int)o.Device, o.GpuIndex, o.GpuMemoryBytes));
       } catch (MoeException) {
         if (bridge != null) bridge.Rethrow();
         throw;
@@ -81,6 +82,12 @@ namespace LibMoe {
     public long Warmup(string profilePath) {
       if (profilePath == null) throw new ArgumentNullException("profilePath");
       return Native.Warmup(profilePath);
+    }
+
+    /// <summary>Where the forward passes run: "cpu", "cpu (why no GPU)" after Device.Auto, or
+    /// "cuda:N NAME (what it holds)".</summary>
+    public string Device {
+      get { return Native.Device(); }
     }
 
     /// <summary>The model's hyper-parameters and vocabulary facts.</summary>

@@ -168,6 +168,26 @@ namespace LibMoe {
     public long MemoryLimitBytes { get; set; }
     /// <summary>What a model larger than its memory does.</summary>
     public MemoryFit MemoryFit { get; set; } = MemoryFit.CacheExperts;
+    /// <summary>Where the model runs (default Cpu). The CUDA path has been compiled but not yet
+    /// run on a GPU: see the README.</summary>
+    public Device Device { get; set; } = Device.Cpu;
+    /// <summary>Which CUDA device (default 0).</summary>
+    public int GpuIndex { get; set; }
+    /// <summary>Device memory the weights may take in bytes (0: the free memory less a reserve);
+    /// routed experts beyond it stay in host memory and run on the CPU.</summary>
+    public long GpuMemoryBytes { get; set; }
+  }
+
+  /// <summary>Where a model runs (moe_device).</summary>
+  public enum Device {
+    /// <summary>The CPU (the default).</summary>
+    Cpu = 0,
+    /// <summary>A CUDA GPU; the load fails with Status.Unsupported and the reason when none can
+    /// be used.</summary>
+    Cuda = 1,
+    /// <summary>A CUDA GPU when one can be used, the CPU otherwise (Model.Device says which).
+    /// </summary>
+    Auto = 2,
   }
 
   /// <summary>What a load does when the weights copied into memory would not fit.</summary>

@@ -270,6 +270,23 @@ public class MoeTests {
     Assert.AreEqual(Status.OutOfMemory, e.Status);
   }
 
+  // Without a GPU (CI): CUDA asked for is Unsupported with the reason; Auto runs on the CPU and
+  // says so. With one, the GPU tests run it.
+  [Test]
+  public void DeviceChoiceWithoutAGpu() {
+    Assert.AreEqual("cpu", model.Device);
+    using (Model auto = Model.Load(ModelPath, new ModelOptions { Device = Device.Auto })) {
+      if (!auto.Device.StartsWith("cpu")) return;  // a GPU is here
+      StringAssert.StartsWith("cpu (", auto.Device);
+      var e = Assert.Throws<MoeException>(
+          () => Model.Load(ModelPath, new ModelOptions { Device = Device.Cuda }));
+      Assert.AreEqual(Status.Unsupported, e.Status);
+      StringAssert.Contains("a CUDA device was asked for", e.Message);
+    }
+    Assert.Throws<MoeException>(() => Model.Load(
+        ModelPath, new ModelOptions { Device = Device.Auto, GpuMemoryBytes = -1 }));
+  }
+
   [Test]
   public void DisposeFromTheHandlerStopsTheCall() {
     Context ctx = model.CreateContext();

@@ -88,6 +88,7 @@ class CudaBackend final : public Backend {
   int num_threads() const override { return cpu_->num_threads(); }
 
   absl::StatusOr<void*> Allocate(size_t bytes) override {
+    Bind();
     void* p = nullptr;
     if (cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 1)); e != cudaSuccess) {
       cudaGetLastError();
@@ -97,23 +98,28 @@ class CudaBackend final : public Backend {
     return p;
   }
   void Free(void* p) override {
+    Bind();
     if (p != nullptr) cudaFree(p);
   }
   void Zero(void* p, size_t bytes) override {
+    Bind();
     Note(cudaMemsetAsync(p, 0, bytes, stream_), "zeroing");
   }
   void CopyToHost(const void* src, size_t bytes, void* host) override {
+    Bind();
     if (bytes == 0) return;
     Note(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host");
     Note(cudaStreamSynchronize(stream_), "a queued operation");
   }
   void CopyFromHost(const void* host, size_t bytes, void* dst) override {
+    Bind();
     if (bytes == 0) return;
     Note(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
     Note(cudaStreamSynchronize(stream_), "a queued operation");  // the host may reuse `host`
   }
   void CopyRows(const float* src, int64_t src_stride, int64_t n, int64_t len, float* dst,
                 int64_t dst_stride) override {
+    Bind();
     if (n == 0 || len == 0) return;
     Note(cudaMemcpy2DAsync(dst, dst_stride * sizeof(float), src, src_stride * sizeof(float),
                            len * sizeof(float), n, cudaMemcpyDeviceToDevice, stream_),
@@ -130,6 +136,7 @@ class CudaBackend final : public Backend {
   }
 
   void MatMul(const WeightView& w, const float* x, int64_t n, float* y) override {
+    Bind();
     const std::optional<WeightView> d = OnDevice(w);
     if (!d) return;
     if (d->dtype == DType::kF32) {
@@ -165,6 +172,7 @@ class CudaBackend final : public Backend {
   }
 
   void RunExperts(absl::Span<const ExpertJob> jobs) override {
+    Bind();
     for (const ExpertJob& job : jobs) {
       if (job.m == 0) continue;
       const int64_t d = job.gate.cols;
@@ -193,18 +201,21 @@ class CudaBackend final : public Backend {
 
   void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
                float* y) override {
+    Bind();
     const float* w = Weights(weight);
     if (w != nullptr) Note(cuda::RmsNorm(x, w, n, dim, eps, y, stream_));
   }
 
   void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* positions,
             const RopeParams& rope) override {
+    Bind();
     const int32_t* pos = Upload(kPositions, positions, n);
     if (pos != nullptr) Note(cuda::Rope(x, n, n_heads, head_dim, pos, rope, stream_));
   }
 
   void StoreKv(const float* k, const float* v, int64_t n, const int32_t* positions,
                const KvLayerView& kv) override {
+    Bind();
     cuda::DeviceKv dkv;
     const int32_t* pos = Upload(kPositions, positions, n);
     if (pos == nullptr || !DeviceKvOf(kv, positions, n, &dkv)) return;
@@ -213,6 +224,7 @@ class CudaBackend final : public Backend {
 
   void Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
                  const KvLayerView& kv, float* out, const AttentionOptions& options) override {
+    Bind();
     cuda::DeviceKv dkv;
     const int32_t* pos = Upload(kPositions, positions, n);
     if (pos == nullptr || !DeviceKvOf(kv, positions, n, &dkv)) return;
@@ -223,11 +235,13 @@ class CudaBackend final : public Backend {
   }
 
   void Axpy(float a, const float* x, int64_t count, float* y) override {
+    Bind();
     Note(cuda::Axpy(a, x, count, y, stream_));
   }
 
   void AddWeightedRows(int64_t n, int64_t k, int64_t dim, const float* const* src, const float* w,
                        float* x) override {
+    Bind();
     const float* const* dsrc = Upload(kSources, src, n * k);
     const float* dw = Upload(kWeights, w, n * k);
     if (dsrc != nullptr && dw != nullptr) {
@@ -236,11 +250,13 @@ class CudaBackend final : public Backend {
   }
 
   void AddBias(float* x, const float* bias, int64_t n, int64_t dim) override {
+    Bind();
     const float* b = Weights(bias);
     if (b != nullptr) Note(cuda::AddBias(x, b, n, dim, stream_));
   }
 
   void GetRows(const WeightView& table, const int32_t* ids, int64_t n, float* dst) override {
+    Bind();
     const std::optional<WeightView> d = OnDevice(table);
     const int32_t* dids = Upload(kIds, ids, n);
     if (d && dids != nullptr) {
@@ -317,6 +333,16 @@ class CudaBackend final : public Backend {
     cpu_job.out = host_out_.data();
     cpu_->RunExperts({&cpu_job, 1});
     CopyFromHost(host_out_.data(), host_out_.size() * sizeof(float), job.out);
+  }
+
+  // The device is a property of the calling thread: a batch engine's scheduler thread, or any
+  // thread a caller steps from, must select it before queuing work.
+  void Bind() {
+    thread_local int bound = -1;
+    if (bound != weights_->device()) {
+      Note(cudaSetDevice(weights_->device()), "selecting the device");
+      bound = weights_->device();
+    }
   }
 
   bool Note(const std::string& e) {

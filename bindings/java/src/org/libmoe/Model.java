@@ -52,7 +52,8 @@ public final class Model implements AutoCloseable {
           : Utf8.encode(o.expertWarmupProfile, "expertWarmupProfile");
       return new Model(NativeModel.Load(Utf8.encode(path, "path"), o.useMmap, bridge,
           o.expertCacheBytes, o.expertCacheFraction, o.expertEviction.code, o.expertDirectIo,
-          placement, o.expertPrefetch, o.memoryLimitBytes, o.memoryFit.code, warmup));
+          placement, o.expertPrefetch, o.memoryLimitBytes, o.memoryFit.code, warmup,
+          o.device.code, o.gpuIndex, o.gpuMemoryBytes));
     } catch (MoeException e) {
       if (bridge != null) bridge.rethrow();
       throw e;
@@ -69,6 +70,14 @@ public final class Model implements AutoCloseable {
   /** A new context. */
   public Context newContext(ContextOptions options) {
     return new Context(this, options);
+  }
+
+  /**
+   * Where the forward passes run: {@code "cpu"}, {@code "cpu (why no GPU)"} after {@link
+   * Device#AUTO}, or {@code "cuda:N NAME (what it holds)"}.
+   */
+  public String device() {
+    return Utf8.decode(get().Device());
   }
 
   /** The model's hyper-parameters and vocabulary facts. */

@@ -13,6 +13,9 @@ public final class ModelOptions {
   boolean expertPrefetch = true;
   long memoryLimitBytes;
   MemoryFit memoryFit = MemoryFit.CACHE_EXPERTS;
+  Device device = Device.CPU;
+  int gpuIndex;
+  long gpuMemoryBytes;
 
   /**
    * Leave the weights in the memory-mapped file instead of copying them into memory (default
@@ -89,6 +92,27 @@ public final class ModelOptions {
   /** What a model larger than its memory does (default {@link MemoryFit#CACHE_EXPERTS}). */
   public ModelOptions memoryFit(MemoryFit fit) {
     memoryFit = java.util.Objects.requireNonNull(fit, "memoryFit is null");
+    return this;
+  }
+
+  /** Where the model runs (default {@link Device#CPU}; {@code moe_model_params.device}). */
+  public ModelOptions device(Device d) {
+    device = java.util.Objects.requireNonNull(d, "device is null");
+    return this;
+  }
+
+  /** Which CUDA device (default 0). */
+  public ModelOptions gpuIndex(int index) {
+    gpuIndex = index;
+    return this;
+  }
+
+  /**
+   * Device memory the weights may take in bytes (0, the default: the free memory less a reserve);
+   * routed experts beyond it stay in host memory and run on the CPU.
+   */
+  public ModelOptions gpuMemoryBytes(long bytes) {
+    gpuMemoryBytes = bytes;
     return this;
   }
 

@@ -352,6 +352,24 @@ class MoeTest {
     assertEquals(Status.OUT_OF_MEMORY, e.status());
   }
 
+  // Without a GPU (CI): CUDA asked for is UNSUPPORTED with the reason; AUTO runs on the CPU and
+  // says so. With one, the GPU tests run it.
+  @Test
+  void deviceChoiceWithoutAGpu() {
+    String path = FIXTURES.resolve("tiny-qwen2moe-f32.gguf").toString();
+    assertEquals("cpu", model.device());
+    try (Model auto = Model.load(path, new ModelOptions().device(Device.AUTO))) {
+      if (!auto.device().startsWith("cpu")) return;  // a GPU is here
+      assertTrue(auto.device().startsWith("cpu ("), auto.device());
+      MoeException e = assertThrows(MoeException.class,
+          () -> Model.load(path, new ModelOptions().device(Device.CUDA)));
+      assertEquals(Status.UNSUPPORTED, e.status());
+      assertTrue(e.getMessage().contains("a CUDA device was asked for"), e.getMessage());
+    }
+    assertThrows(MoeException.class,
+        () -> Model.load(path, new ModelOptions().device(Device.AUTO).gpuMemoryBytes(-1)));
+  }
+
   @Test
   void nullArgumentsAreNamed() {
     try (Context ctx = model.newContext()) {
