@@ -42,6 +42,7 @@ struct Options {
   moe::cli::DistributedFlags distributed;
   bool json = false;
   double bandwidth_gib = 1.0;
+  double bandwidth_gbps = 0;  // given instead of measured (a GPU's memory); 0: measure the host's
   std::string text;           // tokens to process instead of random ones and greedy continuations
   std::vector<int> parallel;  // the batching engine at these numbers of sequences
   int prefix_ttft = 0;        // time to first token of requests sharing this many prompt tokens
@@ -287,7 +288,9 @@ int Run(const Options& o) {
     return 1;
   }
   const int64_t peak_rss = (*ranks)[0].peak_rss;
-  const double bw = moe::bench::MeasureReadBandwidth(o.threads, o.bandwidth_gib);
+  const double bw = o.bandwidth_gbps > 0
+                        ? o.bandwidth_gbps
+                        : moe::bench::MeasureReadBandwidth(o.threads, o.bandwidth_gib);
   // With the expert cache, the disk is the other limit: missed bytes / its bandwidth.
   double disk_bw = 0;
   if (store != nullptr) {
@@ -314,8 +317,9 @@ int Run(const Options& o) {
     std::printf("model: %s (%s, %lld layers, %lld experts top-%lld)\n", o.model.c_str(),
                 std::string(moe::ArchName((*engine)->model()->spec().arch)).c_str(),
                 (long long)h.n_layer, (long long)h.n_expert, (long long)h.n_expert_used);
-    std::printf("threads %d, load %s, simd %s, streaming read bandwidth %.1f GB/s\n", o.threads,
-                o.load.c_str(), simd.c_str(), bw);
+    std::printf("threads %d, load %s, simd %s, %s bandwidth %.1f GB/s\n", o.threads, o.load.c_str(),
+                simd.c_str(), o.bandwidth_gbps > 0 ? "given memory" : "streaming read", bw);
+    std::printf("device: %s\n", (*engine)->device_note().c_str());
     std::printf("layout: %.0f%% of weight bytes in 16-row groups\n", 100.0 * grouped);
     std::printf("%s\n", moe::cli::ExpertPlacementLine(**engine).c_str());
     if (store != nullptr) {
@@ -430,6 +434,10 @@ int main(int argc, char** argv) {
   app.add_option("--bandwidth-gib", o.bandwidth_gib, "buffer for the bandwidth measurement")
       ->check(moe::cli::NumberIn(1.0 / 1024, 1024))
       ->capture_default_str();
+  app.add_option("--bandwidth-gbps", o.bandwidth_gbps,
+                 "the memory bandwidth to hold the speeds against, instead of measuring the "
+                 "host's (a GPU's: e.g. 4800 for an H200's HBM3e)")
+      ->check(moe::cli::NumberIn(0.001, 1e6));
   app.add_flag("--json", o.json, "one JSON object per test");
   app.add_option("--text", o.text,
                  "text file (the model's tokenizer): prompts are its tokens, and generation feeds "
