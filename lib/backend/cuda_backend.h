@@ -26,20 +26,22 @@ struct HostTensor {
   DType dtype = DType::kF32;
   int64_t rows = 1, cols = 0;  // the last dimension, and the product of the others
   bool routed_expert = false;
+  int32_t layer = -1, expert = -1;  // of a routed expert's matrix
 };
 
 struct DeviceWeightsOptions {
   int device = 0;
   // Device memory the weights may take: every other weight first, then the routed experts in
-  // the order given until it is spent (those left run on the CPU). 0: the device's free memory
-  // less a reserve for activations and K/V (a tenth, at least 1 GiB).
+  // the order given until it is spent (those left run on the CPU; OrderExpertsForDevice puts the
+  // hottest first). 0: the device's free memory less a reserve for activations and K/V (a
+  // tenth, at least 1 GiB).
   size_t budget_bytes = 0;
 };
 
 struct DeviceWeightsInfo {
   std::string device_name;
   size_t bytes = 0;  // of weights on the device
-  int64_t experts_on_device = 0, experts_on_host = 0;
+  int64_t expert_matrices_on_device = 0, expert_matrices_on_host = 0;
 };
 
 // The device's copy of a model's weights; shared by the CUDA backends of one model.

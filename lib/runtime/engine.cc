@@ -12,6 +12,7 @@
 #include "lib/import/model_loader.h"
 #include "lib/model/arch/architecture.h"
 #include "lib/model/forward.h"
+#include "lib/runtime/device_placement.h"
 #include "lib/runtime/weight_copy.h"
 
 namespace moe {
@@ -271,7 +272,18 @@ absl::Status Engine::UploadToDevice(const LoadOptions& options) {
     h.cols = t.shape.back();
     h.rows = t.num_elements() / std::max<int64_t>(h.cols, 1);
     h.routed_expert = t.expert >= 0;
+    h.layer = t.layer;
+    h.expert = t.expert;
     tensors.push_back(h);
+  }
+  // With a routing profile, the experts that take the most tokens take the device first.
+  if (!options.expert_warmup_path.empty()) {
+    const HParams& hp = model_->hp();
+    MOE_ASSIGN_OR_RETURN(
+        RoutingProfile profile,
+        RoutingProfile::ReadFile(options.expert_warmup_path, static_cast<int>(hp.n_layer),
+                                 static_cast<int>(hp.n_expert)));
+    OrderExpertsForDevice(profile, &tensors);
   }
   for (const std::vector<float>& v : model_->vectors()) {
     tensors.push_back({reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float),
@@ -284,9 +296,10 @@ absl::Status Engine::UploadToDevice(const LoadOptions& options) {
   const DeviceWeightsInfo& info = device_weights_->info();
   device_note_ = absl::StrFormat("cuda:%d %s (%.1f MiB of weights", options.device_index,
                                  info.device_name, MiB(info.bytes));
-  if (info.experts_on_host > 0) {
-    absl::StrAppendFormat(&device_note_, "; %d routed expert matrices on the CPU",
-                          info.experts_on_host);
+  if (info.expert_matrices_on_host > 0) {
+    absl::StrAppendFormat(&device_note_, "; %d of %d routed expert matrices on the CPU",
+                          info.expert_matrices_on_host,
+                          info.expert_matrices_on_host + info.expert_matrices_on_device);
   }
   if (expert_store_ != nullptr) absl::StrAppend(&device_note_, "; cached experts on the CPU");
   absl::StrAppend(&device_note_, ")");

@@ -87,7 +87,7 @@ TEST_P(CudaBackendTest, LogitsMatchTheCpuBackend) {
   auto gpu = Engine::Load(GgufOf(GetParam()), o);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   ASSERT_NE((*gpu)->device_weights(), nullptr);
-  EXPECT_EQ((*gpu)->device_weights()->info().experts_on_host, 0);
+  EXPECT_EQ((*gpu)->device_weights()->info().expert_matrices_on_host, 0);
   auto want = testing::EngineLogits(**cpu);
   auto got = testing::EngineLogits(**gpu);
   ASSERT_TRUE(want.ok()) << want.status();
@@ -107,7 +107,7 @@ TEST_P(CudaBackendTest, ExpertsLeftOnTheCpuGiveTheSameLogits) {
   o.device_memory_bytes = DenseDeviceBytes(**cpu) + 4096;
   auto hybrid = Engine::Load(GgufOf(GetParam()), o);
   ASSERT_TRUE(hybrid.ok()) << hybrid.status();
-  EXPECT_GT((*hybrid)->device_weights()->info().experts_on_host, 0);
+  EXPECT_GT((*hybrid)->device_weights()->info().expert_matrices_on_host, 0);
   auto want = testing::EngineLogits(**cpu);
   auto got = testing::EngineLogits(**hybrid);
   ASSERT_TRUE(want.ok()) << want.status();

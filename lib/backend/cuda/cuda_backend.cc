@@ -60,16 +60,27 @@ class Scratch {
   size_t size_ = 0;
 };
 
+// The backend's stream; destroyed after what was queued on it has run, and after the cuBLAS
+// handle and the scratch that use it (declared before them).
+class Stream {
+ public:
+  ~Stream() {
+    if (s_ != nullptr) {
+      cudaStreamSynchronize(s_);
+      cudaStreamDestroy(s_);
+    }
+  }
+  cudaError_t Create() { return cudaStreamCreate(&s_); }
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend(std::shared_ptr<const CudaWeights> weights, std::unique_ptr<Backend> cpu)
       : weights_(std::move(weights)), cpu_(std::move(cpu)) {}
-  ~CudaBackend() override {
-    if (stream_ != nullptr) {
-      cudaStreamSynchronize(stream_);
-      cudaStreamDestroy(stream_);
-    }
-  }
 
   absl::Status Init() {
     if (cudaError_t e = cudaSetDevice(weights_->device()); e != cudaSuccess) {
@@ -77,9 +88,10 @@ class CudaBackend final : public Backend {
     }
     // A blocking stream: the kernels that run on the legacy default stream (activation
     // quantization) stay ordered with it.
-    if (cudaError_t e = cudaStreamCreate(&stream_); e != cudaSuccess) {
+    if (cudaError_t e = stream_holder_.Create(); e != cudaSuccess) {
       return absl::InternalError(cuda::CudaError("creating a stream", e));
     }
+    stream_ = stream_holder_.get();
     if (std::string e = blas_.Create(stream_); !e.empty()) return absl::InternalError(e);
     return absl::OkStatus();
   }
@@ -367,6 +379,7 @@ class CudaBackend final : public Backend {
 
   std::shared_ptr<const CudaWeights> weights_;
   std::unique_ptr<Backend> cpu_;
+  Stream stream_holder_;
   cudaStream_t stream_ = nullptr;
   cuda::BlasHandle blas_;
   Scratch q8_, gemm_w_, gemm_x_;

@@ -77,7 +77,7 @@ absl::StatusOr<std::shared_ptr<const CudaWeights>> CudaWeights::Upload(
       if (t.routed_expert != experts) continue;
       const size_t bytes = device_bytes(t);
       if (experts && used + bytes > budget) {
-        ++w->info_.experts_on_host;
+        ++w->info_.expert_matrices_on_host;
         continue;
       }
       void* p = nullptr;
@@ -102,7 +102,7 @@ absl::StatusOr<std::shared_ptr<const CudaWeights>> CudaWeights::Upload(
       }
       if (e != cudaSuccess) return CudaStatus("copying the weights to the device", e);
       used += bytes;
-      w->info_.experts_on_device += experts;
+      w->info_.expert_matrices_on_device += experts;
     }
   }
   w->info_.bytes = used;
