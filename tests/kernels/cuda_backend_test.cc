@@ -14,30 +14,12 @@
 #include "gtest/gtest.h"
 #include "lib/runtime/engine.h"
 #include "tests/support/device_logits.h"
+#include "tests/support/fixture_dirs.h"
 
 namespace moe {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::vector<fs::path> FixtureDirs() {
-  std::vector<fs::path> dirs;
-  for (const char* set : {"fixtures", "fixtures-v2"}) {
-    const fs::path root = fs::path(MOE_TESTDATA_DIR) / set;
-    if (!fs::exists(root)) continue;
-    for (const auto& e : fs::directory_iterator(root)) {
-      if (e.is_directory() && fs::exists(e.path() / (e.path().filename().string() + ".gguf"))) {
-        dirs.push_back(e.path());
-      }
-    }
-  }
-  std::sort(dirs.begin(), dirs.end());
-  return dirs;
-}
-
-std::string GgufOf(const fs::path& dir) {
-  return (dir / (dir.filename().string() + ".gguf")).string();
-}
 
 // Device bytes of everything but the routed experts (F16/BF16 matrices are widened to F32).
 size_t DenseDeviceBytes(const Engine& engine) {
@@ -80,11 +62,11 @@ class CudaBackendTest : public ::testing::TestWithParam<fs::path> {
 TEST_P(CudaBackendTest, LogitsMatchTheCpuBackend) {
   LoadOptions cpu_options;
   cpu_options.repack = false;  // the blocks as stored, as the device reads them
-  auto cpu = Engine::Load(GgufOf(GetParam()), cpu_options);
+  auto cpu = Engine::Load(testing::FixtureGguf(GetParam()), cpu_options);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   LoadOptions o;
   o.device = ComputeDevice::kCuda;
-  auto gpu = Engine::Load(GgufOf(GetParam()), o);
+  auto gpu = Engine::Load(testing::FixtureGguf(GetParam()), o);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   ASSERT_NE((*gpu)->device_weights(), nullptr);
   EXPECT_EQ((*gpu)->device_weights()->info().expert_matrices_on_host, 0);
@@ -100,12 +82,12 @@ TEST_P(CudaBackendTest, LogitsMatchTheCpuBackend) {
 TEST_P(CudaBackendTest, ExpertsLeftOnTheCpuGiveTheSameLogits) {
   LoadOptions cpu_options;
   cpu_options.repack = false;
-  auto cpu = Engine::Load(GgufOf(GetParam()), cpu_options);
+  auto cpu = Engine::Load(testing::FixtureGguf(GetParam()), cpu_options);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   LoadOptions o;
   o.device = ComputeDevice::kCuda;
   o.device_memory_bytes = DenseDeviceBytes(**cpu) + 4096;
-  auto hybrid = Engine::Load(GgufOf(GetParam()), o);
+  auto hybrid = Engine::Load(testing::FixtureGguf(GetParam()), o);
   ASSERT_TRUE(hybrid.ok()) << hybrid.status();
   EXPECT_GT((*hybrid)->device_weights()->info().expert_matrices_on_host, 0);
   auto want = testing::EngineLogits(**cpu);
@@ -120,19 +102,13 @@ TEST_P(CudaBackendTest, ABudgetBelowTheOtherWeightsIsAnError) {
   LoadOptions o;
   o.device = ComputeDevice::kCuda;
   o.device_memory_bytes = 1024;
-  auto engine = Engine::Load(GgufOf(GetParam()), o);
+  auto engine = Engine::Load(testing::FixtureGguf(GetParam()), o);
   ASSERT_FALSE(engine.ok());
   EXPECT_EQ(engine.status().code(), absl::StatusCode::kResourceExhausted) << engine.status();
 }
 
-INSTANTIATE_TEST_SUITE_P(AllFixtures, CudaBackendTest, ::testing::ValuesIn(FixtureDirs()),
-                         [](const ::testing::TestParamInfo<fs::path>& info) {
-                           std::string name = info.param.filename().string();
-                           for (char& c : name) {
-                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(AllFixtures, CudaBackendTest, ::testing::ValuesIn(testing::FixtureDirs()),
+                         testing::FixtureTestName);
 
 }  // namespace
 }  // namespace moe

@@ -21,29 +21,12 @@
 #include "lib/model/forward.h"
 #include "lib/model/model.h"
 #include "lib/runtime/engine.h"
+#include "tests/support/fixture_dirs.h"
 
 namespace moe {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Every folder of both sets: fixtures/ (llama.cpp c392e50) and fixtures-v2/ (mainline 3f545be,
-// the newer families).
-std::vector<fs::path> FixtureDirs() {
-  std::vector<fs::path> dirs;
-  for (const char* set : {"fixtures", "fixtures-v2"}) {
-    fs::path root = fs::path(MOE_TESTDATA_DIR) / set;
-    if (!fs::exists(root)) continue;
-    for (const auto& e : fs::directory_iterator(root)) {
-      if (e.is_directory() && fs::exists(e.path() / (e.path().filename().string() + ".gguf"))) {
-        dirs.push_back(e.path());
-      }
-    }
-  }
-  std::sort(dirs.begin(), dirs.end(),
-            [](const fs::path& a, const fs::path& b) { return a.filename() < b.filename(); });
-  return dirs;
-}
 
 class FixtureTest : public ::testing::TestWithParam<fs::path> {};
 
@@ -152,13 +135,8 @@ TEST(LatentAttentionTest, CacheHoldsTheLatentAndTheRopeKeyOnly) {
   EXPECT_EQ(PagedKvStorage::BlockBytes(shape), 32 * per_token * 2);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllFixtures, FixtureTest, ::testing::ValuesIn(FixtureDirs()),
-                         [](const auto& info) {
-                           std::string s = info.param.filename().string();
-                           std::replace_if(
-                               s.begin(), s.end(), [](char c) { return !isalnum(c); }, '_');
-                           return s;
-                         });
+INSTANTIATE_TEST_SUITE_P(AllFixtures, FixtureTest, ::testing::ValuesIn(testing::FixtureDirs()),
+                         testing::FixtureTestName);
 
 }  // namespace
 }  // namespace moe

@@ -12,6 +12,7 @@
 #include "lib/kv/paged_kv_cache.h"
 #include "lib/model/forward.h"
 #include "lib/runtime/engine.h"
+#include "tests/support/fixture_dirs.h"
 #include "tests/support/guarded_backend.h"
 
 namespace moe {
@@ -19,23 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::GuardedBackend;
-
-std::vector<fs::path> FixtureDirs() {
-  std::vector<fs::path> dirs;
-  for (const char* set : {"fixtures", "fixtures-v2"}) {
-    const fs::path root = fs::path(MOE_TESTDATA_DIR) / set;
-    if (!fs::exists(root)) continue;
-    for (const auto& e : fs::directory_iterator(root)) {
-      if (e.is_directory() && fs::exists(e.path() / (e.path().filename().string() + ".gguf"))) {
-        dirs.push_back(e.path());
-      }
-    }
-  }
-  std::sort(dirs.begin(), dirs.end());
-  return dirs;
-}
-
-fs::path GgufOf(const fs::path& dir) { return dir / (dir.filename().string() + ".gguf"); }
 
 // Logits of a prompt (every row), three single-token steps, then a batched step of two new
 // sequences, one wanting every row and one its last; and what a routing observer was told.
@@ -101,7 +85,7 @@ Outputs Drive(const std::shared_ptr<const Model>& model, Backend& backend, Exper
 class ForwardBackendMemoryTest : public ::testing::TestWithParam<fs::path> {};
 
 TEST_P(ForwardBackendMemoryTest, RunsOnMemoryTheHostCannotTouch) {
-  auto engine = Engine::Load(GgufOf(GetParam()).string(), LoadOptions{});
+  auto engine = Engine::Load(testing::FixtureGguf(GetParam()), LoadOptions{});
   ASSERT_TRUE(engine.ok()) << engine.status();
   auto cpu = CreateCpuBackend({2, true});
   const Outputs want = Drive((*engine)->model(), *cpu, nullptr);
@@ -116,11 +100,11 @@ TEST_P(ForwardBackendMemoryTest, RunsOnMemoryTheHostCannotTouch) {
 // Routed experts read from the file into the expert cache (host memory the backend reads as
 // weights) run on guarded activations alike.
 TEST_P(ForwardBackendMemoryTest, ExpertsFromTheCacheToo) {
-  auto resident = Engine::Load(GgufOf(GetParam()).string(), LoadOptions{});
+  auto resident = Engine::Load(testing::FixtureGguf(GetParam()), LoadOptions{});
   ASSERT_TRUE(resident.ok()) << resident.status();
   LoadOptions o;
   o.expert_cache_fraction = 0.5;
-  auto cached = Engine::Load(GgufOf(GetParam()).string(), o);
+  auto cached = Engine::Load(testing::FixtureGguf(GetParam()), o);
   ASSERT_TRUE(cached.ok()) << cached.status();
   if ((*cached)->expert_store() == nullptr) GTEST_SKIP() << "this model's experts are not cached";
   auto cpu = CreateCpuBackend({2, true});
@@ -130,14 +114,8 @@ TEST_P(ForwardBackendMemoryTest, ExpertsFromTheCacheToo) {
   EXPECT_EQ(got.logits, want.logits);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllFixtures, ForwardBackendMemoryTest, ::testing::ValuesIn(FixtureDirs()),
-                         [](const ::testing::TestParamInfo<fs::path>& info) {
-                           std::string name = info.param.filename().string();
-                           for (char& c : name) {
-                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(AllFixtures, ForwardBackendMemoryTest,
+                         ::testing::ValuesIn(testing::FixtureDirs()), testing::FixtureTestName);
 
 // The guard itself: a host write into its memory outside an operation kills the process, inside
 // one it lands; and every allocation is given back.
