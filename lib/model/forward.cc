@@ -165,6 +165,11 @@ absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
                         costed ? row_expert_bytes_.data() : nullptr,
                         costed ? row_expert_macs_.data() : nullptr};
   for (int l = 0; l < h.n_layer; ++l) {
+    if (l > 0 && cancel_check_ && cancel_check_()) {
+      // What was queued still runs; the rows it writes lie past the caches' sizes.
+      be.TakeError().IgnoreError();
+      return absl::CancelledError(absl::StrCat("cancelled before layer ", l));
+    }
     const LayerWeights& L = model_->layers()[l];
     switch (L.parts.attention) {
       case AttentionPart::kGroupedQuery:

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -68,6 +69,10 @@ class Transformer {
     mixture_.set_expert_parallel(comm, ranks);
   }
 
+  // Asked between layers: true ends the step with Cancelled, the caches' sizes as they were (a
+  // cancellation point inside a long step; null: none).
+  void set_cancel_check(std::function<bool()> check) { cancel_check_ = std::move(check); }
+
   const Model& model() const { return *model_; }
 
  private:
@@ -81,6 +86,7 @@ class Transformer {
   MixtureFeedForward mixture_;
   std::vector<int32_t> positions_;
   std::vector<RoutingHistory*> histories_;  // per token, when a chunk has a routing history
+  std::function<bool()> cancel_check_;
   // Adds each chunk's tokens' cost (SequenceCost) to the chunk and the telemetry.
   void AddCosts(absl::Span<const SequenceChunk> batch, Telemetry* tel);
   std::vector<int64_t> row_expert_bytes_, row_expert_macs_;  // per row of the step

@@ -135,7 +135,12 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const E
   const int64_t n_ctx = cache.n_ctx();
   auto session = std::unique_ptr<Session>(
       new Session(std::move(engine), std::move(backend), std::move(cache), options));
-  if (session->engine_->expert_ranks() != nullptr) {
+  if (session->engine_->expert_ranks() == nullptr) {
+    // A cancellation also stops a step between layers (a long prompt chunk, a slow expert read).
+    // Not over ranks: the serving ranks run every step whole.
+    Session* s = session.get();
+    session->transformer_.set_cancel_check([s] { return s->cancel_requested(); });
+  } else {
     session->driver_ = std::make_unique<StepDriver>(comm, *session->engine_->model(),
                                                     *session->engine_->expert_ranks());
     MOE_RETURN_IF_ERROR(session->driver_->Open(options, n_ctx));

@@ -188,6 +188,39 @@ TEST(ForwardErrorsTest, BadInputIsAnErrorAndLeavesTheCacheUntouched) {
             absl::StatusCode::kResourceExhausted);
 }
 
+// A cancellation point between layers: the step ends Cancelled at the layer it was asked
+// before, the cache's size is unchanged, and the next steps give what an uncancelled run gives.
+TEST(ForwardCancelTest, StopsBetweenLayersAndLeavesTheCacheAsItWas) {
+  RandomModelOptions o;
+  o.n_layer = 3;
+  auto model = Model::Create(MakeRandomModel(o));
+  ASSERT_TRUE(model.ok());
+  const HParams& h = (*model)->hp();
+  auto backend = CreateCpuBackend(1);
+  const std::vector<int32_t> prompt = {3, 1, 4, 1, 5}, next = {9};
+  std::vector<float> want, got;
+  {
+    Transformer tf(*model, backend.get());
+    auto cache = KvCache::Create(h.n_layer, 16, h.n_head_kv, h.head_dim, DType::kF32);
+    ASSERT_TRUE(tf.Forward(prompt, *cache, LogitsFor::kLast, &want).ok());
+    ASSERT_TRUE(tf.Forward(next, *cache, LogitsFor::kLast, &want).ok());
+  }
+  Transformer tf(*model, backend.get());
+  int asked = 0;
+  bool cancel = true;
+  tf.set_cancel_check([&] { return ++asked == 2 && cancel; });  // before layer 2
+  auto cache = KvCache::Create(h.n_layer, 16, h.n_head_kv, h.head_dim, DType::kF32);
+  const absl::Status s = tf.Forward(prompt, *cache, LogitsFor::kLast, &got);
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+  EXPECT_NE(std::string(s.message()).find("layer 2"), std::string::npos) << s;
+  EXPECT_EQ(asked, 2);
+  EXPECT_EQ(cache->size(), 0);
+  cancel = false;
+  ASSERT_TRUE(tf.Forward(prompt, *cache, LogitsFor::kLast, &got).ok());
+  ASSERT_TRUE(tf.Forward(next, *cache, LogitsFor::kLast, &got).ok());
+  EXPECT_EQ(got, want);
+}
+
 TEST(ForwardTelemetryTest, CountsEveryRoutedTokenOnce) {
   RandomModelOptions o;
   auto model = Model::Create(MakeRandomModel(o));
