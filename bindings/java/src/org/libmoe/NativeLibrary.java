@@ -15,10 +15,14 @@ import java.util.Locale;
  *
  * <p>Set the system property {@code moe.native.dir} to load the two libraries from a directory
  * instead (for example a system installation).
+ *
+ * <p>A jar built with CUDA also carries {@code libmoe_cuda.so}, the CUDA backend's module: it is
+ * extracted beside libmoe, which opens it only when a model asks for a GPU ({@link Device}).
  */
 public final class NativeLibrary {
   // libmoe first: the JNI library's dependency on it is then already satisfied by its SONAME.
   private static final String[] LIBRARIES = {"libmoe.so.0", "libmoe_jni.so"};
+  private static final String CUDA_MODULE = "libmoe_cuda.so";  // optional, never loaded here
   private static boolean loaded;
 
   private NativeLibrary() {}
@@ -57,6 +61,13 @@ public final class NativeLibrary {
                   + "); set -Dmoe.native.dir to a directory holding " + String.join(", ", LIBRARIES));
         }
         Path file = dir.resolve(name);
+        Files.copy(in, file, StandardCopyOption.REPLACE_EXISTING);
+        file.toFile().deleteOnExit();
+      }
+    }
+    try (InputStream in = NativeLibrary.class.getResourceAsStream(folder + CUDA_MODULE)) {
+      if (in != null) {
+        Path file = dir.resolve(CUDA_MODULE);
         Files.copy(in, file, StandardCopyOption.REPLACE_EXISTING);
         file.toFile().deleteOnExit();
       }
