@@ -74,13 +74,21 @@ __global__ void QuantMatVecWarpKernel(DType t, const uint8_t* w, int64_t row_byt
 
 }  // namespace
 
-std::string QuantizeActivations(const float* x, int64_t n, int64_t span, Q8Block* out) {
+std::string QuantizeActivationsOn(const float* x, int64_t n, int64_t span, Q8Block* out,
+                                  void* stream) {
   if (span < 1 || n < 0 || n % (32 * span) != 0) return "activations of whole spans needed";
   const int64_t spans = n / (32 * span);
   if (spans == 0) return {};
   const int64_t grid = (spans + kThreads - 1) / kThreads;
   if (grid > 0x7fffffff) return "too many activations for one launch";
-  QuantizeKernel<<<static_cast<unsigned>(grid), kThreads>>>(x, spans, span, out);
+  QuantizeKernel<<<static_cast<unsigned>(grid), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      x, spans, span, out);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return CudaError("launch", e);
+  return {};
+}
+
+std::string QuantizeActivations(const float* x, int64_t n, int64_t span, Q8Block* out) {
+  if (std::string e = QuantizeActivationsOn(x, n, span, out, nullptr); !e.empty()) return e;
   return Synchronize();
 }
 

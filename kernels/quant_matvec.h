@@ -34,7 +34,12 @@ std::string QuantMatVecWarpFromHost(DType t, const void* w, size_t w_bytes, cons
 // Activations x (n floats, device memory) to 8-bit blocks out (n / 32), `span` blocks sharing a
 // scale (1, or 8 for K-quant weights: BlocksPerScale), one thread per span, as the CPU's
 // QuantizeActivations does bit for bit.
+// Waits for the device.
 std::string QuantizeActivations(const float* x, int64_t n, int64_t span, Q8Block* out);
+// The same queued on `stream` (a cudaStream_t; null: the default stream) without waiting: the
+// error returned is the launch's.
+std::string QuantizeActivationsOn(const float* x, int64_t n, int64_t span, Q8Block* out,
+                                  void* stream);
 
 // y = w . x for float activations x, quantized on the device first (span as the CPU picks it
 // for t), all from and to host memory: the decode path of a matrix, for tests and checks.

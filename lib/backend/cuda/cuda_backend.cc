@@ -86,8 +86,8 @@ class CudaBackend final : public Backend {
     if (cudaError_t e = cudaSetDevice(weights_->device()); e != cudaSuccess) {
       return absl::InternalError(cuda::CudaError("selecting the device", e));
     }
-    // A blocking stream: the kernels that run on the legacy default stream (activation
-    // quantization) stay ordered with it.
+    // A blocking stream: anything a launcher queues on the legacy default stream stays ordered
+    // with it.
     if (cudaError_t e = stream_holder_.Create(); e != cudaSuccess) {
       return absl::InternalError(cuda::CudaError("creating a stream", e));
     }
@@ -166,7 +166,7 @@ class CudaBackend final : public Backend {
       const int64_t span = shape.elems == 256 ? 8 : 1;
       if (!Note(q8_.Reserve(static_cast<size_t>(d->cols / 32) * sizeof(Q8Block)))) return;
       auto* q = static_cast<Q8Block*>(q8_.get());
-      if (!Note(cuda::QuantizeActivations(x, d->cols, span, q))) return;
+      if (!Note(cuda::QuantizeActivationsOn(x, d->cols, span, q, stream_))) return;
       Note(cuda::QuantMatVecWarp(d->dtype, d->data, q, y, d->rows, d->cols, stream_));
       return;
     }
