@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/backend/cuda/cuda_module.h"
+#include "lib/backend/device_split.h"
 #include "lib/base/half.h"
 
 namespace moe::cuda {
@@ -52,10 +53,6 @@ absl::StatusOr<std::shared_ptr<const CudaWeights>> CudaWeights::Upload(
     const size_t reserve = std::max<size_t>(size_t{1} << 30, total / 10);
     budget = free_bytes > reserve ? free_bytes - reserve : 0;
   }
-  auto device_bytes = [](const HostTensor& t) {
-    return Widened(t.dtype) ? static_cast<size_t>(t.rows * t.cols) * sizeof(float) : t.bytes;
-  };
-  size_t dense = 0;
   for (const HostTensor& t : tensors) {
     if (IsRuntimeLayout(t.dtype)) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -63,49 +60,38 @@ absl::StatusOr<std::shared_ptr<const CudaWeights>> CudaWeights::Upload(
           ", a row layout of the CPU kernels: load the model without re-laying its rows for the "
           "GPU (LoadOptions::repack = false; the runtime does so when a device is asked for)"));
     }
-    if (!t.routed_expert) dense += device_bytes(t);
   }
-  if (dense > budget) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("the model's weights other than its routed experts take ", dense,
-                     " bytes of device memory, more than the ", budget, " bytes it may use"));
-  }
-  size_t used = 0;
-  // Two passes: every other weight, then the experts in order while they fit.
-  for (const bool experts : {false, true}) {
-    for (const HostTensor& t : tensors) {
-      if (t.routed_expert != experts) continue;
-      const size_t bytes = device_bytes(t);
-      if (experts && used + bytes > budget) {
-        ++w->info_.expert_matrices_on_host;
-        continue;
-      }
-      void* p = nullptr;
-      if (cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 1)); e != cudaSuccess) {
-        return CudaStatus("allocating device memory for the weights", e);
-      }
-      Entry entry{t.data,
-                  t.bytes,
-                  static_cast<uint8_t*>(p),
-                  RowBytes(t.dtype, t.cols),
-                  0,
-                  t.dtype,
-                  Widened(t.dtype) ? DType::kF32 : t.dtype};
-      entry.device_row_bytes = RowBytes(entry.device_dtype, t.cols);
-      w->entries_.push_back(entry);  // freed by the destructor from here on
-      cudaError_t e = cudaSuccess;
-      if (Widened(t.dtype)) {
-        const std::vector<float> wide = Widen(t);
-        e = cudaMemcpy(p, wide.data(), bytes, cudaMemcpyHostToDevice);
-      } else {
-        e = cudaMemcpy(p, t.data, bytes, cudaMemcpyHostToDevice);
-      }
-      if (e != cudaSuccess) return CudaStatus("copying the weights to the device", e);
-      used += bytes;
-      w->info_.expert_matrices_on_device += experts;
+  absl::StatusOr<DeviceSplit> split = SplitForDevice(tensors, budget);
+  if (!split.ok()) return split.status();
+  w->info_.expert_matrices_on_device = split->expert_matrices_on_device;
+  w->info_.expert_matrices_on_host = split->expert_matrices_on_host;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (!split->on_device[i]) continue;
+    const HostTensor& t = tensors[i];
+    const size_t bytes = DeviceBytes(t);
+    void* p = nullptr;
+    if (cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 1)); e != cudaSuccess) {
+      return CudaStatus("allocating device memory for the weights", e);
     }
+    Entry entry{t.data,
+                t.bytes,
+                static_cast<uint8_t*>(p),
+                RowBytes(t.dtype, t.cols),
+                0,
+                t.dtype,
+                Widened(t.dtype) ? DType::kF32 : t.dtype};
+    entry.device_row_bytes = RowBytes(entry.device_dtype, t.cols);
+    w->entries_.push_back(entry);  // freed by the destructor from here on
+    cudaError_t e = cudaSuccess;
+    if (Widened(t.dtype)) {
+      const std::vector<float> wide = Widen(t);
+      e = cudaMemcpy(p, wide.data(), bytes, cudaMemcpyHostToDevice);
+    } else {
+      e = cudaMemcpy(p, t.data, bytes, cudaMemcpyHostToDevice);
+    }
+    if (e != cudaSuccess) return CudaStatus("copying the weights to the device", e);
   }
-  w->info_.bytes = used;
+  w->info_.bytes = split->bytes;
   std::sort(w->entries_.begin(), w->entries_.end(),
             [](const Entry& a, const Entry& b) { return a.host < b.host; });
   return std::shared_ptr<const CudaWeights>(std::move(w));
