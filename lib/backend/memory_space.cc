@@ -5,10 +5,10 @@
 #include <memory>
 #include <new>
 
-#include "absl/base/thread_annotations.h"
+#include <mutex>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "lib/base/anonymous_memory.h"
 
 namespace moe {
@@ -23,7 +23,7 @@ class Host final : public MemorySpace {
       absl::StatusOr<std::unique_ptr<AnonymousMemory>> m = AnonymousMemory::Allocate(bytes);
       if (!m.ok()) return absl::ResourceExhaustedError(m.status().message());
       void* p = (*m)->data();
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       large_.emplace(p, *std::move(m));
       return p;
     }
@@ -36,7 +36,7 @@ class Host final : public MemorySpace {
   void Free(void* p) override {
     if (p == nullptr) return;
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       if (large_.erase(p) > 0) return;
     }
     ::operator delete (p, std::align_val_t{64});
@@ -47,8 +47,10 @@ class Host final : public MemorySpace {
 
  private:
   static constexpr size_t kLarge = size_t{2} << 20;
-  absl::Mutex mu_;
-  absl::flat_hash_map<void*, std::unique_ptr<AnonymousMemory>> large_ ABSL_GUARDED_BY(mu_);
+  // std::mutex, not absl::Mutex: ThreadSanitizer sees the standard library's locks, not those of
+  // Debian's uninstrumented Abseil.
+  std::mutex mu_;
+  absl::flat_hash_map<void*, std::unique_ptr<AnonymousMemory>> large_;  // guarded by mu_
 };
 
 }  // namespace
