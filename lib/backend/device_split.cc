@@ -9,8 +9,7 @@
 namespace moe {
 
 size_t DeviceBytes(const HostTensor& t) {
-  const bool widened = t.dtype == DType::kF16 || t.dtype == DType::kBF16;
-  return widened ? static_cast<size_t>(t.rows * t.cols) * sizeof(float) : t.bytes;
+  return WidenedOnDevice(t.dtype) ? static_cast<size_t>(t.rows * t.cols) * sizeof(float) : t.bytes;
 }
 
 absl::StatusOr<DeviceSplit> SplitForDevice(absl::Span<const HostTensor> tensors,

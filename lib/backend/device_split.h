@@ -13,7 +13,11 @@
 
 namespace moe {
 
-// The bytes a tensor takes on the device: F16 and BF16 are widened to F32 there.
+// Whether a type is widened to F32 on the device (F16, BF16: the device's products read F32 or
+// quantized blocks).
+inline bool WidenedOnDevice(DType t) { return t == DType::kF16 || t == DType::kBF16; }
+
+// The bytes a tensor takes on the device.
 size_t DeviceBytes(const HostTensor& t);
 
 struct DeviceSplit {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "lib/backend/device_split.h"
 #include "lib/runtime/engine.h"
 #include "tests/support/device_logits.h"
 #include "tests/support/fixture_dirs.h"
@@ -26,8 +27,7 @@ size_t DenseDeviceBytes(const Engine& engine) {
   size_t bytes = 0;
   for (const TensorSpec& t : engine.model()->spec().tensors) {
     if (t.expert >= 0 || t.shape.size() < 2) continue;
-    const bool widened = t.dtype == DType::kF16 || t.dtype == DType::kBF16;
-    bytes += widened ? static_cast<size_t>(t.num_elements()) * 4 : t.data.size();
+    bytes += WidenedOnDevice(t.dtype) ? static_cast<size_t>(t.num_elements()) * 4 : t.data.size();
   }
   for (const auto& v : engine.model()->vectors()) bytes += v.size() * sizeof(float);
   return bytes;

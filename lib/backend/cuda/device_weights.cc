@@ -17,10 +17,6 @@ absl::Status CudaStatus(const char* what, cudaError_t e) {
   return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(e)));
 }
 
-// F16 and BF16 matrices are widened to F32 for the device's products (cuBLAS SGEMM and the
-// matrix-vector kernels read F32 or quantized blocks).
-bool Widened(DType t) { return t == DType::kF16 || t == DType::kBF16; }
-
 std::vector<float> Widen(const HostTensor& t) {
   const size_t n = static_cast<size_t>(t.rows * t.cols);
   std::vector<float> out(n);
@@ -79,11 +75,11 @@ absl::StatusOr<std::shared_ptr<const CudaWeights>> CudaWeights::Upload(
                 RowBytes(t.dtype, t.cols),
                 0,
                 t.dtype,
-                Widened(t.dtype) ? DType::kF32 : t.dtype};
+                WidenedOnDevice(t.dtype) ? DType::kF32 : t.dtype};
     entry.device_row_bytes = RowBytes(entry.device_dtype, t.cols);
     w->entries_.push_back(entry);  // freed by the destructor from here on
     cudaError_t e = cudaSuccess;
-    if (Widened(t.dtype)) {
+    if (WidenedOnDevice(t.dtype)) {
       const std::vector<float> wide = Widen(t);
       e = cudaMemcpy(p, wide.data(), bytes, cudaMemcpyHostToDevice);
     } else {
