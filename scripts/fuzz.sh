@@ -3,6 +3,9 @@
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     default: 60 seconds for each of every target
 #
+# MOE_FUZZ_TIMEOUT (seconds, default 30): an input running longer is a finding. libFuzzer counts
+# wall-clock time, so raise it when the run may be paused (SIGSTOP beside a benchmark).
+#
 # Builds every fuzz target with -fsanitize=fuzzer,address,undefined (build-fuzz/), then runs each
 # for SECONDS from its seeds (built from the test data), the corpus kept in the repository
 # (tests/fuzz/corpus/<target>/) and the working corpus of earlier runs (build-fuzz/corpus/).
@@ -60,7 +63,7 @@ for t in "${targets[@]}"; do
   out="$build/$t.log"
   set +e
   "$build/tests/fuzz/${t}_libfuzzer" "$work" "$repo_corpus" "$seeds" -max_total_time="$seconds" \
-    -max_len="$max_len" -timeout=30 -rss_limit_mb=6144 -artifact_prefix="$repo_corpus/" \
+    -max_len="$max_len" -timeout="${MOE_FUZZ_TIMEOUT:-30}" -rss_limit_mb=6144 -artifact_prefix="$repo_corpus/" \
     -print_final_stats=1 >"$out" 2>&1
   rc=$?
   set -e

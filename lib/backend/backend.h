@@ -20,6 +20,7 @@
 #include "lib/backend/memory_space.h"
 #include "lib/backend/rope_core.h"
 #include "lib/backend/weight_view.h"
+#include "lib/moe/route_token.h"
 
 namespace moe {
 
@@ -113,6 +114,48 @@ class Backend : public MemorySpace {
   virtual void Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
                          const KvLayerView& kv, float* out,
                          const AttentionOptions& options = {}) = 0;
+
+  // Routing kept in the backend's memory. A device backend that answers true routes a step's
+  // tokens and runs their experts without the host waiting to learn the choices (RouteTokens,
+  // then RunRoutedExperts); the mixture block uses the pair whenever the step needs no routing on
+  // the host (no expert store, routing observer, capacity, load window or expert parallelism)
+  // and reads the choices back once, after the step, for the telemetry. Every backend implements
+  // the pair; false (the CPU's answer) keeps the host path, which is the faster one there.
+  virtual bool routes_in_place() const { return false; }
+
+  // Routes n tokens by route_token.h's core, as Route does without a capacity: logits
+  // [n x c.n_expert] (backend memory; with the router's bias already added) to experts and
+  // weights [n x c.top_k] (best first; -1 and 0 in slots left empty) and entropy [n], all in the
+  // backend's memory. c's selection bias is the model's weight vector, c's disabled mask and the
+  // positions (for the noise) are host memory.
+  virtual void RouteTokens(const TokenRouting& c, const float* logits, const int32_t* positions,
+                           int64_t n, int32_t* experts, float* weights, float* entropy) = 0;
+
+  // One expert's matrices as RunRoutedExperts finds them by id (host views of the model's
+  // weights, as ExpertJob's; an empty gate: the expert has no weights here).
+  struct ExpertMatrices {
+    WeightView gate, up, down;
+    const float* gate_bias = nullptr;
+    const float* up_bias = nullptr;
+    const float* down_bias = nullptr;
+  };
+  // A mixture layer's routed experts over routing in the backend's memory.
+  struct RoutedExperts {
+    absl::Span<const ExpertMatrices> experts;  // by expert id
+    const float* in;                           // [n x d]: the normalised residual stream
+    int64_t n, k;
+    const int32_t* ids;    // [n x k] (backend memory), as RouteTokens writes them
+    const float* weights;  // [n x k] (backend memory)
+    GatedActivation activation = GatedActivation::kSilu;
+    // The shared expert, run over every row (null: none), into shared_out ([n x d], backend
+    // memory); its gate logits [n] (backend memory; null: ungated) weigh it by their sigmoid.
+    const ExpertMatrices* shared = nullptr;
+    float* shared_out = nullptr;
+    const float* shared_gate = nullptr;
+  };
+  // x[t] += sum over j < k of weights[t, j] * FFN_{ids[t, j]}(in[t]), the terms in choice order,
+  // then the shared expert's term last, as the host path's RunExperts + AddWeightedRows.
+  virtual void RunRoutedExperts(const RoutedExperts& r, float* x) = 0;
 
   // y[i] += a * x[i].
   virtual void Axpy(float a, const float* x, int64_t count, float* y) = 0;

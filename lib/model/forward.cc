@@ -164,6 +164,7 @@ absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
                         tel,
                         costed ? row_expert_bytes_.data() : nullptr,
                         costed ? row_expert_macs_.data() : nullptr};
+  mixture_.BeginStep();
   for (int l = 0; l < h.n_layer; ++l) {
     if (l > 0 && cancel_check_ && cancel_check_()) {
       // What was queued still runs; the rows it writes lie past the caches' sizes.
@@ -192,14 +193,20 @@ absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
     }
   }
 
-  if (costed) AddCosts(batch, tel);
+  // Routing kept in the backend is read back (and the rows' costs known) once the step has been
+  // queued to its end: a device waits here only with the logits.
+  auto finish = [&]() -> absl::Status {
+    MOE_RETURN_IF_ERROR(mixture_.FinishStep(ctx));
+    if (costed) AddCosts(batch, tel);
+    return be.TakeError();
+  };
   StageTimer timer(tel, &StageTimes::head_s);
   if (tel) {
     tel->tokens += n;
     tel->weight_bytes_read += model_->output().byte_size() + model_->token_embd().row_bytes() * n;
     for (const auto& L : model_->layers()) tel->weight_bytes_read += L.dense_bytes;
   }
-  if (logit_rows.empty() || logits == nullptr) return be.TakeError();
+  if (logit_rows.empty() || logits == nullptr) return finish();
   const int64_t rows = static_cast<int64_t>(logit_rows.size());
   MOE_ASSIGN_OR_RETURN(float* xn, xn_.Resize(be, rows * h.n_embd));
   // The rows asked for are gathered first, so the norm and the head run once over all of them
@@ -215,7 +222,7 @@ absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
   // The step's one copy back of any size.
   logits->resize(rows * h.n_vocab);
   be.CopyToHost(out, logits->size() * sizeof(float), logits->data());
-  return be.TakeError();
+  return finish();
 }
 
 }  // namespace moe

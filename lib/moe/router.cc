@@ -55,6 +55,38 @@ TokenRouting TokenRoutingOf(const RouterConfig& c, std::vector<uint8_t>* disable
   return t;
 }
 
+namespace {
+
+// One token's scratch for the routing core, kept by the calling thread (a decode step allocates
+// nothing once it has grown).
+struct ThreadScratch {
+  std::vector<float> probs, sel, work, group_score;
+  std::vector<int32_t> order, groups;
+
+  TokenRoutingScratch For(int n_expert, int n_groups) {
+    probs.resize(n_expert);
+    sel.resize(n_expert);
+    work.resize(n_expert);
+    order.resize(n_expert);
+    group_score.resize(std::max(n_groups, 1));
+    groups.resize(std::max(n_groups, 1));
+    return {probs.data(), sel.data(), work.data(), order.data(), group_score.data(), groups.data()};
+  }
+};
+
+thread_local ThreadScratch scratch;
+
+}  // namespace
+
+void RouteEachToken(const TokenRouting& c, const float* logits, const int32_t* positions, int64_t n,
+                    int32_t* experts, float* weights, float* entropy) {
+  const TokenRoutingScratch s = scratch.For(c.n_expert, c.n_groups);
+  for (int64_t t = 0; t < n; ++t) {
+    RouteToken(c, logits + t * c.n_expert, positions ? positions[t] : -1, s, experts + t * c.top_k,
+               weights + t * c.top_k, entropy + t);
+  }
+}
+
 void Route(const RouterConfig& c, absl::Span<const float> logits, int64_t n_tokens, Routing* out) {
   Routing& r = *out;
   r.experts.resize(n_tokens * c.top_k);
@@ -62,26 +94,18 @@ void Route(const RouterConfig& c, absl::Span<const float> logits, int64_t n_toke
   r.entropy.resize(n_tokens);
   r.rerouted = 0;
   r.dropped = 0;
-  thread_local std::vector<float> probs, sel, work, group_score;
-  thread_local std::vector<int32_t> order, groups, load;
+  thread_local std::vector<int32_t> load;
   thread_local std::vector<uint8_t> disabled;
   const TokenRouting tr = TokenRoutingOf(c, &disabled);
-  probs.resize(c.n_expert);
-  sel.resize(c.n_expert);
-  work.resize(c.n_expert);
-  order.resize(c.n_expert);
-  group_score.resize(std::max(c.n_groups, 1));
-  groups.resize(std::max(c.n_groups, 1));
-  const TokenRoutingScratch s{probs.data(), sel.data(),         work.data(),
-                              order.data(), group_score.data(), groups.data()};
   const bool capped = c.policy.capacity_factor > 0.f && n_tokens > 1;
   if (!capped) {
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      RouteToken(tr, logits.data() + t * c.n_expert, c.positions ? c.positions[t] : -1, s,
-                 &r.experts[t * c.top_k], &r.weights[t * c.top_k], &r.entropy[t]);
-    }
+    RouteEachToken(tr, logits.data(), c.positions, n_tokens, r.experts.data(), r.weights.data(),
+                   r.entropy.data());
     return;
   }
+  const TokenRoutingScratch s = scratch.For(c.n_expert, c.n_groups);
+  std::vector<float>& probs = scratch.probs;
+  std::vector<int32_t>& order = scratch.order;
   // Under a capacity every allowed expert is ranked, token after token: the full ones give way
   // to later ones.
   const int64_t capacity = static_cast<int64_t>(

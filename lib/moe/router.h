@@ -94,6 +94,12 @@ struct Routing {
 // disabled-expert mask is copied into `disabled`, which must outlive the result.
 TokenRouting TokenRoutingOf(const RouterConfig& config, std::vector<uint8_t>* disabled);
 
+// Each of n tokens routed on its own by route_token.h's core (Route without a capacity): logits
+// [n x c.n_expert], positions [n] for the noise (null: none); experts and weights [n x c.top_k],
+// entropy [n]. The CPU backend's RouteTokens.
+void RouteEachToken(const TokenRouting& c, const float* logits, const int32_t* positions, int64_t n,
+                    int32_t* experts, float* weights, float* entropy);
+
 // logits: [n_tokens x n_expert] in F32. Scores by the gating function, then top-k by score plus
 // selection bias within the allowed groups (ties: lower expert id first), weighted by score.
 Routing Route(const RouterConfig& config, absl::Span<const float> logits, int64_t n_tokens);

@@ -15,10 +15,12 @@
 #include "gtest/gtest.h"
 #include "lib/backend/backend.h"
 #include "lib/backend/combine_core.h"
+#include "lib/backend/cpu/q8_activations.h"
 #include "lib/backend/cpu/quant_rows.h"
 #include "lib/backend/kv_core.h"
 #include "lib/backend/norm_core.h"
 #include "lib/backend/rope_core.h"
+#include "lib/backend/routed_matvec_core.h"
 #include "lib/base/dtype.h"
 
 namespace moe {
@@ -86,6 +88,54 @@ TEST(DeviceDecompositionTest, RopeOneThreadPerPairIsTheCpuBackends) {
                  std::sin(theta) * rope.magnitude);
     }
     EXPECT_TRUE(SameBits(got, want));
+  }
+}
+
+// The routed-expert kernel (routed_experts.cu) splits each choice's row over RoutedLanes lanes,
+// lane l taking blocks l, l + lanes, ..., and adds the lanes' parts by xor shuffles. Run that
+// way on the CPU, each row equals the CPU backend's product of the same matrix and input to
+// within float rounding of the order of the sum (the same 8-bit activations, the same block
+// arithmetic), for F32 rows, 32-value block types and a K-quant.
+TEST(DeviceDecompositionTest, RoutedRowsByLanesAreTheCpuBackendsProducts) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd;
+  auto backend = CreateCpuBackend({1, true});
+  for (int64_t cols : {256, 512, 2880}) {
+    for (DType t :
+         {DType::kF32, DType::kQ8_0, DType::kQ4_0, DType::kMXFP4, DType::kQ4_K, DType::kQ6_K}) {
+      const BlockShape shape = QuantBlockShape(t);
+      if (shape.elems > 0 && cols % shape.elems != 0) continue;
+      SCOPED_TRACE(testing::Message() << DTypeName(t) << " x " << cols);
+      const int64_t rows = 8;
+      std::vector<float> w(rows * cols), x(cols), bias(rows);
+      for (float& v : w) v = nd(rng);
+      for (float& v : x) v = nd(rng);
+      for (float& v : bias) v = nd(rng);
+      std::vector<uint8_t> data(RowBytes(t, cols) * rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_TRUE(
+            QuantizeRow(t, w.data() + r * cols, data.data() + r * RowBytes(t, cols), cols).ok());
+      }
+      std::vector<Q8Block> x1(cols / 32), x8(cols / 32);
+      QuantizeActivations(x.data(), cols, x1.data());
+      if (cols % 256 == 0) {
+        QuantizeActivations(x.data(), cols, x8.data(), ActivationScales::kPerSuperBlock);
+      }
+      std::vector<float> want(rows);
+      backend->MatMul({t, rows, cols, data.data()}, x.data(), 1, want.data());
+      const RoutedMatrix m{data.data(), bias.data(), t};
+      const int lanes = RoutedLanes(cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        float parts[32];
+        float magnitude = 0.f;
+        for (int l = 0; l < lanes; ++l) {
+          parts[l] = RoutedRowPart(m, r, cols, x.data(), x1.data(), x8.data(), l, lanes);
+          magnitude += std::fabs(parts[l]);
+        }
+        const float got = ShuffleSum(parts, lanes) + bias[r];
+        EXPECT_NEAR(got, want[r] + bias[r], 1e-5f * (magnitude + 1.f)) << "row " << r;
+      }
+    }
   }
 }
 

@@ -122,6 +122,19 @@ void GuardedBackend::Axpy(float a, const float* x, int64_t count, float* y) {
   inner_->Axpy(a, x, count, y);
 }
 
+void GuardedBackend::RouteTokens(const TokenRouting& c, const float* logits,
+                                 const int32_t* positions, int64_t n, int32_t* experts,
+                                 float* weights, float* entropy) {
+  Open open(this);
+  inner_->RouteTokens(c, logits, positions, n, experts, weights, entropy);
+}
+
+void GuardedBackend::RunRoutedExperts(const RoutedExperts& r, float* x) {
+  ++routed_layer_runs_;
+  Open open(this);
+  inner_->RunRoutedExperts(r, x);
+}
+
 void GuardedBackend::AddWeightedRows(int64_t n, int64_t k, int64_t dim, const float* const* src,
                                      const float* w, float* x) {
   Open open(this);

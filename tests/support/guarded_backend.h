@@ -20,6 +20,8 @@ class GuardedBackend final : public Backend {
   // Operations run so far (each opens the memory once).
   int64_t operations() const { return operations_; }
   size_t live_allocations() const { return regions_.size(); }
+  // RunRoutedExperts calls so far (mixture layers run with their routing in place).
+  int64_t routed_layer_runs() const { return routed_layer_runs_; }
 
   absl::string_view name() const override { return "guarded"; }
   int num_threads() const override { return inner_->num_threads(); }
@@ -42,6 +44,14 @@ class GuardedBackend final : public Backend {
                const KvLayerView& kv) override;
   void Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
                  const KvLayerView& kv, float* out, const AttentionOptions& options) override;
+  // Answers routes_in_place as told (default false, as the CPU): true sends the mixture block
+  // down the path a GPU takes, routing kept in this backend's memory.
+  void set_routes_in_place(bool on) { routes_in_place_ = on; }
+  bool routes_in_place() const override { return routes_in_place_; }
+  void RouteTokens(const TokenRouting& c, const float* logits, const int32_t* positions, int64_t n,
+                   int32_t* experts, float* weights, float* entropy) override;
+  void RunRoutedExperts(const RoutedExperts& r, float* x) override;
+  absl::Status TakeError() override { return inner_->TakeError(); }
   void Axpy(float a, const float* x, int64_t count, float* y) override;
   void AddWeightedRows(int64_t n, int64_t k, int64_t dim, const float* const* src, const float* w,
                        float* x) override;
@@ -63,6 +73,8 @@ class GuardedBackend final : public Backend {
   std::unique_ptr<Backend> inner_;
   std::map<void*, size_t> regions_;  // start -> mapped bytes
   int64_t operations_ = 0;
+  bool routes_in_place_ = false;
+  int64_t routed_layer_runs_ = 0;
 };
 
 }  // namespace moe::testing

@@ -14,8 +14,10 @@
 #include "lib/backend/cpu/quant_rows.h"
 #include "lib/backend/cpu/silu_mul.h"
 #include "lib/backend/norm_core.h"
+#include "lib/backend/routed_expert_runner.h"
 #include "lib/base/scratch_vector.h"
 #include "lib/base/thread_pool.h"
+#include "lib/moe/router.h"
 
 namespace moe {
 namespace {
@@ -297,6 +299,19 @@ class CpuBackend final : public Backend {
              });
   }
 
+  // The routing is host memory here: routed in place, it is routed as the host path routes.
+  void RouteTokens(const TokenRouting& c, const float* logits, const int32_t* positions, int64_t n,
+                   int32_t* experts, float* weights, float* entropy) override {
+    RouteEachToken(c, logits, positions, n, experts, weights, entropy);
+  }
+
+  void RunRoutedExperts(const RoutedExperts& r, float* x) override {
+    absl::Status s = routed_.Run(*this, r, r.ids, r.weights, r.shared_gate, x);
+    if (!s.ok() && error_.ok()) error_ = std::move(s);
+  }
+
+  absl::Status TakeError() override { return std::exchange(error_, absl::OkStatus()); }
+
   void Axpy(float a, const float* x, int64_t count, float* y) override {
     Parallel(count, 2, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) y[i] += a * x[i];
@@ -468,6 +483,8 @@ class CpuBackend final : public Backend {
   const ToHalvesFn to_halves_;
   // Scratch reused across calls (a backend serves one session, one call at a time).
   PreparedActivations input_;
+  RoutedExpertRunner routed_;
+  absl::Status error_;  // RunRoutedExperts' first failure, for TakeError
   std::vector<PreparedActivations> job_inputs_, job_acts_;
   std::vector<ScratchVector<float>> act_;
   // Bookkeeping of the matrix and expert passes, reused so a decode step allocates nothing.

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -25,11 +26,14 @@
 #include "kernels/quant_matvec.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
+#include "kernels/route.h"
+#include "kernels/routed_experts.h"
 #include "kernels/store_kv.h"
 #include "lib/backend/backend_buffer.h"
 #include "lib/backend/block_decode.h"
 #include "lib/backend/cuda/cuda_module.h"
 #include "lib/backend/cuda/device_weights.h"
+#include "lib/backend/routed_expert_runner.h"
 
 namespace moe {
 namespace {
@@ -211,6 +215,51 @@ class CudaBackend final : public Backend {
     }
   }
 
+  bool routes_in_place() const override { return true; }
+
+  void RouteTokens(const TokenRouting& c, const float* logits, const int32_t* positions, int64_t n,
+                   int32_t* experts, float* weights, float* entropy) override {
+    Bind();
+    if (n == 0) return;
+    TokenRouting dc = c;  // the same routing, its arrays on the device
+    if (c.selection_bias != nullptr && (dc.selection_bias = Weights(c.selection_bias)) == nullptr) {
+      return;
+    }
+    if (c.disabled != nullptr &&
+        (dc.disabled = Upload(kDisabled, c.disabled, c.n_expert)) == nullptr) {
+      return;
+    }
+    const int32_t* pos = nullptr;
+    if (positions != nullptr && (pos = Upload(kPositions, positions, n)) == nullptr) return;
+    if (!Note(route_scratch_.Reserve(cuda::RouteScratchBytes(c, n)))) return;
+    Note(cuda::RouteTokens(dc, logits, pos, n, route_scratch_.get(), experts, weights, entropy,
+                           stream_));
+  }
+
+  void RunRoutedExperts(const RoutedExperts& r, float* x) override {
+    Bind();
+    if (r.n == 0) return;
+    const RoutedTable* table = TableFor(r.experts);
+    if (table != nullptr && r.n <= kRoutedInPlaceRows) {
+      RunRoutedHere(r, *table, x);
+      return;
+    }
+    // Prompt-sized steps, and layers with experts in host memory: the routing comes back (one
+    // wait), and each chosen expert runs once over its tokens (cuBLAS; on the CPU for those the
+    // device does not hold).
+    host_ids_.resize(r.n * r.k);
+    host_weights_.resize(r.n * r.k);
+    CopyToHost(r.ids, host_ids_.size() * sizeof(int32_t), host_ids_.data());
+    CopyToHost(r.weights, host_weights_.size() * sizeof(float), host_weights_.data());
+    if (r.shared_gate != nullptr) {
+      host_gate_.resize(r.n);
+      CopyToHost(r.shared_gate, host_gate_.size() * sizeof(float), host_gate_.data());
+    }
+    if (!error_.ok()) return;  // routing on what a failed operation left
+    Note(routed_.Run(*this, r, host_ids_.data(), host_weights_.data(),
+                     r.shared_gate != nullptr ? host_gate_.data() : nullptr, x));
+  }
+
   void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
                float* y) override {
     Bind();
@@ -279,7 +328,140 @@ class CudaBackend final : public Backend {
  private:
   // Device copies of index arguments, one buffer per role: a role's next upload is queued after
   // the operation that read the previous one.
-  enum Role { kPositions, kIds, kRows, kSources, kWeights, kBlocks, kRoles };
+  enum Role { kPositions, kIds, kRows, kSources, kWeights, kBlocks, kDisabled, kRoles };
+
+  // Steps of up to this many rows run their routed experts by the device-side ids, one product
+  // per choice (a decode step, or a few sequences' decode steps); larger ones (prompts) read the
+  // routing back and run each chosen expert once over all its tokens.
+  static constexpr int64_t kRoutedInPlaceRows = 16;
+
+  // A layer's experts as the routed kernels find them: the device table and what its products
+  // need. Built once per layer (keyed by the host views' array, checked against a copy of them).
+  struct RoutedTable {
+    std::vector<ExpertMatrices> host;
+    Scratch device;  // RoutedExpert [experts]
+    int64_t ff = 0, d = 0;
+    bool usable = false;
+    // Whether a gate/up (in) or down (act) matrix takes 8-bit blocks with one scale per block
+    // (q1) or per 8 blocks (q8).
+    bool q1_in = false, q8_in = false, q1_act = false, q8_act = false;
+  };
+
+  static bool SameViews(absl::Span<const ExpertMatrices> a, const std::vector<ExpertMatrices>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t e = 0; e < a.size(); ++e) {
+      if (a[e].gate.data != b[e].gate.data || a[e].up.data != b[e].up.data ||
+          a[e].down.data != b[e].down.data || a[e].gate_bias != b[e].gate_bias ||
+          a[e].up_bias != b[e].up_bias || a[e].down_bias != b[e].down_bias) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // The layer's table, or null when its experts cannot all run by device-side ids: one is held
+  // in host memory (the hybrid split), or of a type the routed kernels do not read.
+  const RoutedTable* TableFor(absl::Span<const ExpertMatrices> experts) {
+    RoutedTable& t = tables_[experts.data()];
+    if (!SameViews(experts, t.host)) {
+      t.host.assign(experts.begin(), experts.end());
+      t.usable = BuildTable(&t);
+    }
+    return t.usable ? &t : nullptr;
+  }
+
+  bool BuildTable(RoutedTable* t) {
+    if (t->host.empty() || t->host[0].gate.empty()) return false;
+    t->ff = t->host[0].gate.rows;
+    t->d = t->host[0].gate.cols;
+    t->q1_in = t->q8_in = t->q1_act = t->q8_act = false;
+    std::vector<RoutedExpert> table(t->host.size());
+    for (size_t e = 0; e < t->host.size(); ++e) {
+      const ExpertMatrices& w = t->host[e];
+      const WeightView* views[3] = {&w.gate, &w.up, &w.down};
+      const float* biases[3] = {w.gate_bias, w.up_bias, w.down_bias};
+      for (int i = 0; i < 3; ++i) {
+        const bool down = i == kRoutedDown;
+        const int64_t rows = down ? t->d : t->ff, cols = down ? t->ff : t->d;
+        if (views[i]->empty() || views[i]->rows != rows || views[i]->cols != cols) return false;
+        const std::optional<WeightView> dv = weights_->Find(*views[i]);
+        if (!dv) return false;  // in host memory: the CPU runs it
+        if (dv->dtype != DType::kF32) {
+          const BlockShape shape = QuantBlockShape(dv->dtype);
+          if (shape.elems == 0 || cols % shape.elems != 0) return false;
+          bool& q8 = down ? t->q8_act : t->q8_in;
+          bool& q1 = down ? t->q1_act : t->q1_in;
+          (TakesSuperBlockScales(dv->dtype) ? q8 : q1) = true;
+        }
+        const float* bias = nullptr;
+        if (biases[i] != nullptr && (bias = weights_->Find(biases[i])) == nullptr) return false;
+        table[e].m[i] = {dv->data, bias, dv->dtype};
+      }
+    }
+    const size_t bytes = table.size() * sizeof(RoutedExpert);
+    if (!Note(t->device.Reserve(bytes))) return false;
+    // Once per layer and model: a plain copy (it waits) rather than one kept alive for a queue.
+    return Note(cudaMemcpy(t->device.get(), table.data(), bytes, cudaMemcpyHostToDevice),
+                "copying an expert table to the device");
+  }
+
+  // 8-bit blocks of rows x cols floats for the products that take them: [q1 blocks | q8 blocks]
+  // in `scratch`; false on a failure (noted).
+  bool QuantizeFor(const float* x, int64_t rows, int64_t cols, bool q1, bool q8, Scratch& scratch,
+                   const Q8Block** x1, const Q8Block** x8) {
+    const int64_t blocks = rows * (cols / 32);
+    *x1 = *x8 = nullptr;
+    if (!q1 && !q8) return true;
+    if (!Note(scratch.Reserve(2 * static_cast<size_t>(blocks) * sizeof(Q8Block)))) return false;
+    auto* q = static_cast<Q8Block*>(scratch.get());
+    if (q1) {
+      if (!Note(cuda::QuantizeActivationsOn(x, rows * cols, 1, q, stream_))) return false;
+      *x1 = q;
+    }
+    if (q8) {
+      if (!Note(cuda::QuantizeActivationsOn(x, rows * cols, 8, q + blocks, stream_))) return false;
+      *x8 = q + blocks;
+    }
+    return true;
+  }
+
+  // gate and up of every choice, the gated activation, down, then the combine: no host wait.
+  void RunRoutedHere(const RoutedExperts& r, const RoutedTable& t, float* x) {
+    const int64_t choices = r.n * r.k, ff = t.ff, d = t.d;
+    const auto* table = static_cast<const RoutedExpert*>(t.device.get());
+    const Q8Block *in1, *in8, *act1, *act8;
+    if (!QuantizeFor(r.in, r.n, d, t.q1_in, t.q8_in, routed_in_q_, &in1, &in8)) return;
+    auto g = gate_.Resize(*this, choices * ff);
+    auto u = up_.Resize(*this, choices * ff);
+    auto out = routed_out_.Resize(*this, choices * d);
+    if (!Note(g.status()) || !Note(u.status()) || !Note(out.status())) return;
+    if (!Note(cuda::RoutedMatVec(table, kRoutedGate, r.ids, choices, r.k, r.in, in1, in8, *g, ff, d,
+                                 stream_)) ||
+        !Note(cuda::RoutedMatVec(table, kRoutedUp, r.ids, choices, r.k, r.in, in1, in8, *u, ff, d,
+                                 stream_))) {
+      return;
+    }
+    const auto kind = r.activation == GatedActivation::kSwigluClamped
+                          ? cuda::GatedActivationKind::kSwigluClamped
+                          : cuda::GatedActivationKind::kSiluMul;
+    if (!Note(cuda::GatedActivation(kind, *g, *u, *g, choices * ff, stream_))) return;
+    if (!QuantizeFor(*g, choices, ff, t.q1_act, t.q8_act, routed_act_q_, &act1, &act8)) return;
+    if (!Note(cuda::RoutedMatVec(table, kRoutedDown, r.ids, choices, 1, *g, act1, act8, *out, d, ff,
+                                 stream_))) {
+      return;
+    }
+    if (r.shared != nullptr) {
+      const ExpertJob shared{r.shared->gate,    r.shared->up,
+                             r.shared->down,    r.in,
+                             nullptr,           r.n,
+                             r.shared_out,      r.shared->gate_bias,
+                             r.shared->up_bias, r.shared->down_bias};
+      RunExperts({&shared, 1});
+    }
+    Note(cuda::AddRoutedRows(r.n, r.k, d, r.ids, r.weights, *out,
+                             r.shared != nullptr ? r.shared_out : nullptr, r.shared_gate, x,
+                             stream_));
+  }
 
   template <typename T>
   T* Upload(Role role, const T* host, int64_t count) {
@@ -382,7 +564,12 @@ class CudaBackend final : public Backend {
   Stream stream_holder_;
   cudaStream_t stream_ = nullptr;
   cuda::BlasHandle blas_;
-  Scratch q8_, gemm_w_, gemm_x_;
+  Scratch q8_, gemm_w_, gemm_x_, route_scratch_, routed_in_q_, routed_act_q_;
+  std::unordered_map<const void*, RoutedTable> tables_;  // by the layer's expert views
+  RoutedExpertRunner routed_;
+  std::vector<int32_t> host_ids_;
+  std::vector<float> host_weights_, host_gate_;
+  BackendBuffer<float> routed_out_;
   Scratch meta_[kRoles];
   BackendBuffer<float> gathered_, gate_, up_;
   std::vector<float> host_in_, host_out_;

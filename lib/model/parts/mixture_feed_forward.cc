@@ -55,18 +55,23 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
   be.RmsNorm(x, L.ffn_norm, n, d, h.rms_eps, xn);
 
   Routing& routing = routing_;
+  const bool gated_shared = L.has_shared && !L.shared_gate.empty();
+  float* logits = nullptr;
+  float* gate = nullptr;
   {
     StageTimer timer(tel, &StageTimes::router_s);
-    MOE_ASSIGN_OR_RETURN(float* logits, router_logits_.Resize(be, n * h.n_expert));
+    MOE_ASSIGN_OR_RETURN(logits, router_logits_.Resize(be, n * h.n_expert));
     be.MatMul(L.router, xn, n, logits);
     if (L.router_bias) be.AddBias(logits, L.router_bias, n, h.n_expert);
-    // The shared expert's gate logits come back with the router's, in the same wait.
-    const bool gated_shared = L.has_shared && !L.shared_gate.empty();
-    float* gate = nullptr;
     if (gated_shared) {
       MOE_ASSIGN_OR_RETURN(gate, shared_gate_.Resize(be, n));
       be.MatMul(L.shared_gate, xn, n, gate);
     }
+  }
+  if (RoutesInPlace(ctx)) return RunInPlace(ctx, layer, L, n, logits, gate, x);
+  {
+    StageTimer timer(tel, &StageTimes::router_s);
+    // The shared expert's gate logits come back with the router's, in the same wait.
     host_logits_.resize(n * h.n_expert);
     be.CopyToHost(logits, host_logits_.size() * sizeof(float), host_logits_.data());
     if (gated_shared) {
@@ -172,6 +177,117 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
     }
   }
   be.AddWeightedRows(n, terms, d, src.data(), weight.data(), x);
+  return absl::OkStatus();
+}
+
+bool MixtureFeedForward::RoutesInPlace(const StepContext& ctx) const {
+  // Everything that needs the choices on the host before the experts run keeps the host path.
+  return ctx.backend->routes_in_place() && store_ == nullptr && comm_ == nullptr && !observer_ &&
+         policy_.capacity_factor == 0.f && (policy_.load_window == 0 || ctx.histories.empty());
+}
+
+absl::Span<const Backend::ExpertMatrices> MixtureFeedForward::MatricesOf(int layer,
+                                                                         const LayerWeights& L) {
+  if (static_cast<int>(layer_matrices_.size()) <= layer) layer_matrices_.resize(layer + 1);
+  std::vector<Backend::ExpertMatrices>& m = layer_matrices_[layer];
+  if (m.size() != L.experts.size()) {
+    m.clear();
+    for (const ExpertWeights& w : L.experts) {
+      m.push_back({w.gate, w.up, w.down, w.gate_bias, w.up_bias, w.down_bias});
+    }
+  }
+  return m;
+}
+
+absl::Status MixtureFeedForward::RunInPlace(const StepContext& ctx, int layer,
+                                            const LayerWeights& L, int64_t n, const float* logits,
+                                            const float* gate, float* x) {
+  Backend& be = *ctx.backend;
+  const HParams& h = ctx.model.hp();
+  const int64_t k = h.n_expert_used, layers = h.n_layer;
+  // The step's choices and entropies stay in the backend, one slice per layer, until FinishStep
+  // reads them all back at once.
+  if (in_place_layers_.empty()) {
+    step_rows_ = n;
+    MOE_RETURN_IF_ERROR(step_ids_.Resize(be, layers * n * k).status());
+    MOE_RETURN_IF_ERROR(step_entropy_.Resize(be, layers * n).status());
+  } else if (step_rows_ != n) {
+    return absl::InternalError("a mixture layer saw another number of rows within one step");
+  }
+  MOE_ASSIGN_OR_RETURN(float* weights, step_weights_.Resize(be, n * k));
+  int32_t* ids = step_ids_.data() + layer * n * k;
+  {
+    StageTimer timer(ctx.telemetry, &StageTimes::router_s);
+    const TokenRouting tr = TokenRoutingOf(ConfigFor(h, L, layer), &disabled_bytes_);
+    be.RouteTokens(tr, logits, ctx.positions.data(), n, ids, weights,
+                   step_entropy_.data() + layer * n);
+  }
+  StageTimer timer(ctx.telemetry, &StageTimes::experts_s);
+  Backend::RoutedExperts r;
+  r.experts = MatricesOf(layer, L);
+  r.in = xn_.data();
+  r.n = n;
+  r.k = k;
+  r.ids = ids;
+  r.weights = weights;
+  r.activation = h.swiglu_clamped ? GatedActivation::kSwigluClamped : GatedActivation::kSilu;
+  const Backend::ExpertMatrices shared{L.shared.gate, L.shared.up, L.shared.down};
+  if (L.has_shared) {
+    MOE_ASSIGN_OR_RETURN(r.shared_out, shared_out_.Resize(be, n * h.n_embd));
+    r.shared = &shared;
+    r.shared_gate = gate;
+  }
+  be.RunRoutedExperts(r, x);
+  in_place_layers_.push_back(layer);
+  return absl::OkStatus();
+}
+
+absl::Status MixtureFeedForward::FinishStep(const StepContext& ctx) {
+  if (in_place_layers_.empty()) return absl::OkStatus();
+  const HParams& h = ctx.model.hp();
+  const int64_t n = step_rows_, k = h.n_expert_used, layers = h.n_layer;
+  host_step_ids_.resize(layers * n * k);
+  host_step_entropy_.resize(layers * n);
+  Backend& be = *ctx.backend;
+  be.CopyToHost(step_ids_.data(), host_step_ids_.size() * sizeof(int32_t), host_step_ids_.data());
+  be.CopyToHost(step_entropy_.data(), host_step_entropy_.size() * sizeof(float),
+                host_step_entropy_.data());
+  std::vector<int> recorded;
+  recorded.swap(in_place_layers_);
+  MOE_RETURN_IF_ERROR(be.TakeError());
+  Telemetry* tel = ctx.telemetry;
+  for (int layer : recorded) {
+    const LayerWeights& L = ctx.model.layers()[layer];
+    const int32_t* ids = host_step_ids_.data() + layer * n * k;
+    const float* entropy = host_step_entropy_.data() + layer * n;
+    // What the host path counts as it runs each expert: bytes and work per token, per expert.
+    expert_rows_.assign(h.n_expert, 0);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t j = 0; j < k; ++j) {
+        const int32_t e = ids[t * k + j];
+        if (e < 0 || e >= h.n_expert) continue;
+        ++expert_rows_[e];
+        if (ctx.expert_bytes != nullptr) {
+          ctx.expert_bytes[t] += L.experts[e].cost_bytes();
+          ctx.expert_macs[t] += L.experts[e].params();
+        }
+      }
+    }
+    if (tel == nullptr) continue;
+    for (int e = 0; e < h.n_expert; ++e) {
+      const int64_t m = expert_rows_[e];
+      if (m == 0) continue;
+      tel->expert_counts[layer][e] += m;
+      tel->weight_bytes_read += L.experts[e].byte_size();
+      tel->active_params += m * L.experts[e].params();
+    }
+    for (int64_t t = 0; t < n; ++t) tel->router_entropy_sum += entropy[t];
+    if (tel->record_routing) {
+      if (static_cast<int>(tel->routing_trace.size()) <= layer)
+        tel->routing_trace.resize(h.n_layer);
+      tel->routing_trace[layer].insert(tel->routing_trace[layer].end(), ids, ids + n * k);
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -28,6 +28,12 @@ class MixtureFeedForward {
  public:
   absl::Status Run(const StepContext& ctx, int layer, const LayerWeights& L, int64_t n, float* x);
 
+  // A step's start and end. With routing in place (Backend::routes_in_place) the layers' choices
+  // stay in the backend during the step; FinishStep reads them back in one wait and counts them
+  // into the telemetry and the rows' costs as the host path counts them as it goes.
+  void BeginStep() { in_place_layers_.clear(); }
+  absl::Status FinishStep(const StepContext& ctx);
+
   void set_routing_policy(const RoutingPolicy& policy) { policy_ = policy; }
   // Experts that must never be chosen (per layer x expert); empty = none.
   void set_disabled_experts(std::vector<std::vector<bool>> disabled) {
@@ -56,6 +62,13 @@ class MixtureFeedForward {
 
  private:
   RouterConfig ConfigFor(const HParams& h, const LayerWeights& L, int layer) const;
+  // Whether this step's routing may stay in the backend: it routes in place and nothing here
+  // needs the choices on the host before the experts run.
+  bool RoutesInPlace(const StepContext& ctx) const;
+  // The layer routed and run in the backend (logits and the shared gate's in its memory).
+  absl::Status RunInPlace(const StepContext& ctx, int layer, const LayerWeights& L, int64_t n,
+                          const float* logits, const float* gate, float* x);
+  absl::Span<const Backend::ExpertMatrices> MatricesOf(int layer, const LayerWeights& L);
   // Lists each expert's tokens of routing_ (by_expert_, slot_) and the experts this rank runs
   // (selected_; with expert parallelism all_selected_ has every rank's).
   void Dispatch(const HParams& h, int layer, int64_t n);
@@ -125,6 +138,17 @@ class MixtureFeedForward {
   Routing guess_routing_;
   std::vector<std::vector<int32_t>> guessed_;
   std::vector<char> job_done_;
+  // Routing in place: the step's choices [layers x rows x k] and entropies [layers x rows], the
+  // current layer's weights, the layers recorded; their host copies for FinishStep.
+  BackendBuffer<int32_t> step_ids_;
+  BackendBuffer<float> step_entropy_, step_weights_;
+  std::vector<int> in_place_layers_;
+  int64_t step_rows_ = 0;
+  std::vector<int32_t> host_step_ids_;
+  std::vector<float> host_step_entropy_;
+  std::vector<int64_t> expert_rows_;
+  std::vector<uint8_t> disabled_bytes_;
+  std::vector<std::vector<Backend::ExpertMatrices>> layer_matrices_;
 };
 
 }  // namespace moe
