@@ -64,6 +64,32 @@ class Scratch {
   size_t size_ = 0;
 };
 
+// Grow-only page-locked host memory, so that copies to and from it are asynchronous.
+class PinnedBuffer {
+ public:
+  ~PinnedBuffer() {
+    if (p_ != nullptr) cudaFreeHost(p_);
+  }
+  bool Reserve(size_t bytes) {
+    if (bytes <= size_) return true;
+    if (p_ != nullptr) cudaFreeHost(p_);
+    p_ = nullptr;
+    size_ = 0;
+    if (cudaMallocHost(&p_, bytes) != cudaSuccess) {
+      cudaGetLastError();
+      p_ = nullptr;
+      return false;
+    }
+    size_ = bytes;
+    return true;
+  }
+  void* get() const { return p_; }
+
+ private:
+  void* p_ = nullptr;
+  size_t size_ = 0;
+};
+
 // The backend's stream; destroyed after what was queued on it has run, and after the cuBLAS
 // handle and the scratch that use it (declared before them).
 class Stream {
@@ -85,6 +111,12 @@ class CudaBackend final : public Backend {
  public:
   CudaBackend(std::shared_ptr<const CudaWeights> weights, std::unique_ptr<Backend> cpu)
       : weights_(std::move(weights)), cpu_(std::move(cpu)) {}
+  ~CudaBackend() override {
+    // The copies to and from the pinned buffers finish before those go.
+    if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+    if (inputs_sent_ != nullptr) cudaEventDestroy(inputs_sent_);
+    if (outputs_sent_ != nullptr) cudaEventDestroy(outputs_sent_);
+  }
 
   absl::Status Init() {
     if (cudaError_t e = cudaSetDevice(weights_->device()); e != cudaSuccess) {
@@ -189,8 +221,16 @@ class CudaBackend final : public Backend {
 
   void RunExperts(absl::Span<const ExpertJob> jobs) override {
     Bind();
+    // Experts whose weights stay in host memory run on the CPU backend while the device runs
+    // the others: their inputs are queued for the host before the device's experts (so waiting
+    // for them is not waiting for that work), and their outputs go back behind it.
+    host_jobs_.clear();
     for (const ExpertJob& job : jobs) {
-      if (job.m == 0) continue;
+      if (job.m > 0 && !OnDeviceWeights(job)) host_jobs_.push_back(job);
+    }
+    const bool host_inputs = !host_jobs_.empty() && SendHostInputs();
+    for (const ExpertJob& job : jobs) {
+      if (job.m == 0 || !OnDeviceWeights(job)) continue;
       const int64_t d = job.gate.cols;
       const float* in = job.in;
       if (job.rows != nullptr) {  // the expert's tokens out of the step's rows
@@ -205,14 +245,9 @@ class CudaBackend final : public Backend {
         }
         in = *gathered;
       }
-      const bool on_device =
-          weights_->Find(job.gate) && weights_->Find(job.up) && weights_->Find(job.down);
-      if (on_device) {
-        RunExpertHere(job, in);
-      } else {
-        RunExpertOnCpu(job, in);
-      }
+      RunExpertHere(job, in);
     }
+    if (host_inputs) RunHostJobs();
   }
 
   bool routes_in_place() const override { return true; }
@@ -515,18 +550,100 @@ class CudaBackend final : public Backend {
     if (job.down_bias != nullptr) AddBias(job.out, job.down_bias, m, job.down.rows);
   }
 
-  // An expert whose weights stayed in host memory: its rows over to the CPU backend and back.
-  void RunExpertOnCpu(const ExpertJob& job, const float* in) {
-    const int64_t d = job.gate.cols, m = job.m, out = job.down.rows;
-    host_in_.resize(m * d);
-    host_out_.resize(m * out);
-    CopyToHost(in, host_in_.size() * sizeof(float), host_in_.data());
-    ExpertJob cpu_job = job;
-    cpu_job.in = host_in_.data();
-    cpu_job.rows = nullptr;
-    cpu_job.out = host_out_.data();
-    cpu_->RunExperts({&cpu_job, 1});
-    CopyFromHost(host_out_.data(), host_out_.size() * sizeof(float), job.out);
+  bool OnDeviceWeights(const ExpertJob& job) const {
+    return weights_->Find(job.gate) && weights_->Find(job.up) && weights_->Find(job.down);
+  }
+
+  // The host jobs' inputs (each distinct input matrix once, all the rows any of them takes)
+  // queued for pinned host memory, with an event behind them; host_jobs_ then point at the
+  // copies. False on a failure (noted).
+  bool SendHostInputs() {
+    // The previous call's outputs may still be on their way out of the pinned buffer.
+    if (outputs_sent_ != nullptr && !Note(cudaEventSynchronize(outputs_sent_), "a copy")) {
+      return false;
+    }
+    struct Input {
+      const float* device;
+      int64_t rows, d;
+      size_t offset;  // floats into the pinned input buffer
+    };
+    std::vector<Input> inputs;
+    size_t in_floats = 0, out_floats = 0;
+    for (const ExpertJob& job : host_jobs_) {
+      int64_t rows = job.m;
+      if (job.rows != nullptr) {
+        rows = 0;
+        for (int64_t i = 0; i < job.m; ++i) rows = std::max<int64_t>(rows, job.rows[i] + 1);
+      }
+      auto it = std::find_if(inputs.begin(), inputs.end(),
+                             [&](const Input& in) { return in.device == job.in; });
+      if (it == inputs.end()) {
+        inputs.push_back({job.in, rows, job.gate.cols, in_floats});
+        in_floats += static_cast<size_t>(rows * job.gate.cols);
+      } else if (rows > it->rows) {  // the same input taken further: room for all of it
+        in_floats += static_cast<size_t>((rows - it->rows) * it->d);
+        it->rows = rows;
+        size_t next = 0;
+        for (Input& in : inputs) {
+          in.offset = next;
+          next += static_cast<size_t>(in.rows * in.d);
+        }
+      }
+      out_floats += static_cast<size_t>(job.m * job.down.rows);
+    }
+    if (!pinned_in_.Reserve(in_floats * sizeof(float)) ||
+        !pinned_out_.Reserve(out_floats * sizeof(float))) {
+      Fail("could not allocate pinned host memory for the experts the CPU runs");
+      return false;
+    }
+    if (inputs_sent_ == nullptr &&
+        !Note(cudaEventCreateWithFlags(&inputs_sent_, cudaEventDisableTiming), "an event")) {
+      return false;
+    }
+    auto* host_in = static_cast<float*>(pinned_in_.get());
+    for (const Input& in : inputs) {
+      if (!Note(cudaMemcpyAsync(host_in + in.offset, in.device,
+                                static_cast<size_t>(in.rows * in.d) * sizeof(float),
+                                cudaMemcpyDeviceToHost, stream_),
+                "copying expert inputs to the host")) {
+        return false;
+      }
+    }
+    if (!Note(cudaEventRecord(inputs_sent_, stream_), "an event")) return false;
+    size_t out_offset = 0;
+    auto* host_out = static_cast<float*>(pinned_out_.get());
+    device_outs_.clear();
+    for (ExpertJob& job : host_jobs_) {
+      const auto in = std::find_if(inputs.begin(), inputs.end(),
+                                   [&](const Input& i) { return i.device == job.in; });
+      device_outs_.push_back(job.out);
+      job.in = host_in + in->offset;
+      job.out = host_out + out_offset;
+      out_offset += static_cast<size_t>(job.m * job.down.rows);
+    }
+    return true;
+  }
+
+  // Once the inputs are on the host: the CPU backend runs every host job in one call (its two
+  // parallel passes), while the device works through what was queued; the outputs go back on the
+  // stream, behind that work.
+  void RunHostJobs() {
+    if (!Note(cudaEventSynchronize(inputs_sent_), "copying expert inputs to the host")) return;
+    cpu_->RunExperts(host_jobs_);
+    if (outputs_sent_ == nullptr &&
+        !Note(cudaEventCreateWithFlags(&outputs_sent_, cudaEventDisableTiming), "an event")) {
+      return;
+    }
+    for (size_t i = 0; i < host_jobs_.size(); ++i) {
+      const ExpertJob& job = host_jobs_[i];
+      if (!Note(cudaMemcpyAsync(device_outs_[i], job.out,
+                                static_cast<size_t>(job.m * job.down.rows) * sizeof(float),
+                                cudaMemcpyHostToDevice, stream_),
+                "copying expert outputs to the device")) {
+        return;
+      }
+    }
+    Note(cudaEventRecord(outputs_sent_, stream_), "an event");
   }
 
   // The device is a property of the calling thread: a batch engine's scheduler thread, or any
@@ -572,7 +689,12 @@ class CudaBackend final : public Backend {
   BackendBuffer<float> routed_out_;
   Scratch meta_[kRoles];
   BackendBuffer<float> gathered_, gate_, up_;
-  std::vector<float> host_in_, host_out_;
+  // The experts the CPU runs: their jobs (pointing at the pinned copies), the device outputs
+  // they fill, and the events behind the copies each way.
+  std::vector<ExpertJob> host_jobs_;
+  std::vector<float*> device_outs_;
+  PinnedBuffer pinned_in_, pinned_out_;
+  cudaEvent_t inputs_sent_ = nullptr, outputs_sent_ = nullptr;
   absl::Status error_;
 };
 
