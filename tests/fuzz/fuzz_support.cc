@@ -66,6 +66,16 @@ std::vector<uint8_t> ReadFileOrDie(const std::string& path) {
 
 std::string TestdataDir() { return MOE_TESTDATA_DIR; }
 
+std::vector<std::pair<std::string, std::string>> MicroModels() {
+  std::vector<std::pair<std::string, std::string>> models;
+  for (const char* arch :
+       {"llama", "qwen2moe", "olmoe", "qwen3moe", "gpt-oss", "glm4moe", "deepseek2"}) {
+    const std::string name = std::string("micro-") + arch + ".gguf";
+    models.emplace_back(name, std::string(MOE_SOURCE_DIR) + "/tests/fuzz/seeds/" + name);
+  }
+  return models;
+}
+
 namespace {
 
 // Walks GGUF bytes, recording integer fields; every read is bounds-checked so a seed that is not

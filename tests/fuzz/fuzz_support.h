@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -48,6 +49,9 @@ void WriteFileOrDie(const std::string& path, const uint8_t* data, size_t size);
 std::vector<uint8_t> ReadFileOrDie(const std::string& path);
 
 std::string TestdataDir();  // tests/data of the checkout
+// The micro models of tests/fuzz/seeds (make-micro-models.sh): every architecture in a few KB,
+// as (file name, path).
+std::vector<std::pair<std::string, std::string>> MicroModels();
 
 // Integer fields of a GGUF file (header counts, string lengths, value types, array counts,
 // tensor dims, types and offsets) and the end of its tensor-info section. Stops quietly at the

@@ -60,6 +60,12 @@ std::vector<Seed> Seeds() {
   auto gguf = ImportGguf(TestdataDir() + "/fixtures/tiny-llama-moe-q8_0/tiny-llama-moe-q8_0.gguf");
   if (!gguf.ok()) Fail(gguf.status().ToString(), __FILE__, __LINE__);
   seeds.push_back(SeedFromSpec("tiny-llama-moe-q8_0", *gguf));
+  // Every architecture's micro model (tests/fuzz/seeds), converted.
+  for (const auto& [name, path] : MicroModels()) {
+    auto micro = ImportGguf(path);
+    if (!micro.ok()) Fail(micro.status().ToString(), __FILE__, __LINE__);
+    seeds.push_back(SeedFromSpec(name.substr(0, name.rfind('.')) + ".moe", *micro));
+  }
   return seeds;
 }
 

@@ -24,7 +24,10 @@ namespace {
 struct Options {
   moe::synth::Shape shape;
   std::string type = "q8_0";
-  std::string vocab;  // required: a default would be a path of the machine that built the tool
+  // One of the two is required (a default vocabulary file would be a path of the machine that
+  // built the tool): a GGUF to copy the tokenizer from, or the size of a made-up one.
+  std::string vocab;
+  int64_t synthetic_vocab = 0;
   uint64_t seed = 1;
   std::string out;
 };
@@ -42,22 +45,54 @@ class Normal {
   std::mt19937_64 rng_;
 };
 
-int Run(const Options& o) {
-  auto vocab = moe::GgufFile::Open(o.vocab);
-  if (!vocab.ok()) {
-    std::fprintf(stderr, "moe-synth: %s\n", std::string(vocab.status().message()).c_str());
-    return 1;
+// A SentencePiece-style vocabulary of n pieces (n >= 4): <unk>, <s>, </s>, the word-start mark,
+// then printable ASCII characters with and without it. For the smallest models — fuzzing seeds,
+// tests — where a real vocabulary's embedding rows would be most of the file.
+void WriteSyntheticVocabulary(int64_t n, moe::GgufWriter& w) {
+  const std::string mark = "\xe2\x96\x81";  // U+2581, SentencePiece's word start
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>", mark};
+  std::vector<int32_t> types = {2, 3, 3, 1};  // unknown, control, control, normal
+  for (int prefixed = 0; prefixed < 2 && static_cast<int64_t>(tokens.size()) < n; ++prefixed) {
+    for (char c = 33; c < 127 && static_cast<int64_t>(tokens.size()) < n; ++c) {
+      tokens.push_back((prefixed ? mark : std::string()) + c);
+      types.push_back(1);
+    }
   }
+  for (int64_t i = static_cast<int64_t>(tokens.size()); i < n; ++i) {  // unused filler pieces
+    tokens.push_back(absl::StrCat("<piece", i, ">"));
+    types.push_back(1);
+  }
+  std::vector<float> scores(tokens.size());
+  for (size_t i = 0; i < scores.size(); ++i) scores[i] = -static_cast<float>(i);
+  w.SetString("tokenizer.ggml.model", "llama");
+  w.SetStringArray("tokenizer.ggml.tokens", std::move(tokens));
+  w.SetF32Array("tokenizer.ggml.scores", std::move(scores));
+  w.SetI32Array("tokenizer.ggml.token_type", std::move(types));
+  w.SetU32("tokenizer.ggml.bos_token_id", 1);
+  w.SetU32("tokenizer.ggml.eos_token_id", 2);
+  w.SetU32("tokenizer.ggml.unknown_token_id", 0);
+}
+
+int Run(const Options& o) {
   moe::GgufWriter w;
   const std::string& a = o.shape.arch;
-  moe::CopyMetadata(**vocab, w, [](const std::string& key) {
-    return absl::StartsWith(key, "tokenizer.");
-  });
-  auto tokens = (*vocab)->GetStringArray("tokenizer.ggml.tokens");
-  const int64_t n_vocab = tokens.ok() ? static_cast<int64_t>(tokens->size()) : 0;
-  if (n_vocab == 0) {
-    std::fprintf(stderr, "moe-synth: %s has no tokenizer.ggml.tokens\n", o.vocab.c_str());
-    return 1;
+  int64_t n_vocab = o.synthetic_vocab;
+  if (n_vocab > 0) {
+    WriteSyntheticVocabulary(n_vocab, w);
+  } else {
+    auto vocab = moe::GgufFile::Open(o.vocab);
+    if (!vocab.ok()) {
+      std::fprintf(stderr, "moe-synth: %s\n", std::string(vocab.status().message()).c_str());
+      return 1;
+    }
+    moe::CopyMetadata(**vocab, w,
+                      [](const std::string& key) { return absl::StartsWith(key, "tokenizer."); });
+    auto tokens = (*vocab)->GetStringArray("tokenizer.ggml.tokens");
+    n_vocab = tokens.ok() ? static_cast<int64_t>(tokens->size()) : 0;
+    if (n_vocab == 0) {
+      std::fprintf(stderr, "moe-synth: %s has no tokenizer.ggml.tokens\n", o.vocab.c_str());
+      return 1;
+    }
   }
   w.SetString("general.architecture", a);
   w.SetString("general.name", absl::StrCat("synthetic-", a, "-", o.type));
@@ -170,12 +205,22 @@ int main(int argc, char** argv) {
   app.add_option("--expert-groups-used", sh.expert_groups_used, "deepseek2: groups chosen")
       ->capture_default_str();
   app.add_option("--sliding-window", sh.sliding_window, "gpt-oss")->capture_default_str();
-  app.add_option("--vocab", o.vocab,
-                 "GGUF whose tokenizer keys are copied (any llama.cpp vocabulary file, e.g. "
-                 "tests/data/tokenizer/ggml-vocab-deepseek-coder.gguf in the source tree)")
-      ->required();
+  auto* vocab = app.add_option("--vocab", o.vocab,
+                               "GGUF whose tokenizer keys are copied (any llama.cpp vocabulary "
+                               "file, e.g. tests/data/tokenizer/ggml-vocab-deepseek-coder.gguf in "
+                               "the source tree)");
+  auto* synthetic = app.add_option("--synthetic-vocab", o.synthetic_vocab,
+                                   "instead of --vocab: a made-up SentencePiece vocabulary of this "
+                                   "many pieces (for the smallest test and fuzzing models)")
+                        ->check(CLI::Range(int64_t{4}, int64_t{1} << 20));
+  vocab->excludes(synthetic);
+  synthetic->excludes(vocab);
   app.add_option("--seed", o.seed)->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (o.vocab.empty() && o.synthetic_vocab == 0) {
+    std::fprintf(stderr, "moe-synth: --vocab FILE or --synthetic-vocab N is required\n");
+    return 2;
+  }
   if (sh.arch != "qwen2moe") sh.shared_ff = 0;
   return Run(o);
 }
