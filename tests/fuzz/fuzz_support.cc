@@ -70,10 +70,13 @@ std::vector<std::pair<std::string, std::string>> MicroModels() {
   std::vector<std::pair<std::string, std::string>> models;
   for (const char* arch :
        {"llama", "qwen2moe", "olmoe", "qwen3moe", "gpt-oss", "glm4moe", "deepseek2"}) {
-    const std::string name = std::string("micro-") + arch + ".gguf";
-    models.emplace_back(name, std::string(MOE_SOURCE_DIR) + "/tests/fuzz/seeds/" + name);
+    models.emplace_back(absl::StrCat("micro-", arch, ".gguf"), MicroModel(arch));
   }
   return models;
+}
+
+std::string MicroModel(absl::string_view arch) {
+  return absl::StrCat(MOE_SOURCE_DIR, "/tests/fuzz/seeds/micro-", arch, ".gguf");
 }
 
 namespace {

@@ -52,6 +52,7 @@ std::string TestdataDir();  // tests/data of the checkout
 // The micro models of tests/fuzz/seeds (make-micro-models.sh): every architecture in a few KB,
 // as (file name, path).
 std::vector<std::pair<std::string, std::string>> MicroModels();
+std::string MicroModel(absl::string_view arch);  // the path of micro-<arch>.gguf
 
 // Integer fields of a GGUF file (header counts, string lengths, value types, array counts,
 // tensor dims, types and offsets) and the end of its tensor-info section. Stops quietly at the
