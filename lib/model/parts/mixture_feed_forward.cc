@@ -252,11 +252,13 @@ absl::Status MixtureFeedForward::FinishStep(const StepContext& ctx) {
   be.CopyToHost(step_ids_.data(), host_step_ids_.size() * sizeof(int32_t), host_step_ids_.data());
   be.CopyToHost(step_entropy_.data(), host_step_entropy_.size() * sizeof(float),
                 host_step_entropy_.data());
-  std::vector<int> recorded;
-  recorded.swap(in_place_layers_);
-  MOE_RETURN_IF_ERROR(be.TakeError());
+  absl::Status copied = be.TakeError();
+  if (!copied.ok()) {
+    in_place_layers_.clear();
+    return copied;
+  }
   Telemetry* tel = ctx.telemetry;
-  for (int layer : recorded) {
+  for (int layer : in_place_layers_) {
     const LayerWeights& L = ctx.model.layers()[layer];
     const int32_t* ids = host_step_ids_.data() + layer * n * k;
     const float* entropy = host_step_entropy_.data() + layer * n;
@@ -288,6 +290,7 @@ absl::Status MixtureFeedForward::FinishStep(const StepContext& ctx) {
       tel->routing_trace[layer].insert(tel->routing_trace[layer].end(), ids, ids + n * k);
     }
   }
+  in_place_layers_.clear();
   return absl::OkStatus();
 }
 
