@@ -1,5 +1,7 @@
 #include "lib/import/gguf_file.h"
 
+#include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 
@@ -59,6 +61,23 @@ TEST(GgufFileTest, CorruptCountsAreRejected) {
   bytes = ReadAll(kFixture);
   bytes[0] = 'X';
   EXPECT_EQ(GgufFile::Parse(bytes, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Dimensions each within bounds whose product overflows an element count (2^32 x 2^35: found by
+// gguf_fuzz) are an error of the file, not arithmetic the importer trips over.
+TEST(GgufFileTest, DimensionsWhoseProductOverflowsAreRejected) {
+  std::vector<uint8_t> bytes = ReadAll(kFixture);
+  const std::string name = "blk.1.ffn_down_exps.weight";
+  const auto at = std::search(bytes.begin(), bytes.end(), name.begin(), name.end());
+  ASSERT_NE(at, bytes.end());
+  // After the name: uint32 n_dims, then n_dims uint64 dimensions.
+  const size_t dims = (at - bytes.begin()) + name.size() + 4;
+  const uint64_t big[] = {uint64_t{1} << 32, uint64_t{1} << 35};
+  std::memcpy(bytes.data() + dims, big, sizeof(big));
+  auto g = GgufFile::Parse(bytes, nullptr);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(g.status().message().find("2^50 elements"), absl::string_view::npos) << g.status();
 }
 
 }  // namespace
