@@ -50,4 +50,21 @@ inline size_t RowBytes(DType t, int64_t n) {
   return static_cast<size_t>(n / i.block_elems) * i.block_bytes;
 }
 
+// The most elements a tensor a file describes may have: far beyond any real tensor, far below
+// where element counts and byte sizes (int64, size_t) overflow.
+inline constexpr uint64_t kMaxTensorElements = uint64_t{1} << 50;
+
+// Whether the product of the positive dimensions stays within kMaxTensorElements (checked
+// factor by factor, so it never overflows itself). Readers check a file's shapes with it before
+// anything multiplies them out.
+template <typename Dims>
+bool ElementCountFits(const Dims& dims) {
+  uint64_t elements = 1;
+  for (auto d : dims) {
+    if (d <= 0 || static_cast<uint64_t>(d) > kMaxTensorElements / elements) return false;
+    elements *= static_cast<uint64_t>(d);
+  }
+  return true;
+}
+
 }  // namespace moe

@@ -187,6 +187,9 @@ absl::StatusOr<ModelSpec> ReadMoeFile(const std::string& path) {
         return fail(Corrupt(absl::StrCat("tensor '", ts.name, "' has dimension ", d)));
       }
     }
+    if (!ElementCountFits(ts.shape)) {  // before byte_size() multiplies them out
+      return fail(Corrupt(absl::StrCat("tensor '", ts.name, "' has more than 2^50 elements")));
+    }
     if (!RowSizeValid(ts.dtype, ts.shape.back())) {
       return fail(Corrupt(
           absl::StrCat("tensor '", ts.name, "' rows do not fit ", DTypeName(ts.dtype), " blocks")));

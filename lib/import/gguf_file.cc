@@ -301,22 +301,18 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Parse(absl::Span<const uint8
       return absl::InvalidArgumentError(
           absl::StrCat("tensor '", info.name, "' has ", n_dims, " dimensions"));
     }
-    // Each dimension and their product stay far below what an int64 element count holds: the
-    // importer multiplies them out (a file's dimensions of 2^32 and 2^35 once overflowed there).
-    constexpr uint64_t kMaxElements = uint64_t{1} << 50;
-    uint64_t elements = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
       MOE_ASSIGN_OR_RETURN(uint64_t ne, c.Read<uint64_t>("tensor shape"));
       if (ne == 0 || ne > (1ull << 40)) {
         return absl::InvalidArgumentError(
             absl::StrCat("tensor '", info.name, "' has invalid dimension ", ne));
       }
-      if (ne > kMaxElements / elements) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "tensor '", info.name, "' has more than 2^50 elements: no file holds that"));
-      }
-      elements *= ne;
       info.ne.push_back(static_cast<int64_t>(ne));
+    }
+    // The importer multiplies the dimensions out (2^32 x 2^35 once overflowed there).
+    if (!ElementCountFits(info.ne)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", info.name, "' has more than 2^50 elements: no file holds that"));
     }
     MOE_ASSIGN_OR_RETURN(info.ggml_type, c.Read<uint32_t>("tensor type"));
     MOE_ASSIGN_OR_RETURN(info.offset, c.Read<uint64_t>("tensor offset"));

@@ -150,6 +150,27 @@ TEST_F(MoeCorruptionTest, RandomHeaderDamageNeverCrashes) {
   EXPECT_GT(rejected, 0);
 }
 
+// Dimensions each within bounds whose product passes 2^50 elements (2^35 x 2^32) are damage the
+// reader names, before anything multiplies them out.
+TEST_F(MoeCorruptionTest, ShapesWhoseElementCountOverflowsAreRejected) {
+  auto spec = ReadMoeFile(good_);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const std::vector<int64_t>& shape = spec->tensors[0].shape;
+  ASSERT_EQ(shape.size(), 2u);
+  uint32_t header_size;
+  std::memcpy(&header_size, bytes_.data(), 4);
+  const auto* want = reinterpret_cast<const uint8_t*>(shape.data());
+  const auto at = std::search(bytes_.begin(), bytes_.begin() + 4 + header_size, want,
+                              want + 2 * sizeof(int64_t));
+  ASSERT_NE(at, bytes_.begin() + 4 + header_size);
+  std::vector<uint8_t> b = bytes_;
+  const int64_t big[] = {int64_t{1} << 35, int64_t{1} << 32};
+  std::memcpy(b.data() + (at - bytes_.begin()), big, sizeof(big));
+  auto s = Load(b);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("2^50 elements"), std::string::npos) << s;
+}
+
 // The classes moe_c.h documents for moe_model_load: missing (NotFound), a directory that is no
 // checkpoint (InvalidArgument), a file of another kind (Unimplemented), a damaged or cut file of
 // our kinds (DataLoss).
