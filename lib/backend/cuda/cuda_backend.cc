@@ -225,12 +225,16 @@ class CudaBackend final : public Backend {
     // the others: their inputs are queued for the host before the device's experts (so waiting
     // for them is not waiting for that work), and their outputs go back behind it.
     host_jobs_.clear();
-    for (const ExpertJob& job : jobs) {
-      if (job.m > 0 && !OnDeviceWeights(job)) host_jobs_.push_back(job);
+    job_on_device_.assign(jobs.size(), 0);
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      if (jobs[j].m == 0) continue;
+      job_on_device_[j] = OnDeviceWeights(jobs[j]);
+      if (!job_on_device_[j]) host_jobs_.push_back(jobs[j]);
     }
     const bool host_inputs = !host_jobs_.empty() && SendHostInputs();
-    for (const ExpertJob& job : jobs) {
-      if (job.m == 0 || !OnDeviceWeights(job)) continue;
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      if (!job_on_device_[j]) continue;
+      const ExpertJob& job = jobs[j];
       const int64_t d = job.gate.cols;
       const float* in = job.in;
       if (job.rows != nullptr) {  // the expert's tokens out of the step's rows
@@ -692,6 +696,7 @@ class CudaBackend final : public Backend {
   // The experts the CPU runs: their jobs (pointing at the pinned copies), the device outputs
   // they fill, and the events behind the copies each way.
   std::vector<ExpertJob> host_jobs_;
+  std::vector<char> job_on_device_;  // per job of the call: its weights are all on the device
   std::vector<float*> device_outs_;
   PinnedBuffer pinned_in_, pinned_out_;
   cudaEvent_t inputs_sent_ = nullptr, outputs_sent_ = nullptr;
