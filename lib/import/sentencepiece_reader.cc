@@ -1,10 +1,13 @@
 #include "lib/import/sentencepiece_reader.h"
 
+#include <exception>
+
 #include "sentencepiece_processor.h"
 
 namespace moe::spm_internal {
+namespace {
 
-std::string ReadSentencePieceModel(const std::string& path, TokenizerData* out) {
+std::string Read(const std::string& path, TokenizerData* out) {
   sentencepiece::SentencePieceProcessor sp;
   const auto status = sp.Load(path);
   if (!status.ok()) return "cannot read SentencePiece model '" + path + "': " + status.ToString();
@@ -39,6 +42,21 @@ std::string ReadSentencePieceModel(const std::string& path, TokenizerData* out) 
   if (!sp.Encode("a", &pieces).ok()) return "cannot encode with SentencePiece model '" + path + "'";
   out->add_space_prefix = !pieces.empty() && pieces[0].rfind("\xE2\x96\x81", 0) == 0;
   return "";
+}
+
+}  // namespace
+
+std::string ReadSentencePieceModel(const std::string& path, TokenizerData* out) {
+  // The library throws from inside on some models its own checks let through (its Darts trie
+  // rejects a piece that starts with a NUL byte: "zero-length key"); a corrupt file is an error
+  // to report, not an uncaught exception that ends the process.
+  try {
+    return Read(path, out);
+  } catch (const std::exception& e) {
+    return "cannot read SentencePiece model '" + path + "': " + e.what();
+  } catch (...) {
+    return "cannot read SentencePiece model '" + path + "': the library threw";
+  }
 }
 
 }  // namespace moe::spm_internal
