@@ -5,6 +5,7 @@
 
 #include "kernels/cuda_buffer.h"
 #include "kernels/routed_experts.h"
+#include "lib/backend/combine_core.h"
 
 namespace moe::cuda {
 namespace {
@@ -46,8 +47,8 @@ __global__ void AddRoutedRowsKernel(int64_t n, int64_t k, int64_t dim, const int
     if (ids[t * k + j] >= 0) sum += w[t * k + j] * outs[(t * k + j) * dim + i];
   }
   if (shared_out != nullptr) {
-    const float g = shared_gate != nullptr ? 1.f / (1.f + expf(-shared_gate[t])) : 1.f;
-    sum += g * shared_out[t * dim + i];
+    sum += SharedExpertWeight(shared_gate != nullptr ? shared_gate + t : nullptr) *
+           shared_out[t * dim + i];
   }
   x[index] += sum;
 }

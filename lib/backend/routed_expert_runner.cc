@@ -1,8 +1,7 @@
 #include "lib/backend/routed_expert_runner.h"
 
-#include <cmath>
-
 #include "absl/strings/str_cat.h"
+#include "lib/backend/combine_core.h"
 #include "lib/moe/expert_dispatch.h"
 
 namespace moe {
@@ -51,22 +50,13 @@ absl::Status RoutedExpertRunner::Run(Backend& be, const Backend::RoutedExperts& 
   if (jobs_.empty()) return absl::OkStatus();
   be.RunExperts(jobs_);
 
-  // Each token's expert outputs in its router's order, then the gated shared expert.
   const int64_t terms = k + (r.shared != nullptr ? 1 : 0);
   src_.resize(n * terms);
   weight_.resize(n * terms);
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t j = 0; j < k; ++j) {
-      const int32_t e = ids[t * k + j];
-      src_[t * terms + j] = e < 0 ? nullptr : outs_[e].data() + place_[t * k + j] * d;
-      weight_[t * terms + j] = e < 0 ? 0.f : weights[t * k + j];
-    }
-    if (r.shared != nullptr) {
-      src_[t * terms + k] = r.shared_out + t * d;
-      weight_[t * terms + k] =
-          shared_gate == nullptr ? 1.f : 1.f / (1.f + std::exp(-shared_gate[t]));
-    }
-  }
+  ListCombineTerms(
+      n, k, ids, weights,
+      [&](int64_t t, int64_t j) { return outs_[ids[t * k + j]].data() + place_[t * k + j] * d; },
+      r.shared != nullptr ? r.shared_out : nullptr, shared_gate, d, src_.data(), weight_.data());
   be.AddWeightedRows(n, terms, d, src_.data(), weight_.data(), x);
   return absl::OkStatus();
 }

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstring>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backend/combine_core.h"
 #include "lib/base/status_macros.h"
 
 namespace moe {
@@ -157,25 +157,13 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
   auto& weight = combine_weight_;
   src.resize(n * terms);
   weight.resize(n * terms);
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t j = 0; j < k; ++j) {
-      const int32_t e = routing.experts[t * k + j];
-      src[t * terms + j] = e < 0 ? nullptr : outs[job_of_expert[e]].data() + slot[t * k + j] * d;
-      weight[t * terms + j] = e < 0 ? 0.f : routing.weights[t * k + j];
-    }
-  }
-  if (L.has_shared) {
-    std::vector<float>& g = host_gate_;
-    if (L.shared_gate.empty()) {
-      g.assign(n, 1.f);
-    } else {
-      for (float& v : g) v = 1.f / (1.f + std::exp(-v));
-    }
-    for (int64_t t = 0; t < n; ++t) {
-      src[t * terms + k] = shared_out + t * d;
-      weight[t * terms + k] = g[t];
-    }
-  }
+  ListCombineTerms(
+      n, k, routing.experts.data(), routing.weights.data(),
+      [&](int64_t t, int64_t j) {
+        return outs[job_of_expert[routing.experts[t * k + j]]].data() + slot[t * k + j] * d;
+      },
+      L.has_shared ? shared_out : nullptr, gated_shared ? host_gate_.data() : nullptr, d,
+      src.data(), weight.data());
   be.AddWeightedRows(n, terms, d, src.data(), weight.data(), x);
   return absl::OkStatus();
 }
