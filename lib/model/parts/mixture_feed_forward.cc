@@ -26,6 +26,41 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// Each token's chosen experts' bytes and work into the step's per-row costs (when it keeps
+// them), whichever path ran them.
+void AddChoiceCosts(const StepContext& ctx, const LayerWeights& L, const int32_t* ids, int64_t n,
+                    int64_t k) {
+  if (ctx.expert_bytes == nullptr) return;
+  const int32_t n_expert = static_cast<int32_t>(L.experts.size());
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t e = ids[t * k + j];
+      if (e < 0 || e >= n_expert) continue;
+      ctx.expert_bytes[t] += L.experts[e].cost_bytes();
+      ctx.expert_macs[t] += L.experts[e].params();
+    }
+  }
+}
+
+// What running expert e of a layer over m rows in this process adds to the telemetry: its rows,
+// its bytes once, its work per row.
+void CountExpertRun(Telemetry* tel, int layer, int e, const ExpertWeights& w, int64_t m) {
+  if (tel == nullptr) return;
+  tel->expert_counts[layer][e] += m;
+  tel->weight_bytes_read += w.byte_size();
+  tel->active_params += m * w.params();
+}
+
+// A layer's router entropies and, when the telemetry records routing, its choices.
+void RecordRouting(Telemetry* tel, int layer, int64_t n_layer, const int32_t* ids,
+                   const float* entropy, int64_t n, int64_t k) {
+  if (tel == nullptr) return;
+  for (int64_t t = 0; t < n; ++t) tel->router_entropy_sum += entropy[t];
+  if (!tel->record_routing) return;
+  if (static_cast<int64_t>(tel->routing_trace.size()) <= layer) tel->routing_trace.resize(n_layer);
+  tel->routing_trace[layer].insert(tel->routing_trace[layer].end(), ids, ids + n * k);
+}
+
 }  // namespace
 
 RouterConfig MixtureFeedForward::ConfigFor(const HParams& h, const LayerWeights& L,
@@ -84,17 +119,7 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
     rc.positions = ctx.positions.data();
     Route(rc, host_logits_, n, &routing);
     if (policy_.load_window > 0 && !ctx.histories.empty()) Reweigh(ctx, layer, n, tel);
-    if (ctx.expert_bytes != nullptr) {
-      for (int64_t t = 0; t < n; ++t) {
-        for (int64_t j = 0; j < h.n_expert_used; ++j) {
-          const int32_t e = routing.experts[t * h.n_expert_used + j];
-          if (e < 0) continue;
-          const ExpertWeights& w = L.experts[e];
-          ctx.expert_bytes[t] += w.cost_bytes();
-          ctx.expert_macs[t] += w.params();
-        }
-      }
-    }
+    AddChoiceCosts(ctx, L, routing.experts.data(), n, h.n_expert_used);
     if (tel) {
       tel->rerouted_choices += routing.rerouted;
       tel->dropped_choices += routing.dropped;
@@ -141,15 +166,7 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
     }
     MOE_RETURN_IF_ERROR(FinishExchange(be, *exchange, L, layer, d, next_out, tel));
   }
-  if (tel) {
-    for (float ent : routing.entropy) tel->router_entropy_sum += ent;
-    if (tel->record_routing) {
-      if (static_cast<int>(tel->routing_trace.size()) <= layer)
-        tel->routing_trace.resize(h.n_layer);
-      std::vector<int32_t>& trace = tel->routing_trace[layer];
-      trace.insert(trace.end(), routing.experts.begin(), routing.experts.begin() + n * k);
-    }
-  }
+  RecordRouting(tel, layer, h.n_layer, routing.experts.data(), routing.entropy.data(), n, k);
   // Combine: each token's expert outputs in its router's order, weighted, then the gated shared
   // expert, summed into the residual stream in one pass over the tokens.
   const int64_t terms = k + (L.has_shared ? 1 : 0);
@@ -250,32 +267,16 @@ absl::Status MixtureFeedForward::FinishStep(const StepContext& ctx) {
     const LayerWeights& L = ctx.model.layers()[layer];
     const int32_t* ids = host_step_ids_.data() + layer * n * k;
     const float* entropy = host_step_entropy_.data() + layer * n;
-    // What the host path counts as it runs each expert: bytes and work per token, per expert.
-    expert_rows_.assign(h.n_expert, 0);
-    for (int64_t t = 0; t < n; ++t) {
-      for (int64_t j = 0; j < k; ++j) {
-        const int32_t e = ids[t * k + j];
-        if (e < 0 || e >= h.n_expert) continue;
-        ++expert_rows_[e];
-        if (ctx.expert_bytes != nullptr) {
-          ctx.expert_bytes[t] += L.experts[e].cost_bytes();
-          ctx.expert_macs[t] += L.experts[e].params();
-        }
-      }
-    }
+    AddChoiceCosts(ctx, L, ids, n, k);
+    RecordRouting(tel, layer, layers, ids, entropy, n, k);
     if (tel == nullptr) continue;
-    for (int e = 0; e < h.n_expert; ++e) {
-      const int64_t m = expert_rows_[e];
-      if (m == 0) continue;
-      tel->expert_counts[layer][e] += m;
-      tel->weight_bytes_read += L.experts[e].byte_size();
-      tel->active_params += m * L.experts[e].params();
+    // Each chosen expert counted as the host path counts it as it runs (RunLocalExperts).
+    expert_rows_.assign(h.n_expert, 0);
+    for (int64_t s = 0; s < n * k; ++s) {
+      if (ids[s] >= 0 && ids[s] < h.n_expert) ++expert_rows_[ids[s]];
     }
-    for (int64_t t = 0; t < n; ++t) tel->router_entropy_sum += entropy[t];
-    if (tel->record_routing) {
-      if (static_cast<int>(tel->routing_trace.size()) <= layer)
-        tel->routing_trace.resize(h.n_layer);
-      tel->routing_trace[layer].insert(tel->routing_trace[layer].end(), ids, ids + n * k);
+    for (int e = 0; e < h.n_expert; ++e) {
+      if (expert_rows_[e] > 0) CountExpertRun(tel, layer, e, L.experts[e], expert_rows_[e]);
     }
   }
   in_place_layers_.clear();
@@ -372,11 +373,7 @@ absl::Status MixtureFeedForward::RunLocalExperts(Backend& be, const HParams& h, 
       // From the store, the weights are filled in once the expert is read (RunStoredExperts).
       jobs_.push_back({w.gate, w.up, w.down, xn_.data(), rows.data() + first, m, res + first * d,
                        w.gate_bias, w.up_bias, w.down_bias, activation});
-      if (tel) {
-        tel->expert_counts[layer][e] += m;
-        tel->weight_bytes_read += w.byte_size();
-        tel->active_params += m * w.params();
-      }
+      CountExpertRun(tel, layer, e, w, m);
     }
     const bool with_shared = begin == 0 && shared_here;
     if (with_shared) {
