@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -215,6 +216,24 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
   MOE_RETURN_IF_ERROR(Positive("n_expert", h.n_expert));
   MOE_RETURN_IF_ERROR(Positive("n_expert_used", h.n_expert_used));
   MOE_RETURN_IF_ERROR(Positive("n_ff_expert", h.n_ff_expert));
+  // Every size the checks below add and multiply into expected shapes stays far inside int64
+  // (with at most 4096 heads, no product passes 2^38); a file's word is not enough for that.
+  constexpr int64_t kMaxSize = int64_t{1} << 24;
+  const std::pair<const char*, int64_t> sizes[] = {
+      {"n_vocab", h.n_vocab},         {"n_embd", h.n_embd},
+      {"head_dim", h.head_dim},       {"value_length", h.value_dim},
+      {"rope_dim", h.rope_dim},       {"n_ff_expert", h.n_ff_expert},
+      {"n_ff_shared", h.n_ff_shared}, {"n_ff_dense", h.n_ff_dense},
+      {"q_lora_rank", h.q_lora_rank}, {"kv_lora_rank", h.kv_lora_rank},
+      {"qk_nope_dim", h.qk_nope_dim}, {"v_head_dim", h.v_head_dim},
+      {"n_head", h.n_head},           {"n_head_kv", h.n_head_kv},
+      {"n_layer", h.n_layer},         {"n_expert", h.n_expert}};
+  for (const auto& [what, size] : sizes) {
+    if (size > kMaxSize) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " ", size, " is out of range (at most ", kMaxSize, ")"));
+    }
+  }
   if (!(h.rms_eps > 0) || !std::isfinite(h.rms_eps)) {
     return absl::InvalidArgumentError(
         absl::StrCat("rms_eps must be a positive number, got ", h.rms_eps));

@@ -1,0 +1,54 @@
+#include "lib/model/model_spec.h"
+
+#include <cstdint>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "lib/import/gguf_import.h"
+
+namespace moe {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The DeepSeek-V3 fixture: latent attention, leading dense layers, shared experts, so that every
+// size the checks multiply is set.
+ModelSpec DeepseekSpec() {
+  auto spec = ImportGguf(std::string(MOE_TESTDATA_DIR) +
+                         "/fixtures-v2/tiny-deepseek3-f32/tiny-deepseek3-f32.gguf");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return spec.ok() ? *std::move(spec) : ModelSpec{};
+}
+
+TEST(ModelSpecTest, TheFixtureIsValid) { EXPECT_TRUE(ValidateModelSpec(DeepseekSpec()).ok()); }
+
+// Found by moe_file_fuzz: a .moe file whose qk_nope_dim was 8026645363650080321 overflowed
+// n_head x (qk_nope + rope) while its expected shapes were worked out (undefined behaviour).
+// Every size is bounded before anything multiplies it.
+TEST(ModelSpecTest, SizesPastTheBoundAreErrorsBeforeAnyProduct) {
+  const int64_t huge = 8026645363650080321;
+  struct Case {
+    const char* name;
+    int64_t HParams::*field;
+  };
+  for (const Case& c :
+       {Case{"qk_nope_dim", &HParams::qk_nope_dim}, Case{"v_head_dim", &HParams::v_head_dim},
+        Case{"kv_lora_rank", &HParams::kv_lora_rank}, Case{"q_lora_rank", &HParams::q_lora_rank},
+        Case{"rope_dim", &HParams::rope_dim}, Case{"head_dim", &HParams::head_dim},
+        Case{"n_embd", &HParams::n_embd}, Case{"n_vocab", &HParams::n_vocab},
+        Case{"n_ff_expert", &HParams::n_ff_expert}, Case{"n_ff_dense", &HParams::n_ff_dense},
+        Case{"n_ff_shared", &HParams::n_ff_shared}}) {
+    for (int64_t value : {huge, (int64_t{1} << 24) + 1}) {
+      ModelSpec spec = DeepseekSpec();
+      spec.hp.*c.field = value;
+      const absl::Status status = ValidateModelSpec(spec);
+      EXPECT_TRUE(absl::IsInvalidArgument(status)) << c.name << " " << value << ": " << status;
+      EXPECT_THAT(status.message(), HasSubstr(std::string(c.name) + " " + std::to_string(value)))
+          << status;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace moe
