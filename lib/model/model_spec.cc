@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -216,22 +215,34 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
   MOE_RETURN_IF_ERROR(Positive("n_expert", h.n_expert));
   MOE_RETURN_IF_ERROR(Positive("n_expert_used", h.n_expert_used));
   MOE_RETURN_IF_ERROR(Positive("n_ff_expert", h.n_ff_expert));
-  // Every size the checks below add and multiply into expected shapes stays far inside int64
-  // (with at most 4096 heads, no product passes 2^38); a file's word is not enough for that.
+  // Every count and size has a bound, checked before anything below adds or multiplies them
+  // into expected shapes: with sizes up to 2^24 and at most 4096 heads, no product passes 2^38,
+  // far inside int64 (a file's word is not enough for that).
   constexpr int64_t kMaxSize = int64_t{1} << 24;
-  const std::pair<const char*, int64_t> sizes[] = {
-      {"n_vocab", h.n_vocab},         {"n_embd", h.n_embd},
-      {"head_dim", h.head_dim},       {"value_length", h.value_dim},
-      {"rope_dim", h.rope_dim},       {"n_ff_expert", h.n_ff_expert},
-      {"n_ff_shared", h.n_ff_shared}, {"n_ff_dense", h.n_ff_dense},
-      {"q_lora_rank", h.q_lora_rank}, {"kv_lora_rank", h.kv_lora_rank},
-      {"qk_nope_dim", h.qk_nope_dim}, {"v_head_dim", h.v_head_dim},
-      {"n_head", h.n_head},           {"n_head_kv", h.n_head_kv},
-      {"n_layer", h.n_layer},         {"n_expert", h.n_expert}};
-  for (const auto& [what, size] : sizes) {
-    if (size > kMaxSize) {
+  struct Bound {
+    const char* what;
+    int64_t value, max;
+  };
+  const Bound bounds[] = {{"n_vocab", h.n_vocab, kMaxSize},
+                          {"n_embd", h.n_embd, kMaxSize},
+                          {"head_dim", h.head_dim, kMaxSize},
+                          {"value_length", h.value_dim, kMaxSize},
+                          {"rope_dim", h.rope_dim, kMaxSize},
+                          {"n_ff_expert", h.n_ff_expert, kMaxSize},
+                          {"n_ff_shared", h.n_ff_shared, kMaxSize},
+                          {"n_ff_dense", h.n_ff_dense, kMaxSize},
+                          {"q_lora_rank", h.q_lora_rank, kMaxSize},
+                          {"kv_lora_rank", h.kv_lora_rank, kMaxSize},
+                          {"qk_nope_dim", h.qk_nope_dim, kMaxSize},
+                          {"v_head_dim", h.v_head_dim, kMaxSize},
+                          {"n_head_kv", h.n_head_kv, kMaxSize},
+                          {"n_head", h.n_head, 4096},
+                          {"n_layer", h.n_layer, 4096},
+                          {"n_expert", h.n_expert, 65536}};
+  for (const Bound& b : bounds) {
+    if (b.value > b.max) {
       return absl::InvalidArgumentError(
-          absl::StrCat(what, " ", size, " is out of range (at most ", kMaxSize, ")"));
+          absl::StrCat(b.what, " ", b.value, " is out of range (at most ", b.max, ")"));
     }
   }
   if (!(h.rms_eps > 0) || !std::isfinite(h.rms_eps)) {
@@ -291,9 +302,6 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
   if (!(h.routed_scale > 0) || !std::isfinite(h.routed_scale)) {
     return absl::InvalidArgumentError(
         absl::StrCat("expert_weights_scale must be a positive number, got ", h.routed_scale));
-  }
-  if (h.n_layer > 4096 || h.n_expert > 65536 || h.n_head > 4096) {
-    return absl::InvalidArgumentError("hyper-parameters out of range");
   }
   if (!spec.tokenizer.tokens.empty() &&
       static_cast<int64_t>(spec.tokenizer.tokens.size()) != h.n_vocab) {

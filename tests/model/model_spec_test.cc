@@ -11,6 +11,7 @@ namespace moe {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // The DeepSeek-V3 fixture: latent attention, leading dense layers, shared experts, so that every
 // size the checks multiply is set.
@@ -27,26 +28,36 @@ TEST(ModelSpecTest, TheFixtureIsValid) { EXPECT_TRUE(ValidateModelSpec(DeepseekS
 // n_head x (qk_nope + rope) while its expected shapes were worked out (undefined behaviour).
 // Every size is bounded before anything multiplies it.
 TEST(ModelSpecTest, SizesPastTheBoundAreErrorsBeforeAnyProduct) {
-  const int64_t huge = 8026645363650080321;
+  const int64_t huge = 8026645363650080321, size = int64_t{1} << 24;
   struct Case {
     const char* name;
     int64_t HParams::*field;
+    int64_t max;
   };
   for (const Case& c :
-       {Case{"qk_nope_dim", &HParams::qk_nope_dim}, Case{"v_head_dim", &HParams::v_head_dim},
-        Case{"kv_lora_rank", &HParams::kv_lora_rank}, Case{"q_lora_rank", &HParams::q_lora_rank},
-        Case{"rope_dim", &HParams::rope_dim}, Case{"head_dim", &HParams::head_dim},
-        Case{"n_embd", &HParams::n_embd}, Case{"n_vocab", &HParams::n_vocab},
-        Case{"n_ff_expert", &HParams::n_ff_expert}, Case{"n_ff_dense", &HParams::n_ff_dense},
-        Case{"n_ff_shared", &HParams::n_ff_shared}}) {
-    for (int64_t value : {huge, (int64_t{1} << 24) + 1}) {
+       {Case{"qk_nope_dim", &HParams::qk_nope_dim, size},
+        Case{"v_head_dim", &HParams::v_head_dim, size},
+        Case{"kv_lora_rank", &HParams::kv_lora_rank, size},
+        Case{"q_lora_rank", &HParams::q_lora_rank, size},
+        Case{"rope_dim", &HParams::rope_dim, size}, Case{"head_dim", &HParams::head_dim, size},
+        Case{"n_embd", &HParams::n_embd, size}, Case{"n_vocab", &HParams::n_vocab, size},
+        Case{"n_ff_expert", &HParams::n_ff_expert, size},
+        Case{"n_ff_dense", &HParams::n_ff_dense, size},
+        Case{"n_ff_shared", &HParams::n_ff_shared, size}, Case{"n_head", &HParams::n_head, 4096},
+        Case{"n_layer", &HParams::n_layer, 4096}, Case{"n_expert", &HParams::n_expert, 65536}}) {
+    for (int64_t value : {huge, c.max + 1}) {
       ModelSpec spec = DeepseekSpec();
       spec.hp.*c.field = value;
       const absl::Status status = ValidateModelSpec(spec);
       EXPECT_TRUE(absl::IsInvalidArgument(status)) << c.name << " " << value << ": " << status;
-      EXPECT_THAT(status.message(), HasSubstr(std::string(c.name) + " " + std::to_string(value)))
+      EXPECT_THAT(status.message(),
+                  HasSubstr(std::string(c.name) + " " + std::to_string(value) + " is out of range"))
           << status;
     }
+    // The bound itself is allowed (the file then fails on something else, its shapes).
+    ModelSpec spec = DeepseekSpec();
+    spec.hp.*c.field = c.max;
+    EXPECT_THAT(ValidateModelSpec(spec).message(), Not(HasSubstr("out of range"))) << c.name;
   }
 }
 
