@@ -2,7 +2,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/backend/combine_core.h"
-#include "lib/moe/expert_dispatch.h"
 
 namespace moe {
 
@@ -22,24 +21,22 @@ absl::Status RoutedExpertRunner::Run(Backend& be, const Backend::RoutedExperts& 
           absl::StrCat("expert ", ids[s], " has no weights in this process"));
     }
   }
-  offsets_.resize(n_expert + 1);
-  tokens_.resize(n * k);
-  place_.resize(n * k);
-  DispatchExperts(ids, n, k, n_expert, offsets_.data(), tokens_.data(), place_.data());
+  lists_.Build(ids, n, k, n_expert);
   if (outs_.size() < static_cast<size_t>(n_expert)) outs_.resize(n_expert);
 
   // The chosen experts in id order, then the shared expert: the host path's jobs.
   int64_t d = 0;
   jobs_.clear();
   for (int32_t e = 0; e < n_expert; ++e) {
-    const int64_t m = offsets_[e + 1] - offsets_[e];
+    const absl::Span<const int32_t> tokens = lists_.TokensOf(e);
+    const int64_t m = static_cast<int64_t>(tokens.size());
     if (m == 0) continue;
     const Backend::ExpertMatrices& w = r.experts[e];
     d = w.down.rows;
     absl::StatusOr<float*> out = outs_[e].Resize(be, m * d);
     if (!out.ok()) return out.status();
-    jobs_.push_back({w.gate, w.up, w.down, r.in, tokens_.data() + offsets_[e], m, *out, w.gate_bias,
-                     w.up_bias, w.down_bias, r.activation});
+    jobs_.push_back({w.gate, w.up, w.down, r.in, tokens.data(), m, *out, w.gate_bias, w.up_bias,
+                     w.down_bias, r.activation});
   }
   if (r.shared != nullptr) {
     const Backend::ExpertMatrices& s = *r.shared;
@@ -55,7 +52,9 @@ absl::Status RoutedExpertRunner::Run(Backend& be, const Backend::RoutedExperts& 
   weight_.resize(n * terms);
   ListCombineTerms(
       n, k, ids, weights,
-      [&](int64_t t, int64_t j) { return outs_[ids[t * k + j]].data() + place_[t * k + j] * d; },
+      [&](int64_t t, int64_t j) {
+        return outs_[ids[t * k + j]].data() + lists_.PlaceOf(t * k + j) * d;
+      },
       r.shared != nullptr ? r.shared_out : nullptr, shared_gate, d, src_.data(), weight_.data());
   be.AddWeightedRows(n, terms, d, src_.data(), weight_.data(), x);
   return absl::OkStatus();

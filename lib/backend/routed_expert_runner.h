@@ -1,5 +1,5 @@
 // Backend::RunRoutedExperts from routing in host memory: each expert's tokens listed
-// (expert_dispatch.h), every chosen expert run once over them with the shared expert in the same
+// (expert_lists.h), every chosen expert run once over them with the shared expert in the same
 // RunExperts call, then one AddWeightedRows — the calls and the order the mixture block's host
 // path makes, so the results are its results bit for bit. The CPU backend runs routed experts
 // this way; a device backend falls back to it (after one copy of the routing to the host) for
@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "lib/backend/backend.h"
 #include "lib/backend/backend_buffer.h"
+#include "lib/moe/expert_lists.h"
 
 namespace moe {
 
@@ -24,8 +25,7 @@ class RoutedExpertRunner {
                    const float* weights, const float* shared_gate, float* x);
 
  private:
-  std::vector<int64_t> offsets_;
-  std::vector<int32_t> tokens_, place_;
+  ExpertLists lists_;
   std::vector<BackendBuffer<float>> outs_;  // by expert id: [its tokens x d]
   std::vector<Backend::ExpertJob> jobs_;
   std::vector<const float*> src_;

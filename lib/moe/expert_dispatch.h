@@ -1,9 +1,9 @@
 // Token-to-expert dispatch as compressed lists: for each expert the tokens that chose it, in token
-// order, and for each choice its place in its expert's list — what the mixture layer builds on
-// the CPU (MixtureFeedForward::Dispatch) so that each expert runs once over all its tokens.
-// Written as per-expert MOE_HOST_DEVICE steps (count, then list) so that the CUDA kernel
-// (kernels/expert_dispatch.cu) runs one thread per expert and gets the same lists with no atomics
-// and no host round trip (issue 21).
+// order, and for each choice its place in its expert's list, so that each expert runs once over
+// all its tokens. Two ways to the same lists: per-expert MOE_HOST_DEVICE steps (count, then list)
+// so that the CUDA kernel (kernels/expert_dispatch.cu) runs one thread per expert with no atomics
+// and no host round trip (issue 21), and one counting pass for a single host thread
+// (ListExpertsByCounting; ExpertLists in expert_lists.h owns its arrays).
 #pragma once
 
 #include <cstdint>
@@ -45,6 +45,33 @@ MOE_HOST_DEVICE inline void DispatchExperts(const int32_t* experts, int64_t n, i
   for (int64_t s = 0; s < n * k; ++s) place[s] = -1;
   for (int32_t e = 0; e < n_expert; ++e) {
     ListExpertChoices(experts, n, k, e, offsets[e], tokens, place);
+  }
+}
+
+// DispatchExperts' lists in O(n x k + n_expert) on one thread (DispatchExperts rereads the
+// choices once per expert, which suits a thread per expert, not a host loop over 256 experts and
+// a long prompt): count, prefix sums, then each choice appended in token order.
+inline void ListExpertsByCounting(const int32_t* experts, int64_t n, int64_t k, int32_t n_expert,
+                                  int64_t* offsets, int32_t* tokens, int32_t* place) {
+  // offsets[e + 1] is first expert e's start, advanced as its tokens are appended, so that it
+  // ends as its end, which is expert e + 1's start: one array serves as starts and cursors.
+  for (int32_t e = 0; e <= n_expert; ++e) offsets[e] = 0;
+  for (int64_t s = 0; s < n * k; ++s) {
+    if (experts[s] >= 0 && experts[s] + 2 <= n_expert) ++offsets[experts[s] + 2];
+  }
+  for (int32_t e = 2; e <= n_expert; ++e) offsets[e] += offsets[e - 1];
+  for (int64_t s = 0; s < n * k; ++s) {
+    const int32_t e = experts[s];
+    if (e < 0) {
+      place[s] = -1;
+      continue;
+    }
+    const int64_t at = offsets[e + 1]++;
+    tokens[at] = static_cast<int32_t>(s / k);
+    place[s] = static_cast<int32_t>(at);  // made relative to the expert's start below
+  }
+  for (int64_t s = 0; s < n * k; ++s) {
+    if (experts[s] >= 0) place[s] -= static_cast<int32_t>(offsets[experts[s]]);
   }
 }
 

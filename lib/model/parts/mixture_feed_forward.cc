@@ -156,7 +156,6 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
   const int64_t k = h.n_expert_used;
   auto& outs = expert_out_;
   auto& job_of_expert = job_of_expert_;
-  auto& slot = slot_;
   if (comm_ != nullptr) {
     if (exchange == nullptr) {
       MOE_ASSIGN_OR_RETURN(exchange, StartExchange(be, layer, d, tel));
@@ -177,7 +176,8 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
   ListCombineTerms(
       n, k, routing.experts.data(), routing.weights.data(),
       [&](int64_t t, int64_t j) {
-        return outs[job_of_expert[routing.experts[t * k + j]]].data() + slot[t * k + j] * d;
+        return outs[job_of_expert[routing.experts[t * k + j]]].data() +
+               lists_.PlaceOf(t * k + j) * d;
       },
       L.has_shared ? shared_out : nullptr, gated_shared ? host_gate_.data() : nullptr, d,
       src.data(), weight.data());
@@ -284,33 +284,14 @@ absl::Status MixtureFeedForward::FinishStep(const StepContext& ctx) {
 }
 
 void MixtureFeedForward::Dispatch(const HParams& h, int layer, int64_t n) {
-  // Dispatch: list each expert's tokens so each expert runs once over all of them; slot[t * k +
-  // j] is where token t's j-th choice sits in its expert's list.
-  const int64_t k = h.n_expert_used;
-  auto& by_expert = by_expert_;
-  auto& slot = slot_;
-  by_expert.resize(h.n_expert);
-  slot.resize(n * k);
-  for (auto& rows : by_expert) {
-    rows.clear();
-    // Room for every token up front, so an expert's first token in a decode step allocates
-    // nothing: any expert may be chosen next.
-    if (static_cast<int64_t>(rows.capacity()) < n) rows.reserve(std::max<int64_t>(n, 16));
-  }
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t j = 0; j < k; ++j) {
-      int32_t e = routing_.experts[t * k + j];
-      if (e < 0) continue;
-      slot[t * k + j] = static_cast<int32_t>(by_expert[e].size());
-      by_expert[e].push_back(static_cast<int32_t>(t));
-    }
-  }
+  // Each expert's tokens, so that each expert runs once over all of them.
+  lists_.Build(routing_.experts.data(), n, h.n_expert_used, h.n_expert);
   job_of_expert_.assign(h.n_expert, -1);
   expert_out_.resize(h.n_expert);  // sized before any pointer into them is taken
   auto& selected = selected_;
   selected.clear();
   for (int e = 0; e < h.n_expert; ++e) {
-    if (!by_expert[e].empty()) selected.push_back(e);
+    if (lists_.CountOf(e) > 0) selected.push_back(e);
   }
   if (comm_ != nullptr) {
     // Every rank routed the same tokens alike; each runs its share of its own experts' tokens.
@@ -360,7 +341,7 @@ absl::Status MixtureFeedForward::RunLocalExperts(Backend& be, const HParams& h, 
     }
     for (size_t i = begin; i < end; ++i) {
       const int e = selected_[i];
-      const auto& rows = by_expert_[e];
+      const absl::Span<const int32_t> rows = lists_.TokensOf(e);
       MOE_ASSIGN_OR_RETURN(
           float* res, expert_out_[*next_out].Resize(be, static_cast<int64_t>(rows.size()) * d));
       job_of_expert_[e] = static_cast<int>((*next_out)++);
@@ -505,7 +486,7 @@ std::pair<int64_t, int64_t> MixtureFeedForward::RowsOf(int layer, int expert, in
   const auto at = std::find(holders.begin(), holders.end(), rank);
   if (at == holders.end()) return {0, 0};
   const int64_t i = at - holders.begin(), h = static_cast<int64_t>(holders.size());
-  const int64_t m = static_cast<int64_t>(by_expert_[expert].size());
+  const int64_t m = lists_.CountOf(expert);
   return {m * i / h, m * (i + 1) / h};
 }
 
@@ -571,7 +552,7 @@ absl::Status MixtureFeedForward::FinishExchange(Backend& be, PendingGather& exch
   // The others' shares, read in the same order they were written (experts ascending).
   std::vector<size_t> read(all.size(), 0);
   for (int32_t e : all_selected_) {
-    const int64_t m = static_cast<int64_t>(by_expert_[e].size());
+    const int64_t m = lists_.CountOf(e);
     if (job_of_expert_[e] < 0) {  // none of its tokens ran here
       MOE_RETURN_IF_ERROR(expert_out_[next_out].Resize(be, m * d).status());
       job_of_expert_[e] = static_cast<int>(next_out++);

@@ -12,6 +12,7 @@
 #include "lib/dist/communicator.h"
 #include "lib/dist/expert_ranks.h"
 #include "lib/model/parts/step_context.h"
+#include "lib/moe/expert_lists.h"
 #include "lib/moe/expert_store.h"
 #include "lib/moe/router.h"
 
@@ -69,7 +70,7 @@ class MixtureFeedForward {
   absl::Status RunInPlace(const StepContext& ctx, int layer, const LayerWeights& L, int64_t n,
                           const float* logits, const float* gate, float* x);
   absl::Span<const Backend::ExpertMatrices> MatricesOf(int layer, const LayerWeights& L);
-  // Lists each expert's tokens of routing_ (by_expert_, slot_) and the experts this rank runs
+  // Lists each expert's tokens of routing_ (lists_) and the experts this rank runs
   // (selected_; with expert parallelism all_selected_ has every rank's).
   void Dispatch(const HParams& h, int layer, int64_t n);
   // Runs selected_ over xn_ into expert_out_ (and the shared expert if shared_here), from the
@@ -95,7 +96,7 @@ class MixtureFeedForward {
   // theirs (the sizes follow from the routing every rank computed alike); FinishExchange puts the
   // others' outputs of all_selected_ into outs (job_of_expert_ names each) and their counts into
   // the telemetry. Work between the two overlaps the transfer.
-  // The rows [first, end) of the expert's tokens (by_expert_) `rank` runs: with replicas
+  // The rows [first, end) of the expert's tokens (lists_) `rank` runs: with replicas
   // (ExpertRanks::AddReplicas) its holders split them in holder order; none for a non-holder.
   std::pair<int64_t, int64_t> RowsOf(int layer, int expert, int rank) const;
   absl::StatusOr<std::unique_ptr<PendingGather>> StartExchange(Backend& be, int layer, int64_t d,
@@ -115,8 +116,7 @@ class MixtureFeedForward {
   BackendBuffer<float> xn_, router_logits_, shared_out_, shared_gate_;
   std::vector<float> host_logits_, host_gate_;
   std::vector<float> host_xn_;  // the routing observer's and the expert ranks' copy of xn_
-  std::vector<std::vector<int32_t>> by_expert_;  // each expert's tokens
-  std::vector<int32_t> slot_;                    // [n x k]: place in the expert's list
+  ExpertLists lists_;           // each expert's tokens of routing_
   std::vector<BackendBuffer<float>> expert_out_;
   std::vector<Backend::ExpertJob> jobs_, group_;
   std::vector<int> job_of_expert_;
