@@ -52,7 +52,7 @@ struct Block32Group {
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b, g += kBlockBytes) {
-      if (next) PrefetchToL2(next + b * kBlockBytes, kBlockBytes);
+      if (next) PrefetchToL1(next + b * kBlockBytes, kBlockBytes);
       __m512i q[8];
       Unpack::Quants(g, q);
       const __m512 d = Unpack::Scales(g);
@@ -176,7 +176,7 @@ struct K4Group {
 
   // A quarter of the next group's super-block sb, per 64-quant chunk c.
   static void Prefetch(const uint8_t* next, int64_t sb, int c) {
-    if (next) PrefetchToL2(next + sb * kBlockBytes + c * kBlockBytes / 4, kBlockBytes / 4);
+    if (next) PrefetchToL1(next + sb * kBlockBytes + c * kBlockBytes / 4, kBlockBytes / 4);
   }
 
   // kSuperScale: the sub-blocks' sums times the rows' scales, less the minimums times the split
@@ -254,9 +254,11 @@ struct Q6_KGroup {
   }
 
   // One token: each lane group is unpacked once for all four blocks of a half.
-  static void Decode(const uint8_t* g, int64_t nsb, const Q8Block* x, float* y) {
+  static void Decode(const uint8_t* g, int64_t nsb, const Q8Block* x, float* y,
+                     const uint8_t* next) {
     __m512 acc = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb, g += kBlockBytes, x += 8) {
+      if (next) PrefetchToL1(next + sb * kBlockBytes, kBlockBytes);
       const __m512 d = HalfScales(g);
       __m512 part = _mm512_setzero_ps();  // kSuperScale: before the activation scale
 #pragma GCC unroll 2
@@ -295,7 +297,7 @@ struct Q6_KGroup {
   static void Tile(const uint8_t* g, int64_t nsb, const Q8Block* x, const SplitSums* /*xs*/,
                    float* y, int64_t ldy, const uint8_t* next) {
     if constexpr (T == 1) {
-      Decode(g, nsb, x, y);
+      Decode(g, nsb, x, y, next);
       return;
     }
     const int64_t nb = 8 * nsb;
@@ -310,7 +312,7 @@ struct Q6_KGroup {
 #pragma GCC unroll 4
         for (int s = 0; s < 4; ++s) {  // activation block 4h + s
           if (next)
-            PrefetchToL2(next + sb * kBlockBytes + (4 * h + s) * kBlockBytes / 8, kBlockBytes / 8);
+            PrefetchToL1(next + sb * kBlockBytes + (4 * h + s) * kBlockBytes / 8, kBlockBytes / 8);
           const __m512 scale0 = Scale(g, d, 8 * h + 2 * s), scale1 = Scale(g, d, 8 * h + 2 * s + 1);
           __m512i q[8];
 #pragma GCC unroll 8
@@ -463,7 +465,7 @@ struct LowBitKGroup {
       }
 #pragma GCC unroll 8
       for (int b = 0; b < 8; ++b) {
-        if (next) PrefetchToL2(next + sb * kBlockBytes + b * kBlockBytes / 8, kBlockBytes / 8);
+        if (next) PrefetchToL1(next + sb * kBlockBytes + b * kBlockBytes / 8, kBlockBytes / 8);
         const __m512i words = kThreeBit ? _mm512_setzero_si512() : Q2ScaleWords(g, b);
         __m512 scale[2];
         BlockScales(u, words, d, b, scale);
@@ -518,7 +520,10 @@ void Products(const uint8_t* g, int64_t cols, const Q8Block* x, const SplitSums*
   const int64_t nb = cols / G::kBlockElems;  // weight blocks per row
   const int64_t xb = cols / 32;              // Q8 blocks per token
   const int64_t xsb = cols / kSuperBlockValues;
-  if (n < kPrefetchTokens) next = nullptr;  // every tile asks: a short last tile alone is too short
+  // The prefetches ahead of the tiles' reads (prefetch.h): few tokens, this group's own stream
+  // kStreamPrefetchBytes ahead; more, the next group (every tile asks, so a short last tile
+  // alone would ask too late).
+  next = n < kPrefetchTokens ? g + kStreamPrefetchBytes : next;
   int64_t t = 0;
   for (; t + kMaxTokens <= n; t += kMaxTokens) {
     G::template Tile<kMaxTokens>(g, nb, x + t * xb, xs ? xs + t * xsb : nullptr, y + t * ldy, ldy,
