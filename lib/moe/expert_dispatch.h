@@ -53,8 +53,9 @@ MOE_HOST_DEVICE inline void DispatchExperts(const int32_t* experts, int64_t n, i
 // a long prompt): count, prefix sums, then each choice appended in token order.
 inline void ListExpertsByCounting(const int32_t* experts, int64_t n, int64_t k, int32_t n_expert,
                                   int64_t* offsets, int32_t* tokens, int32_t* place) {
-  // offsets[e + 1] is first expert e's start, advanced as its tokens are appended, so that it
-  // ends as its end, which is expert e + 1's start: one array serves as starts and cursors.
+  // After the prefix sums offsets[e + 1] holds expert e's start; it advances as e's tokens are
+  // appended and so ends at e's end, which is expert e + 1's start: one array serves as the
+  // cursors and then as the offsets.
   for (int32_t e = 0; e <= n_expert; ++e) offsets[e] = 0;
   for (int64_t s = 0; s < n * k; ++s) {
     if (experts[s] >= 0 && experts[s] + 2 <= n_expert) ++offsets[experts[s] + 2];

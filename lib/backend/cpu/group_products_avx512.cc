@@ -520,9 +520,8 @@ void Products(const uint8_t* g, int64_t cols, const Q8Block* x, const SplitSums*
   const int64_t nb = cols / G::kBlockElems;  // weight blocks per row
   const int64_t xb = cols / 32;              // Q8 blocks per token
   const int64_t xsb = cols / kSuperBlockValues;
-  // The prefetches ahead of the tiles' reads (prefetch.h): few tokens, this group's own stream
-  // kStreamPrefetchBytes ahead; more, the next group (every tile asks, so a short last tile
-  // alone would ask too late).
+  // What the tiles prefetch (prefetch.h): with few tokens their own stream kStreamPrefetchBytes
+  // ahead; with more, the next row group, which each of the tiles over this group asks for.
   next = n < kPrefetchTokens ? g + kStreamPrefetchBytes : next;
   int64_t t = 0;
   for (; t + kMaxTokens <= n; t += kMaxTokens) {
