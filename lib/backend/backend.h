@@ -115,6 +115,25 @@ class Backend : public MemorySpace {
                          const KvLayerView& kv, float* out,
                          const AttentionOptions& options = {}) = 0;
 
+  // One sequence's part of a batched attention call: Attention's arguments but the head count
+  // and options, which a layer's sequences share.
+  struct AttentionSequence {
+    const float* q;
+    int64_t n;
+    const int32_t* positions;
+    KvLayerView kv;
+    float* out;
+  };
+  // Attention for each sequence over its own cache, as calls of Attention in turn would give. A
+  // decode step of many sequences makes one such call per layer: the CPU backend runs it as one
+  // parallel loop, where a loop per sequence would pay the threads' start and wait for every
+  // sequence of every layer on a few microseconds of work each.
+  virtual void AttentionBatch(absl::Span<const AttentionSequence> seqs, int64_t n_heads,
+                              const AttentionOptions& options) {
+    for (const AttentionSequence& s : seqs)
+      Attention(s.q, s.n, n_heads, s.positions, s.kv, s.out, options);
+  }
+
   // Routing kept in the backend's memory. A device backend that answers true routes a step's
   // tokens and runs their experts without the host waiting to learn the choices (RouteTokens,
   // then RunRoutedExperts); the mixture block uses the pair whenever the step needs no routing on

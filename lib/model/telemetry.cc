@@ -59,11 +59,16 @@ void Telemetry::Merge(const Telemetry& o) {
   multiply_adds += o.multiply_adds;
   exchange_bytes += o.exchange_bytes;
   exchange_s += o.exchange_s;
-  time.attention_s += o.time.attention_s;
-  time.router_s += o.time.router_s;
-  time.experts_s += o.time.experts_s;
-  time.head_s += o.time.head_s;
-  time.other_s += o.time.other_s;
+  time += o.time;
+}
+
+StageTimes& StageTimes::operator+=(const StageTimes& o) {
+  attention_s += o.attention_s;
+  router_s += o.router_s;
+  experts_s += o.experts_s;
+  head_s += o.head_s;
+  other_s += o.other_s;
+  return *this;
 }
 
 ExpertUtilisation UtilisationOf(absl::Span<const int64_t> counts) {

@@ -14,6 +14,8 @@ struct StageTimes {
   double experts_s = 0;  // routed and shared experts
   double head_s = 0;     // final norm and output projection
   double other_s = 0;    // embedding, norms, residuals
+
+  StageTimes& operator+=(const StageTimes& o);
 };
 
 struct Telemetry {

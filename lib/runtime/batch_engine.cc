@@ -405,6 +405,7 @@ absl::StatusOr<bool> BatchEngine::StepLocked() {
     stats_.step_s += Seconds(t0, Clock::now());
     stats_.exchange_bytes += step_telemetry_.exchange_bytes;
     stats_.exchange_s += step_telemetry_.exchange_s;
+    stats_.time += step_telemetry_.time;
     sum_sequences_ += static_cast<double>(batch.size());
     sum_experts_ += static_cast<double>(experts) / std::max<int64_t>(h.n_layer, 1);
   }

@@ -140,6 +140,7 @@ struct BatchEngineStats {
   int32_t kv_window_blocks = 0, kv_window_blocks_in_use = 0, kv_window_blocks_cached = 0;
   int64_t kv_bytes = 0;  // the paged cache's memory
   double step_s = 0;  // time in steps
+  StageTimes time;    // where the steps' forward passes spent it
   double mean_sequences_per_step = 0;
   double mean_tokens_per_step = 0;
   double mean_experts_per_step = 0;  // distinct (layer, expert) pairs a step ran, per layer

@@ -204,5 +204,62 @@ TEST(CpuBackendTest, PagedKvCacheComputesWhatAContiguousOneComputes) {
   }
 }
 
+// A layer's sequences attended in one call compute, each, what a call of its own computes:
+// caches of different lengths, a prompt chunk among decode tokens, an empty entry, a window.
+TEST(CpuBackendTest, AttentionOverManySequencesInOneCallEqualsOneCallEach) {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> nd;
+  const int64_t n_head = 8, nkv = 2, hd = 64, row = nkv * hd;
+  auto backend = CreateCpuBackend(2);
+  struct Seq {
+    int64_t cached, n;  // positions already in the cache, new rows this call
+    std::vector<uint8_t> k, v;
+    std::vector<int32_t> positions;
+    std::vector<float> q;
+  };
+  std::vector<Seq> seqs;
+  for (auto [cached, n] :
+       {std::pair<int64_t, int64_t>{200, 1}, {3, 1}, {0, 37}, {90, 0}, {511, 1}, {64, 5}}) {
+    Seq s{cached,
+          n,
+          std::vector<uint8_t>((cached + n) * row * 2),
+          std::vector<uint8_t>((cached + n) * row * 2),
+          {},
+          {}};
+    KvLayerView kv{DType::kF16, s.k.data(), s.v.data(), nkv, hd, {}};
+    std::vector<float> k((cached + n) * row), v((cached + n) * row);
+    for (auto* x : {&k, &v})
+      for (float& f : *x) f = nd(rng);
+    std::vector<int32_t> all(cached + n);
+    std::iota(all.begin(), all.end(), 0);
+    backend->StoreKv(k.data(), v.data(), cached + n, all.data(), kv);
+    s.positions.assign(all.begin() + cached, all.end());
+    s.q.resize(n * n_head * hd);
+    for (float& f : s.q) f = nd(rng);
+    seqs.push_back(std::move(s));
+  }
+  for (int64_t window : {int64_t{0}, int64_t{48}}) {
+    const AttentionOptions options{0.f, window, nullptr};
+    std::vector<std::vector<float>> want, got;
+    std::vector<Backend::AttentionSequence> calls;
+    for (Seq& s : seqs) {
+      KvLayerView kv{DType::kF16, s.k.data(), s.v.data(), nkv, hd, {}};
+      want.emplace_back(s.q.size(), NAN);
+      got.emplace_back(s.q.size(), NAN);
+      if (s.n > 0) {
+        backend->Attention(s.q.data(), s.n, n_head, s.positions.data(), kv, want.back().data(),
+                           options);
+      }
+      calls.push_back({s.q.data(), s.n, s.positions.data(), kv, got.back().data()});
+    }
+    backend->AttentionBatch(calls, n_head, options);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      ASSERT_EQ(std::memcmp(want[i].data(), got[i].data(), want[i].size() * sizeof(float)), 0)
+          << "sequence " << i << ", window " << window;
+      for (float f : got[i]) ASSERT_FALSE(std::isnan(f)) << "sequence " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace moe

@@ -162,6 +162,13 @@ TEST(BatchEngineTest, GreedyRequestsGetTheirLoneSessionOutputWhateverRunsBeside)
     EXPECT_EQ(st.kv_blocks_in_use, 0) << "every block given back";
     EXPECT_GT(st.mean_sequences_per_step, 1.5) << "requests ran together";
     EXPECT_EQ(st.finished, static_cast<int64_t>(prompts.size()));
+    // Where the steps' time went: each stage that ran is timed, within the steps' time.
+    EXPECT_GT(st.time.attention_s, 0);
+    EXPECT_GT(st.time.experts_s, 0);
+    EXPECT_GT(st.time.head_s, 0);
+    EXPECT_LE(st.time.attention_s + st.time.router_s + st.time.experts_s + st.time.head_s +
+                  st.time.other_s,
+              st.step_s);
   }
 }
 

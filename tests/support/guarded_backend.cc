@@ -117,6 +117,12 @@ void GuardedBackend::Attention(const float* q, int64_t n, int64_t n_heads, const
   inner_->Attention(q, n, n_heads, positions, kv, out, options);
 }
 
+void GuardedBackend::AttentionBatch(absl::Span<const AttentionSequence> seqs, int64_t n_heads,
+                                    const AttentionOptions& options) {
+  Open open(this);
+  inner_->AttentionBatch(seqs, n_heads, options);
+}
+
 void GuardedBackend::Axpy(float a, const float* x, int64_t count, float* y) {
   Open open(this);
   inner_->Axpy(a, x, count, y);

@@ -44,6 +44,8 @@ class GuardedBackend final : public Backend {
                const KvLayerView& kv) override;
   void Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
                  const KvLayerView& kv, float* out, const AttentionOptions& options) override;
+  void AttentionBatch(absl::Span<const AttentionSequence> seqs, int64_t n_heads,
+                      const AttentionOptions& options) override;
   // Answers routes_in_place as told (default false, as the CPU): true sends the mixture block
   // down the path a GPU takes, routing kept in this backend's memory.
   void set_routes_in_place(bool on) { routes_in_place_ = on; }

@@ -38,6 +38,17 @@ BatchEngineOptions EngineOptions(const ParallelOptions& o, int sequences, int64_
   return e;
 }
 
+// a - b, stage by stage.
+StageTimes Minus(const StageTimes& a, const StageTimes& b) {
+  StageTimes d;
+  d.attention_s = a.attention_s - b.attention_s;
+  d.router_s = a.router_s - b.router_s;
+  d.experts_s = a.experts_s - b.experts_s;
+  d.head_s = a.head_s - b.head_s;
+  d.other_s = a.other_s - b.other_s;
+  return d;
+}
+
 // Prints the error; the exit code.
 int Failed(const absl::Status& s) {
   std::fprintf(stderr, "moe-bench: %s\n", std::string(s.message()).c_str());
@@ -117,6 +128,7 @@ int RunParallel(std::shared_ptr<const Engine> engine, const ParallelOptions& o,
   for (int n : sequences) {
     double prompt_s = 0, decode_s = 0, experts = 0, kv_mib = 0, exchanged = 0;
     int64_t prompt_tokens = 0, decode_tokens = 0, decode_steps = 0;
+    StageTimes stages;  // of the decode steps
     for (int rep = 0; rep < o.reps; ++rep) {
       auto be = BatchEngine::Create(engine, EngineOptions(o, n, o.prompt + o.generate));
       if (!be.ok()) return Failed(be.status());
@@ -145,6 +157,7 @@ int RunParallel(std::shared_ptr<const Engine> engine, const ParallelOptions& o,
           experts += after.mean_experts_per_step * after.steps -
                      before.mean_experts_per_step * before.steps;
           exchanged += static_cast<double>(after.exchange_bytes - before.exchange_bytes);
+          stages += Minus(after.time, before.time);
         } else {
           prompt_s += s;
           prompt_tokens += tokens;
@@ -155,6 +168,9 @@ int RunParallel(std::shared_ptr<const Engine> engine, const ParallelOptions& o,
     const double pp = prompt_s > 0 ? prompt_tokens / prompt_s : 0;
     const double tg = decode_s > 0 ? decode_tokens / decode_s : 0;
     const double step_ms = decode_steps > 0 ? 1e3 * decode_s / decode_steps : 0;
+    auto per_step = [&](double seconds) {
+      return decode_steps > 0 ? 1e3 * seconds / decode_steps : 0;
+    };
     const double per_layer = decode_steps > 0 ? experts / decode_steps : 0;
     const double exchanged_kb = decode_tokens > 0 ? exchanged / decode_tokens / 1e3 : 0;
     if (o.json) {
@@ -165,12 +181,22 @@ int RunParallel(std::shared_ptr<const Engine> engine, const ParallelOptions& o,
                           {"decode_step_ms", step_ms}, {"experts_per_layer_per_step", per_layer},
                           {"kv_mib", kv_mib}};
       if (o.communicator) j["decode_exchanged_bytes_per_token"] = exchanged_kb * 1e3;
+      j["decode_step_ms_by_stage"] = {{"attention", per_step(stages.attention_s)},
+                                      {"router", per_step(stages.router_s)},
+                                      {"experts", per_step(stages.experts_s)},
+                                      {"head", per_step(stages.head_s)},
+                                      {"other", per_step(stages.other_s)}};
       std::printf("%s\n", j.dump().c_str());
     } else {
       std::printf("%5d %14.1f %18.2f %16.2f %10.1f %14.1f %8.1f", n, pp, tg, tg / n, step_ms,
                   per_layer, kv_mib);
       if (o.communicator) std::printf(" %20.1f", exchanged_kb);
       std::printf("\n");
+      std::printf(
+          "      decode step ms by stage: attention %.2f, router %.2f, experts %.2f, "
+          "head %.2f, other %.2f\n",
+          per_step(stages.attention_s), per_step(stages.router_s), per_step(stages.experts_s),
+          per_step(stages.head_s), per_step(stages.other_s));
     }
   }
   return 0;

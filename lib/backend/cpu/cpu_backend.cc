@@ -254,49 +254,75 @@ class CpuBackend final : public Backend {
 
   void Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
                  const KvLayerView& kv, float* out, const AttentionOptions& options) override {
-    const int64_t hd = kv.head_dim, nkv = kv.n_kv_heads, group = n_heads / nkv;
-    const size_t head_bytes = RowBytes(kv.dtype, hd);
-    const AttendFn attend = GetAttend(level_, kv.dtype, hd);
+    const AttentionSequence one{q, n, positions, kv, out};
+    AttentionBatch({&one, 1}, n_heads, options);
+  }
+
+  // One parallel loop over every sequence's jobs: a job is a tile of a sequence's consecutive
+  // tokens and one KV head, whose query rows (tokens x group, about 16) share every cached row
+  // the kernel loads. A tile's cost is its causal length, so a sequence's tiles are taken in the
+  // order 0, last, 1, last - 1, ...: every contiguous share of its jobs gets as many long tiles
+  // as short ones.
+  void AttentionBatch(absl::Span<const AttentionSequence> seqs, int64_t n_heads,
+                      const AttentionOptions& options) override {
+    if (seqs.empty()) return;
+    const KvLayerView& kv0 = seqs[0].kv;
+    const int64_t hd = kv0.head_dim, nkv = kv0.n_kv_heads, group = n_heads / nkv;
+    const size_t head_bytes = RowBytes(kv0.dtype, hd);
+    const AttendFn attend = GetAttend(level_, kv0.dtype, hd);
     const float scale =
         options.scale != 0.f ? options.scale : 1.0f / std::sqrt(static_cast<float>(hd));
-    // One job per tile of consecutive tokens and KV head: a tile's query rows (tokens x group,
-    // about 16) share every cached row the kernel loads. A tile's cost is its causal length,
-    // so tiles are taken in the order 0, last, 1, last - 1, ...: every contiguous share of the
-    // jobs gets as many long tiles as short ones.
     const int64_t per_tile = std::max<int64_t>(1, 16 / group);
-    const int64_t tiles = (n + per_tile - 1) / per_tile;
-    auto tile = [tiles](int64_t i) { return i % 2 == 0 ? i / 2 : tiles - 1 - i / 2; };
-    const int64_t mean_len = (positions[0] + positions[n - 1]) / 2 + 1;
-    Parallel(tiles * nkv, mean_len * hd * 2 * group * std::min(per_tile, n),
-             [&](int64_t b, int64_t e) {
-               for (int64_t job = b; job < e; ++job) {
-                 const int64_t t0 = tile(job / nkv) * per_tile, kvh = job % nkv;
-                 const int64_t t1 = std::min(n, t0 + per_tile);
-                 // Tokens at consecutive positions share a call; others (not seen from the forward
-                 // pass, which numbers a batch's positions in order) go one at a time.
-                 int64_t run = 1;
-                 while (t0 + run < t1 && positions[t0 + run] == positions[t0] + run) ++run;
-                 for (int64_t t = t0; t < t1; t += (t == t0 ? run : 1)) {
-                   AttentionHeads a;
-                   a.q = q + (t * n_heads + kvh * group) * hd;
-                   a.out = out + (t * n_heads + kvh * group) * hd;
-                   a.group = group;
-                   a.head_dim = hd;
-                   a.len = static_cast<int64_t>(positions[t]) + 1;
-                   a.tokens = t == t0 ? run : 1;
-                   a.q_stride = n_heads * hd;
-                   a.k = kv.k + kvh * head_bytes;
-                   a.v = kv.v + kvh * head_bytes;
-                   a.row_bytes = static_cast<int64_t>(nkv * head_bytes);
-                   a.paging = kv.paging;
-                   a.dtype = kv.dtype;
-                   a.scale = scale;
-                   a.window = options.window;
-                   a.sinks = options.sinks ? options.sinks + kvh * group : nullptr;
-                   attend(a);
-                 }
-               }
-             });
+    std::vector<int64_t>& job_first = Sized(s_.attention_first, seqs.size() + 1);
+    job_first[0] = 0;
+    int64_t work = 0;  // multiply-adds, for whether the loop is worth the threads
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const AttentionSequence& s = seqs[i];
+      const int64_t tiles = s.n > 0 ? (s.n + per_tile - 1) / per_tile : 0;
+      job_first[i + 1] = job_first[i] + tiles * nkv;
+      if (s.n > 0) {
+        const int64_t mean_len = (s.positions[0] + s.positions[s.n - 1]) / 2 + 1;
+        work += mean_len * hd * 2 * n_heads * s.n;
+      }
+    }
+    const int64_t jobs = job_first.back();
+    if (jobs == 0) return;
+    Parallel(jobs, work / jobs, [&](int64_t b, int64_t e) {
+      size_t i = 0;
+      for (int64_t job = b; job < e; ++job) {
+        while (job >= job_first[i + 1]) ++i;
+        const AttentionSequence& s = seqs[i];
+        const int64_t local = job - job_first[i];
+        const int64_t tiles = (job_first[i + 1] - job_first[i]) / nkv;
+        const int64_t ti = local / nkv, kvh = local % nkv;
+        const int64_t t0 = (ti % 2 == 0 ? ti / 2 : tiles - 1 - ti / 2) * per_tile;
+        const int64_t t1 = std::min(s.n, t0 + per_tile);
+        const int32_t* positions = s.positions;
+        // Tokens at consecutive positions share a call; others (not seen from the forward
+        // pass, which numbers a batch's positions in order) go one at a time.
+        int64_t run = 1;
+        while (t0 + run < t1 && positions[t0 + run] == positions[t0] + run) ++run;
+        for (int64_t t = t0; t < t1; t += (t == t0 ? run : 1)) {
+          AttentionHeads a;
+          a.q = s.q + (t * n_heads + kvh * group) * hd;
+          a.out = s.out + (t * n_heads + kvh * group) * hd;
+          a.group = group;
+          a.head_dim = hd;
+          a.len = static_cast<int64_t>(positions[t]) + 1;
+          a.tokens = t == t0 ? run : 1;
+          a.q_stride = n_heads * hd;
+          a.k = s.kv.k + kvh * head_bytes;
+          a.v = s.kv.v + kvh * head_bytes;
+          a.row_bytes = static_cast<int64_t>(nkv * head_bytes);
+          a.paging = s.kv.paging;
+          a.dtype = s.kv.dtype;
+          a.scale = scale;
+          a.window = options.window;
+          a.sinks = options.sinks ? options.sinks + kvh * group : nullptr;
+          attend(a);
+        }
+      }
+    });
   }
 
   // The routing is host memory here: routed in place, it is routed as the host path routes.
@@ -490,6 +516,7 @@ class CpuBackend final : public Backend {
   // Bookkeeping of the matrix and expert passes, reused so a decode step allocates nothing.
   struct Scratch {
     std::vector<int64_t> first_row, tokens, ff_first, d_first, token_first, bounds;
+    std::vector<int64_t> attention_first;  // AttentionBatch: each sequence's first job
     std::vector<int> granule, granule2;
     std::vector<WeightView> shared_input_weights;
     std::vector<const PreparedActivations*> job_in;

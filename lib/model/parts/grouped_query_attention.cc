@@ -2,6 +2,7 @@
 
 #include "lib/base/status_macros.h"
 #include "lib/model/parts/rope_params.h"
+#include "lib/model/parts/sequence_attention.h"
 
 namespace moe {
 
@@ -40,15 +41,8 @@ absl::Status GroupedQueryAttention::Run(const StepContext& ctx, int layer, const
   be.Rope(q, n, h.n_head, hd, positions, rope);
   be.Rope(k, n, h.n_head_kv, hd, positions, rope);
   // Each sequence writes its rows into its own cache and attends over it alone.
-  int64_t row = 0;
-  for (const SequenceChunk& c : batch) {
-    const int64_t m = static_cast<int64_t>(c.tokens.size());
-    const KvLayerView kv = c.kv->layer(layer);
-    be.StoreKv(k + row * kv_dim, v + row * kv_dim, m, positions + row, kv);
-    be.Attention(q + row * q_dim, m, h.n_head, positions + row, kv, att + row * q_dim,
-                 AttentionOptions{h.kq_scale, L.parts.window, L.sinks});
-    row += m;
-  }
+  StoreAndAttend(be, layer, batch, positions, {q, k, v, q_dim, kv_dim, att}, h.n_head,
+                 AttentionOptions{h.kq_scale, L.parts.window, L.sinks}, attention_calls_);
   be.MatMul(L.wo, att, n, o);
   if (L.bo) be.AddBias(o, L.bo, n, d);
   be.Axpy(1.0f, o, n * d, x);

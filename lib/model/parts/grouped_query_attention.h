@@ -3,6 +3,8 @@
 // to and read from its own cache, the output projection added to the residual stream.
 #pragma once
 
+#include <vector>
+
 #include "absl/status/status.h"
 #include "lib/backend/backend_buffer.h"
 #include "lib/kv/kv_sequence.h"
@@ -19,6 +21,7 @@ class GroupedQueryAttention {
 
  private:
   BackendBuffer<float> xn_, q_, k_, v_, att_, o_;
+  std::vector<Backend::AttentionSequence> attention_calls_;
 };
 
 }  // namespace moe

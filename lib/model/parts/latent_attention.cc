@@ -4,6 +4,7 @@
 
 #include "lib/base/status_macros.h"
 #include "lib/model/parts/rope_params.h"
+#include "lib/model/parts/sequence_attention.h"
 
 namespace moe {
 namespace {
@@ -62,15 +63,8 @@ absl::Status LatentAttention::Run(const StepContext& ctx, int layer, const Layer
 
   // One shared KV head per sequence; a row's values are its latent (the first r of the key).
   MOE_ASSIGN_OR_RETURN(float* att_latent, att_latent_.Resize(be, n * heads * dk));
-  int64_t row = 0;
-  for (const SequenceChunk& c : batch) {
-    const int64_t m = static_cast<int64_t>(c.tokens.size());
-    const KvLayerView kv = c.kv->layer(layer);
-    be.StoreKv(kv_rows + row * dk, kv_rows + row * dk, m, positions + row, kv);
-    be.Attention(q_abs + row * heads * dk, m, heads, positions + row, kv,
-                 att_latent + row * heads * dk, AttentionOptions{h.kq_scale});
-    row += m;
-  }
+  StoreAndAttend(be, layer, batch, positions, {q_abs, kv_rows, kv_rows, heads * dk, dk, att_latent},
+                 heads, AttentionOptions{h.kq_scale}, attention_calls_);
 
   // Out of the latent, per head, then the output projection.
   MOE_ASSIGN_OR_RETURN(float* att, att_.Resize(be, n * heads * dv));

@@ -5,6 +5,8 @@
 // v_b[h]. The same scores and values as expanding K and V per head, for a fraction of the cache.
 #pragma once
 
+#include <vector>
+
 #include "absl/status/status.h"
 #include "lib/backend/backend_buffer.h"
 #include "lib/model/parts/sequence_chunk.h"
@@ -20,6 +22,7 @@ class LatentAttention {
  private:
   BackendBuffer<float> xn_, q_low_, q_, kv_, latent_, q_abs_, att_latent_, att_, o_, gather_,
       product_;
+  std::vector<Backend::AttentionSequence> attention_calls_;
 };
 
 }  // namespace moe
