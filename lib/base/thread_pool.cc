@@ -1,6 +1,7 @@
 #include "lib/base/thread_pool.h"
 
 #include <algorithm>
+#include <cmath>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -21,9 +22,24 @@ namespace {
 constexpr int kPauseIterations = 2000;
 constexpr int kYieldIterations = 200;
 
-// A loop is cut into this many chunks per thread, taken in turn by whichever thread is free: a
-// thread slowed by the other's memory traffic or a late start does less, not the whole wait.
-constexpr int kChunksPerThread = 4;
+// Guided cuts (ThreadPool::cuts): chunks taken in turn by whichever thread is free, so a thread
+// slowed by the other's memory traffic or a late start does less, shrinking towards the end so
+// that the last one to finish keeps the others waiting briefly.
+std::vector<double> GuidedCuts(int threads) {
+  std::vector<double> cuts;
+  if (threads <= 1) return cuts;
+  const double keep = 1.0 - 1.0 / (2 * threads), smallest = 1.0 / (16 * threads);
+  double left = 1;
+  while (left * (1 - keep) >= smallest) {
+    left *= keep;
+    cuts.push_back(1 - left);
+  }
+  while (left > 1.5 * smallest) {
+    left -= smallest;
+    cuts.push_back(1 - left);
+  }
+  return cuts;
+}
 
 // One step of waiting: pause, then yield; returns false once the caller should block.
 bool WaitStep(int& spins) {
@@ -36,11 +52,13 @@ bool WaitStep(int& spins) {
   return spins < kPauseIterations + kYieldIterations;
 }
 
-// Chunk t of n split evenly over `parts`.
-std::pair<int64_t, int64_t> Chunk(int64_t n, int parts, int t) {
-  int64_t base = n / parts, extra = n % parts;
-  int64_t begin = t * base + std::min<int64_t>(t, extra);
-  return {begin, begin + base + (t < extra ? 1 : 0)};
+// Where chunk c of a loop over n items begins: item c when there are no more items than
+// chunks, else the guided cut c - 1 of n.
+int64_t ChunkBegin(const std::vector<double>& cuts, int64_t n, int64_t chunks, int64_t c) {
+  if (c == 0) return 0;
+  if (c >= chunks) return n;
+  if (chunks == n) return c;
+  return std::llround(static_cast<double>(n) * cuts[c - 1]);
 }
 
 }  // namespace
@@ -52,7 +70,7 @@ thread_local int current_thread_index = 0;
 
 int ThreadPool::CurrentThreadIndex() { return current_thread_index; }
 
-ThreadPool::ThreadPool(int num_threads) {
+ThreadPool::ThreadPool(int num_threads) : cuts_(GuidedCuts(std::max(1, num_threads))) {
   int workers = std::max(1, num_threads) - 1;
   for (int i = 0; i < workers; ++i) {
     workers_.emplace_back([this, i] {
@@ -80,7 +98,7 @@ void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)
   }
   job_ = &fn;
   job_n_ = n;
-  job_chunks_ = std::min<int64_t>(n, int64_t{parts} * kChunksPerThread);
+  job_chunks_ = std::min<int64_t>(n, static_cast<int64_t>(cuts_.size()) + 1);
   next_chunk_.store(0, std::memory_order_relaxed);
   pending_.store(parts - 1, std::memory_order_relaxed);
   // Spinning workers see the new generation by themselves; the mutex is taken only to wake
@@ -103,7 +121,8 @@ void ThreadPool::RunChunks() {
   for (;;) {
     const int64_t c = next_chunk_.fetch_add(1, std::memory_order_relaxed);
     if (c >= job_chunks_) return;
-    auto [b, e] = Chunk(job_n_, static_cast<int>(job_chunks_), static_cast<int>(c));
+    const int64_t b = ChunkBegin(cuts_, job_n_, job_chunks_, c);
+    const int64_t e = ChunkBegin(cuts_, job_n_, job_chunks_, c + 1);
     if (b < e) (*job_)(b, e);
   }
 }

@@ -26,10 +26,10 @@ class ThreadPool {
 
   int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
-  // Runs fn(begin, end) over [0, n) split into contiguous chunks (a few per thread, taken by
-  // whichever thread is free; chunk sizes differ by at most one); returns when all chunks are
-  // done. Not re-entrant: fn must not call ParallelFor on the same pool. One caller
-  // at a time.
+  // Runs fn(begin, end) over [0, n) split into contiguous chunks taken by whichever thread is
+  // free, cut where cuts() says (n no larger than cuts().size() + 1: one item per chunk);
+  // returns when all chunks are done. Not re-entrant: fn must not call ParallelFor on the same
+  // pool. One caller at a time.
   // fn is borrowed for the call (absl::FunctionRef): no allocation, whatever the lambda captures.
   void ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn);
 
@@ -38,11 +38,19 @@ class ThreadPool {
   // in whichever thread happens to take a chunk.
   static int CurrentThreadIndex();
 
+  // Where a loop is cut, as shares of its work before each cut (increasing, all in (0, 1)):
+  // each chunk takes 1/(2 threads) of what is left, the last ones 1/(16 threads) of the whole
+  // (guided scheduling). With equal chunks the thread that ends last could keep the others
+  // waiting for up to a whole chunk, at the end of each of the hundred loops of a decode step.
+  // Callers that split by cost (the CPU backend's matrix passes) cut their loops here too.
+  const std::vector<double>& cuts() const { return cuts_; }
+
  private:
   void WorkerLoop();
   void RunChunks();  // claims and runs chunks of the current loop until none is left
 
   std::vector<std::thread> workers_;
+  std::vector<double> cuts_;
   std::mutex mu_;
   std::condition_variable work_cv_;
   const absl::FunctionRef<void(int64_t, int64_t)>* job_ = nullptr;

@@ -467,8 +467,10 @@ class CpuBackend final : public Backend {
   template <typename Fn>
   void ParallelByCost(const std::vector<int64_t>& first, const std::vector<int64_t>& tokens,
                       const std::vector<int>& granule, int64_t cols, Fn&& fn) {
-    // A few pieces per thread, taken by whichever thread is free (ThreadPool::ParallelFor).
-    const int threads = pool_.num_threads(), parts = 4 * threads;
+    // Pieces taken by whichever thread is free, shrinking towards the end as the pool's own
+    // loops do (ThreadPool::cuts), one piece per chunk of the pool's loop.
+    const std::vector<double>& cuts = pool_.cuts();
+    const int threads = pool_.num_threads(), parts = static_cast<int>(cuts.size()) + 1;
     const int64_t total_rows = first.back();
     double total = 0;
     for (size_t j = 0; j + 1 < first.size(); ++j)
@@ -479,7 +481,8 @@ class CpuBackend final : public Backend {
       fn(int64_t{0}, total_rows);
       return;
     }
-    // bounds[p]..bounds[p+1] is part p: walk the matrices, cutting where the cost crosses p/parts.
+    // bounds[p]..bounds[p+1] is part p: walk the matrices, cutting where the cost crosses
+    // cuts[p - 1].
     std::vector<int64_t>& bounds = Sized(s_.bounds, parts + 1);
     std::fill(bounds.begin(), bounds.end(), total_rows);
     bounds[0] = 0;
@@ -490,7 +493,7 @@ class CpuBackend final : public Backend {
       const int64_t g = granule[j];
       for (int64_t r = first[j]; r < first[j + 1] && p < parts; r += g) {
         acc += row_cost * std::min(g, first[j + 1] - r);
-        if (acc >= total * p / parts) bounds[p++] = std::min(r + g, first[j + 1]);
+        if (acc >= total * cuts[p - 1]) bounds[p++] = std::min(r + g, first[j + 1]);
       }
     }
     pool_.ParallelFor(parts, [&](int64_t pb, int64_t pe) {
