@@ -385,8 +385,12 @@ void Products(const uint8_t* g, int64_t cols, const Q8Block* x, const SplitSums*
     const uint8_t* gc = g + b0 * G::kBlockBytes;
     const Q8Block* xc = x + b0 * q8_per_block;
     const bool add = b0 > 0;
-    if (n >= kPrefetchTokens && next)
+    if (n < kPrefetchTokens) {
+      // The stream's next chunk (the next group's first past the last: a prefetch never faults).
+      PrefetchToL1(gc + nbc * G::kBlockBytes, chunk * G::kBlockBytes);
+    } else if (next) {
       PrefetchToL2(next + b0 * G::kBlockBytes, nbc * G::kBlockBytes);
+    }
     for (int half = 0; half < 2; ++half) {
       int64_t t = 0;
       for (; t + kMaxTokens <= n; t += kMaxTokens)

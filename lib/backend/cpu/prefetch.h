@@ -12,7 +12,9 @@
 // keeps more lines in flight. AVX-512 VNNI, 2 threads, one binary against the other in turn:
 // decode of the Q4_K_M bench model 194–203 → 229–264 tok/s, of the MXFP4 gpt-oss shape
 // 312–343 → 354–361; prompts unchanged (within the noise). Asking for the next group instead
-// (as prompts do) gained nothing there, and prefetcht1 gained less than prefetcht0.
+// (as prompts do) gained nothing there, and prefetcht1 gained less than prefetcht0. The AVX2
+// kernels, which take a row group in chunks of about 4 KiB that both 8-row halves read, ask
+// for the next chunk as they start one.
 #pragma once
 
 #include <cstdint>
