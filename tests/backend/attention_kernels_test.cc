@@ -61,7 +61,8 @@ TEST(AttentionKernelsTest, SimdMatchesPortableAndTheDefinition) {
         Case{80, 3, 17, DType::kF16}, Case{48, 5, 9, DType::kF32}, Case{40, 2, 12, DType::kF16},
         Case{36, 2, 7, DType::kF16}, Case{256, 2, 20, DType::kF16}, Case{64, 4, 37, DType::kQ8_0},
         Case{128, 2, 130, DType::kQ8_0}, Case{96, 3, 17, DType::kQ8_0},
-        Case{32, 1, 5, DType::kQ8_0}}) {
+        Case{32, 1, 5, DType::kQ8_0}, Case{64, 7, 45, DType::kF16}, Case{128, 5, 50, DType::kF16},
+        Case{64, 8, 70, DType::kQ8_0}}) {
     const int64_t hd = c.head_dim, nkv = 2;  // two KV heads per row: use the second
     std::vector<float> q(c.group * hd), kf(c.len * nkv * hd), vf(c.len * nkv * hd);
     for (auto& x : q) x = nd(rng);
@@ -137,7 +138,8 @@ TEST(AttentionKernelsTest, TileOfTokensEqualsOneTokenAtATime) {
        {TileCase{64, 4, 4, 37, DType::kF16}, TileCase{64, 4, 4, 1, DType::kF32},
         TileCase{128, 2, 8, 9, DType::kF16}, TileCase{80, 3, 5, 16, DType::kF32},
         TileCase{48, 1, 16, 30, DType::kF16}, TileCase{256, 8, 2, 33, DType::kF32},
-        TileCase{64, 4, 4, 37, DType::kQ8_0}, TileCase{128, 2, 8, 9, DType::kQ8_0}}) {
+        TileCase{64, 4, 4, 37, DType::kQ8_0}, TileCase{128, 2, 8, 9, DType::kQ8_0},
+        TileCase{64, 7, 2, 40, DType::kF16}, TileCase{128, 3, 5, 21, DType::kF16}}) {
     const int64_t hd = c.head_dim, span = c.len + c.tokens - 1;
     const int64_t stride = (c.group + 1) * hd;  // other heads between one token's rows and the next
     std::vector<float> q(c.tokens * stride), kf(span * hd), vf(span * hd);

@@ -1,9 +1,10 @@
 // AVX-512 attention over a tile of query rows (tokens x heads of one KV group). Scores are made
-// 16 cached positions at a time: those K rows are widened to floats once for every query row,
-// each row's 16 partial-sum vectors are reduced together by a transpose tree (lane i = the sum
-// of vector i; about 3 instructions a score instead of a full horizontal sum each), and the
-// softmax uses a vector exp. Every score is summed in the same order whatever the tile holds,
-// so a token gets the same result alone (decode) as in a prompt batch.
+// 16 cached positions at a time: each K row is widened to floats in registers and met there by
+// up to 4 query rows (no copy through memory: that copy and its reloads were the most of a
+// decode step's attention), each row's 16 partial-sum vectors are reduced together by a
+// transpose tree (lane i = the sum of vector i; about 3 instructions a score instead of a full
+// horizontal sum each), and the softmax uses a vector exp. Every score is summed in the same order
+// whatever the tile holds, so a token gets the same result alone (decode) as in a prompt batch.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -41,22 +42,82 @@ inline __m512 FoldPair(__m512 a, __m512 b, __m512i lo, __m512i hi) {
   return _mm512_add_ps(_mm512_permutex2var_ps(a, lo, b), _mm512_permutex2var_ps(a, hi, b));
 }
 
+// The index vectors of fold level L (1 to 4) for FoldPair: level 1 folds pairs of whole
+// vectors (8 lanes each from a and b), level 4 pairs of lanes.
+template <int L>
+inline void FoldLanes(__m512i& lo, __m512i& hi) {
+  if constexpr (L == 1) {
+    lo = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+    hi = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  } else if constexpr (L == 2) {
+    lo = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
+    hi = _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+  } else if constexpr (L == 3) {
+    lo = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29);
+    hi = _mm512_setr_epi32(2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
+  } else {
+    lo = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    hi = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  }
+}
+
 // Lane i of the result = the sum of the 16 lanes of v[i].
 inline __m512 SumEach16(__m512 v[16]) {
-  const __m512i lo1 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
-  const __m512i hi1 =
-      _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-  const __m512i lo2 = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
-  const __m512i hi2 = _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
-  const __m512i lo3 = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29);
-  const __m512i hi3 = _mm512_setr_epi32(2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
-  const __m512i lo4 = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i hi4 = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  __m512i lo1, hi1, lo2, hi2, lo3, hi3, lo4, hi4;
+  FoldLanes<1>(lo1, hi1);
+  FoldLanes<2>(lo2, hi2);
+  FoldLanes<3>(lo3, hi3);
+  FoldLanes<4>(lo4, hi4);
   __m512 w[8], x[4], y[2];
   for (int j = 0; j < 8; ++j) w[j] = FoldPair(v[2 * j], v[2 * j + 1], lo1, hi1);  // 8 lanes each
   for (int j = 0; j < 4; ++j) x[j] = FoldPair(w[2 * j], w[2 * j + 1], lo2, hi2);  // 4 lanes
   for (int j = 0; j < 2; ++j) y[j] = FoldPair(x[2 * j], x[2 * j + 1], lo3, hi3);  // 2 lanes
   return FoldPair(y[0], y[1], lo4, hi4);
+}
+
+// Scores of R query rows against 16 cached rows, with no copy of the rows: each K row is
+// widened in registers and met by the R rows at once, and the partial-sum vectors are folded
+// as soon as a pair is complete (a depth-first walk of SumEach16's tree, so every score gets
+// exactly SumEach16's sums; only about log2(16) vectors per row are alive at a time). Lane i of
+// out[r] = q[r] . K row i (a null row: not seen, zero).
+template <int C, int R>
+struct ScoreRows {
+  const uint8_t* const* k;  // [16]
+  DType dtype;
+  const float* const* q;  // [R]
+
+  template <int N>
+  void Fold(int i0, __m512 out[R]) const {
+    if constexpr (N == 1) {
+      __m512 kv[C];
+      for (int c = 0; c < C; ++c)
+        kv[c] = k[i0] != nullptr ? LoadRow(k[i0], c, dtype) : _mm512_setzero_ps();
+      for (int r = 0; r < R; ++r) {
+        out[r] = _mm512_mul_ps(_mm512_loadu_ps(q[r]), kv[0]);
+        for (int c = 1; c < C; ++c)
+          out[r] = _mm512_fmadd_ps(_mm512_loadu_ps(q[r] + 16 * c), kv[c], out[r]);
+      }
+    } else {
+      constexpr int kLevel = N == 2 ? 1 : N == 4 ? 2 : N == 8 ? 3 : 4;
+      __m512i lo, hi;
+      FoldLanes<kLevel>(lo, hi);
+      __m512 a[R], b[R];
+      Fold<N / 2>(i0, a);
+      Fold<N / 2>(i0 + N / 2, b);
+      for (int r = 0; r < R; ++r) out[r] = FoldPair(a[r], b[r], lo, hi);
+    }
+  }
+};
+
+// Scores of query rows [r0, r0 + R) for the block of 16 positions whose K rows are krow, into
+// their rows of scores at column col.
+template <int C, int R>
+inline void ScoreBlock(const uint8_t* const* krow, DType dtype, const float* const* q, float scale,
+                       float* scores, int64_t ld, int64_t r0, int64_t col) {
+  __m512 out[R];
+  ScoreRows<C, R>{krow, dtype, q + r0}.template Fold<16>(0, out);
+  for (int r = 0; r < R; ++r)
+    _mm512_storeu_ps(scores + (r0 + r) * ld + col, _mm512_mul_ps(out[r], _mm512_set1_ps(scale)));
 }
 
 // C: head_dim / 16, fixed for the common head sizes so the vectors stay in registers; 0 = read
@@ -82,16 +143,36 @@ void Attend(const AttentionHeads& a) {
   kbuf.resize(16 * hd);
   // Row r's offset in q and out.
   auto row_at = [&](int64_t r) { return (r / group) * a.q_stride + (r % group) * hd; };
+  thread_local std::vector<const float*> q_rows;
+  q_rows.resize(rows);
+  for (int64_t r = 0; r < rows; ++r) q_rows[r] = a.q + row_at(r);
   for (int64_t p0 = begin; p0 < span; p0 += 16) {
-    // The block's K rows as floats; zeros past the span (rows there may not exist).
+    // Only positions some row sees have a row: a paged table ends at the span, and a sliding
+    // window's blocks before the first row's window may be given back (PagedKvCache).
+    const uint8_t* krow[16];
     for (int i = 0; i < 16; ++i) {
-      // Only positions some row sees have a row: a paged table ends at the span, and a sliding
-      // window's blocks before the first row's window may be given back (PagedKvCache).
       const bool seen = p0 + i >= seen_from && p0 + i < span;
-      const uint8_t* row = seen ? a.k + a.KvRowOffset(p0 + i) : nullptr;
+      krow[i] = seen ? a.k + a.KvRowOffset(p0 + i) : nullptr;
+    }
+    if constexpr (C > 0) {
+      // As many rows at once as the registers hold beside a widened K row.
+      constexpr int kRows = C <= 4 ? 4 : 2;
+      const int64_t col = p0 - begin;
+      int64_t r = 0;
+      for (; r + kRows <= rows; r += kRows)
+        ScoreBlock<C, kRows>(krow, a.dtype, q_rows.data(), a.scale, scores.data(), ld, r, col);
+      for (; r + 2 <= rows; r += 2)
+        ScoreBlock<C, 2>(krow, a.dtype, q_rows.data(), a.scale, scores.data(), ld, r, col);
+      for (; r < rows; ++r)
+        ScoreBlock<C, 1>(krow, a.dtype, q_rows.data(), a.scale, scores.data(), ld, r, col);
+      continue;
+    }
+    // Head sizes without a fixed chunk count: the block's K rows as floats, once for every row
+    // (zeros where not seen).
+    for (int i = 0; i < 16; ++i) {
       for (int c = 0; c < chunks; ++c) {
         _mm512_storeu_ps(kbuf.data() + i * hd + 16 * c,
-                         seen ? LoadRow(row, c, a.dtype) : _mm512_setzero_ps());
+                         krow[i] ? LoadRow(krow[i], c, a.dtype) : _mm512_setzero_ps());
       }
     }
     for (int64_t r = 0; r < rows; ++r) {
