@@ -89,7 +89,7 @@ TEST(CudaElementwiseOpsTest, GatedActivationsAreTheCpus) {
     if (kind == cuda::GatedActivationKind::kSiluMul) {
       kernels::SiluMulPortable(gate.data(), up.data(), want.data(), n);
     } else {
-      SwigluClamped(gate.data(), up.data(), want.data(), n);
+      kernels::SwigluClampedPortable(gate.data(), up.data(), want.data(), n);
     }
     const std::string err =
         cuda::GatedActivationFromHost(kind, gate.data(), up.data(), got.data(), n);

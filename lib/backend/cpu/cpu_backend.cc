@@ -46,6 +46,7 @@ class CpuBackend final : public Backend {
         quantize_activations_(o.quantize_activations),
         level_(ActiveSimdLevel()),
         silu_mul_(GetSiluMul(level_)),
+        swiglu_clamped_(GetSwigluClamped(level_)),
         to_halves_(GetToHalves(level_)),
         input_(level_, quantize_activations_) {}
   absl::string_view name() const override { return "cpu"; }
@@ -157,7 +158,7 @@ class CpuBackend final : public Backend {
           if (job.up_bias) AddRow(job.up_bias + r0, nr, ut);
           float* out = act_[j].data() + t * ff + r0;
           if (job.activation == GatedActivation::kSwigluClamped) {
-            SwigluClamped(gt, ut, out, nr);
+            swiglu_clamped_(gt, ut, out, nr);
           } else {
             silu_mul_(gt, ut, out, nr);
           }
@@ -509,6 +510,7 @@ class CpuBackend final : public Backend {
   const bool quantize_activations_;
   const SimdLevel level_;
   const SiluMulFn silu_mul_;
+  const SiluMulFn swiglu_clamped_;
   const ToHalvesFn to_halves_;
   // Scratch reused across calls (a backend serves one session, one call at a time).
   PreparedActivations input_;

@@ -9,6 +9,10 @@ void SiluMulPortable(const float* gate, const float* up, float* out, int64_t n) 
   for (int64_t i = 0; i < n; ++i) out[i] = SiluMulElement(gate[i], up[i]);
 }
 
+void SwigluClampedPortable(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = SwigluClampedElement(gate[i], up[i]);
+}
+
 }  // namespace kernels
 
 SiluMulFn GetSiluMul(SimdLevel level) {
@@ -16,8 +20,9 @@ SiluMulFn GetSiluMul(SimdLevel level) {
   return level >= SimdLevel::kAvx2 ? kernels::SiluMulAvx2 : kernels::SiluMulPortable;
 }
 
-void SwigluClamped(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = SwigluClampedElement(gate[i], up[i]);
+SiluMulFn GetSwigluClamped(SimdLevel level) {
+  if (level >= SimdLevel::kAvx512) return kernels::SwigluClampedAvx512;
+  return level >= SimdLevel::kAvx2 ? kernels::SwigluClampedAvx2 : kernels::SwigluClampedPortable;
 }
 
 }  // namespace moe

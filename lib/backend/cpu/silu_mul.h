@@ -13,8 +13,9 @@ using SiluMulFn = void (*)(const float* gate, const float* up, float* out, int64
 SiluMulFn GetSiluMul(SimdLevel level);
 
 // gpt-oss's clamped SwiGLU (llama.cpp's swiglu_oai, alpha 1.702, limit 7):
-// out = g' sigmoid(1.702 g') (u' + 1), g' = min(gate, 7), u' = clamp(up, -7, 7).
-void SwigluClamped(const float* gate, const float* up, float* out, int64_t n);
+// out = g' sigmoid(1.702 g') (u' + 1), g' = min(gate, 7), u' = clamp(up, -7, 7); the same
+// vector exp as SiLU's where the level has one.
+SiluMulFn GetSwigluClamped(SimdLevel level);
 
 namespace kernels {
 void SiluMulPortable(const float* gate, const float* up, float* out, int64_t n);
@@ -22,6 +23,9 @@ void SiluMulPortable(const float* gate, const float* up, float* out, int64_t n);
 void SiluMulAvx512(const float* gate, const float* up, float* out, int64_t n);
 // The same in 8 lanes (AVX2 + FMA).
 void SiluMulAvx2(const float* gate, const float* up, float* out, int64_t n);
+void SwigluClampedPortable(const float* gate, const float* up, float* out, int64_t n);
+void SwigluClampedAvx512(const float* gate, const float* up, float* out, int64_t n);
+void SwigluClampedAvx2(const float* gate, const float* up, float* out, int64_t n);
 }  // namespace kernels
 
 }  // namespace moe
