@@ -13,6 +13,30 @@
 namespace moe {
 namespace {
 
+// Each level's kernel against the portable result: NaN where it is NaN, the same infinity where
+// it is infinite, otherwise within a few ulp.
+void ExpectLevelsMatch(SiluMulFn (*get)(SimdLevel), const std::vector<float>& g,
+                       const std::vector<float>& u, const std::vector<float>& want) {
+  const int64_t n = static_cast<int64_t>(g.size());
+  for (SimdLevel level : {SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+    if (level > DetectedSimdLevel()) continue;
+    std::vector<float> got(n);
+    get(level)(g.data(), u.data(), got.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      if (std::isnan(want[i])) {
+        EXPECT_TRUE(std::isnan(got[i])) << CpuSimdLevelName(level) << " gate " << g[i];
+        continue;
+      }
+      if (std::isinf(want[i])) {
+        EXPECT_EQ(got[i], want[i]) << CpuSimdLevelName(level) << " gate " << g[i];
+        continue;
+      }
+      EXPECT_NEAR(got[i], want[i], 4e-7f * std::fabs(want[i]) + 1e-37f)
+          << CpuSimdLevelName(level) << " gate " << g[i] << " up " << u[i];
+    }
+  }
+}
+
 TEST(SiluMulTest, VectorExpMatchesStdExp) {
   if (DetectedSimdLevel() < SimdLevel::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
   std::mt19937 rng(11);
@@ -34,23 +58,7 @@ TEST(SiluMulTest, VectorExpMatchesStdExp) {
   const int64_t n = static_cast<int64_t>(g.size());  // not a multiple of 16: the tail runs too
   std::vector<float> want(n);
   kernels::SiluMulPortable(g.data(), u.data(), want.data(), n);
-  for (SimdLevel level : {SimdLevel::kAvx2, SimdLevel::kAvx512}) {
-    if (level > DetectedSimdLevel()) continue;
-    std::vector<float> got(n);
-    GetSiluMul(level)(g.data(), u.data(), got.data(), n);
-    for (int64_t i = 0; i < n; ++i) {
-      if (std::isnan(want[i])) {
-        EXPECT_TRUE(std::isnan(got[i])) << CpuSimdLevelName(level) << " gate " << g[i];
-        continue;
-      }
-      if (std::isinf(want[i])) {
-        EXPECT_EQ(got[i], want[i]) << CpuSimdLevelName(level) << " gate " << g[i];
-        continue;
-      }
-      EXPECT_NEAR(got[i], want[i], 4e-7f * std::fabs(want[i]) + 1e-37f)
-          << CpuSimdLevelName(level) << " gate " << g[i] << " up " << u[i];
-    }
-  }
+  ExpectLevelsMatch(GetSiluMul, g, u, want);
 }
 
 // gpt-oss's clamped SwiGLU: the vector kernels agree with the element function (std::exp) to a
@@ -77,19 +85,7 @@ TEST(SiluMulTest, VectorSwigluClampedMatchesTheElementFunction) {
   const int64_t n = static_cast<int64_t>(g.size());  // not a multiple of 16: the tail runs too
   std::vector<float> want(n);
   kernels::SwigluClampedPortable(g.data(), u.data(), want.data(), n);
-  for (SimdLevel level : {SimdLevel::kAvx2, SimdLevel::kAvx512}) {
-    if (level > DetectedSimdLevel()) continue;
-    std::vector<float> got(n);
-    GetSwigluClamped(level)(g.data(), u.data(), got.data(), n);
-    for (int64_t i = 0; i < n; ++i) {
-      if (std::isnan(want[i])) {
-        EXPECT_TRUE(std::isnan(got[i])) << CpuSimdLevelName(level) << " gate " << g[i];
-        continue;
-      }
-      EXPECT_NEAR(got[i], want[i], 4e-7f * std::fabs(want[i]) + 1e-37f)
-          << CpuSimdLevelName(level) << " gate " << g[i] << " up " << u[i];
-    }
-  }
+  ExpectLevelsMatch(GetSwigluClamped, g, u, want);
   EXPECT_EQ(GetSwigluClamped(SimdLevel::kScalar), &kernels::SwigluClampedPortable);
 }
 
