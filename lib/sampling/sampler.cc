@@ -4,11 +4,55 @@
 #include <cmath>
 
 #include "absl/container/flat_hash_map.h"
+#include "lib/sampling/logit_search.h"
 
 namespace moe {
 
 int32_t ArgMax(absl::Span<const float> logits) {
-  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  const int64_t n = static_cast<int64_t>(logits.size());
+  if (n == 0) return 0;
+  const float* x = logits.data();
+  // Each scan stops at a larger value; from a NaN start, any value above -inf replaces it.
+  int64_t best = 0;
+  float value = std::isnan(x[0]) ? -INFINITY : x[0];
+  for (int64_t i = FirstAbove(x, 1, n, value); i < n; i = FirstAbove(x, i + 1, n, value)) {
+    best = i;
+    value = x[i];
+  }
+  return static_cast<int32_t>(best);
+}
+
+namespace {
+
+// Whether candidate a ranks before b: larger logit, ties to the lower id.
+bool Better(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+  return a.first > b.first || (a.first == b.first && a.second < b.second);
+}
+
+}  // namespace
+
+void TopCandidates(absl::Span<const float> logits, size_t k,
+                   std::vector<std::pair<float, int32_t>>* out) {
+  const int64_t n = static_cast<int64_t>(logits.size());
+  k = std::min<size_t>(k, logits.size());
+  out->clear();
+  if (k == 0) return;
+  // A heap whose front is the worst of the best k so far. Ids arrive in ascending order, so a
+  // later logit equal to the front's ranks after it: only a strictly larger one gets in, and the
+  // scan for it runs vectorised (FirstAbove). A NaN ranks as -inf.
+  const float* x = logits.data();
+  int64_t i = 0;
+  for (; i < n && out->size() < k; ++i) {
+    out->push_back({std::isnan(x[i]) ? -INFINITY : x[i], static_cast<int32_t>(i)});
+  }
+  std::make_heap(out->begin(), out->end(), Better);
+  for (i = FirstAbove(x, i, n, out->front().first); i < n;
+       i = FirstAbove(x, i + 1, n, out->front().first)) {
+    std::pop_heap(out->begin(), out->end(), Better);
+    out->back() = {x[i], static_cast<int32_t>(i)};
+    std::push_heap(out->begin(), out->end(), Better);
+  }
+  std::sort_heap(out->begin(), out->end(), Better);
 }
 
 Sampler::Sampler(SamplerConfig config) : config_(std::move(config)), rng_(config_.seed) {}
@@ -35,18 +79,21 @@ int32_t Sampler::Sample(absl::Span<float> logits, absl::Span<const int32_t> hist
   if (c.temperature <= 0.0f) return ArgMax(logits);
 
   // Candidates sorted by logit (ties: lower id first), cut to top-k.
-  candidates_.resize(n_vocab);
-  for (int32_t i = 0; i < n_vocab; ++i) candidates_[i] = {logits[i], i};
-  auto better = [](const auto& a, const auto& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  };
-  size_t k = c.top_k > 0 ? std::min<size_t>(c.top_k, n_vocab) : n_vocab;
-  std::partial_sort(candidates_.begin(), candidates_.begin() + k, candidates_.end(), better);
-  candidates_.resize(k);
+  const size_t k = c.top_k > 0 ? std::min<size_t>(c.top_k, n_vocab) : n_vocab;
+  if (k < static_cast<size_t>(n_vocab)) {
+    TopCandidates(logits, k, &candidates_);
+  } else {
+    candidates_.resize(n_vocab);
+    for (int32_t i = 0; i < n_vocab; ++i) {
+      candidates_[i] = {std::isnan(logits[i]) ? -INFINITY : logits[i], i};
+    }
+    std::sort(candidates_.begin(), candidates_.end(), Better);
+  }
   // Softmax with temperature.
   const float max_l = candidates_[0].first;
   double sum = 0;
-  std::vector<double> p(k);
+  std::vector<double>& p = probabilities_;
+  p.assign(k, 0.0);
   for (size_t i = 0; i < k; ++i) {
     p[i] = std::isinf(candidates_[i].first) && candidates_[i].first < 0
                ? 0.0

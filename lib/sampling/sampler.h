@@ -39,9 +39,17 @@ class Sampler {
   SamplerConfig config_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> candidates_;  // reused between calls
+  std::vector<double> probabilities_;                  // the candidates', reused
 };
 
-// Index of the largest value; ties go to the lowest index.
+// Index of the largest value; ties go to the lowest index. A NaN is never the largest (unless
+// nothing else is above -inf: then index 0).
 int32_t ArgMax(absl::Span<const float> logits);
+
+// The k best (logit, id) pairs (larger logit first, ties to the lower id; a NaN logit ranks as
+// -inf), sorted, into out: what sorting all of them and keeping the first k gives, found in
+// one scan of the logits.
+void TopCandidates(absl::Span<const float> logits, size_t k,
+                   std::vector<std::pair<float, int32_t>>* out);
 
 }  // namespace moe

@@ -16,6 +16,7 @@
 #include "lib/model/forward.h"
 #include "lib/runtime/engine.h"
 #include "lib/runtime/session.h"
+#include "lib/sampling/sampler.h"
 #include "nlohmann/json.hpp"
 #include "tools/device_flags.h"
 #include "tools/distributed_flags.h"
@@ -260,10 +261,7 @@ int Run(const Options& o) {
       double s = timed([&] {
         for (int i = 0; i < o.n; ++i) {
           forward({&t, 1}, &tel);
-          t = text_ids.empty()
-                  ? static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
-                                         logits.begin())
-                  : tok(rng);
+          t = text_ids.empty() ? moe::ArgMax(logits) : tok(rng);
         }
       });
       r.tps.push_back(o.n / s);
