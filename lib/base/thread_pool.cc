@@ -1,7 +1,6 @@
 #include "lib/base/thread_pool.h"
 
 #include <algorithm>
-#include <cmath>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -22,23 +21,28 @@ namespace {
 constexpr int kPauseIterations = 2000;
 constexpr int kYieldIterations = 200;
 
-// Guided cuts (ThreadPool::cuts): chunks taken in turn by whichever thread is free, so a thread
-// slowed by the other's memory traffic or a late start does less, shrinking towards the end so
-// that the last one to finish keeps the others waiting briefly.
-std::vector<double> GuidedCuts(int threads) {
-  std::vector<double> cuts;
-  if (threads <= 1) return cuts;
-  const double keep = 1.0 - 1.0 / (2 * threads), smallest = 1.0 / (16 * threads);
-  double left = 1;
-  while (left * (1 - keep) >= smallest) {
-    left *= keep;
-    cuts.push_back(1 - left);
+// A share's front and back, packed so that one compare-and-swap moves either.
+uint64_t Pack(uint64_t front, uint64_t back) { return front | back << 32; }
+uint64_t Front(uint64_t span) { return span & 0xffffffffu; }
+uint64_t Back(uint64_t span) { return span >> 32; }
+
+// Takes a piece of share from the front (the owner: half of what is left) or from the back
+// (another thread: half of what is left), at least min_piece units; false when it is empty.
+bool TakePiece(std::atomic<uint64_t>& share, bool front, uint64_t min_piece, uint64_t* b,
+               uint64_t* e) {
+  uint64_t span = share.load(std::memory_order_acquire);
+  for (;;) {
+    const uint64_t f = Front(span), k = Back(span);
+    if (f >= k) return false;
+    const uint64_t take = std::min(k - f, std::max(min_piece, (k - f) / 2));
+    const uint64_t next = front ? Pack(f + take, k) : Pack(f, k - take);
+    if (share.compare_exchange_weak(span, next, std::memory_order_acq_rel,
+                                    std::memory_order_acquire)) {
+      *b = front ? f : k - take;
+      *e = front ? f + take : k;
+      return true;
+    }
   }
-  while (left > 1.5 * smallest) {
-    left -= smallest;
-    cuts.push_back(1 - left);
-  }
-  return cuts;
 }
 
 // One step of waiting: pause, then yield; returns false once the caller should block.
@@ -52,15 +56,6 @@ bool WaitStep(int& spins) {
   return spins < kPauseIterations + kYieldIterations;
 }
 
-// Where chunk c of a loop over n items begins: item c when there are no more items than
-// chunks, else the guided cut c - 1 of n.
-int64_t ChunkBegin(const std::vector<double>& cuts, int64_t n, int64_t chunks, int64_t c) {
-  if (c == 0) return 0;
-  if (c >= chunks) return n;
-  if (chunks == n) return c;
-  return std::llround(static_cast<double>(n) * cuts[c - 1]);
-}
-
 }  // namespace
 
 namespace {
@@ -70,7 +65,8 @@ thread_local int current_thread_index = 0;
 
 int ThreadPool::CurrentThreadIndex() { return current_thread_index; }
 
-ThreadPool::ThreadPool(int num_threads) : cuts_(GuidedCuts(std::max(1, num_threads))) {
+ThreadPool::ThreadPool(int num_threads)
+    : shares_(std::make_unique<Share[]>(std::max(1, num_threads))) {
   int workers = std::max(1, num_threads) - 1;
   for (int i = 0; i < workers; ++i) {
     workers_.emplace_back([this, i] {
@@ -98,8 +94,15 @@ void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)
   }
   job_ = &fn;
   job_n_ = n;
-  job_chunks_ = std::min<int64_t>(n, static_cast<int64_t>(cuts_.size()) + 1);
-  next_chunk_.store(0, std::memory_order_relaxed);
+  // Shares count units of items so that front and back fit in 32 bits each.
+  constexpr int64_t kMaxUnits = int64_t{1} << 31;
+  unit_ = n < kMaxUnits ? 1 : (n + kMaxUnits / 2 - 1) / (kMaxUnits / 2);
+  const int64_t units = (n + unit_ - 1) / unit_;
+  min_piece_ = std::max<int64_t>(1, units / (int64_t{kPartsPerThread} * parts));
+  for (int i = 0; i < parts; ++i) {
+    shares_[i].span.store(Pack(units * i / parts, units * (i + 1) / parts),
+                          std::memory_order_relaxed);
+  }
   pending_.store(parts - 1, std::memory_order_relaxed);
   // Spinning workers see the new generation by themselves; the mutex is taken only to wake
   // sleeping ones, so a busy pool takes no lock per loop. (A worker going to sleep counts itself
@@ -110,20 +113,26 @@ void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)
     std::lock_guard<std::mutex> lock(mu_);
     work_cv_.notify_all();
   }
-  RunChunks();
+  RunChunks(0);
   for (int spins = 0; pending_.load(std::memory_order_acquire) != 0;) {
     if (!WaitStep(spins)) std::this_thread::yield();
   }
   job_ = nullptr;
 }
 
-void ThreadPool::RunChunks() {
-  for (;;) {
-    const int64_t c = next_chunk_.fetch_add(1, std::memory_order_relaxed);
-    if (c >= job_chunks_) return;
-    const int64_t b = ChunkBegin(cuts_, job_n_, job_chunks_, c);
-    const int64_t e = ChunkBegin(cuts_, job_n_, job_chunks_, c + 1);
-    if (b < e) (*job_)(b, e);
+void ThreadPool::RunUnits(uint64_t b, uint64_t e) {
+  const int64_t begin = static_cast<int64_t>(b) * unit_;
+  const int64_t end = std::min(job_n_, static_cast<int64_t>(e) * unit_);
+  if (begin < end) (*job_)(begin, end);
+}
+
+void ThreadPool::RunChunks(int self) {
+  const int parts = num_threads();
+  uint64_t b, e;
+  while (TakePiece(shares_[self].span, /*front=*/true, min_piece_, &b, &e)) RunUnits(b, e);
+  for (int k = 1; k < parts; ++k) {
+    std::atomic<uint64_t>& other = shares_[(self + k) % parts].span;
+    while (TakePiece(other, /*front=*/false, min_piece_, &b, &e)) RunUnits(b, e);
   }
 }
 
@@ -141,7 +150,7 @@ void ThreadPool::WorkerLoop() {
     }
     if (stop_.load()) return;
     seen = generation_.load(std::memory_order_acquire);
-    RunChunks();
+    RunChunks(current_thread_index);
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }

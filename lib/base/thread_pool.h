@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -26,10 +27,13 @@ class ThreadPool {
 
   int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
-  // Runs fn(begin, end) over [0, n) split into contiguous chunks taken by whichever thread is
-  // free, cut where cuts() says (n no larger than cuts().size() + 1: one item per chunk);
-  // returns when all chunks are done. Not re-entrant: fn must not call ParallelFor on the same
-  // pool. One caller at a time.
+  // Runs fn(begin, end) over [0, n) split into contiguous chunks; returns when all are done.
+  // Each thread owns an equal share of [0, n) and takes it from the front in shrinking pieces
+  // (half of what is left, at least 1/(16 threads) of the loop), so it reads one contiguous
+  // stream, as the hardware prefetcher likes; a thread done with its own share takes half of
+  // what is left of another's from the back, so a thread slowed by a late start or by the
+  // other's memory traffic is not waited for. Not re-entrant: fn must not call ParallelFor on
+  // the same pool. One caller at a time.
   // fn is borrowed for the call (absl::FunctionRef): no allocation, whatever the lambda captures.
   void ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn);
 
@@ -38,25 +42,30 @@ class ThreadPool {
   // in whichever thread happens to take a chunk.
   static int CurrentThreadIndex();
 
-  // Where a loop is cut, as shares of its work before each cut (increasing, all in (0, 1)):
-  // each chunk takes 1/(2 threads) of what is left, the last ones 1/(16 threads) of the whole
-  // (guided scheduling). With equal chunks the thread that ends last could keep the others
-  // waiting for up to a whole chunk, at the end of each of the hundred loops of a decode step.
-  // Callers that split by cost (the CPU backend's matrix passes) cut their loops here too.
-  const std::vector<double>& cuts() const { return cuts_; }
+  // Callers that cut a loop into parts of equal cost themselves (the CPU backend's matrix
+  // passes) make this many per thread: the smallest piece a thread takes is one part.
+  static constexpr int kPartsPerThread = 16;
 
  private:
+  // One thread's share of the current loop: [front, back) in units, front in the low 32 bits.
+  // Its owner advances front, the others lower back, each by compare-and-swap.
+  struct alignas(64) Share {
+    std::atomic<uint64_t> span{0};
+  };
   void WorkerLoop();
-  void RunChunks();  // claims and runs chunks of the current loop until none is left
+  // Runs pieces of thread self's share, then of the others', until none is left.
+  void RunChunks(int self);
+  // Runs units [b, e) of the current loop.
+  void RunUnits(uint64_t b, uint64_t e);
 
   std::vector<std::thread> workers_;
-  std::vector<double> cuts_;
+  std::unique_ptr<Share[]> shares_;
   std::mutex mu_;
   std::condition_variable work_cv_;
   const absl::FunctionRef<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0;
-  int64_t job_chunks_ = 0;
-  std::atomic<int64_t> next_chunk_{0};
+  int64_t unit_ = 1;        // items per unit (1 unless a loop has more than 2^31 items)
+  uint64_t min_piece_ = 1;  // units
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<int> sleeping_{0};

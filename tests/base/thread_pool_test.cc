@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -27,45 +29,94 @@ TEST(ThreadPoolTest, CoversEveryIndexExactlyOnce) {
   }
 }
 
-// The guided cuts shrink towards the end: the first chunk takes 1/(2 threads) of the loop, no
-// chunk is larger than the one before, the last ones are small; a loop of no more items than
-// chunks runs one item per chunk, and a longer one is cut where the shares say.
-TEST(ThreadPoolTest, ChunksShrinkTowardsTheEndOfALoop) {
-  for (int threads : {2, 3, 8}) {
-    ThreadPool pool(threads);
-    const std::vector<double>& cuts = pool.cuts();
-    ASSERT_GE(cuts.size(), static_cast<size_t>(2 * threads)) << threads;
-    EXPECT_DOUBLE_EQ(cuts.front(), 1.0 / (2 * threads));
-    double before = 0, previous = 1;
-    for (double c : cuts) {
-      ASSERT_GT(c, before);
-      ASSERT_LT(c, 1.0);
-      EXPECT_LE(c - before, previous + 1e-12) << threads;
-      previous = c - before;
-      before = c;
-    }
-    EXPECT_LE(1.0 - cuts.back(), 1.5 / (16 * threads)) << "the last chunk is small";
+struct Chunk {
+  int thread;
+  int64_t b, e;
+};
 
-    std::mutex mu;
-    std::vector<std::pair<int64_t, int64_t>> chunks;
-    auto record = [&](int64_t b, int64_t e) {
-      std::lock_guard<std::mutex> lock(mu);
-      chunks.emplace_back(b, e);
-    };
-    const int64_t few = static_cast<int64_t>(cuts.size()) + 1;
-    pool.ParallelFor(few, record);
-    ASSERT_EQ(chunks.size(), static_cast<size_t>(few));
-    for (auto [b, e] : chunks) EXPECT_EQ(e - b, 1);
-    chunks.clear();
-    const int64_t n = 100000;
-    pool.ParallelFor(n, record);
-    std::sort(chunks.begin(), chunks.end());
-    ASSERT_EQ(chunks.size(), cuts.size() + 1);
-    for (size_t c = 0; c < cuts.size(); ++c)
-      EXPECT_EQ(chunks[c].second, std::llround(n * cuts[c])) << threads << " cut " << c;
-    EXPECT_EQ(chunks.back().second, n);
+// Runs a loop of n items on pool, recording each chunk with the thread that ran it, in the
+// order they started.
+std::vector<Chunk> RecordChunks(ThreadPool& pool, int64_t n) {
+  std::mutex mu;
+  std::vector<Chunk> chunks;
+  pool.ParallelFor(n, [&](int64_t b, int64_t e) {
+    std::lock_guard<std::mutex> lock(mu);
+    chunks.push_back({ThreadPool::CurrentThreadIndex(), b, e});
+  });
+  return chunks;
+}
+
+// Thread i owns items [n i / T, n (i + 1) / T): it takes them from the front, in order, each
+// piece starting where its previous one ended; what the other threads take of it they take from
+// the back, so their pieces tile the end of the share. Every chunk lies within one share and
+// together they cover the loop once.
+TEST(ThreadPoolTest, EachThreadTakesItsShareFromTheFrontAndTheOthersFromTheBack) {
+  for (int threads : {2, 3, 4}) {
+    ThreadPool pool(threads);
+    for (int rep = 0; rep < 20; ++rep) {
+      const int64_t n = 10007;
+      const std::vector<Chunk> chunks = RecordChunks(pool, n);
+      std::vector<int64_t> front(threads);
+      std::vector<std::vector<std::pair<int64_t, int64_t>>> taken(threads);
+      for (int i = 0; i < threads; ++i) front[i] = n * i / threads;
+      for (const Chunk& c : chunks) {
+        ASSERT_LT(c.b, c.e);
+        int share = 0;
+        while (c.b >= n * (share + 1) / threads) ++share;
+        ASSERT_LE(c.e, n * (share + 1) / threads) << "a chunk spans two shares";
+        if (c.thread == share) {  // one thread's chunks are recorded in the order it ran them
+          EXPECT_EQ(c.b, front[share]) << threads << " threads: the owner goes on in order";
+          front[share] = c.e;
+        } else {
+          taken[share].push_back({c.b, c.e});
+        }
+      }
+      for (int i = 0; i < threads; ++i) {
+        std::sort(taken[i].rbegin(), taken[i].rend());
+        int64_t back = n * (i + 1) / threads;
+        for (auto [b, e] : taken[i]) {
+          EXPECT_EQ(e, back) << threads << " threads: others take share " << i << " from the back";
+          back = b;
+        }
+        EXPECT_EQ(front[i], back) << "share " << i << " is covered once";
+      }
+    }
   }
-  EXPECT_TRUE(ThreadPool(1).cuts().empty());
+}
+
+// A worker that stalls in its first piece keeps only that piece: the caller, done with its own
+// share, takes the rest of the worker's from the back.
+TEST(ThreadPoolTest, AStalledThreadsShareIsTakenByTheOthers) {
+  ThreadPool pool(2);
+  pool.ParallelFor(2, [](int64_t, int64_t) {});  // the worker is up and waiting for work
+  std::atomic<int64_t> by_caller{0};
+  std::atomic<bool> stalled{false};
+  pool.ParallelFor(64, [&](int64_t b, int64_t e) {
+    if (ThreadPool::CurrentThreadIndex() == 0) {
+      by_caller += e - b;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    } else if (!stalled.exchange(true)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+  });
+  ASSERT_TRUE(stalled.load()) << "the worker took no piece while the caller slept";
+  // The worker's first piece is half of its share: 16 of its 32 items.
+  EXPECT_EQ(by_caller.load(), 48);
+}
+
+// Loops longer than 32 bits of items are cut into units, and still covered exactly once.
+TEST(ThreadPoolTest, CoversLoopsBeyondThirtyTwoBitsOfItems) {
+  ThreadPool pool(3);
+  const int64_t n = (int64_t{1} << 33) + 12345;
+  std::vector<Chunk> chunks = RecordChunks(pool, n);
+  std::sort(chunks.begin(), chunks.end(), [](const Chunk& a, const Chunk& b) { return a.b < b.b; });
+  int64_t next = 0;
+  for (const Chunk& c : chunks) {
+    ASSERT_EQ(c.b, next);
+    ASSERT_LT(c.b, c.e);
+    next = c.e;
+  }
+  EXPECT_EQ(next, n);
 }
 
 }  // namespace

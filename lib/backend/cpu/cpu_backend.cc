@@ -468,10 +468,10 @@ class CpuBackend final : public Backend {
   template <typename Fn>
   void ParallelByCost(const std::vector<int64_t>& first, const std::vector<int64_t>& tokens,
                       const std::vector<int>& granule, int64_t cols, Fn&& fn) {
-    // Pieces taken by whichever thread is free, shrinking towards the end as the pool's own
-    // loops do (ThreadPool::cuts), one piece per chunk of the pool's loop.
-    const std::vector<double>& cuts = pool_.cuts();
-    const int threads = pool_.num_threads(), parts = static_cast<int>(cuts.size()) + 1;
+    // Parts of equal cost, as many as the pool wants (ThreadPool::kPartsPerThread): each thread
+    // takes runs of neighbouring parts, which are neighbouring rows, in one call.
+    const int threads = pool_.num_threads();
+    const int parts = threads * ThreadPool::kPartsPerThread;
     const int64_t total_rows = first.back();
     double total = 0;
     for (size_t j = 0; j + 1 < first.size(); ++j)
@@ -483,7 +483,7 @@ class CpuBackend final : public Backend {
       return;
     }
     // bounds[p]..bounds[p+1] is part p: walk the matrices, cutting where the cost crosses
-    // cuts[p - 1].
+    // p / parts of the total.
     std::vector<int64_t>& bounds = Sized(s_.bounds, parts + 1);
     std::fill(bounds.begin(), bounds.end(), total_rows);
     bounds[0] = 0;
@@ -494,13 +494,11 @@ class CpuBackend final : public Backend {
       const int64_t g = granule[j];
       for (int64_t r = first[j]; r < first[j + 1] && p < parts; r += g) {
         acc += row_cost * std::min(g, first[j + 1] - r);
-        if (acc >= total * cuts[p - 1]) bounds[p++] = std::min(r + g, first[j + 1]);
+        while (p < parts && acc >= total * p / parts) bounds[p++] = std::min(r + g, first[j + 1]);
       }
     }
     pool_.ParallelFor(parts, [&](int64_t pb, int64_t pe) {
-      for (int64_t q = pb; q < pe; ++q) {
-        if (bounds[q] < bounds[q + 1]) fn(bounds[q], bounds[q + 1]);
-      }
+      if (bounds[pb] < bounds[pe]) fn(bounds[pb], bounds[pe]);
     });
   }
 
