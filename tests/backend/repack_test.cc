@@ -120,8 +120,9 @@ TEST(RepackTest, RowGroupsKeepTheirValuesAndProducts) {
           split.resize(n * cols / kSuperBlockValues);
           SplitSuperBlockSums(xq.data(), static_cast<int64_t>(split.size()), split.data());
         }
-        for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512Vnni}) {
-          if (level > DetectedSimdLevel()) continue;
+        for (SimdLevel level :
+             {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvxVnni, SimdLevel::kAvx512Vnni}) {
+          if (!CpuSupportsLevel(level)) continue;
           const GroupProductsFn products = GetGroupProducts(gt, level, scales);
           ASSERT_NE(products, nullptr);
           std::vector<float> y(n * rows, NAN);
@@ -174,8 +175,9 @@ TEST(RepackTest, Mxfp4GroupsTakeEveryScaleExponent) {
   QuantizeActivations(x.data(), cols, xq.data());
   std::vector<uint8_t> grouped = original;
   RepackRows(DType::kMXFP4, grouped.data(), rows, cols);
-  for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512Vnni}) {
-    if (level > DetectedSimdLevel()) continue;
+  for (SimdLevel level :
+       {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvxVnni, SimdLevel::kAvx512Vnni}) {
+    if (!CpuSupportsLevel(level)) continue;
     std::vector<float> y(rows, NAN);
     GetGroupProducts(DType::kMXFP4X16, level)(grouped.data(), cols, xq.data(), nullptr, 1, y.data(),
                                               rows, nullptr);

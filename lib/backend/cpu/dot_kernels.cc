@@ -11,6 +11,7 @@ QuantDotFn GetQuantDot(DType t, SimdLevel level) {
       f = kernels::Avx512VnniQuantDot(t);
       break;
     case SimdLevel::kAvx512:  // no 512-bit gain without VNNI for these kernels
+    case SimdLevel::kAvxVnni:
     case SimdLevel::kAvx2:
       f = kernels::Avx2QuantDot(t);
       break;

@@ -59,6 +59,9 @@ GroupProductsFn GetGroupProducts(DType t, SimdLevel level, ActivationScales scal
   switch (level) {
     case SimdLevel::kAvx512Vnni:
       return kernels::Avx512VnniGroupProducts(t, scales);
+    case SimdLevel::kAvxVnni:
+      if (GroupProductsFn f = kernels::AvxVnniGroupProducts(t)) return f;
+      return PortableFor<SimdLevel::kAvx2>(t);
     case SimdLevel::kAvx512:
     case SimdLevel::kAvx2:
       if (GroupProductsFn f = kernels::Avx2GroupProducts(t)) return f;

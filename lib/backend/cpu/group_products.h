@@ -29,6 +29,8 @@ GroupProductsFn GetGroupProducts(DType t, SimdLevel level,
 namespace kernels {
 GroupProductsFn Avx512VnniGroupProducts(DType t, ActivationScales scales);
 GroupProductsFn Avx2GroupProducts(DType t);
+// The AVX2 kernels with AVX-VNNI's vpdpbusd for the byte products (the same integer sums).
+GroupProductsFn AvxVnniGroupProducts(DType t);
 }  // namespace kernels
 
 }  // namespace moe
