@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/container/flat_hash_map.h"
+#include "lib/backend/cpu/exp_sum.h"
 #include "lib/sampling/logit_search.h"
 
 namespace moe {
@@ -57,6 +58,28 @@ void TopCandidates(absl::Span<const float> logits, size_t k,
 
 Sampler::Sampler(SamplerConfig config) : config_(std::move(config)), rng_(config_.seed) {}
 
+bool Sampler::LikelyCandidates(absl::Span<const float> logits, float temperature, float min_p,
+                               double* sum_of_rest) {
+  const int64_t n = static_cast<int64_t>(logits.size());
+  const float* x = logits.data();
+  const float max_l = x[ArgMax(logits)];
+  if (!std::isfinite(max_l)) return false;
+  // min-p keeps token i when e^((x_i - max) / T) >= min_p, i.e. x_i >= max + T ln(min_p); the
+  // bound is lowered by a margin far above float rounding, and the exact test runs later on
+  // the candidates as on any others.
+  const float bound = max_l + temperature * std::log(std::min(min_p, 1.0f));
+  const float threshold = bound - 1e-3f * (1.0f + std::fabs(bound));
+  candidates_.clear();
+  for (int64_t i = FirstAbove(x, 0, n, threshold); i < n; i = FirstAbove(x, i + 1, n, threshold)) {
+    candidates_.push_back({x[i], static_cast<int32_t>(i)});
+  }
+  if (candidates_.empty()) return false;
+  std::sort(candidates_.begin(), candidates_.end(), Better);
+  // The others are exactly those at or below the threshold.
+  *sum_of_rest = GetExpSum(ActiveSimdLevel())(x, n, max_l, 1.0f / temperature, threshold);
+  return true;
+}
+
 int32_t Sampler::Sample(absl::Span<float> logits, absl::Span<const int32_t> history) {
   const int32_t n_vocab = static_cast<int32_t>(logits.size());
   const SamplerConfig& c = config_;
@@ -78,20 +101,24 @@ int32_t Sampler::Sample(absl::Span<float> logits, absl::Span<const int32_t> hist
   }
   if (c.temperature <= 0.0f) return ArgMax(logits);
 
-  // Candidates sorted by logit (ties: lower id first), cut to top-k.
-  const size_t k = c.top_k > 0 ? std::min<size_t>(c.top_k, n_vocab) : n_vocab;
-  if (k < static_cast<size_t>(n_vocab)) {
-    TopCandidates(logits, k, &candidates_);
-  } else {
+  // Candidates sorted by logit (ties: lower id first), cut to top-k. Without a top-k, only the
+  // tokens min-p can keep are sorted (Likely), and the softmax's sum over the others comes from
+  // one vectorised pass; sorting a whole vocabulary took 3 ms a token at 32k, 24 ms at 201k.
+  const size_t top_k = c.top_k > 0 ? std::min<size_t>(c.top_k, n_vocab) : n_vocab;
+  double sum_of_rest = 0;  // the softmax terms of tokens that are not candidates
+  if (top_k < static_cast<size_t>(n_vocab)) {
+    TopCandidates(logits, top_k, &candidates_);
+  } else if (!(c.min_p > 0) || !LikelyCandidates(logits, c.temperature, c.min_p, &sum_of_rest)) {
     candidates_.resize(n_vocab);
     for (int32_t i = 0; i < n_vocab; ++i) {
       candidates_[i] = {std::isnan(logits[i]) ? -INFINITY : logits[i], i};
     }
     std::sort(candidates_.begin(), candidates_.end(), Better);
   }
+  const size_t k = candidates_.size();
   // Softmax with temperature.
   const float max_l = candidates_[0].first;
-  double sum = 0;
+  double sum = sum_of_rest;
   std::vector<double>& p = probabilities_;
   p.assign(k, 0.0);
   for (size_t i = 0; i < k; ++i) {

@@ -36,6 +36,12 @@ class Sampler {
   void Reseed(uint64_t seed) { rng_.seed(seed); }
 
  private:
+  // Without a top-k and with min-p: the tokens min-p could keep, sorted, into candidates_, and
+  // into sum_of_rest the softmax terms (with the largest logit's term 1) of all the others.
+  // False when no logit is finite.
+  bool LikelyCandidates(absl::Span<const float> logits, float temperature, float min_p,
+                        double* sum_of_rest);
+
   SamplerConfig config_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> candidates_;  // reused between calls

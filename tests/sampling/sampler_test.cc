@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "lib/backend/cpu/cpu_features.h"
@@ -159,6 +160,82 @@ TEST(SamplerTest, DrawsOnlyAmongTheTopKCandidates) {
     seen.insert(id);
   }
   EXPECT_EQ(seen, allowed);
+}
+
+// The sampler as it was before candidates were filtered: every token sorted, the softmax over
+// all of them, then min-p, top-p and the draw, with the same generator.
+int32_t SortEverythingSample(const SamplerConfig& c, std::mt19937_64& rng,
+                             const std::vector<float>& logits) {
+  std::vector<std::pair<float, int32_t>> all = SortedPrefix(logits, logits.size());
+  const float max_l = all[0].first;
+  std::vector<double> p(all.size());
+  double sum = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    p[i] = std::isinf(all[i].first) && all[i].first < 0
+               ? 0.0
+               : std::exp((all[i].first - max_l) / c.temperature);
+    sum += p[i];
+  }
+  for (auto& v : p) v /= sum;
+  size_t keep = all.size();
+  if (c.min_p > 0) {
+    while (keep > 1 && p[keep - 1] < c.min_p * p[0]) --keep;
+  }
+  if (c.top_p < 1.0f) {
+    double mass = 0;
+    for (size_t i = 0; i < keep; ++i) {
+      mass += p[i];
+      if (mass >= c.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+  double total = 0;
+  for (size_t i = 0; i < keep; ++i) total += p[i];
+  std::uniform_real_distribution<double> uni(0.0, total);
+  double r = uni(rng);
+  for (size_t i = 0; i < keep; ++i) {
+    r -= p[i];
+    if (r <= 0) return all[i].second;
+  }
+  return all[keep - 1].second;
+}
+
+// Without a top-k, the sampler sorts only the tokens min-p can keep: the same draws as sorting
+// them all, for peaked and flat logits, at every SIMD level.
+TEST(SamplerTest, WithoutTopKDrawsAsSortingEveryToken) {
+  std::mt19937 rng(6);
+  std::normal_distribution<float> nd;
+  AtEveryLevel([&] {
+    for (size_t n : {size_t{7}, size_t{100}, size_t{5000}}) {
+      for (float spread : {0.3f, 3.0f, 12.0f}) {
+        std::vector<float> x(n);
+        for (float& v : x) v = spread * nd(rng);
+        if (n > 10) x[3] = NAN;
+        for (auto [temperature, min_p, top_p] : {std::tuple{0.8f, 0.05f, 0.95f},
+                                                 {1.5f, 0.01f, 0.9f},
+                                                 {0.3f, 0.2f, 1.0f},
+                                                 {2.0f, 1.0f, 0.5f}}) {
+          SamplerConfig c;
+          c.top_k = 0;
+          c.temperature = temperature;
+          c.min_p = min_p;
+          c.top_p = top_p;
+          c.seed = 11;
+          Sampler sampler(c);
+          std::mt19937_64 reference_rng(c.seed);
+          for (int draw = 0; draw < 40; ++draw) {
+            std::vector<float> copy = x;
+            ASSERT_EQ(sampler.Sample(absl::MakeSpan(copy), {}),
+                      SortEverythingSample(c, reference_rng, x))
+                << "n " << n << " spread " << spread << " T " << temperature << " min_p " << min_p
+                << " top_p " << top_p << " draw " << draw;
+          }
+        }
+      }
+    }
+  });
 }
 
 }  // namespace
