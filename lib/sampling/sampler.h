@@ -36,10 +36,11 @@ class Sampler {
   void Reseed(uint64_t seed) { rng_.seed(seed); }
 
  private:
-  // Without a top-k and with min-p: the tokens min-p could keep, sorted, into candidates_, and
-  // into sum_of_rest the softmax terms (with the largest logit's term 1) of all the others.
-  // False when no logit is finite.
-  bool LikelyCandidates(absl::Span<const float> logits, float temperature, float min_p,
+  // Without a top-k: the tokens min-p (or, without it, top-p) could keep, sorted, into
+  // candidates_, and into sum_of_rest the softmax terms (with the largest logit's term 1) of
+  // all the others. False when every token must be sorted: neither min-p nor top-p is on, no
+  // logit is finite, or top-p reaches into the smallest terms.
+  bool LikelyCandidates(absl::Span<const float> logits, float temperature, float min_p, float top_p,
                         double* sum_of_rest);
 
   SamplerConfig config_;

@@ -202,8 +202,8 @@ int32_t SortEverythingSample(const SamplerConfig& c, std::mt19937_64& rng,
   return all[keep - 1].second;
 }
 
-// Without a top-k, the sampler sorts only the tokens min-p can keep: the same draws as sorting
-// them all, for peaked and flat logits, at every SIMD level.
+// Without a top-k, the sampler sorts only the tokens min-p or top-p can keep: the same draws as
+// sorting them all, for peaked and flat logits, at every SIMD level.
 TEST(SamplerTest, WithoutTopKDrawsAsSortingEveryToken) {
   std::mt19937 rng(6);
   std::normal_distribution<float> nd;
@@ -216,7 +216,10 @@ TEST(SamplerTest, WithoutTopKDrawsAsSortingEveryToken) {
         for (auto [temperature, min_p, top_p] : {std::tuple{0.8f, 0.05f, 0.95f},
                                                  {1.5f, 0.01f, 0.9f},
                                                  {0.3f, 0.2f, 1.0f},
-                                                 {2.0f, 1.0f, 0.5f}}) {
+                                                 {2.0f, 1.0f, 0.5f},
+                                                 {0.8f, 0.0f, 0.95f},
+                                                 {1.2f, 0.0f, 0.5f},
+                                                 {3.0f, 0.0f, 0.999f}}) {
           SamplerConfig c;
           c.top_k = 0;
           c.temperature = temperature;
