@@ -118,25 +118,26 @@ int32_t Sampler::Sample(absl::Span<float> logits, absl::Span<const int32_t> hist
   // 24 ms at 201k.
   const size_t top_k = c.top_k > 0 ? std::min<size_t>(c.top_k, n_vocab) : n_vocab;
   double sum_of_rest = 0;  // the softmax terms of tokens that are not candidates
-  if (top_k < static_cast<size_t>(n_vocab)) {
-    TopCandidates(logits, top_k, &candidates_);
-  } else if (!LikelyCandidates(logits, c.temperature, c.min_p, c.top_p, &sum_of_rest)) {
-    candidates_.resize(n_vocab);
-    for (int32_t i = 0; i < n_vocab; ++i) {
-      candidates_[i] = {std::isnan(logits[i]) ? -INFINITY : logits[i], i};
-    }
-    std::sort(candidates_.begin(), candidates_.end(), Better);
+  if (top_k == static_cast<size_t>(n_vocab) &&
+      LikelyCandidates(logits, c.temperature, c.min_p, c.top_p, &sum_of_rest)) {
+    return DrawFromSorted(candidates_, sum_of_rest, c, rng_, &probabilities_);
   }
-  const size_t k = candidates_.size();
+  TopCandidates(logits, top_k, &candidates_);
+  return DrawFromSorted(candidates_, 0, c, rng_, &probabilities_);
+}
+
+int32_t DrawFromSorted(absl::Span<const std::pair<float, int32_t>> candidates, double sum_of_rest,
+                       const SamplerConfig& c, std::mt19937_64& rng, std::vector<double>* scratch) {
+  const size_t k = candidates.size();
   // Softmax with temperature.
-  const float max_l = candidates_[0].first;
+  const float max_l = candidates[0].first;
   double sum = sum_of_rest;
-  std::vector<double>& p = probabilities_;
+  std::vector<double>& p = *scratch;
   p.assign(k, 0.0);
   for (size_t i = 0; i < k; ++i) {
-    p[i] = std::isinf(candidates_[i].first) && candidates_[i].first < 0
+    p[i] = std::isinf(candidates[i].first) && candidates[i].first < 0
                ? 0.0
-               : std::exp((candidates_[i].first - max_l) / c.temperature);
+               : std::exp((candidates[i].first - max_l) / c.temperature);
     sum += p[i];
   }
   for (auto& v : p) v /= sum;
@@ -159,12 +160,12 @@ int32_t Sampler::Sample(absl::Span<float> logits, absl::Span<const int32_t> hist
   double total = 0;
   for (size_t i = 0; i < keep; ++i) total += p[i];
   std::uniform_real_distribution<double> uni(0.0, total);
-  double r = uni(rng_);
+  double r = uni(rng);
   for (size_t i = 0; i < keep; ++i) {
     r -= p[i];
-    if (r <= 0) return candidates_[i].second;
+    if (r <= 0) return candidates[i].second;
   }
-  return candidates_[keep - 1].second;
+  return candidates[keep - 1].second;
 }
 
 }  // namespace moe

@@ -59,4 +59,11 @@ int32_t ArgMax(absl::Span<const float> logits);
 void TopCandidates(absl::Span<const float> logits, size_t k,
                    std::vector<std::pair<float, int32_t>>* out);
 
+// The sampler's steps after choosing its candidates (sorted best first, at least one): the
+// softmax with temperature over them, whose sum also takes sum_of_rest (the terms of tokens left
+// out, the best candidate's term being 1), then min-p, top-p and one draw from rng. scratch holds
+// the probabilities.
+int32_t DrawFromSorted(absl::Span<const std::pair<float, int32_t>> candidates, double sum_of_rest,
+                       const SamplerConfig& c, std::mt19937_64& rng, std::vector<double>* scratch);
+
 }  // namespace moe

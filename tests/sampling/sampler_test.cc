@@ -162,44 +162,12 @@ TEST(SamplerTest, DrawsOnlyAmongTheTopKCandidates) {
   EXPECT_EQ(seen, allowed);
 }
 
-// The sampler as it was before candidates were filtered: every token sorted, the softmax over
-// all of them, then min-p, top-p and the draw, with the same generator.
+// The sampler as it was before candidates were filtered: every token sorted (by the test's own
+// full sort), then the same softmax, min-p, top-p and draw, with the same generator.
 int32_t SortEverythingSample(const SamplerConfig& c, std::mt19937_64& rng,
                              const std::vector<float>& logits) {
-  std::vector<std::pair<float, int32_t>> all = SortedPrefix(logits, logits.size());
-  const float max_l = all[0].first;
-  std::vector<double> p(all.size());
-  double sum = 0;
-  for (size_t i = 0; i < all.size(); ++i) {
-    p[i] = std::isinf(all[i].first) && all[i].first < 0
-               ? 0.0
-               : std::exp((all[i].first - max_l) / c.temperature);
-    sum += p[i];
-  }
-  for (auto& v : p) v /= sum;
-  size_t keep = all.size();
-  if (c.min_p > 0) {
-    while (keep > 1 && p[keep - 1] < c.min_p * p[0]) --keep;
-  }
-  if (c.top_p < 1.0f) {
-    double mass = 0;
-    for (size_t i = 0; i < keep; ++i) {
-      mass += p[i];
-      if (mass >= c.top_p) {
-        keep = i + 1;
-        break;
-      }
-    }
-  }
-  double total = 0;
-  for (size_t i = 0; i < keep; ++i) total += p[i];
-  std::uniform_real_distribution<double> uni(0.0, total);
-  double r = uni(rng);
-  for (size_t i = 0; i < keep; ++i) {
-    r -= p[i];
-    if (r <= 0) return all[i].second;
-  }
-  return all[keep - 1].second;
+  std::vector<double> scratch;
+  return DrawFromSorted(SortedPrefix(logits, logits.size()), 0, c, rng, &scratch);
 }
 
 // Without a top-k, the sampler sorts only the tokens min-p or top-p can keep: the same draws as
