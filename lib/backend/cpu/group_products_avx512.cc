@@ -253,9 +253,16 @@ struct Q6_KGroup {
     return _mm512_ternarylogic_epi32(nib, hb, m30, 0xf8);  // nib | (hb & 0x30)
   }
 
-  // One token: each lane group is unpacked once for all four blocks of a half.
+  // One token. Assembling a 6-bit quant costs three or four vector operations; with one token
+  // they are what the kernel spends its time on, not vpdpbusd. So the parts are multiplied
+  // where they lie: the nibble with its bits masked in place (blocks 2 and 3 lie in the high
+  // nibble, 16x their value) and the high bits masked in place (block s: 4^s x their value),
+  // each by its own vpdpbusd on one broadcast of the activations, and the sums are brought to
+  // scale by one shift per chain. The integer sums are the same as the assembled quants': the
+  // same bits, at about 1.2x the speed in L2.
   static void Decode(const uint8_t* g, int64_t nsb, const Q8Block* x, float* y,
                      const uint8_t* next) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8(static_cast<char>(0xf0));
     __m512 acc = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb, g += kBlockBytes, x += 8) {
       if (next) PrefetchToL1(next + sb * kBlockBytes, kBlockBytes);
@@ -265,16 +272,37 @@ struct Q6_KGroup {
       for (int h = 0; h < 2; ++h) {
         const uint8_t* half = g + 288 + 1536 * h;
         const Q8Block* xb = x + 4 * h;
-        __m512i sums[4][2];  // block s, quants 0-15 | 16-31, from the zero point's offset on
+        // Block s, quants 0-15 | 16-31: the nibbles' sums from the zero point's offset on (16x
+        // for blocks 2 and 3), and the high parts' sums.
+        __m512i sums[4][2], high[4][2];
         for (int s = 0; s < 4; ++s) {
-          sums[s][0] = _mm512_set1_epi32(-32 * xb[s].sum[0]);
-          sums[s][1] = _mm512_set1_epi32(-32 * xb[s].sum[1]);
+          const int scale = s < 2 ? -32 : -32 * 16;
+          for (int e = 0; e < 2; ++e) {
+            sums[s][e] = _mm512_set1_epi32(scale * xb[s].sum[e]);
+            high[s][e] = _mm512_setzero_si512();
+          }
         }
 #pragma GCC unroll 8
         for (int k = 0; k < 8; ++k) {
+          const __m512i l02 = _mm512_loadu_si512(half + 192 * k),
+                        l13 = _mm512_loadu_si512(half + 192 * k + 64),
+                        hb = _mm512_loadu_si512(half + 192 * k + 128);
           for (int s = 0; s < 4; ++s) {
-            sums[s][k / 4] = DpbusdBroadcast(sums[s][k / 4], Quants(half, s, k), xb[s].q + 4 * k);
+            const __m512i nibble = _mm512_and_si512(s & 1 ? l13 : l02, s < 2 ? low4 : high4);
+            const __m512i high_bits =
+                _mm512_and_si512(hb, _mm512_set1_epi8(static_cast<char>(3 << (2 * s))));
+            const __m512i xv =
+                _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(xb[s].q + 4 * k));
+            sums[s][k / 4] = _mm512_dpbusd_epi32(sums[s][k / 4], nibble, xv);
+            high[s][k / 4] = _mm512_dpbusd_epi32(high[s][k / 4], high_bits, xv);
           }
+        }
+        for (int e = 0; e < 2; ++e) {  // to quant x activation sums: high bits are 16 x value
+          sums[0][e] = _mm512_add_epi32(sums[0][e], _mm512_slli_epi32(high[0][e], 4));
+          sums[1][e] = _mm512_add_epi32(sums[1][e], _mm512_slli_epi32(high[1][e], 2));
+          sums[2][e] = _mm512_add_epi32(_mm512_srai_epi32(sums[2][e], 4), high[2][e]);
+          sums[3][e] =
+              _mm512_add_epi32(_mm512_srai_epi32(sums[3][e], 4), _mm512_srai_epi32(high[3][e], 2));
         }
         for (int s = 0; s < 4; ++s) {
           const __m512 xd = _mm512_set1_ps(xb[s].d);
