@@ -199,7 +199,7 @@ struct K4Group {
   static void Tile(const uint8_t* g, int64_t nsb, const Q8Block* x, const SplitSums* xs, float* y,
                    int64_t ldy, const uint8_t* next) {
     const int64_t nb = 8 * nsb;  // activation blocks per token
-    __m512 acc[T], part[T];
+    __m512 acc[T], part[T];      // acc: with a scale per block only (kSuperScale sums in y)
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb, g += kBlockBytes) {
       for (int t = 0; t < T; ++t) part[t] = _mm512_setzero_ps();
@@ -350,7 +350,7 @@ struct Q6_KGroup {
       return;
     }
     const int64_t nb = 8 * nsb;
-    __m512 acc[T], part[T];  // part: as in K4Group
+    __m512 acc[T], part[T];  // as in K4Group
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb, g += kBlockBytes) {
       for (int t = 0; t < T; ++t) part[t] = _mm512_setzero_ps();
