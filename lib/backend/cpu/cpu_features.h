@@ -8,7 +8,7 @@ namespace moe {
 
 // Each level runs the kernels of the ones below it where it has none of its own. kAvxVnni is
 // AVX2 with the 256-bit VEX vpdpbusd (AVX-VNNI: Intel Alder Lake and later client CPUs, which
-// have no AVX-512, and AMD Zen 4 on): the integer group kernels use it in place of
+// have no AVX-512, and AMD Zen 5 on): the integer group kernels use it in place of
 // vpmaddubsw + vpmaddwd. It is not implied by the levels above it (Skylake-X has AVX-512 and no
 // AVX-VNNI): CpuSupportsLevel says whether this CPU can run a level.
 enum class SimdLevel { kScalar = 0, kAvx2 = 1, kAvxVnni = 2, kAvx512 = 3, kAvx512Vnni = 4 };
