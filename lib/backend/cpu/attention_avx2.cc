@@ -94,6 +94,7 @@ void AttendAvx2(const AttentionHeads& a) {
   kbuf.resize(8 * hd);
   auto row_at = [&](int64_t r) { return (r / group) * a.q_stride + (r % group) * hd; };
   const int64_t head_bytes = KvValuesBytes(a.dtype, hd);  // one head's slice of a row
+  const bool prefetch_v = (span - seen_from) * head_bytes <= kKvPrefetchValueBytes;
   for (int64_t p0 = begin; p0 < span; p0 += 8) {
     for (int64_t i = 0; i < 8; ++i) {
       // Only positions some row sees have a row: a paged table ends at the span, and a sliding
@@ -101,7 +102,7 @@ void AttendAvx2(const AttentionHeads& a) {
       const bool seen = p0 + i >= seen_from && p0 + i < span;
       const uint8_t* row = seen ? a.k + a.KvRowOffset(p0 + i) : nullptr;
       if (seen) {
-        PrefetchToL1(a.v + a.KvRowOffset(p0 + i), head_bytes);
+        if (prefetch_v) PrefetchToL1(a.v + a.KvRowOffset(p0 + i), head_bytes);
         const int64_t ahead = p0 + i + kKvPrefetchAhead;
         if (ahead < span) PrefetchToL1(a.k + a.KvRowOffset(ahead), head_bytes);
       }

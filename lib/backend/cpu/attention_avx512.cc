@@ -149,6 +149,7 @@ void Attend(const AttentionHeads& a) {
   q_rows.resize(rows);
   for (int64_t r = 0; r < rows; ++r) q_rows[r] = a.q + row_at(r);
   const int64_t head_bytes = KvValuesBytes(a.dtype, hd);  // one head's slice of a row
+  const bool prefetch_v = (span - seen_from) * head_bytes <= kKvPrefetchValueBytes;
   for (int64_t p0 = begin; p0 < span; p0 += 16) {
     // Only positions some row sees have a row: a paged table ends at the span, and a sliding
     // window's blocks before the first row's window may be given back (PagedKvCache).
@@ -157,7 +158,7 @@ void Attend(const AttentionHeads& a) {
       const bool seen = p0 + i >= seen_from && p0 + i < span;
       krow[i] = seen ? a.k + a.KvRowOffset(p0 + i) : nullptr;
       if (seen) {
-        PrefetchToL1(a.v + a.KvRowOffset(p0 + i), head_bytes);
+        if (prefetch_v) PrefetchToL1(a.v + a.KvRowOffset(p0 + i), head_bytes);
         const int64_t ahead = p0 + i + kKvPrefetchAhead;
         if (ahead < span) PrefetchToL1(a.k + a.KvRowOffset(ahead), head_bytes);
       }
