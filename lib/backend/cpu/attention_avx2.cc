@@ -12,8 +12,6 @@
 
 #include "lib/backend/cpu/attention_kernels.h"
 #include "lib/backend/cpu/exp_avx2.h"
-#include "lib/backend/cpu/prefetch.h"
-#include "lib/backend/kv_core.h"
 
 namespace moe::kernels {
 namespace {
@@ -93,19 +91,13 @@ void AttendAvx2(const AttentionHeads& a) {
   scores.resize(rows * ld);
   kbuf.resize(8 * hd);
   auto row_at = [&](int64_t r) { return (r / group) * a.q_stride + (r % group) * hd; };
-  const int64_t head_bytes = KvValuesBytes(a.dtype, hd);  // one head's slice of a row
-  const bool prefetch_v = (span - seen_from) * head_bytes <= kKvPrefetchValueBytes;
+  const KvRowPrefetch prefetch(a, seen_from, span);
   for (int64_t p0 = begin; p0 < span; p0 += 8) {
     for (int64_t i = 0; i < 8; ++i) {
       // Only positions some row sees have a row: a paged table ends at the span, and a sliding
       // window's blocks before the first row's window may be given back (PagedKvCache).
       const bool seen = p0 + i >= seen_from && p0 + i < span;
-      const uint8_t* row = seen ? a.k + a.KvRowOffset(p0 + i) : nullptr;
-      if (seen) {
-        if (prefetch_v) PrefetchToL1(a.v + a.KvRowOffset(p0 + i), head_bytes);
-        const int64_t ahead = p0 + i + kKvPrefetchAhead;
-        if (ahead < span) PrefetchToL1(a.k + a.KvRowOffset(ahead), head_bytes);
-      }
+      const uint8_t* row = seen ? prefetch.KRow(p0 + i) : nullptr;
       for (int64_t c = 0; c < chunks; ++c) {
         _mm256_storeu_ps(kbuf.data() + i * hd + 8 * c,
                          seen ? LoadRow8(row, c, a.dtype) : _mm256_setzero_ps());

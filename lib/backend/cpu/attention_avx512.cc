@@ -14,8 +14,6 @@
 
 #include "lib/backend/cpu/attention_kernels.h"
 #include "lib/backend/cpu/exp_avx512.h"
-#include "lib/backend/cpu/prefetch.h"
-#include "lib/backend/kv_core.h"
 
 namespace moe::kernels {
 namespace {
@@ -148,20 +146,14 @@ void Attend(const AttentionHeads& a) {
   thread_local std::vector<const float*> q_rows;
   q_rows.resize(rows);
   for (int64_t r = 0; r < rows; ++r) q_rows[r] = a.q + row_at(r);
-  const int64_t head_bytes = KvValuesBytes(a.dtype, hd);  // one head's slice of a row
-  const bool prefetch_v = (span - seen_from) * head_bytes <= kKvPrefetchValueBytes;
+  const KvRowPrefetch prefetch(a, seen_from, span);
   for (int64_t p0 = begin; p0 < span; p0 += 16) {
     // Only positions some row sees have a row: a paged table ends at the span, and a sliding
     // window's blocks before the first row's window may be given back (PagedKvCache).
     const uint8_t* krow[16];
     for (int i = 0; i < 16; ++i) {
       const bool seen = p0 + i >= seen_from && p0 + i < span;
-      krow[i] = seen ? a.k + a.KvRowOffset(p0 + i) : nullptr;
-      if (seen) {
-        if (prefetch_v) PrefetchToL1(a.v + a.KvRowOffset(p0 + i), head_bytes);
-        const int64_t ahead = p0 + i + kKvPrefetchAhead;
-        if (ahead < span) PrefetchToL1(a.k + a.KvRowOffset(ahead), head_bytes);
-      }
+      krow[i] = seen ? prefetch.KRow(p0 + i) : nullptr;
     }
     if constexpr (C > 0) {
       // As many rows at once as the registers hold beside a widened K row.

@@ -8,6 +8,8 @@
 
 #include "lib/backend/backend.h"
 #include "lib/backend/cpu/cpu_features.h"
+#include "lib/backend/cpu/prefetch.h"
+#include "lib/backend/kv_core.h"
 #include "lib/base/dtype.h"
 
 namespace moe {
@@ -51,19 +53,41 @@ inline void ForEachKvRow(const AttentionHeads& a, const uint8_t* base, int64_t b
   }
 }
 
-// The kernels ask for the V row of each position as they score it (the output sums read it after
-// the softmax) and for the K row 16 positions on. A head's slice of a cached row is a few lines
-// of a row that holds every KV head, and a paged cache's rows lie in scattered blocks, so the
-// hardware prefetcher alone left the kernel waiting on these lines: 8 sequences decoding together
-// (Q4_K_M bench model, F16 cache, 2 threads) spent ~3.7 ms of a 12.7 ms step in attention
-// without this, ~2.6 ms with it. (The prefetches are written in the kernels' loops: GCC 12
-// dropped every call to an inline helper here that made the two prefetch loops and nothing
-// else, judging it free of effects before inlining it; always_inline did not help.)
-inline constexpr int64_t kKvPrefetchAhead = 16;
-// The V rows are asked for early only while a head's V slice stays small beside the K rows
-// streaming through the same caches: with one sequence at 4,096 positions (512 KiB of V a head)
-// asking for them all slowed its attention by ~10 %; the K rows ahead cost nothing there.
-inline constexpr int64_t kKvPrefetchValueBytes = 128 << 10;
+// While a kernel scores position p it asks for p's V row (the output sums read it after the
+// softmax) and for the K row 16 positions on. A head's slice of a cached row is a few lines of a
+// row that holds every KV head, and a paged cache's rows lie in scattered blocks, so the hardware
+// prefetcher alone left the kernel waiting on these lines: 8 sequences decoding together (Q4_K_M
+// bench model, F16 cache, 2 threads) spent ~3.7 ms of a 12.7 ms step in attention without this,
+// ~2.6 ms with it. The V rows are asked for only while a head's V slice stays small beside the
+// K rows streaming through the same caches: with one sequence at 4,096 positions (512 KiB of V a
+// head) asking for them all slowed its attention by ~10 %; the K rows ahead cost nothing there.
+// KRow returns the row it is asked for on purpose: GCC 12 dropped every call to an inline helper
+// that made these prefetches and returned nothing, judging it free of effects before inlining it
+// (always_inline did not help).
+class KvRowPrefetch {
+ public:
+  static constexpr int64_t kAhead = 16;
+  static constexpr int64_t kMaxValueBytes = 128 << 10;
+
+  // For positions [seen_from, span) of a call.
+  KvRowPrefetch(const AttentionHeads& a, int64_t seen_from, int64_t span)
+      : a_(a),
+        span_(span),
+        head_bytes_(KvValuesBytes(a.dtype, a.head_dim)),
+        values_((span - seen_from) * head_bytes_ <= kMaxValueBytes) {}
+
+  // Seen position p's K row, with p's V row and the K row kAhead on asked for.
+  const uint8_t* KRow(int64_t p) const {
+    if (values_) kernels::PrefetchToL1(a_.v + a_.KvRowOffset(p), head_bytes_);
+    if (p + kAhead < span_) kernels::PrefetchToL1(a_.k + a_.KvRowOffset(p + kAhead), head_bytes_);
+    return a_.k + a_.KvRowOffset(p);
+  }
+
+ private:
+  const AttentionHeads& a_;
+  int64_t span_, head_bytes_;
+  bool values_;
+};
 
 using AttendFn = void (*)(const AttentionHeads& a);
 
