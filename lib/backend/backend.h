@@ -76,6 +76,15 @@ class Backend : public MemorySpace {
   virtual void MatMulShared(absl::Span<const WeightView> ws, const float* x, int64_t n,
                             absl::Span<float* const> ys) = 0;
 
+  // Hints, with no effect on any result: the next product (MatMul, MatMulShared) reads ws for n
+  // tokens, or the next RunExperts the gate and up matrices of gate_up (gate, up of each expert
+  // in turn) for a step of n tokens. A backend whose threads wait while the caller works
+  // between operations may have them start reading their shares of those weights, so that a
+  // product bound by the memory does not start on a cold one. Every product clears the hints
+  // before it runs.
+  virtual void PrefetchProducts(absl::Span<const WeightView> /*ws*/, int64_t /*n*/) {}
+  virtual void PrefetchExperts(absl::Span<const WeightView> /*gate_up*/, int64_t /*n*/) {}
+
   // SwiGLU feed-forward blocks over groups of token rows: for each job,
   // out[i] = down(silu(gate x_i) * up x_i) for its m rows x_i. All jobs run together, so the
   // experts a batch selected cost two parallel passes, not three per expert.

@@ -26,6 +26,9 @@ uint64_t Pack(uint64_t front, uint64_t back) { return front | back << 32; }
 uint64_t Front(uint64_t span) { return span & 0xffffffffu; }
 uint64_t Back(uint64_t span) { return span >> 32; }
 
+constexpr int kHintLineBits = 22;
+constexpr uint64_t kHintLineMask = (uint64_t{1} << kHintLineBits) - 1;
+
 // Takes a piece of share from the front (the owner: half of what is left) or from the back
 // (another thread: half of what is left), at least min_piece units; false when it is empty.
 bool TakePiece(std::atomic<uint64_t>& share, bool front, uint64_t min_piece, uint64_t* b,
@@ -120,6 +123,66 @@ void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)
   job_ = nullptr;
 }
 
+void ThreadPool::Prefetch(int thread, absl::Span<const ByteRange> ranges) {
+  if (thread <= 0 || thread >= num_threads()) return;
+  uint64_t packed[kMaxPrefetchRanges] = {};
+  for (size_t i = 0; i < ranges.size() && i < kMaxPrefetchRanges; ++i) {
+    const ByteRange& r = ranges[i];
+    if (r.p == nullptr || r.bytes == 0) continue;
+    const uint64_t first = reinterpret_cast<uintptr_t>(r.p) >> 6;
+    const uint64_t last = (reinterpret_cast<uintptr_t>(r.p) + r.bytes - 1) >> 6;
+    if (first >> (64 - kHintLineBits) != 0) continue;  // not a user-space address
+    packed[i] = first << kHintLineBits | std::min(last - first + 1, kHintLineMask);
+  }
+  Post(shares_[thread], packed);
+}
+
+void ThreadPool::Post(Share& share, const uint64_t (&ranges)[kMaxPrefetchRanges]) {
+  for (int i = 0; i < kMaxPrefetchRanges; ++i)
+    share.hint[i].store(ranges[i], std::memory_order_relaxed);
+  share.hint_posts.store(share.hint_posts.load(std::memory_order_relaxed) + 1,
+                         std::memory_order_release);
+}
+
+void ThreadPool::ClearPrefetches() {
+  static constexpr uint64_t kNone[kMaxPrefetchRanges] = {};
+  for (int t = 1; t < num_threads(); ++t) {
+    for (const auto& h : shares_[t].hint) {
+      if (h.load(std::memory_order_relaxed) != 0) {
+        Post(shares_[t], kNone);
+        break;
+      }
+    }
+  }
+}
+
+uint64_t ThreadPool::PrefetchedLines() const {
+  uint64_t lines = 0;
+  for (int t = 1; t < num_threads(); ++t)
+    lines += shares_[t].hint_lines.load(std::memory_order_relaxed);
+  return lines;
+}
+
+void ThreadPool::RunHint(Share& mine, HintProgress& h, uint64_t seen) {
+  // A few lines of each range between looks at the generation and the posts: a loop that
+  // starts waits for this thread at most that long, and a new hint replaces this one as soon.
+  constexpr uint64_t kLinesPerLook = 16;
+  while (h.done < h.most) {
+    if (generation_.load(std::memory_order_relaxed) != seen ||
+        mine.hint_posts.load(std::memory_order_relaxed) != h.posts) {
+      return;
+    }
+    const uint64_t end = std::min(h.most, h.done + kLinesPerLook);
+    for (const uint64_t r : h.ranges) {
+      const char* p = reinterpret_cast<const char*>((r >> kHintLineBits) << 6);
+      const uint64_t stop = std::min(end, r & kHintLineMask);
+      for (uint64_t i = h.done; i < stop; ++i) __builtin_prefetch(p + 64 * i, 0, 2);
+      if (stop > h.done) mine.hint_lines.fetch_add(stop - h.done, std::memory_order_relaxed);
+    }
+    h.done = end;
+  }
+}
+
 void ThreadPool::RunUnits(uint64_t b, uint64_t e) {
   const int64_t begin = static_cast<int64_t>(b) * unit_;
   const int64_t end = std::min(job_n_, static_cast<int64_t>(e) * unit_);
@@ -138,9 +201,25 @@ void ThreadPool::RunChunks(int self) {
 
 void ThreadPool::WorkerLoop() {
   uint64_t seen = 0;
+  Share& mine = shares_[current_thread_index];
+  HintProgress hint;
   for (;;) {
     int spins = 0;
     while (generation_.load(std::memory_order_acquire) == seen && !stop_.load()) {
+      if (const uint32_t posts = mine.hint_posts.load(std::memory_order_acquire);
+          posts != hint.posts) {
+        hint.posts = posts;
+        hint.done = hint.most = 0;
+        for (int i = 0; i < kMaxPrefetchRanges; ++i) {
+          hint.ranges[i] = mine.hint[i].load(std::memory_order_relaxed);
+          hint.most = std::max(hint.most, hint.ranges[i] & kHintLineMask);
+        }
+      }
+      if (hint.done < hint.most) {
+        RunHint(mine, hint, seen);
+        spins = 0;
+        continue;
+      }
       if (WaitStep(spins)) continue;
       std::unique_lock<std::mutex> lock(mu_);
       sleeping_.fetch_add(1, std::memory_order_seq_cst);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
+#include "absl/types/span.h"
 
 namespace moe {
 
@@ -46,17 +47,49 @@ class ThreadPool {
   // passes) make this many per thread: the smallest piece a thread takes is one part.
   static constexpr int kPartsPerThread = 16;
 
+  // Asks worker `thread` (1 to num_threads() - 1) to bring the byte ranges into its cache while
+  // it waits for the next loop (at most kMaxPrefetchRanges, 256 MiB each, taken in turn): in a
+  // decode step the memory idles while the caller works alone between loops, and the next
+  // loop's reads can start in cache instead. A hint holds until it is replaced or cleared; a
+  // loop interrupts it and the worker goes on with it after. A sleeping worker ignores it.
+  static constexpr int kMaxPrefetchRanges = 2;
+  struct ByteRange {
+    const void* p;
+    size_t bytes;
+  };
+  void Prefetch(int thread, absl::Span<const ByteRange> ranges);
+  void ClearPrefetches();
+  // Cache lines the workers have asked for on hints, since the pool started.
+  uint64_t PrefetchedLines() const;
+
  private:
   // One thread's share of the current loop: [front, back) in units, front in the low 32 bits.
   // Its owner advances front, the others lower back, each by compare-and-swap.
   struct alignas(64) Share {
     std::atomic<uint64_t> span{0};
+    // The worker's prefetch hint, per range: first line's address / 64 in the high 42 bits,
+    // lines in the low 22 (0: none); and the hints posted, so that a new one restarts it.
+    std::atomic<uint64_t> hint[kMaxPrefetchRanges] = {};
+    std::atomic<uint32_t> hint_posts{0};
+    std::atomic<uint64_t> hint_lines{0};  // lines asked for (PrefetchedLines)
   };
   void WorkerLoop();
   // Runs pieces of thread self's share, then of the others', until none is left.
   void RunChunks(int self);
   // Runs units [b, e) of the current loop.
   void RunUnits(uint64_t b, uint64_t e);
+  // The worker's current hint and how far it got.
+  struct HintProgress {
+    uint32_t posts = 0;
+    uint64_t ranges[kMaxPrefetchRanges] = {};
+    uint64_t done = 0;  // lines asked for in each range
+    uint64_t most = 0;  // lines of the longest range
+  };
+  // Replaces share's hint (the caller's thread only).
+  static void Post(Share& share, const uint64_t (&ranges)[kMaxPrefetchRanges]);
+  // Asks for the hint's lines from where it got, a few of each range in turn, until all are
+  // asked for or a loop starts.
+  void RunHint(Share& mine, HintProgress& h, uint64_t seen);
 
   std::vector<std::thread> workers_;
   std::unique_ptr<Share[]> shares_;

@@ -119,5 +119,59 @@ TEST(ThreadPoolTest, CoversLoopsBeyondThirtyTwoBitsOfItems) {
   EXPECT_EQ(next, n);
 }
 
+// A worker acts on a prefetch hint while it waits: it asks for every line of each range.
+TEST(ThreadPoolTest, AWaitingWorkerAsksForEveryLineOfItsHint) {
+  ThreadPool pool(2);
+  pool.ParallelFor(2, [](int64_t, int64_t) {});  // the worker is up and spinning
+  std::vector<uint8_t> a(64 * 100), b(64 * 40);
+  const ThreadPool::ByteRange ranges[] = {{a.data(), a.size()}, {b.data(), b.size()}};
+  // Lines a range touches: unaligned starts take one more.
+  const auto lines = [](const std::vector<uint8_t>& v) {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(v.data());
+    return (p + v.size() - 1) / 64 - p / 64 + 1;
+  };
+  const uint64_t want = lines(a) + lines(b);
+  const uint64_t before = pool.PrefetchedLines();
+  pool.Prefetch(1, ranges);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (pool.PrefetchedLines() - before < want && std::chrono::steady_clock::now() < deadline) {
+    // Keep the worker awake: a sleeping one ignores hints.
+    pool.ParallelFor(2, [](int64_t, int64_t) {});
+    pool.Prefetch(1, ranges);
+  }
+  EXPECT_GE(pool.PrefetchedLines() - before, want);
+}
+
+// Hints never hold up a loop, however large, and bad ones are ignored: the caller's thread
+// (0) and threads the pool does not have take none, and a range nobody mapped is harmless (a
+// prefetch never faults).
+TEST(ThreadPoolTest, HintsNeverHoldUpLoopsOrFault) {
+  ThreadPool pool(3);
+  std::vector<uint8_t> big(size_t{64} << 20);
+  const ThreadPool::ByteRange huge[] = {{big.data(), big.size()}, {big.data(), big.size()}};
+  const ThreadPool::ByteRange unmapped[] = {
+      {reinterpret_cast<const void*>(uintptr_t{1} << 46), size_t{1} << 20}};
+  const ThreadPool::ByteRange none[] = {{nullptr, 100}, {big.data(), 0}};
+  for (int round = 0; round < 200; ++round) {
+    pool.Prefetch(1 + round % 2, huge);
+    pool.Prefetch(2 - round % 2, unmapped);
+    pool.Prefetch(0, huge);
+    pool.Prefetch(3, huge);
+    pool.Prefetch(-1, none);
+    std::atomic<int64_t> covered{0};
+    pool.ParallelFor(1000, [&](int64_t b, int64_t e) { covered += e - b; });
+    ASSERT_EQ(covered.load(), 1000);
+    if (round % 3 == 0) pool.ClearPrefetches();
+  }
+  // Cleared, or replaced by nothing to ask for: once a loop has interrupted them, no more lines.
+  pool.ClearPrefetches();
+  pool.Prefetch(1, none);
+  pool.ParallelFor(1000, [](int64_t, int64_t) {});
+  const uint64_t lines = pool.PrefetchedLines();
+  pool.ParallelFor(1000, [](int64_t, int64_t) {});
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(pool.PrefetchedLines(), lines);
+}
+
 }  // namespace
 }  // namespace moe

@@ -10,6 +10,7 @@
 #include "lib/backend/cpu/attention_kernels.h"
 #include "lib/backend/cpu/cpu_features.h"
 #include "lib/backend/cpu/half_rows.h"
+#include "lib/backend/cpu/prefetch.h"
 #include "lib/backend/cpu/prepared_activations.h"
 #include "lib/backend/cpu/quant_rows.h"
 #include "lib/backend/cpu/silu_mul.h"
@@ -73,6 +74,7 @@ class CpuBackend final : public Backend {
 
   void MatMulShared(absl::Span<const WeightView> ws, const float* x, int64_t n,
                     absl::Span<float* const> ys) override {
+    pool_.ClearPrefetches();
     std::vector<int64_t>& first_row = Sized(s_.first_row, ws.size() + 1);
     first_row[0] = 0;
     for (size_t i = 0; i < ws.size(); ++i) first_row[i + 1] = first_row[i] + ws[i].rows;
@@ -88,9 +90,17 @@ class CpuBackend final : public Backend {
     });
   }
 
+  void PrefetchProducts(absl::Span<const WeightView> ws, int64_t n) override {
+    if (n < kernels::kPrefetchTokens) HintShares(ws, 1);
+  }
+  void PrefetchExperts(absl::Span<const WeightView> gate_up, int64_t n) override {
+    if (n < kernels::kPrefetchTokens) HintShares(gate_up, 2);
+  }
+
   void RunExperts(absl::Span<const ExpertJob> jobs) override {
     const size_t nj = jobs.size();
     if (nj == 0) return;
+    pool_.ClearPrefetches();
     while (job_inputs_.size() < nj) job_inputs_.emplace_back(level_, quantize_activations_);
     while (job_acts_.size() < nj) job_acts_.emplace_back(level_, quantize_activations_);
     act_.resize(nj);
@@ -165,12 +175,22 @@ class CpuBackend final : public Backend {
         }
       });
     });
+    int64_t most_tokens = 0;
+    for (const ExpertJob& job : jobs) most_tokens = std::max(most_tokens, job.m);
+    if (most_tokens < kernels::kPrefetchTokens) {
+      // The down rows' first shares, read while the activations are prepared.
+      std::vector<WeightView>& downs = s_.hint_weights;
+      downs.clear();
+      for (const ExpertJob& job : jobs) downs.push_back(job.down);
+      HintShares(downs, 1);
+    }
     for (size_t j = 0; j < nj; ++j) {
       const bool quantize =
           job_acts_[j].Prepare(act_[j].data(), jobs[j].m, jobs[j].down.cols, {&jobs[j].down, 1});
       token_first[j + 1] = token_first[j] + (quantize ? jobs[j].m : 0);
     }
     PrepareJobTokens(token_first, jobs[0].down.cols, job_acts_);
+    pool_.ClearPrefetches();
     // Pass 2: down rows of every job.
     ParallelByCost(d_first, tokens, d_granule, jobs[0].down.cols, [&](int64_t b, int64_t e) {
       ForEachRange(d_first, b, e, [&](size_t j, int64_t r0, int64_t r1) {
@@ -383,6 +403,40 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // How much of its share of the next product a worker reads ahead (ThreadPool::Prefetch): the
+  // caller's serial work between two loops of a decode step lasts a few microseconds, in which
+  // a core reads well under this; more would only push other data out of its L2.
+  static constexpr size_t kPrefetchShareBytes = 256 << 10;
+
+  // Hints each worker to the front of its share of a product pass over ws: the rows of every
+  // stride-th matrix laid end to end, each row read in the stride matrices from it on (gate and
+  // up: 2), split across threads as the passes split rows of equal cost (one token's decode).
+  void HintShares(absl::Span<const WeightView> ws, size_t stride) {
+    const int threads = pool_.num_threads();
+    if (threads == 1 || ws.empty()) return;
+    int64_t total = 0;
+    for (size_t i = 0; i < ws.size(); i += stride) total += ws[i].rows;
+    for (int t = 1; t < threads; ++t) {
+      int64_t row = total * t / threads;
+      size_t i = 0;
+      while (i < ws.size() && row >= ws[i].rows) {
+        row -= ws[i].rows;
+        i += stride;
+      }
+      if (i >= ws.size()) break;
+      ThreadPool::ByteRange ranges[ThreadPool::kMaxPrefetchRanges] = {};
+      for (size_t s = 0; s < stride && s < ThreadPool::kMaxPrefetchRanges && i + s < ws.size();
+           ++s) {
+        const WeightView& w = ws[i + s];
+        if (w.empty()) continue;
+        const int64_t r = row / 16 * 16;  // a row group's start in any layout
+        ranges[s] = {w.row(r), std::min(kPrefetchShareBytes / stride,
+                                        static_cast<size_t>(w.rows - r) * w.row_bytes())};
+      }
+      pool_.Prefetch(t, ranges);
+    }
+  }
+
   // Loops with fewer multiply-adds than this run inline.
   static constexpr int64_t kMinParallelWork = 1 << 15;
 
@@ -521,7 +575,7 @@ class CpuBackend final : public Backend {
     std::vector<int64_t> first_row, tokens, ff_first, d_first, token_first, bounds;
     std::vector<int64_t> attention_first;  // AttentionBatch: each sequence's first job
     std::vector<int> granule, granule2;
-    std::vector<WeightView> shared_input_weights;
+    std::vector<WeightView> shared_input_weights, hint_weights;
     std::vector<const PreparedActivations*> job_in;
   } s_;
 

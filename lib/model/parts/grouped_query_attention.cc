@@ -21,10 +21,12 @@ absl::Status GroupedQueryAttention::Run(const StepContext& ctx, int layer, const
   MOE_ASSIGN_OR_RETURN(float* v, v_.Resize(be, n * kv_dim));
   MOE_ASSIGN_OR_RETURN(float* att, att_.Resize(be, n * q_dim));
   MOE_ASSIGN_OR_RETURN(float* o, o_.Resize(be, n * d));
-  be.RmsNorm(x, L.attn_norm, n, d, h.rms_eps, xn);
   const WeightView qkv[] = {L.wq, L.wk, L.wv};
+  be.PrefetchProducts(qkv, n);
+  be.RmsNorm(x, L.attn_norm, n, d, h.rms_eps, xn);
   float* const qkv_out[] = {q, k, v};
   be.MatMulShared(qkv, xn, n, qkv_out);
+  be.PrefetchProducts({&L.wo, 1}, n);
   if (L.bq) {
     be.AddBias(q, L.bq, n, q_dim);
     be.AddBias(k, L.bk, n, kv_dim);

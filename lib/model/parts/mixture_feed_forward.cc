@@ -87,6 +87,7 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
   const HParams& h = ctx.model.hp();
   const int64_t d = h.n_embd;
   MOE_ASSIGN_OR_RETURN(float* xn, xn_.Resize(be, n * d));
+  be.PrefetchProducts({&L.router, 1}, n);
   be.RmsNorm(x, L.ffn_norm, n, d, h.rms_eps, xn);
 
   Routing& routing = routing_;
@@ -138,6 +139,7 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
   const bool root_only = comm_ != nullptr && ranks_->dense_on_root_only();
   if (root_only) MOE_RETURN_IF_ERROR(SendLayer(be, layer, n, d, tel));
   Dispatch(h, layer, n);
+  HintExperts(be, L, n);
   float* shared_out = nullptr;
   if (L.has_shared) {
     MOE_ASSIGN_OR_RETURN(shared_out, shared_out_.Resize(be, n * d));
@@ -183,6 +185,22 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
       src.data(), weight.data());
   be.AddWeightedRows(n, terms, d, src.data(), weight.data(), x);
   return absl::OkStatus();
+}
+
+void MixtureFeedForward::HintExperts(Backend& be, const LayerWeights& L, int64_t n) {
+  // Resident experts only: the store's are not read yet, and another rank's are not here.
+  if (store_ != nullptr || comm_ != nullptr) return;
+  auto& gate_up = hint_weights_;
+  gate_up.clear();
+  for (int32_t e : selected_) {
+    gate_up.push_back(L.experts[e].gate);
+    gate_up.push_back(L.experts[e].up);
+  }
+  if (L.has_shared) {
+    gate_up.push_back(L.shared.gate);
+    gate_up.push_back(L.shared.up);
+  }
+  be.PrefetchExperts(gate_up, n);
 }
 
 bool MixtureFeedForward::RoutesInPlace(const StepContext& ctx) const {

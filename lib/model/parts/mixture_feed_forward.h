@@ -73,6 +73,9 @@ class MixtureFeedForward {
   // Lists each expert's tokens of routing_ (lists_) and the experts this rank runs
   // (selected_; with expert parallelism all_selected_ has every rank's).
   void Dispatch(const HParams& h, int layer, int64_t n);
+  // Tells the backend which gate and up matrices the layer's experts pass reads for its n
+  // tokens (a hint).
+  void HintExperts(Backend& be, const LayerWeights& L, int64_t n);
   // Runs selected_ over xn_ into expert_out_ (and the shared expert if shared_here), from the
   // resident weights or the expert store; prefetch_ctx (null: none) and x let the store guess the
   // next layer's experts. next_out counts the outputs used.
@@ -121,6 +124,7 @@ class MixtureFeedForward {
   std::vector<Backend::ExpertJob> jobs_, group_;
   std::vector<int> job_of_expert_;
   std::vector<int32_t> selected_;          // the experts this layer's step runs, in job order
+  std::vector<WeightView> hint_weights_;   // HintExperts' gate and up matrices
   std::vector<size_t> exchange_sizes_;     // bytes each rank sends
   Bytes exchange_out_;                     // this rank's
   Bytes layer_message_;                    // SendLayer's
