@@ -71,10 +71,11 @@ class Backend : public MemorySpace {
   // y[t, r] = sum_c w[r, c] * x[t, c], t < n. Rows of w are read once for all n tokens.
   virtual void MatMul(const WeightView& w, const float* x, int64_t n, float* y) = 0;
 
-  // Several products of one input (Q, K and V; an expert's gate and up) in one parallel pass:
-  // ys[i][t, r] = ws[i] row r . x[t].
+  // Several products of one input (Q, K and V; a router and a shared expert's gate) in one
+  // parallel pass: ys[i][t, r] = ws[i] row r . x[t], plus biases[i][r] where biases names one
+  // (an empty span: none). The bias is added to each row as it is made, not in a pass of its own.
   virtual void MatMulShared(absl::Span<const WeightView> ws, const float* x, int64_t n,
-                            absl::Span<float* const> ys) = 0;
+                            absl::Span<float* const> ys, absl::Span<const float* const> biases) = 0;
 
   // Hints, with no effect on any result: the next product (MatMul, MatMulShared) reads ws for n
   // tokens, or the next RunExperts the gate and up matrices of gate_up (gate, up of each expert

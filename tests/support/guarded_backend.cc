@@ -83,9 +83,10 @@ void GuardedBackend::MatMul(const WeightView& w, const float* x, int64_t n, floa
 }
 
 void GuardedBackend::MatMulShared(absl::Span<const WeightView> ws, const float* x, int64_t n,
-                                  absl::Span<float* const> ys) {
+                                  absl::Span<float* const> ys,
+                                  absl::Span<const float* const> biases) {
   Open open(this);
-  inner_->MatMulShared(ws, x, n, ys);
+  inner_->MatMulShared(ws, x, n, ys, biases);
 }
 
 void GuardedBackend::RunExperts(absl::Span<const ExpertJob> jobs) {

@@ -34,7 +34,7 @@ class GuardedBackend final : public Backend {
                 int64_t dst_stride) override;
   void MatMul(const WeightView& w, const float* x, int64_t n, float* y) override;
   void MatMulShared(absl::Span<const WeightView> ws, const float* x, int64_t n,
-                    absl::Span<float* const> ys) override;
+                    absl::Span<float* const> ys, absl::Span<const float* const> biases) override;
   void RunExperts(absl::Span<const ExpertJob> jobs) override;
   void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
                float* y) override;

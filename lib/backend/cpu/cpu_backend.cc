@@ -69,11 +69,11 @@ class CpuBackend final : public Backend {
 
   void MatMul(const WeightView& w, const float* x, int64_t n, float* y) override {
     float* ys[] = {y};
-    MatMulShared({&w, 1}, x, n, ys);
+    MatMulShared({&w, 1}, x, n, ys, {});
   }
 
   void MatMulShared(absl::Span<const WeightView> ws, const float* x, int64_t n,
-                    absl::Span<float* const> ys) override {
+                    absl::Span<float* const> ys, absl::Span<const float* const> biases) override {
     pool_.ClearPrefetches();
     std::vector<int64_t>& first_row = Sized(s_.first_row, ws.size() + 1);
     first_row[0] = 0;
@@ -86,6 +86,10 @@ class CpuBackend final : public Backend {
     ParallelByCost(first_row, tokens, granule, ws[0].cols, [&](int64_t b, int64_t e) {
       ForEachRange(first_row, b, e, [&](size_t i, int64_t r0, int64_t r1) {
         input_.Products(ws[i], r0, r1, ys[i] + r0, ws[i].rows);
+        if (i < biases.size() && biases[i] != nullptr) {
+          for (int64_t t = 0; t < n; ++t)
+            AddRow(biases[i] + r0, r1 - r0, ys[i] + t * ws[i].rows + r0);
+        }
       });
     });
   }

@@ -215,8 +215,11 @@ class CudaBackend final : public Backend {
   }
 
   void MatMulShared(absl::Span<const WeightView> ws, const float* x, int64_t n,
-                    absl::Span<float* const> ys) override {
-    for (size_t i = 0; i < ws.size(); ++i) MatMul(ws[i], x, n, ys[i]);
+                    absl::Span<float* const> ys, absl::Span<const float* const> biases) override {
+    for (size_t i = 0; i < ws.size(); ++i) {
+      MatMul(ws[i], x, n, ys[i]);
+      if (i < biases.size() && biases[i] != nullptr) AddBias(ys[i], biases[i], n, ws[i].rows);
+    }
   }
 
   void RunExperts(absl::Span<const ExpertJob> jobs) override {

@@ -25,13 +25,9 @@ absl::Status GroupedQueryAttention::Run(const StepContext& ctx, int layer, const
   be.PrefetchProducts(qkv, n);
   be.RmsNorm(x, L.attn_norm, n, d, h.rms_eps, xn);
   float* const qkv_out[] = {q, k, v};
-  be.MatMulShared(qkv, xn, n, qkv_out);
+  const float* const qkv_bias[] = {L.bq, L.bk, L.bv};
+  be.MatMulShared(qkv, xn, n, qkv_out, qkv_bias);
   be.PrefetchProducts({&L.wo, 1}, n);
-  if (L.bq) {
-    be.AddBias(q, L.bq, n, q_dim);
-    be.AddBias(k, L.bk, n, kv_dim);
-    be.AddBias(v, L.bv, n, kv_dim);
-  }
   if (h.qk_norm == QkNorm::kFull) {
     be.RmsNorm(q, L.q_norm, n, q_dim, h.rms_eps, q);
     be.RmsNorm(k, L.k_norm, n, kv_dim, h.rms_eps, k);
@@ -45,8 +41,7 @@ absl::Status GroupedQueryAttention::Run(const StepContext& ctx, int layer, const
   // Each sequence writes its rows into its own cache and attends over it alone.
   StoreAndAttend(be, layer, batch, positions, {q, k, v, q_dim, kv_dim, att}, h.n_head,
                  AttentionOptions{h.kq_scale, L.parts.window, L.sinks}, attention_calls_);
-  be.MatMul(L.wo, att, n, o);
-  if (L.bo) be.AddBias(o, L.bo, n, d);
+  be.MatMulShared({&L.wo, 1}, att, n, {&o, 1}, {&L.bo, 1});
   be.Axpy(1.0f, o, n * d, x);
   return absl::OkStatus();
 }

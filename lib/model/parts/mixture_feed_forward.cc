@@ -97,12 +97,16 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
   {
     StageTimer timer(tel, &StageTimes::router_s);
     MOE_ASSIGN_OR_RETURN(logits, router_logits_.Resize(be, n * h.n_expert));
-    be.MatMul(L.router, xn, n, logits);
-    if (L.router_bias) be.AddBias(logits, L.router_bias, n, h.n_expert);
     if (gated_shared) {
       MOE_ASSIGN_OR_RETURN(gate, shared_gate_.Resize(be, n));
-      be.MatMul(L.shared_gate, xn, n, gate);
     }
+    // The router and the shared expert's gate read the same input: one pass for both.
+    const size_t products = gated_shared ? 2 : 1;
+    const WeightView weights[] = {L.router, L.shared_gate};
+    float* const outs[] = {logits, gate};
+    const float* const biases[] = {L.router_bias, nullptr};
+    be.MatMulShared(absl::MakeConstSpan(weights, products), xn, n,
+                    absl::MakeConstSpan(outs, products), biases);
   }
   if (RoutesInPlace(ctx)) return RunInPlace(ctx, layer, L, n, logits, gate, x);
   {
@@ -632,8 +636,7 @@ absl::Status MixtureFeedForward::PrefetchNextLayer(const StepContext& ctx, int l
   MOE_ASSIGN_OR_RETURN(float* guess_xn, guess_xn_.Resize(be, n * d));
   be.RmsNorm(x, N.ffn_norm, n, d, h.rms_eps, guess_xn);
   MOE_ASSIGN_OR_RETURN(float* logits, guess_logits_.Resize(be, n * h.n_expert));
-  be.MatMul(N.router, guess_xn, n, logits);
-  if (N.router_bias) be.AddBias(logits, N.router_bias, n, h.n_expert);
+  be.MatMulShared({&N.router, 1}, guess_xn, n, {&logits, 1}, {&N.router_bias, 1});
   host_guess_logits_.resize(n * h.n_expert);
   be.CopyToHost(logits, host_guess_logits_.size() * sizeof(float), host_guess_logits_.data());
   Route(ConfigFor(h, N, next), host_guess_logits_, n, &guess_routing_);
