@@ -88,7 +88,8 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn) {
+void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn,
+                             int64_t min_piece) {
   if (n <= 0) return;
   const int parts = num_threads();
   if (parts == 1 || n == 1) {
@@ -101,7 +102,8 @@ void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)
   constexpr int64_t kMaxUnits = int64_t{1} << 31;
   unit_ = n < kMaxUnits ? 1 : (n + kMaxUnits / 2 - 1) / (kMaxUnits / 2);
   const int64_t units = (n + unit_ - 1) / unit_;
-  min_piece_ = std::max<int64_t>(1, units / (int64_t{kPartsPerThread} * parts));
+  min_piece_ = min_piece > 0 ? std::max<int64_t>(1, (min_piece + unit_ - 1) / unit_)
+                             : std::max<int64_t>(1, units / (int64_t{kPartsPerThread} * parts));
   for (int i = 0; i < parts; ++i) {
     shares_[i].span.store(Pack(units * i / parts, units * (i + 1) / parts),
                           std::memory_order_relaxed);

@@ -36,7 +36,9 @@ class ThreadPool {
   // other's memory traffic is not waited for. Not re-entrant: fn must not call ParallelFor on
   // the same pool. One caller at a time.
   // fn is borrowed for the call (absl::FunctionRef): no allocation, whatever the lambda captures.
-  void ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn);
+  // min_piece (items; 0: the default above) sets the smallest piece instead, for callers whose
+  // items are already parts of a loop cut to their own measure.
+  void ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn, int64_t min_piece = 0);
 
   // Inside fn: which of the pool's threads runs it, 0 (the caller) to num_threads() - 1, so
   // that callers can keep per-thread scratch sized before the loop instead of growing it lazily

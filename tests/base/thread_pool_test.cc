@@ -36,13 +36,16 @@ struct Chunk {
 
 // Runs a loop of n items on pool, recording each chunk with the thread that ran it, in the
 // order they started.
-std::vector<Chunk> RecordChunks(ThreadPool& pool, int64_t n) {
+std::vector<Chunk> RecordChunks(ThreadPool& pool, int64_t n, int64_t min_piece = 0) {
   std::mutex mu;
   std::vector<Chunk> chunks;
-  pool.ParallelFor(n, [&](int64_t b, int64_t e) {
-    std::lock_guard<std::mutex> lock(mu);
-    chunks.push_back({ThreadPool::CurrentThreadIndex(), b, e});
-  });
+  pool.ParallelFor(
+      n,
+      [&](int64_t b, int64_t e) {
+        std::lock_guard<std::mutex> lock(mu);
+        chunks.push_back({ThreadPool::CurrentThreadIndex(), b, e});
+      },
+      min_piece);
   return chunks;
 }
 
@@ -171,6 +174,29 @@ TEST(ThreadPoolTest, HintsNeverHoldUpLoopsOrFault) {
   pool.ParallelFor(1000, [](int64_t, int64_t) {});
   std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(pool.PrefetchedLines(), lines);
+}
+
+// A caller's smallest piece replaces the pool's: over two shares of 500 items, pieces of at least
+// 300 leave 200 at most, so no chunk is smaller than that (the pool's own would go down to 31);
+// and a smallest piece of 1 still covers the loop once.
+TEST(ThreadPoolTest, ACallersSmallestPieceBoundsEveryChunk) {
+  ThreadPool pool(2);
+  for (int rep = 0; rep < 20; ++rep) {
+    int64_t covered = 0;
+    for (const Chunk& c : RecordChunks(pool, 1000, 300)) {
+      EXPECT_GE(c.e - c.b, 200) << "chunk [" << c.b << ", " << c.e << ")";
+      covered += c.e - c.b;
+    }
+    EXPECT_EQ(covered, 1000);
+  }
+  std::vector<Chunk> fine = RecordChunks(pool, 1000, 1);
+  std::sort(fine.begin(), fine.end(), [](const Chunk& a, const Chunk& b) { return a.b < b.b; });
+  int64_t next = 0;
+  for (const Chunk& c : fine) {
+    ASSERT_EQ(c.b, next);
+    next = c.e;
+  }
+  EXPECT_EQ(next, 1000);
 }
 
 }  // namespace
