@@ -74,7 +74,6 @@ class CpuBackend final : public Backend {
 
   void MatMulShared(absl::Span<const WeightView> ws, const float* x, int64_t n,
                     absl::Span<float* const> ys, absl::Span<const float* const> biases) override {
-    pool_.ClearPrefetches();
     std::vector<int64_t>& first_row = Sized(s_.first_row, ws.size() + 1);
     first_row[0] = 0;
     for (size_t i = 0; i < ws.size(); ++i) first_row[i + 1] = first_row[i] + ws[i].rows;
@@ -83,6 +82,7 @@ class CpuBackend final : public Backend {
     std::fill(tokens.begin(), tokens.end(), n);
     std::vector<int>& granule = Sized(s_.granule, ws.size());
     for (size_t i = 0; i < ws.size(); ++i) granule[i] = RowGroup(ws[i].dtype);
+    pool_.ClearPrefetches();  // the hints (PrefetchProducts) held while the input was prepared
     ParallelByCost(first_row, tokens, granule, ws[0].cols, [&](int64_t b, int64_t e) {
       ForEachRange(first_row, b, e, [&](size_t i, int64_t r0, int64_t r1) {
         input_.Products(ws[i], r0, r1, ys[i] + r0, ws[i].rows);
@@ -104,7 +104,6 @@ class CpuBackend final : public Backend {
   void RunExperts(absl::Span<const ExpertJob> jobs) override {
     const size_t nj = jobs.size();
     if (nj == 0) return;
-    pool_.ClearPrefetches();
     while (job_inputs_.size() < nj) job_inputs_.emplace_back(level_, quantize_activations_);
     while (job_acts_.size() < nj) job_acts_.emplace_back(level_, quantize_activations_);
     act_.resize(nj);
@@ -156,6 +155,7 @@ class CpuBackend final : public Backend {
         u.resize(most);
       }
     }
+    pool_.ClearPrefetches();  // the hints (PrefetchExperts) held while the inputs were prepared
     ParallelByCost(ff_first, tokens, ff_granule, 2 * jobs[0].gate.cols, [&](int64_t b, int64_t e) {
       ScratchVector<float>& g = gate_up_scratch_[ThreadPool::CurrentThreadIndex()].first;
       ScratchVector<float>& u = gate_up_scratch_[ThreadPool::CurrentThreadIndex()].second;
