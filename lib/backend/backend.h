@@ -195,9 +195,6 @@ class Backend : public MemorySpace {
   virtual void AddWeightedRows(int64_t n, int64_t k, int64_t dim, const float* const* src,
                                const float* w, float* x) = 0;
 
-  // x[t] += bias for n rows of length dim.
-  virtual void AddBias(float* x, const float* bias, int64_t n, int64_t dim) = 0;
-
   // dst row t = dequantized row ids[t] of table.
   virtual void GetRows(const WeightView& table, const int32_t* ids, int64_t n, float* dst) = 0;
 };

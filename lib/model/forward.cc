@@ -207,8 +207,8 @@ absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
     for (const auto& L : model_->layers()) tel->weight_bytes_read += L.dense_bytes;
   }
   if (logit_rows.empty() || logits == nullptr) return finish();
-  be.PrefetchProducts({&model_->output(), 1}, static_cast<int64_t>(logit_rows.size()));
   const int64_t rows = static_cast<int64_t>(logit_rows.size());
+  be.PrefetchProducts({&model_->output(), 1}, rows);
   MOE_ASSIGN_OR_RETURN(float* xn, xn_.Resize(be, rows * h.n_embd));
   // The rows asked for are gathered first, so the norm and the head run once over all of them
   // (logit_rows ascends, so row r never overwrites a row still to be moved).

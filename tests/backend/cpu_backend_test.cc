@@ -166,7 +166,9 @@ TEST(CpuBackendTest, SharedProductsWithBiasesEqualEachProductThenItsBias) {
           want[i].resize(n * ws[i].rows);
           got[i].resize(n * ws[i].rows);
           backend->MatMul(ws[i], x.data(), n, want[i].data());
-          if (!bias[i].empty()) backend->AddBias(want[i].data(), bias[i].data(), n, ws[i].rows);
+          for (int64_t r = 0; r < ws[i].rows && !bias[i].empty(); ++r) {
+            for (int64_t t = 0; t < n; ++t) want[i][t * ws[i].rows + r] += bias[i][r];
+          }
         }
         backend->PrefetchProducts(ws, n);
         const WeightView gate_up[] = {ms[0].view, ms[2].view};

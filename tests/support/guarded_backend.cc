@@ -148,11 +148,6 @@ void GuardedBackend::AddWeightedRows(int64_t n, int64_t k, int64_t dim, const fl
   inner_->AddWeightedRows(n, k, dim, src, w, x);
 }
 
-void GuardedBackend::AddBias(float* x, const float* bias, int64_t n, int64_t dim) {
-  Open open(this);
-  inner_->AddBias(x, bias, n, dim);
-}
-
 void GuardedBackend::GetRows(const WeightView& table, const int32_t* ids, int64_t n, float* dst) {
   Open open(this);
   inner_->GetRows(table, ids, n, dst);

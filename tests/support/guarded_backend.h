@@ -57,7 +57,6 @@ class GuardedBackend final : public Backend {
   void Axpy(float a, const float* x, int64_t count, float* y) override;
   void AddWeightedRows(int64_t n, int64_t k, int64_t dim, const float* const* src, const float* w,
                        float* x) override;
-  void AddBias(float* x, const float* bias, int64_t n, int64_t dim) override;
   void GetRows(const WeightView& table, const int32_t* ids, int64_t n, float* dst) override;
 
  private:

@@ -95,10 +95,10 @@ class CpuBackend final : public Backend {
   }
 
   void PrefetchProducts(absl::Span<const WeightView> ws, int64_t n) override {
-    if (n < kernels::kPrefetchTokens) HintShares(ws, 1);
+    if (ReadBound(n)) HintShares(ws, 1);
   }
   void PrefetchExperts(absl::Span<const WeightView> gate_up, int64_t n) override {
-    if (n < kernels::kPrefetchTokens) HintShares(gate_up, 2);
+    if (ReadBound(n)) HintShares(gate_up, 2);
   }
 
   void RunExperts(absl::Span<const ExpertJob> jobs) override {
@@ -179,9 +179,7 @@ class CpuBackend final : public Backend {
         }
       });
     });
-    int64_t most_tokens = 0;
-    for (const ExpertJob& job : jobs) most_tokens = std::max(most_tokens, job.m);
-    if (most_tokens < kernels::kPrefetchTokens) {
+    if (ReadBound(*std::max_element(tokens.begin(), tokens.end()))) {
       // The down rows' first shares, read while the activations are prepared.
       std::vector<WeightView>& downs = s_.hint_weights;
       downs.clear();
@@ -392,14 +390,6 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void AddBias(float* x, const float* bias, int64_t n, int64_t dim) override {
-    Parallel(n, dim, [&](int64_t tb, int64_t te) {
-      for (int64_t t = tb; t < te; ++t) {
-        for (int64_t i = 0; i < dim; ++i) x[t * dim + i] += bias[i];
-      }
-    });
-  }
-
   void GetRows(const WeightView& table, const int32_t* ids, int64_t n, float* dst) override {
     for (int64_t t = 0; t < n; ++t) {
       DequantizeWeightRow(table, ids[t], dst + t * table.cols);
@@ -407,6 +397,11 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // Whether a product over this many tokens (at most, per matrix) waits on reading its weights
+  // rather than on arithmetic, as the kernels judge it (kernels::kPrefetchTokens): the reading
+  // ahead and the finer parts below are for those.
+  static bool ReadBound(int64_t tokens) { return tokens < kernels::kPrefetchTokens; }
+
   // How much of its share of the next product a worker reads ahead (ThreadPool::Prefetch): the
   // caller's serial work between two loops of a decode step lasts a few microseconds, in which
   // a core reads well under this; more would only push other data out of its L2.
@@ -533,10 +528,8 @@ class CpuBackend final : public Backend {
     // threads, per-token alternation in one run: about 2 % less time a token). Prompt-sized
     // loops keep the coarser parts.
     const int threads = pool_.num_threads();
-    int64_t most_tokens = 0;
-    for (const int64_t t : tokens) most_tokens = std::max(most_tokens, t);
-    const int parts =
-        threads * ThreadPool::kPartsPerThread * (most_tokens < kernels::kPrefetchTokens ? 4 : 1);
+    const bool read_bound = ReadBound(*std::max_element(tokens.begin(), tokens.end()));
+    const int parts = threads * ThreadPool::kPartsPerThread * (read_bound ? 4 : 1);
     const int64_t total_rows = first.back();
     double total = 0;
     for (size_t j = 0; j + 1 < first.size(); ++j)

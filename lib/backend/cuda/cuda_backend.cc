@@ -352,7 +352,8 @@ class CudaBackend final : public Backend {
     }
   }
 
-  void AddBias(float* x, const float* bias, int64_t n, int64_t dim) override {
+  // x[t] += bias for n rows of length dim: the products' and the experts' biases.
+  void AddBias(float* x, const float* bias, int64_t n, int64_t dim) {
     Bind();
     const float* b = Weights(bias);
     if (b != nullptr) Note(cuda::AddBias(x, b, n, dim, stream_));
