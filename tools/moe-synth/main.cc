@@ -205,6 +205,7 @@ int main(int argc, char** argv) {
   app.add_option("--expert-groups-used", sh.expert_groups_used, "deepseek2: groups chosen")
       ->capture_default_str();
   app.add_option("--sliding-window", sh.sliding_window, "gpt-oss")->capture_default_str();
+  app.add_flag("--qk-norm", sh.qk_norm, "glm4moe: an RMSNorm over each q and k head");
   auto* vocab = app.add_option("--vocab", o.vocab,
                                "GGUF whose tokenizer keys are copied (any llama.cpp vocabulary "
                                "file, e.g. tests/data/tokenizer/ggml-vocab-deepseek-coder.gguf in "

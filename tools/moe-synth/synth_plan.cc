@@ -136,8 +136,9 @@ void PlanClassic(const Shape& s, Builder& b) {
   }
 }
 
-// GLM-4.5: partial NEOX RoPE over half of each head, q/k/v biases, leading dense layers, sigmoid
-// routing with a selection bias, renormalised and scaled by 2.5, one shared expert.
+// GLM-4.5: partial NEOX RoPE over half of each head, q/k/v biases (with --qk-norm an RMSNorm of
+// each q and k head), leading dense layers, sigmoid routing with a selection bias, renormalised
+// and scaled by 2.5, one shared expert.
 void PlanGlm4Moe(const Shape& s, Builder& b) {
   b.CommonKeys(s.layers, b.DenseFf());
   b.HeadSizeKeys();
@@ -152,6 +153,10 @@ void PlanGlm4Moe(const Shape& s, Builder& b) {
   for (int64_t l = 0; l < s.layers; ++l) {
     b.Norm(l, "attn_norm.weight", s.embd);
     b.GroupedQueryAttention(l, true);
+    if (s.qk_norm) {
+      b.Norm(l, "attn_q_norm.weight", b.head_dim());
+      b.Norm(l, "attn_k_norm.weight", b.head_dim());
+    }
     b.Norm(l, "post_attention_norm.weight", s.embd);
     b.DenseOrSharedMixture(l, true);
   }

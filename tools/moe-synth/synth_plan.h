@@ -26,6 +26,7 @@ struct Shape {
   bool sigmoid_routing = false;
   int64_t expert_groups = 1, expert_groups_used = 1;
   int64_t sliding_window = 128;  // gpt-oss
+  bool qk_norm = false;          // glm4moe: RMSNorm of each q and k head (GLM-4.5's use_qk_norm)
 };
 
 // A tensor to fill with normal values of `mean` and `std`; `shape` is outermost first.
