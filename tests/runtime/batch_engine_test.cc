@@ -4,6 +4,7 @@
 #include "lib/runtime/batch_engine.h"
 
 #include <atomic>
+#include <filesystem>
 #include <random>
 #include <thread>
 
@@ -15,8 +16,11 @@ namespace {
 
 const std::string kFixtures = std::string(MOE_TESTDATA_DIR) + "/fixtures/";
 
+// A fixture by folder name, from the first set or the second (fixtures-v2: the newer families).
 std::shared_ptr<const Engine> Load(const std::string& name) {
-  auto e = Engine::Load(kFixtures + name + "/" + name + ".gguf", {});
+  std::string dir = kFixtures + name;
+  if (!std::filesystem::exists(dir)) dir = std::string(MOE_TESTDATA_DIR) + "/fixtures-v2/" + name;
+  auto e = Engine::Load(dir + "/" + name + ".gguf", {});
   EXPECT_TRUE(e.ok()) << e.status();
   return e.ok() ? *e : nullptr;
 }
@@ -120,7 +124,12 @@ void SubmitAndRun(BatchEngine& engine, const std::vector<std::vector<int32_t>>& 
 }
 
 TEST(BatchEngineTest, GreedyRequestsGetTheirLoneSessionOutputWhateverRunsBeside) {
-  for (const char* name : {"tiny-qwen2moe-q4_0", "tiny-llama-moe-q8_0"}) {
+  // Every attention and routing variant: grouped-query (with sliding windows and sinks in
+  // gpt-oss), latent attention whose cache rows are the latent (deepseek2), partial rotary
+  // embedding with sigmoid group routing (glm4moe).
+  for (const char* name : {"tiny-qwen2moe-q4_0", "tiny-llama-moe-q8_0", "tiny-deepseek3-q8_0",
+                           "tiny-deepseek2lite-f32", "tiny-glm4moe-f32", "tiny-gptoss-mxfp4"}) {
+    SCOPED_TRACE(name);
     auto e = Load(name);
     ASSERT_NE(e, nullptr);
     const auto prompts = Prompts(*e, 7, 3);
@@ -198,23 +207,27 @@ TEST(BatchEngineTest, SeededSamplingIsTheLoneSessionsPerSeed) {
 }
 
 TEST(BatchEngineTest, PreemptedRequestsAreComputedAgainAndLoseNothing) {
-  auto e = Load("tiny-qwen2moe-q4_0");
-  ASSERT_NE(e, nullptr);
-  const auto prompts = Prompts(*e, 5, 21);
-  BatchEngineOptions o = CallerDriven();
-  o.kv_tokens = 96;  // 24 blocks of 4: not enough for five requests of up to 31 + 24 tokens
-  o.prefix_sharing = false;
-  auto engine = BatchEngine::Create(e, o);
-  ASSERT_TRUE(engine.ok());
-  std::vector<Collector> got;
-  SubmitAndRun(**engine, prompts, Greedy(24), &got);
-  EXPECT_GT((*engine)->stats().preemptions, 0) << "the test should make the cache overflow";
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    const Output want = Lone(e, prompts[i], Greedy(24));
-    EXPECT_EQ(got[i].tokens, want.tokens) << "request " << i;
-    EXPECT_EQ(got[i].text, want.text) << "request " << i;
+  // Grouped-query rows, and latent attention's rows (the latent and the rope part).
+  for (const char* name : {"tiny-qwen2moe-q4_0", "tiny-deepseek3-q8_0"}) {
+    SCOPED_TRACE(name);
+    auto e = Load(name);
+    ASSERT_NE(e, nullptr);
+    const auto prompts = Prompts(*e, 5, 21);
+    BatchEngineOptions o = CallerDriven();
+    o.kv_tokens = 96;  // 24 blocks of 4: not enough for five requests of up to 31 + 24 tokens
+    o.prefix_sharing = false;
+    auto engine = BatchEngine::Create(e, o);
+    ASSERT_TRUE(engine.ok());
+    std::vector<Collector> got;
+    SubmitAndRun(**engine, prompts, Greedy(24), &got);
+    EXPECT_GT((*engine)->stats().preemptions, 0) << "the test should make the cache overflow";
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const Output want = Lone(e, prompts[i], Greedy(24));
+      EXPECT_EQ(got[i].tokens, want.tokens) << "request " << i;
+      EXPECT_EQ(got[i].text, want.text) << "request " << i;
+    }
+    EXPECT_EQ((*engine)->stats().kv_blocks_in_use, 0);
   }
-  EXPECT_EQ((*engine)->stats().kv_blocks_in_use, 0);
 }
 
 TEST(BatchEngineTest, WithoutPreemptionARequestThatCannotGrowEndsContextFull) {
@@ -245,37 +258,41 @@ TEST(BatchEngineTest, WithoutPreemptionARequestThatCannotGrowEndsContextFull) {
 }
 
 TEST(BatchEngineTest, ASharedPrefixIsComputedOnceAndChangesNoOutput) {
-  auto e = Load("tiny-llama-moe-q8_0");
-  ASSERT_NE(e, nullptr);
-  const std::vector<int32_t> system = Prompts(*e, 1, 77)[0];
-  std::vector<int32_t> prefix;
-  for (int i = 0; i < 3; ++i) prefix.insert(prefix.end(), system.begin(), system.end());
-  const auto prompts = Prompts(*e, 4, 9, prefix);
-  std::vector<std::vector<Collector>> got(2, std::vector<Collector>(prompts.size()));
-  std::vector<int64_t> reused;
-  for (bool sharing : {false, true}) {
-    BatchEngineOptions o = CallerDriven();
-    o.prefix_sharing = sharing;
-    auto engine = BatchEngine::Create(e, o);
-    ASSERT_TRUE(engine.ok());
-    std::vector<uint64_t> ids;
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      RequestOptions r;
-      r.tokens = prompts[i];
-      r.generate = Greedy(10);
-      ids.push_back(*(*engine)->Submit(r, got[sharing][i].callback()));
-      if (i == 0) RunUntilIdle(**engine);  // the first one fills the cache with the prefix
+  // Shared blocks of grouped-query rows, and of latent attention's rows.
+  for (const char* name : {"tiny-llama-moe-q8_0", "tiny-deepseek3-q8_0"}) {
+    SCOPED_TRACE(name);
+    auto e = Load(name);
+    ASSERT_NE(e, nullptr);
+    const std::vector<int32_t> system = Prompts(*e, 1, 77)[0];
+    std::vector<int32_t> prefix;
+    for (int i = 0; i < 3; ++i) prefix.insert(prefix.end(), system.begin(), system.end());
+    const auto prompts = Prompts(*e, 4, 9, prefix);
+    std::vector<std::vector<Collector>> got(2, std::vector<Collector>(prompts.size()));
+    std::vector<int64_t> reused;
+    for (bool sharing : {false, true}) {
+      BatchEngineOptions o = CallerDriven();
+      o.prefix_sharing = sharing;
+      auto engine = BatchEngine::Create(e, o);
+      ASSERT_TRUE(engine.ok());
+      std::vector<uint64_t> ids;
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        RequestOptions r;
+        r.tokens = prompts[i];
+        r.generate = Greedy(10);
+        ids.push_back(*(*engine)->Submit(r, got[sharing][i].callback()));
+        if (i == 0) RunUntilIdle(**engine);  // the first one fills the cache with the prefix
+      }
+      RunUntilIdle(**engine);
+      for (uint64_t id : ids) reused.push_back((*engine)->Wait(id)->stats.prefix_tokens_reused);
     }
-    RunUntilIdle(**engine);
-    for (uint64_t id : ids) reused.push_back((*engine)->Wait(id)->stats.prefix_tokens_reused);
+    const int64_t whole_blocks = static_cast<int64_t>(prefix.size()) / 4 * 4;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(got[1][i].tokens, got[0][i].tokens) << "request " << i;
+      EXPECT_EQ(reused[i], 0) << "no sharing, request " << i;
+      EXPECT_GE(reused[prompts.size() + i], i == 0 ? 0 : whole_blocks) << "request " << i;
+    }
+    EXPECT_EQ(reused[prompts.size()], 0);
   }
-  const int64_t whole_blocks = static_cast<int64_t>(prefix.size()) / 4 * 4;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    EXPECT_EQ(got[1][i].tokens, got[0][i].tokens) << "request " << i;
-    EXPECT_EQ(reused[i], 0) << "no sharing, request " << i;
-    EXPECT_GE(reused[prompts.size() + i], i == 0 ? 0 : whole_blocks) << "request " << i;
-  }
-  EXPECT_EQ(reused[prompts.size()], 0);
 }
 
 // gpt-oss slides on alternate layers (the fixture's window: 8 positions). Those layers hold only
