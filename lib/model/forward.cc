@@ -185,6 +185,7 @@ absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
     // overwritten next call.
     switch (L.parts.ffn) {
       case FeedForwardPart::kDense:
+        MOE_RETURN_IF_ERROR(mixture_.PrefetchAcrossDense(ctx, l, n, x));
         MOE_RETURN_IF_ERROR(dense_.Run(ctx, L, n, x));
         break;
       case FeedForwardPart::kMixture:

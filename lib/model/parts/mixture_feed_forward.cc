@@ -622,6 +622,12 @@ void MixtureFeedForward::Reweigh(const StepContext& ctx, int layer, int64_t n, T
   }
 }
 
+absl::Status MixtureFeedForward::PrefetchAcrossDense(const StepContext& ctx, int layer, int64_t n,
+                                                     const float* x) {
+  if (store_ == nullptr || !prefetch_) return absl::OkStatus();
+  return PrefetchNextLayer(ctx, layer, n, x);
+}
+
 absl::Status MixtureFeedForward::PrefetchNextLayer(const StepContext& ctx, int layer, int64_t n,
                                                    const float* x) {
   const HParams& h = ctx.model.hp();

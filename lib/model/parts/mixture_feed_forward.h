@@ -42,6 +42,11 @@ class MixtureFeedForward {
   }
   void set_routing_observer(RoutingObserver observer) { observer_ = std::move(observer); }
   void set_expert_store(ExpertStore* store) { store_ = store; }
+  // Before a layer's dense feed-forward: with an expert store, starts reading the experts the
+  // next layer's router picks for x (the residual entering the dense block), as a mixture layer
+  // does for the one after it, so that the first mixture layer after the leading dense layers
+  // (DeepSeek, GLM) does not wait for all of its reads.
+  absl::Status PrefetchAcrossDense(const StepContext& ctx, int layer, int64_t n, const float* x);
   void set_expert_prefetch(bool on) { prefetch_ = on; }
   // Expert parallelism: this rank runs only the experts `ranks` gives it and exchanges their
   // outputs with the other ranks of `comm`, which run the same step on the same tokens; the
