@@ -1,5 +1,6 @@
 // Expert parallelism in the forward pass over an in-process world: every rank runs the same
 // steps, each only its own experts, and the logits are the single process's bit for bit.
+#include <filesystem>
 #include <thread>
 #include <vector>
 
@@ -14,9 +15,15 @@
 namespace moe {
 namespace {
 
+// A fixture by folder name, from the first set or the second (fixtures-v2: the newer families).
+std::string FixturePath(const std::string& name) {
+  std::string dir = std::string(MOE_TESTDATA_DIR) + "/fixtures/" + name;
+  if (!std::filesystem::exists(dir)) dir = std::string(MOE_TESTDATA_DIR) + "/fixtures-v2/" + name;
+  return dir + "/" + name + ".gguf";
+}
+
 std::shared_ptr<const Model> LoadModel(const std::string& name) {
-  auto spec =
-      LoadModelSpec(std::string(MOE_TESTDATA_DIR) + "/fixtures/" + name + "/" + name + ".gguf");
+  auto spec = LoadModelSpec(FixturePath(name));
   EXPECT_TRUE(spec.ok()) << spec.status();
   auto model = Model::Create(*std::move(spec));
   EXPECT_TRUE(model.ok()) << model.status();
@@ -102,7 +109,11 @@ std::vector<std::shared_ptr<const Model>> LoadShares(const std::string& path,
 }
 
 TEST(ExpertParallelTest, RanksRunningTheirOwnExpertsGiveTheSingleProcessLogits) {
-  for (const char* name : {"tiny-qwen2moe-f32", "tiny-olmoe-q8_0", "tiny-llama-moe-q8_0"}) {
+  // The newer families too: expert biases and MXFP4 (gpt-oss), leading dense layers, shared
+  // experts and group routing over latent attention (deepseek2), glm4moe's sigmoid routing.
+  for (const char* name :
+       {"tiny-qwen2moe-f32", "tiny-olmoe-q8_0", "tiny-llama-moe-q8_0", "tiny-gptoss-mxfp4",
+        "tiny-deepseek3-q8_0", "tiny-deepseek2lite-f32", "tiny-glm4moe-f32"}) {
     SCOPED_TRACE(name);
     auto model = LoadModel(name);
     ASSERT_NE(model, nullptr);

@@ -2,6 +2,7 @@
 // generation makes no calls to the allocator (this binary counts every operator new).
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <new>
 #include <string>
 #include <vector>
@@ -28,16 +29,21 @@ namespace moe {
 namespace {
 
 TEST(DecodeAllocationsTest, SteadyStateDecodeStepsAllocateNothing) {
-  for (const char* name : {"tiny-qwen2moe-q4_0", "tiny-llama-moe-q8_0", "tiny-olmoe-f32"}) {
-    const std::string path =
-        std::string(MOE_TESTDATA_DIR) + "/fixtures/" + name + "/" + name + ".gguf";
+  // Every attention and routing variant: grouped-query (sinks and windows in gpt-oss), latent
+  // attention (deepseek2), dense layers and group routing.
+  for (const char* name : {"tiny-qwen2moe-q4_0", "tiny-llama-moe-q8_0", "tiny-olmoe-f32",
+                           "tiny-gptoss-mxfp4", "tiny-deepseek3-q8_0", "tiny-glm4moe-f32"}) {
+    std::string dir = std::string(MOE_TESTDATA_DIR) + "/fixtures/" + name;
+    if (!std::filesystem::exists(dir)) dir = std::string(MOE_TESTDATA_DIR) + "/fixtures-v2/" + name;
+    const std::string path = dir + "/" + name + ".gguf";
     auto engine = Engine::Load(path, LoadOptions{});
     ASSERT_TRUE(engine.ok()) << engine.status();
     const HParams& h = (*engine)->model()->hp();
     for (int threads : {1, 2}) {
       auto backend = CreateCpuBackend(threads);
       Transformer tf((*engine)->model(), backend.get());
-      auto cache = KvCache::Create(h.n_layer, 64, h.n_head_kv, h.head_dim, DType::kF16);
+      auto cache =
+          KvCache::Create(h.n_layer, 64, h.n_head_kv, h.head_dim, DType::kF16, h.values_in_keys());
       ASSERT_TRUE(cache.ok());
       std::vector<float> logits;
       int32_t token = 1;

@@ -106,7 +106,9 @@ class CpuBackend final : public Backend {
     if (nj == 0) return;
     while (job_inputs_.size() < nj) job_inputs_.emplace_back(level_, quantize_activations_);
     while (job_acts_.size() < nj) job_acts_.emplace_back(level_, quantize_activations_);
-    act_.resize(nj);
+    // Grown, never shrunk: a dense layer's one job between mixture layers' several would free
+    // the others' scratch and make them allocate again every step.
+    if (act_.size() < nj) act_.resize(nj);
     std::vector<int64_t>& ff_first = Sized(s_.ff_first, nj + 1);
     std::vector<int64_t>& d_first = Sized(s_.d_first, nj + 1);
     std::vector<int64_t>& token_first = Sized(s_.token_first, nj + 1);
