@@ -15,8 +15,8 @@ namespace {
 const std::string kModel =
     std::string(MOE_TESTDATA_DIR) + "/fixtures/tiny-qwen2moe-q4_0/tiny-qwen2moe-q4_0.gguf";
 
-std::shared_ptr<const Engine> Load() {
-  auto e = Engine::Load(kModel, {});
+std::shared_ptr<const Engine> Load(const std::string& path = kModel) {
+  auto e = Engine::Load(path, {});
   EXPECT_TRUE(e.ok()) << e.status();
   return e.ok() ? *e : nullptr;
 }
@@ -56,23 +56,31 @@ std::vector<float> PromptLogits(Session& s, const std::vector<int32_t>& tokens) 
 }
 
 TEST(LoadAwareReweightingTest, ChangesTheWeightsAloneAndNotWithTheStepSize) {
-  auto e = Load();
-  ASSERT_NE(e, nullptr);
-  const auto prompt = Tokens(*e, 40, 1);
-  auto off = NewSession(e, {}, 64);
-  auto one_by_one = NewSession(e, LoadAware(), 1);
-  auto in_steps = NewSession(e, LoadAware(), 16);
-  const auto plain = PromptLogits(*off, prompt);
-  const auto a = PromptLogits(*one_by_one, prompt);
-  const auto b = PromptLogits(*in_steps, prompt);
-  EXPECT_EQ(a, b) << "a token sees its own sequence's past however the prompt is split";
-  EXPECT_NE(a, plain);
-  const Telemetry& t = in_steps->stats().forward;
-  EXPECT_GT(t.reweighted_choices, 0);
-  // The first layer chooses as the model does (its input is the same; later layers' inputs
-  // carry the re-weighted outputs).
-  EXPECT_EQ(t.expert_counts[0], off->stats().forward.expert_counts[0]);
-  EXPECT_EQ(off->stats().forward.reweighted_choices, 0);
+  // The newer routing functions too (sigmoid in groups behind a dense layer; biased top-k).
+  for (const std::string& path :
+       {kModel,
+        std::string(MOE_TESTDATA_DIR) + "/fixtures-v2/tiny-deepseek3-f32/tiny-deepseek3-f32.gguf",
+        std::string(MOE_TESTDATA_DIR) + "/fixtures-v2/tiny-gptoss-f32/tiny-gptoss-f32.gguf"}) {
+    SCOPED_TRACE(path);
+    auto e = Load(path);
+    ASSERT_NE(e, nullptr);
+    const auto prompt = Tokens(*e, 40, 1);
+    auto off = NewSession(e, {}, 64);
+    auto one_by_one = NewSession(e, LoadAware(), 1);
+    auto in_steps = NewSession(e, LoadAware(), 16);
+    const auto plain = PromptLogits(*off, prompt);
+    const auto a = PromptLogits(*one_by_one, prompt);
+    const auto b = PromptLogits(*in_steps, prompt);
+    EXPECT_EQ(a, b) << "a token sees its own sequence's past however the prompt is split";
+    EXPECT_NE(a, plain);
+    const Telemetry& t = in_steps->stats().forward;
+    EXPECT_GT(t.reweighted_choices, 0);
+    // The first mixture layer chooses as the model does (its input is the same; later layers'
+    // inputs carry the re-weighted outputs).
+    const int first = static_cast<int>(e->model()->hp().n_layer_dense);
+    EXPECT_EQ(t.expert_counts[first], off->stats().forward.expert_counts[first]);
+    EXPECT_EQ(off->stats().forward.reweighted_choices, 0);
+  }
 }
 
 // Truncating reads only the kept positions' routing: the continuation is a fresh session's.
@@ -163,33 +171,41 @@ RoutingPolicy Capacity(float factor) {
 // A capacity acts on steps of many tokens only: a prompt's steps re-route and report it, a
 // token at a time nothing changes.
 TEST(CapacityTest, CapsPromptStepsAndLeavesSingleTokensAlone) {
-  auto e = Load();
-  ASSERT_NE(e, nullptr);
-  const auto prompt = Tokens(*e, 48, 5);
-  auto off = NewSession(e, {}, 48);
-  auto capped = NewSession(e, Capacity(1.f), 48);
-  auto capped_single = NewSession(e, Capacity(1.f), 1);
-  auto off_single = NewSession(e, {}, 1);
-  const auto plain = PromptLogits(*off, prompt);
-  EXPECT_NE(PromptLogits(*capped, prompt), plain);
-  const Telemetry& t = capped->stats().forward;
-  EXPECT_GT(t.rerouted_choices, 0);
-  // No expert took more than its capacity, 48 tokens x k / n_expert per layer step, and every
-  // choice ran or was counted as dropped (the last tokens may find room only in experts they
-  // already took).
-  const HParams& h = e->model()->hp();
-  const int64_t cap = (48 * h.n_expert_used + h.n_expert - 1) / h.n_expert;
-  int64_t ran = 0;
-  for (const auto& layer : t.expert_counts) {
-    for (int64_t c : layer) {
-      EXPECT_LE(c, cap);
-      ran += c;
+  // The newer routing functions too: group-limited sigmoid with a selection bias behind a dense
+  // layer (deepseek2), top-k of biased logits (gpt-oss).
+  for (const std::string& path :
+       {kModel,
+        std::string(MOE_TESTDATA_DIR) + "/fixtures-v2/tiny-deepseek3-f32/tiny-deepseek3-f32.gguf",
+        std::string(MOE_TESTDATA_DIR) + "/fixtures-v2/tiny-gptoss-f32/tiny-gptoss-f32.gguf"}) {
+    SCOPED_TRACE(path);
+    auto e = Load(path);
+    ASSERT_NE(e, nullptr);
+    const auto prompt = Tokens(*e, 48, 5);
+    auto off = NewSession(e, {}, 48);
+    auto capped = NewSession(e, Capacity(1.f), 48);
+    auto capped_single = NewSession(e, Capacity(1.f), 1);
+    auto off_single = NewSession(e, {}, 1);
+    const auto plain = PromptLogits(*off, prompt);
+    EXPECT_NE(PromptLogits(*capped, prompt), plain);
+    const Telemetry& t = capped->stats().forward;
+    EXPECT_GT(t.rerouted_choices, 0);
+    // No expert took more than its capacity, 48 tokens x k / n_expert per layer step, and every
+    // choice of every mixture layer ran or was counted as dropped (the last tokens may find room
+    // only in experts they already took).
+    const HParams& h = e->model()->hp();
+    const int64_t cap = (48 * h.n_expert_used + h.n_expert - 1) / h.n_expert;
+    int64_t ran = 0;
+    for (const auto& layer : t.expert_counts) {
+      for (int64_t c : layer) {
+        EXPECT_LE(c, cap);
+        ran += c;
+      }
     }
+    EXPECT_EQ(ran + t.dropped_choices, 48 * h.n_expert_used * (h.n_layer - h.n_layer_dense));
+    EXPECT_LT(t.dropped_choices, t.rerouted_choices);
+    EXPECT_EQ(PromptLogits(*capped_single, prompt), PromptLogits(*off_single, prompt));
+    EXPECT_EQ(capped_single->stats().forward.rerouted_choices, 0);
   }
-  EXPECT_EQ(ran + t.dropped_choices, 48 * h.n_expert_used * h.n_layer);
-  EXPECT_LT(t.dropped_choices, t.rerouted_choices);
-  EXPECT_EQ(PromptLogits(*capped_single, prompt), PromptLogits(*off_single, prompt));
-  EXPECT_EQ(capped_single->stats().forward.rerouted_choices, 0);
 }
 
 TEST(CapacityTest, EngineStepsReportWhatTheyReRouted) {
