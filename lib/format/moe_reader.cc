@@ -51,6 +51,7 @@ TokenizerData ReadTokenizer(const fb::Tokenizer* t) {
   d.ignore_merges = t->ignore_merges();
   d.normalizer = Str(t->normalizer());
   d.chat_template = Str(t->chat_template());
+  if (t->eog_ids()) d.eog_ids.assign(t->eog_ids()->begin(), t->eog_ids()->end());
   return d;
 }
 

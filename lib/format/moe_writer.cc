@@ -73,6 +73,8 @@ flatbuffers::Offset<fb::Tokenizer> BuildTokenizer(flatbuffers::FlatBufferBuilder
   auto merges = b.CreateVectorOfStrings(t.merges);
   auto normalizer = b.CreateString(t.normalizer);
   auto tmpl = b.CreateString(t.chat_template);
+  // Absent when empty, so files without such tokens keep their bytes.
+  auto eog = t.eog_ids.empty() ? 0 : b.CreateVector(t.eog_ids);
   fb::TokenizerBuilder tb(b);
   tb.add_model(model);
   tb.add_pre(pre);
@@ -92,6 +94,7 @@ flatbuffers::Offset<fb::Tokenizer> BuildTokenizer(flatbuffers::FlatBufferBuilder
   tb.add_ignore_merges(t.ignore_merges);
   tb.add_normalizer(normalizer);
   tb.add_chat_template(tmpl);
+  if (!t.eog_ids.empty()) tb.add_eog_ids(eog);
   return tb.Finish();
 }
 

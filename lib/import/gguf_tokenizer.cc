@@ -67,6 +67,10 @@ absl::Status Read(const GgufFile& gguf, TokenizerData* data) {
   MOE_RETURN_IF_ERROR(ReadOptionalId(gguf, "tokenizer.ggml.bos_token_id", &data->bos_id));
   MOE_RETURN_IF_ERROR(ReadOptionalId(gguf, "tokenizer.ggml.eos_token_id", &data->eos_id));
   MOE_RETURN_IF_ERROR(ReadOptionalId(gguf, "tokenizer.ggml.eot_token_id", &data->eot_id));
+  // llama.cpp ends generation at the end-of-message token too.
+  int32_t eom = -1;
+  MOE_RETURN_IF_ERROR(ReadOptionalId(gguf, "tokenizer.ggml.eom_token_id", &eom));
+  if (eom >= 0) data->eog_ids.push_back(eom);
   MOE_RETURN_IF_ERROR(ReadOptionalId(gguf, "tokenizer.ggml.unknown_token_id", &data->unk_id));
   MOE_RETURN_IF_ERROR(ReadOptionalId(gguf, "tokenizer.ggml.padding_token_id", &data->pad_id));
   MOE_RETURN_IF_ERROR(ReadOptionalBool(gguf, "tokenizer.ggml.add_bos_token", &data->add_bos));

@@ -315,6 +315,21 @@ absl::Status Read(const std::string& path, TokenizerData* data) {
   const bool template_starts_with_bos =
       data->bos_id >= 0 && std::find(template_first.begin(), template_first.end(),
                                      data->tokens[data->bos_id]) != template_first.end();
+  // The ids generation_config.json gives as eos_token_id (one or a list) all end generation, as
+  // transformers' generate() stops at any of them: GLM-4.5 lists <|user|> and <|observation|>
+  // beside <|endoftext|>, gpt-oss <|return|> and <|call|>, Qwen3 <|im_end|>.
+  const std::filesystem::path generation_path =
+      std::filesystem::path(path).parent_path() / "generation_config.json";
+  if (std::filesystem::exists(generation_path)) {
+    MOE_ASSIGN_OR_RETURN(Json generation, ReadJson(generation_path.string()));
+    const Json eos = generation.is_object() ? generation.value("eos_token_id", Json()) : Json();
+    for (const Json& value : eos.is_array() ? eos : Json::array({eos})) {
+      const int64_t id = IdOr(value);  // out of the vocabulary: dropped by the Tokenizer
+      if (id >= 0 && id <= INT32_MAX && id != data->eos_id) {
+        data->eog_ids.push_back(static_cast<int32_t>(id));
+      }
+    }
+  }
   data->add_bos = BoolOr(config, "add_bos_token", template_starts_with_bos);
   data->add_eos = BoolOr(config, "add_eos_token", false);
   if (auto it = config.find("chat_template"); it != config.end()) {

@@ -95,6 +95,7 @@ absl::Status Tokenizer::Init() {
   for (int32_t* id : {&data_.bos_id, &data_.eos_id, &data_.eot_id, &data_.unk_id, &data_.pad_id}) {
     if (*id >= static_cast<int64_t>(n)) *id = -1;  // metadata naming a missing token: none
   }
+  std::erase_if(data_.eog_ids, [n](int32_t id) { return id < 0 || id >= static_cast<int64_t>(n); });
 
   token_to_id_.reserve(n);
   for (size_t i = 0; i < n; ++i) {
@@ -152,6 +153,7 @@ absl::Status Tokenizer::Init() {
   }
   if (data_.eos_id >= 0) eog_ids_.insert(data_.eos_id);
   if (eot_id_ >= 0) eog_ids_.insert(eot_id_);
+  eog_ids_.insert(data_.eog_ids.begin(), data_.eog_ids.end());
   // Harmony (GPT-OSS) ends a message with <|end|> but generation with <|return|>/<|call|>.
   const bool harmony = token_to_id_.contains("<|return|>");
   for (absl::string_view name : kEogNames) {

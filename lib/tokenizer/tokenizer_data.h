@@ -37,6 +37,10 @@ struct TokenizerData {
   int32_t eot_id = -1;
   int32_t unk_id = -1;
   int32_t pad_id = -1;
+  // Other tokens that end generation, besides EOS and EOT: GGUF's end-of-message
+  // (tokenizer.ggml.eom_token_id, GLM's <|observation|>) and the ids a Hugging Face
+  // generation_config.json lists as eos_token_id (GLM-4.5 ends a turn with <|user|>).
+  std::vector<int32_t> eog_ids;
   bool add_bos = false;
   bool add_eos = false;
   // SentencePiece ("llama"): prepend "▁" to text that starts the input or follows a special

@@ -268,6 +268,45 @@ TEST(HfImportTest, SentencePieceTokenizerJsonAloneImportsExactly) {
   }
 }
 
+// generation_config.json's eos_token_id (one id or a list) names every token transformers stops
+// at: each ends generation here too (GLM-4.5 lists <|user|> and <|observation|> beside its EOS),
+// and a .moe file written from the checkpoint keeps them; ids past the vocabulary are dropped.
+TEST(HfImportTest, GenerationConfigEosIdsAllEndGeneration) {
+  const std::string vocab = std::string(MOE_TESTDATA_DIR) + "/tokenizer/ggml-vocab-llama-spm.gguf";
+  auto gguf = LoadTokenizerData(vocab);
+  ASSERT_TRUE(gguf.ok()) << gguf.status();
+  const int32_t n = static_cast<int32_t>(gguf->tokens.size());
+  const fs::path dir = TempDir("generation_config_eos");
+  nlohmann::json config = TinyConfig("MixtralForCausalLM");
+  config["vocab_size"] = static_cast<int64_t>(n);
+  WriteCheckpoint(dir, config, TinyTensors(config, 5));
+  std::ofstream(dir / "tokenizer.json")
+      << testing::SentencePieceTokenizerJson(*gguf, testing::SentencePieceJsonForm::kNormalizer)
+             .dump();
+  std::ofstream(dir / "generation_config.json")
+      << nlohmann::json{{"eos_token_id", {2, 7, 9, n + 5}}}.dump();
+  auto spec = ImportHfCheckpoint(dir.string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const fs::path moe = dir / "model.moe";
+  ASSERT_TRUE(WriteMoeFile(*spec, moe.string()).ok());
+  auto reread = ReadMoeFile(moe.string());
+  ASSERT_TRUE(reread.ok()) << reread.status();
+  for (const ModelSpec* s : {&*spec, &*reread}) {
+    auto tokenizer = Tokenizer::Create(s->tokenizer);
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+    EXPECT_TRUE((*tokenizer)->IsEndOfGeneration(2));  // </s>, the EOS
+    EXPECT_TRUE((*tokenizer)->IsEndOfGeneration(7));
+    EXPECT_TRUE((*tokenizer)->IsEndOfGeneration(9));
+    EXPECT_FALSE((*tokenizer)->IsEndOfGeneration(8));
+  }
+  // A single id is a list of one.
+  std::ofstream(dir / "generation_config.json") << nlohmann::json{{"eos_token_id", 11}}.dump();
+  auto single = ImportHfCheckpoint(dir.string());
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_EQ(single->tokenizer.eog_ids, std::vector<int32_t>{11});
+  fs::remove_all(dir);
+}
+
 class FixtureTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(FixtureTest, LogitsMatchPyTorchReference) {

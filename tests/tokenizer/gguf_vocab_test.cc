@@ -1,12 +1,17 @@
 // Every supported vocabulary in testdata/tokenizer must reproduce llama.cpp's reference
 // tokenizations (Hugging Face output, no BOS, no special-token parsing) exactly, and decode
 // back to the input.
+#include <unistd.h>
+
 #include <cstdio>
 #include <memory>
 #include <string>
 
 #include "gtest/gtest.h"
+#include "lib/import/gguf_file.h"
+#include "lib/import/gguf_writer.h"
 #include "lib/import/tokenizer_loader.h"
+#include "lib/tokenizer/pre_tokenizer.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "tests/tokenizer/test_vectors.h"
 
@@ -65,6 +70,52 @@ TEST(GgufVocabTest, WordPieceVocabularyIsReportedUnsupported) {
   ASSERT_FALSE(data.ok());
   EXPECT_EQ(data.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_NE(data.status().message().find("bert"), std::string::npos) << data.status();
+}
+
+// GLM-4.5's GGUF files name their split "glm4" (llama.cpp's CHATGLM4: llama3's regex) and end a
+// tool call with an end-of-message token (tokenizer.ggml.eom_token_id), which also ends
+// generation there. A vocabulary file re-labelled so carries both.
+TEST(GgufVocabTest, Glm4FilesSplitAsLlama3AndEndGenerationAtTheirEndOfMessage) {
+  auto glm4 = RegexesForPreTokenizer("glm4");
+  ASSERT_TRUE(glm4.ok()) << glm4.status();
+  EXPECT_EQ(*glm4, *RegexesForPreTokenizer("llama3"));
+
+  auto source = GgufFile::Open(kDir + "ggml-vocab-gpt-2.gguf");
+  ASSERT_TRUE(source.ok()) << source.status();
+  GgufWriter writer;
+  CopyMetadata(**source, writer, [](const std::string& key) {
+    return key.rfind("tokenizer.", 0) == 0 && key != "tokenizer.ggml.pre";
+  });
+  writer.SetString("tokenizer.ggml.pre", "glm4");
+  const uint32_t eom = 50200;
+  writer.SetU32("tokenizer.ggml.eom_token_id", eom);
+  const std::string path =
+      ::testing::TempDir() + "/glm4_vocab_" + std::to_string(::getpid()) + ".gguf";
+  ASSERT_TRUE(writer.Write(path).ok());
+  auto data = LoadTokenizerData(path);
+  std::remove(path.c_str());
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(data->pre, "glm4");
+  auto tokenizer = Tokenizer::Create(*data);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_TRUE((*tokenizer)->IsEndOfGeneration(eom));
+  EXPECT_FALSE((*tokenizer)->IsEndOfGeneration(eom - 1));
+  const std::string text = "Hello world 12345 don't";
+  EXPECT_EQ(*(*tokenizer)->Decode((*tokenizer)->Encode(text)), text);
+}
+
+// An end-of-generation id past the vocabulary (metadata naming a token the file lacks) is
+// dropped, not looked up.
+TEST(GgufVocabTest, EndOfGenerationIdsOutsideTheVocabularyAreDropped) {
+  auto data = LoadTokenizerData(kDir + "ggml-vocab-gpt-2.gguf");
+  ASSERT_TRUE(data.ok()) << data.status();
+  const int32_t n = static_cast<int32_t>(data->tokens.size());
+  data->eog_ids = {n - 1, n, n + 1000, -5};
+  auto tokenizer = Tokenizer::Create(*data);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_TRUE((*tokenizer)->IsEndOfGeneration(n - 1));
+  EXPECT_FALSE((*tokenizer)->IsEndOfGeneration(n));
+  EXPECT_EQ((*tokenizer)->data().eog_ids, std::vector<int32_t>{n - 1});
 }
 
 }  // namespace
