@@ -8,7 +8,8 @@ namespace moe {
 
 namespace {
 
-constexpr char kKnownNames[] = "chatml, llama3, mistral, llama2, zephyr, deepseek, plain";
+constexpr char kKnownNames[] =
+    "chatml, llama3, mistral, llama2, zephyr, deepseek, plain, chatglm4, deepseek3, gpt-oss";
 
 // The plain format's Jinja, as the bundled model's tokenizer_config.json ships it; compared
 // with whitespace and Jinja's backslash-n escapes removed, so that line breaks, indentation and
@@ -36,6 +37,14 @@ std::string WithoutSpaces(absl::string_view t) {
 absl::StatusOr<ChatFormat> DetectChatFormat(absl::string_view t) {
   if (t.empty()) return absl::NotFoundError("the model has no chat template");
   if (WithoutSpaces(t) == WithoutSpaces(kPlainJinja)) return ChatFormat::kPlain;
+  // Before the families whose markers these templates share (GLM's <|user|>, Harmony's roles).
+  if (absl::StrContains(t, "<|start|>") && absl::StrContains(t, "<|channel|>")) {
+    return ChatFormat::kGptOss;
+  }
+  if (absl::StrContains(t, "[gMASK]<sop>")) return ChatFormat::kChatGlm4;
+  if (absl::StrContains(t, "<｜Assistant｜>") && absl::StrContains(t, "<｜User｜>")) {
+    return ChatFormat::kDeepSeek3;
+  }
   if (absl::StrContains(t, "<|im_start|>")) return ChatFormat::kChatMl;
   if (absl::StrContains(t, "<|start_header_id|>")) return ChatFormat::kLlama3;
   if (absl::StrContains(t, "[INST]")) {
@@ -61,6 +70,9 @@ absl::StatusOr<ChatFormat> ChatFormatFromName(absl::string_view name) {
   if (name == "zephyr") return ChatFormat::kZephyr;
   if (name == "deepseek") return ChatFormat::kDeepSeek;
   if (name == "plain") return ChatFormat::kPlain;
+  if (name == "chatglm4") return ChatFormat::kChatGlm4;
+  if (name == "deepseek3") return ChatFormat::kDeepSeek3;
+  if (name == "gpt-oss") return ChatFormat::kGptOss;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown chat template '", name, "' (known: ", kKnownNames, ")"));
 }
@@ -141,6 +153,26 @@ absl::StatusOr<std::string> FormatChat(ChatFormat format, const std::vector<Chat
         absl::StrAppend(&out, m.content, m.role == "user" ? absl::string_view("\n") : eos);
       }
       break;  // the reply simply follows the user's line
+    case ChatFormat::kChatGlm4:
+      out = "[gMASK]<sop>";
+      for (const auto& m : messages) absl::StrAppend(&out, "<|", m.role, "|>\n", m.content);
+      if (add_generation_prompt) out += "<|assistant|>\n";
+      break;
+    case ChatFormat::kDeepSeek3:
+      for (const auto& m : messages) {
+        if (m.role == "system") absl::StrAppend(&out, m.content, "\n\n");
+        if (m.role == "user") absl::StrAppend(&out, "<｜User｜>", m.content);
+        if (m.role == "assistant") absl::StrAppend(&out, "<｜Assistant｜>", m.content, eos);
+      }
+      if (add_generation_prompt) out += "<｜Assistant｜>";
+      break;
+    case ChatFormat::kGptOss:
+      for (const auto& m : messages) {
+        absl::StrAppend(&out, "<|start|>", m.role, "<|message|>", m.content,
+                        m.role == "assistant" ? "<|return|>" : "<|end|>");
+      }
+      if (add_generation_prompt) out += "<|start|>assistant";
+      break;
   }
   return out;
 }

@@ -61,6 +61,39 @@ TEST(ChatTemplateTest, FamiliesAreRecognisedByTheirMarkers) {
   EXPECT_EQ(*DetectChatFormat("<|start_header_id|>"), ChatFormat::kLlama3);
   EXPECT_EQ(*DetectChatFormat("[INST] x [/INST]"), ChatFormat::kMistral);
   EXPECT_EQ(*DetectChatFormat("[INST] <<SYS>> [/INST]"), ChatFormat::kLlama2);
+  // The newer families, ahead of the older ones whose markers their templates also carry
+  // (GLM-4.5's <|user|>/<|assistant|> are Zephyr's; DeepSeek-V3's text says "User: " too).
+  EXPECT_EQ(*DetectChatFormat("[gMASK]<sop>{%- for m in messages -%}<|user|>\n{{ m.content }}"
+                              "<|assistant|>{%- endfor -%}"),
+            ChatFormat::kChatGlm4);
+  EXPECT_EQ(*DetectChatFormat("{{'<｜User｜>' + message['content']}}{{'<｜Assistant｜>'}} "
+                              "User: Assistant:"),
+            ChatFormat::kDeepSeek3);
+  EXPECT_EQ(*DetectChatFormat("<|start|>system<|message|>Reasoning: medium<|end|>"
+                              "{{ '<|start|>assistant<|channel|>final<|message|>' }}"),
+            ChatFormat::kGptOss);
+  EXPECT_EQ(*ChatFormatFromName("chatglm4"), ChatFormat::kChatGlm4);
+  EXPECT_EQ(*ChatFormatFromName("deepseek3"), ChatFormat::kDeepSeek3);
+  EXPECT_EQ(*ChatFormatFromName("gpt-oss"), ChatFormat::kGptOss);
+}
+
+// The prompts llama.cpp's llm_chat_apply_template writes for these families.
+TEST(ChatTemplateTest, NewerFamiliesFormatAsLlamaCppDoes) {
+  const std::vector<ChatMessage> chat = {
+      {"system", "Be brief."}, {"user", "Hello"}, {"assistant", "Hi."}, {"user", "Bye"}};
+  EXPECT_EQ(*FormatChat(ChatFormat::kChatGlm4, chat, true, "<|endoftext|>"),
+            "[gMASK]<sop><|system|>\nBe brief.<|user|>\nHello<|assistant|>\nHi.<|user|>\nBye"
+            "<|assistant|>\n");
+  EXPECT_EQ(*FormatChat(ChatFormat::kDeepSeek3, chat, true, "<｜end▁of▁sentence｜>"),
+            "Be brief.\n\n<｜User｜>Hello<｜Assistant｜>Hi.<｜end▁of▁sentence｜><｜User｜>Bye"
+            "<｜Assistant｜>");
+  EXPECT_EQ(*FormatChat(ChatFormat::kGptOss, chat, true, "<|return|>"),
+            "<|start|>system<|message|>Be brief.<|end|><|start|>user<|message|>Hello<|end|>"
+            "<|start|>assistant<|message|>Hi.<|return|><|start|>user<|message|>Bye<|end|>"
+            "<|start|>assistant");
+  EXPECT_EQ(*FormatChat(ChatFormat::kGptOss, chat, false, "<|return|>"),
+            "<|start|>system<|message|>Be brief.<|end|><|start|>user<|message|>Hello<|end|>"
+            "<|start|>assistant<|message|>Hi.<|return|><|start|>user<|message|>Bye<|end|>");
 }
 
 }  // namespace

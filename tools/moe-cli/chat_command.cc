@@ -202,7 +202,7 @@ void AddChatCommand(CLI::App& app, int* exit_code) {
   chat->add_option(
       "--template", o->template_name,
       "chat template instead of the model's: chatml, llama3, mistral, llama2, zephyr, deepseek, "
-      "plain");
+      "plain, chatglm4, deepseek3, gpt-oss");
   chat->add_option("-n,--n-predict", o->max_tokens,
                    "most tokens per answer (-1 = as many as the context has room for)")
       ->check(AtLeast(-1, "-1 = as many as fit"))
