@@ -15,6 +15,7 @@
 #include "lib/base/half.h"
 #include "lib/base/status_macros.h"
 #include "lib/import/hf_config.h"
+#include "lib/import/hf_fp8.h"
 #include "lib/import/hf_tensors.h"
 #include "lib/import/hf_tokenizer.h"
 #include "lib/import/safetensors_file.h"
@@ -274,7 +275,7 @@ absl::StatusOr<TensorSpec> CarryMxfp4(const WantedTensor& w, const SafetensorsTe
 
 absl::StatusOr<TensorSpec> Carry(const WantedTensor& w, const TensorIndex& index,
                                  std::optional<DType> out, ModelSpec* spec,
-                                 const std::string& hf_architecture) {
+                                 const std::string& hf_architecture, std::optional<Fp8Blocks> fp8) {
   auto find = [&](const std::string& name) -> absl::StatusOr<const SafetensorsTensor*> {
     auto it = index.by_name.find(name);
     if (it == index.by_name.end()) {
@@ -289,11 +290,27 @@ absl::StatusOr<TensorSpec> Carry(const WantedTensor& w, const TensorIndex& index
     MOE_ASSIGN_OR_RETURN(const SafetensorsTensor* scales, find(w.mx_scales));
     return CarryMxfp4(w, *src, *scales, out, spec);
   }
+  if (src->dtype_name == "F8_E4M3" && fp8) {
+    // Dequantized once into floats the spec keeps (the layouts below read them as F32), stored
+    // as BF16 unless another type is asked for: FP8 values times their blocks' factors.
+    MOE_RETURN_IF_ERROR(CheckShape(w.hf_name, src->shape, w.hf_shape));
+    MOE_ASSIGN_OR_RETURN(const SafetensorsTensor* scale_inv, find(w.hf_name + "_scale_inv"));
+    MOE_ASSIGN_OR_RETURN(std::vector<float> values, DequantizeFp8(*src, *scale_inv, *fp8));
+    auto floats = std::make_shared<std::vector<float>>(std::move(values));
+    SafetensorsTensor dequantized{
+        src->name, "F32", DType::kF32, src->shape,
+        absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(floats->data()),
+                            floats->size() * sizeof(float))};
+    spec->owners.push_back(floats);
+    const std::optional<DType> target = out ? out : std::optional<DType>(DType::kBF16);
+    if (w.gather) return CarryGathered(w, dequantized, target, spec);
+    return CarryPlain(w, dequantized, target, spec);
+  }
   if (!src->dtype) {
     return absl::UnimplementedError(absl::StrCat("tensor '", w.hf_name, "' has dtype ",
                                                  src->dtype_name,
                                                  ", which is not supported (supported: F32, "
-                                                 "F16, BF16)"));
+                                                 "F16, BF16, and F8_E4M3 with block scales)"));
   }
   MOE_RETURN_IF_ERROR(CheckShape(w.hf_name, src->shape, w.hf_shape));
   if (w.gather) return CarryGathered(w, *src, out, spec);
@@ -351,9 +368,12 @@ absl::StatusOr<ModelSpec> Import(const fs::path& dir, std::optional<DType> out_d
     // Tensors carried over unconverted lie in their shard: the expert cache may read them there.
     spec.source_files.push_back({f->path(), f->bytes().data(), f->bytes().size()});
   }
+  const Json config_json = Json::parse(config_text, nullptr, /*allow_exceptions=*/false);
+  MOE_ASSIGN_OR_RETURN(std::optional<Fp8Blocks> fp8, Fp8BlocksOf(config_json));
   auto has = [&](const std::string& name) { return index.by_name.count(name) > 0; };
   for (const WantedTensor& w : WantedTensors(config, has)) {
-    MOE_ASSIGN_OR_RETURN(TensorSpec t, Carry(w, index, out_dtype, &spec, config.hf_architecture));
+    MOE_ASSIGN_OR_RETURN(TensorSpec t,
+                         Carry(w, index, out_dtype, &spec, config.hf_architecture, fp8));
     spec.tensors.push_back(std::move(t));
   }
   MOE_ASSIGN_OR_RETURN(spec.tokenizer, LoadTokenizer(dir, spec.hp.n_vocab));

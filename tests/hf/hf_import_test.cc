@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "lib/backend/cpu/quant_rows.h"
 #include "lib/format/moe_reader.h"
 #include "lib/format/moe_writer.h"
+#include "lib/import/hf_fp8.h"
 #include "lib/import/model_loader.h"
 #include "lib/import/safetensors_file.h"
 #include "lib/import/tokenizer_loader.h"
@@ -305,6 +307,108 @@ TEST(HfImportTest, GenerationConfigEosIdsAllEndGeneration) {
   ASSERT_TRUE(single.ok()) << single.status();
   EXPECT_EQ(single->tokenizer.eog_ids, std::vector<int32_t>{11});
   fs::remove_all(dir);
+}
+
+// Block-scaled FP8 (transformers' "fp8" quantization_config): every attention and expert matrix
+// stored as E4M3 bytes beside a "_scale_inv" of one factor per 8x8 block (BF16 here), the
+// router, norms, embeddings and head as they were. Imported with F32 weights asked for, it is
+// the same model as the checkpoint holding those products as F32, tensor for tensor and logit for
+// logit; by default the dequantized values are stored as BF16.
+TEST(HfImportTest, BlockScaledFp8CheckpointsAreDequantized) {
+  // E4M3 values written out (OCP fn: bias 7, subnormals below 2^-6, S.1111.111 NaN).
+  EXPECT_EQ(E4m3ToFloat(0x38), 1.0f);
+  EXPECT_EQ(E4m3ToFloat(0x7E), 448.0f);
+  EXPECT_EQ(E4m3ToFloat(0xFE), -448.0f);
+  EXPECT_EQ(E4m3ToFloat(0x01), 0.001953125f);  // 2^-9, the smallest subnormal
+  EXPECT_EQ(E4m3ToFloat(0x08), 0.015625f);     // 2^-6, the smallest normal
+  EXPECT_EQ(E4m3ToFloat(0x44), 3.0f);
+  EXPECT_TRUE(std::isnan(E4m3ToFloat(0x7F)));
+
+  nlohmann::json config = TinyConfig("Qwen3MoeForCausalLM");
+  const std::map<std::string, RawTensor> plain = TinyTensors(config, 11);
+  std::map<std::string, RawTensor> fp8 = plain, exact = plain;
+  std::mt19937 rng(3);
+  const int64_t block = 8;
+  int converted = 0;
+  for (const auto& [name, t] : plain) {
+    const bool matrix = t.shape.size() == 2 && name.find("embed") == std::string::npos &&
+                        name.find("lm_head") == std::string::npos &&
+                        name.find("mlp.gate.weight") == std::string::npos;
+    if (!matrix) continue;
+    const int64_t rows = t.shape[0], cols = t.shape[1];
+    const int64_t br = (rows + block - 1) / block, bc = (cols + block - 1) / block;
+    RawTensor q{"F8_E4M3", t.shape, std::vector<uint8_t>(rows * cols)};
+    RawTensor scale{"BF16", {br, bc}, std::vector<uint8_t>(2 * br * bc)};
+    std::vector<float> scales(br * bc);
+    for (int64_t i = 0; i < br * bc; ++i) {
+      // A BF16 factor: a power of two times 1, 1.5 or 1.25, so it is exact in BF16.
+      const float f = std::ldexp(1.0f + 0.25f * static_cast<float>(rng() % 3), -6 - int(rng() % 4));
+      scales[i] = f;
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      const uint16_t bf16 = static_cast<uint16_t>(bits >> 16);
+      std::memcpy(scale.bytes.data() + 2 * i, &bf16, 2);
+    }
+    RawTensor f32{"F32", t.shape, std::vector<uint8_t>(4 * rows * cols)};
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        uint8_t byte;
+        do byte = static_cast<uint8_t>(rng());
+        while ((byte & 0x7f) == 0x7f);
+        q.bytes[r * cols + c] = byte;
+        const float v = E4m3ToFloat(byte) * scales[(r / block) * bc + c / block];
+        std::memcpy(f32.bytes.data() + 4 * (r * cols + c), &v, 4);
+      }
+    }
+    fp8[name] = q;
+    fp8[name + "_scale_inv"] = scale;
+    exact[name] = f32;
+    ++converted;
+  }
+  ASSERT_GT(converted, 8);
+  nlohmann::json quantized = config;
+  quantized["quantization_config"] = {
+      {"quant_method", "fp8"}, {"fmt", "e4m3"}, {"weight_block_size", {block, block}}};
+  const fs::path fp8_dir = TempDir("fp8"), exact_dir = TempDir("fp8_exact");
+  WriteCheckpoint(fp8_dir, quantized, fp8);
+  WriteCheckpoint(exact_dir, config, exact);
+
+  auto from_fp8 = ImportHfCheckpoint(fp8_dir.string(), DType::kF32);
+  ASSERT_TRUE(from_fp8.ok()) << from_fp8.status();
+  auto want = ImportHfCheckpoint(exact_dir.string());
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_EQ(from_fp8->tensors.size(), want->tensors.size());
+  for (const TensorSpec& t : want->tensors) {
+    const TensorSpec* got = from_fp8->Find(t.name);
+    ASSERT_NE(got, nullptr) << t.name;
+    EXPECT_EQ(got->dtype, DType::kF32) << t.name;
+    EXPECT_TRUE(std::equal(t.data.begin(), t.data.end(), got->data.begin(), got->data.end()))
+        << t.name;
+  }
+  const std::vector<int32_t> ids = {1, 5, 9, 2, 33, 17, 8, 4};
+  EXPECT_EQ(RunAll(*from_fp8, ids), RunAll(*want, ids));
+
+  auto bf16 = ImportHfCheckpoint(fp8_dir.string());
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  EXPECT_EQ(bf16->Find("blk.0.attn_q.weight")->dtype, DType::kBF16);
+  const auto [err, tol] = Compare(RunAll(*bf16, ids), RunAll(*want, ids));
+  EXPECT_LT(err, 30 * tol) << "BF16 keeps 8 bits of each product";
+
+  // Another quantization method, or FP8 without block sizes, is refused naming it.
+  quantized["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4}};
+  WriteCheckpoint(fp8_dir, quantized, fp8);
+  auto gptq = ImportHfCheckpoint(fp8_dir.string());
+  ASSERT_FALSE(gptq.ok());
+  EXPECT_EQ(gptq.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(gptq.status().message()), HasSubstr("'gptq'"));
+  // A scale tensor of the wrong shape is an error naming both tensors.
+  quantized["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {4, 4}}};
+  WriteCheckpoint(fp8_dir, quantized, fp8);
+  auto wrong = ImportHfCheckpoint(fp8_dir.string());
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_THAT(std::string(wrong.status().message()), HasSubstr("_scale_inv"));
+  fs::remove_all(fp8_dir);
+  fs::remove_all(exact_dir);
 }
 
 class FixtureTest : public ::testing::TestWithParam<std::string> {};

@@ -1,0 +1,82 @@
+#include "lib/import/hf_fp8.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "lib/base/half.h"
+
+namespace moe {
+
+absl::StatusOr<std::optional<Fp8Blocks>> Fp8BlocksOf(const nlohmann::json& config) {
+  if (!config.is_object()) return std::nullopt;
+  auto q = config.find("quantization_config");
+  if (q == config.end() || !q->is_object()) return std::nullopt;
+  const std::string method = q->value("quant_method", std::string());
+  if (method != "fp8") {
+    return absl::UnimplementedError(absl::StrCat(
+        "config.json quantization_config quant_method '", method,
+        "' is not supported (block-scaled \"fp8\" is; F32, F16 and BF16 weights need none)"));
+  }
+  auto block = q->find("weight_block_size");
+  if (block == q->end() || !block->is_array() || block->size() != 2 ||
+      !(*block)[0].is_number_integer() || !(*block)[1].is_number_integer() ||
+      (*block)[0].get<int64_t>() <= 0 || (*block)[1].get<int64_t>() <= 0) {
+    return absl::UnimplementedError(
+        "config.json quantization_config \"fp8\" without a weight_block_size of two positive "
+        "integers (per-tensor FP8 scales) is not supported");
+  }
+  return Fp8Blocks{(*block)[0].get<int64_t>(), (*block)[1].get<int64_t>()};
+}
+
+float E4m3ToFloat(uint8_t v) {
+  const int sign = v >> 7, exponent = (v >> 3) & 0xf, mantissa = v & 7;
+  if (exponent == 0xf && mantissa == 7) return std::numeric_limits<float>::quiet_NaN();
+  const float magnitude = exponent == 0 ? std::ldexp(mantissa / 8.0f, -6)
+                                        : std::ldexp(1.0f + mantissa / 8.0f, exponent - 7);
+  return sign ? -magnitude : magnitude;
+}
+
+absl::StatusOr<std::vector<float>> DequantizeFp8(const SafetensorsTensor& weight,
+                                                 const SafetensorsTensor& scale_inv, Fp8Blocks b) {
+  if (weight.shape.size() != 2) {
+    return absl::UnimplementedError(absl::StrCat("FP8 tensor '", weight.name, "' has ",
+                                                 weight.shape.size(),
+                                                 " dimensions; only matrices are supported"));
+  }
+  const int64_t rows = weight.shape[0], cols = weight.shape[1];
+  const int64_t block_rows = (rows + b.rows - 1) / b.rows,
+                block_cols = (cols + b.cols - 1) / b.cols;
+  if (scale_inv.shape != std::vector<int64_t>{block_rows, block_cols} ||
+      (scale_inv.dtype_name != "F32" && scale_inv.dtype_name != "BF16")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "FP8 scale tensor '", scale_inv.name, "' is ", scale_inv.dtype_name, " of shape [",
+        scale_inv.shape.size() == 2 ? absl::StrCat(scale_inv.shape[0], ", ", scale_inv.shape[1])
+                                    : std::string("..."),
+        "]; '", weight.name, "' [", rows, ", ", cols, "] in blocks of ", b.rows, "x", b.cols,
+        " needs F32 or BF16 [", block_rows, ", ", block_cols, "]"));
+  }
+  std::vector<float> scale(block_rows * block_cols);
+  for (size_t i = 0; i < scale.size(); ++i) {
+    if (scale_inv.dtype_name == "F32") {
+      std::memcpy(&scale[i], scale_inv.data.data() + 4 * i, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, scale_inv.data.data() + 2 * i, 2);
+      scale[i] = Bf16ToFloat(h);
+    }
+  }
+  float table[256];
+  for (int i = 0; i < 256; ++i) table[i] = E4m3ToFloat(static_cast<uint8_t>(i));
+  std::vector<float> out(rows * cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* block_scale = scale.data() + (r / b.rows) * block_cols;
+    const uint8_t* q = weight.data.data() + r * cols;
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = table[q[c]] * block_scale[c / b.cols];
+  }
+  return out;
+}
+
+}  // namespace moe
