@@ -15,10 +15,12 @@ absl::StatusOr<std::optional<Fp8Blocks>> Fp8BlocksOf(const nlohmann::json& confi
   auto q = config.find("quantization_config");
   if (q == config.end() || !q->is_object()) return std::nullopt;
   const std::string method = q->value("quant_method", std::string());
+  if (method == "mxfp4") return std::nullopt;  // gpt-oss's experts: their _blocks and _scales
   if (method != "fp8") {
     return absl::UnimplementedError(absl::StrCat(
         "config.json quantization_config quant_method '", method,
-        "' is not supported (block-scaled \"fp8\" is; F32, F16 and BF16 weights need none)"));
+        "' is not supported (block-scaled \"fp8\" and gpt-oss's \"mxfp4\" are; F32, F16 and "
+        "BF16 weights need none)"));
   }
   auto block = q->find("weight_block_size");
   if (block == q->end() || !block->is_array() || block->size() != 2 ||

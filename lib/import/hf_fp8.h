@@ -18,8 +18,8 @@ struct Fp8Blocks {
   int64_t rows = 0, cols = 0;
 };
 
-// The block size config.json's quantization_config gives for "fp8"; none without that section;
-// an error for other quantization methods, which are not supported.
+// The block size config.json's quantization_config gives for "fp8"; none without that section
+// or for "mxfp4" (gpt-oss, whose blocks the tensor plan reads); an error for other methods.
 absl::StatusOr<std::optional<Fp8Blocks>> Fp8BlocksOf(const nlohmann::json& config);
 
 // An OCP E4M3 (fn) byte: 1 sign, 4 exponent bits (bias 7), 3 mantissa bits, no infinities,
