@@ -1,6 +1,5 @@
 // Expert parallelism in the forward pass over an in-process world: every rank runs the same
 // steps, each only its own experts, and the logits are the single process's bit for bit.
-#include <filesystem>
 #include <thread>
 #include <vector>
 
@@ -11,19 +10,13 @@
 #include "lib/import/model_loader.h"
 #include "lib/model/forward.h"
 #include "lib/moe/routing_profile.h"
+#include "tests/support/fixture_dirs.h"
 
 namespace moe {
 namespace {
 
-// A fixture by folder name, from the first set or the second (fixtures-v2: the newer families).
-std::string FixturePath(const std::string& name) {
-  std::string dir = std::string(MOE_TESTDATA_DIR) + "/fixtures/" + name;
-  if (!std::filesystem::exists(dir)) dir = std::string(MOE_TESTDATA_DIR) + "/fixtures-v2/" + name;
-  return dir + "/" + name + ".gguf";
-}
-
 std::shared_ptr<const Model> LoadModel(const std::string& name) {
-  auto spec = LoadModelSpec(FixturePath(name));
+  auto spec = LoadModelSpec(testing::FixtureGguf(testing::FixtureDir(name)));
   EXPECT_TRUE(spec.ok()) << spec.status();
   auto model = Model::Create(*std::move(spec));
   EXPECT_TRUE(model.ok()) << model.status();

@@ -4,11 +4,11 @@
 #include "lib/runtime/batch_engine.h"
 
 #include <atomic>
-#include <filesystem>
 #include <random>
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "tests/support/fixture_dirs.h"
 #include "tests/support/greedy.h"
 
 namespace moe {
@@ -18,9 +18,7 @@ const std::string kFixtures = std::string(MOE_TESTDATA_DIR) + "/fixtures/";
 
 // A fixture by folder name, from the first set or the second (fixtures-v2: the newer families).
 std::shared_ptr<const Engine> Load(const std::string& name) {
-  std::string dir = kFixtures + name;
-  if (!std::filesystem::exists(dir)) dir = std::string(MOE_TESTDATA_DIR) + "/fixtures-v2/" + name;
-  auto e = Engine::Load(dir + "/" + name + ".gguf", {});
+  auto e = Engine::Load(testing::FixtureGguf(testing::FixtureDir(name)), {});
   EXPECT_TRUE(e.ok()) << e.status();
   return e.ok() ? *e : nullptr;
 }

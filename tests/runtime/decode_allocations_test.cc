@@ -2,7 +2,6 @@
 // generation makes no calls to the allocator (this binary counts every operator new).
 #include <atomic>
 #include <cstdlib>
-#include <filesystem>
 #include <new>
 #include <string>
 #include <vector>
@@ -12,6 +11,7 @@
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
 #include "lib/runtime/engine.h"
+#include "tests/support/fixture_dirs.h"
 
 namespace {
 std::atomic<long> g_allocations{0};
@@ -33,9 +33,7 @@ TEST(DecodeAllocationsTest, SteadyStateDecodeStepsAllocateNothing) {
   // attention (deepseek2), dense layers and group routing.
   for (const char* name : {"tiny-qwen2moe-q4_0", "tiny-llama-moe-q8_0", "tiny-olmoe-f32",
                            "tiny-gptoss-mxfp4", "tiny-deepseek3-q8_0", "tiny-glm4moe-f32"}) {
-    std::string dir = std::string(MOE_TESTDATA_DIR) + "/fixtures/" + name;
-    if (!std::filesystem::exists(dir)) dir = std::string(MOE_TESTDATA_DIR) + "/fixtures-v2/" + name;
-    const std::string path = dir + "/" + name + ".gguf";
+    const std::string path = testing::FixtureGguf(testing::FixtureDir(name));
     auto engine = Engine::Load(path, LoadOptions{});
     ASSERT_TRUE(engine.ok()) << engine.status();
     const HParams& h = (*engine)->model()->hp();

@@ -21,21 +21,19 @@
 #include "lib/runtime/weight_copy.h"
 #include "tests/hf/checkpoint_builder.h"
 #include "tests/hf/gguf_as_hf.h"
+#include "tests/support/fixture_dirs.h"
 
 namespace moe {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A fixture's folder by name, from the first set or the second (fixtures-v2: the newer families).
-std::string FixtureDir(const std::string& name) {
-  const std::string first = std::string(MOE_TESTDATA_DIR) + "/fixtures/" + name;
-  return fs::exists(first) ? first : std::string(MOE_TESTDATA_DIR) + "/fixtures-v2/" + name;
+std::string Gguf(const std::string& name) {
+  return testing::FixtureGguf(testing::FixtureDir(name));
 }
-std::string Gguf(const std::string& name) { return FixtureDir(name) + "/" + name + ".gguf"; }
 
 std::vector<int32_t> PromptOf(const std::string& name) {
-  std::ifstream f(FixtureDir(name) + "/p2.tokens.txt");
+  std::ifstream f(testing::FixtureDir(name) / "p2.tokens.txt");
   std::vector<int32_t> ids;
   for (int32_t x; f >> x;) ids.push_back(x);
   return ids;

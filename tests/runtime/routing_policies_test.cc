@@ -15,6 +15,14 @@ namespace {
 const std::string kModel =
     std::string(MOE_TESTDATA_DIR) + "/fixtures/tiny-qwen2moe-q4_0/tiny-qwen2moe-q4_0.gguf";
 
+// A model of each routing function: softmax top-k (qwen2moe), group-limited sigmoid with a
+// selection bias behind a dense layer (deepseek2), top-k of biased logits (gpt-oss).
+std::vector<std::string> RoutingFunctions() {
+  const std::string v2 = std::string(MOE_TESTDATA_DIR) + "/fixtures-v2/";
+  return {kModel, v2 + "tiny-deepseek3-f32/tiny-deepseek3-f32.gguf",
+          v2 + "tiny-gptoss-f32/tiny-gptoss-f32.gguf"};
+}
+
 std::shared_ptr<const Engine> Load(const std::string& path = kModel) {
   auto e = Engine::Load(path, {});
   EXPECT_TRUE(e.ok()) << e.status();
@@ -56,11 +64,7 @@ std::vector<float> PromptLogits(Session& s, const std::vector<int32_t>& tokens) 
 }
 
 TEST(LoadAwareReweightingTest, ChangesTheWeightsAloneAndNotWithTheStepSize) {
-  // The newer routing functions too (sigmoid in groups behind a dense layer; biased top-k).
-  for (const std::string& path :
-       {kModel,
-        std::string(MOE_TESTDATA_DIR) + "/fixtures-v2/tiny-deepseek3-f32/tiny-deepseek3-f32.gguf",
-        std::string(MOE_TESTDATA_DIR) + "/fixtures-v2/tiny-gptoss-f32/tiny-gptoss-f32.gguf"}) {
+  for (const std::string& path : RoutingFunctions()) {
     SCOPED_TRACE(path);
     auto e = Load(path);
     ASSERT_NE(e, nullptr);
@@ -171,12 +175,7 @@ RoutingPolicy Capacity(float factor) {
 // A capacity acts on steps of many tokens only: a prompt's steps re-route and report it, a
 // token at a time nothing changes.
 TEST(CapacityTest, CapsPromptStepsAndLeavesSingleTokensAlone) {
-  // The newer routing functions too: group-limited sigmoid with a selection bias behind a dense
-  // layer (deepseek2), top-k of biased logits (gpt-oss).
-  for (const std::string& path :
-       {kModel,
-        std::string(MOE_TESTDATA_DIR) + "/fixtures-v2/tiny-deepseek3-f32/tiny-deepseek3-f32.gguf",
-        std::string(MOE_TESTDATA_DIR) + "/fixtures-v2/tiny-gptoss-f32/tiny-gptoss-f32.gguf"}) {
+  for (const std::string& path : RoutingFunctions()) {
     SCOPED_TRACE(path);
     auto e = Load(path);
     ASSERT_NE(e, nullptr);

@@ -30,6 +30,13 @@ inline std::vector<std::filesystem::path> FixtureDirs() {
   return dirs;
 }
 
+// A fixture's folder by name, from either set (the names do not repeat across them).
+inline std::filesystem::path FixtureDir(const std::string& name) {
+  namespace fs = std::filesystem;
+  const fs::path first = fs::path(MOE_TESTDATA_DIR) / "fixtures" / name;
+  return fs::exists(first) ? first : fs::path(MOE_TESTDATA_DIR) / "fixtures-v2" / name;
+}
+
 // The fixture's model file.
 inline std::string FixtureGguf(const std::filesystem::path& dir) {
   return (dir / (dir.filename().string() + ".gguf")).string();
