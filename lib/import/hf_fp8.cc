@@ -14,7 +14,8 @@ absl::StatusOr<std::optional<Fp8Blocks>> Fp8BlocksOf(const nlohmann::json& confi
   if (!config.is_object()) return std::nullopt;
   auto q = config.find("quantization_config");
   if (q == config.end() || !q->is_object()) return std::nullopt;
-  const std::string method = q->value("quant_method", std::string());
+  auto m = q->find("quant_method");
+  const std::string method = m != q->end() && m->is_string() ? m->get<std::string>() : "";
   if (method == "mxfp4") return std::nullopt;  // gpt-oss's experts: their _blocks and _scales
   if (method != "fp8") {
     return absl::UnimplementedError(absl::StrCat(

@@ -401,6 +401,10 @@ TEST(HfImportTest, BlockScaledFp8CheckpointsAreDequantized) {
   ASSERT_FALSE(gptq.ok());
   EXPECT_EQ(gptq.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(gptq.status().message()), HasSubstr("'gptq'"));
+  // A method that is not even a string is refused the same way, not thrown over.
+  quantized["quantization_config"] = {{"quant_method", 5}};
+  WriteCheckpoint(fp8_dir, quantized, fp8);
+  EXPECT_EQ(ImportHfCheckpoint(fp8_dir.string()).status().code(), absl::StatusCode::kUnimplemented);
   // A scale tensor of the wrong shape is an error naming both tensors.
   quantized["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {4, 4}}};
   WriteCheckpoint(fp8_dir, quantized, fp8);
