@@ -1,12 +1,11 @@
 #include "lib/import/hf_fp8.h"
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "lib/base/half.h"
+#include "lib/backend/cpu/quant_rows.h"
 
 namespace moe {
 
@@ -62,15 +61,8 @@ absl::StatusOr<std::vector<float>> DequantizeFp8(const SafetensorsTensor& weight
         " needs F32 or BF16 [", block_rows, ", ", block_cols, "]"));
   }
   std::vector<float> scale(block_rows * block_cols);
-  for (size_t i = 0; i < scale.size(); ++i) {
-    if (scale_inv.dtype_name == "F32") {
-      std::memcpy(&scale[i], scale_inv.data.data() + 4 * i, 4);
-    } else {
-      uint16_t h;
-      std::memcpy(&h, scale_inv.data.data() + 2 * i, 2);
-      scale[i] = Bf16ToFloat(h);
-    }
-  }
+  DequantizeRow(*scale_inv.dtype, scale_inv.data.data(), scale.data(),
+                static_cast<int64_t>(scale.size()));
   float table[256];
   for (int i = 0; i < 256; ++i) table[i] = E4m3ToFloat(static_cast<uint8_t>(i));
   std::vector<float> out(rows * cols);

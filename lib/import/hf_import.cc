@@ -12,7 +12,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "lib/backend/cpu/quant_rows.h"
-#include "lib/base/half.h"
 #include "lib/base/status_macros.h"
 #include "lib/import/hf_config.h"
 #include "lib/import/hf_fp8.h"
@@ -112,24 +111,6 @@ absl::StatusOr<TensorIndex> OpenTensors(const fs::path& dir) {
   return index;
 }
 
-void RowToFloat(DType t, const uint8_t* src, float* dst, int64_t n) {
-  switch (t) {
-    case DType::kF32:
-      std::memcpy(dst, src, n * sizeof(float));
-      return;
-    case DType::kF16:
-    case DType::kBF16:
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t v;
-        std::memcpy(&v, src + 2 * i, 2);
-        dst[i] = t == DType::kF16 ? HalfToFloat(v) : Bf16ToFloat(v);
-      }
-      return;
-    default:
-      return;  // safetensors tensors are only ever F32/F16/BF16 here
-  }
-}
-
 // The type a tensor is stored as, given the requested one (see ImportHfCheckpoint).
 DType TargetType(const WantedTensor& w, DType source, std::optional<DType> out) {
   if (!out) return source;
@@ -198,7 +179,7 @@ absl::StatusOr<TensorSpec> CarryPlain(const WantedTensor& w, const SafetensorsTe
   const size_t src_row = RowBytes(*src.dtype, cols), dst_row = RowBytes(t.dtype, cols);
   std::vector<float> row(cols);
   for (int64_t r = 0; r < rows; ++r) {
-    RowToFloat(*src.dtype, src.data.data() + r * src_row, row.data(), cols);
+    DequantizeRow(*src.dtype, src.data.data() + r * src_row, row.data(), cols);
     MOE_RETURN_IF_ERROR(QuantizeRow(t.dtype, row.data(), buf->data() + r * dst_row, cols));
   }
   t.data = absl::MakeConstSpan(*buf);
@@ -214,7 +195,7 @@ absl::StatusOr<TensorSpec> CarryGathered(const WantedTensor& w, const Safetensor
   const size_t elem = RowBytes(*src.dtype, 1);
   std::vector<float> values(t.num_elements());
   for (int64_t i = 0; i < t.num_elements(); ++i) {
-    RowToFloat(*src.dtype, src.data.data() + w.gather(i) * elem, &values[i], 1);
+    DequantizeRow(*src.dtype, src.data.data() + w.gather(i) * elem, &values[i], 1);
   }
   MOE_RETURN_IF_ERROR(Store(values, &t, spec));
   return t;
