@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "lib/backend/cpu/iq4nl.h"
 #include "lib/backend/cpu/kquant_scales.h"
 #include "lib/backend/cpu/mxfp4.h"
 #include "lib/base/dtype_enum.h"
@@ -43,6 +44,58 @@ MOE_HOST_DEVICE inline void DecodeMxfp4Block(const uint8_t* b, float* y) {
   for (int j = 0; j < 16; ++j) {
     y[j] = d * static_cast<float>(Mxfp4Value(q[j] & 0x0f));
     y[j + 16] = d * static_cast<float>(Mxfp4Value(q[j] >> 4));
+  }
+}
+
+// Q4_1: f16 d, f16 m, then Q4_0's 16 bytes of nibbles; x = d * q + m.
+MOE_HOST_DEVICE inline void DecodeQ4_1Block(const uint8_t* b, float* y) {
+  const float d = LoadHalf(b), m = LoadHalf(b + 2);
+  const uint8_t* q = b + 4;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * static_cast<float>(q[j] & 0x0f) + m;
+    y[j + 16] = d * static_cast<float>(q[j] >> 4) + m;
+  }
+}
+
+// Q5_0 / Q5_1's 5-bit quant of element j (< 32): the nibble as Q4_0's, the fifth bit bit j of
+// the little-endian 32-bit qh.
+MOE_HOST_DEVICE inline int Quant5(const uint8_t* qh, const uint8_t* qs, int j) {
+  const int nibble = j < 16 ? qs[j] & 0x0f : qs[j - 16] >> 4;
+  return nibble | ((qh[j / 8] >> (j % 8)) & 1) << 4;
+}
+
+// Q5_0: f16 d, 4 bytes qh, 16 bytes of nibbles; x = d * (q - 16).
+MOE_HOST_DEVICE inline void DecodeQ5_0Block(const uint8_t* b, float* y) {
+  const float d = LoadHalf(b);
+  for (int j = 0; j < 32; ++j) y[j] = d * static_cast<float>(Quant5(b + 2, b + 6, j) - 16);
+}
+
+// Q5_1: f16 d, f16 m, 4 bytes qh, 16 bytes of nibbles; x = d * q + m.
+MOE_HOST_DEVICE inline void DecodeQ5_1Block(const uint8_t* b, float* y) {
+  const float d = LoadHalf(b), m = LoadHalf(b + 2);
+  for (int j = 0; j < 32; ++j) y[j] = d * static_cast<float>(Quant5(b + 4, b + 8, j)) + m;
+}
+
+// IQ4_NL: f16 d, 16 bytes of indices (element j low nibble of byte j, j + 16 the high one).
+MOE_HOST_DEVICE inline void DecodeIq4NlBlock(const uint8_t* b, float* y) {
+  const float d = LoadHalf(b);
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * static_cast<float>(Iq4nlValue(b[2 + j] & 0x0f));
+    y[j + 16] = d * static_cast<float>(Iq4nlValue(b[2 + j] >> 4));
+  }
+}
+
+// IQ4_XS: f16 d, u16 scales_h, 4 bytes scales_l, then per 32-value block 16 bytes of IQ4_NL
+// indices; x = d * scale * table[q] with the block's 6-bit scale less 32.
+MOE_HOST_DEVICE inline void DecodeIq4XsBlock(const uint8_t* b, float* y) {
+  const float d = LoadHalf(b);
+  for (int ib = 0; ib < 8; ++ib, y += 32) {
+    const float dl = d * static_cast<float>(Iq4xsScale(b, ib));
+    const uint8_t* q = b + 8 + 16 * ib;
+    for (int j = 0; j < 16; ++j) {
+      y[j] = dl * static_cast<float>(Iq4nlValue(q[j] & 0x0f));
+      y[j + 16] = dl * static_cast<float>(Iq4nlValue(q[j] >> 4));
+    }
   }
 }
 
@@ -145,6 +198,16 @@ MOE_HOST_DEVICE constexpr BlockShape QuantBlockShape(DType t) {
       return {256, 84};
     case DType::kQ3_K:
       return {256, 110};
+    case DType::kQ4_1:
+      return {32, 20};
+    case DType::kQ5_0:
+      return {32, 22};
+    case DType::kQ5_1:
+      return {32, 24};
+    case DType::kIQ4_NL:
+      return {32, 18};
+    case DType::kIQ4_XS:
+      return {256, 136};
     default:
       return {};
   }
@@ -177,6 +240,21 @@ MOE_HOST_DEVICE inline bool DecodeQuantBlock(DType t, const uint8_t* b, float* y
       return true;
     case DType::kQ3_K:
       DecodeQ3_KBlock(b, y);
+      return true;
+    case DType::kQ4_1:
+      DecodeQ4_1Block(b, y);
+      return true;
+    case DType::kQ5_0:
+      DecodeQ5_0Block(b, y);
+      return true;
+    case DType::kQ5_1:
+      DecodeQ5_1Block(b, y);
+      return true;
+    case DType::kIQ4_NL:
+      DecodeIq4NlBlock(b, y);
+      return true;
+    case DType::kIQ4_XS:
+      DecodeIq4XsBlock(b, y);
       return true;
     default:
       return false;

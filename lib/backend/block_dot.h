@@ -50,6 +50,66 @@ MOE_HOST_DEVICE inline float DotMXFP4Row(const uint8_t* w, const Q8Block* x, int
   return s;
 }
 
+// Q4_1 / Q5_1: x = d q + m, so a block's dot is d xd sum(q a) + m xd sum(a).
+MOE_HOST_DEVICE inline float DotQ4_1Row(const uint8_t* w, const Q8Block* x, int64_t n) {
+  float s = 0;
+  for (int64_t b = 0; b < n / 32; ++b, w += 20) {
+    int32_t acc = 0;
+    for (int j = 0; j < 16; ++j) {
+      acc += (w[4 + j] & 0x0f) * x[b].q[j] + (w[4 + j] >> 4) * x[b].q[j + 16];
+    }
+    s += LoadHalf(w) * x[b].d * acc + LoadHalf(w + 2) * x[b].d * (x[b].sum[0] + x[b].sum[1]);
+  }
+  return s;
+}
+
+MOE_HOST_DEVICE inline float DotQ5_0Row(const uint8_t* w, const Q8Block* x, int64_t n) {
+  float s = 0;
+  for (int64_t b = 0; b < n / 32; ++b, w += 22) {
+    int32_t acc = 0;
+    for (int j = 0; j < 32; ++j) acc += Quant5(w + 2, w + 6, j) * x[b].q[j];
+    acc -= 16 * (x[b].sum[0] + x[b].sum[1]);
+    s += LoadHalf(w) * x[b].d * acc;
+  }
+  return s;
+}
+
+MOE_HOST_DEVICE inline float DotQ5_1Row(const uint8_t* w, const Q8Block* x, int64_t n) {
+  float s = 0;
+  for (int64_t b = 0; b < n / 32; ++b, w += 24) {
+    int32_t acc = 0;
+    for (int j = 0; j < 32; ++j) acc += Quant5(w + 4, w + 8, j) * x[b].q[j];
+    s += LoadHalf(w) * x[b].d * acc + LoadHalf(w + 2) * x[b].d * (x[b].sum[0] + x[b].sum[1]);
+  }
+  return s;
+}
+
+// The integer sum of one IQ4_NL block's 16 index bytes with an activation block.
+MOE_HOST_DEVICE inline int32_t Iq4NlSum(const uint8_t* q, const Q8Block& a) {
+  int32_t acc = 0;
+  for (int j = 0; j < 16; ++j) {
+    acc += Iq4nlValue(q[j] & 0x0f) * a.q[j] + Iq4nlValue(q[j] >> 4) * a.q[j + 16];
+  }
+  return acc;
+}
+
+MOE_HOST_DEVICE inline float DotIQ4_NLRow(const uint8_t* w, const Q8Block* x, int64_t n) {
+  float s = 0;
+  for (int64_t b = 0; b < n / 32; ++b, w += 18) s += LoadHalf(w) * x[b].d * Iq4NlSum(w + 2, x[b]);
+  return s;
+}
+
+MOE_HOST_DEVICE inline float DotIQ4_XSRow(const uint8_t* w, const Q8Block* x, int64_t n) {
+  float s = 0;
+  for (int64_t sb = 0; sb < n / 256; ++sb, w += 136, x += 8) {
+    const float d = LoadHalf(w);
+    for (int ib = 0; ib < 8; ++ib) {
+      s += d * x[ib].d * Iq4xsScale(w, ib) * Iq4NlSum(w + 8 + 16 * ib, x[ib]);
+    }
+  }
+  return s;
+}
+
 // Q2_K and Q3_K: one scale per 16 values, so each activation block's two halves (sum[0],
 // sum[1]) meet different scales. Value v = 128 n + 32 j + l is bits 2j.. of qs[32 n + l].
 MOE_HOST_DEVICE inline float DotQ2_KRow(const uint8_t* w, const Q8Block* x, int64_t n) {
@@ -188,6 +248,21 @@ MOE_HOST_DEVICE inline bool QuantDotRow(DType t, const uint8_t* w, const Q8Block
       return true;
     case DType::kQ6_K:
       *out = DotQ6_KRow(w, x, n);
+      return true;
+    case DType::kQ4_1:
+      *out = DotQ4_1Row(w, x, n);
+      return true;
+    case DType::kQ5_0:
+      *out = DotQ5_0Row(w, x, n);
+      return true;
+    case DType::kQ5_1:
+      *out = DotQ5_1Row(w, x, n);
+      return true;
+    case DType::kIQ4_NL:
+      *out = DotIQ4_NLRow(w, x, n);
+      return true;
+    case DType::kIQ4_XS:
+      *out = DotIQ4_XSRow(w, x, n);
       return true;
     default:
       *out = 0;

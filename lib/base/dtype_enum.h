@@ -40,7 +40,21 @@ enum class DType : uint8_t {
   // Row-group layouts again (repack.h): 16 Q2_K or Q3_K rows interleaved.
   kQ2_KX16 = 19,
   kQ3_KX16 = 20,
+  // File types again, the other 32-value blocks llama.cpp writes (its quantizer falls back to
+  // them for rows that are not whole 256-value super-blocks: Q4_K -> Q5_0, Q5_K -> Q5_1, IQ4_XS
+  // -> IQ4_NL) and the 4.25-bit non-linear super-block type:
+  // Q4_1: f16 d, f16 m, 16 bytes of nibbles; x = d q + m.
+  // Q5_0: f16 d, 4 bytes of fifth bits, 16 bytes of nibbles; x = d (q - 16).
+  // Q5_1: f16 d, f16 m, 4 bytes of fifth bits, 16 bytes of nibbles; x = d q + m.
+  // IQ4_NL: f16 d, 16 bytes of 4-bit indices into a 16-value table; x = d table[q].
+  // IQ4_XS: 256 values: f16 d, 6-bit scales of the eight 32-value blocks (u16 high bits, 4
+  // bytes of low nibbles), 128 bytes of IQ4_NL indices; x = d (scale - 32) table[q].
+  kQ4_1 = 21,
+  kQ5_0 = 22,
+  kQ5_1 = 23,
+  kIQ4_NL = 24,
+  kIQ4_XS = 25,
 };
-inline constexpr int kNumDTypes = 21;
+inline constexpr int kNumDTypes = 26;
 
 }  // namespace moe

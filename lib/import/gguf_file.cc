@@ -458,11 +458,21 @@ absl::StatusOr<DType> DTypeFromGgml(uint32_t t, absl::string_view tensor) {
       return DType::kQ6_K;
     case kGgmlMXFP4:
       return DType::kMXFP4;
+    case kGgmlQ4_1:
+      return DType::kQ4_1;
+    case kGgmlQ5_0:
+      return DType::kQ5_0;
+    case kGgmlQ5_1:
+      return DType::kQ5_1;
+    case kGgmlIQ4_NL:
+      return DType::kIQ4_NL;
+    case kGgmlIQ4_XS:
+      return DType::kIQ4_XS;
   }
-  return absl::UnimplementedError(
-      absl::StrCat("tensor '", tensor, "' has type ", GgmlTypeName(t),
-                   ", which is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q2_K, Q3_K, "
-                   "Q4_K, Q5_K, Q6_K, MXFP4)"));
+  return absl::UnimplementedError(absl::StrCat(
+      "tensor '", tensor, "' has type ", GgmlTypeName(t),
+      ", which is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, "
+      "Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4)"));
 }
 
 }  // namespace moe

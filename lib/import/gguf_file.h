@@ -91,9 +91,10 @@ class GgufFile {
 };
 
 // ggml type ids (ggml.h) that the importer understands.
-inline constexpr uint32_t kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ4_0 = 2, kGgmlQ8_0 = 8, kGgmlQ2_K = 10,
-                          kGgmlQ3_K = 11, kGgmlQ4_K = 12, kGgmlQ5_K = 13, kGgmlQ6_K = 14,
-                          kGgmlBF16 = 30, kGgmlMXFP4 = 39;
+inline constexpr uint32_t kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ4_0 = 2, kGgmlQ4_1 = 3, kGgmlQ5_0 = 6,
+                          kGgmlQ5_1 = 7, kGgmlQ8_0 = 8, kGgmlQ2_K = 10, kGgmlQ3_K = 11,
+                          kGgmlQ4_K = 12, kGgmlQ5_K = 13, kGgmlQ6_K = 14, kGgmlIQ4_NL = 20,
+                          kGgmlIQ4_XS = 23, kGgmlBF16 = 30, kGgmlMXFP4 = 39;
 std::string GgmlTypeName(uint32_t ggml_type);
 // The DType of a ggml type id; Unimplemented (naming the type and the tensor) for others.
 absl::StatusOr<DType> DTypeFromGgml(uint32_t ggml_type, absl::string_view tensor);

@@ -64,6 +64,16 @@ uint32_t GgmlTypeOf(DType t) {
       return kGgmlQ6_K;
     case DType::kMXFP4:
       return kGgmlMXFP4;
+    case DType::kQ4_1:
+      return kGgmlQ4_1;
+    case DType::kQ5_0:
+      return kGgmlQ5_0;
+    case DType::kQ5_1:
+      return kGgmlQ5_1;
+    case DType::kIQ4_NL:
+      return kGgmlIQ4_NL;
+    case DType::kIQ4_XS:
+      return kGgmlIQ4_XS;
     default:
       break;  // run-time layouts: made at load, never written (callers take file types only)
   }

@@ -5,9 +5,9 @@
 namespace moe {
 
 const std::vector<std::string>& QuantSchemeNames() {
-  static const std::vector<std::string> kNames = {"f16",  "bf16",   "q8_0",     "q4_0",
-                                                  "q2_k", "q3_k_m", "q4_k",     "q4_k_m",
-                                                  "q5_k", "q6_k",   "mxfp4_moe"};
+  static const std::vector<std::string> kNames = {
+      "f16",    "bf16", "q8_0",   "q4_0", "q4_1", "q5_0",   "q5_1",   "q2_k",
+      "q3_k_m", "q4_k", "q4_k_m", "q5_k", "q6_k", "iq4_nl", "iq4_xs", "mxfp4_moe"};
   return kNames;
 }
 
@@ -36,6 +36,11 @@ DType QuantTypeFor(const std::string& scheme, const std::string& name, int64_t c
   } else if (scheme == "q4_0") {
     // llama-quantize keeps the output head at Q6_K in Q4_0 files.
     t = name == "output.weight" ? DType::kQ6_K : DType::kQ4_0;
+  } else if (scheme == "q4_1" || scheme == "q5_0" || scheme == "q5_1" || scheme == "iq4_nl" ||
+             scheme == "iq4_xs") {
+    // One type for every matrix but the head, which llama-quantize gives Q6_K in these files
+    // (its attention and down-projection rules for IQ4_XS are not copied).
+    t = name == "output.weight" ? DType::kQ6_K : *DTypeFromName(scheme);
   } else if (scheme == "q2_k") {
     // llama.cpp's Q2_K mix, for a model of grouped-query attention: Q6_K head, Q4_K attn_v,
     // Q3_K attn_output and ffn_down, Q2_K elsewhere.
@@ -73,14 +78,44 @@ DType QuantTypeFor(const std::string& scheme, const std::string& name, int64_t c
       t = DType::kQ4_K;
     }
   }
+  return FallbackForRowLength(t, cols);
+}
+
+DType FallbackForRowLength(DType t, int64_t cols) {
   if (RowSizeValid(t, cols)) return t;
-  return cols % 32 == 0 ? DType::kQ8_0 : DType::kF16;
+  // llama-quantize's fallbacks for rows that are not whole 256-value super-blocks, so files of
+  // such shapes (gpt-oss's 2880, GLM-4.5-Air's and DeepSeek-V2-Lite's expert width 1408) get the
+  // types llama.cpp would give them; F16 when not even 32-value blocks fit.
+  DType fallback = DType::kQ8_0;
+  switch (t) {
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+      fallback = DType::kQ4_0;
+      break;
+    case DType::kQ4_K:
+      fallback = DType::kQ5_0;
+      break;
+    case DType::kQ5_K:
+      fallback = DType::kQ5_1;
+      break;
+    case DType::kIQ4_XS:
+      fallback = DType::kIQ4_NL;
+      break;
+    default:
+      break;
+  }
+  return RowSizeValid(fallback, cols) ? fallback : DType::kF16;
 }
 
 uint32_t LlamaFileType(const std::string& s) {
   if (s == "f16") return 1;
   if (s == "q4_0") return 2;
+  if (s == "q4_1") return 3;
   if (s == "q8_0") return 7;
+  if (s == "q5_0") return 8;
+  if (s == "q5_1") return 9;
+  if (s == "iq4_nl") return 25;
+  if (s == "iq4_xs") return 30;
   if (s == "q2_k") return 10;
   if (s == "q3_k_m") return 12;
   if (s == "q4_k") return 14;  // Q4_K_S

@@ -20,10 +20,15 @@ bool IsQuantScheme(const std::string& scheme);
 
 // The type for tensor `name` (GGUF naming) of shape [rows, cols] in layer `layer` (-1: none) of
 // n_layer. 1-D tensors, routers and tensors that are not weights (biases, as llama-quantize
-// keeps whatever does not end in "weight") stay F32; rows that do not fit a K-quant's
-// 256-element blocks fall back to Q8_0 (or F16 when not even 32 fit).
+// keeps whatever does not end in "weight") stay F32; rows that do not fit the chosen type's
+// blocks fall back as FallbackForRowLength says.
 DType QuantTypeFor(const std::string& scheme, const std::string& name, int64_t cols, int64_t layer,
                    int64_t n_layer, bool one_dimensional);
+
+// t itself when rows of `cols` values are whole blocks of it; otherwise llama-quantize's
+// fallback (Q2_K, Q3_K -> Q4_0; Q4_K -> Q5_0; Q5_K -> Q5_1; Q6_K -> Q8_0; IQ4_XS -> IQ4_NL), or
+// F16 when that does not fit either.
+DType FallbackForRowLength(DType t, int64_t cols);
 
 // llama.cpp's general.file_type number for a scheme.
 uint32_t LlamaFileType(const std::string& scheme);

@@ -15,8 +15,10 @@
 namespace moe {
 namespace {
 
-constexpr DType kQuantTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kMXFP4, DType::kQ4_K,
-                                 DType::kQ5_K, DType::kQ6_K, DType::kQ2_K,  DType::kQ3_K};
+constexpr DType kQuantTypes[] = {DType::kQ8_0,  DType::kQ4_0, DType::kMXFP4, DType::kQ4_K,
+                                 DType::kQ5_K,  DType::kQ6_K, DType::kQ2_K,  DType::kQ3_K,
+                                 DType::kQ4_1,  DType::kQ5_0, DType::kQ5_1,  DType::kIQ4_NL,
+                                 DType::kIQ4_XS};
 
 TEST(BlockDecodeTest, BlockShapesAreTheTypeTable) {
   for (int i = 0; i < kNumDTypes; ++i) {

@@ -12,8 +12,10 @@
 namespace moe {
 namespace {
 
-const DType kQuantTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ2_K, DType::kQ3_K,
-                             DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kMXFP4};
+const DType kQuantTypes[] = {DType::kQ8_0,  DType::kQ4_0, DType::kQ4_1,  DType::kQ5_0,
+                             DType::kQ5_1,  DType::kQ2_K, DType::kQ3_K,  DType::kQ4_K,
+                             DType::kQ5_K,  DType::kQ6_K, DType::kMXFP4, DType::kIQ4_NL,
+                             DType::kIQ4_XS};
 
 std::vector<SimdLevel> AvailableLevels() {
   std::vector<SimdLevel> levels = {SimdLevel::kScalar};

@@ -181,6 +181,101 @@ TEST(QuantRowsTest, Q3_KMatchesHandPackedBlock) {
   }
 }
 
+// Blocks packed by hand from the GGUF layouts (ggml-common.h), decoded by the formulas there.
+TEST(QuantRowsTest, Q4_1Q5_0Q5_1MatchHandPackedBlocks) {
+  // Element j: nibble j % 16 (low half of byte j for j < 16, high half of byte j - 16 after),
+  // fifth bit j of the little-endian qh.
+  uint8_t qs[16];
+  for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>(j | (15 - j) << 4);
+  const uint32_t qh = 0xA5C3F00Fu;
+  auto nibble = [&](int j) { return j < 16 ? j : 15 - (j - 16); };
+  auto fifth = [&](int j) { return static_cast<int>(qh >> j & 1); };
+  float out[32];
+  uint8_t q4_1[20];
+  PutHalf(q4_1, 0.5f);
+  PutHalf(q4_1 + 2, -3.0f);
+  std::memcpy(q4_1 + 4, qs, 16);
+  DequantizeRow(DType::kQ4_1, q4_1, out, 32);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(out[j], 0.5f * nibble(j) - 3.0f) << "Q4_1 " << j;
+  uint8_t q5_0[22];
+  PutHalf(q5_0, 0.25f);
+  std::memcpy(q5_0 + 2, &qh, 4);
+  std::memcpy(q5_0 + 6, qs, 16);
+  DequantizeRow(DType::kQ5_0, q5_0, out, 32);
+  for (int j = 0; j < 32; ++j) {
+    EXPECT_EQ(out[j], 0.25f * (nibble(j) + 16 * fifth(j) - 16)) << "Q5_0 " << j;
+  }
+  uint8_t q5_1[24];
+  PutHalf(q5_1, 0.125f);
+  PutHalf(q5_1 + 2, 1.5f);
+  std::memcpy(q5_1 + 4, &qh, 4);
+  std::memcpy(q5_1 + 8, qs, 16);
+  DequantizeRow(DType::kQ5_1, q5_1, out, 32);
+  for (int j = 0; j < 32; ++j) {
+    EXPECT_EQ(out[j], 0.125f * (nibble(j) + 16 * fifth(j)) + 1.5f) << "Q5_1 " << j;
+  }
+}
+
+TEST(QuantRowsTest, Iq4NlAndIq4XsMatchHandPackedBlocks) {
+  const int kTable[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  uint8_t nl[18];
+  PutHalf(nl, 0.5f);
+  for (int j = 0; j < 16; ++j) nl[2 + j] = static_cast<uint8_t>((j * 7) % 16 | j << 4);
+  float out[256];
+  DequantizeRow(DType::kIQ4_NL, nl, out, 32);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(out[j], 0.5f * kTable[(j * 7) % 16]) << j;
+    EXPECT_EQ(out[j + 16], 0.5f * kTable[j]) << j;
+  }
+  // IQ4_XS: block ib's 6-bit scale is scales_l's nibble ib % 2 of byte ib / 2, plus bits 2 ib..
+  // of scales_h above it; the value is d * (scale - 32) * table[index].
+  uint8_t xs[136] = {};
+  PutHalf(xs, 0.25f);
+  const int scale[8] = {0, 63, 32, 31, 17, 48, 5, 40};
+  uint16_t scales_h = 0;
+  for (int ib = 0; ib < 8; ++ib) {
+    scales_h |= static_cast<uint16_t>((scale[ib] >> 4) << (2 * ib));
+    xs[4 + ib / 2] |= static_cast<uint8_t>((scale[ib] & 15) << (4 * (ib % 2)));
+    for (int j = 0; j < 16; ++j) xs[8 + 16 * ib + j] = static_cast<uint8_t>((j + ib) % 16 | j << 4);
+  }
+  std::memcpy(xs + 2, &scales_h, 2);
+  DequantizeRow(DType::kIQ4_XS, xs, out, 256);
+  for (int ib = 0; ib < 8; ++ib) {
+    for (int j = 0; j < 16; ++j) {
+      EXPECT_EQ(out[32 * ib + j], 0.25f * (scale[ib] - 32) * kTable[(j + ib) % 16])
+          << ib << " " << j;
+      EXPECT_EQ(out[32 * ib + 16 + j], 0.25f * (scale[ib] - 32) * kTable[j]) << ib << " " << j;
+    }
+  }
+}
+
+// ggml's reference rules, value by value: Q4_1 / Q5_1 span [min, max] in 15 / 31 steps, rounding
+// half up; Q5_0 maps the value of largest magnitude onto -16.
+TEST(QuantRowsTest, Block32EncodersFollowTheReferenceRules) {
+  float x[32];
+  for (int j = 0; j < 32; ++j) x[j] = -1.0f + 0.0625f * j;  // -1 .. 0.9375
+  uint8_t b[24];
+  ASSERT_TRUE(QuantizeRow(DType::kQ4_1, x, b, 32).ok());
+  float out[32];
+  DequantizeRow(DType::kQ4_1, b, out, 32);
+  const float d41 = HalfToFloat(FloatToHalf(1.9375f / 15));
+  EXPECT_EQ(HalfToFloat(LoadU16(b + 2)), -1.0f);
+  for (int j = 0; j < 32; ++j) {
+    const int q = std::min(15, static_cast<int>((x[j] + 1.0f) * (1.0f / (1.9375f / 15)) + 0.5f));
+    EXPECT_EQ(out[j], d41 * q - 1.0f) << "Q4_1 " << j;
+  }
+  ASSERT_TRUE(QuantizeRow(DType::kQ5_0, x, b, 32).ok());
+  DequantizeRow(DType::kQ5_0, b, out, 32);
+  EXPECT_EQ(HalfToFloat(LoadU16(b)), 1.0f / 16);  // max magnitude -1 onto -16: d = -1 / -16
+  for (int j = 0; j < 32; ++j) {
+    const int q = std::min(31, static_cast<int>(x[j] * 16 + 16.5f));
+    EXPECT_EQ(out[j], (q - 16) / 16.0f) << "Q5_0 " << j;
+  }
+  ASSERT_TRUE(QuantizeRow(DType::kQ5_1, x, b, 32).ok());
+  DequantizeRow(DType::kQ5_1, b, out, 32);
+  for (int j = 0; j < 32; ++j) EXPECT_NEAR(out[j], x[j], 1.9375f / 31 / 2 + 1e-3) << "Q5_1 " << j;
+}
+
 TEST(QuantRowsTest, SimpleTypesRoundTripAndDotAgreesWithDequantize) {
   std::mt19937 rng(4);
   std::normal_distribution<float> nd;
@@ -188,7 +283,8 @@ TEST(QuantRowsTest, SimpleTypesRoundTripAndDotAgreesWithDequantize) {
   std::vector<float> x(n), w(n);
   for (auto& v : x) v = nd(rng);
   for (auto& v : w) v = nd(rng);
-  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
+                  DType::kQ5_0, DType::kQ5_1, DType::kIQ4_NL, DType::kIQ4_XS}) {
     std::vector<uint8_t> row(RowBytes(t, n));
     ASSERT_TRUE(QuantizeRow(t, w.data(), row.data(), n).ok());
     std::vector<float> back(n);
@@ -200,11 +296,19 @@ TEST(QuantRowsTest, SimpleTypesRoundTripAndDotAgreesWithDequantize) {
     }
     // Per-type rounding bounds for N(0,1) data: half 2^-11, bf16 2^-8 relative; Q8_0 d/2 with
     // d = amax/127; Q4_0 d/2 with d = amax/8 (amax of 32 normals < 4.5).
-    double bound = t == DType::kF32    ? 0
-                   : t == DType::kF16  ? 4.5 / 2048
-                   : t == DType::kBF16 ? 4.5 / 256
-                   : t == DType::kQ8_0 ? 4.5 / 127
-                                       : 4.5 / 8;
+    // Q4_1 / Q5_1 half a step of a 9-wide range in 15 / 31 steps; Q5_0 d/2 with d = amax/16;
+    // IQ4_NL half its widest gap (24 of 254 levels over the amax) and IQ4_XS that again with
+    // its 6-bit block scales' rounding.
+    double bound = t == DType::kF32      ? 0
+                   : t == DType::kF16    ? 4.5 / 2048
+                   : t == DType::kBF16   ? 4.5 / 256
+                   : t == DType::kQ8_0   ? 4.5 / 127
+                   : t == DType::kQ4_1   ? 9.0 / 15 / 2
+                   : t == DType::kQ5_0   ? 4.5 / 16 / 2
+                   : t == DType::kQ5_1   ? 9.0 / 31 / 2
+                   : t == DType::kIQ4_NL ? 4.5 * 24 / 254
+                   : t == DType::kIQ4_XS ? 4.5 * 24 / 254 * 1.5
+                                         : 4.5 / 8;
     EXPECT_LE(max_rel, bound) << DTypeName(t);
     float dot = DotRow(t, row.data(), x.data(), n);
     EXPECT_NEAR(dot, ref, 1e-4 * (1 + std::fabs(ref))) << DTypeName(t);
@@ -314,7 +418,8 @@ TEST(DequantizeRowTest, SimdPathsAreBitIdenticalToThePortableCode) {
   for (auto& v : w) v = nd(rng);
   const SimdLevel native = ActiveSimdLevel();
   for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
-                  DType::kQ5_K, DType::kQ6_K, DType::kF16, DType::kBF16, DType::kMXFP4}) {
+                  DType::kQ5_K, DType::kQ6_K, DType::kF16, DType::kBF16, DType::kMXFP4,
+                  DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kIQ4_NL, DType::kIQ4_XS}) {
     for (bool repacked : {false, true}) {
       std::vector<uint8_t> row(RowBytes(t, n));
       ASSERT_TRUE(QuantizeRow(t, w.data(), row.data(), n).ok());
@@ -339,7 +444,8 @@ TEST(QuantRowsTest, RowsOfPartialBlocksAreRefused) {
   std::vector<float> w(300, 1.f);
   std::vector<uint8_t> row(4096);
   for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
-                  DType::kQ5_K, DType::kQ6_K, DType::kMXFP4}) {
+                  DType::kQ5_K, DType::kQ6_K, DType::kMXFP4, DType::kQ4_1, DType::kQ5_0,
+                  DType::kQ5_1, DType::kIQ4_NL, DType::kIQ4_XS}) {
     const int64_t partial = GetDTypeInfo(t).block_elems == 32 ? 48 : 128;
     const absl::Status s = QuantizeRow(t, w.data(), row.data(), partial);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << DTypeName(t) << ": " << s;

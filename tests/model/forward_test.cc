@@ -68,6 +68,33 @@ std::vector<Case> LowBitCases() {
   return cases;
 }
 
+// The other 32-value block types llama.cpp's files carry (Q4_1, and Q5_0 / Q5_1 / IQ4_NL, its
+// fallbacks for rows that are not whole super-blocks) and IQ4_XS, each on a family whose
+// matrices all take it.
+std::vector<Case> Block32AndIq4Cases() {
+  std::vector<Case> cases;
+  struct TypeCase {
+    Arch arch;
+    DType dtype;
+    const char* name;
+  };
+  const TypeCase kCases[] = {
+      {Arch::kLlama, DType::kQ5_0, "q5_0"},     {Arch::kQwen2Moe, DType::kQ5_1, "q5_1"},
+      {Arch::kOlmoe, DType::kQ4_1, "q4_1"},     {Arch::kQwen3Moe, DType::kIQ4_NL, "iq4_nl"},
+      {Arch::kLlama, DType::kIQ4_XS, "iq4_xs"},
+  };
+  for (const TypeCase& c : kCases) {
+    RandomModelOptions k;
+    k.arch = c.arch;
+    k.n_embd = 256, k.n_head = 4, k.n_head_kv = 2, k.head_dim = 64, k.n_expert = 5,
+    k.n_expert_used = 2, k.n_ff_expert = 256, k.seed = 23;
+    k.n_ff_shared = c.arch == Arch::kQwen2Moe ? 256 : 0;
+    k.dtype = c.dtype;
+    cases.push_back({c.name, k});
+  }
+  return cases;
+}
+
 class ForwardTest : public ::testing::TestWithParam<Case> {};
 
 void ExpectReferenceLogits(const Case& c) {
@@ -133,6 +160,8 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
 INSTANTIATE_TEST_SUITE_P(Architectures, ForwardTest, ::testing::ValuesIn(Cases()), CaseName);
 INSTANTIATE_TEST_SUITE_P(Architectures, LowBitForwardTest, ::testing::ValuesIn(LowBitCases()),
                          CaseName);
+INSTANTIATE_TEST_SUITE_P(Block32AndIq4, LowBitForwardTest,
+                         ::testing::ValuesIn(Block32AndIq4Cases()), CaseName);
 
 // A Q8_0 KV cache (a scale per 32 values) stays close to F32, as F16 does; heads that are not a
 // whole number of blocks are refused with a message.

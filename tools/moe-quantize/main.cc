@@ -1,6 +1,7 @@
 // moe-quantize IN OUT [TYPE] [--policy uniform|mixed ...]: re-encodes a model's weights.
-//  - OUT.gguf: a GGUF model's weights in one scheme (q8_0, q4_0, q2_k, q3_k_m, q4_k, q4_k_m, q5_k,
-//    q6_k, f16, bf16, mxfp4_moe), keeping every metadata key, in a file llama.cpp reads.
+//  - OUT.gguf: a GGUF model's weights in one scheme (q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k_m,
+//    q4_k, q4_k_m, q5_k, q6_k, iq4_nl, iq4_xs, f16, bf16, mxfp4_moe), keeping every metadata key,
+//    in a file llama.cpp reads.
 //  - OUT.moe: any model (.moe, .gguf, Hugging Face directory) into the .moe container, in one
 //    scheme, or with --policy mixed: each routed expert in its own type, chosen by measured
 //    sensitivity to meet --target-bits (tools/moe-quantize/expert_sensitivity.h).
@@ -232,9 +233,10 @@ int main(int argc, char** argv) {
                  "(to .moe)")
       ->required();
   app.add_option("OUT", o.out, "output .gguf or .moe")->required();
-  app.add_option(
-         "TYPE", o.scheme,
-         "q8_0 | q4_0 | q2_k | q3_k_m | q4_k | q4_k_m | q5_k | q6_k | f16 | bf16 | mxfp4_moe")
+  app.add_option("TYPE", o.scheme,
+                 "q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q2_k | q3_k_m | q4_k | q4_k_m | q5_k | q6_k | "
+                 "iq4_nl | "
+                 "iq4_xs | f16 | bf16 | mxfp4_moe")
       ->check(CLI::IsMember(moe::QuantSchemeNames()));
   app.add_option("--policy", o.policy,
                  "uniform: TYPE everywhere; mixed: each routed expert's type chosen by its "

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "lib/backend/cpu/dot_kernels.h"
+#include "lib/backend/cpu/iq4nl.h"
 #include "lib/backend/cpu/kquant_scales.h"
 #include "lib/backend/cpu/mxfp4.h"
 

@@ -84,6 +84,16 @@ QuantDotFn ScalarQuantDot(DType t) {
       return DotQ6_KRow;
     case DType::kMXFP4:
       return DotMXFP4Row;
+    case DType::kQ4_1:
+      return DotQ4_1Row;
+    case DType::kQ5_0:
+      return DotQ5_0Row;
+    case DType::kQ5_1:
+      return DotQ5_1Row;
+    case DType::kIQ4_NL:
+      return DotIQ4_NLRow;
+    case DType::kIQ4_XS:
+      return DotIQ4_XSRow;
     case DType::kQ8_0R:
       return DotQ8_0R;
     case DType::kQ4_0R:

@@ -10,8 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "lib/backend/block_decode.h"
 #include "lib/backend/block_encode.h"
+#include "lib/backend/cpu/block32_encode.h"
 #include "lib/backend/cpu/cpu_features.h"
 #include "lib/backend/cpu/dequant_kernels.h"
+#include "lib/backend/cpu/iq4_encode.h"
 #include "lib/backend/cpu/kquant_encode.h"
 #include "lib/backend/cpu/kquant_scales.h"
 #include "lib/backend/cpu/mxfp4.h"
@@ -186,6 +188,21 @@ absl::Status QuantizeRow(DType t, const float* src, uint8_t* dst, int64_t n) {
       return absl::OkStatus();
     case DType::kMXFP4:
       for (int64_t i = 0; i < n; i += 32, dst += 17) EncodeMxfp4Block(src + i, dst);
+      return absl::OkStatus();
+    case DType::kQ4_1:
+      for (int64_t i = 0; i < n; i += 32, dst += 20) EncodeQ4_1Block(src + i, dst);
+      return absl::OkStatus();
+    case DType::kQ5_0:
+      for (int64_t i = 0; i < n; i += 32, dst += 22) EncodeQ5_0Block(src + i, dst);
+      return absl::OkStatus();
+    case DType::kQ5_1:
+      for (int64_t i = 0; i < n; i += 32, dst += 24) EncodeQ5_1Block(src + i, dst);
+      return absl::OkStatus();
+    case DType::kIQ4_NL:
+      for (int64_t i = 0; i < n; i += 32, dst += 18) EncodeIq4NlBlock(src + i, dst);
+      return absl::OkStatus();
+    case DType::kIQ4_XS:
+      for (int64_t i = 0; i < n; i += 256, dst += 136) EncodeIq4XsBlock(src + i, dst);
       return absl::OkStatus();
     case DType::kQ2_K:
     case DType::kQ3_K:
