@@ -54,7 +54,10 @@ enum class DType : uint8_t {
   kQ5_1 = 23,
   kIQ4_NL = 24,
   kIQ4_XS = 25,
+  // Row-group layouts again (repack.h): 16 Q5_0 or IQ4_NL rows interleaved.
+  kQ5_0X16 = 26,
+  kIQ4_NLX16 = 27,
 };
-inline constexpr int kNumDTypes = 26;
+inline constexpr int kNumDTypes = 28;
 
 }  // namespace moe

@@ -76,7 +76,7 @@ TEST(RepackTest, RowGroupsKeepTheirValuesAndProducts) {
   std::mt19937 rng(17);
   std::normal_distribution<float> nd;
   for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
-                  DType::kMXFP4, DType::kQ2_K, DType::kQ3_K}) {
+                  DType::kMXFP4, DType::kQ2_K, DType::kQ3_K, DType::kQ5_0, DType::kIQ4_NL}) {
     for (int64_t cols : {256, 1024, 1536 + 256}) {
       const int64_t rows = 32;
       std::vector<float> w(rows * cols);
@@ -212,6 +212,15 @@ TEST(RepackTest, RowsThatDoNotFitKeepTheirType) {
   EXPECT_TRUE(IsStorableDType(DType::kMXFP4X16));
   EXPECT_EQ(RowGroup(DType::kQ4_KX16), 16);
   EXPECT_EQ(RepackedType(DType::kQ2_K, 32, 512), DType::kQ2_KX16);
+  // Q5_0 and IQ4_NL have group kernels only with AVX-512 VNNI: below it their rows stay.
+  EXPECT_EQ(RepackedType(DType::kQ5_0, 32, 96), DType::kQ5_0X16);
+  EXPECT_EQ(RepackedType(DType::kIQ4_NL, 16, 96), DType::kIQ4_NLX16);
+  EXPECT_EQ(RepackedType(DType::kQ5_0, 32, 96, SimdLevel::kAvx2), DType::kQ5_0);
+  EXPECT_EQ(RepackedType(DType::kIQ4_NL, 32, 96, SimdLevel::kAvx2), DType::kIQ4_NL);
+  EXPECT_EQ(RepackedType(DType::kQ5_0, 24, 96), DType::kQ5_0);
+  EXPECT_EQ(GroupSourceType(DType::kQ5_0X16), DType::kQ5_0);
+  EXPECT_EQ(GroupSourceType(DType::kIQ4_NLX16), DType::kIQ4_NL);
+  EXPECT_TRUE(IsStorableDType(DType::kQ5_0X16));
   EXPECT_EQ(RepackedType(DType::kQ3_K, 16, 256), DType::kQ3_KX16);
   EXPECT_EQ(RepackedType(DType::kQ3_K, 24, 256), DType::kQ3_K);  // no row layout for them
   EXPECT_EQ(GroupSourceType(DType::kQ2_KX16), DType::kQ2_K);

@@ -21,8 +21,8 @@ TEST(CudaDequantizeTest, EveryBlockTypeIsTheCpusBitForBit) {
   std::normal_distribution<float> nd;
   const int64_t rows = 37, cols = 768;
   for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kMXFP4, DType::kQ4_K, DType::kQ5_K,
-                  DType::kQ6_K, DType::kQ2_K, DType::kQ3_K, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-                  DType::kIQ4_NL, DType::kIQ4_XS}) {
+                  DType::kQ6_K, DType::kQ2_K, DType::kQ3_K, DType::kQ4_1, DType::kQ5_0,
+                  DType::kQ5_1, DType::kIQ4_NL, DType::kIQ4_XS}) {
     SCOPED_TRACE(std::string(DTypeName(t)));
     const size_t row_bytes = RowBytes(t, cols);
     std::vector<uint8_t> m(rows * row_bytes);

@@ -24,8 +24,8 @@ TEST(CudaGemmTest, MatchesTheRoundingsItMakesSummedInDouble) {
   std::mt19937 rng(14);
   std::normal_distribution<float> nd;
   for (DType t : {DType::kF32, DType::kQ8_0, DType::kQ4_0, DType::kMXFP4, DType::kQ4_K,
-                  DType::kQ5_K, DType::kQ6_K, DType::kQ2_K, DType::kQ3_K, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-                  DType::kIQ4_NL, DType::kIQ4_XS}) {
+                  DType::kQ5_K, DType::kQ6_K, DType::kQ2_K, DType::kQ3_K, DType::kQ4_1,
+                  DType::kQ5_0, DType::kQ5_1, DType::kIQ4_NL, DType::kIQ4_XS}) {
     SCOPED_TRACE(std::string(DTypeName(t)));
     const int64_t rows = 96, cols = 512, n = 37;
     const size_t row_bytes = RowBytes(t, cols);

@@ -26,8 +26,8 @@ TEST(CudaQuantMatVecTest, EveryBlockTypeIsTheCpusBitForBit) {
   std::vector<float> a(cols);
   for (float& v : a) v = nd(rng);
   for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kMXFP4, DType::kQ4_K, DType::kQ5_K,
-                  DType::kQ6_K, DType::kQ2_K, DType::kQ3_K, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-                  DType::kIQ4_NL, DType::kIQ4_XS}) {
+                  DType::kQ6_K, DType::kQ2_K, DType::kQ3_K, DType::kQ4_1, DType::kQ5_0,
+                  DType::kQ5_1, DType::kIQ4_NL, DType::kIQ4_XS}) {
     SCOPED_TRACE(std::string(DTypeName(t)));
     const bool k_quant = GetDTypeInfo(t).block_elems == 256;
     std::vector<Q8Block> x(cols / 32);

@@ -30,8 +30,8 @@ TEST(CudaRowsAndExpertsTest, GetRowsIsTheCpusForEveryTableType) {
   auto cpu = CreateCpuBackend(1);
   const int64_t rows = 50, cols = 512, n = 9;
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kMXFP4,
-                  DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ2_K, DType::kQ3_K, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-                  DType::kIQ4_NL, DType::kIQ4_XS}) {
+                  DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ2_K, DType::kQ3_K,
+                  DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kIQ4_NL, DType::kIQ4_XS}) {
     SCOPED_TRACE(std::string(DTypeName(t)));
     const size_t row_bytes = RowBytes(t, cols);
     std::vector<uint8_t> table(rows * row_bytes);

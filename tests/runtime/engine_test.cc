@@ -241,7 +241,9 @@ TEST(EngineTest, Block32AndIq4FilesLoadAndRun) {
     std::remove(path.c_str());
     ASSERT_TRUE(e.ok()) << e.status();
     int loaded = 0;
-    for (const auto& t : (*e)->model()->spec().tensors) loaded += t.dtype == c.dtype;
+    // Q5_0 and IQ4_NL rows that come in sixteens are re-laid at load (with AVX-512 VNNI).
+    for (const auto& t : (*e)->model()->spec().tensors)
+      loaded += GroupSourceType(t.dtype) == c.dtype;
     EXPECT_GT(loaded, 0);
     const std::vector<int32_t> tokens = {1, 415, 2936, 9060, 285, 10575, 754, 272, 13, 99, 7};
     for (const bool exact : {false, true}) {

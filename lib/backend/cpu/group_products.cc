@@ -48,6 +48,10 @@ GroupProductsFn PortableFor(DType t) {
       return Portable<DType::kQ2_KX16, kLevel>;
     case DType::kQ3_KX16:
       return Portable<DType::kQ3_KX16, kLevel>;
+    case DType::kQ5_0X16:
+      return Portable<DType::kQ5_0X16, kLevel>;
+    case DType::kIQ4_NLX16:
+      return Portable<DType::kIQ4_NLX16, kLevel>;
     default:
       return nullptr;
   }

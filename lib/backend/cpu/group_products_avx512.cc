@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include "lib/backend/cpu/group_products.h"
+#include "lib/backend/cpu/iq4nl.h"
 #include "lib/backend/cpu/mxfp4.h"
 #include "lib/backend/cpu/opaque.h"
 #include "lib/backend/cpu/prefetch.h"
@@ -128,6 +129,56 @@ struct Mxfp4Unpack {
     return _mm512_scalef_ps(_mm512_set1_ps(1.f),
                             _mm512_cvtepi32_ps(_mm512_sub_epi32(e, _mm512_set1_epi32(128))));
   }
+};
+
+// IQ4_NLX16: Q4_0X16's layout (288 bytes a block); a byte shuffle turns each index into its
+// table value plus 128 (unsigned).
+struct Iq4NlUnpack {
+  static constexpr int64_t kBlockBytes = 288;
+  static constexpr int kZero = kIq4nlZero;
+  static void Quants(const uint8_t* g, __m512i q[8]) {
+    const __m512i table = _mm512_broadcast_i32x4(
+        _mm_load_si128(reinterpret_cast<const __m128i*>(kIq4nlShiftedValues)));
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    for (int k = 0; k < 4; ++k) {
+      const __m512i raw = _mm512_loadu_si512(g + 64 * k);
+      q[k] = _mm512_shuffle_epi8(table, _mm512_and_si512(raw, m4));
+      q[k + 4] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
+    }
+  }
+  static __m512 Scales(const uint8_t* g) { return HalfScales(g + 256); }
+};
+
+// Q5_0X16: Q4_0X16's nibble vectors, one vector whose lane r holds row r's 32 fifth bits, then
+// the 16 f16 scales (352 bytes a block). Lane vector k holds quants 4k..4k+3 of each row, whose
+// fifth bits are bits 4k..4k+3 of the lane's dword: byte k / 2 of it, from bit 4 (k % 2). A byte
+// shuffle copies that byte to the lane's four bytes, a test with bits 1, 2, 4, 8 (shifted)
+// picks each one's bit, and the quants it marks get 16.
+struct Q5_0Unpack {
+  static constexpr int64_t kBlockBytes = 352;
+  static constexpr int kZero = 16;
+  static void Quants(const uint8_t* g, __m512i q[8]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i sixteen = _mm512_set1_epi8(16);
+    const __m512i high = _mm512_loadu_si512(g + 256);
+    // Byte 4d + i of each 128-bit lane reads byte 4d + b of it (b: which byte of the dword).
+    const __m512i dword_base = _mm512_set1_epi64(0x0404040400000000);
+    const __m512i lane_base =
+        _mm512_add_epi8(dword_base, _mm512_set4_epi32(0x08080808, 0x08080808, 0, 0));
+    for (int k = 0; k < 4; ++k) {
+      const __m512i raw = _mm512_loadu_si512(g + 64 * k);
+      q[k] = _mm512_and_si512(raw, m4);
+      q[k + 4] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+    }
+    for (int k = 0; k < 8; ++k) {
+      const __m512i spread =
+          _mm512_shuffle_epi8(high, _mm512_add_epi8(lane_base, _mm512_set1_epi8(k / 2)));
+      const __mmask64 set = _mm512_test_epi8_mask(
+          spread, _mm512_set1_epi32(k % 2 ? static_cast<int>(0x80402010) : 0x08040201));
+      q[k] = _mm512_mask_add_epi8(q[k], set, q[k], sixteen);
+    }
+  }
+  static __m512 Scales(const uint8_t* g) { return HalfScales(g + 320); }
 };
 
 // Q4_KX16 super-block: 16 f16 d, 16 f16 dmin, 3 lane vectors of packed 6-bit scales/mins, then
@@ -595,6 +646,10 @@ GroupProductsFn Avx512VnniGroupProducts(DType t, ActivationScales scales) {
       return Products<Block32Group<Q4_0Unpack>>;
     case DType::kMXFP4X16:
       return Products<Block32Group<Mxfp4Unpack>>;
+    case DType::kQ5_0X16:
+      return Products<Block32Group<Q5_0Unpack>>;
+    case DType::kIQ4_NLX16:
+      return Products<Block32Group<Iq4NlUnpack>>;
     case DType::kQ4_KX16:
       return super ? Products<K4Group<false, true>> : Products<K4Group<false, false>>;
     case DType::kQ5_KX16:

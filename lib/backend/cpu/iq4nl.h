@@ -11,6 +11,19 @@ namespace moe {
 alignas(16) inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                                         1,    13,   25,  38,  53,  69,  89,  113};
 
+// The same plus kIq4nlZero, so they are unsigned (1..241) for the u8 x s8 instructions; the
+// group kernels take kIq4nlZero times the activations' sum back off.
+inline constexpr int kIq4nlZero = 128;
+alignas(16) inline constexpr uint8_t kIq4nlShiftedValues[16] = {
+    1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
+constexpr bool ShiftedIq4nlValuesAreValuesPlusZero() {
+  for (int i = 0; i < 16; ++i) {
+    if (kIq4nlShiftedValues[i] != kIq4nlValues[i] + kIq4nlZero) return false;
+  }
+  return true;
+}
+static_assert(ShiftedIq4nlValuesAreValuesPlusZero());
+
 // kIq4nlValues[code], also on a device (which cannot index a host constant array).
 MOE_HOST_DEVICE constexpr int Iq4nlValue(int code) {
   constexpr int8_t kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,

@@ -27,6 +27,10 @@ DType GroupSourceType(DType group_type) {
       return DType::kQ3_K;
     case DType::kQ4_KX16:
       return DType::kQ4_K;
+    case DType::kQ5_0X16:
+      return DType::kQ5_0;
+    case DType::kIQ4_NLX16:
+      return DType::kIQ4_NL;
     default:
       return group_type;
   }
@@ -44,6 +48,13 @@ int GroupOffset(DType source, int r, int j) {
       return j < 2 ? 512 + 2 * r + j : Lane((j - 2) / 4, r, (j - 2) % 4);
     case DType::kQ4_0:  // [2 scale bytes][16 nibble bytes]
       return j < 2 ? 256 + 2 * r + j : Lane((j - 2) / 4, r, (j - 2) % 4);
+    case DType::kIQ4_NL:  // [2 scale bytes][16 nibble bytes]: Q4_0's layout
+      return j < 2 ? 256 + 2 * r + j : Lane((j - 2) / 4, r, (j - 2) % 4);
+    case DType::kQ5_0:  // [2 scale bytes][4 fifth-bit bytes][16 nibble bytes]
+      // Nibbles as Q4_0's, then one vector whose lane r is row r's 32 fifth bits, then scales.
+      if (j < 2) return 320 + 2 * r + j;
+      if (j < 6) return 256 + 4 * r + (j - 2);
+      return Lane((j - 6) / 4, r, (j - 6) % 4);
     case DType::kMXFP4:  // [E8M0 scale byte][16 nibble bytes]
       return j < 1 ? 256 + r : Lane((j - 1) / 4, r, (j - 1) % 4);
     case DType::kQ6_K: {  // [128 low-nibble bytes][64 high-bit bytes][16 int8 scales][d]
