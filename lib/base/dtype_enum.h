@@ -57,7 +57,9 @@ enum class DType : uint8_t {
   // Row-group layouts again (repack.h): 16 Q5_0 or IQ4_NL rows interleaved.
   kQ5_0X16 = 26,
   kIQ4_NLX16 = 27,
+  // And 16 IQ4_XS rows (256-value super-blocks) interleaved.
+  kIQ4_XSX16 = 28,
 };
-inline constexpr int kNumDTypes = 28;
+inline constexpr int kNumDTypes = 29;
 
 }  // namespace moe

@@ -52,6 +52,8 @@ GroupProductsFn PortableFor(DType t) {
       return Portable<DType::kQ5_0X16, kLevel>;
     case DType::kIQ4_NLX16:
       return Portable<DType::kIQ4_NLX16, kLevel>;
+    case DType::kIQ4_XSX16:
+      return Portable<DType::kIQ4_XSX16, kLevel>;
     default:
       return nullptr;
   }

@@ -181,6 +181,46 @@ struct Q5_0Unpack {
   static __m512 Scales(const uint8_t* g) { return HalfScales(g + 320); }
 };
 
+// IQ4_XSX16 super-block (2176 bytes): the 16 rows' f16 d, their 16-bit scales_h words, their
+// 32-bit scales_l words (lane r: row r's), then per 32-value block IQ4_NLX16's four nibble
+// vectors. Block ib's 6-bit scale of a row is bits 4 ib.. of its scales_l word and bits 2 ib..
+// of its scales_h word, less 32: one shift and mask each for all 16 rows.
+struct Iq4XsGroup {
+  static constexpr int64_t kBlockElems = 256, kBlockBytes = 2176;
+  template <int T>
+  static void Tile(const uint8_t* g, int64_t nsb, const Q8Block* x, const SplitSums* /*xs*/,
+                   float* y, int64_t ldy, const uint8_t* next) {
+    const int64_t nxb = nsb * 8;  // activation blocks a token
+    __m512 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi32(0x0f), m2 = _mm512_set1_epi32(3);
+    for (int64_t sb = 0; sb < nsb; ++sb, g += kBlockBytes) {
+      if (next) PrefetchToL1(next + sb * kBlockBytes, kBlockBytes);
+      const __m512 d = HalfScales(g);
+      const __m512i high =
+          _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 32)));
+      const __m512i low = _mm512_loadu_si512(g + 64);
+      for (int ib = 0; ib < 8; ++ib) {
+        const __m512i ls = _mm512_or_si512(
+            _mm512_and_si512(_mm512_srli_epi32(low, 4 * ib), m4),
+            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(high, 2 * ib), m2), 4));
+        const __m512 dl =
+            _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(ls, _mm512_set1_epi32(32))));
+        __m512i q[8];
+        Iq4NlUnpack::Quants(g + 128 + 256 * ib, q);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          const Q8Block& xb = x[t * nxb + 8 * sb + ib];
+          const __m512i s = BlockSums(q, xb, _mm512_set1_epi32(-Iq4NlUnpack::kZero * QuantSum(xb)));
+          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dl, _mm512_set1_ps(xb.d)),
+                                   acc[t]);
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * ldy, acc[t]);
+  }
+};
+
 // Q4_KX16 super-block: 16 f16 d, 16 f16 dmin, 3 lane vectors of packed 6-bit scales/mins, then
 // per 64-quant chunk 8 lane vectors of nibbles (low: sub-block 2c, high: 2c + 1); 2304 bytes.
 // Q5_KX16 (kFifthBit) has 8 lane vectors of fifth bits before the nibbles (bit j of a byte for
@@ -650,6 +690,8 @@ GroupProductsFn Avx512VnniGroupProducts(DType t, ActivationScales scales) {
       return Products<Block32Group<Q5_0Unpack>>;
     case DType::kIQ4_NLX16:
       return Products<Block32Group<Iq4NlUnpack>>;
+    case DType::kIQ4_XSX16:  // one kernel for either kind of activation scales
+      return Products<Iq4XsGroup>;
     case DType::kQ4_KX16:
       return super ? Products<K4Group<false, true>> : Products<K4Group<false, false>>;
     case DType::kQ5_KX16:

@@ -31,6 +31,8 @@ DType GroupSourceType(DType group_type) {
       return DType::kQ5_0;
     case DType::kIQ4_NLX16:
       return DType::kIQ4_NL;
+    case DType::kIQ4_XSX16:
+      return DType::kIQ4_XS;
     default:
       return group_type;
   }
@@ -55,6 +57,15 @@ int GroupOffset(DType source, int r, int j) {
       if (j < 2) return 320 + 2 * r + j;
       if (j < 6) return 256 + 4 * r + (j - 2);
       return Lane((j - 6) / 4, r, (j - 6) % 4);
+    case DType::kIQ4_XS: {  // [d][scales_h][4 scales_l bytes][8 x 16 nibble bytes]
+      // The 16 rows' d, scales_h and scales_l words (lane r: row r's), then per 32-value block
+      // Q4_0X16's four nibble vectors.
+      if (j < 2) return 2 * r + j;
+      if (j < 4) return 32 + 2 * r + (j - 2);
+      if (j < 8) return 64 + 4 * r + (j - 4);
+      const int e = j - 8, m = e % 16;
+      return 128 + 256 * (e / 16) + Lane(m / 4, r, m % 4);
+    }
     case DType::kMXFP4:  // [E8M0 scale byte][16 nibble bytes]
       return j < 1 ? 256 + r : Lane((j - 1) / 4, r, (j - 1) % 4);
     case DType::kQ6_K: {  // [128 low-nibble bytes][64 high-bit bytes][16 int8 scales][d]
