@@ -37,9 +37,15 @@ void PackQuant5(const uint8_t q[32], uint8_t* qh, uint8_t* qs) {
   std::memcpy(qh, &high, 4);
 }
 
-// Quants (x - lo) / d rounded half up and capped at the top level, for the minimum-offset types
-// (x - lo is never negative, so truncation rounds as ggml's casts do).
-void OffsetQuants(const float* x, float lo, float id, int levels, uint8_t* q) {
+// The minimum-offset fit of Q4_1 and Q5_1: d spans [min, max] in levels - 1 steps; d and the
+// minimum go to dst as halves, the quants (x - min) / d, rounded half up and capped at the top
+// level (x - min is never negative, so truncation rounds as ggml's casts do), to q.
+void FitOffset(const float* x, int levels, uint8_t* dst, uint8_t q[32]) {
+  float lo, hi;
+  Range(x, &lo, &hi);
+  const float d = (hi - lo) / (levels - 1), id = d != 0 ? 1.f / d : 0.f;
+  StoreHalf(d, dst);
+  StoreHalf(lo, dst + 2);
   for (int j = 0; j < 32; ++j) {
     const int v = static_cast<int8_t>((x[j] - lo) * id + 0.5f);
     q[j] = static_cast<uint8_t>(std::min(levels - 1, v));
@@ -49,13 +55,8 @@ void OffsetQuants(const float* x, float lo, float id, int levels, uint8_t* q) {
 }  // namespace
 
 void EncodeQ4_1Block(const float* x, uint8_t* dst) {
-  float lo, hi;
-  Range(x, &lo, &hi);
-  const float d = (hi - lo) / 15, id = d != 0 ? 1.f / d : 0.f;
-  StoreHalf(d, dst);
-  StoreHalf(lo, dst + 2);
   uint8_t q[32];
-  OffsetQuants(x, lo, id, 16, q);
+  FitOffset(x, 16, dst, q);
   for (int j = 0; j < 16; ++j) dst[4 + j] = static_cast<uint8_t>(q[j] | q[j + 16] << 4);
 }
 
@@ -79,13 +80,8 @@ void EncodeQ5_0Block(const float* x, uint8_t* dst) {
 }
 
 void EncodeQ5_1Block(const float* x, uint8_t* dst) {
-  float lo, hi;
-  Range(x, &lo, &hi);
-  const float d = (hi - lo) / 31, id = d != 0 ? 1.f / d : 0.f;
-  StoreHalf(d, dst);
-  StoreHalf(lo, dst + 2);
   uint8_t q[32];
-  OffsetQuants(x, lo, id, 32, q);
+  FitOffset(x, 32, dst, q);
   PackQuant5(q, dst + 4, dst + 8);
 }
 
