@@ -17,7 +17,8 @@ inline constexpr int kGroupRows = 16;
 inline int RowGroup(DType t) {
   const bool group = (t >= DType::kQ8_0X16 && t <= DType::kQ5_KX16) || t == DType::kMXFP4X16 ||
                      t == DType::kQ2_KX16 || t == DType::kQ3_KX16 || t == DType::kQ5_0X16 ||
-                     t == DType::kIQ4_NLX16 || t == DType::kIQ4_XSX16;
+                     t == DType::kIQ4_NLX16 || t == DType::kIQ4_XSX16 || t == DType::kQ4_1X16 ||
+                     t == DType::kQ5_1X16;
   return group ? kGroupRows : 1;
 }
 

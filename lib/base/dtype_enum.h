@@ -59,7 +59,10 @@ enum class DType : uint8_t {
   kIQ4_NLX16 = 27,
   // And 16 IQ4_XS rows (256-value super-blocks) interleaved.
   kIQ4_XSX16 = 28,
+  // And 16 Q4_1 or Q5_1 rows interleaved.
+  kQ4_1X16 = 29,
+  kQ5_1X16 = 30,
 };
-inline constexpr int kNumDTypes = 29;
+inline constexpr int kNumDTypes = 31;
 
 }  // namespace moe

@@ -75,9 +75,9 @@ TEST(RepackTest, RowsKeepTheirValuesAndProducts) {
 TEST(RepackTest, RowGroupsKeepTheirValuesAndProducts) {
   std::mt19937 rng(17);
   std::normal_distribution<float> nd;
-  for (DType t :
-       {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kMXFP4,
-        DType::kQ2_K, DType::kQ3_K, DType::kQ5_0, DType::kIQ4_NL, DType::kIQ4_XS}) {
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
+                  DType::kMXFP4, DType::kQ2_K, DType::kQ3_K, DType::kQ5_0, DType::kIQ4_NL,
+                  DType::kIQ4_XS, DType::kQ4_1, DType::kQ5_1}) {
     for (int64_t cols : {256, 1024, 1536 + 256}) {
       const int64_t rows = 32;
       std::vector<float> w(rows * cols);
@@ -222,6 +222,9 @@ TEST(RepackTest, RowsThatDoNotFitKeepTheirType) {
   EXPECT_EQ(RepackedType(DType::kIQ4_XS, 16, 512), DType::kIQ4_XSX16);
   EXPECT_EQ(RepackedType(DType::kIQ4_XS, 16, 512, SimdLevel::kAvx2), DType::kIQ4_XS);
   EXPECT_EQ(GroupSourceType(DType::kIQ4_XSX16), DType::kIQ4_XS);
+  EXPECT_EQ(RepackedType(DType::kQ4_1, 16, 96), DType::kQ4_1X16);
+  EXPECT_EQ(RepackedType(DType::kQ5_1, 16, 96), DType::kQ5_1X16);
+  EXPECT_EQ(RepackedType(DType::kQ5_1, 16, 96, SimdLevel::kAvx2), DType::kQ5_1);
   EXPECT_EQ(GroupSourceType(DType::kQ5_0X16), DType::kQ5_0);
   EXPECT_EQ(GroupSourceType(DType::kIQ4_NLX16), DType::kIQ4_NL);
   EXPECT_TRUE(IsStorableDType(DType::kQ5_0X16));

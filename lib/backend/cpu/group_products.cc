@@ -54,6 +54,10 @@ GroupProductsFn PortableFor(DType t) {
       return Portable<DType::kIQ4_NLX16, kLevel>;
     case DType::kIQ4_XSX16:
       return Portable<DType::kIQ4_XSX16, kLevel>;
+    case DType::kQ4_1X16:
+      return Portable<DType::kQ4_1X16, kLevel>;
+    case DType::kQ5_1X16:
+      return Portable<DType::kQ5_1X16, kLevel>;
     default:
       return nullptr;
   }

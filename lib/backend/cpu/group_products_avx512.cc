@@ -56,7 +56,8 @@ inline __m512i BlockSums(const __m512i q[8], const Q8Block& x, __m512i first) {
 
 // The 32-quant block types: per block, lane vectors that unpack to q[k] = quants 4k..4k+3 of
 // the 16 rows (k < 8), then the rows' 16 scales. Quants are unsigned with a zero point,
-// taken back off through the activation quants' sum.
+// taken back off through the activation quants' sum; types with a minimum per block (Q4_1,
+// Q5_1: x = d q + m) add m times the activations' sum instead (kHasMin).
 template <typename Unpack>
 struct Block32Group {
   static constexpr int64_t kBlockElems = 32, kBlockBytes = Unpack::kBlockBytes;
@@ -76,6 +77,9 @@ struct Block32Group {
         const __m512i s = BlockSums(q, xb, _mm512_set1_epi32(-Unpack::kZero * QuantSum(xb)));
         acc[t] =
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_set1_ps(xb.d)), acc[t]);
+        if constexpr (Unpack::kHasMin) {
+          acc[t] = _mm512_fmadd_ps(Unpack::Mins(g), _mm512_set1_ps(xb.d * QuantSum(xb)), acc[t]);
+        }
       }
     }
     for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * ldy, acc[t]);
@@ -86,6 +90,7 @@ struct Block32Group {
 struct Q8_0Unpack {
   static constexpr int64_t kBlockBytes = 544;
   static constexpr int kZero = 128;
+  static constexpr bool kHasMin = false;
   static void Quants(const uint8_t* g, __m512i q[8]) {
     for (int k = 0; k < 8; ++k) q[k] = _mm512_loadu_si512(g + 64 * k);
   }
@@ -96,6 +101,7 @@ struct Q8_0Unpack {
 struct Q4_0Unpack {
   static constexpr int64_t kBlockBytes = 288;
   static constexpr int kZero = 8;
+  static constexpr bool kHasMin = false;
   static void Quants(const uint8_t* g, __m512i q[8]) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     for (int k = 0; k < 4; ++k) {
@@ -113,6 +119,7 @@ struct Q4_0Unpack {
 struct Mxfp4Unpack {
   static constexpr int64_t kBlockBytes = 272;
   static constexpr int kZero = kMxfp4Zero;
+  static constexpr bool kHasMin = false;
   static void Quants(const uint8_t* g, __m512i q[8]) {
     const __m512i table = _mm512_broadcast_i32x4(
         _mm_load_si128(reinterpret_cast<const __m128i*>(kMxfp4ShiftedValues)));
@@ -136,6 +143,7 @@ struct Mxfp4Unpack {
 struct Iq4NlUnpack {
   static constexpr int64_t kBlockBytes = 288;
   static constexpr int kZero = kIq4nlZero;
+  static constexpr bool kHasMin = false;
   static void Quants(const uint8_t* g, __m512i q[8]) {
     const __m512i table = _mm512_broadcast_i32x4(
         _mm_load_si128(reinterpret_cast<const __m128i*>(kIq4nlShiftedValues)));
@@ -154,31 +162,56 @@ struct Iq4NlUnpack {
 // fifth bits are bits 4k..4k+3 of the lane's dword: byte k / 2 of it, from bit 4 (k % 2). A byte
 // shuffle copies that byte to the lane's four bytes, a test with bits 1, 2, 4, 8 (shifted)
 // picks each one's bit, and the quants it marks get 16.
+// Adds 16 to the quants of q[8] (Q4_0X16's nibbles) whose fifth bit is set in `high`, the
+// vector whose lane r holds row r's 32 fifth bits.
+inline void AddFifthBits(__m512i high, __m512i q[8]) {
+  const __m512i sixteen = _mm512_set1_epi8(16);
+  // Byte 4d + i of each 128-bit lane reads byte 4d + b of it (b: which byte of the dword).
+  const __m512i lane_base = _mm512_add_epi8(_mm512_set1_epi64(0x0404040400000000),
+                                            _mm512_set4_epi32(0x08080808, 0x08080808, 0, 0));
+  for (int k = 0; k < 8; ++k) {
+    const __m512i spread =
+        _mm512_shuffle_epi8(high, _mm512_add_epi8(lane_base, _mm512_set1_epi8(k / 2)));
+    const __mmask64 set = _mm512_test_epi8_mask(
+        spread, _mm512_set1_epi32(k % 2 ? static_cast<int>(0x80402010) : 0x08040201));
+    q[k] = _mm512_mask_add_epi8(q[k], set, q[k], sixteen);
+  }
+}
+
+// Q5_0X16: Q4_0X16's nibble vectors, one vector whose lane r holds row r's 32 fifth bits, then
+// the 16 f16 scales (352 bytes a block). Lane vector k holds quants 4k..4k+3 of each row, whose
+// fifth bits are bits 4k..4k+3 of the lane's dword: byte k / 2 of it, from bit 4 (k % 2). A byte
+// shuffle copies that byte to the lane's four bytes, a test with bits 1, 2, 4, 8 (shifted)
+// picks each one's bit, and the quants it marks get 16.
 struct Q5_0Unpack {
   static constexpr int64_t kBlockBytes = 352;
   static constexpr int kZero = 16;
+  static constexpr bool kHasMin = false;
   static void Quants(const uint8_t* g, __m512i q[8]) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-    const __m512i sixteen = _mm512_set1_epi8(16);
-    const __m512i high = _mm512_loadu_si512(g + 256);
-    // Byte 4d + i of each 128-bit lane reads byte 4d + b of it (b: which byte of the dword).
-    const __m512i dword_base = _mm512_set1_epi64(0x0404040400000000);
-    const __m512i lane_base =
-        _mm512_add_epi8(dword_base, _mm512_set4_epi32(0x08080808, 0x08080808, 0, 0));
-    for (int k = 0; k < 4; ++k) {
-      const __m512i raw = _mm512_loadu_si512(g + 64 * k);
-      q[k] = _mm512_and_si512(raw, m4);
-      q[k + 4] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
-    }
-    for (int k = 0; k < 8; ++k) {
-      const __m512i spread =
-          _mm512_shuffle_epi8(high, _mm512_add_epi8(lane_base, _mm512_set1_epi8(k / 2)));
-      const __mmask64 set = _mm512_test_epi8_mask(
-          spread, _mm512_set1_epi32(k % 2 ? static_cast<int>(0x80402010) : 0x08040201));
-      q[k] = _mm512_mask_add_epi8(q[k], set, q[k], sixteen);
-    }
+    Q4_0Unpack::Quants(g, q);
+    AddFifthBits(_mm512_loadu_si512(g + 256), q);
   }
   static __m512 Scales(const uint8_t* g) { return HalfScales(g + 320); }
+};
+
+// Q4_1X16: Q4_0X16's nibble vectors, the 16 f16 d, the 16 f16 m (320 bytes a block).
+struct Q4_1Unpack {
+  static constexpr int64_t kBlockBytes = 320;
+  static constexpr int kZero = 0;
+  static constexpr bool kHasMin = true;
+  static void Quants(const uint8_t* g, __m512i q[8]) { Q4_0Unpack::Quants(g, q); }
+  static __m512 Scales(const uint8_t* g) { return HalfScales(g + 256); }
+  static __m512 Mins(const uint8_t* g) { return HalfScales(g + 288); }
+};
+
+// Q5_1X16: Q5_0X16's layout, then the 16 f16 m (384 bytes a block).
+struct Q5_1Unpack {
+  static constexpr int64_t kBlockBytes = 384;
+  static constexpr int kZero = 0;
+  static constexpr bool kHasMin = true;
+  static void Quants(const uint8_t* g, __m512i q[8]) { Q5_0Unpack::Quants(g, q); }
+  static __m512 Scales(const uint8_t* g) { return HalfScales(g + 320); }
+  static __m512 Mins(const uint8_t* g) { return HalfScales(g + 352); }
 };
 
 // IQ4_XSX16 super-block (2176 bytes): the 16 rows' f16 d, their 16-bit scales_h words, their
@@ -692,6 +725,10 @@ GroupProductsFn Avx512VnniGroupProducts(DType t, ActivationScales scales) {
       return Products<Block32Group<Iq4NlUnpack>>;
     case DType::kIQ4_XSX16:  // one kernel for either kind of activation scales
       return Products<Iq4XsGroup>;
+    case DType::kQ4_1X16:
+      return Products<Block32Group<Q4_1Unpack>>;
+    case DType::kQ5_1X16:
+      return Products<Block32Group<Q5_1Unpack>>;
     case DType::kQ4_KX16:
       return super ? Products<K4Group<false, true>> : Products<K4Group<false, false>>;
     case DType::kQ5_KX16:

@@ -24,6 +24,8 @@ DType RepackedType(DType t, int64_t rows, int64_t cols, SimdLevel level) {
     if (vnni && t == DType::kQ5_0 && cols % 32 == 0) return DType::kQ5_0X16;
     if (vnni && t == DType::kIQ4_NL && cols % 32 == 0) return DType::kIQ4_NLX16;
     if (vnni && t == DType::kIQ4_XS && cols % 256 == 0) return DType::kIQ4_XSX16;
+    if (vnni && t == DType::kQ4_1 && cols % 32 == 0) return DType::kQ4_1X16;
+    if (vnni && t == DType::kQ5_1 && cols % 32 == 0) return DType::kQ5_1X16;
   }
   if (!vnni) return t;  // the row layouts have kernels only for AVX-512 VNNI
   if (t == DType::kQ8_0 && cols % 32 == 0) return DType::kQ8_0R;

@@ -33,6 +33,10 @@ DType GroupSourceType(DType group_type) {
       return DType::kIQ4_NL;
     case DType::kIQ4_XSX16:
       return DType::kIQ4_XS;
+    case DType::kQ4_1X16:
+      return DType::kQ4_1;
+    case DType::kQ5_1X16:
+      return DType::kQ5_1;
     default:
       return group_type;
   }
@@ -57,6 +61,15 @@ int GroupOffset(DType source, int r, int j) {
       if (j < 2) return 320 + 2 * r + j;
       if (j < 6) return 256 + 4 * r + (j - 2);
       return Lane((j - 6) / 4, r, (j - 6) % 4);
+    case DType::kQ4_1:  // [d][m][16 nibble bytes]: Q4_0X16's nibbles, the 16 d, the 16 m
+      if (j < 2) return 256 + 2 * r + j;
+      if (j < 4) return 288 + 2 * r + (j - 2);
+      return Lane((j - 4) / 4, r, (j - 4) % 4);
+    case DType::kQ5_1:  // [d][m][4 fifth-bit bytes][16 nibble bytes]: as Q5_0X16, then the m
+      if (j < 2) return 320 + 2 * r + j;
+      if (j < 4) return 352 + 2 * r + (j - 2);
+      if (j < 8) return 256 + 4 * r + (j - 4);
+      return Lane((j - 8) / 4, r, (j - 8) % 4);
     case DType::kIQ4_XS: {  // [d][scales_h][4 scales_l bytes][8 x 16 nibble bytes]
       // The 16 rows' d, scales_h and scales_l words (lane r: row r's), then per 32-value block
       // Q4_0X16's four nibble vectors.
