@@ -157,13 +157,11 @@ struct Iq4NlUnpack {
   static __m512 Scales(const uint8_t* g) { return HalfScales(g + 256); }
 };
 
-// Q5_0X16: Q4_0X16's nibble vectors, one vector whose lane r holds row r's 32 fifth bits, then
-// the 16 f16 scales (352 bytes a block). Lane vector k holds quants 4k..4k+3 of each row, whose
-// fifth bits are bits 4k..4k+3 of the lane's dword: byte k / 2 of it, from bit 4 (k % 2). A byte
-// shuffle copies that byte to the lane's four bytes, a test with bits 1, 2, 4, 8 (shifted)
-// picks each one's bit, and the quants it marks get 16.
 // Adds 16 to the quants of q[8] (Q4_0X16's nibbles) whose fifth bit is set in `high`, the
-// vector whose lane r holds row r's 32 fifth bits.
+// vector whose lane r holds row r's 32 fifth bits. Lane vector k holds quants 4k..4k+3 of each
+// row, whose fifth bits are bits 4k..4k+3 of the lane's dword: byte k / 2 of it, from bit
+// 4 (k % 2). A byte shuffle copies that byte to the lane's four bytes, a test with bits 1, 2, 4,
+// 8 (shifted) picks each one's bit, and the quants it marks get 16.
 inline void AddFifthBits(__m512i high, __m512i q[8]) {
   const __m512i sixteen = _mm512_set1_epi8(16);
   // Byte 4d + i of each 128-bit lane reads byte 4d + b of it (b: which byte of the dword).
@@ -179,10 +177,7 @@ inline void AddFifthBits(__m512i high, __m512i q[8]) {
 }
 
 // Q5_0X16: Q4_0X16's nibble vectors, one vector whose lane r holds row r's 32 fifth bits, then
-// the 16 f16 scales (352 bytes a block). Lane vector k holds quants 4k..4k+3 of each row, whose
-// fifth bits are bits 4k..4k+3 of the lane's dword: byte k / 2 of it, from bit 4 (k % 2). A byte
-// shuffle copies that byte to the lane's four bytes, a test with bits 1, 2, 4, 8 (shifted)
-// picks each one's bit, and the quants it marks get 16.
+// the 16 f16 scales (352 bytes a block).
 struct Q5_0Unpack {
   static constexpr int64_t kBlockBytes = 352;
   static constexpr int kZero = 16;
