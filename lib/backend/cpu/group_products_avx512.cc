@@ -71,6 +71,8 @@ struct Block32Group {
       __m512i q[8];
       Unpack::Quants(g, q);
       const __m512 d = Unpack::Scales(g);
+      __m512 m = _mm512_setzero_ps();  // the rows' minimums, read once for all tokens
+      if constexpr (Unpack::kHasMin) m = Unpack::Mins(g);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         const Q8Block& xb = x[t * nb + b];
@@ -78,7 +80,7 @@ struct Block32Group {
         acc[t] =
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_set1_ps(xb.d)), acc[t]);
         if constexpr (Unpack::kHasMin) {
-          acc[t] = _mm512_fmadd_ps(Unpack::Mins(g), _mm512_set1_ps(xb.d * QuantSum(xb)), acc[t]);
+          acc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(xb.d * QuantSum(xb)), acc[t]);
         }
       }
     }
