@@ -59,6 +59,12 @@ MOE_HOST_DEVICE inline uint16_t FloatToHalf(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
+// v as a little-endian half at dst: the f16 scales of the quantized block formats.
+MOE_HOST_DEVICE inline void StoreHalf(float v, uint8_t* dst) {
+  const uint16_t h = FloatToHalf(v);
+  std::memcpy(dst, &h, 2);
+}
+
 MOE_HOST_DEVICE inline float Bf16ToFloat(uint16_t b) {
   return FloatFromBits(static_cast<uint32_t>(b) << 16);
 }

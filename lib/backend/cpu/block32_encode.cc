@@ -10,9 +10,17 @@
 namespace moe {
 namespace {
 
-void StoreHalf(float v, uint8_t* dst) {
-  const uint16_t h = FloatToHalf(v);
-  std::memcpy(dst, &h, 2);
+// The value of largest magnitude, with its sign (the first of equals): Q4_0 and Q5_0 map it
+// onto their lowest level.
+float SignedMaxMagnitude(const float* x) {
+  float amax = 0, max = 0;
+  for (int j = 0; j < 32; ++j) {
+    if (std::fabs(x[j]) > amax) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  return max;
 }
 
 // The block's smallest and largest value (a minimum-offset fit spans them).
@@ -60,16 +68,18 @@ void EncodeQ4_1Block(const float* x, uint8_t* dst) {
   for (int j = 0; j < 16; ++j) dst[4 + j] = static_cast<uint8_t>(q[j] | q[j + 16] << 4);
 }
 
-void EncodeQ5_0Block(const float* x, uint8_t* dst) {
-  // The scale maps the value of largest magnitude, sign included, onto -16.
-  float amax = 0, max = 0;
-  for (int j = 0; j < 32; ++j) {
-    if (std::fabs(x[j]) > amax) {
-      amax = std::fabs(x[j]);
-      max = x[j];
-    }
+void EncodeQ4_0Block(const float* x, uint8_t* dst) {
+  const float d = SignedMaxMagnitude(x) / -8.f, id = d != 0 ? 1.f / d : 0.f;
+  StoreHalf(d, dst);
+  for (int j = 0; j < 16; ++j) {
+    const int q0 = std::min(15, static_cast<int>(x[j] * id + 8.5f));
+    const int q1 = std::min(15, static_cast<int>(x[j + 16] * id + 8.5f));
+    dst[2 + j] = static_cast<uint8_t>(q0 | q1 << 4);
   }
-  const float d = max / -16, id = d != 0 ? 1.f / d : 0.f;
+}
+
+void EncodeQ5_0Block(const float* x, uint8_t* dst) {
+  const float d = SignedMaxMagnitude(x) / -16, id = d != 0 ? 1.f / d : 0.f;
   StoreHalf(d, dst);
   uint8_t q[32];
   for (int j = 0; j < 32; ++j) {

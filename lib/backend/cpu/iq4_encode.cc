@@ -47,11 +47,6 @@ void PackIndices(const uint8_t q[32], uint8_t* qs) {
   for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>(q[j] | q[j + 16] << 4);
 }
 
-void StoreHalf(float v, uint8_t* dst) {
-  const uint16_t h = FloatToHalf(v);
-  std::memcpy(dst, &h, 2);
-}
-
 }  // namespace
 
 void EncodeIq4NlBlock(const float* x, uint8_t* dst) {

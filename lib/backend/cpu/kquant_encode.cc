@@ -9,11 +9,6 @@
 namespace moe {
 namespace {
 
-void PutHalf(uint8_t* p, float v) {
-  uint16_t h = FloatToHalf(v);
-  std::memcpy(p, &h, 2);
-}
-
 int Nearest(float v) { return static_cast<int>(std::lround(v)); }
 
 // Packs eight 6-bit (scale, min) pairs into the 12 bytes Q4_K/Q5_K use.
@@ -58,8 +53,8 @@ void FitAffine(const float* x, int qmax, uint8_t* header, int q[256]) {
       q[32 * j + l] = step > 0 ? std::clamp(Nearest((x[32 * j + l] + offset) / step), 0, qmax) : 0;
     }
   }
-  PutHalf(header, d);
-  PutHalf(header + 2, dmin);
+  StoreHalf(d, header);
+  StoreHalf(dmin, header + 2);
   PackScaleMins(sc, mn, header + 4);
 }
 
@@ -229,7 +224,7 @@ void EncodeQ6_KBlock(const float* x, uint8_t* b) {
     }
   }
   std::memcpy(b + 192, sc, 16);
-  PutHalf(b + 208, d);
+  StoreHalf(d, b + 208);
 }
 
 void EncodeQ2_KBlock(const float* x, uint8_t* b) {
@@ -254,8 +249,8 @@ void EncodeQ2_KBlock(const float* x, uint8_t* b) {
       b[16 + 32 * (v / 128) + v % 32] |= QuantOf(x[v], stored, 0, 3) << (2 * (v / 32 % 4));
     }
   }
-  PutHalf(b + 80, d);
-  PutHalf(b + 82, dmin);
+  StoreHalf(d, b + 80);
+  StoreHalf(dmin, b + 82);
 }
 
 void EncodeQ3_KBlock(const float* x, uint8_t* b) {
@@ -282,7 +277,7 @@ void EncodeQ3_KBlock(const float* x, uint8_t* b) {
       b[32 + 32 * (v / 128) + v % 32] |= (q & 3) << (2 * (v / 32 % 4));
     }
   }
-  PutHalf(b + 108, d);
+  StoreHalf(d, b + 108);
 }
 
 }  // namespace moe

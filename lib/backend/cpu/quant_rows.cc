@@ -80,6 +80,42 @@ float DotF32(const float* a, const float* b, int64_t n) {
   return s;
 }
 
+using EncodeBlockFn = void (*)(const float* x, uint8_t* block);
+
+// The encoder of one block of a quantized file type; null for any other type.
+EncodeBlockFn BlockEncoder(DType t) {
+  switch (t) {
+    case DType::kQ8_0:
+      return EncodeQ8_0Block;
+    case DType::kQ4_0:
+      return EncodeQ4_0Block;
+    case DType::kQ4_1:
+      return EncodeQ4_1Block;
+    case DType::kQ5_0:
+      return EncodeQ5_0Block;
+    case DType::kQ5_1:
+      return EncodeQ5_1Block;
+    case DType::kMXFP4:
+      return EncodeMxfp4Block;
+    case DType::kIQ4_NL:
+      return EncodeIq4NlBlock;
+    case DType::kIQ4_XS:
+      return EncodeIq4XsBlock;
+    case DType::kQ2_K:
+      return EncodeQ2_KBlock;
+    case DType::kQ3_K:
+      return EncodeQ3_KBlock;
+    case DType::kQ4_K:
+      return EncodeQ4_KBlock;
+    case DType::kQ5_K:
+      return EncodeQ5_KBlock;
+    case DType::kQ6_K:
+      return EncodeQ6_KBlock;
+    default:
+      return nullptr;
+  }
+}
+
 }  // namespace
 
 void DequantizeRow(DType t, const uint8_t* row, float* dst, int64_t n) {
@@ -152,10 +188,7 @@ absl::Status QuantizeRow(DType t, const float* src, uint8_t* dst, int64_t n) {
       std::memcpy(dst, src, n * sizeof(float));
       return absl::OkStatus();
     case DType::kF16:
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t h = FloatToHalf(src[i]);
-        std::memcpy(dst + 2 * i, &h, 2);
-      }
+      for (int64_t i = 0; i < n; ++i) StoreHalf(src[i], dst + 2 * i);
       return absl::OkStatus();
     case DType::kBF16:
       for (int64_t i = 0; i < n; ++i) {
@@ -163,62 +196,14 @@ absl::Status QuantizeRow(DType t, const float* src, uint8_t* dst, int64_t n) {
         std::memcpy(dst + 2 * i, &h, 2);
       }
       return absl::OkStatus();
-    case DType::kQ8_0:
-      for (int64_t i = 0; i < n; i += 32, dst += 34) EncodeQ8_0Block(src + i, dst);
-      return absl::OkStatus();
-    case DType::kQ4_0:
-      // As ggml's reference: d = (signed max-magnitude value) / -8, q = clamp(x/d + 8.5, 0, 15).
-      for (int64_t i = 0; i < n; i += 32, dst += 18) {
-        float amax = 0, max = 0;
-        for (int j = 0; j < 32; ++j) {
-          if (std::fabs(src[i + j]) > amax) {
-            amax = std::fabs(src[i + j]);
-            max = src[i + j];
-          }
-        }
-        float d = max / -8.f, id = d != 0 ? 1.f / d : 0.f;
-        uint16_t h = FloatToHalf(d);
-        std::memcpy(dst, &h, 2);
-        for (int j = 0; j < 16; ++j) {
-          int q0 = std::min(15, static_cast<int>(src[i + j] * id + 8.5f));
-          int q1 = std::min(15, static_cast<int>(src[i + j + 16] * id + 8.5f));
-          dst[2 + j] = static_cast<uint8_t>(q0 | q1 << 4);
-        }
-      }
-      return absl::OkStatus();
-    case DType::kMXFP4:
-      for (int64_t i = 0; i < n; i += 32, dst += 17) EncodeMxfp4Block(src + i, dst);
-      return absl::OkStatus();
-    case DType::kQ4_1:
-      for (int64_t i = 0; i < n; i += 32, dst += 20) EncodeQ4_1Block(src + i, dst);
-      return absl::OkStatus();
-    case DType::kQ5_0:
-      for (int64_t i = 0; i < n; i += 32, dst += 22) EncodeQ5_0Block(src + i, dst);
-      return absl::OkStatus();
-    case DType::kQ5_1:
-      for (int64_t i = 0; i < n; i += 32, dst += 24) EncodeQ5_1Block(src + i, dst);
-      return absl::OkStatus();
-    case DType::kIQ4_NL:
-      for (int64_t i = 0; i < n; i += 32, dst += 18) EncodeIq4NlBlock(src + i, dst);
-      return absl::OkStatus();
-    case DType::kIQ4_XS:
-      for (int64_t i = 0; i < n; i += 256, dst += 136) EncodeIq4XsBlock(src + i, dst);
-      return absl::OkStatus();
-    case DType::kQ2_K:
-    case DType::kQ3_K:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K: {
-      auto encode = t == DType::kQ2_K   ? EncodeQ2_KBlock
-                    : t == DType::kQ3_K ? EncodeQ3_KBlock
-                    : t == DType::kQ4_K ? EncodeQ4_KBlock
-                    : t == DType::kQ5_K ? EncodeQ5_KBlock
-                                        : EncodeQ6_KBlock;
-      const int bytes = GetDTypeInfo(t).block_bytes;
-      for (int64_t i = 0; i < n; i += 256, dst += bytes) encode(src + i, dst);
-      return absl::OkStatus();
-    }
     default:
+      if (const EncodeBlockFn encode = BlockEncoder(t)) {
+        const DTypeInfo& info = GetDTypeInfo(t);
+        for (int64_t i = 0; i < n; i += info.block_elems, dst += info.block_bytes) {
+          encode(src + i, dst);
+        }
+        return absl::OkStatus();
+      }
       break;
   }
   return absl::InvalidArgumentError(IsRuntimeLayout(t)
