@@ -7,6 +7,7 @@
 #include "lib/base/status_macros.h"
 #include "lib/import/gguf_tokenizer.h"
 #include "lib/import/hparams_from_keys.h"
+#include "lib/import/legacy_latent_kv.h"
 #include "lib/model/arch/architecture.h"
 
 namespace moe {
@@ -164,6 +165,7 @@ absl::StatusOr<ModelSpec> ImportGguf(std::shared_ptr<const GgufFile> gguf) {
   if (const TensorSpec* emb = spec.Find("token_embd.weight"); emb && emb->shape.size() == 2) {
     h.n_vocab = emb->shape[0];
   }
+  MOE_RETURN_IF_ERROR(SplitLegacyLatentKv(&spec));
   h.tied_output = spec.Find("output.weight") == nullptr;
   // Every MoE layer has the selection bias or none does (the first one tells).
   h.has_selection_bias =

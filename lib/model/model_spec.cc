@@ -116,7 +116,7 @@ absl::Status ExpectGroupedQueryAttention(const ModelSpec& spec, int l) {
   return absl::OkStatus();
 }
 
-// The absorbed layout mainline llama.cpp's converter writes: attn_k_b / attn_v_b per head.
+// The absorbed layout: attn_k_b / attn_v_b per head (older files' attn_kv_b is split at import).
 absl::Status ExpectLatentAttention(const ModelSpec& spec, int l) {
   const HParams& h = spec.hp;
   auto name = [&](absl::string_view b) { return LayerTensorName(l, b); };
@@ -130,11 +130,6 @@ absl::Status ExpectLatentAttention(const ModelSpec& spec, int l) {
   }
   MOE_RETURN_IF_ERROR(Expect(spec, name("attn_kv_a_mqa"), {r + h.rope_dim, h.n_embd}));
   MOE_RETURN_IF_ERROR(Expect(spec, name("attn_kv_a_norm"), {r}));
-  if (spec.Find(name("attn_k_b")) == nullptr && spec.Find(name("attn_kv_b")) != nullptr) {
-    return absl::UnimplementedError(
-        "this DeepSeek file stores attn_kv_b (the layout of older llama.cpp converters); "
-        "convert the checkpoint again with a current llama.cpp, which writes attn_k_b / attn_v_b");
-  }
   MOE_RETURN_IF_ERROR(Expect(spec, name("attn_k_b"), {h.n_head, r, h.qk_nope_dim}));
   MOE_RETURN_IF_ERROR(Expect(spec, name("attn_v_b"), {h.n_head, h.v_head_dim, r}));
   MOE_RETURN_IF_ERROR(Expect(spec, name("attn_output"), {h.n_embd, h.n_head * h.v_head_dim}));

@@ -23,13 +23,25 @@ class Deepseek2 final : public Architecture {
     // q_lora_rank 0 and absent alike mean q straight from attn_q (V2-Lite).
     MOE_ASSIGN_OR_RETURN(h->q_lora_rank, keys.Int("attention.q_lora_rank", 0));
     MOE_ASSIGN_OR_RETURN(h->kv_lora_rank, keys.Int("attention.kv_lora_rank"));
-    if (!keys.Has("attention.key_length_mla")) {
-      return absl::UnimplementedError(
-          "this DeepSeek file has no attention.key_length_mla (older llama.cpp converters); "
-          "convert the checkpoint again with a current llama.cpp");
+    int64_t k_mla = 0;
+    if (keys.Has("attention.key_length_mla")) {
+      MOE_ASSIGN_OR_RETURN(k_mla, keys.Int("attention.key_length_mla"));
+      MOE_ASSIGN_OR_RETURN(h->v_head_dim, keys.Int("attention.value_length_mla"));
+    } else {
+      // Converted before llama.cpp's absorbed layout: the keys give the per-head sizes and the
+      // file stores attn_kv_b whole (the importer splits it: lib/import/legacy_latent_kv.h).
+      // The runtime's sizes are those of the one latent "KV head", as in current files.
+      if (!keys.Has("attention.key_length") || !keys.Has("attention.value_length")) {
+        return absl::InvalidArgumentError(
+            "this DeepSeek file has neither attention.key_length_mla nor both "
+            "attention.key_length and attention.value_length: the heads' sizes are unknown");
+      }
+      k_mla = h->head_dim;
+      h->v_head_dim = h->value_dim;
+      h->head_dim = h->kv_lora_rank + h->rope_dim;
+      h->value_dim = h->kv_lora_rank;
+      h->n_head_kv = 1;
     }
-    MOE_ASSIGN_OR_RETURN(int64_t k_mla, keys.Int("attention.key_length_mla"));
-    MOE_ASSIGN_OR_RETURN(h->v_head_dim, keys.Int("attention.value_length_mla"));
     h->qk_nope_dim = k_mla - h->rope_dim;
     if (h->kv_lora_rank <= 0 || h->qk_nope_dim <= 0) {
       return absl::InvalidArgumentError(absl::StrCat("latent attention: kv_lora_rank ",
