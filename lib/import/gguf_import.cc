@@ -137,16 +137,26 @@ absl::StatusOr<ModelSpec> ImportGguf(std::shared_ptr<const GgufFile> gguf) {
           return absl::InvalidArgumentError(
               absl::StrCat("tensor '", t.name, "' should stack ", h.n_expert, " experts as 3-D"));
         }
-        size_t slab = t.byte_size() / h.n_expert;
+        // Newer converters may store each expert's gate and up rows as one matrix, gate first
+        // (ffn_gate_up_exps, as llama.cpp reads it): two tensors of half the rows each.
+        const bool fused = rest == "ffn_gate_up";
+        if (fused && t.shape[1] % 2 != 0) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "tensor '", t.name, "' should hold gate and up rows alike, has ", t.shape[1]));
+        }
+        const int parts = fused ? 2 : 1;
+        const size_t slab = t.byte_size() / h.n_expert, part = slab / parts;
         for (int e = 0; e < h.n_expert; ++e) {
-          TensorSpec x;
-          x.name = ExpertTensorName(layer, e, rest);
-          x.dtype = t.dtype;
-          x.shape = {t.shape[1], t.shape[2]};
-          x.layer = layer;
-          x.expert = e;
-          x.data = t.data.subspan(e * slab, slab);
-          spec.tensors.push_back(std::move(x));
+          for (int i = 0; i < parts; ++i) {
+            TensorSpec x;
+            x.name = ExpertTensorName(layer, e, fused ? (i == 0 ? "ffn_gate" : "ffn_up") : rest);
+            x.dtype = t.dtype;
+            x.shape = {t.shape[1] / parts, t.shape[2]};
+            x.layer = layer;
+            x.expert = e;
+            x.data = t.data.subspan(e * slab + i * part, part);
+            spec.tensors.push_back(std::move(x));
+          }
         }
         continue;
       }

@@ -23,6 +23,7 @@
 #include "lib/import/gguf_writer.h"
 #include "lib/model/model.h"
 #include "tests/support/fixture_reference.h"
+#include "tests/support/gguf_tensor.h"
 
 namespace moe {
 namespace {
@@ -50,11 +51,7 @@ std::vector<float> Values(const TensorSpec& t) {
 }
 
 std::vector<float> Values(const GgufTensorInfo& t) {
-  TensorSpec s;
-  s.dtype = *DTypeFromGgml(t.ggml_type, t.name);
-  s.shape.assign(t.ne.rbegin(), t.ne.rend());
-  s.data = t.data;
-  return Values(s);
+  return Values(*::moe::testing::FileTensor(t));
 }
 
 struct LegacyOptions {
@@ -87,9 +84,9 @@ absl::Status WriteLegacyLayout(const fs::path& src, const fs::path& dst,
   std::deque<std::vector<uint8_t>> joined;  // outlives Write; a deque never moves its elements
   for (const GgufTensorInfo& t : g->tensors()) {
     if (absl::EndsWith(t.name, "attn_v_b.weight")) continue;
-    MOE_ASSIGN_OR_RETURN(const DType type, DTypeFromGgml(t.ggml_type, t.name));
     if (!absl::EndsWith(t.name, "attn_k_b.weight")) {
-      w.AddTensor(t.name, type, std::vector<int64_t>(t.ne.rbegin(), t.ne.rend()), t.data);
+      MOE_ASSIGN_OR_RETURN(const TensorSpec copy, ::moe::testing::FileTensor(t));
+      w.AddTensor(copy.name, copy.dtype, copy.shape, copy.data);
       continue;
     }
     const std::string layer = t.name.substr(0, t.name.size() - std::strlen("attn_k_b.weight"));

@@ -1,0 +1,118 @@
+// GGUF import of layouts the fixtures do not carry: gate and up experts fused into one stacked
+// tensor (ffn_gate_up_exps, as newer llama.cpp converters may write it) load as the separate
+// tensors do.
+#include "lib/import/gguf_import.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "lib/base/status_macros.h"
+#include "lib/import/gguf_file.h"
+#include "lib/import/gguf_writer.h"
+#include "lib/model/model.h"
+#include "tests/support/fixture_reference.h"
+#include "tests/support/gguf_tensor.h"
+
+namespace moe {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path FixtureDir(const std::string& name) {
+  return fs::path(MOE_TESTDATA_DIR) / "fixtures-v2" / name;
+}
+fs::path FixtureFile(const std::string& name) { return FixtureDir(name) / (name + ".gguf"); }
+
+// `src` with each layer's ffn_gate_exps and ffn_up_exps [n_expert, ff, d] written as one
+// ffn_gate_up_exps [n_expert, 2 ff (+ extra_rows), d], each expert's gate rows first.
+absl::Status WriteFusedExperts(const fs::path& src, const fs::path& dst, int extra_rows = 0) {
+  MOE_ASSIGN_OR_RETURN(auto g, GgufFile::Open(src.string()));
+  GgufWriter w;
+  CopyMetadata(*g, w, [](const std::string&) { return true; });
+  std::deque<std::vector<uint8_t>> fused;  // outlives Write; a deque never moves its elements
+  for (const GgufTensorInfo& info : g->tensors()) {
+    MOE_ASSIGN_OR_RETURN(const TensorSpec t, ::moe::testing::FileTensor(info));
+    if (absl::EndsWith(t.name, "ffn_up_exps.weight")) continue;
+    if (!absl::EndsWith(t.name, "ffn_gate_exps.weight")) {
+      w.AddTensor(t.name, t.dtype, t.shape, t.data);
+      continue;
+    }
+    const std::string layer = t.name.substr(0, t.name.size() - std::strlen("ffn_gate_exps.weight"));
+    const GgufTensorInfo* up_info = g->FindTensor(layer + "ffn_up_exps.weight");
+    if (up_info == nullptr) return absl::NotFoundError(layer + "ffn_up_exps.weight");
+    MOE_ASSIGN_OR_RETURN(const TensorSpec up, ::moe::testing::FileTensor(*up_info));
+    const std::vector<int64_t>& shape = t.shape;
+    const int64_t n_expert = shape[0];
+    const size_t slab = t.data.size() / n_expert, row = slab / shape[1];
+    std::vector<uint8_t>& bytes = fused.emplace_back();
+    for (int64_t e = 0; e < n_expert; ++e) {
+      bytes.insert(bytes.end(), t.data.begin() + e * slab, t.data.begin() + (e + 1) * slab);
+      bytes.insert(bytes.end(), up.data.begin() + e * slab, up.data.begin() + (e + 1) * slab);
+      bytes.insert(bytes.end(), extra_rows * row, 0);
+    }
+    w.AddTensor(layer + "ffn_gate_up_exps.weight", t.dtype,
+                {n_expert, 2 * shape[1] + extra_rows, shape[2]}, bytes);
+  }
+  return w.Write(dst.string());
+}
+
+fs::path TempFile(const std::string& what) {
+  return fs::temp_directory_path() /
+         absl::StrCat("gguf_import_test_", ::getpid(), "_", what, ".gguf");
+}
+
+TEST(GgufImportTest, FusedGateUpExpertsLoadAsSeparateOnes) {
+  for (const std::string name : {"tiny-deepseek3-q8_0", "tiny-qwen3moe-f32"}) {
+    SCOPED_TRACE(name);
+    const fs::path path = TempFile(name);
+    ASSERT_TRUE(WriteFusedExperts(FixtureFile(name), path).ok());
+    auto separate = ImportGguf(FixtureFile(name).string());
+    auto fused = ImportGguf(path.string());
+    fs::remove(path);
+    ASSERT_TRUE(separate.ok()) << separate.status();
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    EXPECT_TRUE(fused->hp == separate->hp);
+    ASSERT_EQ(fused->tensors.size(), separate->tensors.size());
+    int experts_seen = 0;
+    for (const TensorSpec& want : separate->tensors) {
+      const TensorSpec* got = fused->Find(want.name);
+      ASSERT_NE(got, nullptr) << want.name;
+      EXPECT_EQ(got->shape, want.shape) << want.name;
+      EXPECT_EQ(got->expert, want.expert) << want.name;
+      ASSERT_EQ(got->data.size(), want.data.size()) << want.name;
+      EXPECT_EQ(std::memcmp(got->data.data(), want.data.data(), want.data.size()), 0) << want.name;
+      experts_seen += want.expert >= 0;
+    }
+    EXPECT_GT(experts_seen, 0);
+    auto model = Model::Create(*std::move(fused));
+    ASSERT_TRUE(model.ok()) << model.status();
+    const bool quantized = fs::exists(FixtureDir(name) / "p1.deq.gen_tokens.txt");
+    if (quantized) {
+      ::moe::testing::CheckAgainstFixture(FixtureDir(name), *model, {".deq", false, true}, 2);
+      ::moe::testing::CheckAgainstFixture(FixtureDir(name), *model, {"", true, false}, 2);
+    } else {
+      ::moe::testing::CheckAgainstFixture(FixtureDir(name), *model, {"", true, true}, 2);
+    }
+  }
+}
+
+TEST(GgufImportTest, FusedExpertsOfAnOddRowCountAreAnError) {
+  const fs::path path = TempFile("odd");
+  ASSERT_TRUE(WriteFusedExperts(FixtureFile("tiny-qwen3moe-f32"), path, 1).ok());
+  auto spec = ImportGguf(path.string());
+  fs::remove(path);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument) << spec.status();
+  EXPECT_TRUE(absl::StrContains(spec.status().message(), "ffn_gate_up_exps")) << spec.status();
+}
+
+}  // namespace
+}  // namespace moe
