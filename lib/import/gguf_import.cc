@@ -54,7 +54,7 @@ class HParamReader final : public MetadataKeys {
 // The keys every family shares and the family's own (lib/model/arch/), read from `arch.key`.
 absl::StatusOr<HParams> ReadHParams(const GgufFile& g, const Architecture& arch) {
   HParamReader r(g, std::string(arch.name()));
-  std::string rope_scaling = "none";
+  std::string rope_scaling;  // none stated: llama.cpp's linear (HParamsFromKeys)
   if (r.Has("rope.scaling.type")) {
     MOE_ASSIGN_OR_RETURN(rope_scaling, r.String("rope.scaling.type"));
   }

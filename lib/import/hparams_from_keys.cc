@@ -10,7 +10,23 @@ namespace {
 // rope.scaling.*: none, or YaRN with llama.cpp's defaults for what a file leaves out.
 absl::Status ReadRopeScaling(const MetadataKeys& r, absl::string_view type, HParams* h) {
   MOE_ASSIGN_OR_RETURN(h->rope_attn_factor, r.Float("rope.scaling.attn_factor", 1.f));
-  if (type.empty() || type == "none") return absl::OkStatus();
+  if (type == "none") return absl::OkStatus();
+  if (type.empty() || type == "linear") {
+    // llama.cpp takes a file without a type as linear: positions divided by rope.scaling.factor
+    // (or the older rope.scale_linear). Not implemented; refused rather than run unscaled.
+    float factor = 0.f;
+    MOE_ASSIGN_OR_RETURN(factor, r.Float("rope.scaling.factor", 0.f));
+    if (!r.Has("rope.scaling.factor")) {
+      MOE_ASSIGN_OR_RETURN(factor, r.Float("rope.scale_linear", 0.f));
+    }
+    if (factor != 0.f && factor != 1.f) {
+      return absl::UnimplementedError(absl::StrCat(
+          "linear RoPE scaling (factor ", factor, ", positions divided by it",
+          type.empty() ? ", as llama.cpp reads a file with a factor and no rope.scaling.type" : "",
+          ") is not supported (none, yarn)"));
+    }
+    return absl::OkStatus();
+  }
   if (type != "yarn") {
     return absl::UnimplementedError(
         absl::StrCat("RoPE scaling '", type, "' is not supported (none, yarn)"));

@@ -11,7 +11,8 @@
 
 namespace moe {
 
-// `rope_scaling_type` is rope.scaling.type ("none" when a file has none). n_vocab, tied_output and
+// `rope_scaling_type` is rope.scaling.type: empty when a file has none, which llama.cpp reads as
+// "linear" (with a factor that is not 1, refused here). n_vocab, tied_output and
 // what a family reads from tensors are left to the caller.
 absl::StatusOr<HParams> HParamsFromKeys(const MetadataKeys& keys,
                                         absl::string_view rope_scaling_type,

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,20 @@ absl::Status WriteFusedExperts(const fs::path& src, const fs::path& dst, int ext
   return w.Write(dst.string());
 }
 
+// `src` with its metadata edited by `edit` (after every key is copied), tensors as they are.
+absl::Status WriteWithKeys(const fs::path& src, const fs::path& dst,
+                           const std::function<void(GgufWriter&)>& edit) {
+  MOE_ASSIGN_OR_RETURN(auto g, GgufFile::Open(src.string()));
+  GgufWriter w;
+  CopyMetadata(*g, w, [](const std::string&) { return true; });
+  edit(w);
+  for (const GgufTensorInfo& info : g->tensors()) {
+    MOE_ASSIGN_OR_RETURN(const TensorSpec t, ::moe::testing::FileTensor(info));
+    w.AddTensor(t.name, t.dtype, t.shape, t.data);
+  }
+  return w.Write(dst.string());
+}
+
 fs::path TempFile(const std::string& what) {
   return fs::temp_directory_path() /
          absl::StrCat("gguf_import_test_", ::getpid(), "_", what, ".gguf");
@@ -112,6 +127,52 @@ TEST(GgufImportTest, FusedExpertsOfAnOddRowCountAreAnError) {
   ASSERT_FALSE(spec.ok());
   EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument) << spec.status();
   EXPECT_TRUE(absl::StrContains(spec.status().message(), "ffn_gate_up_exps")) << spec.status();
+}
+
+// Metadata whose meaning libmoe does not implement is refused, never run as if absent.
+absl::Status ImportWithKeys(const std::string& fixture,
+                            const std::function<void(GgufWriter&)>& edit) {
+  const fs::path path = TempFile("keys");
+  MOE_RETURN_IF_ERROR(WriteWithKeys(FixtureFile(fixture), path, edit));
+  auto spec = ImportGguf(path.string());
+  fs::remove(path);
+  return spec.status();
+}
+
+TEST(GgufImportTest, LinearRopeScalingIsRefused) {
+  const std::string a = "qwen3moe.rope.";
+  // llama.cpp reads a factor without a type as linear scaling.
+  absl::Status s = ImportWithKeys("tiny-qwen3moe-f32",
+                                  [&](GgufWriter& w) { w.SetF32(a + "scaling.factor", 4.f); });
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "linear RoPE scaling (factor 4")) << s;
+  s = ImportWithKeys("tiny-qwen3moe-f32",
+                     [&](GgufWriter& w) { w.SetF32(a + "scale_linear", 2.f); });
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  s = ImportWithKeys("tiny-qwen3moe-f32", [&](GgufWriter& w) {
+    w.SetString(a + "scaling.type", "linear");
+    w.SetF32(a + "scaling.factor", 8.f);
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  // What scales nothing loads: type none whatever the factor, a factor of 1, no factor.
+  EXPECT_TRUE(ImportWithKeys("tiny-qwen3moe-f32", [&](GgufWriter& w) {
+                w.SetString(a + "scaling.type", "none");
+                w.SetF32(a + "scaling.factor", 4.f);
+              }).ok());
+  EXPECT_TRUE(ImportWithKeys("tiny-qwen3moe-f32", [&](GgufWriter& w) {
+                w.SetString(a + "scaling.type", "linear");
+                w.SetF32(a + "scaling.factor", 1.f);
+              }).ok());
+  EXPECT_TRUE(ImportWithKeys("tiny-qwen3moe-f32", [](GgufWriter&) {}).ok());
+}
+
+TEST(GgufImportTest, DeepseekAttentionTemperatureIsRefused) {
+  absl::Status s = ImportWithKeys("tiny-deepseek3-f32", [](GgufWriter& w) {
+    w.SetF32("deepseek2.attention.temperature_scale", 0.1f);
+    w.SetU32("deepseek2.attention.temperature_length", 8192);
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "temperature_scale")) << s;
 }
 
 }  // namespace

@@ -53,6 +53,13 @@ class Deepseek2 final : public Architecture {
     const float mscale = h->rope_attn_factor * (1.f + h->yarn_log_mul * std::log(h->yarn_factor));
     h->kq_scale = mscale * mscale / std::sqrt(static_cast<float>(k_mla));
     h->rope_attn_factor = 1.f / (1.f + 0.1f * std::log(h->yarn_factor));
+    // Mistral-Large-3-style attention temperature (queries scaled by a function of position).
+    MOE_ASSIGN_OR_RETURN(const float temperature, keys.Float("attention.temperature_scale", 0.f));
+    if (temperature != 0.f) {
+      return absl::UnimplementedError(
+          absl::StrCat("attention.temperature_scale ", temperature,
+                       " (queries scaled by position, as Mistral Large 3 does) is not supported"));
+    }
     MOE_RETURN_IF_ERROR(ReadLeadingDenseLayers(keys, h));
     MOE_RETURN_IF_ERROR(ReadSharedExperts(keys, h));
     return ReadRouting(keys, {Gating::kSoftmax, /*norm_topk_prob=*/false}, h);
