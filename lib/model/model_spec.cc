@@ -31,8 +31,21 @@ size_t TensorSpec::byte_size() const {
 }
 
 const TensorSpec* ModelSpec::Find(absl::string_view name) const {
-  for (const auto& t : tensors) {
-    if (t.name == name) return &t;
+  absl::MutexLock lock(&names_.mu);
+  auto indexed = [&]() -> const TensorSpec* {
+    auto it = names_.position.find(name);
+    if (it == names_.position.end() || it->second >= tensors.size()) return nullptr;
+    const TensorSpec& t = tensors[it->second];
+    return t.name == name ? &t : nullptr;
+  };
+  if (const TensorSpec* t = indexed()) return t;
+  // Not in the index, or the index is stale: the scan decides, and a hit it missed rebuilds it.
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].name != name) continue;
+    names_.position.clear();
+    names_.position.reserve(tensors.size());
+    for (size_t j = 0; j < tensors.size(); ++j) names_.position.try_emplace(tensors[j].name, j);
+    return &tensors[i];
   }
   return nullptr;
 }

@@ -9,8 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "lib/base/dtype.h"
 #include "lib/moe/gating.h"
@@ -161,6 +163,9 @@ struct ModelSpec {
   };
   std::vector<SourceFile> source_files;
 
+  // By name, through an index of names built on first use (models of tens of thousands of
+  // expert tensors look each one up; a scan each would take seconds). `tensors` may be edited
+  // freely between calls: a lookup that finds the index stale rebuilds it. Thread-safe.
   const TensorSpec* Find(absl::string_view name) const;
   // Whether the non-expert weights are on another rank (absent_dense): only experts run here.
   bool holds_dense() const { return absent_dense.empty(); }
@@ -168,6 +173,17 @@ struct ModelSpec {
   std::vector<std::vector<bool>> PrunedMask() const;
   // [layer][expert]: true for an expert whose weights this spec does not hold (pruned or absent).
   std::vector<std::vector<bool>> WeightlessMask() const;
+
+ private:
+  // Find's cache: a copy or move starts without one (its positions are the source's).
+  struct NameIndex {
+    NameIndex() = default;
+    NameIndex(const NameIndex&) {}
+    NameIndex& operator=(const NameIndex&) { return *this; }
+    absl::Mutex mu;
+    absl::flat_hash_map<std::string, size_t> position ABSL_GUARDED_BY(mu);
+  };
+  mutable NameIndex names_;
 };
 
 // Canonical tensor names (GGUF's, with experts stored one per unit).

@@ -24,6 +24,38 @@ ModelSpec DeepseekSpec() {
 
 TEST(ModelSpecTest, TheFixtureIsValid) { EXPECT_TRUE(ValidateModelSpec(DeepseekSpec()).ok()); }
 
+// Find answers from an index of names; edits to the tensors between lookups (renames, removals,
+// insertions, copies of the spec) never make it answer wrong.
+TEST(ModelSpecTest, FindFollowsEditsToTheTensors) {
+  ModelSpec spec;
+  for (int i = 0; i < 5; ++i) spec.tensors.push_back({.name = "t" + std::to_string(i)});
+  ASSERT_NE(spec.Find("t3"), nullptr);
+  EXPECT_EQ(spec.Find("t3")->name, "t3");
+  EXPECT_EQ(spec.Find("t9"), nullptr);
+
+  spec.tensors[3].name = "renamed";
+  EXPECT_EQ(spec.Find("t3"), nullptr);
+  ASSERT_NE(spec.Find("renamed"), nullptr);
+  EXPECT_EQ(spec.Find("renamed"), &spec.tensors[3]);
+
+  spec.tensors.erase(spec.tensors.begin());  // every position moves
+  for (const std::string name : {"t1", "t2", "renamed", "t4"}) {
+    ASSERT_NE(spec.Find(name), nullptr) << name;
+    EXPECT_EQ(spec.Find(name)->name, name);
+  }
+  EXPECT_EQ(spec.Find("t0"), nullptr);
+
+  spec.tensors.insert(spec.tensors.begin(), {.name = "first"});
+  EXPECT_EQ(spec.Find("t4"), &spec.tensors[4]);
+  EXPECT_EQ(spec.Find("first"), &spec.tensors[0]);
+
+  const ModelSpec copy = spec;  // answers from its own tensors, not the original's
+  EXPECT_EQ(copy.Find("t4"), &copy.tensors[4]);
+  spec.tensors.clear();
+  EXPECT_EQ(spec.Find("t4"), nullptr);
+  EXPECT_EQ(copy.Find("first"), &copy.tensors[0]);
+}
+
 // Found by moe_file_fuzz: a .moe file whose qk_nope_dim was 8026645363650080321 overflowed
 // n_head x (qk_nope + rope) while its expected shapes were worked out (undefined behaviour).
 // Every size is bounded before anything multiplies it.
