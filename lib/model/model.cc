@@ -13,12 +13,32 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Create(ModelSpec spec) {
   MOE_RETURN_IF_ERROR(ValidateModelSpec(spec));
   std::shared_ptr<Model> m(new Model());
   m->spec_ = std::move(spec);
+  m->used_.assign(m->spec_.tensors.size(), false);
   MOE_RETURN_IF_ERROR(m->Resolve());
+  MOE_RETURN_IF_ERROR(m->CheckEveryTensorUsed());
+  m->used_ = {};
   return std::shared_ptr<const Model>(std::move(m));
 }
 
-absl::StatusOr<const float*> Model::Vector(const std::string& name) {
+const TensorSpec* Model::Use(const std::string& name) {
   const TensorSpec* t = spec_.Find(name);
+  if (t != nullptr) used_[t - spec_.tensors.data()] = true;
+  return t;
+}
+
+absl::Status Model::CheckEveryTensorUsed() const {
+  for (size_t i = 0; i < spec_.tensors.size(); ++i) {
+    if (used_[i]) continue;
+    return absl::UnimplementedError(absl::StrCat(
+        "tensor '", spec_.tensors[i].name, "' is not used by libmoe's ", ArchName(spec_.arch),
+        " architecture: the file is a variant libmoe does not run (ignoring the tensor could "
+        "give wrong results)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const float*> Model::Vector(const std::string& name) {
+  const TensorSpec* t = Use(name);
   if (t == nullptr) return absl::NotFoundError(absl::StrCat("missing tensor '", name, "'"));
   // Norm weights and biases are small: keep an aligned F32 copy whatever the stored type.
   std::vector<float>& v = f32_vectors_.emplace_back(t->num_elements());
@@ -27,7 +47,7 @@ absl::StatusOr<const float*> Model::Vector(const std::string& name) {
 }
 
 absl::StatusOr<WeightView> Model::Matrix(const std::string& name) {
-  const TensorSpec* t = spec_.Find(name);
+  const TensorSpec* t = Use(name);
   if (t == nullptr) return absl::NotFoundError(absl::StrCat("missing tensor '", name, "'"));
   WeightView w;
   w.dtype = t->dtype;

@@ -86,6 +86,11 @@ class Model {
   absl::Status ResolveExperts(int layer, LayerWeights& L);
   absl::StatusOr<const float*> Vector(const std::string& name);
   absl::StatusOr<WeightView> Matrix(const std::string& name);
+  // The tensor of that name (null if none), marked used.
+  const TensorSpec* Use(const std::string& name);
+  // llama.cpp refuses a file with a tensor it does not read; so does libmoe, rather than run a
+  // variant (llama-3 RoPE factors, per-tensor scales) as if the tensor were not there.
+  absl::Status CheckEveryTensorUsed() const;
 
   ModelSpec spec_;
   std::vector<LayerWeights> layers_;
@@ -95,6 +100,7 @@ class Model {
   WeightView token_embd_, output_;
   const float* output_norm_ = nullptr;
   std::vector<std::vector<float>> f32_vectors_;  // 1-D tensors converted to F32
+  std::vector<bool> used_;                       // per spec_.tensors, while resolving
 };
 
 }  // namespace moe
