@@ -55,13 +55,21 @@ std::string RopeFromHost(float* x, int64_t n, int64_t n_heads, int64_t head_dim,
   if (std::string e = CheckRope(n, n_heads, head_dim, rope); !e.empty()) return e;
   if (n == 0) return {};
   const size_t x_bytes = static_cast<size_t>(n * n_heads * head_dim) * sizeof(float);
-  DeviceBuffer dx, dp;
+  DeviceBuffer dx, dp, df;
+  RopeParams on_device = rope;
+  if (rope.freq_factors != nullptr) {
+    if (std::string e = df.CopyIn(rope.freq_factors, (rope.n_rot / 2) * sizeof(float));
+        !e.empty()) {
+      return e;
+    }
+    on_device.freq_factors = static_cast<const float*>(df.p);
+  }
   if (std::string e = dx.CopyIn(x, x_bytes); !e.empty()) return e;
   if (std::string e = dp.CopyIn(positions, static_cast<size_t>(n) * sizeof(int32_t)); !e.empty()) {
     return e;
   }
   if (std::string e = Rope(static_cast<float*>(dx.p), n, n_heads, head_dim,
-                           static_cast<const int32_t*>(dp.p), rope, nullptr);
+                           static_cast<const int32_t*>(dp.p), on_device, nullptr);
       !e.empty()) {
     return e;
   }

@@ -15,7 +15,8 @@ namespace moe::cuda {
 std::string Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* positions,
                  const RopeParams& rope, void* stream);
 
-// The same from and to host memory (copied over and back, then waits): for the GPU tests.
+// The same from and to host memory (x, positions and the frequency factors copied over, x back,
+// then waits): for the GPU tests.
 std::string RopeFromHost(float* x, int64_t n, int64_t n_heads, int64_t head_dim,
                          const int32_t* positions, const RopeParams& rope);
 

@@ -27,6 +27,9 @@ struct RopeParams {
   float yarn_beta_fast = 32.f;
   float yarn_beta_slow = 1.f;
   float magnitude = 1.f;  // cos and sin are multiplied by it
+  // n_rot / 2 divisors of the pairs' frequencies (llama.cpp's rope_freqs: Llama 3's long-context
+  // RoPE); null: none. On a device backend, device memory.
+  const float* freq_factors = nullptr;
 };
 
 MOE_HOST_DEVICE inline bool RopeUsesYarn(const RopeParams& r) { return r.yarn_factor > 1.f; }
@@ -50,9 +53,10 @@ MOE_HOST_DEVICE inline RopeCorrection RopeCorrectionOf(const RopeParams& r) {
   return c;
 }
 
-// Pair i's frequency: freq_base^(-2i / n_rot).
+// Pair i's frequency: freq_base^(-2i / n_rot), divided by its factor when there are factors.
 MOE_HOST_DEVICE inline float RopePairFrequency(const RopeParams& r, int64_t i) {
-  return powf(r.freq_base, -2.0f * i / r.n_rot);
+  const float f = powf(r.freq_base, -2.0f * i / r.n_rot);
+  return r.freq_factors != nullptr ? f / r.freq_factors[i] : f;
 }
 
 // Pair i's share of the unscaled angle (1 without YaRN).

@@ -1,5 +1,6 @@
 #include "lib/model/model.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "absl/status/status.h"
@@ -138,6 +139,16 @@ absl::Status Model::Resolve() {
     output_ = token_embd_;
   } else {
     MOE_ASSIGN_OR_RETURN(output_, Matrix("output.weight"));
+  }
+  if (spec_.Find(kRopeFreqsTensor) != nullptr) {
+    MOE_ASSIGN_OR_RETURN(rope_freq_factors_, Vector(std::string(kRopeFreqsTensor)));
+    for (int64_t i = 0; i < h.rope_dim / 2; ++i) {
+      if (!(rope_freq_factors_[i] > 0.f) || !std::isfinite(rope_freq_factors_[i])) {
+        return absl::InvalidArgumentError(absl::StrCat(kRopeFreqsTensor, " value ", i, " is ",
+                                                       rope_freq_factors_[i],
+                                                       ", not a positive divisor"));
+      }
+    }
   }
   layers_.resize(h.n_layer);
   for (int l = 0; l < h.n_layer; ++l) {

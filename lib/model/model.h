@@ -74,6 +74,8 @@ class Model {
   const WeightView& token_embd() const { return token_embd_; }
   const WeightView& output() const { return output_; }
   const float* output_norm() const { return output_norm_; }
+  // The file's rope_freqs (rope_dim / 2 divisors of the pairs' frequencies); null: none.
+  const float* rope_freq_factors() const { return rope_freq_factors_; }
   // [layer][expert]: experts pruned from the file (ModelSpec::pruned_experts), which the router
   // never picks and which have no weights.
   const std::vector<std::vector<bool>>& pruned_experts() const { return pruned_; }
@@ -99,6 +101,7 @@ class Model {
   std::vector<std::vector<bool>> weightless_;  // ModelSpec::WeightlessMask, while resolving
   WeightView token_embd_, output_;
   const float* output_norm_ = nullptr;
+  const float* rope_freq_factors_ = nullptr;
   std::vector<std::vector<float>> f32_vectors_;  // 1-D tensors converted to F32
   std::vector<bool> used_;                       // per spec_.tensors, while resolving
 };

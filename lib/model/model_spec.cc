@@ -328,6 +328,9 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
   MOE_RETURN_IF_ERROR(Expect(spec, "token_embd.weight", {h.n_vocab, h.n_embd}));
   MOE_RETURN_IF_ERROR(Expect(spec, "output_norm.weight", {h.n_embd}));
   if (!h.tied_output) MOE_RETURN_IF_ERROR(Expect(spec, "output.weight", {h.n_vocab, h.n_embd}));
+  if (spec.Find(kRopeFreqsTensor) != nullptr) {
+    MOE_RETURN_IF_ERROR(Expect(spec, std::string(kRopeFreqsTensor), {h.rope_dim / 2}));
+  }
   const Architecture& arch = ArchitectureOf(spec.arch);
   MOE_RETURN_IF_ERROR(ValidatePrunedExperts(spec, arch));
   const auto weightless = spec.WeightlessMask();

@@ -186,6 +186,10 @@ struct ModelSpec {
   mutable NameIndex names_;
 };
 
+// Per-pair divisors of the RoPE frequencies (Llama 3's long-context RoPE; optional), as GGUF
+// names them.
+inline constexpr absl::string_view kRopeFreqsTensor = "rope_freqs.weight";
+
 // Canonical tensor names (GGUF's, with experts stored one per unit).
 std::string LayerTensorName(int layer, absl::string_view base);               // blk.L.base.weight
 std::string LayerBiasName(int layer, absl::string_view base);                 // blk.L.base.bias

@@ -307,5 +307,60 @@ TEST(CpuBackendTest, AttentionOverManySequencesInOneCallEqualsOneCallEach) {
   }
 }
 
+// Llama 3's RoPE frequency factors (llama.cpp's rope_freqs): pair i turns by
+// position x freq_base^(-2i / n_rot) / factor[i], in both layouts, with and without YaRN (whose
+// blend starts from the divided frequency, as ggml's rope_yarn takes theta_extrap).
+TEST(CpuBackendTest, RopeFrequencyFactorsDivideEachPairsFrequency) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd;
+  std::uniform_real_distribution<float> factor(1.f, 8.f);
+  auto backend = CreateCpuBackend(2);
+  for (int trial = 0; trial < 8; ++trial) {
+    SCOPED_TRACE(trial);
+    const int64_t head_dim = 64, n_heads = 3, n = 5, half = head_dim / 2;
+    std::vector<float> factors(half);
+    for (float& f : factors) f = factor(rng);
+    RopeParams rope;
+    rope.layout = trial % 2 ? RopeLayout::kNorm : RopeLayout::kNeox;
+    rope.n_rot = head_dim;
+    rope.freq_base = 500000.f;
+    rope.freq_factors = factors.data();
+    const bool yarn = trial >= 4;
+    if (yarn) {
+      rope.yarn_factor = 8.f;
+      rope.yarn_orig_ctx = 8192;
+    }
+    std::vector<float> x(n * n_heads * head_dim);
+    for (float& v : x) v = nd(rng);
+    std::vector<int32_t> positions = {0, 7, 300, 4000, 60000};
+    std::vector<float> got = x;
+    backend->Rope(got.data(), n, n_heads, head_dim, positions.data(), rope);
+    RopeParams plain = rope;  // the same rotation from frequencies divided here
+    plain.freq_factors = nullptr;
+    const RopeCorrection corr = RopeCorrectionOf(plain);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t h = 0; h < n_heads; ++h) {
+        for (int64_t i = 0; i < half; ++i) {
+          const double freq = std::pow(500000.0, -2.0 * i / head_dim) / factors[i];
+          double theta = positions[t] * freq;
+          if (yarn) {
+            const double ramp = RopePairRamp(plain, corr, i);
+            theta = theta / 8 * (1 - ramp) + theta * ramp;
+          }
+          const int64_t a = rope.layout == RopeLayout::kNorm ? 2 * i : i;
+          const int64_t b = rope.layout == RopeLayout::kNorm ? 2 * i + 1 : i + half;
+          const float* v = x.data() + (t * n_heads + h) * head_dim;
+          const float* w = got.data() + (t * n_heads + h) * head_dim;
+          const double want_a = v[a] * std::cos(theta) - v[b] * std::sin(theta);
+          const double want_b = v[a] * std::sin(theta) + v[b] * std::cos(theta);
+          // float angles of up to ~6e4 radians: their rounding, times the values.
+          EXPECT_NEAR(w[a], want_a, 2e-3) << t << " " << i;
+          EXPECT_NEAR(w[b], want_b, 2e-3) << t << " " << i;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace moe

@@ -42,7 +42,7 @@ TEST(CudaElementwiseOpsTest, RmsNormIsTheCpusBitForBit) {
   }
 }
 
-TEST(CudaElementwiseOpsTest, RopeIsTheCpusInBothLayoutsWithYarn) {
+TEST(CudaElementwiseOpsTest, RopeIsTheCpusInBothLayoutsWithYarnAndFrequencyFactors) {
   MOE_SKIP_WITHOUT_GPU();
   std::mt19937 rng(2);
   std::normal_distribution<float> nd;
@@ -59,6 +59,11 @@ TEST(CudaElementwiseOpsTest, RopeIsTheCpusInBothLayoutsWithYarn) {
       rope.yarn_factor = static_cast<float>(2 + rng() % 62);
       rope.yarn_orig_ctx = 4096;
       rope.magnitude = 1.f + 0.1f * std::log(rope.yarn_factor);
+    }
+    std::vector<float> factors(rope.n_rot / 2);
+    if (trial % 8 >= 4) {  // Llama 3's per-pair frequency divisors
+      for (float& f : factors) f = 1.f + static_cast<float>(rng() % 700) / 100.f;
+      rope.freq_factors = factors.data();
     }
     std::vector<float> want(n * n_heads * head_dim);
     for (float& v : want) v = nd(rng);

@@ -48,6 +48,12 @@ std::vector<Case> Cases() {
     q8.n_expert_used = 4, q8.n_ff_expert = 32, q8.dtype = DType::kQ8_0, q8.seed = 3;
     if (q8.n_ff_shared) q8.n_ff_shared = 64;  // Q8_0 rows hold whole 32-element blocks
     cases.push_back({"q8", q8});
+    if (a == Arch::kLlama) {  // a Llama 3 MoE merge: per-pair RoPE frequency divisors
+      RandomModelOptions llama3 = o;
+      llama3.rope_freq_factors = true;
+      llama3.seed = 11;
+      cases.push_back({"rope_freqs", llama3});
+    }
   }
   return cases;
 }

@@ -26,22 +26,51 @@ TEST(ModelTest, EveryFixtureTensorIsUsed) {
   }
 }
 
+// A 1-D F32 tensor of `values` (static storage: the spec does not own it).
+TensorSpec VectorTensor(const std::string& name, const std::vector<float>& values) {
+  TensorSpec t;
+  t.name = name;
+  t.shape = {static_cast<int64_t>(values.size())};
+  t.data = {reinterpret_cast<const uint8_t*>(values.data()), values.size() * sizeof(float)};
+  return t;
+}
+
 // llama.cpp refuses a file with a tensor it does not read; libmoe refuses one with a tensor it
-// does not run (a Llama-3 MoE merge's rope_freqs, an NVFP4 file's scales) rather than run the
-// file as if the tensor were not there.
+// does not run (an NVFP4 file's scales, a fused QKV) rather than run the file as if the tensor
+// were not there.
 TEST(ModelTest, ATensorTheModelDoesNotRunIsRefused) {
-  for (const char* extra : {"rope_freqs.weight", "blk.0.attn_q.scale", "blk.1.ffn_up_exps.scale"}) {
+  static const std::vector<float> kValues(16, 1.f);
+  for (const char* extra :
+       {"blk.0.attn_q.scale", "blk.1.ffn_up_exps.scale", "blk.0.attn_qkv.weight"}) {
     ModelSpec spec = FixtureSpec("tiny-qwen3moe-f32");
-    static const std::vector<float> kValues(16, 1.f);
-    TensorSpec t;
-    t.name = extra;
-    t.shape = {16};
-    t.data = {reinterpret_cast<const uint8_t*>(kValues.data()), kValues.size() * sizeof(float)};
-    spec.tensors.push_back(t);
+    spec.tensors.push_back(VectorTensor(extra, kValues));
     auto model = Model::Create(std::move(spec));
     ASSERT_FALSE(model.ok()) << extra;
     EXPECT_EQ(model.status().code(), absl::StatusCode::kUnimplemented) << model.status();
     EXPECT_TRUE(absl::StrContains(model.status().message(), extra)) << model.status();
+  }
+}
+
+// rope_freqs (Llama 3's per-pair RoPE divisors) runs when it has one positive value a pair.
+TEST(ModelTest, RopeFrequencyFactorsAreOnePositiveDivisorAPair) {
+  ModelSpec spec = FixtureSpec("tiny-qwen3moe-f32");
+  const size_t pairs = spec.hp.rope_dim / 2;
+  static const std::vector<float> kGood(pairs, 2.f), kShort(pairs - 1, 2.f);
+  static std::vector<float> kZero(pairs, 2.f);
+  kZero[1] = 0.f;
+  ModelSpec good = spec;
+  good.tensors.push_back(VectorTensor(std::string(kRopeFreqsTensor), kGood));
+  auto model = Model::Create(std::move(good));
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_NE((*model)->rope_freq_factors(), nullptr);
+  EXPECT_EQ((*model)->rope_freq_factors()[pairs - 1], 2.f);
+  for (const std::vector<float>* bad : {&kShort, static_cast<const std::vector<float>*>(&kZero)}) {
+    ModelSpec s = spec;
+    s.tensors.push_back(VectorTensor(std::string(kRopeFreqsTensor), *bad));
+    auto refused = Model::Create(std::move(s));
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+    EXPECT_TRUE(absl::StrContains(refused.status().message(), "rope_freqs")) << refused.status();
   }
 }
 

@@ -80,10 +80,12 @@ std::vector<float> RmsNorm(const std::vector<float>& x, const Mat& w, float eps)
   return y;
 }
 
-// HF's rotate_half convention (NEOX) or GPT-J's interleaved pairs (NORM), on one head.
-void Rope(float* v, int64_t dim, int64_t pos, float base, RopeStyle style) {
+// HF's rotate_half convention (NEOX) or GPT-J's interleaved pairs (NORM), on one head; with
+// Llama 3's frequency factors each pair's frequency divided by its own.
+void Rope(float* v, int64_t dim, int64_t pos, float base, RopeStyle style, const Mat& factors) {
   for (int64_t i = 0; i < dim / 2; ++i) {
     double theta = pos * std::pow(static_cast<double>(base), -2.0 * i / dim);
+    if (!factors.empty()) theta /= factors[i];
     int64_t a = style == RopeStyle::kNeox ? i : 2 * i;
     int64_t b = style == RopeStyle::kNeox ? i + dim / 2 : 2 * i + 1;
     double x0 = v[a], x1 = v[b];
@@ -133,6 +135,7 @@ ModelSpec MakeRandomModel(const RandomModelOptions& o) {
   b.Add("token_embd.weight", {o.n_vocab, E}, 1.0f);
   b.Add("output_norm.weight", {E}, 0.05f, 1.0f);
   if (!o.tied_output) b.Add("output.weight", {o.n_vocab, E}, 2 * in_std);
+  if (o.rope_freq_factors) b.Add(std::string(kRopeFreqsTensor), {o.head_dim / 2}, 0.5f, 3.0f);
   for (int l = 0; l < o.n_layer; ++l) {
     auto n = [&](const char* base) { return LayerTensorName(l, base); };
     b.Add(n("attn_norm"), {E}, 0.05f, 1.0f, l);
@@ -175,6 +178,8 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
   const HParams& h = s.hp;
   const int64_t T = tokens.size(), E = h.n_embd, hd = h.head_dim;
   Mat emb = Weight(s, "token_embd.weight");
+  const Mat rope_factors =
+      s.Find(kRopeFreqsTensor) != nullptr ? Weight(s, std::string(kRopeFreqsTensor)) : Mat();
   std::vector<std::vector<float>> x(T);
   for (int64_t t = 0; t < T; ++t)
     x[t].assign(emb.begin() + tokens[t] * E, emb.begin() + (tokens[t] + 1) * E);
@@ -211,9 +216,9 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
         per_head(k[t], kn);
       }
       for (int64_t hh = 0; hh < h.n_head; ++hh)
-        Rope(q[t].data() + hh * hd, hd, t, h.rope_freq_base, h.rope_style);
+        Rope(q[t].data() + hh * hd, hd, t, h.rope_freq_base, h.rope_style, rope_factors);
       for (int64_t hh = 0; hh < h.n_head_kv; ++hh)
-        Rope(k[t].data() + hh * hd, hd, t, h.rope_freq_base, h.rope_style);
+        Rope(k[t].data() + hh * hd, hd, t, h.rope_freq_base, h.rope_style, rope_factors);
     }
     std::vector<std::vector<float>> h_attn(T);
     for (int64_t t = 0; t < T; ++t) {

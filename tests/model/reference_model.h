@@ -18,6 +18,7 @@ struct RandomModelOptions {
   uint32_t seed = 1;
   DType dtype = DType::kF32;  // of the 2-D matrices
   bool tied_output = false;
+  bool rope_freq_factors = false;  // a rope_freqs tensor (Llama 3's per-pair divisors)
 };
 
 // A ModelSpec owning its random weights; semantics flags are what the family implies.

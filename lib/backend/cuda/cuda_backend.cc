@@ -312,8 +312,13 @@ class CudaBackend final : public Backend {
   void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* positions,
             const RopeParams& rope) override {
     Bind();
+    RopeParams on_device = rope;  // the frequency factors are one of the model's vectors
+    if (rope.freq_factors != nullptr &&
+        (on_device.freq_factors = Weights(rope.freq_factors)) == nullptr) {
+      return;
+    }
     const int32_t* pos = Upload(kPositions, positions, n);
-    if (pos != nullptr) Note(cuda::Rope(x, n, n_heads, head_dim, pos, rope, stream_));
+    if (pos != nullptr) Note(cuda::Rope(x, n, n_heads, head_dim, pos, on_device, stream_));
   }
 
   void StoreKv(const float* k, const float* v, int64_t n, const int32_t* positions,

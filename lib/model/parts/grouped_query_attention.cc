@@ -35,7 +35,7 @@ absl::Status GroupedQueryAttention::Run(const StepContext& ctx, int layer, const
     be.RmsNorm(q, L.q_norm, n * h.n_head, hd, h.rms_eps, q);
     be.RmsNorm(k, L.k_norm, n * h.n_head_kv, hd, h.rms_eps, k);
   }
-  const RopeParams rope = RopeFor(h);
+  const RopeParams rope = RopeFor(ctx.model);
   be.Rope(q, n, h.n_head, hd, positions, rope);
   be.Rope(k, n, h.n_head_kv, hd, positions, rope);
   // Each sequence writes its rows into its own cache and attends over it alone.

@@ -47,8 +47,8 @@ absl::Status LatentAttention::Run(const StepContext& ctx, int layer, const Layer
   be.CopyRows(kv_rows, dk, n, r, latent, r);
   be.RmsNorm(latent, L.kv_a_norm, n, r, h.rms_eps, latent);
   be.CopyRows(latent, r, n, r, kv_rows, dk);
-  be.Rope(kv_rows, n, 1, dk, positions, RopeFor(h, r));
-  be.Rope(q, n, heads, dq, positions, RopeFor(h, dn));
+  be.Rope(kv_rows, n, 1, dk, positions, RopeFor(ctx.model, r));
+  be.Rope(q, n, heads, dq, positions, RopeFor(ctx.model, dn));
 
   // Each head's query in the latent's space, beside its RoPE part.
   MOE_ASSIGN_OR_RETURN(float* q_abs, q_abs_.Resize(be, n * heads * dk));

@@ -4,7 +4,8 @@
 
 namespace moe {
 
-RopeParams RopeFor(const HParams& h, int64_t offset) {
+RopeParams RopeFor(const Model& model, int64_t offset) {
+  const HParams& h = model.hp();
   RopeParams r;
   r.layout = h.rope_style == RopeStyle::kNeox ? RopeLayout::kNeox : RopeLayout::kNorm;
   r.n_rot = h.rope_dim;
@@ -16,6 +17,7 @@ RopeParams RopeFor(const HParams& h, int64_t offset) {
   r.yarn_beta_slow = h.yarn_beta_slow;
   r.magnitude = h.rope_attn_factor;
   if (h.yarn_factor > 1.f) r.magnitude *= 1.f + 0.1f * std::log(h.yarn_factor);
+  r.freq_factors = model.rope_freq_factors();
   return r;
 }
 

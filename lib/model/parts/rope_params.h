@@ -4,12 +4,13 @@
 #include <cstdint>
 
 #include "lib/backend/backend.h"
-#include "lib/model/model_spec.h"
+#include "lib/model/model.h"
 
 namespace moe {
 
-// The model's RoPE over rope_dim dimensions of each head from `offset`, with its YaRN scaling
-// and cos/sin magnitude (rope_attn_factor, times YaRN's 1 + 0.1 ln(factor) as llama.cpp applies).
-RopeParams RopeFor(const HParams& h, int64_t offset = 0);
+// The model's RoPE over rope_dim dimensions of each head from `offset`, with its YaRN scaling,
+// cos/sin magnitude (rope_attn_factor, times YaRN's 1 + 0.1 ln(factor) as llama.cpp applies) and
+// frequency factors (rope_freqs) when the file has them.
+RopeParams RopeFor(const Model& model, int64_t offset = 0);
 
 }  // namespace moe
