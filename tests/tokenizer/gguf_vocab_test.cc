@@ -72,6 +72,13 @@ TEST(GgufVocabTest, WordPieceVocabularyIsReportedUnsupported) {
   EXPECT_NE(data.status().message().find("bert"), std::string::npos) << data.status();
 }
 
+// Kanana-2's files (DeepSeek-V3 architecture) name GPT-4o's split "kanana2", as llama.cpp reads.
+TEST(GgufVocabTest, Kanana2SplitsAsGpt4o) {
+  auto kanana2 = RegexesForPreTokenizer("kanana2");
+  ASSERT_TRUE(kanana2.ok()) << kanana2.status();
+  EXPECT_EQ(*kanana2, *RegexesForPreTokenizer("gpt-4o"));
+}
+
 // GLM-4.5's GGUF files name their split "glm4" (llama.cpp's CHATGLM4: llama3's regex) and end a
 // tool call with an end-of-message token (tokenizer.ggml.eom_token_id), which also ends
 // generation there. A vocabulary file re-labelled so carries both.
