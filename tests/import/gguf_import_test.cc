@@ -3,8 +3,6 @@
 // tensors do.
 #include "lib/import/gguf_import.h"
 
-#include <unistd.h>
-
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -19,18 +17,18 @@
 #include "lib/import/gguf_file.h"
 #include "lib/import/gguf_writer.h"
 #include "lib/model/model.h"
+#include "tests/support/fixture_dirs.h"
 #include "tests/support/fixture_reference.h"
 #include "tests/support/gguf_tensor.h"
+#include "tests/support/test_files.h"
 
 namespace moe {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path FixtureDir(const std::string& name) {
-  return fs::path(MOE_TESTDATA_DIR) / "fixtures-v2" / name;
-}
-fs::path FixtureFile(const std::string& name) { return FixtureDir(name) / (name + ".gguf"); }
+using ::moe::testing::FixtureDir;
+using ::moe::testing::FixtureGgufNamed;
 
 // `src` with each layer's ffn_gate_exps and ffn_up_exps [n_expert, ff, d] written as one
 // ffn_gate_up_exps [n_expert, 2 ff (+ extra_rows), d], each expert's gate rows first.
@@ -80,16 +78,15 @@ absl::Status WriteWithKeys(const fs::path& src, const fs::path& dst,
 }
 
 fs::path TempFile(const std::string& what) {
-  return fs::temp_directory_path() /
-         absl::StrCat("gguf_import_test_", ::getpid(), "_", what, ".gguf");
+  return ::moe::testing::TempFilePath("gguf_import_test_" + what + ".gguf");
 }
 
 TEST(GgufImportTest, FusedGateUpExpertsLoadAsSeparateOnes) {
   for (const std::string name : {"tiny-deepseek3-q8_0", "tiny-qwen3moe-f32"}) {
     SCOPED_TRACE(name);
     const fs::path path = TempFile(name);
-    ASSERT_TRUE(WriteFusedExperts(FixtureFile(name), path).ok());
-    auto separate = ImportGguf(FixtureFile(name).string());
+    ASSERT_TRUE(WriteFusedExperts(FixtureGgufNamed(name), path).ok());
+    auto separate = ImportGguf(FixtureGgufNamed(name));
     auto fused = ImportGguf(path.string());
     fs::remove(path);
     ASSERT_TRUE(separate.ok()) << separate.status();
@@ -121,7 +118,7 @@ TEST(GgufImportTest, FusedGateUpExpertsLoadAsSeparateOnes) {
 
 TEST(GgufImportTest, FusedExpertsOfAnOddRowCountAreAnError) {
   const fs::path path = TempFile("odd");
-  ASSERT_TRUE(WriteFusedExperts(FixtureFile("tiny-qwen3moe-f32"), path, 1).ok());
+  ASSERT_TRUE(WriteFusedExperts(FixtureGgufNamed("tiny-qwen3moe-f32"), path, 1).ok());
   auto spec = ImportGguf(path.string());
   fs::remove(path);
   ASSERT_FALSE(spec.ok());
@@ -133,7 +130,7 @@ TEST(GgufImportTest, FusedExpertsOfAnOddRowCountAreAnError) {
 absl::Status ImportWithKeys(const std::string& fixture,
                             const std::function<void(GgufWriter&)>& edit) {
   const fs::path path = TempFile("keys");
-  MOE_RETURN_IF_ERROR(WriteWithKeys(FixtureFile(fixture), path, edit));
+  MOE_RETURN_IF_ERROR(WriteWithKeys(FixtureGgufNamed(fixture), path, edit));
   auto spec = ImportGguf(path.string());
   fs::remove(path);
   return spec.status();

@@ -4,8 +4,6 @@
 // attn_kv_b as those converters stored kv_b_proj.
 #include "lib/import/legacy_latent_kv.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -22,22 +20,21 @@
 #include "lib/import/gguf_import.h"
 #include "lib/import/gguf_writer.h"
 #include "lib/model/model.h"
+#include "tests/support/fixture_dirs.h"
 #include "tests/support/fixture_reference.h"
 #include "tests/support/gguf_tensor.h"
+#include "tests/support/test_files.h"
 
 namespace moe {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path FixtureDir(const std::string& name) {
-  return fs::path(MOE_TESTDATA_DIR) / "fixtures-v2" / name;
-}
-fs::path FixtureFile(const std::string& name) { return FixtureDir(name) / (name + ".gguf"); }
+using ::moe::testing::FixtureDir;
+using ::moe::testing::FixtureGgufNamed;
 
 fs::path TempFile(const std::string& what) {
-  return fs::temp_directory_path() /
-         ("legacy_latent_kv_test_" + std::to_string(::getpid()) + "_" + what + ".gguf");
+  return ::moe::testing::TempFilePath("legacy_latent_kv_test_" + what + ".gguf");
 }
 
 std::vector<float> Values(const TensorSpec& t) {
@@ -124,8 +121,8 @@ class LegacyLayoutTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(LegacyLayoutTest, RunsAsTheAbsorbedLayoutDoes) {
   const std::string name = GetParam();
   const fs::path legacy = TempFile(name);
-  ASSERT_TRUE(WriteLegacyLayout(FixtureFile(name), legacy).ok());
-  auto current = ImportGguf(FixtureFile(name).string());
+  ASSERT_TRUE(WriteLegacyLayout(FixtureGgufNamed(name), legacy).ok());
+  auto current = ImportGguf(FixtureGgufNamed(name));
   auto old = ImportGguf(legacy.string());
   fs::remove(legacy);
   ASSERT_TRUE(current.ok()) << current.status();
@@ -168,7 +165,7 @@ INSTANTIATE_TEST_SUITE_P(DeepseekFixtures, LegacyLayoutTest,
 TEST(LegacyLatentKvTest, QuantizedKvBGivesQ8_0Keys) {
   const fs::path legacy = TempFile("q4_0");
   ASSERT_TRUE(
-      WriteLegacyLayout(FixtureFile("tiny-deepseek3-f32"), legacy, {.kv_b_type = DType::kQ4_0})
+      WriteLegacyLayout(FixtureGgufNamed("tiny-deepseek3-f32"), legacy, {.kv_b_type = DType::kQ4_0})
           .ok());
   auto file = GgufFile::Open(legacy.string());
   ASSERT_TRUE(file.ok()) << file.status();
@@ -229,7 +226,8 @@ TEST(LegacyLatentKvTest, KeyTypes) {
 TEST(LegacyLatentKvTest, WrongOrMissingSizesAreErrors) {
   const fs::path wrong = TempFile("wrong");
   ASSERT_TRUE(
-      WriteLegacyLayout(FixtureFile("tiny-deepseek3-f32"), wrong, {.key_length_change = 8}).ok());
+      WriteLegacyLayout(FixtureGgufNamed("tiny-deepseek3-f32"), wrong, {.key_length_change = 8})
+          .ok());
   auto s = ImportGguf(wrong.string());
   fs::remove(wrong);
   ASSERT_FALSE(s.ok());
@@ -237,7 +235,7 @@ TEST(LegacyLatentKvTest, WrongOrMissingSizesAreErrors) {
   EXPECT_TRUE(absl::StrContains(s.status().message(), "attn_kv_b")) << s.status();
 
   const fs::path unstated = TempFile("unstated");
-  ASSERT_TRUE(WriteLegacyLayout(FixtureFile("tiny-deepseek2lite-f32"), unstated,
+  ASSERT_TRUE(WriteLegacyLayout(FixtureGgufNamed("tiny-deepseek2lite-f32"), unstated,
                                 {.with_value_length = false})
                   .ok());
   s = ImportGguf(unstated.string());

@@ -42,6 +42,11 @@ inline std::string FixtureGguf(const std::filesystem::path& dir) {
   return (dir / (dir.filename().string() + ".gguf")).string();
 }
 
+// A fixture's model file by the fixture's name.
+inline std::string FixtureGgufNamed(const std::string& name) {
+  return FixtureGguf(FixtureDir(name));
+}
+
 // A test-name suffix for a fixture folder (its name, non-alphanumerics as '_').
 inline std::string FixtureTestName(const ::testing::TestParamInfo<std::filesystem::path>& info) {
   std::string s = info.param.filename().string();

@@ -2,6 +2,8 @@
 // whole files.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -11,6 +13,13 @@
 #include <vector>
 
 namespace moe::testing {
+
+// A path in the temporary folder for a test's scratch file: `tag` and the process id in its name,
+// so that tests running side by side never share one.
+inline std::filesystem::path TempFilePath(const std::string& tag) {
+  return std::filesystem::temp_directory_path() /
+         ("moe_test_" + std::to_string(::getpid()) + "_" + tag);
+}
 
 inline std::string ReadFileBytes(const std::filesystem::path& path) {
   std::ifstream f(path, std::ios::binary);
