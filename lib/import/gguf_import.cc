@@ -1,10 +1,12 @@
 #include "lib/import/gguf_import.h"
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "lib/base/status_macros.h"
+#include "lib/import/gguf_split.h"
 #include "lib/import/gguf_tokenizer.h"
 #include "lib/import/hparams_from_keys.h"
 #include "lib/import/legacy_latent_kv.h"
@@ -97,20 +99,41 @@ bool SplitLayer(absl::string_view name, int* layer, absl::string_view* rest) {
   return true;
 }
 
+// The model in `files` (one, or a split model's in order): metadata from the first, tensors from
+// all.
+absl::StatusOr<ModelSpec> ImportGgufFiles(std::vector<std::shared_ptr<const GgufFile>> files);
+
 }  // namespace
 
 absl::StatusOr<ModelSpec> ImportGguf(const std::string& path) {
-  MOE_ASSIGN_OR_RETURN(std::shared_ptr<const GgufFile> g, GgufFile::Open(path));
-  auto spec = ImportGguf(g);
+  auto parts = OpenGgufSplits(path);
+  if (!parts.ok()) return Annotate(parts.status(), absl::StrCat("reading '", path, "'"));
+  std::vector<std::shared_ptr<const GgufFile>> files;
+  for (const GgufPart& part : *parts) files.push_back(part.file);
+  auto spec = ImportGgufFiles(files);
   if (!spec.ok()) return Annotate(spec.status(), absl::StrCat("importing '", path, "'"));
-  spec->source_files.push_back({path, g->bytes().data(), g->bytes().size()});
+  for (const GgufPart& part : *parts) {
+    spec->source_files.push_back({part.path, part.file->bytes().data(), part.file->bytes().size()});
+  }
   return spec;
 }
 
 absl::StatusOr<ModelSpec> ImportGguf(std::shared_ptr<const GgufFile> gguf) {
-  const GgufFile& g = *gguf;
+  MOE_ASSIGN_OR_RETURN(const int splits, GgufSplitCount(*gguf));
+  if (splits > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("this GGUF is one of ", splits,
+                     " splits of a model: import the model by the first's path"));
+  }
+  return ImportGgufFiles({std::move(gguf)});
+}
+
+namespace {
+
+absl::StatusOr<ModelSpec> ImportGgufFiles(std::vector<std::shared_ptr<const GgufFile>> files) {
+  const GgufFile& g = *files.front();  // the metadata's
   ModelSpec spec;
-  spec.owners.push_back(gguf);
+  spec.owners.assign(files.begin(), files.end());
   MOE_ASSIGN_OR_RETURN(std::string arch_name, g.GetString("general.architecture"));
   MOE_ASSIGN_OR_RETURN(const Architecture* arch, FindArchitecture(arch_name));
   spec.arch = arch->id();
@@ -123,7 +146,20 @@ absl::StatusOr<ModelSpec> ImportGguf(std::shared_ptr<const GgufFile> gguf) {
   }
   HParams& h = spec.hp;
 
-  for (const GgufTensorInfo& info : g.tensors()) {
+  // Across split files a name must not repeat (within one, the reader checks).
+  absl::flat_hash_set<absl::string_view> names;
+  std::vector<const GgufTensorInfo*> infos;
+  for (const auto& file : files) {
+    for (const GgufTensorInfo& info : file->tensors()) {
+      if (files.size() > 1 && !names.insert(info.name).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor '", info.name, "' is in more than one split"));
+      }
+      infos.push_back(&info);
+    }
+  }
+  for (const GgufTensorInfo* info_ptr : infos) {
+    const GgufTensorInfo& info = *info_ptr;
     MOE_ASSIGN_OR_RETURN(TensorSpec t, CarryTensor(info));
     int layer = -1;
     absl::string_view rest;
@@ -185,4 +221,5 @@ absl::StatusOr<ModelSpec> ImportGguf(std::shared_ptr<const GgufFile> gguf) {
   return spec;
 }
 
+}  // namespace
 }  // namespace moe

@@ -1,5 +1,6 @@
 // GGUF model file -> ModelSpec. Tensor data stays in the mapped file (zero copy); stacked expert
-// tensors are split into one tensor per expert.
+// tensors are split into one tensor per expert. A model split by gguf-split is imported from the
+// first split's path, the others read from beside it (gguf_split.h).
 #pragma once
 
 #include <string>

@@ -8,6 +8,8 @@
 
 #include "gtest/gtest.h"
 #include "lib/import/gguf_file.h"
+#include "tests/support/gguf_split_writer.h"
+#include "tests/support/test_files.h"
 
 namespace moe {
 namespace {
@@ -56,6 +58,24 @@ std::string Quantize(const std::string& name, const std::string& scheme,
 TEST(MoeQuantizeTest, Q8_0MatchesLlamaQuantizeByteForByte) {
   std::string out = Quantize("tiny-llama-moe-f32", "q8_0");
   ExpectSameTensors(out, (kFixtures / "tiny-llama-moe-q8_0" / "tiny-llama-moe-q8_0.gguf").string());
+  fs::remove(out);
+}
+
+// A model split by gguf-split is read from all its files (named by the first) and written as one.
+TEST(MoeQuantizeTest, ASplitModelIsQuantizedWhole) {
+  const std::string name = "tiny-llama-moe-f32";
+  const std::string prefix = testing::TempFilePath("moe_quantize_test_split").string();
+  ASSERT_TRUE(testing::WriteSplits((kFixtures / name / (name + ".gguf")).string(), prefix).ok());
+  const std::string out =
+      (fs::temp_directory_path() / "moe_quantize_test_split.q8_0.gguf").string();
+  const std::string cmd = std::string(MOE_BINARY_DIR) + "/tools/moe-quantize " +
+                          testing::SplitPath(prefix, 1, 3) + " " + out + " q8_0";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  testing::RemoveSplits(prefix, 3);
+  ExpectSameTensors(out, (kFixtures / "tiny-llama-moe-q8_0" / "tiny-llama-moe-q8_0.gguf").string());
+  auto written = GgufFile::Open(out);
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ((*written)->Find("split.count"), nullptr);
   fs::remove(out);
 }
 

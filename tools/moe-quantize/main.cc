@@ -20,6 +20,7 @@
 #include "lib/base/status_macros.h"
 #include "lib/format/moe_writer.h"
 #include "lib/import/gguf_file.h"
+#include "lib/import/gguf_split.h"
 #include "lib/import/gguf_writer.h"
 #include "lib/import/hf_import.h"
 #include "lib/import/model_loader.h"
@@ -51,22 +52,30 @@ int Fail(const std::string& message) {
 
 int QuantizeGguf(const std::string& in, const std::string& out, const std::string& scheme,
                  int threads) {
-  auto g = moe::GgufFile::Open(in);
-  if (!g.ok()) return Fail(std::string(g.status().message()));
-  auto arch = (*g)->GetString("general.architecture");
+  // A model split by gguf-split is read from all its files and written as one.
+  auto parts = moe::OpenGgufSplits(in);
+  if (!parts.ok()) return Fail(std::string(parts.status().message()));
+  const moe::GgufFile* g = parts->front().file.get();
+  auto arch = g->GetString("general.architecture");
   if (!arch.ok()) return Fail(std::string(arch.status().message()));
-  const int64_t n_layer = static_cast<int64_t>((*g)->GetUint(*arch + ".block_count").value_or(0));
+  const int64_t n_layer = static_cast<int64_t>(g->GetUint(*arch + ".block_count").value_or(0));
 
   moe::GgufWriter w;
-  moe::CopyMetadata(**g, w, [](const std::string& key) {
-    return key != "general.file_type" && key != "general.alignment";
+  moe::CopyMetadata(*g, w, [](const std::string& key) {
+    return key != "general.file_type" && key != "general.alignment" &&
+           !absl::StartsWith(key, "split.");
   });
   w.SetU32("general.file_type", moe::LlamaFileType(scheme));
   w.SetU32("general.quantization_version", 2);
 
   std::vector<std::unique_ptr<std::vector<uint8_t>>> store;
   moe::ThreadPool pool(threads);
-  for (const moe::GgufTensorInfo& t : (*g)->tensors()) {
+  std::vector<const moe::GgufTensorInfo*> tensors;
+  for (const moe::GgufPart& part : *parts) {
+    for (const moe::GgufTensorInfo& t : part.file->tensors()) tensors.push_back(&t);
+  }
+  for (const moe::GgufTensorInfo* tensor : tensors) {
+    const moe::GgufTensorInfo& t = *tensor;
     auto src_type = moe::DTypeFromGgml(t.ggml_type, t.name);
     if (!src_type.ok()) return Fail(std::string(src_type.status().message()));
     const int64_t cols = t.ne[0];
