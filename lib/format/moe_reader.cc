@@ -108,6 +108,13 @@ absl::StatusOr<HParams> ReadHParams(const fb::HParams* p) {
   h.has_router_bias = p->has_router_bias();
   h.has_expert_bias = p->has_expert_bias();
   h.swiglu_clamped = p->swiglu_clamped();
+  if (const auto* sections = p->rope_sections()) {
+    if (sections->size() != h.rope_sections.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rope_sections has ", sections->size(), " values, not 4"));
+    }
+    for (size_t i = 0; i < h.rope_sections.size(); ++i) h.rope_sections[i] = sections->Get(i);
+  }
   return h;
 }
 

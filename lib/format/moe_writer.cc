@@ -99,6 +99,11 @@ flatbuffers::Offset<fb::Tokenizer> BuildTokenizer(flatbuffers::FlatBufferBuilder
 }
 
 flatbuffers::Offset<fb::HParams> BuildHParams(flatbuffers::FlatBufferBuilder& b, const HParams& h) {
+  // Vectors are built before the table that refers to them.
+  flatbuffers::Offset<flatbuffers::Vector<int64_t>> sections;
+  if (h.multimodal_rope()) {
+    sections = b.CreateVector(h.rope_sections.data(), h.rope_sections.size());
+  }
   fb::HParamsBuilder hb(b);
   hb.add_n_vocab(h.n_vocab);
   hb.add_n_embd(h.n_embd);
@@ -147,6 +152,7 @@ flatbuffers::Offset<fb::HParams> BuildHParams(flatbuffers::FlatBufferBuilder& b,
   hb.add_has_router_bias(h.has_router_bias);
   hb.add_has_expert_bias(h.has_expert_bias);
   hb.add_swiglu_clamped(h.swiglu_clamped);
+  if (!sections.IsNull()) hb.add_rope_sections(sections);
   return hb.Finish();
 }
 

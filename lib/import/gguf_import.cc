@@ -44,6 +44,9 @@ class HParamReader final : public MetadataKeys {
   bool Has(absl::string_view key) const override {
     return g_.Find(absl::StrCat(arch_, ".", key)) != nullptr;
   }
+  absl::StatusOr<std::vector<int64_t>> IntArray(absl::string_view key) const override {
+    return g_.GetIntArray(absl::StrCat(arch_, ".", key));
+  }
   absl::StatusOr<std::string> String(absl::string_view key) const {
     return g_.GetString(absl::StrCat(arch_, ".", key));
   }

@@ -2,11 +2,13 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "lib/backend/cpu/quant_rows.h"
 #include "lib/base/status_macros.h"
+#include "lib/model/parts/rope_params.h"
 
 namespace moe {
 
@@ -84,6 +86,35 @@ absl::Status Model::ResolveGroupedQueryAttention(int l, LayerWeights& L) {
   return absl::OkStatus();
 }
 
+absl::Status Model::ResolveRopeDivisors() {
+  const HParams& h = spec_.hp;
+  const int64_t pairs = h.rope_dim / 2;
+  const bool from_file = spec_.Find(kRopeFreqsTensor) != nullptr;
+  if (!from_file && !h.multimodal_rope()) return absl::OkStatus();
+  std::vector<float> divisors(pairs, 1.f);
+  if (from_file) {
+    MOE_ASSIGN_OR_RETURN(const float* factors, Vector(std::string(kRopeFreqsTensor)));
+    for (int64_t i = 0; i < pairs; ++i) {
+      if (!(factors[i] > 0.f) || !std::isfinite(factors[i])) {
+        return absl::InvalidArgumentError(absl::StrCat(kRopeFreqsTensor, " value ", i, " is ",
+                                                       factors[i], ", not a positive divisor"));
+      }
+      divisors[i] = factors[i];
+    }
+  }
+  // A pair that keeps angle 0 for text: an infinite divisor makes its frequency 0.
+  if (h.multimodal_rope()) {
+    for (int64_t i = 0; i < pairs; ++i) {
+      if (!MultimodalPairTurnsForText(h.rope_sections, i)) {
+        divisors[i] = std::numeric_limits<float>::infinity();
+      }
+    }
+  }
+  // Among the model's vectors, which a device backend uploads.
+  rope_freq_factors_ = f32_vectors_.emplace_back(std::move(divisors)).data();
+  return absl::OkStatus();
+}
+
 absl::Status Model::ResolveExperts(int l, LayerWeights& L) {
   const HParams& h = spec_.hp;
   auto bias = [&](absl::string_view b) { return LayerBiasName(l, b); };
@@ -140,16 +171,7 @@ absl::Status Model::Resolve() {
   } else {
     MOE_ASSIGN_OR_RETURN(output_, Matrix("output.weight"));
   }
-  if (spec_.Find(kRopeFreqsTensor) != nullptr) {
-    MOE_ASSIGN_OR_RETURN(rope_freq_factors_, Vector(std::string(kRopeFreqsTensor)));
-    for (int64_t i = 0; i < h.rope_dim / 2; ++i) {
-      if (!(rope_freq_factors_[i] > 0.f) || !std::isfinite(rope_freq_factors_[i])) {
-        return absl::InvalidArgumentError(absl::StrCat(kRopeFreqsTensor, " value ", i, " is ",
-                                                       rope_freq_factors_[i],
-                                                       ", not a positive divisor"));
-      }
-    }
-  }
+  MOE_RETURN_IF_ERROR(ResolveRopeDivisors());
   layers_.resize(h.n_layer);
   for (int l = 0; l < h.n_layer; ++l) {
     LayerWeights& L = layers_[l];

@@ -74,7 +74,8 @@ class Model {
   const WeightView& token_embd() const { return token_embd_; }
   const WeightView& output() const { return output_; }
   const float* output_norm() const { return output_norm_; }
-  // The file's rope_freqs (rope_dim / 2 divisors of the pairs' frequencies); null: none.
+  // rope_dim / 2 divisors of the pairs' frequencies (the file's rope_freqs; +inf for a pair that
+  // does not turn for text under multimodal RoPE); null: none.
   const float* rope_freq_factors() const { return rope_freq_factors_; }
   // [layer][expert]: experts pruned from the file (ModelSpec::pruned_experts), which the router
   // never picks and which have no weights.
@@ -86,6 +87,9 @@ class Model {
   absl::Status ResolveGroupedQueryAttention(int layer, LayerWeights& L);
   // The layer's routed experts (those this spec holds) and their stacked biases.
   absl::Status ResolveExperts(int layer, LayerWeights& L);
+  // rope_freq_factors_: the file's rope_freqs and, with multimodal RoPE, +inf for the pairs that
+  // do not turn for text.
+  absl::Status ResolveRopeDivisors();
   absl::StatusOr<const float*> Vector(const std::string& name);
   absl::StatusOr<WeightView> Matrix(const std::string& name);
   // The tensor of that name (null if none), marked used.

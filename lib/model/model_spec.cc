@@ -246,11 +246,20 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
                           {"n_head_kv", h.n_head_kv, kMaxSize},
                           {"n_head", h.n_head, 4096},
                           {"n_layer", h.n_layer, 4096},
-                          {"n_expert", h.n_expert, 65536}};
+                          {"n_expert", h.n_expert, 65536},
+                          {"rope_sections[0]", h.rope_sections[0], kMaxSize},
+                          {"rope_sections[1]", h.rope_sections[1], kMaxSize},
+                          {"rope_sections[2]", h.rope_sections[2], kMaxSize},
+                          {"rope_sections[3]", h.rope_sections[3], kMaxSize}};
   for (const Bound& b : bounds) {
     if (b.value > b.max) {
       return absl::InvalidArgumentError(
           absl::StrCat(b.what, " ", b.value, " is out of range (at most ", b.max, ")"));
+    }
+  }
+  for (int64_t section : h.rope_sections) {
+    if (section < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("rope_sections hold ", section));
     }
   }
   if (!(h.rms_eps > 0) || !std::isfinite(h.rms_eps)) {

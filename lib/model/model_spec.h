@@ -3,6 +3,7 @@
 // and the runtime builds its Model from it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -22,7 +23,16 @@ namespace moe {
 
 // Architectures, named as llama.cpp names them. "llama" here means the Mixtral layout (a llama
 // block whose FFN is a mixture of experts). What each one is made of lives in lib/model/arch/.
-enum class Arch { kLlama, kQwen2Moe, kOlmoe, kQwen3Moe, kGlm4Moe, kDeepseek2, kGptOss };
+enum class Arch {
+  kLlama,
+  kQwen2Moe,
+  kOlmoe,
+  kQwen3Moe,
+  kGlm4Moe,
+  kDeepseek2,
+  kGptOss,
+  kQwen3VlMoe,
+};
 
 absl::string_view ArchName(Arch a);
 absl::StatusOr<Arch> ArchFromName(absl::string_view name);
@@ -96,7 +106,15 @@ struct HParams {
   bool has_expert_bias = false;
   bool swiglu_clamped = false;
 
+  // Multimodal RoPE (qwen3vlmoe's interleaved M-RoPE, llama.cpp's IMROPE): how many rotary pairs
+  // follow the temporal, height, width and extra positions; all 0: plain RoPE. For text, the
+  // runtime's only input, the first three are the token's position and the extra one is 0.
+  std::array<int64_t, 4> rope_sections{};
+
   bool latent_attention() const { return kv_lora_rank > 0; }
+  bool multimodal_rope() const {
+    return rope_sections[0] + rope_sections[1] + rope_sections[2] + rope_sections[3] > 0;
+  }
   bool layer_slides(int layer) const {
     return sliding_window > 0 && swa_period > 0 && layer % swa_period < swa_period - 1;
   }

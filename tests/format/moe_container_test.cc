@@ -45,6 +45,7 @@ std::vector<float> PromptLogits(ModelSpec spec) {
   const HParams& h = (*model)->hp();
   auto cache = KvCache::Create(h.n_layer, 64, h.n_head_kv, h.head_dim, DType::kF32);
   std::vector<int32_t> tokens = {1, 2, 3, 100, 2000, 7};
+  for (int32_t& t : tokens) t %= static_cast<int32_t>(h.n_vocab);  // the smaller vocabularies
   std::vector<float> logits;
   EXPECT_TRUE(tf.Forward(tokens, *cache, LogitsFor::kAll, &logits).ok());
   return logits;
@@ -113,6 +114,29 @@ class MoeCorruptionTest : public ::testing::Test {
   std::string good_;
   std::vector<uint8_t> bytes_;
 };
+
+// Qwen3-VL-MoE's multimodal RoPE sections (appended to the header's hyper-parameters) survive the
+// container, and so do the logits they shape.
+TEST(MoeContainerSectionsTest, MultimodalRopeSectionsRoundTrip) {
+  auto spec = ImportGguf(std::string(MOE_TESTDATA_DIR) +
+                         "/fixtures-v2/tiny-qwen3moe-f32/tiny-qwen3moe-f32.gguf");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  spec->arch = Arch::kQwen3VlMoe;
+  spec->hp.rope_sections = {6, 4, 4, 0};  // 16 pairs: 13 and 14 keep angle 0 for text
+  const std::string path = TempPath("sections.moe");
+  ASSERT_TRUE(WriteMoeFile(*spec, path).ok());
+  auto back = ReadMoeFile(path);
+  fs::remove(path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->arch, Arch::kQwen3VlMoe);
+  EXPECT_EQ(back->hp.rope_sections, spec->hp.rope_sections);
+  EXPECT_TRUE(back->hp == spec->hp);
+  const std::vector<float> want = PromptLogits(*spec);
+  EXPECT_EQ(PromptLogits(*std::move(back)), want);
+  spec->arch = Arch::kQwen3Moe;
+  spec->hp.rope_sections = {};
+  EXPECT_NE(PromptLogits(*std::move(spec)), want);  // the sections change the result
+}
 
 TEST_F(MoeCorruptionTest, TruncatedFilesAreErrorsThatSaySo) {
   for (size_t cut : {size_t{0}, size_t{3}, size_t{11}, size_t{100}, size_t{5000}, bytes_.size() / 2,

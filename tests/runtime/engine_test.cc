@@ -152,6 +152,54 @@ TEST(EngineTest, RowGroupLayoutsGiveTheSameLogitsBatchedAndAsStored) {
 #endif
 }
 
+// Qwen3-VL-MoE's language model runs text as Qwen3-MoE does where every rotary pair turns with
+// the token's position (moe-synth's sections over 16 pairs: [6, 5, 5, 0]); with 32 pairs
+// ([12, 10, 10, 0]) pair 31 falls to the extra section, which llama.cpp leaves at angle 0 for
+// text: the model's divisor there is infinite and the logits differ. (llama.cpp's own run of
+// such a file is checked outside the repository: README.)
+TEST(EngineTest, Qwen3VlMoeTextIsQwen3MoeWithItsRopeSections) {
+#ifndef MOE_SYNTH_PATH
+  GTEST_SKIP() << "built without the tools (moe-synth writes this test's models)";
+#else
+  for (int head_dim : {32, 64}) {
+    SCOPED_TRACE(head_dim);
+    std::vector<float> logits[2];
+    for (int vl = 0; vl < 2; ++vl) {
+      const std::string arch = vl ? "qwen3vlmoe" : "qwen3moe";
+      const std::string path = ::testing::TempDir() + "/moe_engine_test_" + arch + "_" +
+                               std::to_string(getpid()) + ".gguf";
+      const std::string cmd =
+          std::string(MOE_SYNTH_PATH) + " -o " + path + " --arch " + arch +
+          " --type q8_0 --embd 128 --layers 2 --heads 4 --kv-heads 2 --head-dim " +
+          std::to_string(head_dim) + " --experts 8 --top-k 2 --ff 64 --rope-base 100" +
+          " --seed 5 --vocab " + MOE_TESTDATA_DIR +
+          "/tokenizer/ggml-vocab-deepseek-coder.gguf 2> /dev/null";
+      ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+      auto e = Engine::Load(path, {});
+      std::remove(path.c_str());
+      ASSERT_TRUE(e.ok()) << e.status();
+      const Model& m = *(*e)->model();
+      if (vl) {
+        ASSERT_NE(m.rope_freq_factors(), nullptr);
+        for (int64_t i = 0; i < head_dim / 2; ++i) {
+          const bool still = head_dim == 64 && i == 31;
+          EXPECT_EQ(std::isinf(m.rope_freq_factors()[i]), still) << i;
+          if (!still) EXPECT_EQ(m.rope_freq_factors()[i], 1.f) << i;
+        }
+      }
+      std::vector<int32_t> tokens;
+      for (int t = 0; t < 40; ++t) tokens.push_back(3 + 97 * t % 30000);
+      logits[vl] = Logits(**e, tokens, /*one_by_one=*/false);
+    }
+    if (head_dim == 32) {
+      EXPECT_EQ(logits[1], logits[0]);
+    } else {
+      EXPECT_NE(logits[1], logits[0]);
+    }
+  }
+#endif
+}
+
 // GGUF files in llama.cpp's Q2_K and Q3_K_M mixes, of the other 32-value block types and of
 // IQ4_XS: whole files of one type, and the fallbacks llama-quantize writes where rows are not
 // whole super-blocks (an expert width of 160: the down projections of a Q4_K_M file take Q5_0

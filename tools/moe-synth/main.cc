@@ -192,6 +192,10 @@ int main(int argc, char** argv) {
   app.add_option("--dense-ff", sh.dense_ff, "their FFN size; 0: 4 x --ff")->capture_default_str();
   app.add_option("--ctx", sh.ctx, "context length (the original one under YaRN)")
       ->capture_default_str();
+  app.add_option("--rope-base", sh.rope_base,
+                 "RoPE frequency base (deepseek2 and gpt-oss keep their own)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--q-lora", sh.q_lora, "deepseek2: q low-rank size, 0 = none (V2-Lite)")
       ->capture_default_str();
   app.add_option("--kv-lora", sh.kv_lora, "deepseek2: KV latent size")->capture_default_str();

@@ -22,6 +22,9 @@ class Builder {
   void KeyF(const std::string& key, float v) { w_.SetF32(s_.arch + "." + key, v); }
   void KeyB(const std::string& key, bool v) { w_.SetBool(s_.arch + "." + key, v); }
   void KeyS(const std::string& key, const std::string& v) { w_.SetString(s_.arch + "." + key, v); }
+  void KeyI32Array(const std::string& key, std::vector<int32_t> v) {
+    w_.SetI32Array(s_.arch + "." + key, std::move(v));
+  }
 
   void Add(std::string name, std::vector<int64_t> shape, float std, float mean = 0,
            int64_t layer = -1) {
@@ -42,7 +45,7 @@ class Builder {
     Key("attention.head_count", static_cast<uint32_t>(s_.heads));
     Key("attention.head_count_kv", static_cast<uint32_t>(s_.kv_heads));
     KeyF("attention.layer_norm_rms_epsilon", 1e-6f);
-    KeyF("rope.freq_base", 1e6f);
+    KeyF("rope.freq_base", s_.rope_base);
     Key("expert_count", static_cast<uint32_t>(s_.experts));
     Key("expert_used_count", static_cast<uint32_t>(s_.top_k));
     Key("expert_feed_forward_length", static_cast<uint32_t>(s_.ff));
@@ -106,12 +109,19 @@ class Builder {
   std::vector<Tensor> tensors_;
 };
 
-// llama (Mixtral), qwen2moe, olmoe, qwen3moe: every layer grouped-query attention and experts.
+// llama (Mixtral), qwen2moe, olmoe, qwen3moe, qwen3vlmoe (qwen3moe with multimodal RoPE
+// sections): every layer grouped-query attention and experts.
 void PlanClassic(const Shape& s, Builder& b) {
   const bool qwen2 = s.arch == "qwen2moe";
   b.CommonKeys(s.layers, qwen2 && s.shared_ff > 0 ? s.shared_ff : s.ff);
   if (s.head_dim > 0) b.HeadSizeKeys();
   if (qwen2 && s.shared_ff > 0) b.Key("expert_shared_feed_forward_length", s.shared_ff);
+  if (s.arch == "qwen3vlmoe") {
+    // Qwen3-VL's proportions of the rotary pairs ([24, 20, 20, 0] of 64): 5/16 each for height
+    // and width, the rest temporal.
+    const int32_t pairs = static_cast<int32_t>(b.head_dim() / 2), hw = pairs * 5 / 16;
+    b.KeyI32Array("rope.dimension_sections", {pairs - 2 * hw, hw, hw, 0});
+  }
   const int64_t E = s.embd, hd = b.head_dim();
   for (int64_t l = 0; l < s.layers; ++l) {
     b.Norm(l, "attn_norm.weight", E);
@@ -128,7 +138,7 @@ void PlanClassic(const Shape& s, Builder& b) {
         b.Ffn(l, "_shexp", s.shared_ff);
       }
     }
-    if (s.arch == "olmoe" || s.arch == "qwen3moe") {
+    if (s.arch == "olmoe" || s.arch == "qwen3moe" || s.arch == "qwen3vlmoe") {
       const bool whole = s.arch == "olmoe";
       b.Norm(l, "attn_q_norm.weight", whole ? s.heads * hd : hd);
       b.Norm(l, "attn_k_norm.weight", whole ? s.kv_heads * hd : hd);
@@ -238,8 +248,8 @@ void PlanGptOss(const Shape& s, Builder& b) {
 }  // namespace
 
 const std::vector<std::string>& Architectures() {
-  static const std::vector<std::string> kNames = {"llama",   "qwen2moe",  "olmoe",  "qwen3moe",
-                                                  "glm4moe", "deepseek2", "gpt-oss"};
+  static const std::vector<std::string> kNames = {"llama",   "qwen2moe",  "olmoe",   "qwen3moe",
+                                                  "glm4moe", "deepseek2", "gpt-oss", "qwen3vlmoe"};
   return kNames;
 }
 

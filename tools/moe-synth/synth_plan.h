@@ -20,6 +20,7 @@ struct Shape {
   int64_t shared_experts = 1;
   int64_t dense_layers = 1, dense_ff = 0;  // glm4moe, deepseek2; 0: 4 x ff
   int64_t ctx = 4096;
+  float rope_base = 1e6f;
   // deepseek2's latent attention: q_lora 0 is V2-Lite's q straight from attn_q.
   int64_t q_lora = 0, kv_lora = 512, qk_nope = 128, qk_rope = 64, v_head = 128;
   // deepseek2 V3-style routing: sigmoid with a selection bias, in groups.

@@ -12,7 +12,7 @@ const Architecture* const* All(size_t* count) {
   static const Architecture* const kAll[] = {&LlamaArchitecture(),   &Qwen2MoeArchitecture(),
                                              &OlmoeArchitecture(),   &Qwen3MoeArchitecture(),
                                              &Glm4MoeArchitecture(), &Deepseek2Architecture(),
-                                             &GptOssArchitecture()};
+                                             &GptOssArchitecture(),  &Qwen3VlMoeArchitecture()};
   *count = sizeof(kAll) / sizeof(kAll[0]);
   return kAll;
 }

@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "lib/model/model_spec.h"
 
@@ -26,6 +28,10 @@ class MetadataKeys {
   virtual absl::StatusOr<float> Float(absl::string_view key, float def) const = 0;
   virtual absl::StatusOr<bool> Bool(absl::string_view key, bool def) const = 0;
   virtual bool Has(absl::string_view key) const = 0;
+  // An integer array: only files have them (elsewhere: NotFound, as for an absent key).
+  virtual absl::StatusOr<std::vector<int64_t>> IntArray(absl::string_view key) const {
+    return absl::NotFoundError(absl::StrCat("no array '", key, "'"));
+  }
 };
 
 // No keys at all: every value takes the family's default (models built in memory).

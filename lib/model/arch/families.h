@@ -12,5 +12,6 @@ const Architecture& Qwen3MoeArchitecture();
 const Architecture& Glm4MoeArchitecture();
 const Architecture& Deepseek2Architecture();
 const Architecture& GptOssArchitecture();
+const Architecture& Qwen3VlMoeArchitecture();
 
 }  // namespace moe

@@ -21,4 +21,15 @@ RopeParams RopeFor(const Model& model, int64_t offset) {
   return r;
 }
 
+bool MultimodalPairTurnsForText(const std::array<int64_t, 4>& s, int64_t i) {
+  // Pairs cycle through the sections (ggml_mrope_cache_init): within each run of sect_dims
+  // pairs, every third from 0 takes the temporal position, from 1 the height and from 2 the
+  // width, while the section has pairs left; the rest take the extra position.
+  const int64_t sector = i % (s[0] + s[1] + s[2] + s[3]);
+  if (sector % 3 == 1 && sector < 3 * s[1]) return true;
+  if (sector % 3 == 2 && sector < 3 * s[2]) return true;
+  if (sector % 3 == 0 && sector < 3 * s[0]) return true;
+  return false;
+}
+
 }  // namespace moe
