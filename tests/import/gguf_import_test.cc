@@ -17,8 +17,7 @@
 #include "lib/import/gguf_file.h"
 #include "lib/import/gguf_writer.h"
 #include "lib/model/model.h"
-#include "lib/runtime/engine.h"
-#include "lib/runtime/session.h"
+#include "tests/support/expert_cache_logits.h"
 #include "tests/support/fixture_dirs.h"
 #include "tests/support/fixture_reference.h"
 #include "tests/support/gguf_tensor.h"
@@ -31,7 +30,6 @@ namespace fs = std::filesystem;
 
 using ::moe::testing::FixtureDir;
 using ::moe::testing::FixtureGgufNamed;
-using ::moe::testing::ReadIntegers;
 
 // `src` with each layer's ffn_gate_exps and ffn_up_exps [n_expert, ff, d] written as one
 // ffn_gate_up_exps [n_expert, 2 ff (+ extra_rows), d], each expert's gate rows first.
@@ -126,27 +124,9 @@ TEST(GgufImportTest, FusedGateUpExpertsServeTheExpertCache) {
   const std::string name = "tiny-qwen3moe-f32";
   const fs::path path = TempFile("cache");
   ASSERT_TRUE(WriteFusedExperts(FixtureGgufNamed(name), path).ok());
-  auto logits = [&](const std::string& file, double cached_fraction) {
-    LoadOptions o;
-    o.expert_cache_fraction = cached_fraction;
-    auto engine = Engine::Load(file, o);
-    EXPECT_TRUE(engine.ok()) << engine.status();
-    std::vector<float> out;
-    if (!engine.ok()) return out;
-    EXPECT_EQ((*engine)->expert_store() != nullptr, cached_fraction > 0);
-    SessionOptions so;
-    so.threads = 2;
-    so.n_ctx = 128;
-    auto session = Session::Create(*engine, so);
-    EXPECT_TRUE(session.ok()) << session.status();
-    if (!session.ok()) return out;
-    std::vector<int32_t> prompt = ReadIntegers(FixtureDir(name) / "p1.tokens.txt");
-    EXPECT_TRUE((*session)->Decode(prompt, &out).ok());
-    if (cached_fraction > 0) EXPECT_GT((*engine)->expert_store()->cache().stats().misses, 0);
-    return out;
-  };
-  const std::vector<float> want = logits(FixtureGgufNamed(name), 0);
-  const std::vector<float> got = logits(path.string(), 0.25);
+  const std::vector<float> want =
+      ::moe::testing::FixturePromptLogits(FixtureGgufNamed(name), name, 0);
+  const std::vector<float> got = ::moe::testing::FixturePromptLogits(path.string(), name, 0.25);
   fs::remove(path);
   ASSERT_FALSE(want.empty());
   EXPECT_EQ(got, want);

@@ -15,8 +15,7 @@
 #include "lib/import/gguf_import.h"
 #include "lib/import/gguf_writer.h"
 #include "lib/model/model.h"
-#include "lib/runtime/engine.h"
-#include "lib/runtime/session.h"
+#include "tests/support/expert_cache_logits.h"
 #include "tests/support/fixture_dirs.h"
 #include "tests/support/fixture_reference.h"
 #include "tests/support/gguf_split_writer.h"
@@ -68,27 +67,10 @@ TEST(GgufSplitTest, TheExpertCacheReadsFromEverySplit) {
   const std::string name = "tiny-qwen3moe-f32";
   const std::string prefix = ::moe::testing::TempFilePath("gguf_split_test_cache").string();
   ASSERT_TRUE(WriteSplits(FixtureGgufNamed(name), prefix, {.count = 4}).ok());
-  auto logits = [&](const std::string& file, double cached_fraction) {
-    LoadOptions o;
-    o.expert_cache_fraction = cached_fraction;
-    auto engine = Engine::Load(file, o);
-    EXPECT_TRUE(engine.ok()) << engine.status();
-    std::vector<float> out;
-    if (!engine.ok()) return out;
-    SessionOptions so;
-    so.threads = 2;
-    so.n_ctx = 128;
-    auto session = Session::Create(*engine, so);
-    EXPECT_TRUE(session.ok()) << session.status();
-    if (!session.ok()) return out;
-    const std::vector<int32_t> prompt =
-        ::moe::testing::ReadIntegers(FixtureDir(name) / "p1.tokens.txt");
-    EXPECT_TRUE((*session)->Decode(prompt, &out).ok());
-    if (cached_fraction > 0) EXPECT_GT((*engine)->expert_store()->cache().stats().misses, 0);
-    return out;
-  };
-  const std::vector<float> want = logits(FixtureGgufNamed(name), 0);
-  const std::vector<float> got = logits(SplitPath(prefix, 1, 4), 0.25);
+  const std::vector<float> want =
+      ::moe::testing::FixturePromptLogits(FixtureGgufNamed(name), name, 0);
+  const std::vector<float> got =
+      ::moe::testing::FixturePromptLogits(SplitPath(prefix, 1, 4), name, 0.25);
   RemoveSplits(prefix, 4);
   ASSERT_FALSE(want.empty());
   EXPECT_EQ(got, want);
