@@ -89,17 +89,16 @@ absl::Status Model::ResolveGroupedQueryAttention(int l, LayerWeights& L) {
 absl::Status Model::ResolveRopeDivisors() {
   const HParams& h = spec_.hp;
   const int64_t pairs = h.rope_dim / 2;
-  const bool from_file = spec_.Find(kRopeFreqsTensor) != nullptr;
-  if (!from_file && !h.multimodal_rope()) return absl::OkStatus();
+  const TensorSpec* file_factors = Use(std::string(kRopeFreqsTensor));
+  if (file_factors == nullptr && !h.multimodal_rope()) return absl::OkStatus();
   std::vector<float> divisors(pairs, 1.f);
-  if (from_file) {
-    MOE_ASSIGN_OR_RETURN(const float* factors, Vector(std::string(kRopeFreqsTensor)));
+  if (file_factors != nullptr) {  // rope_dim / 2 values (ValidateModelSpec)
+    DequantizeRow(file_factors->dtype, file_factors->data.data(), divisors.data(), pairs);
     for (int64_t i = 0; i < pairs; ++i) {
-      if (!(factors[i] > 0.f) || !std::isfinite(factors[i])) {
+      if (!(divisors[i] > 0.f) || !std::isfinite(divisors[i])) {
         return absl::InvalidArgumentError(absl::StrCat(kRopeFreqsTensor, " value ", i, " is ",
-                                                       factors[i], ", not a positive divisor"));
+                                                       divisors[i], ", not a positive divisor"));
       }
-      divisors[i] = factors[i];
     }
   }
   // A pair that keeps angle 0 for text: an infinite divisor makes its frequency 0.
