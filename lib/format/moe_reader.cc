@@ -83,6 +83,7 @@ absl::StatusOr<HParams> ReadHParams(const fb::HParams* p) {
   if (p->gating() > fb::Gating::MAX) return Corrupt("unknown expert gating function");
   h.n_layer_dense = p->n_layer_dense();
   h.n_ff_dense = p->n_ff_dense();
+  h.moe_layer_step = p->moe_layer_step();
   h.gating = static_cast<Gating>(p->gating());
   h.has_selection_bias = p->has_selection_bias();
   h.routed_scale = p->routed_scale();

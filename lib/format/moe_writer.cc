@@ -127,6 +127,7 @@ flatbuffers::Offset<fb::HParams> BuildHParams(flatbuffers::FlatBufferBuilder& b,
   hb.add_tied_output(h.tied_output);
   hb.add_n_layer_dense(h.n_layer_dense);
   hb.add_n_ff_dense(h.n_ff_dense);
+  hb.add_moe_layer_step(h.moe_layer_step);
   hb.add_gating(static_cast<fb::Gating>(h.gating));
   hb.add_has_selection_bias(h.has_selection_bias);
   hb.add_routed_scale(h.routed_scale);

@@ -217,8 +217,10 @@ absl::StatusOr<ModelSpec> ImportGgufFiles(std::vector<std::shared_ptr<const Gguf
   MOE_RETURN_IF_ERROR(SplitLegacyLatentKv(&spec));
   h.tied_output = spec.Find("output.weight") == nullptr;
   // Every MoE layer has the selection bias or none does (the first one tells).
+  int64_t first_mixture = h.n_layer_dense;
+  while (first_mixture < h.n_layer && !h.layer_has_experts(first_mixture)) ++first_mixture;
   h.has_selection_bias =
-      spec.Find(absl::StrCat("blk.", h.n_layer_dense, ".exp_probs_b.bias")) != nullptr;
+      spec.Find(absl::StrCat("blk.", first_mixture, ".exp_probs_b.bias")) != nullptr;
   arch->FromTensors(spec, &h);
   MOE_RETURN_IF_ERROR(ValidateModelSpec(spec));
   return spec;

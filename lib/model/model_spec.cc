@@ -309,6 +309,12 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
     return absl::InvalidArgumentError(absl::StrCat(h.n_layer_dense, " leading dense layers of ",
                                                    h.n_layer, ", width ", h.n_ff_dense));
   }
+  if (h.moe_layer_step < 1 || h.moe_layer_step > std::max<int64_t>(h.n_layer, 1) ||
+      (h.moe_layer_step > 1 && h.n_ff_dense <= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("experts every ", h.moe_layer_step,
+                                                   " layers of ", h.n_layer,
+                                                   ", the others' dense width ", h.n_ff_dense));
+  }
   if (h.n_expert_groups <= 0 || h.n_expert % h.n_expert_groups != 0 || h.n_group_used <= 0 ||
       h.n_group_used > h.n_expert_groups ||
       h.n_expert_used > h.n_expert / h.n_expert_groups * h.n_group_used) {

@@ -32,6 +32,7 @@ enum class Arch {
   kDeepseek2,
   kGptOss,
   kQwen3VlMoe,
+  kErnie45Moe,
 };
 
 absl::string_view ArchName(Arch a);
@@ -64,6 +65,9 @@ struct HParams {
   // The first n_layer_dense layers have a dense SwiGLU FFN of width n_ff_dense, no experts.
   int64_t n_layer_dense = 0;
   int64_t n_ff_dense = 0;
+  // After them, experts in every moe_layer_step-th layer (layer l when (l + 1) % step == 0, as
+  // ERNIE-4.5's moe_layer_interval); the layers between have the dense FFN. 1: every layer.
+  int64_t moe_layer_step = 1;
   Gating gating = Gating::kSoftmax;
   // exp_probs_b: a per-expert bias added to the scores to choose experts, not to weight them.
   bool has_selection_bias = false;
@@ -114,6 +118,9 @@ struct HParams {
   bool latent_attention() const { return kv_lora_rank > 0; }
   bool multimodal_rope() const {
     return rope_sections[0] + rope_sections[1] + rope_sections[2] + rope_sections[3] > 0;
+  }
+  bool layer_has_experts(int layer) const {
+    return layer >= n_layer_dense && (layer + 1) % moe_layer_step == 0;
   }
   bool layer_slides(int layer) const {
     return sliding_window > 0 && swa_period > 0 && layer % swa_period < swa_period - 1;

@@ -10,6 +10,7 @@
 #include "lib/import/model_loader.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
+#include "tests/model/reference_model.h"
 #include "tests/support/test_files.h"
 
 namespace moe {
@@ -220,6 +221,32 @@ TEST_F(MoeCorruptionTest, WrongFileKindsAreClearErrors) {
     s = Load({bytes_.begin(), bytes_.begin() + cut});
     EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << cut << ": " << s;
   }
+}
+
+// ERNIE-4.5's interleaved expert layers (moe_layer_step, appended to the header) survive the
+// container: the same dense and expert layers, the same logits; another step is another model.
+TEST(MoeContainerLayerStepTest, InterleavedExpertLayersRoundTrip) {
+  testing::RandomModelOptions o;
+  o.arch = Arch::kErnie45Moe;
+  o.n_layer = 4, o.n_layer_dense = 1, o.n_ff_dense = 64, o.moe_layer_step = 2;
+  o.selection_bias = true;
+  ModelSpec spec = testing::MakeRandomModel(o);
+  const std::string path = TempPath("layer_step.moe");
+  ASSERT_TRUE(WriteMoeFile(spec, path).ok());
+  auto back = ReadMoeFile(path);
+  fs::remove(path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->arch, Arch::kErnie45Moe);
+  EXPECT_EQ(back->hp.moe_layer_step, 2);
+  EXPECT_TRUE(back->hp == spec.hp);
+  EXPECT_EQ(PromptLogits(*std::move(back)), PromptLogits(std::move(spec)));
+  // Read with experts in every layer, the file's dense layers 1 and 2 lack experts: refused.
+  ModelSpec every = testing::MakeRandomModel(o);
+  every.hp.moe_layer_step = 1;
+  auto model = Model::Create(std::move(every));
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find("blk.2.ffn_gate_inp"), std::string::npos)
+      << model.status();
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include "lib/model/forward.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include "gtest/gtest.h"
@@ -55,6 +56,18 @@ std::vector<Case> Cases() {
       cases.push_back({"rope_freqs", llama3});
     }
   }
+  // ERNIE-4.5 MoE: a leading dense layer, then experts every second layer (dense between),
+  // softmax routing chosen with a selection bias, two shared experts' width.
+  RandomModelOptions ernie;
+  ernie.arch = Arch::kErnie45Moe;
+  ernie.n_layer = 5, ernie.n_layer_dense = 1, ernie.n_ff_dense = 72, ernie.moe_layer_step = 2;
+  ernie.selection_bias = true, ernie.n_ff_shared = 80, ernie.seed = 13;
+  cases.push_back({"ernie", ernie});
+  RandomModelOptions ernie_q8 = ernie;  // experts in every layer, Q8_0, tied output
+  ernie_q8.n_embd = 64, ernie_q8.head_dim = 16, ernie_q8.n_ff_expert = 32, ernie_q8.n_ff_dense = 96;
+  ernie_q8.n_ff_shared = 64, ernie_q8.moe_layer_step = 1, ernie_q8.dtype = DType::kQ8_0;
+  ernie_q8.tied_output = true, ernie_q8.seed = 19;
+  cases.push_back({"ernie_q8", ernie_q8});
   return cases;
 }
 
@@ -160,7 +173,11 @@ TEST_P(ForwardTest, F16KvCacheStaysCloseToF32) {
 }
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
-  return std::string(ArchName(info.param.o.arch)) + "_" + info.param.name;
+  std::string name = std::string(ArchName(info.param.o.arch)) + "_" + info.param.name;
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';  // "ernie4_5-moe"
+  }
+  return name;
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, ForwardTest, ::testing::ValuesIn(Cases()), CaseName);

@@ -101,6 +101,10 @@ std::vector<float> Mlp(const ModelSpec& s, const std::string& g, const std::stri
   return MatVec(Weight(s, d), gate);
 }
 
+bool HasExperts(const RandomModelOptions& o, int l) {
+  return l >= o.n_layer_dense && (l + 1) % o.moe_layer_step == 0;
+}
+
 }  // namespace
 
 ModelSpec MakeRandomModel(const RandomModelOptions& o) {
@@ -130,6 +134,10 @@ ModelSpec MakeRandomModel(const RandomModelOptions& o) {
   h.rope_freq_base = 10000.f;
   h.shared_expert_gate = h.shared_expert_gate && o.n_ff_shared > 0;
   h.tied_output = o.tied_output;
+  h.n_layer_dense = o.n_layer_dense;
+  h.n_ff_dense = o.n_ff_dense;
+  h.moe_layer_step = o.moe_layer_step;
+  h.has_selection_bias = o.selection_bias;
   const int64_t E = o.n_embd, q_dim = o.n_head * o.head_dim, kv_dim = o.n_head_kv * o.head_dim;
   const float in_std = 1.0f / std::sqrt(static_cast<float>(E));
   b.Add("token_embd.weight", {o.n_vocab, E}, 1.0f);
@@ -156,7 +164,15 @@ ModelSpec MakeRandomModel(const RandomModelOptions& o) {
       b.Add(n("attn_k_norm"), {o.head_dim}, 0.05f, 1.0f, l);
     }
     b.Add(n("ffn_norm"), {E}, 0.05f, 1.0f, l);
+    if (!HasExperts(o, l)) {
+      b.Add(n("ffn_gate"), {o.n_ff_dense, E}, in_std, 0, l);
+      b.Add(n("ffn_up"), {o.n_ff_dense, E}, in_std, 0, l);
+      b.Add(n("ffn_down"), {E, o.n_ff_dense}, 0.5f / std::sqrt(float(o.n_ff_dense)), 0, l);
+      continue;
+    }
     b.Add(n("ffn_gate_inp"), {o.n_expert, E}, 2 * in_std, 0, l);
+    // Of the size of the scores (~1 / n_expert), so that it changes choices.
+    if (o.selection_bias) b.Add(LayerBiasName(l, "exp_probs_b"), {o.n_expert}, 0.3f, 0, l);
     for (int e = 0; e < o.n_expert; ++e) {
       b.Add(ExpertTensorName(l, e, "ffn_gate"), {o.n_ff_expert, E}, in_std, 0, l, e);
       b.Add(ExpertTensorName(l, e, "ffn_up"), {o.n_ff_expert, E}, in_std, 0, l, e);
@@ -243,7 +259,20 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
       auto o = MatVec(wo, att);
       for (int64_t i = 0; i < E; ++i) x[t][i] += o[i];
     }
-    Mat ffn_norm = Weight(s, n("ffn_norm")), router = Weight(s, n("ffn_gate_inp"));
+    Mat ffn_norm = Weight(s, n("ffn_norm"));
+    // Hugging Face's Ernie4_5_Moe rule, which reduces to "every layer" for the other families.
+    const bool experts = l >= h.n_layer_dense && (l + 1) % h.moe_layer_step == 0;
+    if (!experts) {
+      for (int64_t t = 0; t < T; ++t) {
+        auto y =
+            Mlp(s, n("ffn_gate"), n("ffn_up"), n("ffn_down"), RmsNorm(x[t], ffn_norm, h.rms_eps));
+        for (int64_t i = 0; i < E; ++i) x[t][i] += y[i];
+      }
+      continue;
+    }
+    Mat router = Weight(s, n("ffn_gate_inp"));
+    const Mat selection_bias =
+        h.has_selection_bias ? Weight(s, LayerBiasName(l, "exp_probs_b")) : Mat();
     for (int64_t t = 0; t < T; ++t) {
       auto xn = RmsNorm(x[t], ffn_norm, h.rms_eps);
       auto logits = MatVec(router, xn);
@@ -253,7 +282,9 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
       for (auto& z : p) z /= sum;
       std::vector<int> idx(h.n_expert);
       std::iota(idx.begin(), idx.end(), 0);
-      std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return p[a] > p[b]; });
+      std::vector<double> rank = p;
+      for (size_t e = 0; e < selection_bias.size(); ++e) rank[e] += selection_bias[e];
+      std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return rank[a] > rank[b]; });
       double chosen = 0;
       for (int64_t j = 0; j < h.n_expert_used; ++j) chosen += p[idx[j]];
       std::vector<float> out(E, 0.f);

@@ -19,6 +19,11 @@ struct RandomModelOptions {
   DType dtype = DType::kF32;  // of the 2-D matrices
   bool tied_output = false;
   bool rope_freq_factors = false;  // a rope_freqs tensor (Llama 3's per-pair divisors)
+  // Dense SwiGLU FFNs of n_ff_dense in the first n_layer_dense layers and, after them, in every
+  // layer l with (l + 1) % moe_layer_step != 0 (ERNIE-4.5's moe_layer_interval).
+  int64_t n_layer_dense = 0, n_ff_dense = 0, moe_layer_step = 1;
+  // exp_probs_b: a per-expert bias added to the scores that choose the experts, not to weights.
+  bool selection_bias = false;
 };
 
 // A ModelSpec owning its random weights; semantics flags are what the family implies.

@@ -61,6 +61,10 @@ int main(int argc, char** argv) {
     std::printf("dense layers  first %lld (ffn %lld)\n", (long long)h.n_layer_dense,
                 (long long)h.n_ff_dense);
   }
+  if (h.moe_layer_step > 1) {
+    std::printf("expert layers every %lld after the dense ones (the others dense, ffn %lld)\n",
+                (long long)h.moe_layer_step, (long long)h.n_ff_dense);
+  }
   if (h.n_nextn_layer > 0) {
     std::printf("mtp layers    %lld (carried by the file, not run)\n", (long long)h.n_nextn_layer);
   }

@@ -185,9 +185,14 @@ int main(int argc, char** argv) {
   app.add_option("--shared-ff", sh.shared_ff, "shared-expert FFN size (qwen2moe; 0 = none)")
       ->capture_default_str();
   app.add_option("--shared-experts", sh.shared_experts,
-                 "shared experts of --ff each (glm4moe, deepseek2)")
+                 "shared experts of --ff each (glm4moe, deepseek2, ernie4_5-moe)")
       ->capture_default_str();
-  app.add_option("--dense-layers", sh.dense_layers, "leading dense layers (glm4moe, deepseek2)")
+  app.add_option("--dense-layers", sh.dense_layers,
+                 "leading dense layers (glm4moe, deepseek2, ernie4_5-moe)")
+      ->capture_default_str();
+  app.add_option("--moe-layer-step", sh.moe_layer_step,
+                 "ernie4_5-moe: experts in every this-many-th layer after the dense ones")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--dense-ff", sh.dense_ff, "their FFN size; 0: 4 x --ff")->capture_default_str();
   app.add_option("--ctx", sh.ctx, "context length (the original one under YaRN)")

@@ -92,7 +92,7 @@ class Builder {
   // Leading dense layers or routed experts with an always-on shared expert, and a selection
   // bias when routing is by sigmoid (glm4moe, deepseek2).
   void DenseOrSharedMixture(int64_t l, bool selection_bias) {
-    if (l < s_.dense_layers) return Ffn(l, "", DenseFf());
+    if (l < s_.dense_layers || (l + 1) % s_.moe_layer_step != 0) return Ffn(l, "", DenseFf());
     AddLayer(l, "ffn_gate_inp.weight", {s_.experts, s_.embd}, 2 * InScale(s_.embd));
     if (selection_bias) AddLayer(l, "exp_probs_b.bias", {s_.experts}, 0.1f);
     RoutedExperts(l, false);
@@ -224,6 +224,31 @@ absl::Status PlanDeepseek2(const Shape& s, Builder& b) {
   return absl::OkStatus();
 }
 
+// ERNIE-4.5 MoE: llama-style attention (consecutive-pair RoPE, no biases), leading dense layers,
+// experts every --moe-layer-step layers after them (dense FFNs between), softmax routing with a
+// selection bias, shared experts sized by their whole width.
+absl::Status PlanErnie45Moe(const Shape& s, Builder& b) {
+  if (s.moe_layer_step < 1 || s.dense_layers < 0) {
+    return absl::InvalidArgumentError(
+        "--moe-layer-step must be at least 1, --dense-layers 0 or more");
+  }
+  b.CommonKeys(s.layers, b.DenseFf());
+  if (s.head_dim > 0) b.HeadSizeKeys();
+  b.Key("interleave_moe_layer_step", static_cast<uint32_t>(s.moe_layer_step));
+  b.Key("leading_dense_block_count", static_cast<uint32_t>(s.dense_layers));
+  if (s.shared_experts > 0) {
+    b.Key("expert_shared_count", static_cast<uint32_t>(s.shared_experts));
+    b.Key("expert_shared_feed_forward_length", static_cast<uint32_t>(s.shared_experts * s.ff));
+  }
+  for (int64_t l = 0; l < s.layers; ++l) {
+    b.Norm(l, "attn_norm.weight", s.embd);
+    b.GroupedQueryAttention(l, false);
+    b.Norm(l, "ffn_norm.weight", s.embd);
+    b.DenseOrSharedMixture(l, true);
+  }
+  return absl::OkStatus();
+}
+
 // gpt-oss: grouped-query attention with biases and a sink logit per head, a sliding window on
 // every other layer, YaRN; a router with a bias; experts with biases and the clamped SwiGLU.
 void PlanGptOss(const Shape& s, Builder& b) {
@@ -248,8 +273,9 @@ void PlanGptOss(const Shape& s, Builder& b) {
 }  // namespace
 
 const std::vector<std::string>& Architectures() {
-  static const std::vector<std::string> kNames = {"llama",   "qwen2moe",  "olmoe",   "qwen3moe",
-                                                  "glm4moe", "deepseek2", "gpt-oss", "qwen3vlmoe"};
+  static const std::vector<std::string> kNames = {"llama",    "qwen2moe",   "olmoe",
+                                                  "qwen3moe", "glm4moe",    "deepseek2",
+                                                  "gpt-oss",  "qwen3vlmoe", "ernie4_5-moe"};
   return kNames;
 }
 
@@ -264,6 +290,9 @@ absl::StatusOr<std::vector<Tensor>> Plan(const Shape& s, GgufWriter& w) {
   if (s.head_dim == 0 && s.embd % s.heads != 0) {
     return absl::InvalidArgumentError("--embd must be a multiple of --heads (or give --head-dim)");
   }
+  if (s.moe_layer_step != 1 && s.arch != "ernie4_5-moe") {
+    return absl::InvalidArgumentError("--moe-layer-step is ernie4_5-moe's");
+  }
   Builder b(s, w);
   if (s.arch == "glm4moe") {
     PlanGlm4Moe(s, b);
@@ -271,6 +300,8 @@ absl::StatusOr<std::vector<Tensor>> Plan(const Shape& s, GgufWriter& w) {
     if (absl::Status st = PlanDeepseek2(s, b); !st.ok()) return st;
   } else if (s.arch == "gpt-oss") {
     PlanGptOss(s, b);
+  } else if (s.arch == "ernie4_5-moe") {
+    if (absl::Status st = PlanErnie45Moe(s, b); !st.ok()) return st;
   } else {
     PlanClassic(s, b);
   }

@@ -18,7 +18,8 @@ struct Shape {
   int64_t experts = 32, top_k = 4, ff = 512;
   int64_t shared_ff = 2048;  // qwen2moe's gated shared expert; the others size theirs by ff
   int64_t shared_experts = 1;
-  int64_t dense_layers = 1, dense_ff = 0;  // glm4moe, deepseek2; 0: 4 x ff
+  int64_t dense_layers = 1, dense_ff = 0;  // glm4moe, deepseek2, ernie4_5-moe; 0: 4 x ff
+  int64_t moe_layer_step = 1;  // ernie4_5-moe: experts every this many layers after the dense
   int64_t ctx = 4096;
   float rope_base = 1e6f;
   // deepseek2's latent attention: q_lora 0 is V2-Lite's q straight from attn_q.

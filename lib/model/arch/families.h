@@ -13,5 +13,6 @@ const Architecture& Glm4MoeArchitecture();
 const Architecture& Deepseek2Architecture();
 const Architecture& GptOssArchitecture();
 const Architecture& Qwen3VlMoeArchitecture();
+const Architecture& Ernie45MoeArchitecture();
 
 }  // namespace moe

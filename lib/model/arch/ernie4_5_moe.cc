@@ -1,0 +1,68 @@
+// ERNIE-4.5 MoE (ernie4_5-moe: ERNIE-4.5-21B-A3B, -300B-A47B): llama-style grouped-query
+// attention with consecutive-pair RoPE over the whole head (q/k/v biases when the file has
+// them), leading dense layers, then experts in every interleave_moe_layer_step-th layer (dense
+// FFNs between), softmax routing whose choice adds the selection bias exp_probs_b, weights
+// renormalised over the chosen experts, and shared experts run as one FFN of
+// expert_shared_feed_forward_length. As llama.cpp, the routing is fixed: the file's gating,
+// weight-norm and weight-scale keys are not read. The multi-token-prediction layers of the
+// Hugging Face checkpoints are not in GGUF files.
+#include "absl/strings/str_cat.h"
+#include "lib/base/status_macros.h"
+#include "lib/model/arch/families.h"
+#include "lib/model/arch/metadata_rules.h"
+
+namespace moe {
+namespace {
+
+class Ernie45Moe final : public Architecture {
+ public:
+  Arch id() const override { return Arch::kErnie45Moe; }
+  absl::string_view name() const override { return "ernie4_5-moe"; }
+
+  absl::Status ReadMetadata(const MetadataKeys& keys, HParams* h) const override {
+    h->rope_style = RopeStyle::kNorm;
+    if (h->rope_dim != h->head_dim) {
+      return absl::UnimplementedError(
+          absl::StrCat("ernie4_5-moe rotates the whole head (", h->head_dim,
+                       " dimensions); the file says rope.dimension_count ", h->rope_dim));
+    }
+    MOE_RETURN_IF_ERROR(ReadLeadingDenseLayers(keys, h));
+    MOE_ASSIGN_OR_RETURN(h->moe_layer_step, keys.Int("interleave_moe_layer_step", 1));
+    if (h->moe_layer_step < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("interleave_moe_layer_step ", h->moe_layer_step, " (at least 1)"));
+    }
+    if (h->moe_layer_step > 1 && h->n_ff_dense <= 0) {
+      // The layers between the expert layers have the dense FFN.
+      MOE_ASSIGN_OR_RETURN(h->n_ff_dense, keys.Int("feed_forward_length"));
+    }
+    // The converter writes the shared experts' whole width (not a count of expert widths).
+    MOE_ASSIGN_OR_RETURN(h->n_ff_shared, keys.Int("expert_shared_feed_forward_length", 0));
+    h->gating = Gating::kSoftmax;
+    h->norm_topk_prob = true;
+    h->routed_scale = 1.f;
+    return absl::OkStatus();
+  }
+
+  void FromTensors(const ModelSpec& spec, HParams* h) const override {
+    h->has_qkv_bias = spec.Find(LayerBiasName(0, "attn_q")) != nullptr;
+    // llama.cpp loads an output-projection bias for this family but does not add it; Hugging
+    // Face's model (use_bias) does. No released checkpoint has one.
+    h->has_attn_out_bias = spec.Find(LayerBiasName(0, "attn_output")) != nullptr;
+  }
+
+  LayerParts Layer(const HParams& h, int layer) const override {
+    LayerParts p = MixtureLayer();
+    if (!h.layer_has_experts(layer)) p.ffn = FeedForwardPart::kDense;
+    return p;
+  }
+};
+
+}  // namespace
+
+const Architecture& Ernie45MoeArchitecture() {
+  static const Ernie45Moe kArch;
+  return kArch;
+}
+
+}  // namespace moe
