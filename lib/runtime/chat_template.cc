@@ -9,7 +9,8 @@ namespace moe {
 namespace {
 
 constexpr char kKnownNames[] =
-    "chatml, llama3, mistral, llama2, zephyr, deepseek, plain, chatglm4, deepseek3, gpt-oss";
+    "chatml, llama3, mistral, llama2, zephyr, deepseek, plain, chatglm4, deepseek3, gpt-oss, "
+    "ernie4.5";
 
 // The plain format's Jinja, as the bundled model's tokenizer_config.json ships it; compared
 // with whitespace and Jinja's backslash-n escapes removed, so that line breaks, indentation and
@@ -45,6 +46,8 @@ absl::StatusOr<ChatFormat> DetectChatFormat(absl::string_view t) {
   if (absl::StrContains(t, "<｜Assistant｜>") && absl::StrContains(t, "<｜User｜>")) {
     return ChatFormat::kDeepSeek3;
   }
+  // ERNIE-4.5's says "User: " and "Assistant: " too, with other separators than DeepSeek's.
+  if (absl::StrContains(t, "<|begin_of_sentence|>")) return ChatFormat::kErnie45;
   if (absl::StrContains(t, "<|im_start|>")) return ChatFormat::kChatMl;
   if (absl::StrContains(t, "<|start_header_id|>")) return ChatFormat::kLlama3;
   if (absl::StrContains(t, "[INST]")) {
@@ -73,6 +76,7 @@ absl::StatusOr<ChatFormat> ChatFormatFromName(absl::string_view name) {
   if (name == "chatglm4") return ChatFormat::kChatGlm4;
   if (name == "deepseek3") return ChatFormat::kDeepSeek3;
   if (name == "gpt-oss") return ChatFormat::kGptOss;
+  if (name == "ernie4.5") return ChatFormat::kErnie45;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown chat template '", name, "' (known: ", kKnownNames, ")"));
 }
@@ -157,6 +161,19 @@ absl::StatusOr<std::string> FormatChat(ChatFormat format, const std::vector<Chat
       out = "[gMASK]<sop>";
       for (const auto& m : messages) absl::StrAppend(&out, "<|", m.role, "|>\n", m.content);
       if (add_generation_prompt) out += "<|assistant|>\n";
+      break;
+    case ChatFormat::kErnie45:
+      // The template's cls_token and sep_token are these texts whatever the vocabulary's BOS
+      // and EOS are.
+      out = "<|begin_of_sentence|>";
+      for (const auto& m : messages) {
+        if (m.role == "system") absl::StrAppend(&out, m.content, "\n");
+        if (m.role == "user") absl::StrAppend(&out, "User: ", m.content, "\n");
+        if (m.role == "assistant") {
+          absl::StrAppend(&out, "Assistant: ", m.content, "<|end_of_sentence|>");
+        }
+      }
+      if (add_generation_prompt) out += "Assistant: ";
       break;
     case ChatFormat::kDeepSeek3:
       for (const auto& m : messages) {

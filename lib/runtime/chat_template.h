@@ -19,7 +19,9 @@ struct ChatMessage {
 // kPlain is for models trained on plain text, such as the bundled one: each user message is a
 // line of text, every other message is followed by EOS, and the reply follows the user's line.
 // kChatGlm4 is GLM-4/4.5's ([gMASK]<sop><|role|>\n...), kDeepSeek3 DeepSeek-V3's (<｜User｜>...),
-// kGptOss GPT-OSS's Harmony (<|start|>role<|message|>...<|end|>), each as llama.cpp writes it.
+// kGptOss GPT-OSS's Harmony (<|start|>role<|message|>...<|end|>), each as llama.cpp writes it;
+// kErnie45 ERNIE-4.5's (<|begin_of_sentence|>...User: ...\nAssistant: ...), which llama.cpp
+// does not build in, as the model's Jinja template writes it.
 enum class ChatFormat {
   kChatMl,
   kLlama3,
@@ -30,13 +32,14 @@ enum class ChatFormat {
   kPlain,
   kChatGlm4,
   kDeepSeek3,
-  kGptOss
+  kGptOss,
+  kErnie45
 };
 
 // The family a Jinja template belongs to; Unimplemented naming the template when unknown.
 absl::StatusOr<ChatFormat> DetectChatFormat(absl::string_view jinja_template);
 // Family by name: "chatml", "llama3", "mistral", "llama2", "zephyr", "deepseek", "plain",
-// "chatglm4", "deepseek3", "gpt-oss".
+// "chatglm4", "deepseek3", "gpt-oss", "ernie4.5".
 absl::StatusOr<ChatFormat> ChatFormatFromName(absl::string_view name);
 
 // The prompt text for the messages; with add_generation_prompt, ends where the assistant's

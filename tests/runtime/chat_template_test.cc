@@ -75,6 +75,24 @@ TEST(ChatTemplateTest, FamiliesAreRecognisedByTheirMarkers) {
   EXPECT_EQ(*ChatFormatFromName("chatglm4"), ChatFormat::kChatGlm4);
   EXPECT_EQ(*ChatFormatFromName("deepseek3"), ChatFormat::kDeepSeek3);
   EXPECT_EQ(*ChatFormatFromName("gpt-oss"), ChatFormat::kGptOss);
+  // ERNIE-4.5's carries DeepSeek's "User: " and "Assistant: " with other separators.
+  EXPECT_EQ(*DetectChatFormat("{%- if not cls_token is defined -%}{%- set cls_token = "
+                              "\"<|begin_of_sentence|>\" -%}{%- endif -%}{{- \"User: \" + "
+                              "message[\"content\"] + \"\\n\" -}}{{- \"Assistant: \" -}}"),
+            ChatFormat::kErnie45);
+  EXPECT_EQ(*ChatFormatFromName("ernie4.5"), ChatFormat::kErnie45);
+}
+
+// ERNIE-4.5's template (not built into llama.cpp): its cls_token first, the system text on a
+// line, "User: " lines, replies after "Assistant: " closed by its sep_token.
+TEST(ChatTemplateTest, Ernie45FormatsAsItsTemplateWrites) {
+  const std::vector<ChatMessage> chat = {
+      {"system", "Be brief."}, {"user", "Hello"}, {"assistant", "Hi."}, {"user", "Bye"}};
+  EXPECT_EQ(*FormatChat(ChatFormat::kErnie45, chat, true, "</s>"),
+            "<|begin_of_sentence|>Be brief.\nUser: Hello\nAssistant: Hi.<|end_of_sentence|>"
+            "User: Bye\nAssistant: ");
+  EXPECT_EQ(*FormatChat(ChatFormat::kErnie45, {{"user", "Hello"}}, false, "</s>"),
+            "<|begin_of_sentence|>User: Hello\n");
 }
 
 // The prompts llama.cpp's llm_chat_apply_template writes for these families.
