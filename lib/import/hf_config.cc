@@ -34,6 +34,7 @@ constexpr HfArchName kArchs[] = {
     {"DeepseekV2ForCausalLM", "deepseek_v2", Arch::kDeepseek2, &DeepseekV2Keys},
     {"DeepseekV3ForCausalLM", "deepseek_v3", Arch::kDeepseek2, &DeepseekV3Keys},
     {"GptOssForCausalLM", "gpt_oss", Arch::kGptOss, &GptOssKeys},
+    {"Ernie4_5_MoeForCausalLM", "ernie4_5_moe", Arch::kErnie45Moe, &Ernie45MoeKeys},
 };
 
 absl::StatusOr<const HfArchName*> FindArch(const Json& j) {
@@ -62,7 +63,7 @@ absl::StatusOr<const HfArchName*> FindArch(const Json& j) {
       absl::StrCat("unsupported architecture '", named,
                    "' (supported: MixtralForCausalLM, Qwen2MoeForCausalLM, OlmoeForCausalLM, "
                    "Qwen3MoeForCausalLM, Glm4MoeForCausalLM, DeepseekV2ForCausalLM, "
-                   "DeepseekV3ForCausalLM, GptOssForCausalLM)"));
+                   "DeepseekV3ForCausalLM, GptOssForCausalLM, Ernie4_5_MoeForCausalLM)"));
 }
 
 // RoPE: plain rotate_half with theta only. Scaled variants change the frequencies or the
@@ -94,7 +95,8 @@ absl::Status ParseViaKeys(const Json& j, const HfArchName& arch, HfConfig* out) 
       out->hp, HParamsFromKeys(family.keys, family.rope_scaling_type, ArchitectureOf(arch.arch)));
   const Config c(j);
   MOE_ASSIGN_OR_RETURN(out->hp.n_vocab, c.Int("vocab_size"));
-  MOE_ASSIGN_OR_RETURN(out->hp.tied_output, c.Bool("tie_word_embeddings", false));
+  MOE_ASSIGN_OR_RETURN(out->hp.tied_output,
+                       c.Bool("tie_word_embeddings", family.tied_output_default));
   out->hp.has_selection_bias = family.selection_bias;
   out->hp.qk_norm = family.qk_norm;
   return absl::OkStatus();

@@ -1,8 +1,8 @@
-// config.json seen as llama.cpp's metadata keys: the newer families (glm4moe, deepseek2, gpt-oss)
-// map a Hugging Face config onto the keys llama.cpp's convert_hf_to_gguf.py would write for it,
-// and the family's own rules (lib/model/arch/) read those, exactly as they read the GGUF file
-// converted from the same checkpoint. What transformers would compute differently from those
-// rules is refused here, naming the config.json key.
+// config.json seen as llama.cpp's metadata keys: the newer families (glm4moe, deepseek2, gpt-oss,
+// ernie4_5-moe) map a Hugging Face config onto the keys llama.cpp's convert_hf_to_gguf.py would
+// write for it, and the family's own rules (lib/model/arch/) read those, exactly as they read the
+// GGUF file converted from the same checkpoint. What transformers would compute differently from
+// those rules is refused here, naming the config.json key.
 #pragma once
 
 #include <map>
@@ -38,6 +38,8 @@ struct HfFamilyConfig {
   std::string rope_scaling_type = "none";
   bool selection_bias = false;  // the router has e_score_correction_bias
   QkNorm qk_norm = QkNorm::kNone;
+  // The configuration class's tie_word_embeddings when config.json does not say.
+  bool tied_output_default = false;
 };
 
 // The configuration class's defaults for the keys every family shares.
@@ -87,5 +89,6 @@ absl::Status Glm4MoeKeys(const nlohmann::json& j, HfFamilyConfig* out);
 absl::Status DeepseekV2Keys(const nlohmann::json& j, HfFamilyConfig* out);
 absl::Status DeepseekV3Keys(const nlohmann::json& j, HfFamilyConfig* out);
 absl::Status GptOssKeys(const nlohmann::json& j, HfFamilyConfig* out);
+absl::Status Ernie45MoeKeys(const nlohmann::json& j, HfFamilyConfig* out);  // hf_ernie45moe.cc
 
 }  // namespace moe

@@ -94,12 +94,18 @@ void ClassicFamilies(const HfConfig& c, Wants& w) {
   }
 }
 
-// GLM-4.5 and DeepSeek: the first n_layer_dense layers a dense MLP, the rest per-expert tensors,
-// a router with an optional e_score_correction_bias and the shared experts as one MLP.
-void AddFeedForward(const HParams& h, int l, const std::string& p, Wants& w) {
+// GLM-4.5, DeepSeek and ERNIE-4.5: a dense MLP in the layers without experts (the first
+// n_layer_dense; ERNIE's between its expert layers too), the others per-expert tensors, a router
+// with an optional selection bias (`selection_bias`: its name) and the shared experts as one MLP.
+struct SelectionBiasName {
+  absl::string_view hf = "mlp.gate.e_score_correction_bias";
+  bool one_row_table = false;  // stored [1, n_expert]
+};
+void AddFeedForward(const HParams& h, int l, const std::string& p, Wants& w,
+                    SelectionBiasName selection_bias = {}) {
   const int64_t d = h.n_embd;
   auto name = [&](const char* base) { return LayerTensorName(l, base); };
-  if (l < h.n_layer_dense) {
+  if (!h.layer_has_experts(l)) {
     w.Add(p + "mlp.gate_proj.weight", name("ffn_gate"), {h.n_ff_dense, d}, l);
     w.Add(p + "mlp.up_proj.weight", name("ffn_up"), {h.n_ff_dense, d}, l);
     w.Add(p + "mlp.down_proj.weight", name("ffn_down"), {d, h.n_ff_dense}, l);
@@ -107,7 +113,9 @@ void AddFeedForward(const HParams& h, int l, const std::string& p, Wants& w) {
   }
   w.Add(p + "mlp.gate.weight", name("ffn_gate_inp"), {h.n_expert, d}, l).router = true;
   if (h.has_selection_bias) {
-    w.Vector(p + "mlp.gate.e_score_correction_bias", Bias(l, "exp_probs_b"), {h.n_expert}, l);
+    WantedTensor& b =
+        w.Vector(absl::StrCat(p, selection_bias.hf), Bias(l, "exp_probs_b"), {h.n_expert}, l);
+    if (selection_bias.one_row_table) b.hf_shape = {1, h.n_expert};
   }
   for (int e = 0; e < h.n_expert; ++e) {
     const std::string x = absl::StrCat(p, "mlp.experts.", e, ".");
@@ -149,6 +157,23 @@ void Glm4Moe(const HParams& h, Wants& w) {
     }
     w.Vector(p + "post_attention_layernorm.weight", name("post_attention_norm"), {d}, l);
     AddFeedForward(h, l, p, w);
+  }
+}
+
+// Ernie4_5_MoeForCausalLM: llama's attention without biases; the selection bias is
+// moe_statics.e_score_correction_bias, one row of a [1, n_expert] table.
+void Ernie45Moe(const HParams& h, Wants& w) {
+  const int64_t d = h.n_embd, q_dim = h.n_head * h.head_dim, kv_dim = h.n_head_kv * h.head_dim;
+  for (int l = 0; l < h.n_layer; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    auto name = [&](const char* base) { return LayerTensorName(l, base); };
+    w.Vector(p + "input_layernorm.weight", name("attn_norm"), {d}, l);
+    w.Add(p + "self_attn.q_proj.weight", name("attn_q"), {q_dim, d}, l);
+    w.Add(p + "self_attn.k_proj.weight", name("attn_k"), {kv_dim, d}, l);
+    w.Add(p + "self_attn.v_proj.weight", name("attn_v"), {kv_dim, d}, l);
+    w.Add(p + "self_attn.o_proj.weight", name("attn_output"), {d, q_dim}, l);
+    w.Vector(p + "post_attention_layernorm.weight", name("ffn_norm"), {d}, l);
+    AddFeedForward(h, l, p, w, {"mlp.moe_statics.e_score_correction_bias", true});
   }
 }
 
@@ -270,6 +295,9 @@ std::vector<WantedTensor> WantedTensors(const HfConfig& c,
       break;
     case Arch::kGptOss:
       GptOss(c.hp, has, w);
+      break;
+    case Arch::kErnie45Moe:
+      Ernie45Moe(c.hp, w);
       break;
     default:
       ClassicFamilies(c, w);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lib/backend/backend.h"
@@ -28,6 +29,7 @@
 #include "lib/model/model.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "tests/hf/checkpoint_builder.h"
+#include "tests/model/reference_model.h"
 #include "tests/support/sentencepiece_tokenizer_json.h"
 #include "tests/support/test_files.h"
 
@@ -413,6 +415,109 @@ TEST(HfImportTest, BlockScaledFp8CheckpointsAreDequantized) {
   EXPECT_THAT(std::string(wrong.status().message()), HasSubstr("_scale_inv"));
   fs::remove_all(fp8_dir);
   fs::remove_all(exact_dir);
+}
+
+// Ernie4_5_MoeForCausalLM as transformers lays it out, written from a random model: llama's
+// attention, a dense first layer (moe_layer_start_index) and, after it, experts every second
+// layer (moe_layer_interval) with dense MLPs between, the router's selection bias in
+// moe_statics as a [1, n_experts] table, two shared experts of moe_intermediate_size, the head
+// tied by Ernie4_5_MoeConfig's default. The import runs as the naive reference computes the
+// model: the config's keys must land where transformers puts them.
+TEST(HfImportTest, Ernie45MoeCheckpointRunsAsTheReference) {
+  testing::RandomModelOptions o;
+  o.arch = Arch::kErnie45Moe;
+  o.n_layer = 5, o.n_layer_dense = 1, o.n_ff_dense = 56, o.moe_layer_step = 2;
+  o.n_ff_expert = 24, o.n_ff_shared = 48, o.selection_bias = true, o.tied_output = true;
+  o.seed = 29;
+  const ModelSpec random = testing::MakeRandomModel(o);
+  const HParams& h = random.hp;
+  auto floats = [&](const std::string& name, std::vector<int64_t> shape = {}) {
+    const TensorSpec* t = random.Find(name);
+    EXPECT_NE(t, nullptr) << name;
+    RawTensor r;
+    if (t == nullptr) return r;
+    r.shape = shape.empty() ? t->shape : shape;
+    r.bytes.assign(t->data.begin(), t->data.end());
+    return r;
+  };
+  std::map<std::string, RawTensor> tensors;
+  tensors["model.embed_tokens.weight"] = floats("token_embd.weight");
+  tensors["model.norm.weight"] = floats("output_norm.weight");
+  for (int l = 0; l < h.n_layer; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    auto blk = [&](const char* base) { return LayerTensorName(l, base); };
+    tensors[p + "input_layernorm.weight"] = floats(blk("attn_norm"));
+    tensors[p + "post_attention_layernorm.weight"] = floats(blk("ffn_norm"));
+    for (const char* x : {"q", "k", "v"}) {
+      tensors[absl::StrCat(p, "self_attn.", x, "_proj.weight")] =
+          floats(blk(absl::StrCat("attn_", x).c_str()));
+    }
+    tensors[p + "self_attn.o_proj.weight"] = floats(blk("attn_output"));
+    const bool experts = l >= 1 && (l + 1) % 2 == 0;
+    if (!experts) {
+      for (const char* x : {"gate", "up", "down"}) {
+        tensors[absl::StrCat(p, "mlp.", x, "_proj.weight")] =
+            floats(blk(absl::StrCat("ffn_", x).c_str()));
+      }
+      continue;
+    }
+    tensors[p + "mlp.gate.weight"] = floats(blk("ffn_gate_inp"));
+    tensors[p + "mlp.moe_statics.e_score_correction_bias"] =
+        floats(LayerBiasName(l, "exp_probs_b"), {1, h.n_expert});
+    for (const char* x : {"gate", "up", "down"}) {
+      for (int e = 0; e < h.n_expert; ++e) {
+        tensors[absl::StrCat(p, "mlp.experts.", e, ".", x, "_proj.weight")] =
+            floats(ExpertTensorName(l, e, absl::StrCat("ffn_", x)));
+      }
+      tensors[absl::StrCat(p, "mlp.shared_experts.", x, "_proj.weight")] =
+          floats(blk(absl::StrCat("ffn_", x, "_shexp").c_str()));
+    }
+  }
+  // A multi-token-prediction weight, as the -PT checkpoints carry: not read.
+  tensors["model.mtp_linear_proj.0.weight"] = floats("output_norm.weight");
+  nlohmann::json config = {{"architectures", {"Ernie4_5_MoeForCausalLM"}},
+                           {"model_type", "ernie4_5_moe"},
+                           {"vocab_size", h.n_vocab},
+                           {"hidden_size", h.n_embd},
+                           {"intermediate_size", h.n_ff_dense},
+                           {"num_hidden_layers", h.n_layer},
+                           {"num_attention_heads", h.n_head},
+                           {"num_key_value_heads", h.n_head_kv},
+                           {"head_dim", h.head_dim},
+                           {"max_position_embeddings", 128},
+                           {"rms_norm_eps", 1e-6},
+                           {"rope_theta", 10000.0},
+                           {"hidden_act", "silu"},
+                           {"use_bias", false},
+                           {"moe_num_experts", h.n_expert},
+                           {"moe_k", h.n_expert_used},
+                           {"moe_intermediate_size", h.n_ff_expert},
+                           {"moe_num_shared_experts", 2},
+                           {"moe_layer_start_index", 1},
+                           {"moe_layer_end_index", h.n_layer - 1},
+                           {"moe_layer_interval", 2},
+                           {"moe_norm_min", 1e-12},
+                           {"torch_dtype", "float32"}};
+  const fs::path dir = TempDir("ernie45moe");
+  WriteCheckpoint(dir, config, tensors);
+  auto spec = ImportHfCheckpoint(dir.string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->arch, Arch::kErnie45Moe);
+  EXPECT_EQ(spec->hp.moe_layer_step, 2);
+  EXPECT_EQ(spec->hp.n_ff_shared, 48);
+  EXPECT_TRUE(spec->hp.tied_output);
+  EXPECT_TRUE(spec->hp.has_selection_bias);
+  const std::vector<int32_t> ids = {3, 17, 96, 0, 42, 42, 7, 81, 5, 60, 11};
+  const std::vector<float> want = testing::ReferenceForward(random, ids);
+  auto [err, tol] = Compare(RunAll(*spec, ids), want);
+  EXPECT_LE(err, tol);
+  // Trailing dense layers (moe_layer_end_index before the last layer) are refused by name.
+  config["moe_layer_end_index"] = h.n_layer - 2;
+  WriteCheckpoint(dir, config, tensors);
+  auto early_end = ImportHfCheckpoint(dir.string());
+  ASSERT_FALSE(early_end.ok());
+  EXPECT_THAT(std::string(early_end.status().message()), HasSubstr("moe_layer_end_index"));
+  fs::remove_all(dir);
 }
 
 class FixtureTest : public ::testing::TestWithParam<std::string> {};
