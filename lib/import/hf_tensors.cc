@@ -45,6 +45,23 @@ void AddEmbeddings(const HParams& h, Wants& w) {
   if (!h.tied_output) w.Add("lm_head.weight", "output.weight", {h.n_vocab, h.n_embd});
 }
 
+// The input norm and grouped-query attention, with q/k/v biases where the family has them
+// (Qwen2-MoE, GLM-4.5, gpt-oss).
+void InputNormAndAttention(const HParams& h, int l, const std::string& p, Wants& w) {
+  const int64_t d = h.n_embd, q_dim = h.n_head * h.head_dim, kv_dim = h.n_head_kv * h.head_dim;
+  auto name = [&](const char* base) { return LayerTensorName(l, base); };
+  w.Vector(p + "input_layernorm.weight", name("attn_norm"), {d}, l);
+  w.Add(p + "self_attn.q_proj.weight", name("attn_q"), {q_dim, d}, l);
+  w.Add(p + "self_attn.k_proj.weight", name("attn_k"), {kv_dim, d}, l);
+  w.Add(p + "self_attn.v_proj.weight", name("attn_v"), {kv_dim, d}, l);
+  w.Add(p + "self_attn.o_proj.weight", name("attn_output"), {d, q_dim}, l);
+  if (h.has_qkv_bias) {
+    w.Vector(p + "self_attn.q_proj.bias", Bias(l, "attn_q"), {q_dim}, l);
+    w.Vector(p + "self_attn.k_proj.bias", Bias(l, "attn_k"), {kv_dim}, l);
+    w.Vector(p + "self_attn.v_proj.bias", Bias(l, "attn_v"), {kv_dim}, l);
+  }
+}
+
 // Mixtral, Qwen2-MoE, OLMoE, Qwen3-MoE: every layer a mixture of per-expert tensors.
 void ClassicFamilies(const HfConfig& c, Wants& w) {
   const HParams& h = c.hp;
@@ -53,16 +70,7 @@ void ClassicFamilies(const HfConfig& c, Wants& w) {
   for (int l = 0; l < h.n_layer; ++l) {
     const std::string p = absl::StrCat("model.layers.", l, ".");
     auto name = [&](const char* base) { return LayerTensorName(l, base); };
-    w.Vector(p + "input_layernorm.weight", name("attn_norm"), {d}, l);
-    w.Add(p + "self_attn.q_proj.weight", name("attn_q"), {q_dim, d}, l);
-    w.Add(p + "self_attn.k_proj.weight", name("attn_k"), {kv_dim, d}, l);
-    w.Add(p + "self_attn.v_proj.weight", name("attn_v"), {kv_dim, d}, l);
-    w.Add(p + "self_attn.o_proj.weight", name("attn_output"), {d, q_dim}, l);
-    if (h.has_qkv_bias) {
-      w.Vector(p + "self_attn.q_proj.bias", Bias(l, "attn_q"), {q_dim}, l);
-      w.Vector(p + "self_attn.k_proj.bias", Bias(l, "attn_k"), {kv_dim}, l);
-      w.Vector(p + "self_attn.v_proj.bias", Bias(l, "attn_v"), {kv_dim}, l);
-    }
+    InputNormAndAttention(h, l, p, w);
     if (h.qk_norm != QkNorm::kNone) {
       const bool full = h.qk_norm == QkNorm::kFull;  // OLMoE: whole projection; Qwen3: per head
       w.Vector(p + "self_attn.q_norm.weight", name("attn_q_norm"), {full ? q_dim : h.head_dim}, l);
@@ -130,27 +138,13 @@ void AddFeedForward(const HParams& h, int l, const std::string& p, Wants& w,
   }
 }
 
-// The input norm and grouped-query attention with q/k/v biases of glm4moe and gpt-oss.
-void InputNormAndBiasedAttention(const HParams& h, int l, const std::string& p, Wants& w) {
-  const int64_t d = h.n_embd, q_dim = h.n_head * h.head_dim, kv_dim = h.n_head_kv * h.head_dim;
-  auto name = [&](const char* base) { return LayerTensorName(l, base); };
-  w.Vector(p + "input_layernorm.weight", name("attn_norm"), {d}, l);
-  w.Add(p + "self_attn.q_proj.weight", name("attn_q"), {q_dim, d}, l);
-  w.Add(p + "self_attn.k_proj.weight", name("attn_k"), {kv_dim, d}, l);
-  w.Add(p + "self_attn.v_proj.weight", name("attn_v"), {kv_dim, d}, l);
-  w.Add(p + "self_attn.o_proj.weight", name("attn_output"), {d, q_dim}, l);
-  w.Vector(p + "self_attn.q_proj.bias", Bias(l, "attn_q"), {q_dim}, l);
-  w.Vector(p + "self_attn.k_proj.bias", Bias(l, "attn_k"), {kv_dim}, l);
-  w.Vector(p + "self_attn.v_proj.bias", Bias(l, "attn_v"), {kv_dim}, l);
-}
-
 // Glm4MoeForCausalLM. The MTP layers after num_hidden_layers are in the checkpoint but not wanted.
 void Glm4Moe(const HParams& h, Wants& w) {
   const int64_t d = h.n_embd;
   for (int l = 0; l < h.n_layer; ++l) {
     const std::string p = absl::StrCat("model.layers.", l, ".");
     auto name = [&](const char* base) { return LayerTensorName(l, base); };
-    InputNormAndBiasedAttention(h, l, p, w);
+    InputNormAndAttention(h, l, p, w);
     if (h.qk_norm == QkNorm::kPerHead) {
       w.Vector(p + "self_attn.q_norm.weight", name("attn_q_norm"), {h.head_dim}, l);
       w.Vector(p + "self_attn.k_norm.weight", name("attn_k_norm"), {h.head_dim}, l);
@@ -163,15 +157,11 @@ void Glm4Moe(const HParams& h, Wants& w) {
 // Ernie4_5_MoeForCausalLM: llama's attention without biases; the selection bias is
 // moe_statics.e_score_correction_bias, one row of a [1, n_expert] table.
 void Ernie45Moe(const HParams& h, Wants& w) {
-  const int64_t d = h.n_embd, q_dim = h.n_head * h.head_dim, kv_dim = h.n_head_kv * h.head_dim;
+  const int64_t d = h.n_embd;
   for (int l = 0; l < h.n_layer; ++l) {
     const std::string p = absl::StrCat("model.layers.", l, ".");
     auto name = [&](const char* base) { return LayerTensorName(l, base); };
-    w.Vector(p + "input_layernorm.weight", name("attn_norm"), {d}, l);
-    w.Add(p + "self_attn.q_proj.weight", name("attn_q"), {q_dim, d}, l);
-    w.Add(p + "self_attn.k_proj.weight", name("attn_k"), {kv_dim, d}, l);
-    w.Add(p + "self_attn.v_proj.weight", name("attn_v"), {kv_dim, d}, l);
-    w.Add(p + "self_attn.o_proj.weight", name("attn_output"), {d, q_dim}, l);
+    InputNormAndAttention(h, l, p, w);
     w.Vector(p + "post_attention_layernorm.weight", name("ffn_norm"), {d}, l);
     AddFeedForward(h, l, p, w, {"mlp.moe_statics.e_score_correction_bias", true});
   }
@@ -231,7 +221,7 @@ void GptOss(const HParams& h, const std::function<bool(const std::string&)>& has
   for (int l = 0; l < h.n_layer; ++l) {
     const std::string p = absl::StrCat("model.layers.", l, ".");
     auto name = [&](const char* base) { return LayerTensorName(l, base); };
-    InputNormAndBiasedAttention(h, l, p, w);
+    InputNormAndAttention(h, l, p, w);
     w.Vector(p + "self_attn.o_proj.bias", Bias(l, "attn_output"), {d}, l);
     w.Vector(p + "self_attn.sinks", name("attn_sinks"), {h.n_head}, l);
     w.Vector(p + "post_attention_layernorm.weight", name("post_attention_norm"), {d}, l);
