@@ -15,6 +15,11 @@ __global__ void AxpyKernel(float a, const float* x, int64_t count, float* y) {
   if (i < count) y[i] += a * x[i];
 }
 
+__global__ void ScaleKernel(float a, float* x, int64_t count) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) x[i] *= a;
+}
+
 __global__ void AddBiasKernel(float* x, const float* bias, int64_t count, int64_t dim) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < count) x[i] += bias[i % dim];
@@ -35,6 +40,16 @@ std::string Axpy(float a, const float* x, int64_t count, float* y, void* stream)
   unsigned grid = 0;
   if (std::string e = Grid(count, &grid); !e.empty()) return e;
   AxpyKernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a, x, count, y);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return CudaError("launch", e);
+  return {};
+}
+
+std::string Scale(float a, float* x, int64_t count, void* stream) {
+  if (count < 0) return "negative count";
+  if (count == 0) return {};
+  unsigned grid = 0;
+  if (std::string e = Grid(count, &grid); !e.empty()) return e;
+  ScaleKernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a, x, count);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return CudaError("launch", e);
   return {};
 }

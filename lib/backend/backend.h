@@ -189,6 +189,9 @@ class Backend : public MemorySpace {
   // y[i] += a * x[i].
   virtual void Axpy(float a, const float* x, int64_t count, float* y) = 0;
 
+  // x[i] *= a (Granite's embedding and logit multipliers).
+  virtual void Scale(float a, float* x, int64_t count) = 0;
+
   // x[t] += sum over j < k of w[t * k + j] * src[t * k + j][0..dim), for n rows; null sources
   // are skipped. Each row's terms are summed in order j, then added to x[t]: the outputs of the
   // experts a token chose, weighted by its router, back into the residual stream.

@@ -84,6 +84,9 @@ absl::StatusOr<HParams> ReadHParams(const fb::HParams* p) {
   h.n_layer_dense = p->n_layer_dense();
   h.n_ff_dense = p->n_ff_dense();
   h.moe_layer_step = p->moe_layer_step();
+  h.embedding_scale = p->embedding_scale();
+  h.residual_scale = p->residual_scale();
+  h.logit_scale = p->logit_scale();
   h.gating = static_cast<Gating>(p->gating());
   h.has_selection_bias = p->has_selection_bias();
   h.routed_scale = p->routed_scale();

@@ -128,6 +128,9 @@ flatbuffers::Offset<fb::HParams> BuildHParams(flatbuffers::FlatBufferBuilder& b,
   hb.add_n_layer_dense(h.n_layer_dense);
   hb.add_n_ff_dense(h.n_ff_dense);
   hb.add_moe_layer_step(h.moe_layer_step);
+  hb.add_embedding_scale(h.embedding_scale);
+  hb.add_residual_scale(h.residual_scale);
+  hb.add_logit_scale(h.logit_scale);
   hb.add_gating(static_cast<fb::Gating>(h.gating));
   hb.add_has_selection_bias(h.has_selection_bias);
   hb.add_routed_scale(h.routed_scale);

@@ -148,6 +148,7 @@ absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
   {
     StageTimer timer(tel, &StageTimes::other_s);
     be.GetRows(model_->token_embd(), tokens.data(), n, x);
+    if (h.embedding_scale != 1.f) be.Scale(h.embedding_scale, x, n * h.n_embd);
   }
   // Each token's cost is counted when a sequence or the telemetry wants it.
   const bool costed = tel != nullptr || std::any_of(batch.begin(), batch.end(), [](const auto& c) {
@@ -221,6 +222,7 @@ absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
   be.RmsNorm(x, model_->output_norm(), rows, h.n_embd, h.rms_eps, xn);
   MOE_ASSIGN_OR_RETURN(float* out, logits_.Resize(be, rows * h.n_vocab));
   be.MatMul(model_->output(), xn, rows, out);
+  if (h.logit_scale != 1.f) be.Scale(1.f / h.logit_scale, out, rows * h.n_vocab);
   // The step's one copy back of any size.
   logits->resize(rows * h.n_vocab);
   be.CopyToHost(out, logits->size() * sizeof(float), logits->data());

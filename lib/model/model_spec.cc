@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -308,6 +309,18 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
       (h.n_layer_dense > 0 && h.n_ff_dense <= 0)) {
     return absl::InvalidArgumentError(absl::StrCat(h.n_layer_dense, " leading dense layers of ",
                                                    h.n_layer, ", width ", h.n_ff_dense));
+  }
+  for (const auto& [what, v] : {std::pair<const char*, float>{"embedding_scale", h.embedding_scale},
+                                {"residual_scale", h.residual_scale},
+                                {"logit_scale", h.logit_scale}}) {
+    if (!(v > 0) || !std::isfinite(v)) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " must be a positive number, got ", v));
+    }
+  }
+  if (h.residual_scale != 1.f && h.n_ff_shared > 0) {
+    // The scale is carried by the routed experts' weights; a shared expert's term has none.
+    return absl::UnimplementedError(
+        absl::StrCat("residual_scale ", h.residual_scale, " with a shared expert"));
   }
   if (h.moe_layer_step < 1 || h.moe_layer_step > std::max<int64_t>(h.n_layer, 1) ||
       (h.moe_layer_step > 1 && h.n_ff_dense <= 0)) {

@@ -33,6 +33,7 @@ enum class Arch {
   kGptOss,
   kQwen3VlMoe,
   kErnie45Moe,
+  kGraniteMoe,
 };
 
 absl::string_view ArchName(Arch a);
@@ -109,6 +110,13 @@ struct HParams {
   bool has_router_bias = false;
   bool has_expert_bias = false;
   bool swiglu_clamped = false;
+
+  // Granite's multipliers: the token embeddings are multiplied by embedding_scale, each
+  // attention and feed-forward output by residual_scale before it joins the residual stream, and
+  // the logits divided by logit_scale. 1: none.
+  float embedding_scale = 1.f;
+  float residual_scale = 1.f;
+  float logit_scale = 1.f;
 
   // Multimodal RoPE (qwen3vlmoe's interleaved M-RoPE, llama.cpp's IMROPE): how many rotary pairs
   // follow the temporal, height, width and extra positions; all 0: plain RoPE. For text, the

@@ -249,5 +249,28 @@ TEST(MoeContainerLayerStepTest, InterleavedExpertLayersRoundTrip) {
       << model.status();
 }
 
+// Granite's multipliers (appended to the header) survive the container with the logits they
+// shape; without them the logits differ.
+TEST(MoeContainerMultipliersTest, GraniteMultipliersRoundTrip) {
+  testing::RandomModelOptions o;
+  o.arch = Arch::kGraniteMoe;
+  o.embedding_scale = 12.f, o.residual_scale = 0.22f, o.logit_scale = 6.f;
+  o.attention_scale = 0.125f;
+  ModelSpec spec = testing::MakeRandomModel(o);
+  const std::string path = TempPath("granite.moe");
+  ASSERT_TRUE(WriteMoeFile(spec, path).ok());
+  auto back = ReadMoeFile(path);
+  fs::remove(path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->hp.embedding_scale, 12.f);
+  EXPECT_EQ(back->hp.residual_scale, 0.22f);
+  EXPECT_EQ(back->hp.logit_scale, 6.f);
+  EXPECT_TRUE(back->hp == spec.hp);
+  const std::vector<float> want = PromptLogits(spec);
+  EXPECT_EQ(PromptLogits(*std::move(back)), want);
+  spec.hp.embedding_scale = spec.hp.residual_scale = spec.hp.logit_scale = 1.f;
+  EXPECT_NE(PromptLogits(std::move(spec)), want);
+}
+
 }  // namespace
 }  // namespace moe

@@ -68,6 +68,20 @@ std::vector<Case> Cases() {
   ernie_q8.n_ff_shared = 64, ernie_q8.moe_layer_step = 1, ernie_q8.dtype = DType::kQ8_0;
   ernie_q8.tied_output = true, ernie_q8.seed = 19;
   cases.push_back({"ernie_q8", ernie_q8});
+  // Granite-3.x MoE: its embedding, residual and logit multipliers and attention scale (those of
+  // granite-3.0-1b-a400m but the attention scale, 1 / head_dim here), the head tied.
+  RandomModelOptions granite;
+  granite.arch = Arch::kGraniteMoe;
+  granite.embedding_scale = 12.f, granite.residual_scale = 0.22f, granite.logit_scale = 6.f;
+  granite.attention_scale = 1.f / 12, granite.tied_output = true, granite.seed = 31;
+  cases.push_back({"granite", granite});
+  // Multipliers that leave attention a larger share of the residual stream than 12 x 0.22 do on
+  // a random model, so that 8-bit activations still see an F16 cache's rounding.
+  RandomModelOptions granite_q8 = granite;
+  granite_q8.n_embd = 64, granite_q8.head_dim = 16, granite_q8.n_ff_expert = 32;
+  granite_q8.embedding_scale = 2.f, granite_q8.residual_scale = 0.7f, granite_q8.logit_scale = 3.f;
+  granite_q8.attention_scale = 0.3f, granite_q8.dtype = DType::kQ8_0, granite_q8.seed = 37;
+  cases.push_back({"granite_q8", granite_q8});
   return cases;
 }
 

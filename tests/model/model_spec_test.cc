@@ -1,6 +1,7 @@
 #include "lib/model/model_spec.h"
 
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -59,6 +60,32 @@ TEST(ModelSpecTest, FindFollowsEditsToTheTensors) {
 // Found by moe_file_fuzz: a .moe file whose qk_nope_dim was 8026645363650080321 overflowed
 // n_head x (qk_nope + rope) while its expected shapes were worked out (undefined behaviour).
 // Every size is bounded before anything multiplies it.
+// Granite's multipliers: positive and finite, and a residual multiplier only where the routed
+// experts' weights can carry it (no shared expert); the interleaved expert layers' step within
+// the layers.
+TEST(ModelSpecTest, MultipliersAndLayerStepOutOfRangeAreErrors) {
+  for (float bad : {0.f, -1.f, std::numeric_limits<float>::infinity(),
+                    std::numeric_limits<float>::quiet_NaN()}) {
+    for (float HParams::*field :
+         {&HParams::embedding_scale, &HParams::residual_scale, &HParams::logit_scale}) {
+      ModelSpec spec = DeepseekSpec();
+      spec.hp.*field = bad;
+      const absl::Status status = ValidateModelSpec(spec);
+      EXPECT_TRUE(absl::IsInvalidArgument(status)) << bad << ": " << status;
+      EXPECT_THAT(status.message(), HasSubstr("must be a positive number")) << status;
+    }
+  }
+  ModelSpec shared = DeepseekSpec();  // it has shared experts
+  ASSERT_GT(shared.hp.n_ff_shared, 0);
+  shared.hp.residual_scale = 0.5f;
+  EXPECT_THAT(ValidateModelSpec(shared).message(), HasSubstr("with a shared expert"));
+  for (int64_t step : {int64_t{0}, int64_t{-2}, int64_t{1} << 40}) {
+    ModelSpec spec = DeepseekSpec();
+    spec.hp.moe_layer_step = step;
+    EXPECT_THAT(ValidateModelSpec(spec).message(), HasSubstr("experts every")) << step;
+  }
+}
+
 TEST(ModelSpecTest, SizesPastTheBoundAreErrorsBeforeAnyProduct) {
   const int64_t huge = 8026645363650080321, size = int64_t{1} << 24;
   struct Case {

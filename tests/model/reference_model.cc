@@ -138,6 +138,10 @@ ModelSpec MakeRandomModel(const RandomModelOptions& o) {
   h.n_ff_dense = o.n_ff_dense;
   h.moe_layer_step = o.moe_layer_step;
   h.has_selection_bias = o.selection_bias;
+  h.embedding_scale = o.embedding_scale;
+  h.residual_scale = o.residual_scale;
+  h.logit_scale = o.logit_scale;
+  h.kq_scale = o.attention_scale;
   const int64_t E = o.n_embd, q_dim = o.n_head * o.head_dim, kv_dim = o.n_head_kv * o.head_dim;
   const float in_std = 1.0f / std::sqrt(static_cast<float>(E));
   b.Add("token_embd.weight", {o.n_vocab, E}, 1.0f);
@@ -199,6 +203,9 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
   std::vector<std::vector<float>> x(T);
   for (int64_t t = 0; t < T; ++t)
     x[t].assign(emb.begin() + tokens[t] * E, emb.begin() + (tokens[t] + 1) * E);
+  for (auto& row : x) {
+    for (float& v : row) v *= h.embedding_scale;
+  }
   for (int l = 0; l < h.n_layer; ++l) {
     auto n = [&](const char* base) { return LayerTensorName(l, base); };
     Mat attn_norm = Weight(s, n("attn_norm")), wq = Weight(s, n("attn_q")),
@@ -246,7 +253,7 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
         for (int64_t p = 0; p <= t; ++p) {
           double d = 0;
           for (int64_t i = 0; i < hd; ++i) d += q[t][hh * hd + i] * k[p][kvh * hd + i];
-          sc[p] = d / std::sqrt(static_cast<double>(hd));
+          sc[p] = h.kq_scale != 0 ? d * h.kq_scale : d / std::sqrt(static_cast<double>(hd));
           mx = std::max(mx, sc[p]);
         }
         double sum = 0;
@@ -257,7 +264,7 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
         }
       }
       auto o = MatVec(wo, att);
-      for (int64_t i = 0; i < E; ++i) x[t][i] += o[i];
+      for (int64_t i = 0; i < E; ++i) x[t][i] += h.residual_scale * o[i];
     }
     Mat ffn_norm = Weight(s, n("ffn_norm"));
     // Hugging Face's Ernie4_5_Moe rule, which reduces to "every layer" for the other families.
@@ -266,7 +273,7 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
       for (int64_t t = 0; t < T; ++t) {
         auto y =
             Mlp(s, n("ffn_gate"), n("ffn_up"), n("ffn_down"), RmsNorm(x[t], ffn_norm, h.rms_eps));
-        for (int64_t i = 0; i < E; ++i) x[t][i] += y[i];
+        for (int64_t i = 0; i < E; ++i) x[t][i] += h.residual_scale * y[i];
       }
       continue;
     }
@@ -304,7 +311,7 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
         }
         for (int64_t i = 0; i < E; ++i) out[i] += static_cast<float>(g * y[i]);
       }
-      for (int64_t i = 0; i < E; ++i) x[t][i] += out[i];
+      for (int64_t i = 0; i < E; ++i) x[t][i] += h.residual_scale * out[i];
     }
   }
   Mat out_norm = Weight(s, "output_norm.weight");
@@ -312,6 +319,7 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
   std::vector<float> logits;
   for (int64_t t = 0; t < T; ++t) {
     auto y = MatVec(head, RmsNorm(x[t], out_norm, h.rms_eps));
+    for (float& v : y) v /= h.logit_scale;
     logits.insert(logits.end(), y.begin(), y.end());
   }
   return logits;

@@ -24,6 +24,8 @@ struct RandomModelOptions {
   int64_t n_layer_dense = 0, n_ff_dense = 0, moe_layer_step = 1;
   // exp_probs_b: a per-expert bias added to the scores that choose the experts, not to weights.
   bool selection_bias = false;
+  // Granite's multipliers (1: none) and attention scale (0: 1 / sqrt(head_dim)).
+  float embedding_scale = 1.f, residual_scale = 1.f, logit_scale = 1.f, attention_scale = 0.f;
 };
 
 // A ModelSpec owning its random weights; semantics flags are what the family implies.

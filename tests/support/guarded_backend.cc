@@ -129,6 +129,11 @@ void GuardedBackend::Axpy(float a, const float* x, int64_t count, float* y) {
   inner_->Axpy(a, x, count, y);
 }
 
+void GuardedBackend::Scale(float a, float* x, int64_t count) {
+  Open open(this);
+  inner_->Scale(a, x, count);
+}
+
 void GuardedBackend::RouteTokens(const TokenRouting& c, const float* logits,
                                  const int32_t* positions, int64_t n, int32_t* experts,
                                  float* weights, float* entropy) {

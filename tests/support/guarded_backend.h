@@ -55,6 +55,7 @@ class GuardedBackend final : public Backend {
   void RunRoutedExperts(const RoutedExperts& r, float* x) override;
   absl::Status TakeError() override { return inner_->TakeError(); }
   void Axpy(float a, const float* x, int64_t count, float* y) override;
+  void Scale(float a, float* x, int64_t count) override;
   void AddWeightedRows(int64_t n, int64_t k, int64_t dim, const float* const* src, const float* w,
                        float* x) override;
   void GetRows(const WeightView& table, const int32_t* ids, int64_t n, float* dst) override;

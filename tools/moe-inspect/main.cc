@@ -87,6 +87,10 @@ int main(int argc, char** argv) {
     std::printf("shared expert ffn %lld%s\n", (long long)h.n_ff_shared,
                 h.shared_expert_gate ? " (sigmoid-gated)" : "");
   }
+  if (h.embedding_scale != 1.f || h.residual_scale != 1.f || h.logit_scale != 1.f) {
+    std::printf("multipliers   embeddings x %g, layer outputs x %g, logits / %g\n",
+                h.embedding_scale, h.residual_scale, h.logit_scale);
+  }
   std::printf("context       %lld (trained)\n", (long long)h.n_ctx_train);
   std::printf("rope          %s, base %g", h.rope_style == moe::RopeStyle::kNeox ? "neox" : "norm",
               h.rope_freq_base);

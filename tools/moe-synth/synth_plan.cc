@@ -110,7 +110,8 @@ class Builder {
 };
 
 // llama (Mixtral), qwen2moe, olmoe, qwen3moe, qwen3vlmoe (qwen3moe with multimodal RoPE
-// sections): every layer grouped-query attention and experts.
+// sections), granitemoe (Mixtral's layout with Granite-3.x's multipliers): every layer
+// grouped-query attention and experts.
 void PlanClassic(const Shape& s, Builder& b) {
   const bool qwen2 = s.arch == "qwen2moe";
   b.CommonKeys(s.layers, qwen2 && s.shared_ff > 0 ? s.shared_ff : s.ff);
@@ -121,6 +122,13 @@ void PlanClassic(const Shape& s, Builder& b) {
     // and width, the rest temporal.
     const int32_t pairs = static_cast<int32_t>(b.head_dim() / 2), hw = pairs * 5 / 16;
     b.KeyI32Array("rope.dimension_sections", {pairs - 2 * hw, hw, hw, 0});
+  }
+  if (s.arch == "granitemoe") {
+    // granite-3.0-1b-a400m's multipliers (its attention one is 1 / 64 for head_dim 64).
+    b.KeyF("embedding_scale", 12.f);
+    b.KeyF("residual_scale", 0.22f);
+    b.KeyF("logit_scale", 6.f);
+    b.KeyF("attention.scale", 1.f / static_cast<float>(b.head_dim()));
   }
   const int64_t E = s.embd, hd = b.head_dim();
   for (int64_t l = 0; l < s.layers; ++l) {
@@ -273,9 +281,9 @@ void PlanGptOss(const Shape& s, Builder& b) {
 }  // namespace
 
 const std::vector<std::string>& Architectures() {
-  static const std::vector<std::string> kNames = {"llama",    "qwen2moe",   "olmoe",
-                                                  "qwen3moe", "glm4moe",    "deepseek2",
-                                                  "gpt-oss",  "qwen3vlmoe", "ernie4_5-moe"};
+  static const std::vector<std::string> kNames = {
+      "llama",     "qwen2moe", "olmoe",      "qwen3moe",     "glm4moe",
+      "deepseek2", "gpt-oss",  "qwen3vlmoe", "ernie4_5-moe", "granitemoe"};
   return kNames;
 }
 

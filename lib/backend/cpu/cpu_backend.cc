@@ -369,6 +369,12 @@ class CpuBackend final : public Backend {
     });
   }
 
+  void Scale(float a, float* x, int64_t count) override {
+    Parallel(count, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) x[i] *= a;
+    });
+  }
+
   void AddWeightedRows(int64_t n, int64_t k, int64_t dim, const float* const* src, const float* w,
                        float* x) override {
     Parallel(n, 2 * k * dim, [&](int64_t tb, int64_t te) {

@@ -347,6 +347,11 @@ class CudaBackend final : public Backend {
     Note(cuda::Axpy(a, x, count, y, stream_));
   }
 
+  void Scale(float a, float* x, int64_t count) override {
+    Bind();
+    Note(cuda::Scale(a, x, count, stream_));
+  }
+
   void AddWeightedRows(int64_t n, int64_t k, int64_t dim, const float* const* src, const float* w,
                        float* x) override {
     Bind();

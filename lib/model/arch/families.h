@@ -14,5 +14,6 @@ const Architecture& Deepseek2Architecture();
 const Architecture& GptOssArchitecture();
 const Architecture& Qwen3VlMoeArchitecture();
 const Architecture& Ernie45MoeArchitecture();
+const Architecture& GraniteMoeArchitecture();
 
 }  // namespace moe

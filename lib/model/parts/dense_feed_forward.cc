@@ -16,7 +16,7 @@ absl::Status DenseFeedForward::Run(const StepContext& ctx, const LayerWeights& L
   // The SwiGLU block is an expert over every token: the same kernels.
   const Backend::ExpertJob job{L.dense.gate, L.dense.up, L.dense.down, xn, nullptr, n, out};
   be.RunExperts({&job, 1});
-  be.Axpy(1.0f, out, n * d, x);
+  be.Axpy(h.residual_scale, out, n * d, x);
   return absl::OkStatus();
 }
 

@@ -42,7 +42,7 @@ absl::Status GroupedQueryAttention::Run(const StepContext& ctx, int layer, const
   StoreAndAttend(be, layer, batch, positions, {q, k, v, q_dim, kv_dim, att}, h.n_head,
                  AttentionOptions{h.kq_scale, L.parts.window, L.sinks}, attention_calls_);
   be.MatMulShared({&L.wo, 1}, att, n, {&o, 1}, {&L.bo, 1});
-  be.Axpy(1.0f, o, n * d, x);
+  be.Axpy(h.residual_scale, o, n * d, x);
   return absl::OkStatus();
 }
 

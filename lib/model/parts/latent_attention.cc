@@ -75,7 +75,7 @@ absl::Status LatentAttention::Run(const StepContext& ctx, int layer, const Layer
   }
   MOE_ASSIGN_OR_RETURN(float* o, o_.Resize(be, n * d));
   be.MatMul(L.wo, att, n, o);
-  be.Axpy(1.0f, o, n * d, x);
+  be.Axpy(h.residual_scale, o, n * d, x);
   return absl::OkStatus();
 }
 

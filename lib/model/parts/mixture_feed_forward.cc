@@ -73,7 +73,9 @@ RouterConfig MixtureFeedForward::ConfigFor(const HParams& h, const LayerWeights&
   rc.n_groups = static_cast<int>(h.n_expert_groups);
   rc.n_groups_used = static_cast<int>(h.n_group_used);
   rc.renormalize = h.norm_topk_prob;
-  rc.scale = h.routed_scale;
+  // Granite's residual multiplier rides on the weights: the routed experts are the layer's only
+  // output where it is not 1 (ValidateModelSpec refuses it with a shared expert).
+  rc.scale = h.routed_scale * h.residual_scale;
   rc.disabled = layer < static_cast<int>(disabled_.size()) ? &disabled_[layer] : nullptr;
   rc.policy = policy_;
   rc.layer = layer;
