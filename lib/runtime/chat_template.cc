@@ -10,7 +10,7 @@ namespace {
 
 constexpr char kKnownNames[] =
     "chatml, llama3, mistral, llama2, zephyr, deepseek, plain, chatglm4, deepseek3, gpt-oss, "
-    "ernie4.5";
+    "ernie4.5, granite";
 
 // The plain format's Jinja, as the bundled model's tokenizer_config.json ships it; compared
 // with whitespace and Jinja's backslash-n escapes removed, so that line breaks, indentation and
@@ -43,6 +43,8 @@ absl::StatusOr<ChatFormat> DetectChatFormat(absl::string_view t) {
     return ChatFormat::kGptOss;
   }
   if (absl::StrContains(t, "[gMASK]<sop>")) return ChatFormat::kChatGlm4;
+  // Granite 3.x and 4.x (their tool-call variants differ only in roles the API does not take).
+  if (absl::StrContains(t, "<|start_of_role|>")) return ChatFormat::kGranite;
   if (absl::StrContains(t, "<｜Assistant｜>") && absl::StrContains(t, "<｜User｜>")) {
     return ChatFormat::kDeepSeek3;
   }
@@ -77,6 +79,7 @@ absl::StatusOr<ChatFormat> ChatFormatFromName(absl::string_view name) {
   if (name == "deepseek3") return ChatFormat::kDeepSeek3;
   if (name == "gpt-oss") return ChatFormat::kGptOss;
   if (name == "ernie4.5") return ChatFormat::kErnie45;
+  if (name == "granite") return ChatFormat::kGranite;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown chat template '", name, "' (known: ", kKnownNames, ")"));
 }
@@ -161,6 +164,13 @@ absl::StatusOr<std::string> FormatChat(ChatFormat format, const std::vector<Chat
       out = "[gMASK]<sop>";
       for (const auto& m : messages) absl::StrAppend(&out, "<|", m.role, "|>\n", m.content);
       if (add_generation_prompt) out += "<|assistant|>\n";
+      break;
+    case ChatFormat::kGranite:
+      for (const auto& m : messages) {
+        absl::StrAppend(&out, "<|start_of_role|>", m.role, "<|end_of_role|>", m.content,
+                        "<|end_of_text|>\n");
+      }
+      if (add_generation_prompt) out += "<|start_of_role|>assistant<|end_of_role|>";
       break;
     case ChatFormat::kErnie45:
       // The template's cls_token and sep_token are these texts whatever the vocabulary's BOS

@@ -81,6 +81,11 @@ TEST(ChatTemplateTest, FamiliesAreRecognisedByTheirMarkers) {
                               "message[\"content\"] + \"\\n\" -}}{{- \"Assistant: \" -}}"),
             ChatFormat::kErnie45);
   EXPECT_EQ(*ChatFormatFromName("ernie4.5"), ChatFormat::kErnie45);
+  EXPECT_EQ(*DetectChatFormat("{%- for message in messages %}{{- '<|start_of_role|>' + "
+                              "message['role'] + '<|end_of_role|>' + message['content'] + "
+                              "'<|end_of_text|>\n' }}{%- endfor %}"),
+            ChatFormat::kGranite);
+  EXPECT_EQ(*ChatFormatFromName("granite"), ChatFormat::kGranite);
 }
 
 // ERNIE-4.5's template (not built into llama.cpp): its cls_token first, the system text on a
@@ -109,6 +114,12 @@ TEST(ChatTemplateTest, NewerFamiliesFormatAsLlamaCppDoes) {
             "<|start|>system<|message|>Be brief.<|end|><|start|>user<|message|>Hello<|end|>"
             "<|start|>assistant<|message|>Hi.<|return|><|start|>user<|message|>Bye<|end|>"
             "<|start|>assistant");
+  EXPECT_EQ(*FormatChat(ChatFormat::kGranite, chat, true, "<|end_of_text|>"),
+            "<|start_of_role|>system<|end_of_role|>Be brief.<|end_of_text|>\n"
+            "<|start_of_role|>user<|end_of_role|>Hello<|end_of_text|>\n"
+            "<|start_of_role|>assistant<|end_of_role|>Hi.<|end_of_text|>\n"
+            "<|start_of_role|>user<|end_of_role|>Bye<|end_of_text|>\n"
+            "<|start_of_role|>assistant<|end_of_role|>");
   EXPECT_EQ(*FormatChat(ChatFormat::kGptOss, chat, false, "<|return|>"),
             "<|start|>system<|message|>Be brief.<|end|><|start|>user<|message|>Hello<|end|>"
             "<|start|>assistant<|message|>Hi.<|return|><|start|>user<|message|>Bye<|end|>");
