@@ -35,6 +35,7 @@ constexpr HfArchName kArchs[] = {
     {"DeepseekV3ForCausalLM", "deepseek_v3", Arch::kDeepseek2, &DeepseekV3Keys},
     {"GptOssForCausalLM", "gpt_oss", Arch::kGptOss, &GptOssKeys},
     {"Ernie4_5_MoeForCausalLM", "ernie4_5_moe", Arch::kErnie45Moe, &Ernie45MoeKeys},
+    {"GraniteMoeForCausalLM", "granitemoe", Arch::kGraniteMoe, &GraniteMoeKeys},
 };
 
 absl::StatusOr<const HfArchName*> FindArch(const Json& j) {
@@ -63,7 +64,8 @@ absl::StatusOr<const HfArchName*> FindArch(const Json& j) {
       absl::StrCat("unsupported architecture '", named,
                    "' (supported: MixtralForCausalLM, Qwen2MoeForCausalLM, OlmoeForCausalLM, "
                    "Qwen3MoeForCausalLM, Glm4MoeForCausalLM, DeepseekV2ForCausalLM, "
-                   "DeepseekV3ForCausalLM, GptOssForCausalLM, Ernie4_5_MoeForCausalLM)"));
+                   "DeepseekV3ForCausalLM, GptOssForCausalLM, Ernie4_5_MoeForCausalLM, "
+                   "GraniteMoeForCausalLM)"));
 }
 
 // RoPE: plain rotate_half with theta only. Scaled variants change the frequencies or the

@@ -1,8 +1,8 @@
 // config.json seen as llama.cpp's metadata keys: the newer families (glm4moe, deepseek2, gpt-oss,
-// ernie4_5-moe) map a Hugging Face config onto the keys llama.cpp's convert_hf_to_gguf.py would
-// write for it, and the family's own rules (lib/model/arch/) read those, exactly as they read the
-// GGUF file converted from the same checkpoint. What transformers would compute differently from
-// those rules is refused here, naming the config.json key.
+// ernie4_5-moe, granitemoe) map a Hugging Face config onto the keys llama.cpp's
+// convert_hf_to_gguf.py would write for it, and the family's own rules (lib/model/arch/) read
+// those, exactly as they read the GGUF file converted from the same checkpoint. What transformers
+// would compute differently from those rules is refused here, naming the config.json key.
 #pragma once
 
 #include <map>
@@ -90,5 +90,6 @@ absl::Status DeepseekV2Keys(const nlohmann::json& j, HfFamilyConfig* out);
 absl::Status DeepseekV3Keys(const nlohmann::json& j, HfFamilyConfig* out);
 absl::Status GptOssKeys(const nlohmann::json& j, HfFamilyConfig* out);
 absl::Status Ernie45MoeKeys(const nlohmann::json& j, HfFamilyConfig* out);  // hf_ernie45moe.cc
+absl::Status GraniteMoeKeys(const nlohmann::json& j, HfFamilyConfig* out);  // hf_granitemoe.cc
 
 }  // namespace moe

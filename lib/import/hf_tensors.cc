@@ -167,6 +167,34 @@ void Ernie45Moe(const HParams& h, Wants& w) {
   }
 }
 
+// GraniteMoeForCausalLM: llama's attention; the experts stacked per layer as
+// block_sparse_moe.input_linear [n_expert, 2 ff, n_embd] (each expert's gate rows, then its up
+// rows) and output_linear [n_expert, n_embd, ff]; the router block_sparse_moe.router.layer.
+void GraniteMoe(const HParams& h, Wants& w) {
+  const int64_t d = h.n_embd, n = h.n_expert, ff = h.n_ff_expert;
+  for (int l = 0; l < h.n_layer; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    auto name = [&](const char* base) { return LayerTensorName(l, base); };
+    InputNormAndAttention(h, l, p, w);
+    w.Vector(p + "post_attention_layernorm.weight", name("ffn_norm"), {d}, l);
+    const std::string moe = p + "block_sparse_moe.";
+    w.Add(moe + "router.layer.weight", name("ffn_gate_inp"), {n, d}, l).router = true;
+    for (int e = 0; e < n; ++e) {
+      for (int half = 0; half < 2; ++half) {  // 0: gate, 1: up
+        WantedTensor& t =
+            w.Add(moe + "input_linear.weight",
+                  ExpertTensorName(l, e, half == 0 ? "ffn_gate" : "ffn_up"), {ff, d}, l, e);
+        t.hf_shape = {n, 2 * ff, d};
+        t.gather = [=](int64_t i) { return (e * 2 + half) * ff * d + i; };
+      }
+      WantedTensor& down =
+          w.Add(moe + "output_linear.weight", ExpertTensorName(l, e, "ffn_down"), {d, ff}, l, e);
+      down.hf_shape = {n, d, ff};
+      down.gather = [=](int64_t i) { return e * d * ff + i; };
+    }
+  }
+}
+
 // DeepseekV2/V3ForCausalLM: multi-head latent attention, stored as transformers keeps it. The
 // checkpoint's kv_b_proj [n_head x (nope + v), kv_lora_rank] holds per head the rows that lift
 // the latent to the head's key (nope) and then to its value (v); the runtime wants them apart
@@ -288,6 +316,9 @@ std::vector<WantedTensor> WantedTensors(const HfConfig& c,
       break;
     case Arch::kErnie45Moe:
       Ernie45Moe(c.hp, w);
+      break;
+    case Arch::kGraniteMoe:
+      GraniteMoe(c.hp, w);
       break;
     default:
       ClassicFamilies(c, w);

@@ -520,6 +520,101 @@ TEST(HfImportTest, Ernie45MoeCheckpointRunsAsTheReference) {
   fs::remove_all(dir);
 }
 
+// GraniteMoeForCausalLM as transformers lays it out, written from a random model: each layer's
+// experts stacked in input_linear (an expert's gate rows, then its up rows) and output_linear,
+// the router in router.layer, the multipliers under their config.json names. The import runs as
+// the naive reference computes the model.
+TEST(HfImportTest, GraniteMoeCheckpointRunsAsTheReference) {
+  testing::RandomModelOptions o;
+  o.arch = Arch::kGraniteMoe;
+  o.n_layer = 3, o.n_head = 4, o.n_ff_expert = 24, o.tied_output = true, o.seed = 41;
+  o.embedding_scale = 12.f, o.residual_scale = 0.22f, o.logit_scale = 6.f;
+  o.attention_scale = 0.125f;
+  const ModelSpec random = testing::MakeRandomModel(o);
+  const HParams& h = random.hp;
+  auto values = [&](const std::string& name) {
+    const TensorSpec* t = random.Find(name);
+    EXPECT_NE(t, nullptr) << name;
+    return t == nullptr ? std::vector<uint8_t>{}
+                        : std::vector<uint8_t>(t->data.begin(), t->data.end());
+  };
+  auto raw = [&](const std::string& name) {
+    RawTensor r;
+    r.bytes = values(name);
+    if (const TensorSpec* t = random.Find(name)) r.shape = t->shape;
+    return r;
+  };
+  std::map<std::string, RawTensor> tensors;
+  tensors["model.embed_tokens.weight"] = raw("token_embd.weight");
+  tensors["model.norm.weight"] = raw("output_norm.weight");
+  for (int l = 0; l < h.n_layer; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    auto blk = [&](const char* base) { return LayerTensorName(l, base); };
+    tensors[p + "input_layernorm.weight"] = raw(blk("attn_norm"));
+    tensors[p + "post_attention_layernorm.weight"] = raw(blk("ffn_norm"));
+    for (const char* x : {"q", "k", "v"}) {
+      tensors[absl::StrCat(p, "self_attn.", x, "_proj.weight")] =
+          raw(blk(absl::StrCat("attn_", x).c_str()));
+    }
+    tensors[p + "self_attn.o_proj.weight"] = raw(blk("attn_output"));
+    tensors[p + "block_sparse_moe.router.layer.weight"] = raw(blk("ffn_gate_inp"));
+    RawTensor in, out;
+    in.shape = {h.n_expert, 2 * h.n_ff_expert, h.n_embd};
+    out.shape = {h.n_expert, h.n_embd, h.n_ff_expert};
+    for (int e = 0; e < h.n_expert; ++e) {
+      for (const char* x : {"ffn_gate", "ffn_up"}) {
+        const std::vector<uint8_t> v = values(ExpertTensorName(l, e, x));
+        in.bytes.insert(in.bytes.end(), v.begin(), v.end());
+      }
+      const std::vector<uint8_t> v = values(ExpertTensorName(l, e, "ffn_down"));
+      out.bytes.insert(out.bytes.end(), v.begin(), v.end());
+    }
+    tensors[p + "block_sparse_moe.input_linear.weight"] = std::move(in);
+    tensors[p + "block_sparse_moe.output_linear.weight"] = std::move(out);
+  }
+  nlohmann::json config = {{"architectures", {"GraniteMoeForCausalLM"}},
+                           {"model_type", "granitemoe"},
+                           {"vocab_size", h.n_vocab},
+                           {"hidden_size", h.n_embd},
+                           {"intermediate_size", h.n_ff_expert},
+                           {"num_hidden_layers", h.n_layer},
+                           {"num_attention_heads", h.n_head},
+                           {"num_key_value_heads", h.n_head_kv},
+                           {"max_position_embeddings", 128},
+                           {"rms_norm_eps", 1e-6},
+                           {"rope_theta", 10000.0},
+                           {"hidden_act", "silu"},
+                           {"attention_bias", false},
+                           {"num_local_experts", h.n_expert},
+                           {"num_experts_per_tok", h.n_expert_used},
+                           {"embedding_multiplier", 12.0},
+                           {"residual_multiplier", 0.22},
+                           {"logits_scaling", 6.0},
+                           {"attention_multiplier", 0.125},
+                           {"tie_word_embeddings", true},
+                           {"torch_dtype", "float32"}};
+  ASSERT_EQ(h.head_dim * h.n_head, h.n_embd);  // transformers' head size
+  const fs::path dir = TempDir("granitemoe");
+  WriteCheckpoint(dir, config, tensors);
+  auto spec = ImportHfCheckpoint(dir.string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->arch, Arch::kGraniteMoe);
+  EXPECT_EQ(spec->hp.embedding_scale, 12.f);
+  EXPECT_EQ(spec->hp.residual_scale, 0.22f);
+  EXPECT_EQ(spec->hp.logit_scale, 6.f);
+  EXPECT_EQ(spec->hp.kq_scale, 0.125f);
+  const std::vector<int32_t> ids = {3, 17, 96, 0, 42, 42, 7, 81, 5, 60, 11};
+  auto [err, tol] = Compare(RunAll(*spec, ids), testing::ReferenceForward(random, ids));
+  EXPECT_LE(err, tol);
+  // GraniteMoeShared's shared experts are refused by name.
+  config["shared_intermediate_size"] = 32;
+  WriteCheckpoint(dir, config, tensors);
+  auto shared = ImportHfCheckpoint(dir.string());
+  ASSERT_FALSE(shared.ok());
+  EXPECT_THAT(std::string(shared.status().message()), HasSubstr("GraniteMoeShared"));
+  fs::remove_all(dir);
+}
+
 class FixtureTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(FixtureTest, LogitsMatchPyTorchReference) {
