@@ -417,12 +417,81 @@ TEST(HfImportTest, BlockScaledFp8CheckpointsAreDequantized) {
   fs::remove_all(exact_dir);
 }
 
-// Ernie4_5_MoeForCausalLM as transformers lays it out, written from a random model: llama's
-// attention, a dense first layer (moe_layer_start_index) and, after it, experts every second
-// layer (moe_layer_interval) with dense MLPs between, the router's selection bias in
-// moe_statics as a [1, n_experts] table, two shared experts of moe_intermediate_size, the head
-// tied by Ernie4_5_MoeConfig's default. The import runs as the naive reference computes the
-// model: the config's keys must land where transformers puts them.
+// ---------------------------------------------------------------------------------------------
+// Families whose checkpoints are written here from a random model (tests/model/reference_model)
+// in transformers' layout, and whose import must then run as the naive reference computes it.
+
+// The random model's tensor `name` as a checkpoint's F32 tensor, of its shape or `shape`.
+RawTensor RawOf(const ModelSpec& m, const std::string& name, std::vector<int64_t> shape = {}) {
+  const TensorSpec* t = m.Find(name);
+  EXPECT_NE(t, nullptr) << name;
+  RawTensor r;
+  if (t == nullptr) return r;
+  r.shape = shape.empty() ? t->shape : std::move(shape);
+  r.bytes.assign(t->data.begin(), t->data.end());
+  return r;
+}
+
+// Embeddings, final norm and, per layer, both norms and llama's attention, under transformers'
+// names.
+std::map<std::string, RawTensor> LlamaLayoutTensors(const ModelSpec& m) {
+  std::map<std::string, RawTensor> t;
+  t["model.embed_tokens.weight"] = RawOf(m, "token_embd.weight");
+  t["model.norm.weight"] = RawOf(m, "output_norm.weight");
+  for (int l = 0; l < m.hp.n_layer; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    t[p + "input_layernorm.weight"] = RawOf(m, LayerTensorName(l, "attn_norm"));
+    t[p + "post_attention_layernorm.weight"] = RawOf(m, LayerTensorName(l, "ffn_norm"));
+    for (const char* x : {"q", "k", "v"}) {
+      t[absl::StrCat(p, "self_attn.", x, "_proj.weight")] =
+          RawOf(m, LayerTensorName(l, absl::StrCat("attn_", x)));
+    }
+    t[p + "self_attn.o_proj.weight"] = RawOf(m, LayerTensorName(l, "attn_output"));
+  }
+  return t;
+}
+
+// config.json's keys of the random model's shape.
+nlohmann::json RandomModelConfig(const HParams& h, const char* arch, const char* model_type) {
+  return {{"architectures", {arch}},
+          {"model_type", model_type},
+          {"vocab_size", h.n_vocab},
+          {"hidden_size", h.n_embd},
+          {"num_hidden_layers", h.n_layer},
+          {"num_attention_heads", h.n_head},
+          {"num_key_value_heads", h.n_head_kv},
+          {"max_position_embeddings", 128},
+          {"rms_norm_eps", 1e-6},
+          {"rope_theta", 10000.0},
+          {"hidden_act", "silu"},
+          {"torch_dtype", "float32"}};
+}
+
+// Imports the checkpoint and compares its logits with the naive reference's on `random`.
+void ExpectImportRunsAsReference(const fs::path& dir, const ModelSpec& random, Arch arch) {
+  auto spec = ImportHfCheckpoint(dir.string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->arch, arch);
+  const HParams& got = spec->hp;
+  const HParams& want = random.hp;
+  EXPECT_EQ(got.tied_output, want.tied_output);
+  EXPECT_EQ(got.n_layer_dense, want.n_layer_dense);
+  EXPECT_EQ(got.moe_layer_step, want.moe_layer_step);
+  EXPECT_EQ(got.n_ff_shared, want.n_ff_shared);
+  EXPECT_EQ(got.has_selection_bias, want.has_selection_bias);
+  EXPECT_EQ(got.embedding_scale, want.embedding_scale);
+  EXPECT_EQ(got.residual_scale, want.residual_scale);
+  EXPECT_EQ(got.logit_scale, want.logit_scale);
+  EXPECT_EQ(got.kq_scale, want.kq_scale);
+  const std::vector<int32_t> ids = {3, 17, 96, 0, 42, 42, 7, 81, 5, 60, 11};
+  auto [err, tol] = Compare(RunAll(*spec, ids), testing::ReferenceForward(random, ids));
+  EXPECT_LE(err, tol);
+}
+
+// Ernie4_5_MoeForCausalLM: a dense first layer (moe_layer_start_index) and, after it, experts
+// every second layer (moe_layer_interval) with dense MLPs between, the router's selection bias
+// in moe_statics as a [1, n_experts] table, two shared experts of moe_intermediate_size, the head
+// tied by Ernie4_5_MoeConfig's default (the config does not say).
 TEST(HfImportTest, Ernie45MoeCheckpointRunsAsTheReference) {
   testing::RandomModelOptions o;
   o.arch = Arch::kErnie45Moe;
@@ -431,86 +500,45 @@ TEST(HfImportTest, Ernie45MoeCheckpointRunsAsTheReference) {
   o.seed = 29;
   const ModelSpec random = testing::MakeRandomModel(o);
   const HParams& h = random.hp;
-  auto floats = [&](const std::string& name, std::vector<int64_t> shape = {}) {
-    const TensorSpec* t = random.Find(name);
-    EXPECT_NE(t, nullptr) << name;
-    RawTensor r;
-    if (t == nullptr) return r;
-    r.shape = shape.empty() ? t->shape : shape;
-    r.bytes.assign(t->data.begin(), t->data.end());
-    return r;
-  };
-  std::map<std::string, RawTensor> tensors;
-  tensors["model.embed_tokens.weight"] = floats("token_embd.weight");
-  tensors["model.norm.weight"] = floats("output_norm.weight");
+  std::map<std::string, RawTensor> tensors = LlamaLayoutTensors(random);
   for (int l = 0; l < h.n_layer; ++l) {
     const std::string p = absl::StrCat("model.layers.", l, ".");
-    auto blk = [&](const char* base) { return LayerTensorName(l, base); };
-    tensors[p + "input_layernorm.weight"] = floats(blk("attn_norm"));
-    tensors[p + "post_attention_layernorm.weight"] = floats(blk("ffn_norm"));
-    for (const char* x : {"q", "k", "v"}) {
-      tensors[absl::StrCat(p, "self_attn.", x, "_proj.weight")] =
-          floats(blk(absl::StrCat("attn_", x).c_str()));
-    }
-    tensors[p + "self_attn.o_proj.weight"] = floats(blk("attn_output"));
-    const bool experts = l >= 1 && (l + 1) % 2 == 0;
-    if (!experts) {
+    if (!(l >= 1 && (l + 1) % 2 == 0)) {
       for (const char* x : {"gate", "up", "down"}) {
         tensors[absl::StrCat(p, "mlp.", x, "_proj.weight")] =
-            floats(blk(absl::StrCat("ffn_", x).c_str()));
+            RawOf(random, LayerTensorName(l, absl::StrCat("ffn_", x)));
       }
       continue;
     }
-    tensors[p + "mlp.gate.weight"] = floats(blk("ffn_gate_inp"));
+    tensors[p + "mlp.gate.weight"] = RawOf(random, LayerTensorName(l, "ffn_gate_inp"));
     tensors[p + "mlp.moe_statics.e_score_correction_bias"] =
-        floats(LayerBiasName(l, "exp_probs_b"), {1, h.n_expert});
+        RawOf(random, LayerBiasName(l, "exp_probs_b"), {1, h.n_expert});
     for (const char* x : {"gate", "up", "down"}) {
       for (int e = 0; e < h.n_expert; ++e) {
         tensors[absl::StrCat(p, "mlp.experts.", e, ".", x, "_proj.weight")] =
-            floats(ExpertTensorName(l, e, absl::StrCat("ffn_", x)));
+            RawOf(random, ExpertTensorName(l, e, absl::StrCat("ffn_", x)));
       }
       tensors[absl::StrCat(p, "mlp.shared_experts.", x, "_proj.weight")] =
-          floats(blk(absl::StrCat("ffn_", x, "_shexp").c_str()));
+          RawOf(random, LayerTensorName(l, absl::StrCat("ffn_", x, "_shexp")));
     }
   }
   // A multi-token-prediction weight, as the -PT checkpoints carry: not read.
-  tensors["model.mtp_linear_proj.0.weight"] = floats("output_norm.weight");
-  nlohmann::json config = {{"architectures", {"Ernie4_5_MoeForCausalLM"}},
-                           {"model_type", "ernie4_5_moe"},
-                           {"vocab_size", h.n_vocab},
-                           {"hidden_size", h.n_embd},
-                           {"intermediate_size", h.n_ff_dense},
-                           {"num_hidden_layers", h.n_layer},
-                           {"num_attention_heads", h.n_head},
-                           {"num_key_value_heads", h.n_head_kv},
-                           {"head_dim", h.head_dim},
-                           {"max_position_embeddings", 128},
-                           {"rms_norm_eps", 1e-6},
-                           {"rope_theta", 10000.0},
-                           {"hidden_act", "silu"},
-                           {"use_bias", false},
-                           {"moe_num_experts", h.n_expert},
-                           {"moe_k", h.n_expert_used},
-                           {"moe_intermediate_size", h.n_ff_expert},
-                           {"moe_num_shared_experts", 2},
-                           {"moe_layer_start_index", 1},
-                           {"moe_layer_end_index", h.n_layer - 1},
-                           {"moe_layer_interval", 2},
-                           {"moe_norm_min", 1e-12},
-                           {"torch_dtype", "float32"}};
+  tensors["model.mtp_linear_proj.0.weight"] = RawOf(random, "output_norm.weight");
+  nlohmann::json config = RandomModelConfig(h, "Ernie4_5_MoeForCausalLM", "ernie4_5_moe");
+  config["intermediate_size"] = h.n_ff_dense;
+  config["head_dim"] = h.head_dim;
+  config["use_bias"] = false;
+  config["moe_num_experts"] = h.n_expert;
+  config["moe_k"] = h.n_expert_used;
+  config["moe_intermediate_size"] = h.n_ff_expert;
+  config["moe_num_shared_experts"] = 2;
+  config["moe_layer_start_index"] = 1;
+  config["moe_layer_end_index"] = h.n_layer - 1;
+  config["moe_layer_interval"] = 2;
+  config["moe_norm_min"] = 1e-12;
   const fs::path dir = TempDir("ernie45moe");
   WriteCheckpoint(dir, config, tensors);
-  auto spec = ImportHfCheckpoint(dir.string());
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_EQ(spec->arch, Arch::kErnie45Moe);
-  EXPECT_EQ(spec->hp.moe_layer_step, 2);
-  EXPECT_EQ(spec->hp.n_ff_shared, 48);
-  EXPECT_TRUE(spec->hp.tied_output);
-  EXPECT_TRUE(spec->hp.has_selection_bias);
-  const std::vector<int32_t> ids = {3, 17, 96, 0, 42, 42, 7, 81, 5, 60, 11};
-  const std::vector<float> want = testing::ReferenceForward(random, ids);
-  auto [err, tol] = Compare(RunAll(*spec, ids), want);
-  EXPECT_LE(err, tol);
+  ExpectImportRunsAsReference(dir, random, Arch::kErnie45Moe);
   // Trailing dense layers (moe_layer_end_index before the last layer) are refused by name.
   config["moe_layer_end_index"] = h.n_layer - 2;
   WriteCheckpoint(dir, config, tensors);
@@ -520,10 +548,9 @@ TEST(HfImportTest, Ernie45MoeCheckpointRunsAsTheReference) {
   fs::remove_all(dir);
 }
 
-// GraniteMoeForCausalLM as transformers lays it out, written from a random model: each layer's
-// experts stacked in input_linear (an expert's gate rows, then its up rows) and output_linear,
-// the router in router.layer, the multipliers under their config.json names. The import runs as
-// the naive reference computes the model.
+// GraniteMoeForCausalLM: each layer's experts stacked in input_linear (an expert's gate rows,
+// then its up rows) and output_linear, the router in router.layer, the multipliers under their
+// config.json names.
 TEST(HfImportTest, GraniteMoeCheckpointRunsAsTheReference) {
   testing::RandomModelOptions o;
   o.arch = Arch::kGraniteMoe;
@@ -532,80 +559,38 @@ TEST(HfImportTest, GraniteMoeCheckpointRunsAsTheReference) {
   o.attention_scale = 0.125f;
   const ModelSpec random = testing::MakeRandomModel(o);
   const HParams& h = random.hp;
-  auto values = [&](const std::string& name) {
-    const TensorSpec* t = random.Find(name);
-    EXPECT_NE(t, nullptr) << name;
-    return t == nullptr ? std::vector<uint8_t>{}
-                        : std::vector<uint8_t>(t->data.begin(), t->data.end());
-  };
-  auto raw = [&](const std::string& name) {
-    RawTensor r;
-    r.bytes = values(name);
-    if (const TensorSpec* t = random.Find(name)) r.shape = t->shape;
-    return r;
-  };
-  std::map<std::string, RawTensor> tensors;
-  tensors["model.embed_tokens.weight"] = raw("token_embd.weight");
-  tensors["model.norm.weight"] = raw("output_norm.weight");
+  ASSERT_EQ(h.head_dim * h.n_head, h.n_embd);  // transformers' head size
+  std::map<std::string, RawTensor> tensors = LlamaLayoutTensors(random);
   for (int l = 0; l < h.n_layer; ++l) {
-    const std::string p = absl::StrCat("model.layers.", l, ".");
-    auto blk = [&](const char* base) { return LayerTensorName(l, base); };
-    tensors[p + "input_layernorm.weight"] = raw(blk("attn_norm"));
-    tensors[p + "post_attention_layernorm.weight"] = raw(blk("ffn_norm"));
-    for (const char* x : {"q", "k", "v"}) {
-      tensors[absl::StrCat(p, "self_attn.", x, "_proj.weight")] =
-          raw(blk(absl::StrCat("attn_", x).c_str()));
-    }
-    tensors[p + "self_attn.o_proj.weight"] = raw(blk("attn_output"));
-    tensors[p + "block_sparse_moe.router.layer.weight"] = raw(blk("ffn_gate_inp"));
+    const std::string p = absl::StrCat("model.layers.", l, ".block_sparse_moe.");
+    tensors[p + "router.layer.weight"] = RawOf(random, LayerTensorName(l, "ffn_gate_inp"));
     RawTensor in, out;
     in.shape = {h.n_expert, 2 * h.n_ff_expert, h.n_embd};
     out.shape = {h.n_expert, h.n_embd, h.n_ff_expert};
     for (int e = 0; e < h.n_expert; ++e) {
       for (const char* x : {"ffn_gate", "ffn_up"}) {
-        const std::vector<uint8_t> v = values(ExpertTensorName(l, e, x));
-        in.bytes.insert(in.bytes.end(), v.begin(), v.end());
+        const RawTensor half = RawOf(random, ExpertTensorName(l, e, x));
+        in.bytes.insert(in.bytes.end(), half.bytes.begin(), half.bytes.end());
       }
-      const std::vector<uint8_t> v = values(ExpertTensorName(l, e, "ffn_down"));
-      out.bytes.insert(out.bytes.end(), v.begin(), v.end());
+      const RawTensor down = RawOf(random, ExpertTensorName(l, e, "ffn_down"));
+      out.bytes.insert(out.bytes.end(), down.bytes.begin(), down.bytes.end());
     }
-    tensors[p + "block_sparse_moe.input_linear.weight"] = std::move(in);
-    tensors[p + "block_sparse_moe.output_linear.weight"] = std::move(out);
+    tensors[p + "input_linear.weight"] = std::move(in);
+    tensors[p + "output_linear.weight"] = std::move(out);
   }
-  nlohmann::json config = {{"architectures", {"GraniteMoeForCausalLM"}},
-                           {"model_type", "granitemoe"},
-                           {"vocab_size", h.n_vocab},
-                           {"hidden_size", h.n_embd},
-                           {"intermediate_size", h.n_ff_expert},
-                           {"num_hidden_layers", h.n_layer},
-                           {"num_attention_heads", h.n_head},
-                           {"num_key_value_heads", h.n_head_kv},
-                           {"max_position_embeddings", 128},
-                           {"rms_norm_eps", 1e-6},
-                           {"rope_theta", 10000.0},
-                           {"hidden_act", "silu"},
-                           {"attention_bias", false},
-                           {"num_local_experts", h.n_expert},
-                           {"num_experts_per_tok", h.n_expert_used},
-                           {"embedding_multiplier", 12.0},
-                           {"residual_multiplier", 0.22},
-                           {"logits_scaling", 6.0},
-                           {"attention_multiplier", 0.125},
-                           {"tie_word_embeddings", true},
-                           {"torch_dtype", "float32"}};
-  ASSERT_EQ(h.head_dim * h.n_head, h.n_embd);  // transformers' head size
+  nlohmann::json config = RandomModelConfig(h, "GraniteMoeForCausalLM", "granitemoe");
+  config["intermediate_size"] = h.n_ff_expert;
+  config["attention_bias"] = false;
+  config["num_local_experts"] = h.n_expert;
+  config["num_experts_per_tok"] = h.n_expert_used;
+  config["embedding_multiplier"] = 12.0;
+  config["residual_multiplier"] = 0.22;
+  config["logits_scaling"] = 6.0;
+  config["attention_multiplier"] = 0.125;
+  config["tie_word_embeddings"] = true;
   const fs::path dir = TempDir("granitemoe");
   WriteCheckpoint(dir, config, tensors);
-  auto spec = ImportHfCheckpoint(dir.string());
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_EQ(spec->arch, Arch::kGraniteMoe);
-  EXPECT_EQ(spec->hp.embedding_scale, 12.f);
-  EXPECT_EQ(spec->hp.residual_scale, 0.22f);
-  EXPECT_EQ(spec->hp.logit_scale, 6.f);
-  EXPECT_EQ(spec->hp.kq_scale, 0.125f);
-  const std::vector<int32_t> ids = {3, 17, 96, 0, 42, 42, 7, 81, 5, 60, 11};
-  auto [err, tol] = Compare(RunAll(*spec, ids), testing::ReferenceForward(random, ids));
-  EXPECT_LE(err, tol);
+  ExpectImportRunsAsReference(dir, random, Arch::kGraniteMoe);
   // GraniteMoeShared's shared experts are refused by name.
   config["shared_intermediate_size"] = 32;
   WriteCheckpoint(dir, config, tensors);

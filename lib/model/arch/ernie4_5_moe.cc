@@ -38,17 +38,14 @@ class Ernie45Moe final : public Architecture {
     }
     // The converter writes the shared experts' whole width (not a count of expert widths).
     MOE_ASSIGN_OR_RETURN(h->n_ff_shared, keys.Int("expert_shared_feed_forward_length", 0));
-    h->gating = Gating::kSoftmax;
-    h->norm_topk_prob = true;
-    h->routed_scale = 1.f;
+    SoftmaxRenormalisedRouting(h);
     return absl::OkStatus();
   }
 
   void FromTensors(const ModelSpec& spec, HParams* h) const override {
-    h->has_qkv_bias = spec.Find(LayerBiasName(0, "attn_q")) != nullptr;
     // llama.cpp loads an output-projection bias for this family but does not add it; Hugging
     // Face's model (use_bias) does. No released checkpoint has one.
-    h->has_attn_out_bias = spec.Find(LayerBiasName(0, "attn_output")) != nullptr;
+    AttentionBiasesFromTensors(spec, h);
   }
 
   LayerParts Layer(const HParams& h, int layer) const override {

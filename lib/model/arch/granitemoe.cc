@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/base/status_macros.h"
 #include "lib/model/arch/families.h"
+#include "lib/model/arch/metadata_rules.h"
 
 namespace moe {
 namespace {
@@ -52,15 +53,12 @@ class GraniteMoe final : public Architecture {
     MOE_ASSIGN_OR_RETURN(h->kq_scale, keys.Float("attention.scale", 0.f));
     // Softmax over the experts, renormalised over the chosen ones: the softmax of the chosen
     // logits that transformers' GraniteMoeTopKGating computes.
-    h->gating = Gating::kSoftmax;
-    h->norm_topk_prob = true;
-    h->routed_scale = 1.f;
+    SoftmaxRenormalisedRouting(h);
     return absl::OkStatus();
   }
 
   void FromTensors(const ModelSpec& spec, HParams* h) const override {
-    h->has_qkv_bias = spec.Find(LayerBiasName(0, "attn_q")) != nullptr;
-    h->has_attn_out_bias = spec.Find(LayerBiasName(0, "attn_output")) != nullptr;
+    AttentionBiasesFromTensors(spec, h);
   }
 
   LayerParts Layer(const HParams&, int) const override { return MixtureLayer(); }

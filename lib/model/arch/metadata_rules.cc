@@ -56,6 +56,17 @@ absl::Status ReadNextnLayers(const MetadataKeys& keys, HParams* h) {
   return absl::OkStatus();
 }
 
+void SoftmaxRenormalisedRouting(HParams* h) {
+  h->gating = Gating::kSoftmax;
+  h->norm_topk_prob = true;
+  h->routed_scale = 1.f;
+}
+
+void AttentionBiasesFromTensors(const ModelSpec& spec, HParams* h) {
+  h->has_qkv_bias = spec.Find(LayerBiasName(0, "attn_q")) != nullptr;
+  h->has_attn_out_bias = spec.Find(LayerBiasName(0, "attn_output")) != nullptr;
+}
+
 QkNorm QkNormFromTensors(const ModelSpec& spec, const HParams& h) {
   const TensorSpec* t = spec.Find(LayerTensorName(0, "attn_q_norm"));
   if (t == nullptr || t->shape.size() != 1) return QkNorm::kNone;

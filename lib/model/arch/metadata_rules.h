@@ -26,6 +26,14 @@ absl::Status ReadSharedExperts(const MetadataKeys& keys, HParams* h);
 // carried by the file but not run: block_count counts them, n_layer does not.
 absl::Status ReadNextnLayers(const MetadataKeys& keys, HParams* h);
 
+// Routing fixed by the family, not by keys (llama.cpp's ERNIE and Granite graphs): softmax over
+// the experts, the chosen ones' weights renormalised, no extra scale.
+void SoftmaxRenormalisedRouting(HParams* h);
+
+// q/k/v and output-projection biases where the file has them (layer 0 tells; ValidateModelSpec
+// then expects them in every layer).
+void AttentionBiasesFromTensors(const ModelSpec& spec, HParams* h);
+
 // A family whose QK-norm is optional has it when the file has its weights: per head when they
 // are head_dim long, over the whole projection when they are n_head x head_dim.
 QkNorm QkNormFromTensors(const ModelSpec& spec, const HParams& h);
