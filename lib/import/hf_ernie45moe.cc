@@ -17,13 +17,8 @@ absl::Status Ernie45MoeKeys(const nlohmann::json& j, HfFamilyConfig* out) {
   HfMetadataKeys& k = out->keys;
   MOE_RETURN_IF_ERROR(SetCommonKeys(c, {131072, 1e-5, 500000.0}, &k));
   MOE_ASSIGN_OR_RETURN(int64_t layers, c.Int("num_hidden_layers"));
-  MOE_ASSIGN_OR_RETURN(int64_t hidden, c.Int("hidden_size"));
   MOE_ASSIGN_OR_RETURN(int64_t heads, c.Int("num_attention_heads"));
-  MOE_ASSIGN_OR_RETURN(int64_t kv_heads, c.Int("num_key_value_heads", heads));
-  MOE_ASSIGN_OR_RETURN(int64_t head_dim, c.Int("head_dim", hidden / heads));
-  k.SetInt("attention.head_count_kv", kv_heads);
-  k.SetInt("attention.key_length", head_dim);
-  k.SetInt("attention.value_length", head_dim);
+  MOE_RETURN_IF_ERROR(SetHeadKeys(c, heads, &k).status());
   MOE_ASSIGN_OR_RETURN(double theta, RopeTheta(j, 500000.0));
   k.SetFloat("rope.freq_base", theta);
   MOE_RETURN_IF_ERROR(ReadRopeScaling(j, YarnTemperature::kCosSin, nullptr, out));

@@ -15,13 +15,7 @@ absl::Status Glm4MoeKeys(const nlohmann::json& j, HfFamilyConfig* out) {
   MOE_ASSIGN_OR_RETURN(int64_t nextn, c.Int("num_nextn_predict_layers", 0));
   k.SetInt("block_count", layers + nextn);
   k.SetInt("nextn_predict_layers", nextn);
-  MOE_ASSIGN_OR_RETURN(int64_t hidden, c.Int("hidden_size"));
-  MOE_ASSIGN_OR_RETURN(int64_t heads, c.Int("num_attention_heads"));
-  MOE_ASSIGN_OR_RETURN(int64_t kv_heads, c.Int("num_key_value_heads", 8));
-  MOE_ASSIGN_OR_RETURN(int64_t head_dim, c.Int("head_dim", hidden / heads));
-  k.SetInt("attention.head_count_kv", kv_heads);
-  k.SetInt("attention.key_length", head_dim);
-  k.SetInt("attention.value_length", head_dim);
+  MOE_ASSIGN_OR_RETURN(int64_t head_dim, SetHeadKeys(c, 8, &k));
   MOE_ASSIGN_OR_RETURN(double partial, PartialRotaryFactor(j, 0.5));
   const int64_t rope_dim = static_cast<int64_t>(head_dim * partial);  // transformers' int()
   if (!(partial > 0 && partial <= 1) || rope_dim % 2 != 0) {

@@ -2,6 +2,8 @@
 // GraniteMoeConfig's defaults and the keys llama.cpp's GraniteMoeModel converter writes: the
 // multipliers (embedding_multiplier, residual_multiplier, logits_scaling, attention_multiplier)
 // as embedding_scale, residual_scale, logit_scale and attention.scale.
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "lib/base/status_macros.h"
 #include "lib/import/hf_metadata.h"
@@ -32,14 +34,15 @@ absl::Status GraniteMoeKeys(const nlohmann::json& j, HfFamilyConfig* out) {
   k.SetInt("expert_feed_forward_length", ff);
   MOE_ASSIGN_OR_RETURN(int64_t shared, c.Int("shared_intermediate_size", 0));
   k.SetInt("expert_shared_feed_forward_length", shared);  // the family refuses it
-  MOE_ASSIGN_OR_RETURN(double embedding, c.Float("embedding_multiplier", 1.0));
-  MOE_ASSIGN_OR_RETURN(double residual, c.Float("residual_multiplier", 1.0));
-  MOE_ASSIGN_OR_RETURN(double logits, c.Float("logits_scaling", 1.0));
-  MOE_ASSIGN_OR_RETURN(double attention, c.Float("attention_multiplier", 1.0));
-  k.SetFloat("embedding_scale", embedding);
-  k.SetFloat("residual_scale", residual);
-  k.SetFloat("logit_scale", logits);
-  k.SetFloat("attention.scale", attention);
+  constexpr std::pair<const char*, const char*> kMultipliers[] = {
+      {"embedding_multiplier", "embedding_scale"},
+      {"residual_multiplier", "residual_scale"},
+      {"logits_scaling", "logit_scale"},
+      {"attention_multiplier", "attention.scale"}};
+  for (const auto& [config_key, gguf_key] : kMultipliers) {
+    MOE_ASSIGN_OR_RETURN(double v, c.Float(config_key, 1.0));
+    k.SetFloat(gguf_key, v);
+  }
   return absl::OkStatus();
 }
 

@@ -47,6 +47,17 @@ void SetMixtureKeys(const HfMixtureShape& m, HfMetadataKeys* k) {
   k->SetInt("expert_gating_func", m.gating);
 }
 
+absl::StatusOr<int64_t> SetHeadKeys(const ConfigJson& c, int64_t kv_default, HfMetadataKeys* k) {
+  MOE_ASSIGN_OR_RETURN(int64_t hidden, c.Int("hidden_size"));
+  MOE_ASSIGN_OR_RETURN(int64_t heads, c.Int("num_attention_heads"));
+  MOE_ASSIGN_OR_RETURN(int64_t kv_heads, c.Int("num_key_value_heads", kv_default));
+  MOE_ASSIGN_OR_RETURN(int64_t head_dim, c.Int("head_dim", hidden / heads));
+  k->SetInt("attention.head_count_kv", kv_heads);
+  k->SetInt("attention.key_length", head_dim);
+  k->SetInt("attention.value_length", head_dim);
+  return head_dim;
+}
+
 absl::Status SetCommonKeys(const ConfigJson& c, const HfCommonDefaults& d, HfMetadataKeys* k) {
   MOE_ASSIGN_OR_RETURN(std::string act, c.String("hidden_act", "silu"));
   if (act != "silu") {

@@ -53,6 +53,11 @@ struct HfCommonDefaults {
 // rms_norm_eps, rope_theta, num_experts_per_tok; hidden_act must be silu.
 absl::Status SetCommonKeys(const ConfigJson& c, const HfCommonDefaults& d, HfMetadataKeys* keys);
 
+// num_key_value_heads (kv_default when absent) and head_dim (hidden_size / num_attention_heads
+// when absent) as attention.head_count_kv, key_length and value_length; returns head_dim.
+// After SetCommonKeys, which refuses num_attention_heads 0.
+absl::StatusOr<int64_t> SetHeadKeys(const ConfigJson& c, int64_t kv_default, HfMetadataKeys* k);
+
 // The routed and shared experts of the families with leading dense layers (glm4moe, deepseek2),
 // as their configs name them.
 struct HfMixtureShape {

@@ -101,8 +101,9 @@ std::vector<float> Mlp(const ModelSpec& s, const std::string& g, const std::stri
   return MatVec(Weight(s, d), gate);
 }
 
-bool HasExperts(const RandomModelOptions& o, int l) {
-  return l >= o.n_layer_dense && (l + 1) % o.moe_layer_step == 0;
+// Hugging Face's Ernie4_5_Moe rule, which reduces to "every layer" for the other families.
+bool HasExperts(int64_t n_layer_dense, int64_t moe_layer_step, int l) {
+  return l >= n_layer_dense && (l + 1) % moe_layer_step == 0;
 }
 
 }  // namespace
@@ -168,7 +169,7 @@ ModelSpec MakeRandomModel(const RandomModelOptions& o) {
       b.Add(n("attn_k_norm"), {o.head_dim}, 0.05f, 1.0f, l);
     }
     b.Add(n("ffn_norm"), {E}, 0.05f, 1.0f, l);
-    if (!HasExperts(o, l)) {
+    if (!HasExperts(o.n_layer_dense, o.moe_layer_step, l)) {
       b.Add(n("ffn_gate"), {o.n_ff_dense, E}, in_std, 0, l);
       b.Add(n("ffn_up"), {o.n_ff_dense, E}, in_std, 0, l);
       b.Add(n("ffn_down"), {E, o.n_ff_dense}, 0.5f / std::sqrt(float(o.n_ff_dense)), 0, l);
@@ -267,9 +268,7 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
       for (int64_t i = 0; i < E; ++i) x[t][i] += h.residual_scale * o[i];
     }
     Mat ffn_norm = Weight(s, n("ffn_norm"));
-    // Hugging Face's Ernie4_5_Moe rule, which reduces to "every layer" for the other families.
-    const bool experts = l >= h.n_layer_dense && (l + 1) % h.moe_layer_step == 0;
-    if (!experts) {
+    if (!HasExperts(h.n_layer_dense, h.moe_layer_step, l)) {
       for (int64_t t = 0; t < T; ++t) {
         auto y =
             Mlp(s, n("ffn_gate"), n("ffn_up"), n("ffn_down"), RmsNorm(x[t], ffn_norm, h.rms_eps));

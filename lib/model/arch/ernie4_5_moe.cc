@@ -21,11 +21,7 @@ class Ernie45Moe final : public Architecture {
 
   absl::Status ReadMetadata(const MetadataKeys& keys, HParams* h) const override {
     h->rope_style = RopeStyle::kNorm;
-    if (h->rope_dim != h->head_dim) {
-      return absl::UnimplementedError(
-          absl::StrCat("ernie4_5-moe rotates the whole head (", h->head_dim,
-                       " dimensions); the file says rope.dimension_count ", h->rope_dim));
-    }
+    MOE_RETURN_IF_ERROR(RequireWholeHeadRope(name(), *h));
     MOE_RETURN_IF_ERROR(ReadLeadingDenseLayers(keys, h));
     MOE_ASSIGN_OR_RETURN(h->moe_layer_step, keys.Int("interleave_moe_layer_step", 1));
     if (h->moe_layer_step < 1) {

@@ -27,11 +27,7 @@ class GraniteMoe final : public Architecture {
 
   absl::Status ReadMetadata(const MetadataKeys& keys, HParams* h) const override {
     h->rope_style = RopeStyle::kNorm;
-    if (h->rope_dim != h->head_dim) {
-      return absl::UnimplementedError(
-          absl::StrCat("granitemoe rotates the whole head (", h->head_dim,
-                       " dimensions); the file says rope.dimension_count ", h->rope_dim));
-    }
+    MOE_RETURN_IF_ERROR(RequireWholeHeadRope(name(), *h));
     MOE_ASSIGN_OR_RETURN(const bool rope, keys.Bool("rope.scaling.finetuned", true));
     if (!rope) {
       return absl::UnimplementedError("granitemoe without RoPE (rope.scaling.finetuned false)");
@@ -45,10 +41,8 @@ class GraniteMoe final : public Architecture {
     }
     MOE_ASSIGN_OR_RETURN(h->embedding_scale, Multiplier(keys, "embedding_scale"));
     MOE_ASSIGN_OR_RETURN(h->residual_scale, Multiplier(keys, "residual_scale"));
+    // 0 is no "none" here (the logits are divided by it): ValidateModelSpec refuses it.
     MOE_ASSIGN_OR_RETURN(h->logit_scale, keys.Float("logit_scale", 1.f));
-    if (h->logit_scale == 0.f) {
-      return absl::InvalidArgumentError("granitemoe logit_scale 0 (the logits are divided by it)");
-    }
     // 0: the usual 1 / sqrt(head_dim).
     MOE_ASSIGN_OR_RETURN(h->kq_scale, keys.Float("attention.scale", 0.f));
     // Softmax over the experts, renormalised over the chosen ones: the softmax of the chosen

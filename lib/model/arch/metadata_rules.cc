@@ -56,6 +56,13 @@ absl::Status ReadNextnLayers(const MetadataKeys& keys, HParams* h) {
   return absl::OkStatus();
 }
 
+absl::Status RequireWholeHeadRope(absl::string_view family, const HParams& h) {
+  if (h.rope_dim == h.head_dim) return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat(family, " rotates the whole head (", h.head_dim,
+                                               " dimensions); the file says rope.dimension_count ",
+                                               h.rope_dim));
+}
+
 void SoftmaxRenormalisedRouting(HParams* h) {
   h->gating = Gating::kSoftmax;
   h->norm_topk_prob = true;

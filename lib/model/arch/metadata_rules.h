@@ -26,6 +26,10 @@ absl::Status ReadSharedExperts(const MetadataKeys& keys, HParams* h);
 // carried by the file but not run: block_count counts them, n_layer does not.
 absl::Status ReadNextnLayers(const MetadataKeys& keys, HParams* h);
 
+// The families whose RoPE turns the whole head (llama.cpp asserts it for them): an error naming
+// `family` when the file's rope.dimension_count says less.
+absl::Status RequireWholeHeadRope(absl::string_view family, const HParams& h);
+
 // Routing fixed by the family, not by keys (llama.cpp's ERNIE and Granite graphs): softmax over
 // the experts, the chosen ones' weights renormalised, no extra scale.
 void SoftmaxRenormalisedRouting(HParams* h);
