@@ -35,7 +35,7 @@ __device__ float BlockReduce(float v, int op, float* scratch) {
 }
 
 __global__ void AttentionKernel(const float* q, int64_t n_heads, const int32_t* positions,
-                                DeviceKv kv, float* out, float scale, int64_t window,
+                                DeviceKv kv, float* out, float scale, int64_t window, bool chunked,
                                 const float* sinks) {
   __shared__ float q_sh[kMaxAttentionHeadDim];
   __shared__ float e_sh[kThreads];
@@ -47,7 +47,7 @@ __global__ void AttentionKernel(const float* q, int64_t n_heads, const int32_t* 
   const float* qh = q + (t * n_heads + h) * hd;
   for (int64_t i = threadIdx.x; i < hd; i += kThreads) q_sh[i] = qh[i];
   __syncthreads();
-  const KvSpan span = AttendedSpan(positions[t], window);
+  const KvSpan span = AttendedSpan(positions[t], window, chunked);
   float m = sinks != nullptr ? sinks[h] : -INFINITY;
   float l = sinks != nullptr ? 1.f : 0.f;  // the sink's exp(sink - m), m = sink
   float acc[kDimsPerThread] = {};
@@ -100,21 +100,22 @@ std::string CheckAttention(int64_t n, int64_t n_heads, const DeviceKv& kv) {
 }  // namespace
 
 std::string Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
-                      const DeviceKv& kv, float* out, float scale, int64_t window,
+                      const DeviceKv& kv, float* out, float scale, int64_t window, bool chunked,
                       const float* sinks, void* stream) {
   if (std::string e = CheckAttention(n, n_heads, kv); !e.empty()) return e;
   if (n == 0) return {};
   if (scale == 0.f) scale = 1.0f / std::sqrt(static_cast<float>(kv.head_dim));
   const dim3 grid(static_cast<unsigned>(n_heads), static_cast<unsigned>(n));
   AttentionKernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      q, n_heads, positions, kv, out, scale, window, sinks);
+      q, n_heads, positions, kv, out, scale, window, chunked, sinks);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return CudaError("launch", e);
   return {};
 }
 
 std::string AttentionFromHost(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
                               const DeviceKv& kv, size_t k_bytes, size_t v_bytes, int64_t n_blocks,
-                              float* out, float scale, int64_t window, const float* sinks) {
+                              float* out, float scale, int64_t window, bool chunked,
+                              const float* sinks) {
   if (std::string e = CheckAttention(n, n_heads, kv); !e.empty()) return e;
   if (n == 0) return {};
   const size_t rows_bytes = static_cast<size_t>(n * n_heads * kv.head_dim) * sizeof(float);
@@ -136,7 +137,7 @@ std::string AttentionFromHost(const float* q, int64_t n, int64_t n_heads, const 
   if (std::string e =
           Attention(static_cast<const float*>(dq.p), n, n_heads,
                     static_cast<const int32_t*>(dpos.p), cache.kv, static_cast<float*>(dout.p),
-                    scale, window, static_cast<const float*>(dsinks.p), nullptr);
+                    scale, window, chunked, static_cast<const float*>(dsinks.p), nullptr);
       !e.empty()) {
     return e;
   }

@@ -26,13 +26,13 @@ struct DeviceKv {
 inline constexpr int64_t kMaxAttentionHeadDim = 512;
 
 // out[t] (n_heads x head_dim) = attention of q[t] at positions[t] over positions
-// AttendedSpan(positions[t], window) of the cache; query head h reads KV head h / (n_heads /
-// n_kv_heads); scores times `scale` (0: 1 / sqrt(head_dim)); sinks: one logit per query head
+// AttendedSpan(positions[t], window, chunked) of the cache; query head h reads KV head h / (n_heads
+// / n_kv_heads); scores times `scale` (0: 1 / sqrt(head_dim)); sinks: one logit per query head
 // joining each softmax (null: none). One thread block per (token, head) with an online softmax
 // over chunks of positions. Everything in device memory; queued on `stream` (a cudaStream_t;
 // null: the default stream) without waiting: the error returned is the launch's.
 std::string Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
-                      const DeviceKv& kv, float* out, float scale, int64_t window,
+                      const DeviceKv& kv, float* out, float scale, int64_t window, bool chunked,
                       const float* sinks, void* stream);
 
 // The same from and to host memory: kv.k / kv.v point at k_bytes / v_bytes of host cache and
@@ -40,6 +40,7 @@ std::string Attention(const float* q, int64_t n, int64_t n_heads, const int32_t*
 // Copied over, run, out copied back; then waits. For the GPU tests.
 std::string AttentionFromHost(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
                               const DeviceKv& kv, size_t k_bytes, size_t v_bytes, int64_t n_blocks,
-                              float* out, float scale, int64_t window, const float* sinks);
+                              float* out, float scale, int64_t window, bool chunked,
+                              const float* sinks);
 
 }  // namespace moe::cuda

@@ -20,6 +20,11 @@ __global__ void ScaleKernel(float a, float* x, int64_t count) {
   if (i < count) x[i] *= a;
 }
 
+__global__ void ScaleRowsKernel(float* x, const float* scales, int64_t count, int64_t dim) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) x[i] *= scales[i / dim];
+}
+
 __global__ void AddBiasKernel(float* x, const float* bias, int64_t count, int64_t dim) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < count) x[i] += bias[i % dim];
@@ -50,6 +55,17 @@ std::string Scale(float a, float* x, int64_t count, void* stream) {
   unsigned grid = 0;
   if (std::string e = Grid(count, &grid); !e.empty()) return e;
   ScaleKernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a, x, count);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return CudaError("launch", e);
+  return {};
+}
+
+std::string ScaleRows(float* x, int64_t n, int64_t dim, const float* scales, void* stream) {
+  if (n < 0 || dim < 0) return "negative shape";
+  if (n * dim == 0) return {};
+  unsigned grid = 0;
+  if (std::string e = Grid(n * dim, &grid); !e.empty()) return e;
+  ScaleRowsKernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, scales, n * dim,
+                                                                            dim);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return CudaError("launch", e);
   return {};
 }

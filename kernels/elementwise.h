@@ -15,6 +15,9 @@ std::string Axpy(float a, const float* x, int64_t count, float* y, void* stream)
 // x[i] *= a, i < count (device memory).
 std::string Scale(float a, float* x, int64_t count, void* stream);
 
+// x[t * dim + i] *= scales[t] for t < n (device memory).
+std::string ScaleRows(float* x, int64_t n, int64_t dim, const float* scales, void* stream);
+
 // x[t * dim + i] += bias[i] for t < n (device memory).
 std::string AddBias(float* x, const float* bias, int64_t n, int64_t dim, void* stream);
 

@@ -25,7 +25,7 @@ __global__ void RmsNormKernel(const float* x, const float* weight, int64_t dim, 
   if (threadIdx.x == 0) inverse = RmsNormInverse(part, xr, dim, eps);
   __syncthreads();  // every read of x is done before any thread writes y (in place)
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-    yr[i] = RmsNormElement(xr[i], inverse, weight[i]);
+    yr[i] = RmsNormElement(xr[i], inverse, weight != nullptr ? weight[i] : 1.f);
   }
 }
 
@@ -49,8 +49,10 @@ std::string RmsNormFromHost(const float* x, const float* weight, int64_t n, int6
   const size_t bytes = static_cast<size_t>(n * dim) * sizeof(float);
   DeviceBuffer dx, dw;
   if (std::string e = dx.CopyIn(x, bytes); !e.empty()) return e;
-  if (std::string e = dw.CopyIn(weight, static_cast<size_t>(dim) * sizeof(float)); !e.empty()) {
-    return e;
+  if (weight != nullptr) {
+    if (std::string e = dw.CopyIn(weight, static_cast<size_t>(dim) * sizeof(float)); !e.empty()) {
+      return e;
+    }
   }
   auto* px = static_cast<float*>(dx.p);
   if (std::string e = RmsNorm(px, static_cast<const float*>(dw.p), n, dim, eps, px, nullptr);

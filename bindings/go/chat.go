@@ -22,7 +22,7 @@ func (m *Model) ApplyChatTemplate(messages []ChatMessage, addGenerationPrompt bo
 
 // ApplyNamedChatTemplate formats a conversation with a named template: "chatml", "llama3",
 // "mistral", "llama2", "zephyr", "deepseek", "plain", "chatglm4", "deepseek3", "gpt-oss",
-// "ernie4.5" or "granite" ("" means the model's own). An unknown name or role is an error.
+// "ernie4.5", "granite" or "llama4" ("" means the model's own). An unknown name or role is an error.
 func (m *Model) ApplyNamedChatTemplate(name string, messages []ChatMessage,
 	addGenerationPrompt bool) (text string, err error) {
 	chat := raw.NewNativeChat()

@@ -35,6 +35,8 @@ struct AttentionOptions {
   // Attention sinks: per query head one logit (not scaled) that joins each softmax's
   // normalisation without a value; null: none.
   const float* sinks = nullptr;
+  // The window is a chunk instead: a query at p sees keys p - p % window <= p' <= p (Llama 4).
+  bool chunked = false;
 };
 
 // One layer's K/V storage as attention sees it: [n_ctx x n_kv_heads x head_dim] each.
@@ -106,7 +108,8 @@ class Backend : public MemorySpace {
   };
   virtual void RunExperts(absl::Span<const ExpertJob> jobs) = 0;
 
-  // y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight, for n rows of length dim (in place allowed).
+  // y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight, for n rows of length dim (in place allowed);
+  // weight null: none (Llama 4's QK L2 norm).
   virtual void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
                        float* y) = 0;
 
@@ -191,6 +194,10 @@ class Backend : public MemorySpace {
 
   // x[i] *= a (Granite's embedding and logit multipliers).
   virtual void Scale(float a, float* x, int64_t count) = 0;
+
+  // x[t * dim + i] *= scales[t] for n rows; scales in host memory, as positions are (Llama 4's
+  // query temperature).
+  virtual void ScaleRows(float* x, int64_t n, int64_t dim, const float* scales) = 0;
 
   // x[t] += sum over j < k of w[t * k + j] * src[t * k + j][0..dim), for n rows; null sources
   // are skipped. Each row's terms are summed in order j, then added to x[t]: the outputs of the

@@ -30,12 +30,14 @@ struct KvPaging {
 };
 
 // The cached positions a query at `position` attends to: [first, end), the last `window` of
-// 0..position (window 0: all).
+// 0..position (window 0: all), or with `chunked` those of its chunk of `window` positions
+// (Llama 4: p - p % window .. p).
 struct KvSpan {
   int64_t first = 0, end = 0;
 };
-MOE_HOST_DEVICE inline KvSpan AttendedSpan(int64_t position, int64_t window) {
+MOE_HOST_DEVICE inline KvSpan AttendedSpan(int64_t position, int64_t window, bool chunked = false) {
   const int64_t end = position + 1;
+  if (window > 0 && chunked) return {position - position % window, end};
   return {window > 0 && end > window ? end - window : 0, end};
 }
 

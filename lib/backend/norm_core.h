@@ -33,7 +33,7 @@ MOE_HOST_DEVICE inline float RmsNormInverse(const double part[kRmsNormLanes], co
   return 1.0f / sqrtf(static_cast<float>(ss / dim) + eps);
 }
 
-// y = x * inverse * weight, element i.
+// y = x * inverse * weight, element i (weight 1 for an unweighted norm: x * inverse exactly).
 MOE_HOST_DEVICE inline float RmsNormElement(float x, float inverse, float weight) {
   return x * inverse * weight;
 }
@@ -46,7 +46,9 @@ MOE_HOST_DEVICE inline void RmsNormRow(const float* x, const float* weight, int6
     for (int j = 0; j < kRmsNormLanes; ++j) part[j] += static_cast<double>(x[i + j]) * x[i + j];
   }
   const float inverse = RmsNormInverse(part, x, dim, eps);
-  for (int64_t i = 0; i < dim; ++i) y[i] = RmsNormElement(x[i], inverse, weight[i]);
+  for (int64_t i = 0; i < dim; ++i) {
+    y[i] = RmsNormElement(x[i], inverse, weight != nullptr ? weight[i] : 1.f);
+  }
 }
 
 }  // namespace moe

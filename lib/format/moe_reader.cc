@@ -112,6 +112,12 @@ absl::StatusOr<HParams> ReadHParams(const fb::HParams* p) {
   h.has_router_bias = p->has_router_bias();
   h.has_expert_bias = p->has_expert_bias();
   h.swiglu_clamped = p->swiglu_clamped();
+  h.window_chunked = p->window_chunked();
+  h.nope_period = p->nope_period();
+  h.attn_temp_scale = p->attn_temp_scale();
+  h.attn_temp_floor = p->attn_temp_floor();
+  h.attn_temp_offset = p->attn_temp_offset();
+  h.expert_input_weighted = p->expert_input_weighted();
   if (const auto* sections = p->rope_sections()) {
     if (sections->size() != h.rope_sections.size()) {
       return absl::InvalidArgumentError(

@@ -156,6 +156,12 @@ flatbuffers::Offset<fb::HParams> BuildHParams(flatbuffers::FlatBufferBuilder& b,
   hb.add_has_router_bias(h.has_router_bias);
   hb.add_has_expert_bias(h.has_expert_bias);
   hb.add_swiglu_clamped(h.swiglu_clamped);
+  hb.add_window_chunked(h.window_chunked);
+  hb.add_nope_period(h.nope_period);
+  hb.add_attn_temp_scale(h.attn_temp_scale);
+  hb.add_attn_temp_floor(h.attn_temp_floor);
+  hb.add_attn_temp_offset(h.attn_temp_offset);
+  hb.add_expert_input_weighted(h.expert_input_weighted);
   if (!sections.IsNull()) hb.add_rope_sections(sections);
   return hb.Finish();
 }

@@ -301,6 +301,19 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
     return absl::InvalidArgumentError(
         absl::StrCat("sliding window ", h.sliding_window, ", period ", h.swa_period));
   }
+  if (h.window_chunked && h.sliding_window <= 0) {
+    return absl::InvalidArgumentError("chunked attention without a chunk size (sliding_window)");
+  }
+  if (h.nope_period < 0 || !std::isfinite(h.attn_temp_scale) ||
+      !std::isfinite(h.attn_temp_offset) || h.attn_temp_offset < 0 ||
+      (h.attn_temp_scale != 0.f && h.attn_temp_floor <= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "NoPE layers every ", h.nope_period, ", query temperature scale ", h.attn_temp_scale,
+        " floor ", h.attn_temp_floor, " offset ", h.attn_temp_offset));
+  }
+  if (h.qk_norm == QkNorm::kPerHeadUnweighted && h.latent_attention()) {
+    return absl::InvalidArgumentError("an unweighted per-head QK-norm with latent attention");
+  }
   if (h.rope_dim % 2 != 0 || h.rope_dim <= 0 || h.rope_dim > h.head_dim) {
     return absl::InvalidArgumentError(
         absl::StrCat("RoPE over ", h.rope_dim, " of head_dim ", h.head_dim, " dimensions"));

@@ -34,13 +34,16 @@ enum class Arch {
   kQwen3VlMoe,
   kErnie45Moe,
   kGraniteMoe,
+  kLlama4,
 };
 
 absl::string_view ArchName(Arch a);
 absl::StatusOr<Arch> ArchFromName(absl::string_view name);
 
 enum class RopeStyle { kNorm, kNeox };         // rotate (2i, 2i+1) vs (i, i + dim/2)
-enum class QkNorm { kNone, kFull, kPerHead };  // RMSNorm of the whole q/k vector, or per head
+// RMSNorm of the whole q/k vector or per head, with a weight; or per head without one, after
+// RoPE and on the RoPE layers only (Llama 4's L2 norm).
+enum class QkNorm { kNone, kFull, kPerHead, kPerHeadUnweighted };
 
 struct HParams {
   int64_t n_vocab = 0;
@@ -107,6 +110,19 @@ struct HParams {
   bool has_attn_sinks = false;
   int64_t sliding_window = 0;  // 0: every layer attends to the whole context
   int64_t swa_period = 0;
+  // Llama 4: the layers that "slide" attend within fixed chunks of sliding_window positions
+  // instead (a query at p sees p - p % sliding_window .. p).
+  bool window_chunked = false;
+  // Llama 4's NoPE layers: layer l has no RoPE when (l + 1) % nope_period == 0 (0: none). Their
+  // queries are scaled by 1 + attn_temp_scale * ln(floor((p + attn_temp_offset) /
+  // attn_temp_floor) + 1) at position p (attn_temp_scale 0: not).
+  int64_t nope_period = 0;
+  float attn_temp_scale = 0.f;
+  int64_t attn_temp_floor = 0;
+  float attn_temp_offset = 0.f;
+  // Llama 4: each chosen expert's input is its token's input times the router weight, and its
+  // output joins unweighted (the weight inside the SwiGLU, not after it).
+  bool expert_input_weighted = false;
   bool has_router_bias = false;
   bool has_expert_bias = false;
   bool swiglu_clamped = false;
@@ -132,6 +148,9 @@ struct HParams {
   }
   bool layer_slides(int layer) const {
     return sliding_window > 0 && swa_period > 0 && layer % swa_period < swa_period - 1;
+  }
+  bool layer_uses_rope(int layer) const {
+    return nope_period <= 0 || (layer + 1) % nope_period != 0;
   }
   // The cache keeps no separate values: they are the first value_dim of each key row.
   bool values_in_keys() const { return latent_attention(); }

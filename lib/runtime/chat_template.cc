@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace moe {
 
@@ -10,7 +11,7 @@ namespace {
 
 constexpr char kKnownNames[] =
     "chatml, llama3, mistral, llama2, zephyr, deepseek, plain, chatglm4, deepseek3, gpt-oss, "
-    "ernie4.5, granite";
+    "ernie4.5, granite, llama4";
 
 // The plain format's Jinja, as the bundled model's tokenizer_config.json ships it; compared
 // with whitespace and Jinja's backslash-n escapes removed, so that line breaks, indentation and
@@ -52,6 +53,9 @@ absl::StatusOr<ChatFormat> DetectChatFormat(absl::string_view t) {
   if (absl::StrContains(t, "<|begin_of_sentence|>")) return ChatFormat::kErnie45;
   if (absl::StrContains(t, "<|im_start|>")) return ChatFormat::kChatMl;
   if (absl::StrContains(t, "<|start_header_id|>")) return ChatFormat::kLlama3;
+  if (absl::StrContains(t, "<|header_start|>") && absl::StrContains(t, "<|header_end|>")) {
+    return ChatFormat::kLlama4;
+  }
   if (absl::StrContains(t, "[INST]")) {
     return absl::StrContains(t, "<<SYS>>") ? ChatFormat::kLlama2 : ChatFormat::kMistral;
   }
@@ -80,6 +84,7 @@ absl::StatusOr<ChatFormat> ChatFormatFromName(absl::string_view name) {
   if (name == "gpt-oss") return ChatFormat::kGptOss;
   if (name == "ernie4.5") return ChatFormat::kErnie45;
   if (name == "granite") return ChatFormat::kGranite;
+  if (name == "llama4") return ChatFormat::kLlama4;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown chat template '", name, "' (known: ", kKnownNames, ")"));
 }
@@ -164,6 +169,17 @@ absl::StatusOr<std::string> FormatChat(ChatFormat format, const std::vector<Chat
       out = "[gMASK]<sop>";
       for (const auto& m : messages) absl::StrAppend(&out, "<|", m.role, "|>\n", m.content);
       if (add_generation_prompt) out += "<|assistant|>\n";
+      break;
+    case ChatFormat::kLlama4:
+      // As the model's Jinja template writes it: the system message trimmed, the others as they
+      // are (llama.cpp trims every message).
+      for (const auto& m : messages) {
+        absl::StrAppend(&out, "<|header_start|>", m.role, "<|header_end|>\n\n",
+                        m.role == "system" ? absl::StripAsciiWhitespace(m.content)
+                                           : absl::string_view(m.content),
+                        "<|eot|>");
+      }
+      if (add_generation_prompt) out += "<|header_start|>assistant<|header_end|>\n\n";
       break;
     case ChatFormat::kGranite:
       for (const auto& m : messages) {

@@ -127,8 +127,9 @@ absl::StatusOr<std::vector<std::string>> RegexesForPreTokenizer(absl::string_vie
     return Regexes{s(kQwen2)};
   }
   if (pre == "tekken") return Regexes{s(kTekken)};
-  // Kanana-2 (a DeepSeek-V3-architecture MoE) splits as GPT-4o does (llama.cpp's GPT4O).
-  if (pre == "gpt-4o" || pre == "kanana2") return Regexes{s(kGpt4o)};
+  // Kanana-2 (a DeepSeek-V3-architecture MoE) and Llama 4 split as GPT-4o does (llama.cpp's
+  // GPT4O).
+  if (pre == "gpt-4o" || pre == "kanana2" || pre == "llama4") return Regexes{s(kGpt4o)};
   return absl::UnimplementedError(
       absl::StrCat("byte-level BPE pre-tokenizer '", pre, "' is not supported"));
 }

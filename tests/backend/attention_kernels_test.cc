@@ -74,15 +74,21 @@ TEST(AttentionKernelsTest, SimdMatchesPortableAndTheDefinition) {
     const size_t head_bytes = RowBytes(c.dtype, hd);
     std::vector<float> sinks(c.group);
     for (auto& x : sinks) x = 2 * nd(rng);
-    // Whole span, a window shorter than it (and one of a single position), sinks, both.
-    for (auto [window, with_sinks] : {std::pair<int64_t, bool>{0, false},
-                                      {c.len / 2 + 1, false},
-                                      {0, true},
-                                      {c.len / 3 + 1, true},
-                                      {1, false}}) {
-      SCOPED_TRACE("window " + std::to_string(window) + (with_sinks ? ", sinks" : ""));
+    // Whole span, a window shorter than it (and one of a single position), sinks, both; chunks
+    // (Llama 4's) that the last position starts, ends or lies inside.
+    struct Span {
+      int64_t window;
+      bool with_sinks, chunked;
+    };
+    for (auto [window, with_sinks, chunked] :
+         {Span{0, false, false}, Span{c.len / 2 + 1, false, false}, Span{0, true, false},
+          Span{c.len / 3 + 1, true, false}, Span{1, false, false}, Span{c.len / 3 + 1, false, true},
+          Span{c.len, true, true}, Span{c.len > 1 ? c.len - 1 : 1, false, true}}) {
+      SCOPED_TRACE("window " + std::to_string(window) + (with_sinks ? ", sinks" : "") +
+                   (chunked ? ", chunked" : ""));
       AttentionHeads a;
       a.window = window;
+      a.chunked = chunked;
       a.sinks = with_sinks ? sinks.data() : nullptr;
       a.q = q.data();
       a.group = c.group;
@@ -95,7 +101,10 @@ TEST(AttentionKernelsTest, SimdMatchesPortableAndTheDefinition) {
       a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
       // The definition, in double.
       std::vector<double> want(c.group * hd, 0.0);
-      const int64_t first = window > 0 ? std::max<int64_t>(0, c.len - window) : 0;
+      const int64_t last = c.len - 1;
+      const int64_t first = window == 0 ? 0
+                            : chunked   ? last - last % window
+                                        : std::max<int64_t>(0, c.len - window);
       for (int64_t g = 0; g < c.group; ++g) {
         std::vector<double> s(c.len, 0.0);
         double max_s = with_sinks ? sinks[g] : -1e300, sum = 0;
@@ -158,9 +167,16 @@ TEST(AttentionKernelsTest, TileOfTokensEqualsOneTokenAtATime) {
     a.q_stride = stride;
     std::vector<float> sinks(c.group);
     for (auto& x : sinks) x = nd(rng);
-    for (auto [window, with_sinks] :
-         {std::pair<int64_t, bool>{0, false}, {3, true}, {c.len / 2 + 2, false}, {0, true}}) {
+    struct Span {
+      int64_t window;
+      bool with_sinks, chunked;
+    };
+    // Chunks of 4 and of about half the span: the tile's tokens cross chunk boundaries.
+    for (auto [window, with_sinks, chunked] :
+         {Span{0, false, false}, Span{3, true, false}, Span{c.len / 2 + 2, false, false},
+          Span{0, true, false}, Span{4, false, true}, Span{c.len / 2 + 2, true, true}}) {
       a.window = window;
+      a.chunked = chunked;
       a.sinks = with_sinks ? sinks.data() : nullptr;
       for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
         if (level > DetectedSimdLevel()) continue;
@@ -181,7 +197,8 @@ TEST(AttentionKernelsTest, TileOfTokensEqualsOneTokenAtATime) {
           for (int64_t j = 0; j < c.group * hd; ++j) {
             ASSERT_EQ(tiled[i * stride + j], alone[i * stride + j])
                 << CpuSimdLevelName(level) << " head_dim " << hd << " token " << i << " at " << j
-                << " window " << window << (with_sinks ? " sinks" : "");
+                << " window " << window << (with_sinks ? " sinks" : "")
+                << (chunked ? " chunked" : "");
           }
         }
       }

@@ -284,8 +284,8 @@ TEST(CpuBackendTest, AttentionOverManySequencesInOneCallEqualsOneCallEach) {
     for (float& f : s.q) f = nd(rng);
     seqs.push_back(std::move(s));
   }
-  for (int64_t window : {int64_t{0}, int64_t{48}}) {
-    const AttentionOptions options{0.f, window, nullptr};
+  for (auto [window, chunked] : {std::pair<int64_t, bool>{0, false}, {48, false}, {48, true}}) {
+    const AttentionOptions options{0.f, window, nullptr, chunked};
     std::vector<std::vector<float>> want, got;
     std::vector<Backend::AttentionSequence> calls;
     for (Seq& s : seqs) {
@@ -301,7 +301,7 @@ TEST(CpuBackendTest, AttentionOverManySequencesInOneCallEqualsOneCallEach) {
     backend->AttentionBatch(calls, n_head, options);
     for (size_t i = 0; i < seqs.size(); ++i) {
       ASSERT_EQ(std::memcmp(want[i].data(), got[i].data(), want[i].size() * sizeof(float)), 0)
-          << "sequence " << i << ", window " << window;
+          << "sequence " << i << ", window " << window << (chunked ? " chunked" : "");
       for (float f : got[i]) ASSERT_FALSE(std::isnan(f)) << "sequence " << i;
     }
   }

@@ -187,13 +187,13 @@ TEST(DeviceDecompositionTest, CachedValuesOneAtATimeAreTheDecodedRows) {
 // chunks of 128 positions, each chunk's maximum and exponentials updating a running maximum and
 // sum, the sink starting them.
 void OnlineSoftmaxAttention(const float* q, int64_t h, int64_t n_heads, int32_t position,
-                            const KvLayerView& kv, float scale, int64_t window, const float* sinks,
-                            float* out) {
+                            const KvLayerView& kv, float scale, int64_t window, bool chunked,
+                            const float* sinks, float* out) {
   constexpr int64_t kChunk = 128;
   const int64_t hd = kv.head_dim, kvh = h / (n_heads / kv.n_kv_heads);
   const int64_t row_bytes = kv.n_kv_heads * KvValuesBytes(kv.dtype, hd);
   const int64_t head_offset = kvh * KvValuesBytes(kv.dtype, hd);
-  const KvSpan span = AttendedSpan(position, window);
+  const KvSpan span = AttendedSpan(position, window, chunked);
   float m = sinks != nullptr ? sinks[h] : -INFINITY, l = sinks != nullptr ? 1.f : 0.f;
   std::vector<float> acc(hd, 0.f), e(kChunk);
   for (int64_t c0 = span.first; c0 < span.end; c0 += kChunk) {
@@ -257,6 +257,7 @@ TEST(DeviceDecompositionTest, OnlineSoftmaxAttentionIsTheCpuBackends) {
     for (float& x : sinks) x = nd(rng);
     AttentionOptions options;
     options.window = rng() % 3 == 0 ? 1 + rng() % 64 : 0;
+    options.chunked = options.window > 0 && rng() % 2;
     options.sinks = rng() % 2 ? sinks.data() : nullptr;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     std::vector<int32_t> positions(all.begin() + ctx, all.end());
@@ -266,7 +267,7 @@ TEST(DeviceDecompositionTest, OnlineSoftmaxAttentionIsTheCpuBackends) {
       for (int64_t h = 0; h < n_heads; ++h) {
         const int64_t at = (tok * n_heads + h) * hd;
         OnlineSoftmaxAttention(q.data() + at, h, n_heads, positions[tok], kv, scale, options.window,
-                               options.sinks, got.data() + at);
+                               options.chunked, options.sinks, got.data() + at);
       }
     }
     for (size_t i = 0; i < got.size(); ++i) {

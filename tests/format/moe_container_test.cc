@@ -272,5 +272,39 @@ TEST(MoeContainerMultipliersTest, GraniteMultipliersRoundTrip) {
   EXPECT_NE(PromptLogits(std::move(spec)), want);
 }
 
+// Llama 4's attention and routing (appended to the header) survive the container with the
+// logits they shape: chunks, NoPE layers with their query temperature, the unweighted QK-norm
+// and the weighted expert inputs; with any of them off the logits differ.
+TEST(MoeContainerLlama4Test, ChunksNopeAndWeightedInputsRoundTrip) {
+  testing::RandomModelOptions o;
+  o.arch = Arch::kLlama4;
+  o.n_layer = 4, o.n_expert_used = 1, o.n_ff_shared = 40;
+  o.attention_chunk = 3, o.temperature_floor = 2;
+  ModelSpec spec = testing::MakeRandomModel(o);
+  const std::string path = TempPath("llama4.moe");
+  ASSERT_TRUE(WriteMoeFile(spec, path).ok());
+  auto back = ReadMoeFile(path);
+  fs::remove(path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->hp.window_chunked);
+  EXPECT_EQ(back->hp.sliding_window, 3);
+  EXPECT_EQ(back->hp.nope_period, 4);
+  EXPECT_EQ(back->hp.attn_temp_floor, 2);
+  EXPECT_EQ(back->hp.qk_norm, QkNorm::kPerHeadUnweighted);
+  EXPECT_TRUE(back->hp.expert_input_weighted);
+  EXPECT_TRUE(back->hp == spec.hp);
+  const std::vector<float> want = PromptLogits(spec);
+  EXPECT_EQ(PromptLogits(*std::move(back)), want);
+  const std::vector<void (*)(HParams&)> changes = {
+      [](HParams& h) { h.window_chunked = false; }, [](HParams& h) { h.nope_period = 0; },
+      [](HParams& h) { h.attn_temp_scale = 0.f; }, [](HParams& h) { h.qk_norm = QkNorm::kNone; },
+      [](HParams& h) { h.expert_input_weighted = false; }};
+  for (size_t i = 0; i < changes.size(); ++i) {
+    ModelSpec changed = testing::MakeRandomModel(o);
+    changes[i](changed.hp);
+    EXPECT_NE(PromptLogits(std::move(changed)), want) << "change " << i;
+  }
+}
+
 }  // namespace
 }  // namespace moe

@@ -55,14 +55,15 @@ TEST(CudaAttentionTest, MatchesTheCpuBackendOnEveryCacheLayout) {
     for (float& x : sinks) x = nd(rng);
     AttentionOptions options;
     options.window = rng() % 3 == 0 ? 1 + rng() % 256 : 0;
+    options.chunked = options.window > 0 && rng() % 2;
     options.sinks = rng() % 2 ? sinks.data() : nullptr;
     std::vector<int32_t> positions(all.begin() + ctx, all.end());
     std::vector<float> want(q.size()), got(q.size(), NAN);
     cpu->Attention(q.data(), n, n_heads, positions.data(), kv, want.data(), options);
     cuda::DeviceKv dkv{t, k.data(), v.data(), n_kv, hd, kv.paging};
-    const std::string err =
-        cuda::AttentionFromHost(q.data(), n, n_heads, positions.data(), dkv, k.size(), v.size(),
-                                n_blocks, got.data(), 0.f, options.window, options.sinks);
+    const std::string err = cuda::AttentionFromHost(q.data(), n, n_heads, positions.data(), dkv,
+                                                    k.size(), v.size(), n_blocks, got.data(), 0.f,
+                                                    options.window, options.chunked, options.sinks);
     ASSERT_TRUE(err.empty()) << err;
     for (size_t i = 0; i < got.size(); ++i) {
       ASSERT_NEAR(got[i], want[i], 2e-5f * std::max(1.f, std::fabs(want[i]))) << i;
@@ -110,14 +111,14 @@ TEST(CudaAttentionTest, BadShapesAreErrorsNotLaunches) {
   uint8_t cache[256] = {};
   cuda::DeviceKv kv{DType::kF16, cache, cache, 3, 16, {}};
   EXPECT_FALSE(  // 4 query heads over 3 KV heads
-      cuda::AttentionFromHost(q, 1, 4, pos, kv, 256, 256, 0, out, 0.f, 0, nullptr).empty());
+      cuda::AttentionFromHost(q, 1, 4, pos, kv, 256, 256, 0, out, 0.f, 0, false, nullptr).empty());
   kv.n_kv_heads = 1;
   kv.dtype = DType::kQ8_0;  // heads of 16 are not whole blocks
   EXPECT_FALSE(
-      cuda::AttentionFromHost(q, 1, 1, pos, kv, 256, 256, 0, out, 0.f, 0, nullptr).empty());
+      cuda::AttentionFromHost(q, 1, 1, pos, kv, 256, 256, 0, out, 0.f, 0, false, nullptr).empty());
   kv.dtype = DType::kQ4_0;
   EXPECT_FALSE(
-      cuda::AttentionFromHost(q, 1, 1, pos, kv, 256, 256, 0, out, 0.f, 0, nullptr).empty());
+      cuda::AttentionFromHost(q, 1, 1, pos, kv, 256, 256, 0, out, 0.f, 0, false, nullptr).empty());
   EXPECT_FALSE(cuda::StoreKvFromHost(q, q, 1, pos, kv, 256, 256, 0).empty());
 }
 

@@ -86,6 +86,26 @@ TEST(ModelSpecTest, MultipliersAndLayerStepOutOfRangeAreErrors) {
   }
 }
 
+// Llama 4's chunks need a size, its query temperature a floor; periods and offsets are not
+// negative.
+TEST(ModelSpecTest, ChunksAndTemperatureOutOfRangeAreErrors) {
+  ModelSpec chunked = DeepseekSpec();
+  chunked.hp.window_chunked = true;
+  EXPECT_THAT(ValidateModelSpec(chunked).message(), HasSubstr("without a chunk size"));
+  ModelSpec no_floor = DeepseekSpec();
+  no_floor.hp.nope_period = 4, no_floor.hp.attn_temp_scale = 0.1f;
+  EXPECT_THAT(ValidateModelSpec(no_floor).message(), HasSubstr("temperature"));
+  ModelSpec period = DeepseekSpec();
+  period.hp.nope_period = -1;
+  EXPECT_THAT(ValidateModelSpec(period).message(), HasSubstr("NoPE layers every -1"));
+  ModelSpec nan = DeepseekSpec();
+  nan.hp.attn_temp_scale = std::numeric_limits<float>::quiet_NaN(), nan.hp.attn_temp_floor = 8;
+  EXPECT_FALSE(ValidateModelSpec(nan).ok());
+  ModelSpec latent = DeepseekSpec();
+  latent.hp.qk_norm = QkNorm::kPerHeadUnweighted;
+  EXPECT_THAT(ValidateModelSpec(latent).message(), HasSubstr("latent"));
+}
+
 TEST(ModelSpecTest, SizesPastTheBoundAreErrorsBeforeAnyProduct) {
   const int64_t huge = 8026645363650080321, size = int64_t{1} << 24;
   struct Case {

@@ -71,13 +71,25 @@ std::vector<float> MatVec(const Mat& w, const std::vector<float>& x) {
   return y;
 }
 
+// An empty w: no weight (Llama 4's L2 norm of q and k).
 std::vector<float> RmsNorm(const std::vector<float>& x, const Mat& w, float eps) {
   double ss = 0;
   for (float v : x) ss += static_cast<double>(v) * v;
   double scale = 1.0 / std::sqrt(ss / x.size() + eps);
   std::vector<float> y(x.size());
-  for (size_t i = 0; i < x.size(); ++i) y[i] = static_cast<float>(x[i] * scale * w[i]);
+  for (size_t i = 0; i < x.size(); ++i) {
+    y[i] = static_cast<float>(x[i] * scale * (w.empty() ? 1.f : w[i]));
+  }
   return y;
+}
+
+// RMSNorm of each hd-long head of vec, in place.
+void PerHeadRmsNorm(std::vector<float>& vec, int64_t hd, const Mat& w, float eps) {
+  for (size_t off = 0; off < vec.size(); off += hd) {
+    std::vector<float> head(vec.begin() + off, vec.begin() + off + hd);
+    head = RmsNorm(head, w, eps);
+    std::copy(head.begin(), head.end(), vec.begin() + off);
+  }
 }
 
 // HF's rotate_half convention (NEOX) or GPT-J's interleaved pairs (NORM), on one head; with
@@ -143,6 +155,8 @@ ModelSpec MakeRandomModel(const RandomModelOptions& o) {
   h.residual_scale = o.residual_scale;
   h.logit_scale = o.logit_scale;
   h.kq_scale = o.attention_scale;
+  if (o.attention_chunk > 0) h.sliding_window = o.attention_chunk;
+  if (o.temperature_floor > 0) h.attn_temp_floor = o.temperature_floor;
   const int64_t E = o.n_embd, q_dim = o.n_head * o.head_dim, kv_dim = o.n_head_kv * o.head_dim;
   const float in_std = 1.0f / std::sqrt(static_cast<float>(E));
   b.Add("token_embd.weight", {o.n_vocab, E}, 1.0f);
@@ -228,30 +242,45 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
         q[t] = RmsNorm(q[t], Weight(s, n("attn_q_norm")), h.rms_eps);
         k[t] = RmsNorm(k[t], Weight(s, n("attn_k_norm")), h.rms_eps);
       } else if (h.qk_norm == QkNorm::kPerHead) {
-        Mat qn = Weight(s, n("attn_q_norm")), kn = Weight(s, n("attn_k_norm"));
-        auto per_head = [&](std::vector<float>& vec, const Mat& w) {
-          for (size_t off = 0; off < vec.size(); off += hd) {
-            std::vector<float> head(vec.begin() + off, vec.begin() + off + hd);
-            head = RmsNorm(head, w, h.rms_eps);
-            std::copy(head.begin(), head.end(), vec.begin() + off);
-          }
-        };
-        per_head(q[t], qn);
-        per_head(k[t], kn);
+        PerHeadRmsNorm(q[t], hd, Weight(s, n("attn_q_norm")), h.rms_eps);
+        PerHeadRmsNorm(k[t], hd, Weight(s, n("attn_k_norm")), h.rms_eps);
+      }
+      if (!h.layer_uses_rope(l)) {
+        // Llama 4's NoPE layers: transformers' attn_scales, log(floor((p + 1) / floor_scale) +
+        // 1) * attn_scale + 1, on the queries.
+        if (h.attn_temp_scale != 0.f) {
+          const double scale = std::log(std::floor((t + static_cast<double>(h.attn_temp_offset)) /
+                                                   static_cast<double>(h.attn_temp_floor)) +
+                                        1.0) *
+                                   h.attn_temp_scale +
+                               1.0;
+          for (float& z : q[t]) z = static_cast<float>(z * scale);
+        }
+        continue;
       }
       for (int64_t hh = 0; hh < h.n_head; ++hh)
         Rope(q[t].data() + hh * hd, hd, t, h.rope_freq_base, h.rope_style, rope_factors);
       for (int64_t hh = 0; hh < h.n_head_kv; ++hh)
         Rope(k[t].data() + hh * hd, hd, t, h.rope_freq_base, h.rope_style, rope_factors);
+      if (h.qk_norm == QkNorm::kPerHeadUnweighted) {  // Llama4TextL2Norm, after RoPE
+        PerHeadRmsNorm(q[t], hd, Mat(), h.rms_eps);
+        PerHeadRmsNorm(k[t], hd, Mat(), h.rms_eps);
+      }
     }
     std::vector<std::vector<float>> h_attn(T);
     for (int64_t t = 0; t < T; ++t) {
       std::vector<float> att(h.n_head * hd, 0.f);
       for (int64_t hh = 0; hh < h.n_head; ++hh) {
         int64_t kvh = hh / (h.n_head / h.n_head_kv);
-        std::vector<double> sc(t + 1);
+        // Sliding layers see their window, or with chunks the positions of their chunk.
+        int64_t first = 0;
+        if (h.layer_slides(l)) {
+          const int64_t w = h.sliding_window;
+          first = h.window_chunked ? t - t % w : std::max<int64_t>(0, t - w + 1);
+        }
+        std::vector<double> sc(t + 1, -1e300);
         double mx = -1e300;
-        for (int64_t p = 0; p <= t; ++p) {
+        for (int64_t p = first; p <= t; ++p) {
           double d = 0;
           for (int64_t i = 0; i < hd; ++i) d += q[t][hh * hd + i] * k[p][kvh * hd + i];
           sc[p] = h.kq_scale != 0 ? d * h.kq_scale : d / std::sqrt(static_cast<double>(hd));
@@ -259,7 +288,7 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
         }
         double sum = 0;
         for (auto& z : sc) sum += z = std::exp(z - mx);
-        for (int64_t p = 0; p <= t; ++p) {
+        for (int64_t p = first; p <= t; ++p) {
           for (int64_t i = 0; i < hd; ++i)
             att[hh * hd + i] += static_cast<float>(sc[p] / sum * v[p][kvh * hd + i]);
         }
@@ -283,9 +312,13 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
       auto xn = RmsNorm(x[t], ffn_norm, h.rms_eps);
       auto logits = MatVec(router, xn);
       std::vector<double> p(h.n_expert);
-      double mx = *std::max_element(logits.begin(), logits.end()), sum = 0;
-      for (int64_t e = 0; e < h.n_expert; ++e) sum += p[e] = std::exp(logits[e] - mx);
-      for (auto& z : p) z /= sum;
+      if (h.gating == Gating::kSigmoid) {
+        for (int64_t e = 0; e < h.n_expert; ++e) p[e] = 1 / (1 + std::exp(-double{logits[e]}));
+      } else {
+        double mx = *std::max_element(logits.begin(), logits.end()), sum = 0;
+        for (int64_t e = 0; e < h.n_expert; ++e) sum += p[e] = std::exp(logits[e] - mx);
+        for (auto& z : p) z /= sum;
+      }
       std::vector<int> idx(h.n_expert);
       std::iota(idx.begin(), idx.end(), 0);
       std::vector<double> rank = p;
@@ -296,9 +329,16 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
       std::vector<float> out(E, 0.f);
       for (int64_t j = 0; j < h.n_expert_used; ++j) {
         int e = idx[j];
-        double w = h.norm_topk_prob ? p[e] / chosen : p[e];
+        double w = (h.norm_topk_prob ? p[e] / chosen : p[e]) * h.routed_scale;
+        // Llama 4 weighs the expert's input (transformers' routed_in = hidden * router_scores)
+        // and adds its output as it is.
+        std::vector<float> in = xn;
+        if (h.expert_input_weighted) {
+          for (float& z : in) z = static_cast<float>(z * w);
+          w = 1;
+        }
         auto y = Mlp(s, ExpertTensorName(l, e, "ffn_gate"), ExpertTensorName(l, e, "ffn_up"),
-                     ExpertTensorName(l, e, "ffn_down"), xn);
+                     ExpertTensorName(l, e, "ffn_down"), in);
         for (int64_t i = 0; i < E; ++i) out[i] += static_cast<float>(w * y[i]);
       }
       if (h.n_ff_shared > 0) {

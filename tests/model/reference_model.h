@@ -1,7 +1,7 @@
 // Test support: random-weight models of any supported shape built in memory, and a naive
 // reference forward pass written directly from the architectures' definitions (Hugging Face
-// transformers' Mixtral/Qwen2-MoE/OLMoE/Qwen3-MoE modeling code): no KV cache, no backend, no
-// batching tricks — full causal attention recomputed for every position.
+// transformers' Mixtral/Qwen2-MoE/OLMoE/Qwen3-MoE/ERNIE/Granite/Llama-4 modeling code): no KV
+// cache, no backend, no batching tricks — full causal attention recomputed for every position.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +26,9 @@ struct RandomModelOptions {
   bool selection_bias = false;
   // Granite's multipliers (1: none) and attention scale (0: 1 / sqrt(head_dim)).
   float embedding_scale = 1.f, residual_scale = 1.f, logit_scale = 1.f, attention_scale = 0.f;
+  // Llama 4's chunk size and query-temperature floor in place of the family's 8192 (0: keep),
+  // so that a short test sequence crosses chunks and temperature steps.
+  int64_t attention_chunk = 0, temperature_floor = 0;
 };
 
 // A ModelSpec owning its random weights; semantics flags are what the family implies.

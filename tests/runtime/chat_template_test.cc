@@ -86,6 +86,26 @@ TEST(ChatTemplateTest, FamiliesAreRecognisedByTheirMarkers) {
                               "'<|end_of_text|>\n' }}{%- endfor %}"),
             ChatFormat::kGranite);
   EXPECT_EQ(*ChatFormatFromName("granite"), ChatFormat::kGranite);
+  EXPECT_EQ(*DetectChatFormat("{{- bos_token }}{%- for message in messages %}{{- "
+                              "'<|header_start|>' + message['role'] + '<|header_end|>\\n\\n' "
+                              "}}{{- message['content'] }}{{- \"<|eot|>\" }}{%- endfor %}"),
+            ChatFormat::kLlama4);
+  EXPECT_EQ(*ChatFormatFromName("llama4"), ChatFormat::kLlama4);
+}
+
+// Llama 4's template: role headers, each message closed by <|eot|>; the system message is
+// trimmed, the others kept as they are (the model's Jinja; llama.cpp trims them all).
+TEST(ChatTemplateTest, Llama4FormatsAsItsTemplateWrites) {
+  const std::vector<ChatMessage> chat = {
+      {"system", " Be brief.\n"}, {"user", "Hello "}, {"assistant", "Hi."}, {"user", "Bye"}};
+  EXPECT_EQ(*FormatChat(ChatFormat::kLlama4, chat, true, "<|eot|>"),
+            "<|header_start|>system<|header_end|>\n\nBe brief.<|eot|>"
+            "<|header_start|>user<|header_end|>\n\nHello <|eot|>"
+            "<|header_start|>assistant<|header_end|>\n\nHi.<|eot|>"
+            "<|header_start|>user<|header_end|>\n\nBye<|eot|>"
+            "<|header_start|>assistant<|header_end|>\n\n");
+  EXPECT_EQ(*FormatChat(ChatFormat::kLlama4, {{"user", "Hello"}}, false, "<|eot|>"),
+            "<|header_start|>user<|header_end|>\n\nHello<|eot|>");
 }
 
 // ERNIE-4.5's template (not built into llama.cpp): its cls_token first, the system text on a

@@ -134,6 +134,11 @@ void GuardedBackend::Scale(float a, float* x, int64_t count) {
   inner_->Scale(a, x, count);
 }
 
+void GuardedBackend::ScaleRows(float* x, int64_t n, int64_t dim, const float* scales) {
+  Open open(this);
+  inner_->ScaleRows(x, n, dim, scales);
+}
+
 void GuardedBackend::RouteTokens(const TokenRouting& c, const float* logits,
                                  const int32_t* positions, int64_t n, int32_t* experts,
                                  float* weights, float* entropy) {

@@ -56,6 +56,7 @@ class GuardedBackend final : public Backend {
   absl::Status TakeError() override { return inner_->TakeError(); }
   void Axpy(float a, const float* x, int64_t count, float* y) override;
   void Scale(float a, float* x, int64_t count) override;
+  void ScaleRows(float* x, int64_t n, int64_t dim, const float* scales) override;
   void AddWeightedRows(int64_t n, int64_t k, int64_t dim, const float* const* src, const float* w,
                        float* x) override;
   void GetRows(const WeightView& table, const int32_t* ids, int64_t n, float* dst) override;

@@ -82,6 +82,7 @@ int main(int argc, char** argv) {
                 (long long)h.n_group_used);
   }
   if (h.routed_scale != 1.f) std::printf(", scale %g", h.routed_scale);
+  if (h.expert_input_weighted) std::printf(", weights applied to the experts' inputs");
   std::printf("\n");
   if (h.n_ff_shared > 0) {
     std::printf("shared expert ffn %lld%s\n", (long long)h.n_ff_shared,
@@ -102,7 +103,20 @@ int main(int argc, char** argv) {
                 (long long)h.yarn_orig_ctx);
   }
   std::printf("\n");
-  const char* qk[] = {"none", "full vector", "per head"};
+  if (h.sliding_window > 0 && h.swa_period > 0) {
+    std::printf("attention     %s of %lld in %lld of every %lld layers\n",
+                h.window_chunked ? "chunks" : "sliding window", (long long)h.sliding_window,
+                (long long)h.swa_period - 1, (long long)h.swa_period);
+  }
+  if (h.nope_period > 0) {
+    std::printf("no rope       every %lld-th layer", (long long)h.nope_period);
+    if (h.attn_temp_scale != 0.f) {
+      std::printf(", queries x 1 + %g ln(floor((p + %g) / %lld) + 1)", h.attn_temp_scale,
+                  h.attn_temp_offset, (long long)h.attn_temp_floor);
+    }
+    std::printf("\n");
+  }
+  const char* qk[] = {"none", "full vector", "per head", "per head, unweighted, after rope"};
   std::printf("qk-norm       %s\noutput head   %s\n", qk[static_cast<int>(h.qk_norm)],
               h.tied_output ? "tied to embedding" : "separate");
   if (!spec->tokenizer.chat_template.empty()) {

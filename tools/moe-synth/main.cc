@@ -191,7 +191,8 @@ int main(int argc, char** argv) {
                  "leading dense layers (glm4moe, deepseek2, ernie4_5-moe)")
       ->capture_default_str();
   app.add_option("--moe-layer-step", sh.moe_layer_step,
-                 "ernie4_5-moe: experts in every this-many-th layer after the dense ones")
+                 "ernie4_5-moe, llama4: experts in every this-many-th layer (after the dense "
+                 "ones)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--dense-ff", sh.dense_ff, "their FFN size; 0: 4 x --ff")->capture_default_str();

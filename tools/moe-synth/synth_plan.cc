@@ -278,12 +278,35 @@ void PlanGptOss(const Shape& s, Builder& b) {
   }
 }
 
+// Llama 4: llama-style attention without biases, Llama 3's RoPE divisors, experts every
+// --moe-layer-step layers (dense FFNs between, as Maverick's) with a shared expert of their
+// width. Chunks, NoPE layers and the sigmoid input-weighted routing are the family's own.
+void PlanLlama4(const Shape& s, Builder& b) {
+  b.CommonKeys(s.layers, b.DenseFf());
+  if (s.head_dim > 0) b.HeadSizeKeys();
+  b.Key("interleave_moe_layer_step", static_cast<uint32_t>(s.moe_layer_step));
+  const int64_t E = s.embd;
+  b.Add("rope_freqs.weight", {b.head_dim() / 2}, 0.5f, 3.0f);
+  for (int64_t l = 0; l < s.layers; ++l) {
+    b.Norm(l, "attn_norm.weight", E);
+    b.GroupedQueryAttention(l, false);
+    b.Norm(l, "ffn_norm.weight", E);
+    if ((l + 1) % s.moe_layer_step != 0) {
+      b.Ffn(l, "", b.DenseFf());
+      continue;
+    }
+    b.AddLayer(l, "ffn_gate_inp.weight", {s.experts, E}, 2 * b.InScale(E));
+    b.RoutedExperts(l, false);
+    b.Ffn(l, "_shexp", s.ff);
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string>& Architectures() {
   static const std::vector<std::string> kNames = {
-      "llama",     "qwen2moe", "olmoe",      "qwen3moe",     "glm4moe",
-      "deepseek2", "gpt-oss",  "qwen3vlmoe", "ernie4_5-moe", "granitemoe"};
+      "llama",   "qwen2moe",   "olmoe",        "qwen3moe",   "glm4moe", "deepseek2",
+      "gpt-oss", "qwen3vlmoe", "ernie4_5-moe", "granitemoe", "llama4"};
   return kNames;
 }
 
@@ -298,9 +321,10 @@ absl::StatusOr<std::vector<Tensor>> Plan(const Shape& s, GgufWriter& w) {
   if (s.head_dim == 0 && s.embd % s.heads != 0) {
     return absl::InvalidArgumentError("--embd must be a multiple of --heads (or give --head-dim)");
   }
-  if (s.moe_layer_step != 1 && s.arch != "ernie4_5-moe") {
-    return absl::InvalidArgumentError("--moe-layer-step is ernie4_5-moe's");
+  if (s.moe_layer_step != 1 && s.arch != "ernie4_5-moe" && s.arch != "llama4") {
+    return absl::InvalidArgumentError("--moe-layer-step is ernie4_5-moe's and llama4's");
   }
+  if (s.moe_layer_step < 1) return absl::InvalidArgumentError("--moe-layer-step must be >= 1");
   Builder b(s, w);
   if (s.arch == "glm4moe") {
     PlanGlm4Moe(s, b);
@@ -310,6 +334,8 @@ absl::StatusOr<std::vector<Tensor>> Plan(const Shape& s, GgufWriter& w) {
     PlanGptOss(s, b);
   } else if (s.arch == "ernie4_5-moe") {
     if (absl::Status st = PlanErnie45Moe(s, b); !st.ok()) return st;
+  } else if (s.arch == "llama4") {
+    PlanLlama4(s, b);
   } else {
     PlanClassic(s, b);
   }

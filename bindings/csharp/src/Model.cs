@@ -113,8 +113,8 @@ namespace LibMoe {
 
     /// <summary>Formats a conversation with the model's own chat template
     /// (<paramref name="templateName"/> null) or a named one: "chatml", "llama3", "mistral",
-    /// "llama2", "zephyr", "deepseek", "plain", "chatglm4", "deepseek3", "gpt-oss", "ernie4.5"
-    /// or "granite". With <paramref name="addGenerationPrompt"/> the text ends
+    /// "llama2", "zephyr", "deepseek", "plain", "chatglm4", "deepseek3", "gpt-oss", "ernie4.5",
+    /// "granite" or "llama4". With <paramref name="addGenerationPrompt"/> the text ends
     /// where the assistant's reply begins. BOS is not included (generation adds it); generate from
     /// the result with <see cref="GenerateOptions.ParseSpecial"/> set.</summary>
     /// <exception cref="MoeException">Status.NotFound when the model has no template (name one),

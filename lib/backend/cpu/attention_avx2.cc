@@ -77,11 +77,9 @@ void AttendAvx2(const AttentionHeads& a) {
   const int64_t chunks = a.head_dim / 8, hd = a.head_dim, group = a.group;
   const int64_t rows = a.tokens * group;
   const int64_t span = a.len + a.tokens - 1;
-  // Row r sees positions [first_of(r), len_of(r)): all before it, or its window's.
+  // Row r sees positions [first_of(r), len_of(r)): all before it, or its window's or chunk's.
   auto len_of = [&](int64_t r) { return a.len + r / group; };
-  auto first_of = [&](int64_t r) {
-    return a.window > 0 ? std::max<int64_t>(0, len_of(r) - a.window) : int64_t{0};
-  };
+  auto first_of = [&](int64_t r) { return a.FirstSeen(len_of(r)); };
   // Scores from the first block any row sees; column j is position begin + j.
   const int64_t seen_from = first_of(0);
   const int64_t begin = seen_from / 8 * 8;

@@ -128,11 +128,9 @@ void Attend(const AttentionHeads& a) {
   const int64_t hd = a.head_dim, group = a.group;
   const int64_t rows = a.tokens * group;      // query rows, token after token
   const int64_t span = a.len + a.tokens - 1;  // what the last token attends to
-  // Row r sees positions [FirstOf(r), LenOf(r)): all before it, or its window's.
+  // Row r sees positions [FirstOf(r), LenOf(r)): all before it, or its window's or chunk's.
   auto len_of = [&](int64_t r) { return a.len + r / group; };
-  auto first_of = [&](int64_t r) {
-    return a.window > 0 ? std::max<int64_t>(0, len_of(r) - a.window) : int64_t{0};
-  };
+  auto first_of = [&](int64_t r) { return a.FirstSeen(len_of(r)); };
   // Scores from the first block any row sees; column j is position begin + j.
   const int64_t seen_from = first_of(0);
   const int64_t begin = seen_from / 16 * 16;

@@ -24,7 +24,7 @@ namespace {
 
 void AttendOneToken(const AttentionHeads& a) {
   const int64_t hd = a.head_dim;
-  const int64_t first = a.window > 0 ? std::max<int64_t>(0, a.len - a.window) : 0;
+  const int64_t first = a.FirstSeen(a.len);
   const int64_t len = a.len - first;
   thread_local std::vector<float> scores, k, v;
   if (scores.capacity() < 4096) scores.reserve(4096);  // grows only with long contexts

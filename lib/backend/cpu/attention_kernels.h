@@ -29,12 +29,16 @@ struct AttentionHeads {
   DType dtype;      // F32, F16 or Q8_0
   float scale;      // 1 / sqrt(head_dim)
   KvPaging paging;  // where row p is (lib/backend/backend.h)
-  // Only the last `window` positions of each token's range (0: all); one sink logit per head
-  // of the group (null: none), joining each softmax's normalisation without a value.
+  // Only the last `window` positions of each token's range (0: all), or with `chunked` those of
+  // its chunk of `window` positions; one sink logit per head of the group (null: none), joining
+  // each softmax's normalisation without a value.
   int64_t window = 0;
+  bool chunked = false;
   const float* sinks = nullptr;
 
   int64_t KvRowOffset(int64_t p) const { return paging.RowOffset(p, row_bytes); }
+  // The first position a token attending to `len` positions (0 .. len - 1) sees.
+  int64_t FirstSeen(int64_t len) const { return AttendedSpan(len - 1, window, chunked).first; }
 };
 
 // fn(p, row) for each position p in [begin, end) with its row in `base` (a.k or a.v), walking

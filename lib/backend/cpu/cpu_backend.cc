@@ -343,6 +343,7 @@ class CpuBackend final : public Backend {
           a.dtype = s.kv.dtype;
           a.scale = scale;
           a.window = options.window;
+          a.chunked = options.chunked;
           a.sinks = options.sinks ? options.sinks + kvh * group : nullptr;
           attend(a);
         }
@@ -372,6 +373,14 @@ class CpuBackend final : public Backend {
   void Scale(float a, float* x, int64_t count) override {
     Parallel(count, 1, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) x[i] *= a;
+    });
+  }
+
+  void ScaleRows(float* x, int64_t n, int64_t dim, const float* scales) override {
+    Parallel(n, dim, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        for (int64_t i = 0; i < dim; ++i) x[t * dim + i] *= scales[t];
+      }
     });
   }
 

@@ -305,8 +305,9 @@ class CudaBackend final : public Backend {
   void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
                float* y) override {
     Bind();
-    const float* w = Weights(weight);
-    if (w != nullptr) Note(cuda::RmsNorm(x, w, n, dim, eps, y, stream_));
+    const float* w = nullptr;  // an unweighted norm has none
+    if (weight != nullptr && (w = Weights(weight)) == nullptr) return;
+    Note(cuda::RmsNorm(x, w, n, dim, eps, y, stream_));
   }
 
   void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* positions,
@@ -338,8 +339,8 @@ class CudaBackend final : public Backend {
     if (pos == nullptr || !DeviceKvOf(kv, positions, n, &dkv)) return;
     const float* sinks = nullptr;
     if (options.sinks != nullptr && (sinks = Weights(options.sinks)) == nullptr) return;
-    Note(cuda::Attention(q, n, n_heads, pos, dkv, out, options.scale, options.window, sinks,
-                         stream_));
+    Note(cuda::Attention(q, n, n_heads, pos, dkv, out, options.scale, options.window,
+                         options.chunked, sinks, stream_));
   }
 
   void Axpy(float a, const float* x, int64_t count, float* y) override {
@@ -350,6 +351,12 @@ class CudaBackend final : public Backend {
   void Scale(float a, float* x, int64_t count) override {
     Bind();
     Note(cuda::Scale(a, x, count, stream_));
+  }
+
+  void ScaleRows(float* x, int64_t n, int64_t dim, const float* scales) override {
+    Bind();
+    const float* ds = Upload(kRowScales, scales, n);
+    if (ds != nullptr) Note(cuda::ScaleRows(x, n, dim, ds, stream_));
   }
 
   void AddWeightedRows(int64_t n, int64_t k, int64_t dim, const float* const* src, const float* w,
@@ -381,7 +388,7 @@ class CudaBackend final : public Backend {
  private:
   // Device copies of index arguments, one buffer per role: a role's next upload is queued after
   // the operation that read the previous one.
-  enum Role { kPositions, kIds, kRows, kSources, kWeights, kBlocks, kDisabled, kRoles };
+  enum Role { kPositions, kIds, kRows, kSources, kWeights, kBlocks, kDisabled, kRowScales, kRoles };
 
   // Steps of up to this many rows run their routed experts by the device-side ids, one product
   // per choice (a decode step, or a few sequences' decode steps); larger ones (prompts) read the

@@ -15,5 +15,6 @@ const Architecture& GptOssArchitecture();
 const Architecture& Qwen3VlMoeArchitecture();
 const Architecture& Ernie45MoeArchitecture();
 const Architecture& GraniteMoeArchitecture();
+const Architecture& Llama4Architecture();
 
 }  // namespace moe

@@ -1,10 +1,19 @@
 #include "lib/model/parts/grouped_query_attention.h"
 
+#include <cmath>
+
 #include "lib/base/status_macros.h"
 #include "lib/model/parts/rope_params.h"
 #include "lib/model/parts/sequence_attention.h"
 
 namespace moe {
+
+float QueryTemperature(const HParams& h, int32_t position) {
+  // As llama.cpp computes it: the floor in float, the logarithm in double.
+  const float chunks = std::floor((static_cast<float>(position) + h.attn_temp_offset) /
+                                  static_cast<float>(h.attn_temp_floor));
+  return static_cast<float>(std::log(chunks + 1.0) * h.attn_temp_scale + 1.0);
+}
 
 absl::Status GroupedQueryAttention::Run(const StepContext& ctx, int layer, const LayerWeights& L,
                                         absl::Span<const SequenceChunk> batch, int64_t n,
@@ -35,12 +44,25 @@ absl::Status GroupedQueryAttention::Run(const StepContext& ctx, int layer, const
     be.RmsNorm(q, L.q_norm, n * h.n_head, hd, h.rms_eps, q);
     be.RmsNorm(k, L.k_norm, n * h.n_head_kv, hd, h.rms_eps, k);
   }
-  const RopeParams rope = RopeFor(ctx.model);
-  be.Rope(q, n, h.n_head, hd, positions, rope);
-  be.Rope(k, n, h.n_head_kv, hd, positions, rope);
+  if (h.layer_uses_rope(layer)) {
+    const RopeParams rope = RopeFor(ctx.model);
+    be.Rope(q, n, h.n_head, hd, positions, rope);
+    be.Rope(k, n, h.n_head_kv, hd, positions, rope);
+    if (h.qk_norm == QkNorm::kPerHeadUnweighted) {
+      be.RmsNorm(q, nullptr, n * h.n_head, hd, h.rms_eps, q);
+      be.RmsNorm(k, nullptr, n * h.n_head_kv, hd, h.rms_eps, k);
+    }
+  } else if (h.attn_temp_scale != 0.f) {
+    // A NoPE layer's queries sharpen with the distance from the start (Llama 4).
+    query_scales_.resize(n);
+    for (int64_t t = 0; t < n; ++t) query_scales_[t] = QueryTemperature(h, positions[t]);
+    be.ScaleRows(q, n, q_dim, query_scales_.data());
+  }
   // Each sequence writes its rows into its own cache and attends over it alone.
-  StoreAndAttend(be, layer, batch, positions, {q, k, v, q_dim, kv_dim, att}, h.n_head,
-                 AttentionOptions{h.kq_scale, L.parts.window, L.sinks}, attention_calls_);
+  const AttentionOptions options{h.kq_scale, L.parts.window, L.sinks,
+                                 L.parts.window > 0 && h.window_chunked};
+  StoreAndAttend(be, layer, batch, positions, {q, k, v, q_dim, kv_dim, att}, h.n_head, options,
+                 attention_calls_);
   be.MatMulShared({&L.wo, 1}, att, n, {&o, 1}, {&L.bo, 1});
   be.Axpy(h.residual_scale, o, n * d, x);
   return absl::OkStatus();

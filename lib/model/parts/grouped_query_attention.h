@@ -1,5 +1,6 @@
 // Grouped-query attention (multi-head when there are as many KV heads as heads): the layer's
-// q/k/v projections with their optional biases and QK-norm, RoPE, each sequence's K/V written
+// q/k/v projections with their optional biases and QK-norm, RoPE (or a NoPE layer's query
+// temperature), each sequence's K/V written
 // to and read from its own cache, the output projection added to the residual stream.
 #pragma once
 
@@ -13,6 +14,9 @@
 
 namespace moe {
 
+// The factor a NoPE layer's query at `position` is scaled by (HParams::attn_temp_scale != 0).
+float QueryTemperature(const HParams& h, int32_t position);
+
 class GroupedQueryAttention {
  public:
   // x: the step's n residual rows, updated in place (in the backend's memory, as is all scratch).
@@ -22,6 +26,7 @@ class GroupedQueryAttention {
  private:
   BackendBuffer<float> xn_, q_, k_, v_, att_, o_;
   std::vector<Backend::AttentionSequence> attention_calls_;
+  std::vector<float> query_scales_;
 };
 
 }  // namespace moe

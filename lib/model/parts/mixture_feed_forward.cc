@@ -143,8 +143,15 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
   // With the dense weights on rank 0 alone, the other ranks learn the layer's inputs and routing
   // from it; otherwise each computed them itself.
   const bool root_only = comm_ != nullptr && ranks_->dense_on_root_only();
+  if (root_only && h.expert_input_weighted) {
+    // The layer message carries the choices, not the weights the experts' inputs need.
+    return absl::UnimplementedError(
+        "expert parallelism with the dense weights on rank 0 for a model whose router weights "
+        "scale the experts' inputs (llama4)");
+  }
   if (root_only) MOE_RETURN_IF_ERROR(SendLayer(be, layer, n, d, tel));
   Dispatch(h, layer, n);
+  if (h.expert_input_weighted) MOE_RETURN_IF_ERROR(WeighExpertInputs(be, h, n));
   HintExperts(be, L, n);
   float* shared_out = nullptr;
   if (L.has_shared) {
@@ -181,8 +188,11 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
   auto& weight = combine_weight_;
   src.resize(n * terms);
   weight.resize(n * terms);
+  // With the weights on the experts' inputs, their outputs join as they are.
+  if (h.expert_input_weighted) unit_weights_.assign(n * k, 1.f);
   ListCombineTerms(
-      n, k, routing.experts.data(), routing.weights.data(),
+      n, k, routing.experts.data(),
+      h.expert_input_weighted ? unit_weights_.data() : routing.weights.data(),
       [&](int64_t t, int64_t j) {
         return outs[job_of_expert[routing.experts[t * k + j]]].data() +
                lists_.PlaceOf(t * k + j) * d;
@@ -190,6 +200,27 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
       L.has_shared ? shared_out : nullptr, gated_shared ? host_gate_.data() : nullptr, d,
       src.data(), weight.data());
   be.AddWeightedRows(n, terms, d, src.data(), weight.data(), x);
+  return absl::OkStatus();
+}
+
+absl::Status MixtureFeedForward::WeighExpertInputs(Backend& be, const HParams& h, int64_t n) {
+  const int64_t k = h.n_expert_used, d = h.n_embd;
+  // Row t * k + j is token t's input times its j-th weight; each expert's rows are listed in its
+  // token order (where lists_ puts choice t * k + j), so its tokens' rows start at first[e].
+  MOE_ASSIGN_OR_RETURN(float* weighted, weighted_in_.Resize(be, n * k * d));
+  weighted_first_.assign(h.n_expert + 1, 0);
+  for (int e = 0; e < h.n_expert; ++e) {
+    weighted_first_[e + 1] = weighted_first_[e] + lists_.CountOf(e);
+  }
+  weighted_rows_.resize(n * k);
+  combine_src_.resize(n * k);
+  for (int64_t s = 0; s < n * k; ++s) {
+    const int32_t e = routing_.experts[s];
+    combine_src_[s] = e >= 0 ? xn_.data() + (s / k) * d : nullptr;
+    if (e >= 0) weighted_rows_[weighted_first_[e] + lists_.PlaceOf(s)] = static_cast<int32_t>(s);
+  }
+  be.Zero(weighted, static_cast<size_t>(n * k * d) * sizeof(float));
+  be.AddWeightedRows(n * k, 1, d, combine_src_.data(), routing_.weights.data(), weighted);
   return absl::OkStatus();
 }
 
@@ -212,7 +243,8 @@ void MixtureFeedForward::HintExperts(Backend& be, const LayerWeights& L, int64_t
 bool MixtureFeedForward::RoutesInPlace(const StepContext& ctx) const {
   // Everything that needs the choices on the host before the experts run keeps the host path.
   return ctx.backend->routes_in_place() && store_ == nullptr && comm_ == nullptr && !observer_ &&
-         policy_.capacity_factor == 0.f && (policy_.load_window == 0 || ctx.histories.empty());
+         !ctx.model.hp().expert_input_weighted && policy_.capacity_factor == 0.f &&
+         (policy_.load_window == 0 || ctx.histories.empty());
 }
 
 absl::Span<const Backend::ExpertMatrices> MixtureFeedForward::MatricesOf(int layer,
@@ -375,9 +407,14 @@ absl::Status MixtureFeedForward::RunLocalExperts(Backend& be, const HParams& h, 
                            : std::pair<int64_t, int64_t>{0, static_cast<int64_t>(rows.size())};
       const int64_t m = end - first;
       const ExpertWeights& w = L.experts[e];
+      // Weighted inputs (llama4): the expert's own rows of weighted_in_ instead of its tokens'.
+      const float* in = h.expert_input_weighted ? weighted_in_.data() : xn_.data();
+      const int32_t* in_rows = h.expert_input_weighted
+                                   ? weighted_rows_.data() + weighted_first_[e] + first
+                                   : rows.data() + first;
       // From the store, the weights are filled in once the expert is read (RunStoredExperts).
-      jobs_.push_back({w.gate, w.up, w.down, xn_.data(), rows.data() + first, m, res + first * d,
-                       w.gate_bias, w.up_bias, w.down_bias, activation});
+      jobs_.push_back({w.gate, w.up, w.down, in, in_rows, m, res + first * d, w.gate_bias,
+                       w.up_bias, w.down_bias, activation});
       CountExpertRun(tel, layer, e, w, m);
     }
     const bool with_shared = begin == 0 && shared_here;

@@ -78,6 +78,9 @@ class MixtureFeedForward {
   // Lists each expert's tokens of routing_ (lists_) and the experts this rank runs
   // (selected_; with expert parallelism all_selected_ has every rank's).
   void Dispatch(const HParams& h, int layer, int64_t n);
+  // Llama 4: each choice's input row, its token's input times its weight (weighted_in_), and
+  // each expert's rows of it (weighted_rows_ from weighted_first_[e]), from routing_ and lists_.
+  absl::Status WeighExpertInputs(Backend& be, const HParams& h, int64_t n);
   // Tells the backend which gate and up matrices the layer's experts pass reads for its n
   // tokens (a hint).
   void HintExperts(Backend& be, const LayerWeights& L, int64_t n);
@@ -138,6 +141,10 @@ class MixtureFeedForward {
   const ExpertRanks* ranks_ = nullptr;
   std::vector<const float*> combine_src_;  // [n x terms]
   std::vector<float> combine_weight_;
+  BackendBuffer<float> weighted_in_;
+  std::vector<int32_t> weighted_rows_;
+  std::vector<int64_t> weighted_first_;
+  std::vector<float> unit_weights_;
   Routing routing_;
   // Pre-gating: the next layer's router on the current hidden state, and per layer the experts
   // guessed for it (empty: no guess).

@@ -161,7 +161,8 @@ public final class Model implements AutoCloseable {
 
   /**
    * Formats a conversation with a named template: "chatml", "llama3", "mistral", "llama2",
-   * "zephyr", "deepseek", "plain", "chatglm4", "deepseek3", "gpt-oss", "ernie4.5" or "granite";
+   * "zephyr", "deepseek", "plain", "chatglm4", "deepseek3", "gpt-oss", "ernie4.5", "granite"
+   * or "llama4";
    * {@code templateName} null means the model's own.
    *
    * @throws MoeException {@link Status#UNSUPPORTED} or {@link Status#INVALID_ARGUMENT} for a
