@@ -6,7 +6,6 @@
 // expert_shared_feed_forward_length. As llama.cpp, the routing is fixed: the file's gating,
 // weight-norm and weight-scale keys are not read. The multi-token-prediction layers of the
 // Hugging Face checkpoints are not in GGUF files.
-#include "absl/strings/str_cat.h"
 #include "lib/base/status_macros.h"
 #include "lib/model/arch/families.h"
 #include "lib/model/arch/metadata_rules.h"
@@ -23,15 +22,7 @@ class Ernie45Moe final : public Architecture {
     h->rope_style = RopeStyle::kNorm;
     MOE_RETURN_IF_ERROR(RequireWholeHeadRope(name(), *h));
     MOE_RETURN_IF_ERROR(ReadLeadingDenseLayers(keys, h));
-    MOE_ASSIGN_OR_RETURN(h->moe_layer_step, keys.Int("interleave_moe_layer_step", 1));
-    if (h->moe_layer_step < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("interleave_moe_layer_step ", h->moe_layer_step, " (at least 1)"));
-    }
-    if (h->moe_layer_step > 1 && h->n_ff_dense <= 0) {
-      // The layers between the expert layers have the dense FFN.
-      MOE_ASSIGN_OR_RETURN(h->n_ff_dense, keys.Int("feed_forward_length"));
-    }
+    MOE_RETURN_IF_ERROR(ReadExpertLayerStep(keys, h));
     // The converter writes the shared experts' whole width (not a count of expert widths).
     MOE_ASSIGN_OR_RETURN(h->n_ff_shared, keys.Int("expert_shared_feed_forward_length", 0));
     SoftmaxRenormalisedRouting(h);

@@ -55,14 +55,7 @@ class Llama4 final : public Architecture {
     h->attn_temp_floor = kTempFloor;
     h->attn_temp_offset = kTempOffset;
     h->qk_norm = h->n_expert == kNoQkNormExperts ? QkNorm::kNone : QkNorm::kPerHeadUnweighted;
-    MOE_ASSIGN_OR_RETURN(h->moe_layer_step, keys.Int("interleave_moe_layer_step", 1));
-    if (h->moe_layer_step < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("interleave_moe_layer_step ", h->moe_layer_step, " (at least 1)"));
-    }
-    if (h->moe_layer_step > 1) {
-      MOE_ASSIGN_OR_RETURN(h->n_ff_dense, keys.Int("feed_forward_length"));
-    }
+    MOE_RETURN_IF_ERROR(ReadExpertLayerStep(keys, h));
     h->n_ff_shared = h->n_ff_expert;
     // Sigmoid of the chosen logits, not renormalised, scaling each expert's input.
     h->gating = Gating::kSigmoid;

@@ -38,6 +38,18 @@ absl::Status ReadLeadingDenseLayers(const MetadataKeys& keys, HParams* h) {
   return absl::OkStatus();
 }
 
+absl::Status ReadExpertLayerStep(const MetadataKeys& keys, HParams* h) {
+  MOE_ASSIGN_OR_RETURN(h->moe_layer_step, keys.Int("interleave_moe_layer_step", 1));
+  if (h->moe_layer_step < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("interleave_moe_layer_step ", h->moe_layer_step, " (at least 1)"));
+  }
+  if (h->moe_layer_step > 1 && h->n_ff_dense <= 0) {
+    MOE_ASSIGN_OR_RETURN(h->n_ff_dense, keys.Int("feed_forward_length"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadSharedExperts(const MetadataKeys& keys, HParams* h) {
   MOE_ASSIGN_OR_RETURN(int64_t count, keys.Int("expert_shared_count", 0));
   if (count > 1024) return absl::InvalidArgumentError("expert_shared_count out of range");

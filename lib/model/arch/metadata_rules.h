@@ -19,6 +19,10 @@ absl::Status ReadRouting(const MetadataKeys& keys, RoutingDefaults defaults, HPa
 // leading_dense_block_count layers with a dense FFN of feed_forward_length.
 absl::Status ReadLeadingDenseLayers(const MetadataKeys& keys, HParams* h);
 
+// interleave_moe_layer_step: experts only in every step-th layer (after the leading dense ones),
+// the layers between with the dense FFN of feed_forward_length.
+absl::Status ReadExpertLayerStep(const MetadataKeys& keys, HParams* h);
+
 // expert_shared_count shared experts of expert_feed_forward_length each, run as one FFN.
 absl::Status ReadSharedExperts(const MetadataKeys& keys, HParams* h);
 
