@@ -6,7 +6,7 @@ namespace moe {
 
 const std::vector<std::string>& QuantSchemeNames() {
   static const std::vector<std::string> kNames = {
-      "f16",    "bf16", "q8_0",   "q4_0", "q4_1", "q5_0",   "q5_1",   "q2_k",
+      "f32",    "f16",  "bf16",   "q8_0", "q4_0", "q4_1",   "q5_0",   "q5_1",     "q2_k",
       "q3_k_m", "q4_k", "q4_k_m", "q5_k", "q6_k", "iq4_nl", "iq4_xs", "mxfp4_moe"};
   return kNames;
 }
@@ -27,6 +27,8 @@ DType QuantTypeFor(const std::string& scheme, const std::string& name, int64_t c
   DType t;
   if (scheme == "mxfp4_moe") {
     t = absl::EndsWith(name, "_exps.weight") ? DType::kMXFP4 : DType::kQ8_0;
+  } else if (scheme == "f32") {
+    t = DType::kF32;
   } else if (scheme == "f16") {
     t = DType::kF16;
   } else if (scheme == "bf16") {
@@ -108,6 +110,7 @@ DType FallbackForRowLength(DType t, int64_t cols) {
 }
 
 uint32_t LlamaFileType(const std::string& s) {
+  if (s == "f32") return 0;  // LLAMA_FTYPE_ALL_F32
   if (s == "f16") return 1;
   if (s == "q4_0") return 2;
   if (s == "q4_1") return 3;

@@ -12,8 +12,8 @@
 
 namespace moe {
 
-// Schemes: f16, bf16, q8_0, q4_0, q2_k, q3_k_m, q4_k, q4_k_m, q5_k, q6_k, mxfp4_moe (MXFP4 routed
-// experts, Q8_0 elsewhere: how gpt-oss ships). The mixed ones (q2_k, q3_k_m, q4_k_m) follow
+// Schemes: f32, f16, bf16, q8_0, q4_0, q2_k, q3_k_m, q4_k, q4_k_m, q5_k, q6_k, mxfp4_moe (MXFP4
+// routed experts, Q8_0 elsewhere: how gpt-oss ships). The mixed ones (q2_k, q3_k_m, q4_k_m) follow
 // llama-quantize's main rules, not every special case (its 8-expert and 70B bumps).
 const std::vector<std::string>& QuantSchemeNames();
 bool IsQuantScheme(const std::string& scheme);

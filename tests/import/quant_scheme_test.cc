@@ -41,5 +41,14 @@ TEST(QuantSchemeTest, Q4_K_MOnAnExpertWidthOf1408) {
   EXPECT_EQ(QuantTypeFor("q5_k", "blk.1.ffn_down_exps.weight", 1408, 1, 24, false), DType::kQ5_1);
 }
 
+// f32: every matrix dequantized to F32 (llama.cpp's ALL_F32 file type), for exact reference runs
+// of a quantized file's weights.
+TEST(QuantSchemeTest, F32KeepsEveryMatrixInF32) {
+  EXPECT_TRUE(IsQuantScheme("f32"));
+  EXPECT_EQ(QuantTypeFor("f32", "blk.3.ffn_up_exps.weight", 2880, 3, 24, false), DType::kF32);
+  EXPECT_EQ(QuantTypeFor("f32", "output.weight", 1400, -1, 24, false), DType::kF32);
+  EXPECT_EQ(LlamaFileType("f32"), 0u);
+}
+
 }  // namespace
 }  // namespace moe
