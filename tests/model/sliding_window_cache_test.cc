@@ -13,6 +13,7 @@
 #include "lib/model/model.h"
 #include "lib/runtime/engine.h"
 #include "lib/runtime/session.h"
+#include "tests/model/reference_model.h"
 #include "tests/support/test_files.h"
 
 namespace moe {
@@ -70,6 +71,35 @@ TEST(SlidingWindowCacheTest, RingsGiveTheWholeCachesLogitsBitForBit) {
     EXPECT_EQ(ringed->rows(0), (8 + step - 1 + 15) / 16 * 16);
     EXPECT_EQ(ringed->rows(1), 256);
     EXPECT_LT(ringed->byte_size(), whole->byte_size());
+    EXPECT_EQ(RunInSteps(tf, *ringed, ids, step), RunInSteps(tf, *whole, ids, step));
+  }
+}
+
+// Llama 4's chunked layers keep a ring of a chunk plus one step too (a query reads back at most
+// to its chunk's start, inside the window the ring keeps): bit for bit the whole cache's logits
+// over several chunks.
+TEST(SlidingWindowCacheTest, ChunkedLayersRingsGiveTheWholeCachesLogitsBitForBit) {
+  testing::RandomModelOptions o;
+  o.arch = Arch::kLlama4;
+  o.n_layer = 4, o.n_expert_used = 1, o.n_ff_shared = 40, o.attention_chunk = 8;
+  o.temperature_floor = 16;
+  auto model = Model::Create(testing::MakeRandomModel(o));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const HParams& h = (*model)->hp();
+  const std::vector<int64_t>& windows = (*model)->attention_windows();
+  ASSERT_EQ(windows, (std::vector<int64_t>{8, 8, 8, 0}));  // the fourth: NoPE, whole context
+  auto backend = CreateCpuBackend({1, false});
+  Transformer tf(*model, backend.get());
+  std::vector<int32_t> ids(58);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 37 + 5) % o.n_vocab);
+  for (int64_t step : {1, 3, 9}) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    auto whole = KvCache::Create(h.n_layer, 256, h.n_head_kv, h.head_dim, DType::kF32);
+    auto ringed = KvCache::Create(h.n_layer, 256, h.n_head_kv, h.head_dim, DType::kF32, false,
+                                  SlidingWindows{windows, step});
+    ASSERT_TRUE(whole.ok() && ringed.ok());
+    EXPECT_EQ(ringed->rows(0), (8 + step - 1 + 15) / 16 * 16);
+    EXPECT_EQ(ringed->rows(3), 256);
     EXPECT_EQ(RunInSteps(tf, *ringed, ids, step), RunInSteps(tf, *whole, ids, step));
   }
 }

@@ -8,6 +8,8 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "lib/import/gguf_import.h"
+#include "tests/model/reference_model.h"
 #include "tests/support/fixture_dirs.h"
 #include "tests/support/greedy.h"
 
@@ -352,6 +354,55 @@ TEST(BatchEngineTest, SlidingWindowLayersHoldOnlyTheirWindowAndChangeNoOutput) {
     // blocks, where its whole-context layers hold up to 24.
     EXPECT_LE(most_window_blocks, 7 * static_cast<int32_t>(prompts.size()));
     EXPECT_LT(most_window_blocks, most_blocks);
+    EXPECT_EQ(st.kv_window_blocks_in_use, 0);
+    EXPECT_EQ(st.kv_blocks_in_use, 0);
+  }
+}
+
+// Llama 4's chunked layers (chunks of 8 here) hold the blocks of a window of a chunk, as sliding
+// layers do; a query reads back only to its chunk's start, so the output is still the lone
+// session's, over several chunks, with shared prefixes and preemption.
+TEST(BatchEngineTest, ChunkedLayersHoldOnlyAChunkAndChangeNoOutput) {
+  auto vocab = ImportGguf(std::string(MOE_TESTDATA_DIR) +
+                          "/fixtures-v2/tiny-gptoss-f32/tiny-gptoss-f32.gguf");
+  ASSERT_TRUE(vocab.ok()) << vocab.status();
+  testing::RandomModelOptions m;
+  m.arch = Arch::kLlama4;
+  m.n_layer = 4, m.n_expert_used = 1, m.n_ff_shared = 40, m.attention_chunk = 8;
+  m.temperature_floor = 16;
+  m.n_vocab = static_cast<int64_t>(vocab->tokenizer.tokens.size());
+  ModelSpec spec = testing::MakeRandomModel(m);
+  spec.tokenizer = vocab->tokenizer;
+  auto made = Engine::FromSpec(std::move(spec));
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::shared_ptr<const Engine> e = *made;
+  const std::vector<int64_t>& windows = e->model()->attention_windows();
+  ASSERT_EQ(windows, (std::vector<int64_t>{8, 8, 8, 0}));
+  const std::vector<int32_t> prefix = Prompts(*e, 1, 41)[0];
+  const auto prompts = Prompts(*e, 5, 43, prefix);
+  std::vector<Output> want;
+  for (size_t i = 0; i < prompts.size(); ++i) want.push_back(Lone(e, prompts[i], Greedy(20 + i)));
+  for (int64_t kv_tokens : {0, 96}) {  // the default, and too few blocks for all at once
+    BatchEngineOptions o = CallerDriven();
+    o.kv_tokens = kv_tokens;
+    auto engine = BatchEngine::Create(e, o);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    EXPECT_GT((*engine)->stats().kv_window_blocks, 0);
+    std::vector<Collector> got(prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      RequestOptions r;
+      r.tokens = prompts[i];
+      r.generate = Greedy(20 + i);
+      ASSERT_TRUE((*engine)->Submit(r, got[i].callback()).ok());
+      ASSERT_TRUE((*engine)->Step().ok());
+    }
+    RunUntilIdle(**engine);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(got[i].tokens, want[i].tokens) << "kv_tokens " << kv_tokens << " request " << i;
+      EXPECT_EQ(got[i].text, want[i].text) << "kv_tokens " << kv_tokens << " request " << i;
+    }
+    const BatchEngineStats st = (*engine)->stats();
+    if (kv_tokens > 0) EXPECT_GT(st.preemptions, 0) << "the test should make the cache overflow";
     EXPECT_EQ(st.kv_window_blocks_in_use, 0);
     EXPECT_EQ(st.kv_blocks_in_use, 0);
   }
