@@ -20,6 +20,7 @@
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
 #include "lib/runtime/weight_copy.h"
+#include "tests/model/reference_model.h"
 
 namespace moe {
 namespace {
@@ -265,6 +266,30 @@ TEST(EngineTest, QuantizedFilesLoadAndRun) {
     }
   }
 #endif
+}
+
+// Llama 4 weighs its experts' inputs by the router: with the dense weights on rank 0 alone, which
+// sends the other ranks each layer's inputs and choices but not the weights, the load is refused
+// on every rank (none waits for a message that never comes); loaded alike, a rank loads.
+TEST(EngineTest, DenseOnRankZeroIsRefusedForInputWeightedExperts) {
+  testing::RandomModelOptions o;
+  o.arch = Arch::kLlama4;
+  o.n_layer = 4, o.n_expert_used = 1, o.n_ff_shared = 40, o.n_expert = 4;
+  const std::string path =
+      ::testing::TempDir() + "/moe_engine_test_llama4_" + std::to_string(getpid()) + ".moe";
+  ASSERT_TRUE(WriteMoeFile(testing::MakeRandomModel(o), path).ok());
+  for (int rank : {0, 1}) {
+    LoadOptions load;
+    load.expert_world = 2;
+    load.expert_rank = rank;
+    load.dense_on_root_only = true;
+    auto refused = Engine::Load(path, load);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnimplemented) << refused.status();
+    EXPECT_NE(refused.status().message().find("load every rank alike"), std::string::npos);
+    load.dense_on_root_only = false;
+    EXPECT_TRUE(Engine::Load(path, load).ok()) << "rank " << rank;
+  }
+  std::remove(path.c_str());
 }
 
 // `moe-convert --layout groups`: a .moe file that stores the 16-row group layouts maps and runs
