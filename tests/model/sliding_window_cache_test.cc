@@ -47,6 +47,27 @@ std::vector<float> RunInSteps(Transformer& tf, KvCache& cache, const std::vector
   return all;
 }
 
+// The prompt through a whole cache of 256 rows and through rings, in steps of 1, 3 and 9 tokens:
+// the same logits bit for bit, each ring layer holding its window + step - 1 rows in blocks of
+// 16, the other layers 256.
+void ExpectRingsGiveTheWholeCachesLogits(Transformer& tf, const HParams& h,
+                                         const std::vector<int64_t>& windows,
+                                         const std::vector<int32_t>& ids) {
+  for (int64_t step : {1, 3, 9}) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    auto whole = KvCache::Create(h.n_layer, 256, h.n_head_kv, h.head_dim, DType::kF32);
+    auto ringed = KvCache::Create(h.n_layer, 256, h.n_head_kv, h.head_dim, DType::kF32, false,
+                                  SlidingWindows{windows, step});
+    ASSERT_TRUE(whole.ok() && ringed.ok());
+    for (size_t l = 0; l < windows.size(); ++l) {
+      EXPECT_EQ(ringed->rows(l), windows[l] > 0 ? (windows[l] + step - 1 + 15) / 16 * 16 : 256)
+          << "layer " << l;
+    }
+    EXPECT_LT(ringed->byte_size(), whole->byte_size());
+    EXPECT_EQ(RunInSteps(tf, *ringed, ids, step), RunInSteps(tf, *whole, ids, step));
+  }
+}
+
 TEST(SlidingWindowCacheTest, RingsGiveTheWholeCachesLogitsBitForBit) {
   auto engine = LoadGptOss();
   ASSERT_NE(engine, nullptr);
@@ -61,18 +82,7 @@ TEST(SlidingWindowCacheTest, RingsGiveTheWholeCachesLogitsBitForBit) {
   Transformer tf(model, backend.get());
   const std::vector<int32_t> ids = PromptTokens("p2");  // 58 tokens: the ring wraps thrice
   ASSERT_GT(ids.size(), 48u);
-  for (int64_t step : {1, 3, 9}) {
-    SCOPED_TRACE("step " + std::to_string(step));
-    auto whole = KvCache::Create(h.n_layer, 256, h.n_head_kv, h.head_dim, DType::kF32);
-    auto ringed = KvCache::Create(h.n_layer, 256, h.n_head_kv, h.head_dim, DType::kF32, false,
-                                  SlidingWindows{windows, step});
-    ASSERT_TRUE(whole.ok() && ringed.ok());
-    // window + step - 1 rows, in blocks of 16.
-    EXPECT_EQ(ringed->rows(0), (8 + step - 1 + 15) / 16 * 16);
-    EXPECT_EQ(ringed->rows(1), 256);
-    EXPECT_LT(ringed->byte_size(), whole->byte_size());
-    EXPECT_EQ(RunInSteps(tf, *ringed, ids, step), RunInSteps(tf, *whole, ids, step));
-  }
+  ExpectRingsGiveTheWholeCachesLogits(tf, h, windows, ids);
 }
 
 // Llama 4's chunked layers keep a ring of a chunk plus one step too (a query reads back at most
@@ -92,16 +102,7 @@ TEST(SlidingWindowCacheTest, ChunkedLayersRingsGiveTheWholeCachesLogitsBitForBit
   Transformer tf(*model, backend.get());
   std::vector<int32_t> ids(58);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 37 + 5) % o.n_vocab);
-  for (int64_t step : {1, 3, 9}) {
-    SCOPED_TRACE("step " + std::to_string(step));
-    auto whole = KvCache::Create(h.n_layer, 256, h.n_head_kv, h.head_dim, DType::kF32);
-    auto ringed = KvCache::Create(h.n_layer, 256, h.n_head_kv, h.head_dim, DType::kF32, false,
-                                  SlidingWindows{windows, step});
-    ASSERT_TRUE(whole.ok() && ringed.ok());
-    EXPECT_EQ(ringed->rows(0), (8 + step - 1 + 15) / 16 * 16);
-    EXPECT_EQ(ringed->rows(3), 256);
-    EXPECT_EQ(RunInSteps(tf, *ringed, ids, step), RunInSteps(tf, *whole, ids, step));
-  }
+  ExpectRingsGiveTheWholeCachesLogits(tf, h, windows, ids);
 }
 
 TEST(SlidingWindowCacheTest, AStepLargerThanTheRingsAreSizedForIsRefused) {
