@@ -1,6 +1,7 @@
 #include "lib/import/hf_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 
 #include "absl/status/status.h"
@@ -68,9 +69,50 @@ absl::StatusOr<const HfArchName*> FindArch(const Json& j) {
                    "GraniteMoeForCausalLM)"));
 }
 
-// RoPE: plain rotate_half with theta only. Scaled variants change the frequencies or the
-// attention temperature, which the runtime does not model; "default" is the unscaled one.
-absl::Status CheckRope(const Json& j) {
+// Llama 3's frequency divisors over `dim` dimensions of RoPE base `theta`, as llama.cpp's
+// converter computes them (LlamaModel.generate_extra_tensors): the frequencies in float, the
+// rest in double, each divisor stored as a float.
+absl::StatusOr<std::vector<float>> Llama3RopeFactors(const Json& scaling, const std::string& where,
+                                                     int64_t dim, double theta) {
+  const Config s(scaling, where + ".");
+  MOE_ASSIGN_OR_RETURN(double factor, s.Float("factor", 8.0));
+  MOE_ASSIGN_OR_RETURN(double low, s.Float("low_freq_factor", 1.0));
+  MOE_ASSIGN_OR_RETURN(double high, s.Float("high_freq_factor", 4.0));
+  MOE_ASSIGN_OR_RETURN(double old_context, s.Float("original_max_position_embeddings", 8192));
+  if (!(factor > 0) || !(low > 0) || !(high > 0) || !(old_context > 0) || dim <= 0 ||
+      dim % 2 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json ", where, " (llama3): factor ", factor, ", low_freq_factor ", low,
+                     ", high_freq_factor ", high, ", original context ", old_context));
+  }
+  constexpr double kPi = 3.14159265358979323846;
+  const double low_wavelen = old_context / low, high_wavelen = old_context / high;
+  std::vector<float> factors;
+  for (int64_t i = 0; i < dim; i += 2) {
+    const float freq =
+        1.0f / std::pow(static_cast<float>(theta), static_cast<float>(i) / static_cast<float>(dim));
+    const double wavelen = 2 * kPi / freq;
+    if (wavelen < high_wavelen) {
+      factors.push_back(1.f);
+    } else if (wavelen > low_wavelen) {
+      factors.push_back(static_cast<float>(factor));
+    } else if (high == low) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.json ", where,
+                       " (llama3): a wavelength of exactly the original context with "
+                       "low_freq_factor equal to high_freq_factor has no smooth factor"));
+    } else {
+      const double smooth = (old_context / wavelen - low) / (high - low);
+      factors.push_back(static_cast<float>(1 / ((1 - smooth) / factor + smooth)));
+    }
+  }
+  return factors;
+}
+
+// RoPE: plain rotate_half with theta, or Llama 3's per-pair divisors (llama3). Other scaled
+// variants change the frequencies or the attention temperature in ways these families' rules
+// do not model; "default" is the unscaled one.
+absl::Status ReadRope(const Json& j, int64_t dim, double theta, HfConfig* out) {
   for (const char* key : {"rope_scaling", "rope_parameters"}) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) continue;
@@ -81,9 +123,11 @@ absl::Status CheckRope(const Json& j) {
     for (const char* k : {"rope_type", "type"}) {
       if (auto t = it->find(k); t != it->end() && t->is_string()) type = t->get<std::string>();
     }
-    if (type != "default") {
+    if (type == "llama3") {
+      MOE_ASSIGN_OR_RETURN(out->rope_freq_factors, Llama3RopeFactors(*it, key, dim, theta));
+    } else if (type != "default") {
       return absl::UnimplementedError(absl::StrCat("config.json ", key, " of type '", type,
-                                                   "' is not supported (only unscaled RoPE)"));
+                                                   "' is not supported (default, llama3)"));
     }
   }
   return absl::OkStatus();
@@ -153,13 +197,13 @@ absl::StatusOr<HfConfig> ParseHfConfig(const std::string& json_text) {
     if (window > 0) h.n_ctx_train = std::min(h.n_ctx_train, window);
   }
 
-  MOE_RETURN_IF_ERROR(CheckRope(j));
   MOE_ASSIGN_OR_RETURN(double theta, c.Float("rope_theta", mixtral ? 1e6 : 10000.0));
   if (const Json* rp = c.Get("rope_parameters");
       rp && rp->contains("rope_theta") && (*rp)["rope_theta"].is_number()) {
     theta = (*rp)["rope_theta"].get<double>();  // transformers v5 moved it here
   }
   h.rope_freq_base = static_cast<float>(theta);
+  MOE_RETURN_IF_ERROR(ReadRope(j, h.rope_dim, theta, &out));
   MOE_ASSIGN_OR_RETURN(double eps, c.Float("rms_norm_eps", (qwen2 || qwen3) ? 1e-6 : 1e-5));
   h.rms_eps = static_cast<float>(eps);
   h.rope_style = RopeStyle::kNeox;  // transformers' rotate_half: weights stay unpermuted

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "lib/model/model_spec.h"
@@ -17,6 +18,9 @@ struct HfConfig {
   Arch arch = Arch::kLlama;
   std::string hf_architecture;  // "MixtralForCausalLM", ...
   HParams hp;
+  // rope_scaling of type llama3 (Llama-3-based MoE merges): the per-pair frequency divisors
+  // llama.cpp's converter writes as rope_freqs.weight; empty: none.
+  std::vector<float> rope_freq_factors;
 };
 
 // `json_text` is the content of config.json.

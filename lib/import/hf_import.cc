@@ -357,6 +357,14 @@ absl::StatusOr<ModelSpec> Import(const fs::path& dir, std::optional<DType> out_d
                          Carry(w, index, out_dtype, &spec, config.hf_architecture, fp8));
     spec.tensors.push_back(std::move(t));
   }
+  if (!config.rope_freq_factors.empty()) {
+    TensorSpec t;
+    t.name = std::string(kRopeFreqsTensor);
+    t.dtype = DType::kF32;
+    t.shape = {static_cast<int64_t>(config.rope_freq_factors.size())};
+    MOE_RETURN_IF_ERROR(Store(config.rope_freq_factors, &t, &spec));
+    spec.tensors.push_back(std::move(t));
+  }
   MOE_ASSIGN_OR_RETURN(spec.tokenizer, LoadTokenizer(dir, spec.hp.n_vocab));
   MOE_RETURN_IF_ERROR(ValidateModelSpec(spec));
   return spec;

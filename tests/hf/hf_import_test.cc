@@ -272,6 +272,41 @@ TEST(HfImportTest, SentencePieceTokenizerJsonAloneImportsExactly) {
   }
 }
 
+// rope_scaling of type llama3 (Llama-3-based MoE merges): the per-pair divisors llama.cpp's
+// converter writes as rope_freqs, here one pair in each of its three ranges; they turn the
+// rotations, so the logits differ from the unscaled checkpoint's.
+TEST(HfImportTest, Llama3RopeScalingBecomesRopeFreqs) {
+  nlohmann::json config = TinyConfig("MixtralForCausalLM");  // head_dim 8: four pairs
+  const fs::path plain_dir = TempDir("llama3_plain");
+  WriteCheckpoint(plain_dir, config, TinyTensors(config, 5));
+  config["rope_scaling"] = {{"rope_type", "llama3"},
+                            {"factor", 8.0},
+                            {"low_freq_factor", 1.0},
+                            {"high_freq_factor", 4.0},
+                            {"original_max_position_embeddings", 2048}};
+  const fs::path dir = TempDir("llama3");
+  WriteCheckpoint(dir, config, TinyTensors(config, 5));
+  auto spec = ImportHfCheckpoint(dir.string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const TensorSpec* t = spec->Find(std::string(kRopeFreqsTensor));
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(t->shape, std::vector<int64_t>{4});
+  ASSERT_EQ(t->dtype, DType::kF32);
+  std::vector<float> got(4);
+  std::memcpy(got.data(), t->data.data(), got.size() * sizeof(float));
+  // Wavelengths 2 pi 10000^(i / 4): 6.3 and 63 (below 2048 / 4: kept), 628 (between: the smooth
+  // blend), 6283 (above 2048: divided by the factor).
+  constexpr double kPi = 3.14159265358979323846;
+  const double smooth = (2048 / (2 * kPi * 100) - 1) / (4 - 1);
+  const std::vector<double> want = {1, 1, 1 / ((1 - smooth) / 8 + smooth), 8};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * want[i]) << i;
+  auto plain = ImportHfCheckpoint(plain_dir.string());
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->Find(std::string(kRopeFreqsTensor)), nullptr);
+  const std::vector<int32_t> ids = {3, 17, 36, 0, 22, 22, 7, 31, 5, 30, 11};
+  EXPECT_NE(RunAll(*spec, ids), RunAll(*plain, ids));
+}
+
 // generation_config.json's eos_token_id (one id or a list) names every token transformers stops
 // at: each ends generation here too (GLM-4.5 lists <|user|> and <|observation|> beside its EOS),
 // and a .moe file written from the checkpoint keeps them; ids past the vocabulary are dropped.
