@@ -166,13 +166,6 @@ absl::StatusOr<std::unique_ptr<ExpertRanks>> PlaceOnRanks(const LoadOptions& o, 
         absl::StrCat("rank ", o.expert_rank, " of a world of ", o.expert_world));
   }
   const HParams& h = spec->hp;
-  if (o.dense_on_root_only && h.expert_input_weighted) {
-    // Rank 0 would send each layer's inputs and choices, not the weights these experts' inputs
-    // carry (Llama 4).
-    return absl::UnimplementedError(
-        "dense weights on rank 0 alone (dense_on_root_only) for a model whose router weights "
-        "scale the experts' inputs (llama4): load every rank alike");
-  }
   std::vector<bool> routed(h.n_layer);
   for (const TensorSpec& t : spec->tensors) {
     if (t.expert >= 0 && t.layer >= 0 && t.layer < h.n_layer) routed[t.layer] = true;
@@ -331,6 +324,14 @@ absl::StatusOr<std::shared_ptr<Engine>> Engine::Build(ModelSpec spec,
                                                       std::unique_ptr<ExpertStore> expert_store,
                                                       std::string memory_note,
                                                       std::unique_ptr<ExpertRanks> expert_ranks) {
+  if (expert_ranks != nullptr && expert_ranks->dense_on_root_only() &&
+      spec.hp.expert_input_weighted) {
+    // Rank 0 would send each layer's inputs and choices, not the weights these experts' inputs
+    // carry (Llama 4); every rank builds its engine here, so every rank refuses.
+    return absl::UnimplementedError(
+        "dense weights on rank 0 alone (dense_on_root_only) for a model whose router weights "
+        "scale the experts' inputs (llama4): load every rank alike");
+  }
   auto engine = std::make_shared<Engine>();
   engine->expert_store_ = std::move(expert_store);
   engine->expert_ranks_ = std::move(expert_ranks);

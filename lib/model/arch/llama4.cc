@@ -60,8 +60,7 @@ class Llama4 final : public Architecture {
     // Sigmoid of the chosen logits, not renormalised, scaling each expert's input.
     h->gating = Gating::kSigmoid;
     h->norm_topk_prob = false;
-    MOE_ASSIGN_OR_RETURN(h->routed_scale, keys.Float("expert_weights_scale", 1.f));
-    if (h->routed_scale == 0.f) h->routed_scale = 1.f;  // llama.cpp writes 0 for "unset"
+    MOE_RETURN_IF_ERROR(ReadRoutedScale(keys, h));
     h->expert_input_weighted = true;
     return absl::OkStatus();
   }

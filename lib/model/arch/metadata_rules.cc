@@ -22,11 +22,16 @@ absl::Status ReadRouting(const MetadataKeys& keys, RoutingDefaults defaults, HPa
   }
   MOE_ASSIGN_OR_RETURN(h->norm_topk_prob,
                        keys.Bool("expert_weights_norm", defaults.norm_topk_prob));
-  MOE_ASSIGN_OR_RETURN(h->routed_scale, keys.Float("expert_weights_scale", 1.f));
-  if (h->routed_scale == 0.f) h->routed_scale = 1.f;  // llama.cpp writes 0 for "unset"
+  MOE_RETURN_IF_ERROR(ReadRoutedScale(keys, h));
   MOE_ASSIGN_OR_RETURN(h->n_expert_groups, keys.Int("expert_group_count", 1));
   MOE_ASSIGN_OR_RETURN(h->n_group_used, keys.Int("expert_group_used_count", h->n_expert_groups));
   if (h->n_expert_groups == 0) h->n_expert_groups = h->n_group_used = 1;
+  return absl::OkStatus();
+}
+
+absl::Status ReadRoutedScale(const MetadataKeys& keys, HParams* h) {
+  MOE_ASSIGN_OR_RETURN(h->routed_scale, keys.Float("expert_weights_scale", 1.f));
+  if (h->routed_scale == 0.f) h->routed_scale = 1.f;  // llama.cpp writes 0 for "unset"
   return absl::OkStatus();
 }
 

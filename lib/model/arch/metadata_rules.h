@@ -16,6 +16,10 @@ struct RoutingDefaults {
 // expert_group_count / expert_group_used_count.
 absl::Status ReadRouting(const MetadataKeys& keys, RoutingDefaults defaults, HParams* h);
 
+// expert_weights_scale (absent or 0, llama.cpp's "unset": 1), for families whose routing is
+// otherwise fixed (part of ReadRouting).
+absl::Status ReadRoutedScale(const MetadataKeys& keys, HParams* h);
+
 // leading_dense_block_count layers with a dense FFN of feed_forward_length.
 absl::Status ReadLeadingDenseLayers(const MetadataKeys& keys, HParams* h);
 

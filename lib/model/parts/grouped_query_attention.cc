@@ -7,13 +7,17 @@
 #include "lib/model/parts/sequence_attention.h"
 
 namespace moe {
+namespace {
 
+// The factor a NoPE layer's query at `position` is scaled by (HParams::attn_temp_scale != 0).
 float QueryTemperature(const HParams& h, int32_t position) {
   // As llama.cpp computes it: the floor in float, the logarithm in double.
   const float chunks = std::floor((static_cast<float>(position) + h.attn_temp_offset) /
                                   static_cast<float>(h.attn_temp_floor));
   return static_cast<float>(std::log(chunks + 1.0) * h.attn_temp_scale + 1.0);
 }
+
+}  // namespace
 
 absl::Status GroupedQueryAttention::Run(const StepContext& ctx, int layer, const LayerWeights& L,
                                         absl::Span<const SequenceChunk> batch, int64_t n,

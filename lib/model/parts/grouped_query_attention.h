@@ -14,9 +14,6 @@
 
 namespace moe {
 
-// The factor a NoPE layer's query at `position` is scaled by (HParams::attn_temp_scale != 0).
-float QueryTemperature(const HParams& h, int32_t position);
-
 class GroupedQueryAttention {
  public:
   // x: the step's n residual rows, updated in place (in the backend's memory, as is all scratch).

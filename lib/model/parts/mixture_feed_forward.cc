@@ -143,12 +143,6 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
   // With the dense weights on rank 0 alone, the other ranks learn the layer's inputs and routing
   // from it; otherwise each computed them itself.
   const bool root_only = comm_ != nullptr && ranks_->dense_on_root_only();
-  if (root_only && h.expert_input_weighted) {
-    // The layer message carries the choices, not the weights the experts' inputs need.
-    return absl::UnimplementedError(
-        "expert parallelism with the dense weights on rank 0 for a model whose router weights "
-        "scale the experts' inputs (llama4)");
-  }
   if (root_only) MOE_RETURN_IF_ERROR(SendLayer(be, layer, n, d, tel));
   Dispatch(h, layer, n);
   if (h.expert_input_weighted) MOE_RETURN_IF_ERROR(WeighExpertInputs(be, h, n));
