@@ -25,6 +25,10 @@ struct HfArchName {
   Arch arch;
   // The families read through llama.cpp's keys (hf_metadata.h); null: read here.
   absl::Status (*keys)(const Json&, HfFamilyConfig*);
+  // Multimodal wrappers: the language model's settings are this object of config.json, its
+  // tensors' names start with tensor_prefix; the other towers are not read.
+  const char* text_config = nullptr;
+  const char* tensor_prefix = "";
 };
 constexpr HfArchName kArchs[] = {
     {"MixtralForCausalLM", "mixtral", Arch::kLlama, nullptr},
@@ -37,6 +41,9 @@ constexpr HfArchName kArchs[] = {
     {"GptOssForCausalLM", "gpt_oss", Arch::kGptOss, &GptOssKeys},
     {"Ernie4_5_MoeForCausalLM", "ernie4_5_moe", Arch::kErnie45Moe, &Ernie45MoeKeys},
     {"GraniteMoeForCausalLM", "granitemoe", Arch::kGraniteMoe, &GraniteMoeKeys},
+    {"Llama4ForConditionalGeneration", "llama4", Arch::kLlama4, &Llama4Keys, "text_config",
+     "language_model."},
+    {"Llama4ForCausalLM", "llama4_text", Arch::kLlama4, &Llama4Keys},
 };
 
 absl::StatusOr<const HfArchName*> FindArch(const Json& j) {
@@ -66,85 +73,28 @@ absl::StatusOr<const HfArchName*> FindArch(const Json& j) {
                    "' (supported: MixtralForCausalLM, Qwen2MoeForCausalLM, OlmoeForCausalLM, "
                    "Qwen3MoeForCausalLM, Glm4MoeForCausalLM, DeepseekV2ForCausalLM, "
                    "DeepseekV3ForCausalLM, GptOssForCausalLM, Ernie4_5_MoeForCausalLM, "
-                   "GraniteMoeForCausalLM)"));
-}
-
-// Llama 3's frequency divisors over `dim` dimensions of RoPE base `theta`, as llama.cpp's
-// converter computes them (LlamaModel.generate_extra_tensors): the frequencies in float, the
-// rest in double, each divisor stored as a float.
-absl::StatusOr<std::vector<float>> Llama3RopeFactors(const Json& scaling, const std::string& where,
-                                                     int64_t dim, double theta) {
-  const Config s(scaling, where + ".");
-  MOE_ASSIGN_OR_RETURN(double factor, s.Float("factor", 8.0));
-  MOE_ASSIGN_OR_RETURN(double low, s.Float("low_freq_factor", 1.0));
-  MOE_ASSIGN_OR_RETURN(double high, s.Float("high_freq_factor", 4.0));
-  MOE_ASSIGN_OR_RETURN(double old_context, s.Float("original_max_position_embeddings", 8192));
-  if (!(factor > 0) || !(low > 0) || !(high > 0) || !(old_context > 0) || dim <= 0 ||
-      dim % 2 != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config.json ", where, " (llama3): factor ", factor, ", low_freq_factor ", low,
-                     ", high_freq_factor ", high, ", original context ", old_context));
-  }
-  constexpr double kPi = 3.14159265358979323846;
-  const double low_wavelen = old_context / low, high_wavelen = old_context / high;
-  std::vector<float> factors;
-  for (int64_t i = 0; i < dim; i += 2) {
-    const float freq =
-        1.0f / std::pow(static_cast<float>(theta), static_cast<float>(i) / static_cast<float>(dim));
-    const double wavelen = 2 * kPi / freq;
-    if (wavelen < high_wavelen) {
-      factors.push_back(1.f);
-    } else if (wavelen > low_wavelen) {
-      factors.push_back(static_cast<float>(factor));
-    } else if (high == low) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("config.json ", where,
-                       " (llama3): a wavelength of exactly the original context with "
-                       "low_freq_factor equal to high_freq_factor has no smooth factor"));
-    } else {
-      const double smooth = (old_context / wavelen - low) / (high - low);
-      factors.push_back(static_cast<float>(1 / ((1 - smooth) / factor + smooth)));
-    }
-  }
-  return factors;
-}
-
-// RoPE: plain rotate_half with theta, or Llama 3's per-pair divisors (llama3). Other scaled
-// variants change the frequencies or the attention temperature in ways these families' rules
-// do not model; "default" is the unscaled one.
-absl::Status ReadRope(const Json& j, int64_t dim, double theta, HfConfig* out) {
-  for (const char* key : {"rope_scaling", "rope_parameters"}) {
-    auto it = j.find(key);
-    if (it == j.end() || it->is_null()) continue;
-    if (!it->is_object()) {
-      return absl::InvalidArgumentError(absl::StrCat("config.json '", key, "' is not an object"));
-    }
-    std::string type = "default";
-    for (const char* k : {"rope_type", "type"}) {
-      if (auto t = it->find(k); t != it->end() && t->is_string()) type = t->get<std::string>();
-    }
-    if (type == "llama3") {
-      MOE_ASSIGN_OR_RETURN(out->rope_freq_factors, Llama3RopeFactors(*it, key, dim, theta));
-    } else if (type != "default") {
-      return absl::UnimplementedError(absl::StrCat("config.json ", key, " of type '", type,
-                                                   "' is not supported (default, llama3)"));
-    }
-  }
-  return absl::OkStatus();
+                   "GraniteMoeForCausalLM, Llama4ForConditionalGeneration, Llama4ForCausalLM)"));
 }
 
 // config.json -> the family's llama.cpp keys -> the family's rules, as for its GGUF conversion.
-absl::Status ParseViaKeys(const Json& j, const HfArchName& arch, HfConfig* out) {
+// `j` is the language model's settings, `top` the whole config.json.
+absl::Status ParseViaKeys(const Json& j, const Json& top, const HfArchName& arch, HfConfig* out) {
   HfFamilyConfig family;
   MOE_RETURN_IF_ERROR(arch.keys(j, &family));
   MOE_ASSIGN_OR_RETURN(
       out->hp, HParamsFromKeys(family.keys, family.rope_scaling_type, ArchitectureOf(arch.arch)));
   const Config c(j);
   MOE_ASSIGN_OR_RETURN(out->hp.n_vocab, c.Int("vocab_size"));
-  MOE_ASSIGN_OR_RETURN(out->hp.tied_output,
-                       c.Bool("tie_word_embeddings", family.tied_output_default));
+  // A wrapper's own tie_word_embeddings stands where its text_config does not say.
+  MOE_ASSIGN_OR_RETURN(const bool tied_default,
+                       Config(top).Bool("tie_word_embeddings", family.tied_output_default));
+  MOE_ASSIGN_OR_RETURN(out->hp.tied_output, c.Bool("tie_word_embeddings", tied_default));
   out->hp.has_selection_bias = family.selection_bias;
   out->hp.qk_norm = family.qk_norm;
+  if (family.refine) {
+    MOE_RETURN_IF_ERROR(family.refine(&out->hp));
+  }
+  out->rope_freq_factors = std::move(family.rope_freq_factors);
   return absl::OkStatus();
 }
 
@@ -159,8 +109,19 @@ absl::StatusOr<HfConfig> ParseHfConfig(const std::string& json_text) {
   MOE_ASSIGN_OR_RETURN(const HfArchName* arch, FindArch(j));
   out.arch = arch->arch;
   out.hf_architecture = arch->hf;
+  out.tensor_prefix = arch->tensor_prefix;
+  if (arch->text_config != nullptr) {
+    auto text = j.find(arch->text_config);
+    if (text == j.end() || !text->is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.json has no '", arch->text_config, "' object (", arch->hf,
+                       " keeps the language model's settings there)"));
+    }
+    MOE_RETURN_IF_ERROR(ParseViaKeys(*text, j, *arch, &out));
+    return out;
+  }
   if (arch->keys != nullptr) {
-    MOE_RETURN_IF_ERROR(ParseViaKeys(j, *arch, &out));
+    MOE_RETURN_IF_ERROR(ParseViaKeys(j, j, *arch, &out));
     return out;
   }
   const bool mixtral = out.arch == Arch::kLlama, qwen2 = out.arch == Arch::kQwen2Moe,
@@ -203,7 +164,7 @@ absl::StatusOr<HfConfig> ParseHfConfig(const std::string& json_text) {
     theta = (*rp)["rope_theta"].get<double>();  // transformers v5 moved it here
   }
   h.rope_freq_base = static_cast<float>(theta);
-  MOE_RETURN_IF_ERROR(ReadRope(j, h.rope_dim, theta, &out));
+  MOE_RETURN_IF_ERROR(ReadLlama3RopeScaling(j, h.rope_dim, theta, &out.rope_freq_factors));
   MOE_ASSIGN_OR_RETURN(double eps, c.Float("rms_norm_eps", (qwen2 || qwen3) ? 1e-6 : 1e-5));
   h.rms_eps = static_cast<float>(eps);
   h.rope_style = RopeStyle::kNeox;  // transformers' rotate_half: weights stay unpermuted

@@ -1,9 +1,12 @@
 // Hugging Face config.json -> architecture and hyper-parameters, following the transformers
 // configuration classes (MixtralConfig, Qwen2MoeConfig, OlmoeConfig, Qwen3MoeConfig, Glm4MoeConfig,
-// DeepseekV2Config, DeepseekV3Config, GptOssConfig) for what a missing key means. Anything the
-// runtime would compute differently from transformers is an error naming the key, never silently
-// ignored. glm4moe, deepseek2 and gpt-oss go through llama.cpp's metadata keys (hf_metadata.h), so
-// their HParams are those of the same checkpoint converted to GGUF.
+// DeepseekV2Config, DeepseekV3Config, GptOssConfig, Ernie4_5_MoeConfig, GraniteMoeConfig,
+// Llama4TextConfig) for what a missing key means. Anything the runtime would compute differently
+// from transformers is an error naming the key, never silently ignored. The families after
+// Qwen3-MoE go through llama.cpp's metadata keys (hf_metadata.h), so their HParams are those of
+// the same checkpoint converted to GGUF, refined by what config.json states and a GGUF file
+// cannot (Llama 4's chunk size, NoPE layers and query temperature). A multimodal wrapper
+// (Llama4ForConditionalGeneration) is read for its language model only.
 #pragma once
 
 #include <string>
@@ -21,6 +24,9 @@ struct HfConfig {
   // rope_scaling of type llama3 (Llama-3-based MoE merges): the per-pair frequency divisors
   // llama.cpp's converter writes as rope_freqs.weight; empty: none.
   std::vector<float> rope_freq_factors;
+  // What the language model's tensor names start with ("language_model." in a multimodal
+  // wrapper's checkpoint).
+  std::string tensor_prefix;
 };
 
 // `json_text` is the content of config.json.

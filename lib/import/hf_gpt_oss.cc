@@ -1,49 +1,11 @@
 // GptOssForCausalLM config.json -> gpt-oss keys, with GptOssConfig's defaults (YaRN factor 32 over
 // 4096 positions when the config names no RoPE scaling) and the keys llama.cpp's GptOssModel
 // converter writes. layer_types must follow one period (a sliding layer where l % p < p - 1).
-#include <vector>
-
 #include "absl/strings/str_cat.h"
 #include "lib/base/status_macros.h"
 #include "lib/import/hf_metadata.h"
 
 namespace moe {
-namespace {
-
-// The period p of a layer_types list that slides where l % p < p - 1 (llama.cpp's rule): the
-// first full-attention layer is p - 1. 0 when the list has no full-attention layer.
-absl::StatusOr<int64_t> SlidingPeriod(const nlohmann::json& types, int64_t layers) {
-  if (!types.is_array() || static_cast<int64_t>(types.size()) != layers) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config.json layer_types is not a list of ", layers, " layer types"));
-  }
-  std::vector<bool> slides;
-  for (const nlohmann::json& t : types) {
-    if (t == "sliding_attention") {
-      slides.push_back(true);
-    } else if (t == "full_attention") {
-      slides.push_back(false);
-    } else {
-      return absl::UnimplementedError(absl::StrCat("config.json layer_types holds ", t.dump(),
-                                                   " (sliding_attention, "
-                                                   "full_attention)"));
-    }
-  }
-  int64_t period = 0;
-  while (period < layers && slides[period]) ++period;
-  if (period == layers) return 0;
-  ++period;
-  for (int64_t l = 0; l < layers; ++l) {
-    if (slides[l] != (l % period < period - 1)) {
-      return absl::UnimplementedError(
-          absl::StrCat("config.json layer_types does not repeat one pattern of ", period - 1,
-                       " sliding layers and one full one (layer ", l, ")"));
-    }
-  }
-  return period;
-}
-
-}  // namespace
 
 absl::Status GptOssKeys(const nlohmann::json& j, HfFamilyConfig* out) {
   const ConfigJson c(j);
@@ -84,7 +46,7 @@ absl::Status GptOssKeys(const nlohmann::json& j, HfFamilyConfig* out) {
   if (c.IsNull("sliding_window")) window = 0;
   int64_t period = 2;  // GptOssConfig's default layer_types: sliding, full, sliding, ...
   if (const nlohmann::json* types = c.Get("layer_types")) {
-    MOE_ASSIGN_OR_RETURN(period, SlidingPeriod(*types, layers));
+    MOE_ASSIGN_OR_RETURN(period, WindowedLayerPeriod(*types, layers, "sliding_attention"));
     if (period == 0) {
       return absl::UnimplementedError(
           "config.json layer_types has every layer sliding, which is not supported");

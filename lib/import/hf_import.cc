@@ -298,6 +298,27 @@ absl::StatusOr<TensorSpec> Carry(const WantedTensor& w, const TensorIndex& index
   return CarryPlain(w, *src, out, spec);
 }
 
+// The chat template of checkpoints that keep it in its own file: chat_template.jinja, which
+// transformers takes over tokenizer_config.json's, else a processor's chat_template.json when
+// tokenizer_config.json had none (Llama 4's repositories).
+absl::Status ReadChatTemplateFile(const fs::path& dir, TokenizerData* data) {
+  if (fs::exists(dir / "chat_template.jinja")) {
+    MOE_ASSIGN_OR_RETURN(data->chat_template, ReadText(dir / "chat_template.jinja"));
+    return absl::OkStatus();
+  }
+  if (!data->chat_template.empty() || !fs::exists(dir / "chat_template.json")) {
+    return absl::OkStatus();
+  }
+  MOE_ASSIGN_OR_RETURN(std::string text, ReadText(dir / "chat_template.json"));
+  const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto it = j.is_object() ? j.find("chat_template") : j.end();
+  if (j.is_discarded() || !j.is_object() || it == j.end() || !it->is_string()) {
+    return absl::InvalidArgumentError("chat_template.json holds no 'chat_template' string");
+  }
+  data->chat_template = it->get<std::string>();
+  return absl::OkStatus();
+}
+
 // tokenizer.json when it is one the library reads; else a SentencePiece tokenizer.model; a
 // checkpoint with neither imports without a tokenizer.
 absl::StatusOr<TokenizerData> LoadTokenizer(const fs::path& dir, int64_t n_vocab) {
@@ -317,6 +338,7 @@ absl::StatusOr<TokenizerData> LoadTokenizer(const fs::path& dir, int64_t n_vocab
   } else {
     return data;
   }
+  MOE_RETURN_IF_ERROR(ReadChatTemplateFile(dir, &data));
   const int64_t n = static_cast<int64_t>(data.tokens.size());
   if (n > n_vocab) {
     return absl::InvalidArgumentError(absl::StrCat("the tokenizer has ", n,

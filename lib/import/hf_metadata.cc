@@ -1,6 +1,8 @@
 #include "lib/import/hf_metadata.h"
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "lib/base/status_macros.h"
@@ -76,6 +78,104 @@ absl::Status SetCommonKeys(const ConfigJson& c, const HfCommonDefaults& d, HfMet
   k->SetInt("context_length", ctx);
   k->SetFloat("attention.layer_norm_rms_epsilon", eps);
   return absl::OkStatus();
+}
+
+namespace {
+
+// Llama 3's frequency divisors over `dim` dimensions of RoPE base `theta`, as llama.cpp's
+// converter computes them (LlamaModel.generate_extra_tensors): the frequencies in float, the
+// rest in double, each divisor stored as a float.
+absl::StatusOr<std::vector<float>> Llama3RopeFactors(const nlohmann::json& scaling,
+                                                     const std::string& where, int64_t dim,
+                                                     double theta) {
+  const ConfigJson s(scaling, where + ".");
+  MOE_ASSIGN_OR_RETURN(double factor, s.Float("factor", 8.0));
+  MOE_ASSIGN_OR_RETURN(double low, s.Float("low_freq_factor", 1.0));
+  MOE_ASSIGN_OR_RETURN(double high, s.Float("high_freq_factor", 4.0));
+  MOE_ASSIGN_OR_RETURN(double old_context, s.Float("original_max_position_embeddings", 8192));
+  if (!(factor > 0) || !(low > 0) || !(high > 0) || !(old_context > 0) || dim <= 0 ||
+      dim % 2 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json ", where, " (llama3): factor ", factor, ", low_freq_factor ", low,
+                     ", high_freq_factor ", high, ", original context ", old_context));
+  }
+  constexpr double kPi = 3.14159265358979323846;
+  const double low_wavelen = old_context / low, high_wavelen = old_context / high;
+  std::vector<float> factors;
+  for (int64_t i = 0; i < dim; i += 2) {
+    const float freq =
+        1.0f / std::pow(static_cast<float>(theta), static_cast<float>(i) / static_cast<float>(dim));
+    const double wavelen = 2 * kPi / freq;
+    if (wavelen < high_wavelen) {
+      factors.push_back(1.f);
+    } else if (wavelen > low_wavelen) {
+      factors.push_back(static_cast<float>(factor));
+    } else if (high == low) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.json ", where,
+                       " (llama3): a wavelength of exactly the original context with "
+                       "low_freq_factor equal to high_freq_factor has no smooth factor"));
+    } else {
+      const double smooth = (old_context / wavelen - low) / (high - low);
+      factors.push_back(static_cast<float>(1 / ((1 - smooth) / factor + smooth)));
+    }
+  }
+  return factors;
+}
+
+}  // namespace
+
+absl::Status ReadLlama3RopeScaling(const nlohmann::json& j, int64_t dim, double theta,
+                                   std::vector<float>* factors) {
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    if (!it->is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat("config.json '", key, "' is not an object"));
+    }
+    std::string type = "default";
+    for (const char* k : {"rope_type", "type"}) {
+      if (auto t = it->find(k); t != it->end() && t->is_string()) type = t->get<std::string>();
+    }
+    if (type == "llama3") {
+      MOE_ASSIGN_OR_RETURN(*factors, Llama3RopeFactors(*it, key, dim, theta));
+    } else if (type != "default") {
+      return absl::UnimplementedError(absl::StrCat("config.json ", key, " of type '", type,
+                                                   "' is not supported (default, llama3)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> WindowedLayerPeriod(const nlohmann::json& types, int64_t layers,
+                                            absl::string_view windowed) {
+  if (!types.is_array() || static_cast<int64_t>(types.size()) != layers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json layer_types is not a list of ", layers, " layer types"));
+  }
+  std::vector<bool> in_window;
+  for (const nlohmann::json& t : types) {
+    if (t.is_string() && t.get<std::string>() == windowed) {
+      in_window.push_back(true);
+    } else if (t == "full_attention") {
+      in_window.push_back(false);
+    } else {
+      return absl::UnimplementedError(absl::StrCat("config.json layer_types holds ", t.dump(), " (",
+                                                   windowed, ", full_attention)"));
+    }
+  }
+  int64_t period = 0;
+  while (period < layers && in_window[period]) ++period;
+  if (period == layers) return 0;
+  ++period;
+  for (int64_t l = 0; l < layers; ++l) {
+    if (in_window[l] != (l % period < period - 1)) {
+      return absl::UnimplementedError(
+          absl::StrCat("config.json layer_types does not repeat one pattern of ", period - 1, " ",
+                       windowed, " layers and one full_attention layer (layer ", l, ")"));
+    }
+  }
+  return period;
 }
 
 namespace {

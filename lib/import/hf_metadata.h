@@ -5,9 +5,11 @@
 // would compute differently from those rules is refused here, naming the config.json key.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "lib/import/hf_config_json.h"
@@ -40,6 +42,12 @@ struct HfFamilyConfig {
   QkNorm qk_norm = QkNorm::kNone;
   // The configuration class's tie_word_embeddings when config.json does not say.
   bool tied_output_default = false;
+  // rope_scaling of type llama3: the per-pair frequency divisors (rope_freqs); empty: none.
+  std::vector<float> rope_freq_factors;
+  // What config.json says of the settings a family's rules fix because llama.cpp's files cannot
+  // state them (Llama 4's chunk size, NoPE layers, query temperature), applied to the HParams the
+  // rules give; null: nothing to add.
+  std::function<absl::Status(HParams*)> refine;
 };
 
 // The configuration class's defaults for the keys every family shares.
@@ -89,12 +97,25 @@ enum class YarnTemperature {
 absl::Status ReadRopeScaling(const nlohmann::json& j, YarnTemperature temperature,
                              const nlohmann::json* family_default, HfFamilyConfig* out);
 
-// The three families' config.json -> keys (hf_glm4moe.cc, hf_deepseek2.cc, hf_gpt_oss.cc).
+// rope_scaling (or rope_parameters) of the classic Llama-style families: none/default, or
+// Llama 3's per-pair frequency divisors over `dim` RoPE dimensions of base `theta`, as llama.cpp's
+// converter computes them (into `factors`); other types are refused.
+absl::Status ReadLlama3RopeScaling(const nlohmann::json& j, int64_t dim, double theta,
+                                   std::vector<float>* factors);
+
+// The layer-type period of a layer_types list in which the layers named `windowed`
+// ("sliding_attention", "chunked_attention") are those with l % p < p - 1 (llama.cpp's rule) and
+// the others "full_attention": 0 when every layer is windowed, 1 when none is.
+absl::StatusOr<int64_t> WindowedLayerPeriod(const nlohmann::json& types, int64_t layers,
+                                            absl::string_view windowed);
+
+// The families' config.json -> keys (hf_glm4moe.cc, hf_deepseek2.cc, hf_gpt_oss.cc).
 absl::Status Glm4MoeKeys(const nlohmann::json& j, HfFamilyConfig* out);
 absl::Status DeepseekV2Keys(const nlohmann::json& j, HfFamilyConfig* out);
 absl::Status DeepseekV3Keys(const nlohmann::json& j, HfFamilyConfig* out);
 absl::Status GptOssKeys(const nlohmann::json& j, HfFamilyConfig* out);
 absl::Status Ernie45MoeKeys(const nlohmann::json& j, HfFamilyConfig* out);  // hf_ernie45moe.cc
 absl::Status GraniteMoeKeys(const nlohmann::json& j, HfFamilyConfig* out);  // hf_granitemoe.cc
+absl::Status Llama4Keys(const nlohmann::json& j, HfFamilyConfig* out);      // hf_llama4.cc
 
 }  // namespace moe

@@ -195,6 +195,45 @@ void GraniteMoe(const HParams& h, Wants& w) {
   }
 }
 
+// Llama4ForCausalLM (the language model of Llama4ForConditionalGeneration): llama's attention; in
+// the layers without experts a dense MLP (feed_forward.*_proj, intermediate_size_mlp wide), in
+// the others the router, a shared expert and the experts stacked per layer:
+// experts.gate_up_proj [n_expert, n_embd, 2 ff] (inputs first; the gate's ff columns, then the
+// up's) and experts.down_proj [n_expert, ff, n_embd], both transposed against the runtime's rows.
+void Llama4(const HParams& h, Wants& w) {
+  const int64_t d = h.n_embd, n = h.n_expert, ff = h.n_ff_expert;
+  for (int l = 0; l < h.n_layer; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    auto name = [&](const char* base) { return LayerTensorName(l, base); };
+    InputNormAndAttention(h, l, p, w);
+    w.Vector(p + "post_attention_layernorm.weight", name("ffn_norm"), {d}, l);
+    const std::string f = p + "feed_forward.";
+    if (!h.layer_has_experts(l)) {
+      w.Add(f + "gate_proj.weight", name("ffn_gate"), {h.n_ff_dense, d}, l);
+      w.Add(f + "up_proj.weight", name("ffn_up"), {h.n_ff_dense, d}, l);
+      w.Add(f + "down_proj.weight", name("ffn_down"), {d, h.n_ff_dense}, l);
+      continue;
+    }
+    w.Add(f + "router.weight", name("ffn_gate_inp"), {n, d}, l).router = true;
+    for (int e = 0; e < n; ++e) {
+      for (int half = 0; half < 2; ++half) {  // 0: gate, 1: up
+        WantedTensor& t =
+            w.Add(f + "experts.gate_up_proj",
+                  ExpertTensorName(l, e, half == 0 ? "ffn_gate" : "ffn_up"), {ff, d}, l, e);
+        t.hf_shape = {n, d, 2 * ff};
+        t.gather = [=](int64_t i) { return (e * d + i % d) * 2 * ff + half * ff + i / d; };
+      }
+      WantedTensor& down =
+          w.Add(f + "experts.down_proj", ExpertTensorName(l, e, "ffn_down"), {d, ff}, l, e);
+      down.hf_shape = {n, ff, d};
+      down.gather = [=](int64_t i) { return (e * ff + i % ff) * d + i / ff; };
+    }
+    w.Add(f + "shared_expert.gate_proj.weight", name("ffn_gate_shexp"), {h.n_ff_shared, d}, l);
+    w.Add(f + "shared_expert.up_proj.weight", name("ffn_up_shexp"), {h.n_ff_shared, d}, l);
+    w.Add(f + "shared_expert.down_proj.weight", name("ffn_down_shexp"), {d, h.n_ff_shared}, l);
+  }
+}
+
 // DeepseekV2/V3ForCausalLM: multi-head latent attention, stored as transformers keeps it. The
 // checkpoint's kv_b_proj [n_head x (nope + v), kv_lora_rank] holds per head the rows that lift
 // the latent to the head's key (nope) and then to its value (v); the runtime wants them apart
@@ -320,8 +359,15 @@ std::vector<WantedTensor> WantedTensors(const HfConfig& c,
     case Arch::kGraniteMoe:
       GraniteMoe(c.hp, w);
       break;
+    case Arch::kLlama4:
+      Llama4(c.hp, w);
+      break;
     default:
       ClassicFamilies(c, w);
+  }
+  for (WantedTensor& t : out) {
+    t.hf_name = c.tensor_prefix + t.hf_name;
+    if (!t.mx_scales.empty()) t.mx_scales = c.tensor_prefix + t.mx_scales;
   }
   return out;
 }

@@ -635,6 +635,220 @@ TEST(HfImportTest, GraniteMoeCheckpointRunsAsTheReference) {
   fs::remove_all(dir);
 }
 
+// The random model's tensor `name` as floats.
+std::vector<float> FloatsOf(const ModelSpec& m, const std::string& name) {
+  const RawTensor raw = RawOf(m, name);
+  std::vector<float> v(raw.bytes.size() / sizeof(float));
+  std::memcpy(v.data(), raw.bytes.data(), raw.bytes.size());
+  return v;
+}
+
+RawTensor FloatTensor(std::vector<int64_t> shape, const std::vector<float>& v) {
+  RawTensor r;
+  r.shape = std::move(shape);
+  r.bytes.resize(v.size() * sizeof(float));
+  std::memcpy(r.bytes.data(), v.data(), r.bytes.size());
+  return r;
+}
+
+// Llama 4's language model in transformers' layout (Llama4ForCausalLM's names): dense MLPs in the
+// layers without experts; in the others the router, the shared expert, and the experts stacked
+// as gate_up_proj [n, d, 2 ff] (the gate's columns, then the up's) and down_proj [n, ff, d].
+std::map<std::string, RawTensor> Llama4TextTensors(const ModelSpec& m) {
+  const HParams& h = m.hp;
+  const int64_t n = h.n_expert, d = h.n_embd, ff = h.n_ff_expert;
+  std::map<std::string, RawTensor> t = LlamaLayoutTensors(m);
+  t["lm_head.weight"] = RawOf(m, "output.weight");
+  for (int l = 0; l < h.n_layer; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".feed_forward.");
+    if (!h.layer_has_experts(l)) {
+      for (const char* x : {"gate", "up", "down"}) {
+        t[absl::StrCat(p, x, "_proj.weight")] =
+            RawOf(m, LayerTensorName(l, absl::StrCat("ffn_", x)));
+      }
+      continue;
+    }
+    t[p + "router.weight"] = RawOf(m, LayerTensorName(l, "ffn_gate_inp"));
+    for (const char* x : {"gate", "up", "down"}) {
+      t[absl::StrCat(p, "shared_expert.", x, "_proj.weight")] =
+          RawOf(m, LayerTensorName(l, absl::StrCat("ffn_", x, "_shexp")));
+    }
+    std::vector<float> gate_up(n * d * 2 * ff), down(n * ff * d);
+    for (int e = 0; e < n; ++e) {
+      const std::vector<float> g = FloatsOf(m, ExpertTensorName(l, e, "ffn_gate")),
+                               u = FloatsOf(m, ExpertTensorName(l, e, "ffn_up")),
+                               w = FloatsOf(m, ExpertTensorName(l, e, "ffn_down"));
+      for (int64_t r = 0; r < ff; ++r) {
+        for (int64_t c = 0; c < d; ++c) {
+          gate_up[(e * d + c) * 2 * ff + r] = g[r * d + c];
+          gate_up[(e * d + c) * 2 * ff + ff + r] = u[r * d + c];
+          down[(e * ff + r) * d + c] = w[c * ff + r];
+        }
+      }
+    }
+    t[p + "experts.gate_up_proj"] = FloatTensor({n, d, 2 * ff}, gate_up);
+    t[p + "experts.down_proj"] = FloatTensor({n, ff, d}, down);
+  }
+  return t;
+}
+
+// Llama4ForConditionalGeneration (Scout's and Maverick's checkpoints): the language model's
+// settings in text_config, its tensors under "language_model." beside the vision tower's (not
+// read). Experts every second layer with dense MLPs between, and config.json's chunk size (4) and
+// temperature floor (3 positions) in place of the published 8192, so that 11 tokens cross both;
+// attn_temperature_tuning written as 4, as the published configs write it. Then the same model
+// as Llama4ForCausalLM with the layer lists spelled out, and each setting transformers reads
+// (temperature off, no QK-norm, llama3 RoPE scaling) changing the run as the reference says.
+TEST(HfImportTest, Llama4CheckpointRunsAsTheReference) {
+  testing::RandomModelOptions o;
+  o.arch = Arch::kLlama4;
+  o.n_layer = 5, o.n_expert_used = 2, o.n_ff_expert = 24, o.n_ff_shared = 24;
+  o.moe_layer_step = 2, o.n_ff_dense = 56, o.attention_chunk = 4, o.temperature_floor = 3;
+  o.seed = 47;
+  ModelSpec random = testing::MakeRandomModel(o);
+  const HParams& h = random.hp;
+  const std::map<std::string, RawTensor> text = Llama4TextTensors(random);
+  std::map<std::string, RawTensor> tensors;
+  for (const auto& [name, t] : text) tensors["language_model." + name] = t;
+  tensors["vision_model.patch_embedding.linear.weight"] = RawOf(random, "output_norm.weight");
+  nlohmann::json text_config = RandomModelConfig(h, "Llama4ForCausalLM", "llama4_text");
+  text_config.erase("architectures");
+  text_config["head_dim"] = h.head_dim;
+  text_config["intermediate_size"] = h.n_ff_expert;
+  text_config["intermediate_size_mlp"] = h.n_ff_dense;
+  text_config["num_local_experts"] = h.n_expert;
+  text_config["num_experts_per_tok"] = h.n_expert_used;
+  text_config["interleave_moe_layer_step"] = 2;
+  text_config["attention_chunk_size"] = 4;
+  text_config["floor_scale"] = 3;
+  text_config["attn_scale"] = 0.1;
+  text_config["attn_temperature_tuning"] = 4;
+  text_config["use_qk_norm"] = true;
+  text_config["rope_scaling"] = nullptr;
+  nlohmann::json config = {{"architectures", {"Llama4ForConditionalGeneration"}},
+                           {"model_type", "llama4"},
+                           {"text_config", text_config},
+                           {"vision_config", {{"hidden_size", 16}}},
+                           {"tie_word_embeddings", false}};
+  const fs::path dir = TempDir("llama4");
+  WriteCheckpoint(dir, config, tensors);
+  ExpectImportRunsAsReference(dir, random, Arch::kLlama4);
+  auto spec = ImportHfCheckpoint(dir.string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->hp.sliding_window, 4);
+  EXPECT_TRUE(spec->hp.window_chunked);
+  EXPECT_EQ(spec->hp.nope_period, 4);
+  EXPECT_EQ(spec->hp.attn_temp_floor, 3);
+  EXPECT_TRUE(spec->hp.expert_input_weighted);
+  const std::vector<int32_t> ids = {3, 17, 96, 0, 42, 42, 7, 81, 5, 60, 11};
+  const std::vector<float> with_temperature = RunAll(*spec, ids);
+
+  // The language model alone, its layer lists written out instead of derived.
+  nlohmann::json flat = text_config;
+  flat["architectures"] = {"Llama4ForCausalLM"};
+  flat.erase("interleave_moe_layer_step");
+  flat["moe_layers"] = {1, 3};
+  flat["no_rope_layers"] = {1, 1, 1, 0, 1};
+  flat["layer_types"] = {"chunked_attention", "chunked_attention", "chunked_attention",
+                         "full_attention", "chunked_attention"};
+  const fs::path flat_dir = TempDir("llama4_text");
+  WriteCheckpoint(flat_dir, flat, text);
+  ExpectImportRunsAsReference(flat_dir, random, Arch::kLlama4);
+
+  // Settings transformers reads, each against the reference changed alike.
+  flat["attn_temperature_tuning"] = false;
+  random.hp.attn_temp_scale = 0.f;
+  WriteCheckpoint(flat_dir, flat, text);
+  ExpectImportRunsAsReference(flat_dir, random, Arch::kLlama4);
+  auto untuned = ImportHfCheckpoint(flat_dir.string());
+  ASSERT_TRUE(untuned.ok()) << untuned.status();
+  EXPECT_NE(RunAll(*untuned, ids), with_temperature);
+  flat["use_qk_norm"] = false;
+  random.hp.qk_norm = QkNorm::kNone;
+  WriteCheckpoint(flat_dir, flat, text);
+  ExpectImportRunsAsReference(flat_dir, random, Arch::kLlama4);
+  // Llama 3's divisors (Scout's rope_scaling), the reference given the same rope_freqs.
+  flat["rope_scaling"] = {{"rope_type", "llama3"},
+                          {"factor", 16.0},
+                          {"low_freq_factor", 1.0},
+                          {"high_freq_factor", 4.0},
+                          {"original_max_position_embeddings", 64}};
+  WriteCheckpoint(flat_dir, flat, text);
+  auto scaled = ImportHfCheckpoint(flat_dir.string());
+  ASSERT_TRUE(scaled.ok()) << scaled.status();
+  const TensorSpec* factors = scaled->Find(std::string(kRopeFreqsTensor));
+  ASSERT_NE(factors, nullptr);
+  ASSERT_EQ(factors->shape, std::vector<int64_t>{h.head_dim / 2});
+  TensorSpec copy = *factors;
+  auto bytes = std::make_shared<std::vector<uint8_t>>(factors->data.begin(), factors->data.end());
+  copy.data = absl::MakeConstSpan(*bytes);
+  random.owners.push_back(bytes);
+  random.tensors.push_back(copy);
+  ExpectImportRunsAsReference(flat_dir, random, Arch::kLlama4);
+
+  // What the runtime cannot run is refused by its config.json name.
+  auto refused = [&](nlohmann::json c, const char* key) {
+    WriteCheckpoint(flat_dir, c, text);
+    absl::Status s = ImportHfCheckpoint(flat_dir.string()).status();
+    EXPECT_FALSE(s.ok()) << key;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(key));
+  };
+  nlohmann::json bad = flat;
+  bad["no_rope_layers"] = {1, 0, 1, 1, 1};
+  refused(bad, "no_rope_layers");
+  bad = flat;
+  bad["moe_layers"] = {1, 2};
+  refused(bad, "moe_layers");
+  bad = flat;
+  bad["attention_bias"] = true;
+  refused(bad, "attention_bias");
+  bad = flat;
+  bad["attention_chunk_size"] = nullptr;
+  refused(bad, "attention_chunk_size");
+  bad = config;
+  bad.erase("text_config");
+  refused(bad, "text_config");
+  fs::remove_all(dir);
+  fs::remove_all(flat_dir);
+}
+
+// A chat template in its own file, as newer checkpoints keep it: chat_template.jinja, which
+// transformers takes over tokenizer_config.json's, and a processor's chat_template.json (Llama
+// 4's repositories), taken when tokenizer_config.json has none.
+TEST(HfImportTest, ChatTemplateFilesBesideTheTokenizer) {
+  const std::string vocab = std::string(MOE_TESTDATA_DIR) + "/tokenizer/ggml-vocab-llama-spm.gguf";
+  auto gguf = LoadTokenizerData(vocab);
+  ASSERT_TRUE(gguf.ok()) << gguf.status();
+  const fs::path dir = TempDir("chat_template_files");
+  nlohmann::json config = TinyConfig("MixtralForCausalLM");
+  config["vocab_size"] = static_cast<int64_t>(gguf->tokens.size());
+  WriteCheckpoint(dir, config, TinyTensors(config, 5));
+  std::ofstream(dir / "tokenizer.json")
+      << testing::SentencePieceTokenizerJson(*gguf, testing::SentencePieceJsonForm::kNormalizer)
+             .dump();
+  auto template_of = [&]() {
+    auto spec = ImportHfCheckpoint(dir.string());
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    return spec.ok() ? spec->tokenizer.chat_template : std::string("(failed)");
+  };
+  EXPECT_EQ(template_of(), "");
+  std::ofstream(dir / "chat_template.json")
+      << nlohmann::json({{"chat_template", "from processor"}}).dump();
+  EXPECT_EQ(template_of(), "from processor");
+  std::ofstream(dir / "tokenizer_config.json")
+      << nlohmann::json({{"chat_template", "from tokenizer_config"}}).dump();
+  EXPECT_EQ(template_of(), "from tokenizer_config");
+  std::ofstream(dir / "chat_template.jinja") << "from jinja {{ messages }}";
+  EXPECT_EQ(template_of(), "from jinja {{ messages }}");
+  fs::remove(dir / "chat_template.jinja");
+  fs::remove(dir / "tokenizer_config.json");
+  std::ofstream(dir / "chat_template.json") << "[1, 2]";
+  auto broken = ImportHfCheckpoint(dir.string());
+  ASSERT_FALSE(broken.ok());
+  EXPECT_THAT(std::string(broken.status().message()), HasSubstr("chat_template.json"));
+  fs::remove_all(dir);
+}
+
 class FixtureTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(FixtureTest, LogitsMatchPyTorchReference) {
