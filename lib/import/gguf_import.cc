@@ -133,6 +133,26 @@ absl::StatusOr<ModelSpec> ImportGguf(std::shared_ptr<const GgufFile> gguf) {
 
 namespace {
 
+absl::Status SplitFusedQkv(const TensorSpec& t, const HParams& h, bool bias, ModelSpec* spec) {
+  const int64_t q = h.n_head * h.head_dim, k = h.n_head_kv * h.head_dim,
+                v = h.n_head_kv * h.value_dim;
+  if (t.shape.size() != (bias ? 1u : 2u) || t.shape[0] != q + k + v) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", t.name, "' should hold ", q, " + ", k, " + ", v, " q/k/v rows"));
+  }
+  const size_t row = t.byte_size() / t.shape[0];
+  int64_t first = 0;
+  for (const auto& [part, rows] : {std::pair{"attn_q", q}, {"attn_k", k}, {"attn_v", v}}) {
+    TensorSpec x = t;
+    x.name = bias ? LayerBiasName(t.layer, part) : LayerTensorName(t.layer, part);
+    x.shape[0] = rows;
+    x.data = t.data.subspan(first * row, rows * row);
+    first += rows;
+    spec->tensors.push_back(std::move(x));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ModelSpec> ImportGgufFiles(std::vector<std::shared_ptr<const GgufFile>> files) {
   const GgufFile& g = *files.front();  // the metadata's
   ModelSpec spec;
@@ -170,6 +190,12 @@ absl::StatusOr<ModelSpec> ImportGgufFiles(std::vector<std::shared_ptr<const Gguf
       // Multi-token-prediction blocks follow the layers that run; nothing reads them.
       if (h.n_nextn_layer > 0 && layer >= h.n_layer) continue;
       t.layer = layer;
+      // A fused attention input projection (attn_qkv, as llama.cpp's build_qkv reads it: the q
+      // rows, then k's, then v's) -> three tensors over its rows, zero copy.
+      if (rest == "attn_qkv.weight" || rest == "attn_qkv.bias") {
+        MOE_RETURN_IF_ERROR(SplitFusedQkv(t, h, absl::EndsWith(rest, ".bias"), &spec));
+        continue;
+      }
       // Stacked experts [n_expert, rows, cols] -> one tensor per expert.
       if (absl::ConsumeSuffix(&rest, "_exps.weight")) {
         if (t.shape.size() != 3 || t.shape[0] != h.n_expert) {

@@ -35,6 +35,7 @@ enum class Arch {
   kErnie45Moe,
   kGraniteMoe,
   kLlama4,
+  kBailingMoe2,
 };
 
 absl::string_view ArchName(Arch a);

@@ -11,7 +11,7 @@ namespace {
 
 constexpr char kKnownNames[] =
     "chatml, llama3, mistral, llama2, zephyr, deepseek, plain, chatglm4, deepseek3, gpt-oss, "
-    "ernie4.5, granite, llama4";
+    "ernie4.5, granite, llama4, bailing2";
 
 // The plain format's Jinja, as the bundled model's tokenizer_config.json ships it; compared
 // with whitespace and Jinja's backslash-n escapes removed, so that line breaks, indentation and
@@ -56,6 +56,10 @@ absl::StatusOr<ChatFormat> DetectChatFormat(absl::string_view t) {
   if (absl::StrContains(t, "<|header_start|>") && absl::StrContains(t, "<|header_end|>")) {
     return ChatFormat::kLlama4;
   }
+  if (absl::StrContains(t, "<role>ASSISTANT</role>") &&
+      absl::StrContains(t, "<role>HUMAN</role>") && absl::StrContains(t, "<|role_end|>")) {
+    return ChatFormat::kBailing2;
+  }
   if (absl::StrContains(t, "[INST]")) {
     return absl::StrContains(t, "<<SYS>>") ? ChatFormat::kLlama2 : ChatFormat::kMistral;
   }
@@ -85,6 +89,7 @@ absl::StatusOr<ChatFormat> ChatFormatFromName(absl::string_view name) {
   if (name == "ernie4.5") return ChatFormat::kErnie45;
   if (name == "granite") return ChatFormat::kGranite;
   if (name == "llama4") return ChatFormat::kLlama4;
+  if (name == "bailing2") return ChatFormat::kBailing2;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown chat template '", name, "' (known: ", kKnownNames, ")"));
 }
@@ -180,6 +185,20 @@ absl::StatusOr<std::string> FormatChat(ChatFormat format, const std::vector<Chat
                         "<|eot|>");
       }
       if (add_generation_prompt) out += "<|header_start|>assistant<|header_end|>\n\n";
+      break;
+    case ChatFormat::kBailing2:
+      // Ling 2.0's, as llama.cpp writes it: without a system message the template's default
+      // one turns thinking off.
+      if (messages.empty() || messages.front().role != "system") {
+        out = "<role>SYSTEM</role>detailed thinking off<|role_end|>";
+      }
+      for (const auto& m : messages) {
+        const absl::string_view role = m.role == "user"     ? "HUMAN"
+                                       : m.role == "system" ? "SYSTEM"
+                                                            : "ASSISTANT";
+        absl::StrAppend(&out, "<role>", role, "</role>", m.content, "<|role_end|>");
+      }
+      if (add_generation_prompt) out += "<role>ASSISTANT</role>";
       break;
     case ChatFormat::kGranite:
       for (const auto& m : messages) {

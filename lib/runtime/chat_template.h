@@ -23,7 +23,8 @@ struct ChatMessage {
 // kErnie45 ERNIE-4.5's (<|begin_of_sentence|>...User: ...\nAssistant: ...), which llama.cpp
 // does not build in, as the model's Jinja template writes it; kGranite IBM Granite 3.x/4.x's
 // (<|start_of_role|>role<|end_of_role|>...<|end_of_text|>), as llama.cpp writes it; kLlama4
-// Llama 4's (<|header_start|>role<|header_end|>\n\n...<|eot|>), as its Jinja template writes it.
+// Llama 4's (<|header_start|>role<|header_end|>\n\n...<|eot|>), as its Jinja template writes it;
+// kBailing2 Ling 2.0's (<role>HUMAN</role>...<|role_end|>), as llama.cpp writes it.
 enum class ChatFormat {
   kChatMl,
   kLlama3,
@@ -37,13 +38,14 @@ enum class ChatFormat {
   kGptOss,
   kErnie45,
   kGranite,
-  kLlama4
+  kLlama4,
+  kBailing2
 };
 
 // The family a Jinja template belongs to; Unimplemented naming the template when unknown.
 absl::StatusOr<ChatFormat> DetectChatFormat(absl::string_view jinja_template);
 // Family by name: "chatml", "llama3", "mistral", "llama2", "zephyr", "deepseek", "plain",
-// "chatglm4", "deepseek3", "gpt-oss", "ernie4.5", "granite", "llama4".
+// "chatglm4", "deepseek3", "gpt-oss", "ernie4.5", "granite", "llama4", "bailing2".
 absl::StatusOr<ChatFormat> ChatFormatFromName(absl::string_view name);
 
 // The prompt text for the messages; with add_generation_prompt, ends where the assistant's

@@ -53,6 +53,12 @@ constexpr absl::string_view kTekken =
     "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|"
     "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|"
     "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+// Ling / Ring (bailingmoe, bailingmoe2) and LLaDA-MoE: qwen2's with single newlines. The
+// tokenizer.json writes two quantifiers possessive; as in llama.cpp they are greedy here, which
+// splits alike (neither can give back anything the next element could take).
+constexpr absl::string_view kBailing =
+    "'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}|"
+    " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+";
 constexpr absl::string_view kGpt4o =
     "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
@@ -127,6 +133,9 @@ absl::StatusOr<std::vector<std::string>> RegexesForPreTokenizer(absl::string_vie
     return Regexes{s(kQwen2)};
   }
   if (pre == "tekken") return Regexes{s(kTekken)};
+  if (pre == "bailingmoe" || pre == "bailingmoe2" || pre == "llada-moe") {
+    return Regexes{s(kBailing)};
+  }
   // Kanana-2 (a DeepSeek-V3-architecture MoE) and Llama 4 split as GPT-4o does (llama.cpp's
   // GPT4O).
   if (pre == "gpt-4o" || pre == "kanana2" || pre == "llama4") return Regexes{s(kGpt4o)};

@@ -1,6 +1,6 @@
 // GGUF import of layouts the fixtures do not carry: gate and up experts fused into one stacked
-// tensor (ffn_gate_up_exps, as newer llama.cpp converters may write it) load as the separate
-// tensors do.
+// tensor (ffn_gate_up_exps, as newer llama.cpp converters may write it), and q/k/v fused into one
+// attn_qkv (Ling 2.0's), load as the separate tensors do.
 #include "lib/import/gguf_import.h"
 
 #include <cstring>
@@ -140,6 +140,83 @@ TEST(GgufImportTest, FusedExpertsOfAnOddRowCountAreAnError) {
   ASSERT_FALSE(spec.ok());
   EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument) << spec.status();
   EXPECT_TRUE(absl::StrContains(spec.status().message(), "ffn_gate_up_exps")) << spec.status();
+}
+
+// `src` with each layer's attn_q, attn_k and attn_v (weights, and biases where it has them)
+// written as one attn_qkv, the q rows first, then k's and v's (+ extra_rows), as llama.cpp's
+// converters write Ling 2.0's and other fused-attention families'.
+absl::Status WriteFusedQkv(const fs::path& src, const fs::path& dst, int extra_rows = 0) {
+  MOE_ASSIGN_OR_RETURN(auto g, GgufFile::Open(src.string()));
+  GgufWriter w;
+  CopyMetadata(*g, w, [](const std::string&) { return true; });
+  std::deque<std::vector<uint8_t>> fused;  // outlives Write
+  for (const GgufTensorInfo& info : g->tensors()) {
+    MOE_ASSIGN_OR_RETURN(const TensorSpec t, ::moe::testing::FileTensor(info));
+    const size_t at = t.name.find(".attn_q.");
+    if (t.name.find(".attn_k.") != std::string::npos ||
+        t.name.find(".attn_v.") != std::string::npos) {
+      continue;
+    }
+    if (at == std::string::npos) {
+      w.AddTensor(t.name, t.dtype, t.shape, t.data);
+      continue;
+    }
+    const std::string prefix = t.name.substr(0, at), suffix = t.name.substr(at + 7);
+    std::vector<uint8_t>& bytes = fused.emplace_back(t.data.begin(), t.data.end());
+    std::vector<int64_t> shape = t.shape;
+    for (const char* part : {".attn_k", ".attn_v"}) {
+      const GgufTensorInfo* other = g->FindTensor(prefix + part + suffix);
+      if (other == nullptr) return absl::NotFoundError(prefix + part + suffix);
+      MOE_ASSIGN_OR_RETURN(const TensorSpec o, ::moe::testing::FileTensor(*other));
+      bytes.insert(bytes.end(), o.data.begin(), o.data.end());
+      shape[0] += o.shape[0];
+    }
+    bytes.insert(bytes.end(), extra_rows * (t.data.size() / t.shape[0]), 0);
+    shape[0] += extra_rows;
+    w.AddTensor(prefix + ".attn_qkv" + suffix, t.dtype, shape, bytes);
+  }
+  return w.Write(dst.string());
+}
+
+// A fused attn_qkv loads as the three tensors it holds, zero copy, and runs as llama.cpp ran the
+// separate ones: quantized rows (Q8_0), and the biases fused alike (Qwen2-MoE's).
+TEST(GgufImportTest, FusedQkvLoadsAsSeparateProjections) {
+  for (const std::string name : {"tiny-llama-moe-q8_0", "tiny-qwen2moe-f32"}) {
+    SCOPED_TRACE(name);
+    const fs::path path = TempFile(name + "_qkv");
+    ASSERT_TRUE(WriteFusedQkv(FixtureGgufNamed(name), path).ok());
+    auto separate = ImportGguf(FixtureGgufNamed(name));
+    auto fused = ImportGguf(path.string());
+    fs::remove(path);
+    ASSERT_TRUE(separate.ok()) << separate.status();
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    EXPECT_TRUE(fused->hp == separate->hp);
+    ASSERT_EQ(fused->tensors.size(), separate->tensors.size());
+    for (const TensorSpec& want : separate->tensors) {
+      const TensorSpec* got = fused->Find(want.name);
+      ASSERT_NE(got, nullptr) << want.name;
+      EXPECT_EQ(got->shape, want.shape) << want.name;
+      EXPECT_EQ(got->dtype, want.dtype) << want.name;
+      ASSERT_EQ(got->data.size(), want.data.size()) << want.name;
+      EXPECT_EQ(std::memcmp(got->data.data(), want.data.data(), want.data.size()), 0) << want.name;
+    }
+    auto model = Model::Create(*std::move(fused));
+    ASSERT_TRUE(model.ok()) << model.status();
+    const bool quantized = fs::exists(FixtureDir(name) / "p1.deq.gen_tokens.txt");
+    if (quantized) {
+      ::moe::testing::CheckAgainstFixture(FixtureDir(name), *model, {".deq", false, true}, 2);
+    } else {
+      ::moe::testing::CheckAgainstFixture(FixtureDir(name), *model, {"", true, true}, 2);
+    }
+  }
+  // Rows that are not q + k + v of the file's heads are an error naming the tensor.
+  const fs::path path = TempFile("qkv_extra");
+  ASSERT_TRUE(WriteFusedQkv(FixtureGgufNamed("tiny-qwen2moe-f32"), path, 1).ok());
+  auto spec = ImportGguf(path.string());
+  fs::remove(path);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument) << spec.status();
+  EXPECT_TRUE(absl::StrContains(spec.status().message(), "attn_qkv")) << spec.status();
 }
 
 // Metadata whose meaning libmoe does not implement is refused, never run as if absent.

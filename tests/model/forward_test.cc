@@ -97,6 +97,22 @@ std::vector<Case> Cases() {
   llama4_q8.n_ff_shared = 32, llama4_q8.moe_layer_step = 2, llama4_q8.n_ff_dense = 64;
   llama4_q8.n_expert_used = 2, llama4_q8.dtype = DType::kQ8_0, llama4_q8.seed = 43;
   cases.push_back({"llama4_q8", llama4_q8});
+  // Ling 2.0 (bailingmoe2): a leading dense layer, per-head QK-norm, NEOX RoPE over half of each
+  // head, sigmoid routing with a selection bias among the best 2 of 4 expert groups,
+  // renormalised and scaled by 2.5, a shared expert.
+  RandomModelOptions ling;
+  ling.arch = Arch::kBailingMoe2;
+  ling.n_layer = 3, ling.n_layer_dense = 1, ling.n_ff_dense = 56, ling.n_expert = 8;
+  ling.n_expert_used = 3, ling.n_ff_shared = 40, ling.rope_dim = 6, ling.per_head_qk_norm = true;
+  ling.selection_bias = true, ling.expert_groups = 4, ling.expert_groups_used = 2;
+  ling.norm_topk_prob = true, ling.routed_scale = 2.5f, ling.seed = 53;
+  cases.push_back({"bailingmoe2", ling});
+  RandomModelOptions ling_q8 = ling;  // Q8_0, MHA, top-4 among the best 3 of 4 groups
+  ling_q8.n_embd = 64, ling_q8.n_head = 4, ling_q8.n_head_kv = 4, ling_q8.head_dim = 16;
+  ling_q8.rope_dim = 8, ling_q8.n_ff_expert = 32, ling_q8.n_ff_shared = 32, ling_q8.n_ff_dense = 64;
+  ling_q8.n_expert_used = 4, ling_q8.expert_groups = 4, ling_q8.expert_groups_used = 3;
+  ling_q8.dtype = DType::kQ8_0, ling_q8.seed = 59;
+  cases.push_back({"bailingmoe2_q8", ling_q8});
   return cases;
 }
 

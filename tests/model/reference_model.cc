@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <numeric>
@@ -128,16 +129,27 @@ ModelSpec MakeRandomModel(const RandomModelOptions& o) {
   s.arch = o.arch;
   s.name = absl::StrCat("random-", ArchName(o.arch));
   HParams& h = s.hp;
-  // What the family implies, as for a file that says nothing more.
+  // What the family implies, as for a file that says nothing more than its sizes.
+  h.n_layer = o.n_layer;
+  h.n_expert = o.n_expert;
+  h.n_ff_expert = o.n_ff_expert;
   const absl::Status implied = ArchitectureOf(o.arch).ReadMetadata(NoMetadata(), &h);
-  if (!implied.ok()) std::abort();
+  if (!implied.ok()) {
+    std::fprintf(stderr, "MakeRandomModel: %s\n", implied.ToString().c_str());
+    std::abort();
+  }
   h.n_vocab = o.n_vocab;
   h.n_embd = o.n_embd;
   h.n_layer = o.n_layer;
   h.n_head = o.n_head;
   h.n_head_kv = o.n_head_kv;
   h.head_dim = o.head_dim;
-  h.rope_dim = o.head_dim;
+  h.rope_dim = o.rope_dim > 0 ? o.rope_dim : o.head_dim;
+  if (o.per_head_qk_norm) h.qk_norm = QkNorm::kPerHead;
+  h.n_expert_groups = o.expert_groups;
+  h.n_group_used = o.expert_groups_used;
+  if (o.norm_topk_prob) h.norm_topk_prob = *o.norm_topk_prob;
+  h.routed_scale = o.routed_scale;
   h.n_ctx_train = 128;
   h.n_expert = o.n_expert;
   h.n_expert_used = o.n_expert_used;
@@ -178,7 +190,7 @@ ModelSpec MakeRandomModel(const RandomModelOptions& o) {
     if (h.qk_norm == QkNorm::kFull) {
       b.Add(n("attn_q_norm"), {q_dim}, 0.05f, 1.0f, l);
       b.Add(n("attn_k_norm"), {kv_dim}, 0.05f, 1.0f, l);
-    } else if (h.qk_norm == QkNorm::kPerHead) {
+    } else if (h.qk_norm == QkNorm::kPerHead) {  // Qwen3's, or asked for
       b.Add(n("attn_q_norm"), {o.head_dim}, 0.05f, 1.0f, l);
       b.Add(n("attn_k_norm"), {o.head_dim}, 0.05f, 1.0f, l);
     }
@@ -258,10 +270,11 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
         }
         continue;
       }
+      // Partial RoPE turns the first rope_dim of each head, its frequencies over rope_dim.
       for (int64_t hh = 0; hh < h.n_head; ++hh)
-        Rope(q[t].data() + hh * hd, hd, t, h.rope_freq_base, h.rope_style, rope_factors);
+        Rope(q[t].data() + hh * hd, h.rope_dim, t, h.rope_freq_base, h.rope_style, rope_factors);
       for (int64_t hh = 0; hh < h.n_head_kv; ++hh)
-        Rope(k[t].data() + hh * hd, hd, t, h.rope_freq_base, h.rope_style, rope_factors);
+        Rope(k[t].data() + hh * hd, h.rope_dim, t, h.rope_freq_base, h.rope_style, rope_factors);
       if (h.qk_norm == QkNorm::kPerHeadUnweighted) {  // Llama4TextL2Norm, after RoPE
         PerHeadRmsNorm(q[t], hd, Mat(), h.rms_eps);
         PerHeadRmsNorm(k[t], hd, Mat(), h.rms_eps);
@@ -323,6 +336,23 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
       std::iota(idx.begin(), idx.end(), 0);
       std::vector<double> rank = p;
       for (size_t e = 0; e < selection_bias.size(); ++e) rank[e] += selection_bias[e];
+      if (h.n_expert_groups > 1) {
+        // transformers' group-limited top-k (DeepSeek-V3, Ling 2.0): a group scores the sum of
+        // its two best ranks; the experts outside the best n_group_used groups are not chosen.
+        const int64_t per = h.n_expert / h.n_expert_groups;
+        std::vector<std::pair<double, int64_t>> groups;
+        for (int64_t g = 0; g < h.n_expert_groups; ++g) {
+          std::vector<double> r(rank.begin() + g * per, rank.begin() + (g + 1) * per);
+          std::sort(r.rbegin(), r.rend());
+          groups.push_back({r[0] + (per > 1 ? r[1] : 0.0), g});
+        }
+        std::stable_sort(groups.begin(), groups.end(),
+                         [](const auto& a, const auto& b) { return a.first > b.first; });
+        for (int64_t j = h.n_group_used; j < h.n_expert_groups; ++j) {
+          const int64_t g = groups[j].second;
+          for (int64_t e = g * per; e < (g + 1) * per; ++e) rank[e] = -1e300;
+        }
+      }
       std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return rank[a] > rank[b]; });
       double chosen = 0;
       for (int64_t j = 0; j < h.n_expert_used; ++j) chosen += p[idx[j]];

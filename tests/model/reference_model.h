@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "lib/model/model_spec.h"
@@ -29,6 +30,16 @@ struct RandomModelOptions {
   // Llama 4's chunk size and query-temperature floor in place of the family's 8192 (0: keep),
   // so that a short test sequence crosses chunks and temperature steps.
   int64_t attention_chunk = 0, temperature_floor = 0;
+  // RoPE over the first rope_dim of each head (0: all of it; NEOX families pair i with
+  // i + rope_dim / 2), an RMSNorm with a weight over each q and k head before it.
+  int64_t rope_dim = 0;
+  bool per_head_qk_norm = false;
+  // DeepSeek-V3-style selection: the experts of the expert_groups_used best of expert_groups
+  // groups (a group scores the sum of its two best), the chosen weights renormalised (or not, as
+  // the family implies when unset) and scaled by routed_scale.
+  int64_t expert_groups = 1, expert_groups_used = 1;
+  std::optional<bool> norm_topk_prob;
+  float routed_scale = 1.f;
 };
 
 // A ModelSpec owning its random weights; semantics flags are what the family implies.

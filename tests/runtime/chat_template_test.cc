@@ -91,6 +91,26 @@ TEST(ChatTemplateTest, FamiliesAreRecognisedByTheirMarkers) {
                               "}}{{- message['content'] }}{{- \"<|eot|>\" }}{%- endfor %}"),
             ChatFormat::kLlama4);
   EXPECT_EQ(*ChatFormatFromName("llama4"), ChatFormat::kLlama4);
+  EXPECT_EQ(*DetectChatFormat("{%- for message in messages %}{%- if message['role'] == 'user' %}"
+                              "{{- '<role>HUMAN</role>' + message['content'] + '<|role_end|>' }}"
+                              "{%- endif %}{%- endfor %}{{- '<role>ASSISTANT</role>' }}"),
+            ChatFormat::kBailing2);
+  EXPECT_EQ(*ChatFormatFromName("bailing2"), ChatFormat::kBailing2);
+}
+
+// Ling 2.0's template, compared with llama.cpp's llama_chat_apply_template("bailing2", ...) on the
+// same messages: roles in capitals (user: HUMAN), contents as they are, and without a system
+// message the template's own, which turns thinking off.
+TEST(ChatTemplateTest, Bailing2FormatsAsLlamaCppWrites) {
+  const std::vector<ChatMessage> chat = {
+      {"system", " Be brief.\n"}, {"user", "Hello "}, {"assistant", "Hi."}, {"user", "Bye"}};
+  EXPECT_EQ(*FormatChat(ChatFormat::kBailing2, chat, true, "<|role_end|>"),
+            "<role>SYSTEM</role> Be brief.\n<|role_end|><role>HUMAN</role>Hello <|role_end|>"
+            "<role>ASSISTANT</role>Hi.<|role_end|><role>HUMAN</role>Bye<|role_end|>"
+            "<role>ASSISTANT</role>");
+  EXPECT_EQ(*FormatChat(ChatFormat::kBailing2, {{"user", "Hello"}}, false, "<|role_end|>"),
+            "<role>SYSTEM</role>detailed thinking off<|role_end|><role>HUMAN</role>Hello"
+            "<|role_end|>");
 }
 
 // Llama 4's template: role headers, each message closed by <|eot|>; the system message is

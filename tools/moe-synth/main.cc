@@ -185,10 +185,10 @@ int main(int argc, char** argv) {
   app.add_option("--shared-ff", sh.shared_ff, "shared-expert FFN size (qwen2moe; 0 = none)")
       ->capture_default_str();
   app.add_option("--shared-experts", sh.shared_experts,
-                 "shared experts of --ff each (glm4moe, deepseek2, ernie4_5-moe)")
+                 "shared experts of --ff each (glm4moe, deepseek2, ernie4_5-moe, bailingmoe2)")
       ->capture_default_str();
   app.add_option("--dense-layers", sh.dense_layers,
-                 "leading dense layers (glm4moe, deepseek2, ernie4_5-moe)")
+                 "leading dense layers (glm4moe, deepseek2, ernie4_5-moe, bailingmoe2)")
       ->capture_default_str();
   app.add_option("--moe-layer-step", sh.moe_layer_step,
                  "ernie4_5-moe, llama4: experts in every this-many-th layer (after the dense "
@@ -210,9 +210,10 @@ int main(int argc, char** argv) {
   app.add_option("--v-head", sh.v_head, "deepseek2")->capture_default_str();
   app.add_flag("--sigmoid-routing", sh.sigmoid_routing,
                "deepseek2: V3's sigmoid routing with a selection bias, renormalised, x 2.5");
-  app.add_option("--expert-groups", sh.expert_groups, "deepseek2: expert groups")
+  app.add_option("--expert-groups", sh.expert_groups, "deepseek2, bailingmoe2: expert groups")
       ->capture_default_str();
-  app.add_option("--expert-groups-used", sh.expert_groups_used, "deepseek2: groups chosen")
+  app.add_option("--expert-groups-used", sh.expert_groups_used,
+                 "deepseek2, bailingmoe2: groups chosen")
       ->capture_default_str();
   app.add_option("--sliding-window", sh.sliding_window, "gpt-oss")->capture_default_str();
   app.add_flag("--qk-norm", sh.qk_norm, "glm4moe: an RMSNorm over each q and k head");

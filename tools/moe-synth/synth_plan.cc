@@ -301,12 +301,46 @@ void PlanLlama4(const Shape& s, Builder& b) {
   }
 }
 
+// Ling 2.0 (bailingmoe2): q/k/v as one fused matrix, as llama.cpp's converter writes it, per-head
+// QK-norm, partial NEOX RoPE over half of each head, leading dense layers, sigmoid routing with a
+// selection bias among the best --expert-groups-used of --expert-groups, renormalised and scaled
+// by 2.5, shared experts of --ff each.
+absl::Status PlanBailingMoe2(const Shape& s, Builder& b) {
+  if (s.expert_groups < 1 || s.experts % s.expert_groups != 0 ||
+      s.expert_groups_used > s.expert_groups) {
+    return absl::InvalidArgumentError(
+        "--expert-groups must divide --experts and be at least --expert-groups-used");
+  }
+  const int64_t E = s.embd, hd = b.head_dim();
+  b.CommonKeys(s.layers, b.DenseFf());
+  b.HeadSizeKeys();
+  b.Key("rope.dimension_count", static_cast<uint32_t>(hd / 2));
+  b.Key("leading_dense_block_count", static_cast<uint32_t>(s.dense_layers));
+  b.Key("expert_shared_count", static_cast<uint32_t>(s.shared_experts));
+  b.Key("expert_shared_feed_forward_length", static_cast<uint32_t>(s.ff));
+  b.Key("expert_gating_func", 2);
+  b.Key("expert_group_count", static_cast<uint32_t>(s.expert_groups));
+  b.Key("expert_group_used_count", static_cast<uint32_t>(s.expert_groups_used));
+  b.KeyF("expert_weights_scale", 2.5f);
+  b.KeyB("expert_weights_norm", true);
+  for (int64_t l = 0; l < s.layers; ++l) {
+    b.Norm(l, "attn_norm.weight", E);
+    b.AddLayer(l, "attn_qkv.weight", {(s.heads + 2 * s.kv_heads) * hd, E}, b.InScale(E));
+    b.AddLayer(l, "attn_output.weight", {E, s.heads * hd}, 0.5f * b.InScale(s.heads * hd));
+    b.Norm(l, "attn_q_norm.weight", hd);
+    b.Norm(l, "attn_k_norm.weight", hd);
+    b.Norm(l, "ffn_norm.weight", E);
+    b.DenseOrSharedMixture(l, true);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 const std::vector<std::string>& Architectures() {
   static const std::vector<std::string> kNames = {
       "llama",   "qwen2moe",   "olmoe",        "qwen3moe",   "glm4moe", "deepseek2",
-      "gpt-oss", "qwen3vlmoe", "ernie4_5-moe", "granitemoe", "llama4"};
+      "gpt-oss", "qwen3vlmoe", "ernie4_5-moe", "granitemoe", "llama4",  "bailingmoe2"};
   return kNames;
 }
 
@@ -336,6 +370,8 @@ absl::StatusOr<std::vector<Tensor>> Plan(const Shape& s, GgufWriter& w) {
     if (absl::Status st = PlanErnie45Moe(s, b); !st.ok()) return st;
   } else if (s.arch == "llama4") {
     PlanLlama4(s, b);
+  } else if (s.arch == "bailingmoe2") {
+    if (absl::Status st = PlanBailingMoe2(s, b); !st.ok()) return st;
   } else {
     PlanClassic(s, b);
   }

@@ -16,5 +16,6 @@ const Architecture& Qwen3VlMoeArchitecture();
 const Architecture& Ernie45MoeArchitecture();
 const Architecture& GraniteMoeArchitecture();
 const Architecture& Llama4Architecture();
+const Architecture& BailingMoe2Architecture();
 
 }  // namespace moe
