@@ -62,6 +62,15 @@ void InputNormAndAttention(const HParams& h, int l, const std::string& p, Wants&
   }
 }
 
+// Layer l's input norm, attention and post-attention norm (as ffn_norm), llama's layout; returns
+// the layer's name prefix.
+std::string LlamaLayerNormsAndAttention(const HParams& h, int l, Wants& w) {
+  const std::string p = absl::StrCat("model.layers.", l, ".");
+  InputNormAndAttention(h, l, p, w);
+  w.Vector(p + "post_attention_layernorm.weight", LayerTensorName(l, "ffn_norm"), {h.n_embd}, l);
+  return p;
+}
+
 // Mixtral, Qwen2-MoE, OLMoE, Qwen3-MoE: every layer a mixture of per-expert tensors.
 void ClassicFamilies(const HfConfig& c, Wants& w) {
   const HParams& h = c.hp;
@@ -157,14 +166,28 @@ void Glm4Moe(const HParams& h, Wants& w) {
 // Ernie4_5_MoeForCausalLM: llama's attention without biases; the selection bias is
 // moe_statics.e_score_correction_bias, one row of a [1, n_expert] table.
 void Ernie45Moe(const HParams& h, Wants& w) {
-  const int64_t d = h.n_embd;
   for (int l = 0; l < h.n_layer; ++l) {
-    const std::string p = absl::StrCat("model.layers.", l, ".");
-    auto name = [&](const char* base) { return LayerTensorName(l, base); };
-    InputNormAndAttention(h, l, p, w);
-    w.Vector(p + "post_attention_layernorm.weight", name("ffn_norm"), {d}, l);
+    const std::string p = LlamaLayerNormsAndAttention(h, l, w);
     AddFeedForward(h, l, p, w, {"mlp.moe_statics.e_score_correction_bias", true});
   }
+}
+
+// Expert e of layer l from the layer's stacked checkpoint tensors: its gate and up [ff, n_embd]
+// from `gate_up` (element i of half 0 or 1 at gate_up_at(half, i)), its down [n_embd, ff] from
+// `down` (element i at down_at(i)).
+void StackedExpert(const HParams& h, int l, int e, const std::string& gate_up, Shape gate_up_shape,
+                   const std::function<int64_t(int, int64_t)>& gate_up_at, const std::string& down,
+                   Shape down_shape, const std::function<int64_t(int64_t)>& down_at, Wants& w) {
+  const int64_t d = h.n_embd, ff = h.n_ff_expert;
+  for (int half = 0; half < 2; ++half) {  // 0: gate, 1: up
+    WantedTensor& t =
+        w.Add(gate_up, ExpertTensorName(l, e, half == 0 ? "ffn_gate" : "ffn_up"), {ff, d}, l, e);
+    t.hf_shape = gate_up_shape;
+    t.gather = [=](int64_t i) { return gate_up_at(half, i); };
+  }
+  WantedTensor& t = w.Add(down, ExpertTensorName(l, e, "ffn_down"), {d, ff}, l, e);
+  t.hf_shape = std::move(down_shape);
+  t.gather = down_at;
 }
 
 // GraniteMoeForCausalLM: llama's attention; the experts stacked per layer as
@@ -173,24 +196,15 @@ void Ernie45Moe(const HParams& h, Wants& w) {
 void GraniteMoe(const HParams& h, Wants& w) {
   const int64_t d = h.n_embd, n = h.n_expert, ff = h.n_ff_expert;
   for (int l = 0; l < h.n_layer; ++l) {
-    const std::string p = absl::StrCat("model.layers.", l, ".");
+    const std::string p = LlamaLayerNormsAndAttention(h, l, w);
     auto name = [&](const char* base) { return LayerTensorName(l, base); };
-    InputNormAndAttention(h, l, p, w);
-    w.Vector(p + "post_attention_layernorm.weight", name("ffn_norm"), {d}, l);
     const std::string moe = p + "block_sparse_moe.";
     w.Add(moe + "router.layer.weight", name("ffn_gate_inp"), {n, d}, l).router = true;
     for (int e = 0; e < n; ++e) {
-      for (int half = 0; half < 2; ++half) {  // 0: gate, 1: up
-        WantedTensor& t =
-            w.Add(moe + "input_linear.weight",
-                  ExpertTensorName(l, e, half == 0 ? "ffn_gate" : "ffn_up"), {ff, d}, l, e);
-        t.hf_shape = {n, 2 * ff, d};
-        t.gather = [=](int64_t i) { return (e * 2 + half) * ff * d + i; };
-      }
-      WantedTensor& down =
-          w.Add(moe + "output_linear.weight", ExpertTensorName(l, e, "ffn_down"), {d, ff}, l, e);
-      down.hf_shape = {n, d, ff};
-      down.gather = [=](int64_t i) { return e * d * ff + i; };
+      StackedExpert(
+          h, l, e, moe + "input_linear.weight", {n, 2 * ff, d},
+          [=](int half, int64_t i) { return (e * 2 + half) * ff * d + i; },
+          moe + "output_linear.weight", {n, d, ff}, [=](int64_t i) { return e * d * ff + i; }, w);
     }
   }
 }
@@ -203,10 +217,8 @@ void GraniteMoe(const HParams& h, Wants& w) {
 void Llama4(const HParams& h, Wants& w) {
   const int64_t d = h.n_embd, n = h.n_expert, ff = h.n_ff_expert;
   for (int l = 0; l < h.n_layer; ++l) {
-    const std::string p = absl::StrCat("model.layers.", l, ".");
+    const std::string p = LlamaLayerNormsAndAttention(h, l, w);
     auto name = [&](const char* base) { return LayerTensorName(l, base); };
-    InputNormAndAttention(h, l, p, w);
-    w.Vector(p + "post_attention_layernorm.weight", name("ffn_norm"), {d}, l);
     const std::string f = p + "feed_forward.";
     if (!h.layer_has_experts(l)) {
       w.Add(f + "gate_proj.weight", name("ffn_gate"), {h.n_ff_dense, d}, l);
@@ -216,17 +228,11 @@ void Llama4(const HParams& h, Wants& w) {
     }
     w.Add(f + "router.weight", name("ffn_gate_inp"), {n, d}, l).router = true;
     for (int e = 0; e < n; ++e) {
-      for (int half = 0; half < 2; ++half) {  // 0: gate, 1: up
-        WantedTensor& t =
-            w.Add(f + "experts.gate_up_proj",
-                  ExpertTensorName(l, e, half == 0 ? "ffn_gate" : "ffn_up"), {ff, d}, l, e);
-        t.hf_shape = {n, d, 2 * ff};
-        t.gather = [=](int64_t i) { return (e * d + i % d) * 2 * ff + half * ff + i / d; };
-      }
-      WantedTensor& down =
-          w.Add(f + "experts.down_proj", ExpertTensorName(l, e, "ffn_down"), {d, ff}, l, e);
-      down.hf_shape = {n, ff, d};
-      down.gather = [=](int64_t i) { return (e * ff + i % ff) * d + i / ff; };
+      StackedExpert(
+          h, l, e, f + "experts.gate_up_proj", {n, d, 2 * ff},
+          [=](int half, int64_t i) { return (e * d + i % d) * 2 * ff + half * ff + i / d; },
+          f + "experts.down_proj", {n, ff, d},
+          [=](int64_t i) { return (e * ff + i % ff) * d + i / ff; }, w);
     }
     w.Add(f + "shared_expert.gate_proj.weight", name("ffn_gate_shexp"), {h.n_ff_shared, d}, l);
     w.Add(f + "shared_expert.up_proj.weight", name("ffn_up_shexp"), {h.n_ff_shared, d}, l);

@@ -238,21 +238,27 @@ std::pair<double, double> Compare(const std::vector<float>& got, const std::vect
   return {err, 1e-3 * max_abs};
 }
 
-// A Mixtral-layout checkpoint whose tokenizer is only a SentencePiece-style tokenizer.json (no
-// tokenizer.model, no tokenizer_config.json), written from the llama-spm GGUF vocabulary: it
-// imports, tokenizes the llama fixture prompts into the ids llama.cpp made of them with that
-// vocabulary, and gives the logits the GGUF vocabulary's tokenization gives.
-TEST(HfImportTest, SentencePieceTokenizerJsonAloneImportsExactly) {
-  const std::string vocab = std::string(MOE_TESTDATA_DIR) + "/tokenizer/ggml-vocab-llama-spm.gguf";
-  auto gguf = LoadTokenizerData(vocab);
+// A Mixtral-layout checkpoint in `dir` whose tokenizer is only a SentencePiece-style
+// tokenizer.json written from the llama-spm GGUF vocabulary.
+void WriteCheckpointWithSpmTokenizerJson(const fs::path& dir) {
+  auto gguf =
+      LoadTokenizerData(std::string(MOE_TESTDATA_DIR) + "/tokenizer/ggml-vocab-llama-spm.gguf");
   ASSERT_TRUE(gguf.ok()) << gguf.status();
-  const fs::path dir = TempDir("spm_tokenizer_json");
   nlohmann::json config = TinyConfig("MixtralForCausalLM");
   config["vocab_size"] = static_cast<int64_t>(gguf->tokens.size());
   WriteCheckpoint(dir, config, TinyTensors(config, 5));
   std::ofstream(dir / "tokenizer.json")
       << testing::SentencePieceTokenizerJson(*gguf, testing::SentencePieceJsonForm::kNormalizer)
              .dump();
+}
+
+// A Mixtral-layout checkpoint whose tokenizer is only a SentencePiece-style tokenizer.json (no
+// tokenizer.model, no tokenizer_config.json), written from the llama-spm GGUF vocabulary: it
+// imports, tokenizes the llama fixture prompts into the ids llama.cpp made of them with that
+// vocabulary, and gives the logits the GGUF vocabulary's tokenization gives.
+TEST(HfImportTest, SentencePieceTokenizerJsonAloneImportsExactly) {
+  const fs::path dir = TempDir("spm_tokenizer_json");
+  ASSERT_NO_FATAL_FAILURE(WriteCheckpointWithSpmTokenizerJson(dir));
   auto spec = ImportHfCheckpoint(dir.string());
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->tokenizer.model, "llama");
@@ -816,16 +822,8 @@ TEST(HfImportTest, Llama4CheckpointRunsAsTheReference) {
 // transformers takes over tokenizer_config.json's, and a processor's chat_template.json (Llama
 // 4's repositories), taken when tokenizer_config.json has none.
 TEST(HfImportTest, ChatTemplateFilesBesideTheTokenizer) {
-  const std::string vocab = std::string(MOE_TESTDATA_DIR) + "/tokenizer/ggml-vocab-llama-spm.gguf";
-  auto gguf = LoadTokenizerData(vocab);
-  ASSERT_TRUE(gguf.ok()) << gguf.status();
   const fs::path dir = TempDir("chat_template_files");
-  nlohmann::json config = TinyConfig("MixtralForCausalLM");
-  config["vocab_size"] = static_cast<int64_t>(gguf->tokens.size());
-  WriteCheckpoint(dir, config, TinyTensors(config, 5));
-  std::ofstream(dir / "tokenizer.json")
-      << testing::SentencePieceTokenizerJson(*gguf, testing::SentencePieceJsonForm::kNormalizer)
-             .dump();
+  ASSERT_NO_FATAL_FAILURE(WriteCheckpointWithSpmTokenizerJson(dir));
   auto template_of = [&]() {
     auto spec = ImportHfCheckpoint(dir.string());
     EXPECT_TRUE(spec.ok()) << spec.status();
