@@ -44,6 +44,7 @@ constexpr HfArchName kArchs[] = {
     {"Llama4ForConditionalGeneration", "llama4", Arch::kLlama4, &Llama4Keys, "text_config",
      "language_model."},
     {"Llama4ForCausalLM", "llama4_text", Arch::kLlama4, &Llama4Keys},
+    {"BailingMoeV2ForCausalLM", "bailing_moe_v2", Arch::kBailingMoe2, &BailingMoeV2Keys},
 };
 
 absl::StatusOr<const HfArchName*> FindArch(const Json& j) {
@@ -73,7 +74,8 @@ absl::StatusOr<const HfArchName*> FindArch(const Json& j) {
                    "' (supported: MixtralForCausalLM, Qwen2MoeForCausalLM, OlmoeForCausalLM, "
                    "Qwen3MoeForCausalLM, Glm4MoeForCausalLM, DeepseekV2ForCausalLM, "
                    "DeepseekV3ForCausalLM, GptOssForCausalLM, Ernie4_5_MoeForCausalLM, "
-                   "GraniteMoeForCausalLM, Llama4ForConditionalGeneration, Llama4ForCausalLM)"));
+                   "GraniteMoeForCausalLM, Llama4ForConditionalGeneration, Llama4ForCausalLM, "
+                   "BailingMoeV2ForCausalLM)"));
 }
 
 // config.json -> the family's llama.cpp keys -> the family's rules, as for its GGUF conversion.

@@ -117,5 +117,6 @@ absl::Status GptOssKeys(const nlohmann::json& j, HfFamilyConfig* out);
 absl::Status Ernie45MoeKeys(const nlohmann::json& j, HfFamilyConfig* out);  // hf_ernie45moe.cc
 absl::Status GraniteMoeKeys(const nlohmann::json& j, HfFamilyConfig* out);  // hf_granitemoe.cc
 absl::Status Llama4Keys(const nlohmann::json& j, HfFamilyConfig* out);      // hf_llama4.cc
+absl::Status BailingMoeV2Keys(const nlohmann::json& j, HfFamilyConfig* out);  // hf_bailingmoe2.cc
 
 }  // namespace moe

@@ -39,8 +39,9 @@ std::string Bias(int layer, absl::string_view base) {
   return absl::StrCat("blk.", layer, ".", base, ".bias");
 }
 
-void AddEmbeddings(const HParams& h, Wants& w) {
-  w.Add("model.embed_tokens.weight", "token_embd.weight", {h.n_vocab, h.n_embd});
+void AddEmbeddings(const HParams& h, Wants& w,
+                   std::string embeddings = "model.embed_tokens.weight") {
+  w.Add(std::move(embeddings), "token_embd.weight", {h.n_vocab, h.n_embd});
   w.Vector("model.norm.weight", "output_norm.weight", {h.n_embd});
   if (!h.tied_output) w.Add("lm_head.weight", "output.weight", {h.n_vocab, h.n_embd});
 }
@@ -240,6 +241,34 @@ void Llama4(const HParams& h, Wants& w) {
   }
 }
 
+// BailingMoeV2ForCausalLM: q/k/v as one attention.query_key_value [q + 2 kv, n_embd] (the q rows,
+// then k's and v's), taken apart by rows; per-head query_layernorm / key_layernorm;
+// attention.dense the output; DeepSeek's feed-forward layout with the selection bias in
+// mlp.gate.expert_bias. The MTP layers after num_hidden_layers are in the checkpoint but not
+// wanted.
+void BailingMoe2(const HParams& h, Wants& w) {
+  const int64_t d = h.n_embd, q = h.n_head * h.head_dim, kv = h.n_head_kv * h.head_dim;
+  for (int l = 0; l < h.n_layer; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    auto name = [&](const char* base) { return LayerTensorName(l, base); };
+    w.Vector(p + "input_layernorm.weight", name("attn_norm"), {d}, l);
+    int64_t first_row = 0;
+    for (const auto& [part, rows] : {std::pair{"attn_q", q}, {"attn_k", kv}, {"attn_v", kv}}) {
+      WantedTensor& t = w.Add(p + "attention.query_key_value.weight", name(part), {rows, d}, l);
+      t.hf_shape = {q + 2 * kv, d};
+      t.gather = [offset = first_row * d](int64_t i) { return offset + i; };
+      first_row += rows;
+    }
+    if (h.qk_norm == QkNorm::kPerHead) {
+      w.Vector(p + "attention.query_layernorm.weight", name("attn_q_norm"), {h.head_dim}, l);
+      w.Vector(p + "attention.key_layernorm.weight", name("attn_k_norm"), {h.head_dim}, l);
+    }
+    w.Add(p + "attention.dense.weight", name("attn_output"), {d, q}, l);
+    w.Vector(p + "post_attention_layernorm.weight", name("ffn_norm"), {d}, l);
+    AddFeedForward(h, l, p, w, {"mlp.gate.expert_bias"});
+  }
+}
+
 // DeepseekV2/V3ForCausalLM: multi-head latent attention, stored as transformers keeps it. The
 // checkpoint's kv_b_proj [n_head x (nope + v), kv_lora_rank] holds per head the rows that lift
 // the latent to the head's key (nope) and then to its value (v); the runtime wants them apart
@@ -348,7 +377,11 @@ std::vector<WantedTensor> WantedTensors(const HfConfig& c,
                                         const std::function<bool(const std::string&)>& has) {
   std::vector<WantedTensor> out;
   Wants w(&out);
-  AddEmbeddings(c.hp, w);
+  if (c.arch == Arch::kBailingMoe2) {
+    AddEmbeddings(c.hp, w, "model.word_embeddings.weight");
+  } else {
+    AddEmbeddings(c.hp, w);
+  }
   switch (c.arch) {
     case Arch::kGlm4Moe:
       Glm4Moe(c.hp, w);
@@ -367,6 +400,9 @@ std::vector<WantedTensor> WantedTensors(const HfConfig& c,
       break;
     case Arch::kLlama4:
       Llama4(c.hp, w);
+      break;
+    case Arch::kBailingMoe2:
+      BailingMoe2(c.hp, w);
       break;
     default:
       ClassicFamilies(c, w);

@@ -818,6 +818,103 @@ TEST(HfImportTest, Llama4CheckpointRunsAsTheReference) {
   fs::remove_all(flat_dir);
 }
 
+// BailingMoeV2ForCausalLM (Ling 2.0): q/k/v fused in query_key_value, per-head query/key
+// layernorms, RoPE over half of each head (partial_rotary_factor), a dense first layer, sigmoid
+// routing with the router's expert_bias among the best 2 of 4 groups, renormalised and scaled, a
+// shared expert; the embeddings as word_embeddings, an MTP layer after the last one (not read).
+TEST(HfImportTest, BailingMoeV2CheckpointRunsAsTheReference) {
+  testing::RandomModelOptions o;
+  o.arch = Arch::kBailingMoe2;
+  o.n_layer = 3, o.n_layer_dense = 1, o.n_ff_dense = 56, o.n_expert = 8, o.n_expert_used = 3;
+  o.n_ff_shared = 40, o.rope_dim = 6, o.per_head_qk_norm = true, o.selection_bias = true;
+  o.expert_groups = 4, o.expert_groups_used = 2, o.norm_topk_prob = true, o.routed_scale = 2.5f;
+  o.seed = 61;
+  const ModelSpec random = testing::MakeRandomModel(o);
+  const HParams& h = random.hp;
+  std::map<std::string, RawTensor> t;
+  t["model.word_embeddings.weight"] = RawOf(random, "token_embd.weight");
+  t["model.norm.weight"] = RawOf(random, "output_norm.weight");
+  t["lm_head.weight"] = RawOf(random, "output.weight");
+  for (int l = 0; l < h.n_layer; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    auto name = [&](const char* base) { return LayerTensorName(l, base); };
+    t[p + "input_layernorm.weight"] = RawOf(random, name("attn_norm"));
+    RawTensor qkv = RawOf(random, name("attn_q"));
+    for (const char* x : {"attn_k", "attn_v"}) {
+      const RawTensor part = RawOf(random, name(x));
+      qkv.bytes.insert(qkv.bytes.end(), part.bytes.begin(), part.bytes.end());
+      qkv.shape[0] += part.shape[0];
+    }
+    t[p + "attention.query_key_value.weight"] = std::move(qkv);
+    t[p + "attention.query_layernorm.weight"] = RawOf(random, name("attn_q_norm"));
+    t[p + "attention.key_layernorm.weight"] = RawOf(random, name("attn_k_norm"));
+    t[p + "attention.dense.weight"] = RawOf(random, name("attn_output"));
+    t[p + "post_attention_layernorm.weight"] = RawOf(random, name("ffn_norm"));
+    if (l < h.n_layer_dense) {
+      for (const char* x : {"gate", "up", "down"}) {
+        t[absl::StrCat(p, "mlp.", x, "_proj.weight")] =
+            RawOf(random, LayerTensorName(l, absl::StrCat("ffn_", x)));
+      }
+      continue;
+    }
+    t[p + "mlp.gate.weight"] = RawOf(random, name("ffn_gate_inp"));
+    t[p + "mlp.gate.expert_bias"] = RawOf(random, LayerBiasName(l, "exp_probs_b"));
+    for (const char* x : {"gate", "up", "down"}) {
+      for (int e = 0; e < h.n_expert; ++e) {
+        t[absl::StrCat(p, "mlp.experts.", e, ".", x, "_proj.weight")] =
+            RawOf(random, ExpertTensorName(l, e, absl::StrCat("ffn_", x)));
+      }
+      t[absl::StrCat(p, "mlp.shared_experts.", x, "_proj.weight")] =
+          RawOf(random, LayerTensorName(l, absl::StrCat("ffn_", x, "_shexp")));
+    }
+  }
+  t[absl::StrCat("model.layers.", h.n_layer, ".final_layernorm.weight")] =
+      RawOf(random, "output_norm.weight");  // the MTP layer's: not read
+  nlohmann::json config = RandomModelConfig(h, "BailingMoeV2ForCausalLM", "bailing_moe_v2");
+  config["head_dim"] = h.head_dim;
+  config["partial_rotary_factor"] = 0.5;
+  config["use_qk_norm"] = true;
+  config["use_qkv_bias"] = false;
+  config["use_bias"] = false;
+  config["intermediate_size"] = h.n_ff_dense;
+  config["moe_intermediate_size"] = h.n_ff_expert;
+  config["moe_shared_expert_intermediate_size"] = h.n_ff_shared;
+  config["num_experts"] = h.n_expert;
+  config["num_experts_per_tok"] = h.n_expert_used;
+  config["num_shared_experts"] = 1;
+  config["first_k_dense_replace"] = 1;
+  config["n_group"] = 4;
+  config["topk_group"] = 2;
+  config["score_function"] = "sigmoid";
+  config["norm_topk_prob"] = true;
+  config["routed_scaling_factor"] = 2.5;
+  config["moe_router_enable_expert_bias"] = true;
+  config["num_nextn_predict_layers"] = 1;
+  config["tie_word_embeddings"] = false;
+  const fs::path dir = TempDir("bailingmoe2");
+  WriteCheckpoint(dir, config, t);
+  ExpectImportRunsAsReference(dir, random, Arch::kBailingMoe2);
+  auto spec = ImportHfCheckpoint(dir.string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->hp.rope_dim, 6);
+  EXPECT_EQ(spec->hp.n_expert_groups, 4);
+  EXPECT_EQ(spec->hp.n_group_used, 2);
+  EXPECT_EQ(spec->hp.routed_scale, 2.5f);
+  EXPECT_EQ(spec->hp.qk_norm, QkNorm::kPerHead);
+  // Configs the modeling code and llama.cpp's converter would read apart are refused by name.
+  nlohmann::json bad = config;
+  bad["norm_topk_prob"] = false;
+  WriteCheckpoint(dir, bad, t);
+  EXPECT_THAT(std::string(ImportHfCheckpoint(dir.string()).status().message()),
+              HasSubstr("norm_topk_prob"));
+  bad = config;
+  bad["rotary_dim"] = 12;
+  WriteCheckpoint(dir, bad, t);
+  EXPECT_THAT(std::string(ImportHfCheckpoint(dir.string()).status().message()),
+              HasSubstr("rotary_dim"));
+  fs::remove_all(dir);
+}
+
 // A chat template in its own file, as newer checkpoints keep it: chat_template.jinja, which
 // transformers takes over tokenizer_config.json's, and a processor's chat_template.json (Llama
 // 4's repositories), taken when tokenizer_config.json has none.
