@@ -118,5 +118,6 @@ absl::Status Ernie45MoeKeys(const nlohmann::json& j, HfFamilyConfig* out);  // h
 absl::Status GraniteMoeKeys(const nlohmann::json& j, HfFamilyConfig* out);  // hf_granitemoe.cc
 absl::Status Llama4Keys(const nlohmann::json& j, HfFamilyConfig* out);      // hf_llama4.cc
 absl::Status BailingMoeV2Keys(const nlohmann::json& j, HfFamilyConfig* out);  // hf_bailingmoe2.cc
+absl::Status MinimaxM2Keys(const nlohmann::json& j, HfFamilyConfig* out);     // hf_minimax_m2.cc
 
 }  // namespace moe

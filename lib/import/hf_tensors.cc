@@ -72,11 +72,13 @@ std::string LlamaLayerNormsAndAttention(const HParams& h, int l, Wants& w) {
   return p;
 }
 
-// Mixtral, Qwen2-MoE, OLMoE, Qwen3-MoE: every layer a mixture of per-expert tensors.
+// Mixtral, Qwen2-MoE, OLMoE, Qwen3-MoE, and MiniMax-M2 (Mixtral's names with a QK-norm over the
+// whole projections and the router's e_score_correction_bias): every layer a mixture of
+// per-expert tensors.
 void ClassicFamilies(const HfConfig& c, Wants& w) {
   const HParams& h = c.hp;
   const int64_t d = h.n_embd, q_dim = h.n_head * h.head_dim, kv_dim = h.n_head_kv * h.head_dim;
-  const bool mixtral = c.arch == Arch::kLlama;
+  const bool mixtral = c.arch == Arch::kLlama || c.arch == Arch::kMinimaxM2;
   for (int l = 0; l < h.n_layer; ++l) {
     const std::string p = absl::StrCat("model.layers.", l, ".");
     auto name = [&](const char* base) { return LayerTensorName(l, base); };
@@ -89,6 +91,9 @@ void ClassicFamilies(const HfConfig& c, Wants& w) {
     w.Vector(p + "post_attention_layernorm.weight", name("ffn_norm"), {d}, l);
     const std::string moe = p + (mixtral ? "block_sparse_moe." : "mlp.");
     w.Add(moe + "gate.weight", name("ffn_gate_inp"), {h.n_expert, d}, l).router = true;
+    if (h.has_selection_bias) {
+      w.Vector(moe + "e_score_correction_bias", Bias(l, "exp_probs_b"), {h.n_expert}, l);
+    }
     for (int e = 0; e < h.n_expert; ++e) {
       const std::string x = absl::StrCat(moe, "experts.", e, ".");
       // Mixtral's MixtralBlockSparseTop2MLP: w1 = gate, w3 = up, w2 = down.

@@ -36,6 +36,7 @@ enum class Arch {
   kGraniteMoe,
   kLlama4,
   kBailingMoe2,
+  kMinimaxM2,
 };
 
 absl::string_view ArchName(Arch a);

@@ -136,9 +136,11 @@ absl::StatusOr<std::vector<std::string>> RegexesForPreTokenizer(absl::string_vie
   if (pre == "bailingmoe" || pre == "bailingmoe2" || pre == "llada-moe") {
     return Regexes{s(kBailing)};
   }
-  // Kanana-2 (a DeepSeek-V3-architecture MoE) and Llama 4 split as GPT-4o does (llama.cpp's
-  // GPT4O).
-  if (pre == "gpt-4o" || pre == "kanana2" || pre == "llama4") return Regexes{s(kGpt4o)};
+  // Kanana-2 (a DeepSeek-V3-architecture MoE), Llama 4 and MiniMax-M2 split as GPT-4o does
+  // (llama.cpp's GPT4O).
+  if (pre == "gpt-4o" || pre == "kanana2" || pre == "llama4" || pre == "minimax-m2") {
+    return Regexes{s(kGpt4o)};
+  }
   return absl::UnimplementedError(
       absl::StrCat("byte-level BPE pre-tokenizer '", pre, "' is not supported"));
 }

@@ -826,7 +826,7 @@ TEST(HfImportTest, BailingMoeV2CheckpointRunsAsTheReference) {
   testing::RandomModelOptions o;
   o.arch = Arch::kBailingMoe2;
   o.n_layer = 3, o.n_layer_dense = 1, o.n_ff_dense = 56, o.n_expert = 8, o.n_expert_used = 3;
-  o.n_ff_shared = 40, o.rope_dim = 6, o.per_head_qk_norm = true, o.selection_bias = true;
+  o.n_ff_shared = 40, o.rope_dim = 6, o.qk_norm = QkNorm::kPerHead, o.selection_bias = true;
   o.expert_groups = 4, o.expert_groups_used = 2, o.norm_topk_prob = true, o.routed_scale = 2.5f;
   o.seed = 61;
   const ModelSpec random = testing::MakeRandomModel(o);
@@ -912,6 +912,58 @@ TEST(HfImportTest, BailingMoeV2CheckpointRunsAsTheReference) {
   WriteCheckpoint(dir, bad, t);
   EXPECT_THAT(std::string(ImportHfCheckpoint(dir.string()).status().message()),
               HasSubstr("rotary_dim"));
+  fs::remove_all(dir);
+}
+
+// MiniMaxM2ForCausalLM: Mixtral's names (block_sparse_moe, w1 / w3 / w2) with an RMSNorm over the
+// whole q and k projections, RoPE over rotary_dim of each head, sigmoid routing chosen with the
+// router's e_score_correction_bias, the weights renormalised.
+TEST(HfImportTest, MinimaxM2CheckpointRunsAsTheReference) {
+  testing::RandomModelOptions o;
+  o.arch = Arch::kMinimaxM2;
+  o.n_layer = 3, o.n_expert = 9, o.n_expert_used = 3, o.rope_dim = 6, o.qk_norm = QkNorm::kFull;
+  o.selection_bias = true, o.seed = 73;
+  const ModelSpec random = testing::MakeRandomModel(o);
+  const HParams& h = random.hp;
+  std::map<std::string, RawTensor> t = LlamaLayoutTensors(random);
+  t["lm_head.weight"] = RawOf(random, "output.weight");
+  for (int l = 0; l < h.n_layer; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    t[p + "self_attn.q_norm.weight"] = RawOf(random, LayerTensorName(l, "attn_q_norm"));
+    t[p + "self_attn.k_norm.weight"] = RawOf(random, LayerTensorName(l, "attn_k_norm"));
+    t[p + "block_sparse_moe.gate.weight"] = RawOf(random, LayerTensorName(l, "ffn_gate_inp"));
+    t[p + "block_sparse_moe.e_score_correction_bias"] =
+        RawOf(random, LayerBiasName(l, "exp_probs_b"));
+    for (int e = 0; e < h.n_expert; ++e) {
+      const std::string x = absl::StrCat(p, "block_sparse_moe.experts.", e, ".");
+      t[x + "w1.weight"] = RawOf(random, ExpertTensorName(l, e, "ffn_gate"));
+      t[x + "w3.weight"] = RawOf(random, ExpertTensorName(l, e, "ffn_up"));
+      t[x + "w2.weight"] = RawOf(random, ExpertTensorName(l, e, "ffn_down"));
+    }
+  }
+  nlohmann::json config = RandomModelConfig(h, "MiniMaxM2ForCausalLM", "minimax_m2");
+  config["head_dim"] = h.head_dim;
+  config["rotary_dim"] = 6;
+  config["intermediate_size"] = h.n_ff_expert;
+  config["num_local_experts"] = h.n_expert;
+  config["num_experts_per_tok"] = h.n_expert_used;
+  config["scoring_func"] = "sigmoid";
+  config["use_qk_norm"] = true;
+  config["qk_norm_type"] = "per_layer";
+  config["use_routing_bias"] = true;
+  const fs::path dir = TempDir("minimax_m2");
+  WriteCheckpoint(dir, config, t);
+  ExpectImportRunsAsReference(dir, random, Arch::kMinimaxM2);
+  auto spec = ImportHfCheckpoint(dir.string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->hp.rope_dim, 6);
+  EXPECT_EQ(spec->hp.qk_norm, QkNorm::kFull);
+  EXPECT_TRUE(spec->hp.norm_topk_prob);
+  // What transformers' model does not run is refused by name.
+  config["scoring_func"] = "softmax";
+  WriteCheckpoint(dir, config, t);
+  EXPECT_THAT(std::string(ImportHfCheckpoint(dir.string()).status().message()),
+              HasSubstr("scoring_func"));
   fs::remove_all(dir);
 }
 

@@ -103,7 +103,7 @@ std::vector<Case> Cases() {
   RandomModelOptions ling;
   ling.arch = Arch::kBailingMoe2;
   ling.n_layer = 3, ling.n_layer_dense = 1, ling.n_ff_dense = 56, ling.n_expert = 8;
-  ling.n_expert_used = 3, ling.n_ff_shared = 40, ling.rope_dim = 6, ling.per_head_qk_norm = true;
+  ling.n_expert_used = 3, ling.n_ff_shared = 40, ling.rope_dim = 6, ling.qk_norm = QkNorm::kPerHead;
   ling.selection_bias = true, ling.expert_groups = 4, ling.expert_groups_used = 2;
   ling.norm_topk_prob = true, ling.routed_scale = 2.5f, ling.seed = 53;
   cases.push_back({"bailingmoe2", ling});
@@ -113,6 +113,18 @@ std::vector<Case> Cases() {
   ling_q8.n_expert_used = 4, ling_q8.expert_groups = 4, ling_q8.expert_groups_used = 3;
   ling_q8.dtype = DType::kQ8_0, ling_q8.seed = 59;
   cases.push_back({"bailingmoe2_q8", ling_q8});
+  // MiniMax-M2: an RMSNorm over the whole q and k projections, NEOX RoPE over half of each head,
+  // sigmoid routing with a selection bias, renormalised, no shared expert.
+  RandomModelOptions minimax;
+  minimax.arch = Arch::kMinimaxM2;
+  minimax.n_layer = 3, minimax.n_expert = 9, minimax.n_expert_used = 3, minimax.rope_dim = 6;
+  minimax.qk_norm = QkNorm::kFull, minimax.selection_bias = true, minimax.seed = 67;
+  cases.push_back({"minimax_m2", minimax});
+  RandomModelOptions minimax_q8 = minimax;  // Q8_0, GQA 4:1, top-2
+  minimax_q8.n_embd = 64, minimax_q8.n_head = 8, minimax_q8.head_dim = 16, minimax_q8.rope_dim = 8;
+  minimax_q8.n_ff_expert = 32, minimax_q8.n_expert_used = 2, minimax_q8.dtype = DType::kQ8_0;
+  minimax_q8.seed = 71;
+  cases.push_back({"minimax_m2_q8", minimax_q8});
   return cases;
 }
 

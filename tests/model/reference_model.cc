@@ -145,7 +145,7 @@ ModelSpec MakeRandomModel(const RandomModelOptions& o) {
   h.n_head_kv = o.n_head_kv;
   h.head_dim = o.head_dim;
   h.rope_dim = o.rope_dim > 0 ? o.rope_dim : o.head_dim;
-  if (o.per_head_qk_norm) h.qk_norm = QkNorm::kPerHead;
+  if (o.qk_norm) h.qk_norm = *o.qk_norm;
   h.n_expert_groups = o.expert_groups;
   h.n_group_used = o.expert_groups_used;
   if (o.norm_topk_prob) h.norm_topk_prob = *o.norm_topk_prob;

@@ -31,9 +31,10 @@ struct RandomModelOptions {
   // so that a short test sequence crosses chunks and temperature steps.
   int64_t attention_chunk = 0, temperature_floor = 0;
   // RoPE over the first rope_dim of each head (0: all of it; NEOX families pair i with
-  // i + rope_dim / 2), an RMSNorm with a weight over each q and k head before it.
+  // i + rope_dim / 2), and an RMSNorm with a weight of q and k before it, per head or over the
+  // whole projection, where the family's is optional (unset: as the family implies).
   int64_t rope_dim = 0;
-  bool per_head_qk_norm = false;
+  std::optional<QkNorm> qk_norm;
   // DeepSeek-V3-style selection: the experts of the expert_groups_used best of expert_groups
   // groups (a group scores the sum of its two best), the chosen weights renormalised (or not, as
   // the family implies when unset) and scaled by routed_scale.

@@ -335,12 +335,33 @@ absl::Status PlanBailingMoe2(const Shape& s, Builder& b) {
   return absl::OkStatus();
 }
 
+// MiniMax-M2: grouped-query attention with an RMSNorm over the whole q and k projections, NEOX
+// RoPE over half of each head, then in every layer sigmoid routing with a selection bias,
+// renormalised, no shared expert.
+void PlanMinimaxM2(const Shape& s, Builder& b) {
+  const int64_t E = s.embd, hd = b.head_dim();
+  b.CommonKeys(s.layers, s.ff);
+  b.HeadSizeKeys();
+  b.Key("rope.dimension_count", static_cast<uint32_t>(hd / 2));
+  b.Key("expert_gating_func", 2);
+  for (int64_t l = 0; l < s.layers; ++l) {
+    b.Norm(l, "attn_norm.weight", E);
+    b.GroupedQueryAttention(l, false);
+    b.Norm(l, "attn_q_norm.weight", s.heads * hd);
+    b.Norm(l, "attn_k_norm.weight", s.kv_heads * hd);
+    b.Norm(l, "ffn_norm.weight", E);
+    b.AddLayer(l, "ffn_gate_inp.weight", {s.experts, E}, 2 * b.InScale(E));
+    b.AddLayer(l, "exp_probs_b.bias", {s.experts}, 0.1f);
+    b.RoutedExperts(l, false);
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string>& Architectures() {
   static const std::vector<std::string> kNames = {
-      "llama",   "qwen2moe",   "olmoe",        "qwen3moe",   "glm4moe", "deepseek2",
-      "gpt-oss", "qwen3vlmoe", "ernie4_5-moe", "granitemoe", "llama4",  "bailingmoe2"};
+      "llama",      "qwen2moe",     "olmoe",      "qwen3moe", "glm4moe",     "deepseek2", "gpt-oss",
+      "qwen3vlmoe", "ernie4_5-moe", "granitemoe", "llama4",   "bailingmoe2", "minimax-m2"};
   return kNames;
 }
 
@@ -372,6 +393,8 @@ absl::StatusOr<std::vector<Tensor>> Plan(const Shape& s, GgufWriter& w) {
     PlanLlama4(s, b);
   } else if (s.arch == "bailingmoe2") {
     if (absl::Status st = PlanBailingMoe2(s, b); !st.ok()) return st;
+  } else if (s.arch == "minimax-m2") {
+    PlanMinimaxM2(s, b);
   } else {
     PlanClassic(s, b);
   }

@@ -13,7 +13,8 @@ const Architecture* const* All(size_t* count) {
       &LlamaArchitecture(),      &Qwen2MoeArchitecture(),   &OlmoeArchitecture(),
       &Qwen3MoeArchitecture(),   &Glm4MoeArchitecture(),    &Deepseek2Architecture(),
       &GptOssArchitecture(),     &Qwen3VlMoeArchitecture(), &Ernie45MoeArchitecture(),
-      &GraniteMoeArchitecture(), &Llama4Architecture(),     &BailingMoe2Architecture()};
+      &GraniteMoeArchitecture(), &Llama4Architecture(),     &BailingMoe2Architecture(),
+      &MinimaxM2Architecture()};
   *count = sizeof(kAll) / sizeof(kAll[0]);
   return kAll;
 }

@@ -17,5 +17,6 @@ const Architecture& Ernie45MoeArchitecture();
 const Architecture& GraniteMoeArchitecture();
 const Architecture& Llama4Architecture();
 const Architecture& BailingMoe2Architecture();
+const Architecture& MinimaxM2Architecture();
 
 }  // namespace moe
