@@ -46,6 +46,7 @@ constexpr HfArchName kArchs[] = {
     {"Llama4ForCausalLM", "llama4_text", Arch::kLlama4, &Llama4Keys},
     {"BailingMoeV2ForCausalLM", "bailing_moe_v2", Arch::kBailingMoe2, &BailingMoeV2Keys},
     {"MiniMaxM2ForCausalLM", "minimax_m2", Arch::kMinimaxM2, &MinimaxM2Keys},
+    {"Dots1ForCausalLM", "dots1", Arch::kDots1, &Dots1Keys},
 };
 
 absl::StatusOr<const HfArchName*> FindArch(const Json& j) {
@@ -76,7 +77,7 @@ absl::StatusOr<const HfArchName*> FindArch(const Json& j) {
                    "Qwen3MoeForCausalLM, Glm4MoeForCausalLM, DeepseekV2ForCausalLM, "
                    "DeepseekV3ForCausalLM, GptOssForCausalLM, Ernie4_5_MoeForCausalLM, "
                    "GraniteMoeForCausalLM, Llama4ForConditionalGeneration, Llama4ForCausalLM, "
-                   "BailingMoeV2ForCausalLM, MiniMaxM2ForCausalLM)"));
+                   "BailingMoeV2ForCausalLM, MiniMaxM2ForCausalLM, Dots1ForCausalLM)"));
 }
 
 // config.json -> the family's llama.cpp keys -> the family's rules, as for its GGUF conversion.

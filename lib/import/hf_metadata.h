@@ -119,5 +119,6 @@ absl::Status GraniteMoeKeys(const nlohmann::json& j, HfFamilyConfig* out);  // h
 absl::Status Llama4Keys(const nlohmann::json& j, HfFamilyConfig* out);      // hf_llama4.cc
 absl::Status BailingMoeV2Keys(const nlohmann::json& j, HfFamilyConfig* out);  // hf_bailingmoe2.cc
 absl::Status MinimaxM2Keys(const nlohmann::json& j, HfFamilyConfig* out);     // hf_minimax_m2.cc
+absl::Status Dots1Keys(const nlohmann::json& j, HfFamilyConfig* out);         // hf_dots1.cc
 
 }  // namespace moe

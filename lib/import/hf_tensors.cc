@@ -274,6 +274,16 @@ void BailingMoe2(const HParams& h, Wants& w) {
   }
 }
 
+// Dots1ForCausalLM: Qwen3's attention (per-head q_norm / k_norm), DeepSeek's feed-forward layout.
+void Dots1(const HParams& h, Wants& w) {
+  for (int l = 0; l < h.n_layer; ++l) {
+    const std::string p = LlamaLayerNormsAndAttention(h, l, w);
+    w.Vector(p + "self_attn.q_norm.weight", LayerTensorName(l, "attn_q_norm"), {h.head_dim}, l);
+    w.Vector(p + "self_attn.k_norm.weight", LayerTensorName(l, "attn_k_norm"), {h.head_dim}, l);
+    AddFeedForward(h, l, p, w);
+  }
+}
+
 // DeepseekV2/V3ForCausalLM: multi-head latent attention, stored as transformers keeps it. The
 // checkpoint's kv_b_proj [n_head x (nope + v), kv_lora_rank] holds per head the rows that lift
 // the latent to the head's key (nope) and then to its value (v); the runtime wants them apart
@@ -408,6 +418,9 @@ std::vector<WantedTensor> WantedTensors(const HfConfig& c,
       break;
     case Arch::kBailingMoe2:
       BailingMoe2(c.hp, w);
+      break;
+    case Arch::kDots1:
+      Dots1(c.hp, w);
       break;
     default:
       ClassicFamilies(c, w);

@@ -37,6 +37,7 @@ enum class Arch {
   kLlama4,
   kBailingMoe2,
   kMinimaxM2,
+  kDots1,
 };
 
 absl::string_view ArchName(Arch a);

@@ -11,7 +11,7 @@ namespace {
 
 constexpr char kKnownNames[] =
     "chatml, llama3, mistral, llama2, zephyr, deepseek, plain, chatglm4, deepseek3, gpt-oss, "
-    "ernie4.5, granite, llama4, bailing2";
+    "ernie4.5, granite, llama4, bailing2, dots1";
 
 // The plain format's Jinja, as the bundled model's tokenizer_config.json ships it; compared
 // with whitespace and Jinja's backslash-n escapes removed, so that line breaks, indentation and
@@ -60,6 +60,7 @@ absl::StatusOr<ChatFormat> DetectChatFormat(absl::string_view t) {
       absl::StrContains(t, "<role>HUMAN</role>") && absl::StrContains(t, "<|role_end|>")) {
     return ChatFormat::kBailing2;
   }
+  if (absl::StrContains(t, "<|endofuserprompt|>")) return ChatFormat::kDots1;
   if (absl::StrContains(t, "[INST]")) {
     return absl::StrContains(t, "<<SYS>>") ? ChatFormat::kLlama2 : ChatFormat::kMistral;
   }
@@ -90,6 +91,7 @@ absl::StatusOr<ChatFormat> ChatFormatFromName(absl::string_view name) {
   if (name == "granite") return ChatFormat::kGranite;
   if (name == "llama4") return ChatFormat::kLlama4;
   if (name == "bailing2") return ChatFormat::kBailing2;
+  if (name == "dots1") return ChatFormat::kDots1;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown chat template '", name, "' (known: ", kKnownNames, ")"));
 }
@@ -199,6 +201,18 @@ absl::StatusOr<std::string> FormatChat(ChatFormat format, const std::vector<Chat
         absl::StrAppend(&out, "<role>", role, "</role>", m.content, "<|role_end|>");
       }
       if (add_generation_prompt) out += "<role>ASSISTANT</role>";
+      break;
+    case ChatFormat::kDots1:
+      for (const auto& m : messages) {
+        if (m.role == "system") {
+          absl::StrAppend(&out, "<|system|>", m.content, "<|endofsystem|>");
+        } else if (m.role == "user") {
+          absl::StrAppend(&out, "<|userprompt|>", m.content, "<|endofuserprompt|>");
+        } else {
+          absl::StrAppend(&out, "<|response|>", m.content, "<|endofresponse|>");
+        }
+      }
+      if (add_generation_prompt) out += "<|response|>";
       break;
     case ChatFormat::kGranite:
       for (const auto& m : messages) {

@@ -24,7 +24,8 @@ struct ChatMessage {
 // does not build in, as the model's Jinja template writes it; kGranite IBM Granite 3.x/4.x's
 // (<|start_of_role|>role<|end_of_role|>...<|end_of_text|>), as llama.cpp writes it; kLlama4
 // Llama 4's (<|header_start|>role<|header_end|>\n\n...<|eot|>), as its Jinja template writes it;
-// kBailing2 Ling 2.0's (<role>HUMAN</role>...<|role_end|>), as llama.cpp writes it.
+// kBailing2 Ling 2.0's (<role>HUMAN</role>...<|role_end|>) and kDots1 dots.llm1's
+// (<|userprompt|>...<|endofuserprompt|><|response|>), as llama.cpp writes them.
 enum class ChatFormat {
   kChatMl,
   kLlama3,
@@ -39,13 +40,14 @@ enum class ChatFormat {
   kErnie45,
   kGranite,
   kLlama4,
-  kBailing2
+  kBailing2,
+  kDots1
 };
 
 // The family a Jinja template belongs to; Unimplemented naming the template when unknown.
 absl::StatusOr<ChatFormat> DetectChatFormat(absl::string_view jinja_template);
 // Family by name: "chatml", "llama3", "mistral", "llama2", "zephyr", "deepseek", "plain",
-// "chatglm4", "deepseek3", "gpt-oss", "ernie4.5", "granite", "llama4", "bailing2".
+// "chatglm4", "deepseek3", "gpt-oss", "ernie4.5", "granite", "llama4", "bailing2", "dots1".
 absl::StatusOr<ChatFormat> ChatFormatFromName(absl::string_view name);
 
 // The prompt text for the messages; with add_generation_prompt, ends where the assistant's

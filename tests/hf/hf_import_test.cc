@@ -967,6 +967,66 @@ TEST(HfImportTest, MinimaxM2CheckpointRunsAsTheReference) {
   fs::remove_all(dir);
 }
 
+// Dots1ForCausalLM: Qwen3's attention with per-head q_norm / k_norm, a dense first layer, then
+// DeepSeek-V3's routing (sigmoid chosen with mlp.gate.e_score_correction_bias among the best 2 of
+// 3 groups, renormalised, x 2.5) beside two shared experts.
+TEST(HfImportTest, Dots1CheckpointRunsAsTheReference) {
+  testing::RandomModelOptions o;
+  o.arch = Arch::kDots1;
+  o.n_layer = 3, o.n_head_kv = 6, o.n_layer_dense = 1, o.n_ff_dense = 56, o.n_expert = 9;
+  o.n_expert_used = 3, o.n_ff_shared = 80, o.selection_bias = true, o.expert_groups = 3;
+  o.expert_groups_used = 2, o.norm_topk_prob = true, o.routed_scale = 2.5f, o.seed = 83;
+  const ModelSpec random = testing::MakeRandomModel(o);
+  const HParams& h = random.hp;
+  std::map<std::string, RawTensor> t = LlamaLayoutTensors(random);
+  t["lm_head.weight"] = RawOf(random, "output.weight");
+  for (int l = 0; l < h.n_layer; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    t[p + "self_attn.q_norm.weight"] = RawOf(random, LayerTensorName(l, "attn_q_norm"));
+    t[p + "self_attn.k_norm.weight"] = RawOf(random, LayerTensorName(l, "attn_k_norm"));
+    if (l < h.n_layer_dense) {
+      for (const char* x : {"gate", "up", "down"}) {
+        t[absl::StrCat(p, "mlp.", x, "_proj.weight")] =
+            RawOf(random, LayerTensorName(l, absl::StrCat("ffn_", x)));
+      }
+      continue;
+    }
+    t[p + "mlp.gate.weight"] = RawOf(random, LayerTensorName(l, "ffn_gate_inp"));
+    t[p + "mlp.gate.e_score_correction_bias"] = RawOf(random, LayerBiasName(l, "exp_probs_b"));
+    for (const char* x : {"gate", "up", "down"}) {
+      for (int e = 0; e < h.n_expert; ++e) {
+        t[absl::StrCat(p, "mlp.experts.", e, ".", x, "_proj.weight")] =
+            RawOf(random, ExpertTensorName(l, e, absl::StrCat("ffn_", x)));
+      }
+      t[absl::StrCat(p, "mlp.shared_experts.", x, "_proj.weight")] =
+          RawOf(random, LayerTensorName(l, absl::StrCat("ffn_", x, "_shexp")));
+    }
+  }
+  nlohmann::json config = RandomModelConfig(h, "Dots1ForCausalLM", "dots1");
+  config["head_dim"] = h.head_dim;
+  config["intermediate_size"] = h.n_ff_dense;
+  config["moe_intermediate_size"] = h.n_ff_expert;
+  config["n_routed_experts"] = h.n_expert;
+  config["num_experts_per_tok"] = h.n_expert_used;
+  config["n_shared_experts"] = 2;
+  config["first_k_dense_replace"] = 1;
+  config["n_group"] = 3;
+  config["topk_group"] = 2;
+  config["norm_topk_prob"] = true;
+  config["routed_scaling_factor"] = 2.5;
+  config["sliding_window"] = nullptr;
+  const fs::path dir = TempDir("dots1");
+  WriteCheckpoint(dir, config, t);
+  ExpectImportRunsAsReference(dir, random, Arch::kDots1);
+  // Sliding-window layers (Dots1Config can name them) are refused by name.
+  config["sliding_window"] = 16;
+  config["max_window_layers"] = 2;
+  WriteCheckpoint(dir, config, t);
+  EXPECT_THAT(std::string(ImportHfCheckpoint(dir.string()).status().message()),
+              HasSubstr("max_window_layers"));
+  fs::remove_all(dir);
+}
+
 // A chat template in its own file, as newer checkpoints keep it: chat_template.jinja, which
 // transformers takes over tokenizer_config.json's, and a processor's chat_template.json (Llama
 // 4's repositories), taken when tokenizer_config.json has none.

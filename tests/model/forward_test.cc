@@ -125,6 +125,15 @@ std::vector<Case> Cases() {
   minimax_q8.n_ff_expert = 32, minimax_q8.n_expert_used = 2, minimax_q8.dtype = DType::kQ8_0;
   minimax_q8.seed = 71;
   cases.push_back({"minimax_m2_q8", minimax_q8});
+  // dots.llm1: Qwen3's attention, a leading dense layer, sigmoid routing with a selection bias
+  // among the best 2 of 3 groups of 3 experts, renormalised, x 2.5, two shared experts' width.
+  RandomModelOptions dots;
+  dots.arch = Arch::kDots1;
+  dots.n_layer = 3, dots.n_layer_dense = 1, dots.n_ff_dense = 56, dots.n_expert = 9;
+  dots.n_expert_used = 3, dots.n_ff_shared = 80, dots.selection_bias = true;
+  dots.expert_groups = 3, dots.expert_groups_used = 2, dots.norm_topk_prob = true;
+  dots.routed_scale = 2.5f, dots.seed = 79;
+  cases.push_back({"dots1", dots});
   return cases;
 }
 

@@ -96,6 +96,23 @@ TEST(ChatTemplateTest, FamiliesAreRecognisedByTheirMarkers) {
                               "{%- endif %}{%- endfor %}{{- '<role>ASSISTANT</role>' }}"),
             ChatFormat::kBailing2);
   EXPECT_EQ(*ChatFormatFromName("bailing2"), ChatFormat::kBailing2);
+  EXPECT_EQ(*DetectChatFormat("{% for message in messages %}{% if message['role'] == 'user' %}"
+                              "{{ '<|userprompt|>' + message['content'] + '<|endofuserprompt|>' }}"
+                              "{% endif %}{% endfor %}{{ '<|response|>' }}"),
+            ChatFormat::kDots1);
+  EXPECT_EQ(*ChatFormatFromName("dots1"), ChatFormat::kDots1);
+}
+
+// dots.llm1's template, compared with llama.cpp's llama_chat_apply_template on the same messages
+// (its DOTS1 format, detected from the template's <|endofuserprompt|>).
+TEST(ChatTemplateTest, Dots1FormatsAsLlamaCppWrites) {
+  const std::vector<ChatMessage> chat = {
+      {"system", " Be brief.\n"}, {"user", "Hello "}, {"assistant", "Hi."}, {"user", "Bye"}};
+  EXPECT_EQ(*FormatChat(ChatFormat::kDots1, chat, true, "<|endofresponse|>"),
+            "<|system|> Be brief.\n<|endofsystem|><|userprompt|>Hello <|endofuserprompt|>"
+            "<|response|>Hi.<|endofresponse|><|userprompt|>Bye<|endofuserprompt|><|response|>");
+  EXPECT_EQ(*FormatChat(ChatFormat::kDots1, {{"user", "Hello"}}, false, "<|endofresponse|>"),
+            "<|userprompt|>Hello<|endofuserprompt|>");
 }
 
 // Ling 2.0's template, compared with llama.cpp's llama_chat_apply_template("bailing2", ...) on the

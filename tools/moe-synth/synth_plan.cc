@@ -356,12 +356,33 @@ void PlanMinimaxM2(const Shape& s, Builder& b) {
   }
 }
 
+// dots.llm1: Qwen3's attention (per-head QK-norm, NEOX RoPE), leading dense layers, sigmoid
+// routing with a selection bias, renormalised and scaled by 2.5, shared experts of --ff each.
+void PlanDots1(const Shape& s, Builder& b) {
+  b.CommonKeys(s.layers, b.DenseFf());
+  b.HeadSizeKeys();
+  b.Key("leading_dense_block_count", static_cast<uint32_t>(s.dense_layers));
+  b.Key("expert_shared_count", static_cast<uint32_t>(s.shared_experts));
+  b.Key("expert_gating_func", 2);
+  b.KeyF("expert_weights_scale", 2.5f);
+  b.KeyB("expert_weights_norm", true);
+  for (int64_t l = 0; l < s.layers; ++l) {
+    b.Norm(l, "attn_norm.weight", s.embd);
+    b.GroupedQueryAttention(l, false);
+    b.Norm(l, "attn_q_norm.weight", b.head_dim());
+    b.Norm(l, "attn_k_norm.weight", b.head_dim());
+    b.Norm(l, "ffn_norm.weight", s.embd);
+    b.DenseOrSharedMixture(l, true);
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string>& Architectures() {
   static const std::vector<std::string> kNames = {
-      "llama",      "qwen2moe",     "olmoe",      "qwen3moe", "glm4moe",     "deepseek2", "gpt-oss",
-      "qwen3vlmoe", "ernie4_5-moe", "granitemoe", "llama4",   "bailingmoe2", "minimax-m2"};
+      "llama",     "qwen2moe",    "olmoe",      "qwen3moe",     "glm4moe",
+      "deepseek2", "gpt-oss",     "qwen3vlmoe", "ernie4_5-moe", "granitemoe",
+      "llama4",    "bailingmoe2", "minimax-m2", "dots1"};
   return kNames;
 }
 
@@ -395,6 +416,8 @@ absl::StatusOr<std::vector<Tensor>> Plan(const Shape& s, GgufWriter& w) {
     if (absl::Status st = PlanBailingMoe2(s, b); !st.ok()) return st;
   } else if (s.arch == "minimax-m2") {
     PlanMinimaxM2(s, b);
+  } else if (s.arch == "dots1") {
+    PlanDots1(s, b);
   } else {
     PlanClassic(s, b);
   }

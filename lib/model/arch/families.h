@@ -18,5 +18,6 @@ const Architecture& GraniteMoeArchitecture();
 const Architecture& Llama4Architecture();
 const Architecture& BailingMoe2Architecture();
 const Architecture& MinimaxM2Architecture();
+const Architecture& Dots1Architecture();
 
 }  // namespace moe
