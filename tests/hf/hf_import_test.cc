@@ -529,6 +529,31 @@ void ExpectImportRunsAsReference(const fs::path& dir, const ModelSpec& random, A
   EXPECT_LE(err, tol);
 }
 
+// Layer l's feed-forward in DeepSeek's layout under `p` ("model.layers.L."): a dense MLP in the
+// layers without experts, else the router, its selection bias (`bias`, of `bias_shape`, or the
+// bias's own shape when empty), the experts and the shared experts.
+void DeepseekLayoutFeedForward(const ModelSpec& m, int l, const std::string& p,
+                               const std::string& bias, std::vector<int64_t> bias_shape,
+                               std::map<std::string, RawTensor>* t) {
+  if (!m.hp.layer_has_experts(l)) {
+    for (const char* x : {"gate", "up", "down"}) {
+      (*t)[absl::StrCat(p, "mlp.", x, "_proj.weight")] =
+          RawOf(m, LayerTensorName(l, absl::StrCat("ffn_", x)));
+    }
+    return;
+  }
+  (*t)[p + "mlp.gate.weight"] = RawOf(m, LayerTensorName(l, "ffn_gate_inp"));
+  (*t)[p + bias] = RawOf(m, LayerBiasName(l, "exp_probs_b"), std::move(bias_shape));
+  for (const char* x : {"gate", "up", "down"}) {
+    for (int e = 0; e < m.hp.n_expert; ++e) {
+      (*t)[absl::StrCat(p, "mlp.experts.", e, ".", x, "_proj.weight")] =
+          RawOf(m, ExpertTensorName(l, e, absl::StrCat("ffn_", x)));
+    }
+    (*t)[absl::StrCat(p, "mlp.shared_experts.", x, "_proj.weight")] =
+        RawOf(m, LayerTensorName(l, absl::StrCat("ffn_", x, "_shexp")));
+  }
+}
+
 // Ernie4_5_MoeForCausalLM: a dense first layer (moe_layer_start_index) and, after it, experts
 // every second layer (moe_layer_interval) with dense MLPs between, the router's selection bias
 // in moe_statics as a [1, n_experts] table, two shared experts of moe_intermediate_size, the head
@@ -543,25 +568,8 @@ TEST(HfImportTest, Ernie45MoeCheckpointRunsAsTheReference) {
   const HParams& h = random.hp;
   std::map<std::string, RawTensor> tensors = LlamaLayoutTensors(random);
   for (int l = 0; l < h.n_layer; ++l) {
-    const std::string p = absl::StrCat("model.layers.", l, ".");
-    if (!(l >= 1 && (l + 1) % 2 == 0)) {
-      for (const char* x : {"gate", "up", "down"}) {
-        tensors[absl::StrCat(p, "mlp.", x, "_proj.weight")] =
-            RawOf(random, LayerTensorName(l, absl::StrCat("ffn_", x)));
-      }
-      continue;
-    }
-    tensors[p + "mlp.gate.weight"] = RawOf(random, LayerTensorName(l, "ffn_gate_inp"));
-    tensors[p + "mlp.moe_statics.e_score_correction_bias"] =
-        RawOf(random, LayerBiasName(l, "exp_probs_b"), {1, h.n_expert});
-    for (const char* x : {"gate", "up", "down"}) {
-      for (int e = 0; e < h.n_expert; ++e) {
-        tensors[absl::StrCat(p, "mlp.experts.", e, ".", x, "_proj.weight")] =
-            RawOf(random, ExpertTensorName(l, e, absl::StrCat("ffn_", x)));
-      }
-      tensors[absl::StrCat(p, "mlp.shared_experts.", x, "_proj.weight")] =
-          RawOf(random, LayerTensorName(l, absl::StrCat("ffn_", x, "_shexp")));
-    }
+    DeepseekLayoutFeedForward(random, l, absl::StrCat("model.layers.", l, "."),
+                              "mlp.moe_statics.e_score_correction_bias", {1, h.n_expert}, &tensors);
   }
   // A multi-token-prediction weight, as the -PT checkpoints carry: not read.
   tensors["model.mtp_linear_proj.0.weight"] = RawOf(random, "output_norm.weight");
@@ -850,23 +858,7 @@ TEST(HfImportTest, BailingMoeV2CheckpointRunsAsTheReference) {
     t[p + "attention.key_layernorm.weight"] = RawOf(random, name("attn_k_norm"));
     t[p + "attention.dense.weight"] = RawOf(random, name("attn_output"));
     t[p + "post_attention_layernorm.weight"] = RawOf(random, name("ffn_norm"));
-    if (l < h.n_layer_dense) {
-      for (const char* x : {"gate", "up", "down"}) {
-        t[absl::StrCat(p, "mlp.", x, "_proj.weight")] =
-            RawOf(random, LayerTensorName(l, absl::StrCat("ffn_", x)));
-      }
-      continue;
-    }
-    t[p + "mlp.gate.weight"] = RawOf(random, name("ffn_gate_inp"));
-    t[p + "mlp.gate.expert_bias"] = RawOf(random, LayerBiasName(l, "exp_probs_b"));
-    for (const char* x : {"gate", "up", "down"}) {
-      for (int e = 0; e < h.n_expert; ++e) {
-        t[absl::StrCat(p, "mlp.experts.", e, ".", x, "_proj.weight")] =
-            RawOf(random, ExpertTensorName(l, e, absl::StrCat("ffn_", x)));
-      }
-      t[absl::StrCat(p, "mlp.shared_experts.", x, "_proj.weight")] =
-          RawOf(random, LayerTensorName(l, absl::StrCat("ffn_", x, "_shexp")));
-    }
+    DeepseekLayoutFeedForward(random, l, p, "mlp.gate.expert_bias", {}, &t);
   }
   t[absl::StrCat("model.layers.", h.n_layer, ".final_layernorm.weight")] =
       RawOf(random, "output_norm.weight");  // the MTP layer's: not read
@@ -984,23 +976,7 @@ TEST(HfImportTest, Dots1CheckpointRunsAsTheReference) {
     const std::string p = absl::StrCat("model.layers.", l, ".");
     t[p + "self_attn.q_norm.weight"] = RawOf(random, LayerTensorName(l, "attn_q_norm"));
     t[p + "self_attn.k_norm.weight"] = RawOf(random, LayerTensorName(l, "attn_k_norm"));
-    if (l < h.n_layer_dense) {
-      for (const char* x : {"gate", "up", "down"}) {
-        t[absl::StrCat(p, "mlp.", x, "_proj.weight")] =
-            RawOf(random, LayerTensorName(l, absl::StrCat("ffn_", x)));
-      }
-      continue;
-    }
-    t[p + "mlp.gate.weight"] = RawOf(random, LayerTensorName(l, "ffn_gate_inp"));
-    t[p + "mlp.gate.e_score_correction_bias"] = RawOf(random, LayerBiasName(l, "exp_probs_b"));
-    for (const char* x : {"gate", "up", "down"}) {
-      for (int e = 0; e < h.n_expert; ++e) {
-        t[absl::StrCat(p, "mlp.experts.", e, ".", x, "_proj.weight")] =
-            RawOf(random, ExpertTensorName(l, e, absl::StrCat("ffn_", x)));
-      }
-      t[absl::StrCat(p, "mlp.shared_experts.", x, "_proj.weight")] =
-          RawOf(random, LayerTensorName(l, absl::StrCat("ffn_", x, "_shexp")));
-    }
+    DeepseekLayoutFeedForward(random, l, p, "mlp.gate.e_score_correction_bias", {}, &t);
   }
   nlohmann::json config = RandomModelConfig(h, "Dots1ForCausalLM", "dots1");
   config["head_dim"] = h.head_dim;
