@@ -79,6 +79,33 @@ TEST(GgufVocabTest, Kanana2SplitsAsGpt4o) {
   EXPECT_EQ(*kanana2, *RegexesForPreTokenizer("gpt-4o"));
 }
 
+// MiniMax-M2's files name GPT-4o's split "minimax-m2", as llama.cpp reads.
+TEST(GgufVocabTest, MinimaxM2SplitsAsGpt4o) {
+  auto minimax = RegexesForPreTokenizer("minimax-m2");
+  ASSERT_TRUE(minimax.ok()) << minimax.status();
+  EXPECT_EQ(*minimax, *RegexesForPreTokenizer("gpt-4o"));
+}
+
+// Ling's files (bailingmoe, bailingmoe2) and LLaDA-MoE's name their own split, llama.cpp's
+// BAILINGMOE regex: qwen2's but for one newline quantifier, which cannot change a split (a
+// whitespace run matched up to its last newline either way). Both split a text alike here,
+// pieces and all.
+TEST(GgufVocabTest, BailingSplitsAsQwen2Does) {
+  const std::string text =
+      "Hello, World's 12345 apples!\n\n  \r\n\tIt's  DONE?? ÄÖÜ über 東京 x+y=2\n \n";
+  auto qwen2 = PreTokenizer::Create(*RegexesForPreTokenizer("qwen2"));
+  ASSERT_TRUE(qwen2.ok()) << qwen2.status();
+  for (const char* name : {"bailingmoe", "bailingmoe2", "llada-moe"}) {
+    auto regexes = RegexesForPreTokenizer(name);
+    ASSERT_TRUE(regexes.ok()) << name << ": " << regexes.status();
+    EXPECT_NE(*regexes, *RegexesForPreTokenizer("qwen2")) << name;
+    auto bailing = PreTokenizer::Create(*regexes);
+    ASSERT_TRUE(bailing.ok()) << bailing.status();
+    EXPECT_EQ((*bailing)->Split(text), (*qwen2)->Split(text)) << name;
+    EXPECT_GT((*bailing)->Split(text).size(), 20u);
+  }
+}
+
 // GLM-4.5's GGUF files name their split "glm4" (llama.cpp's CHATGLM4: llama3's regex) and end a
 // tool call with an end-of-message token (tokenizer.ggml.eom_token_id), which also ends
 // generation there. A vocabulary file re-labelled so carries both.
