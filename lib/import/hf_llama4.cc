@@ -15,7 +15,8 @@ namespace moe {
 namespace {
 
 // The period p of no_rope_layers (1: RoPE, 0: NoPE, as transformers tests them: by truth) when
-// its first `layers` flags are 0 exactly where (l + 1) % p == 0; 0 when none is.
+// its first `layers` flags are 0 exactly where (l + 1) % p == 0, as RepeatingLayerPeriod finds
+// it; 0 when none is.
 absl::StatusOr<int64_t> NopePeriod(const nlohmann::json& flags, int64_t layers) {
   if (!flags.is_array() || static_cast<int64_t>(flags.size()) < layers) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -33,18 +34,7 @@ absl::StatusOr<int64_t> NopePeriod(const nlohmann::json& flags, int64_t layers) 
           absl::StrCat("config.json no_rope_layers[", l, "] is ", f.dump(), ", not 0 or 1"));
     }
   }
-  int64_t period = 0;
-  while (period < layers && rope[period]) ++period;
-  if (period == layers) return 0;
-  ++period;
-  for (int64_t l = 0; l < layers; ++l) {
-    if (rope[l] != ((l + 1) % period != 0)) {
-      return absl::UnimplementedError(
-          absl::StrCat("config.json no_rope_layers does not repeat one pattern of ", period - 1,
-                       " RoPE layers and one NoPE layer (layer ", l, ")"));
-    }
-  }
-  return period;
+  return RepeatingLayerPeriod(rope, "no_rope_layers", "RoPE", "NoPE");
 }
 
 // The step s of moe_layers when it lists exactly the layers s - 1, 2s - 1, ... below `layers`.

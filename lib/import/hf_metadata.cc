@@ -164,15 +164,22 @@ absl::StatusOr<int64_t> WindowedLayerPeriod(const nlohmann::json& types, int64_t
                                                    windowed, ", full_attention)"));
     }
   }
+  return RepeatingLayerPeriod(in_window, "layer_types", windowed, "full_attention");
+}
+
+absl::StatusOr<int64_t> RepeatingLayerPeriod(const std::vector<bool>& on, absl::string_view key,
+                                             absl::string_view on_name,
+                                             absl::string_view off_name) {
+  const int64_t layers = static_cast<int64_t>(on.size());
   int64_t period = 0;
-  while (period < layers && in_window[period]) ++period;
+  while (period < layers && on[period]) ++period;
   if (period == layers) return 0;
   ++period;
   for (int64_t l = 0; l < layers; ++l) {
-    if (in_window[l] != (l % period < period - 1)) {
+    if (on[l] != (l % period < period - 1)) {
       return absl::UnimplementedError(
-          absl::StrCat("config.json layer_types does not repeat one pattern of ", period - 1, " ",
-                       windowed, " layers and one full_attention layer (layer ", l, ")"));
+          absl::StrCat("config.json ", key, " does not repeat one pattern of ", period - 1, " ",
+                       on_name, " layers and one ", off_name, " layer (layer ", l, ")"));
     }
   }
   return period;

@@ -109,6 +109,13 @@ absl::Status ReadLlama3RopeScaling(const nlohmann::json& j, int64_t dim, double 
 absl::StatusOr<int64_t> WindowedLayerPeriod(const nlohmann::json& types, int64_t layers,
                                             absl::string_view windowed);
 
+// The period p of a per-layer pattern that repeats p - 1 layers `on`, then one not (on[l] ==
+// (l % p < p - 1), llama.cpp's rule for sliding, chunked and RoPE layers): 0 when every layer is
+// on. Without one, an error naming config.json's `key`, the two kinds (`on_name`, `off_name`)
+// and the first layer that breaks the pattern.
+absl::StatusOr<int64_t> RepeatingLayerPeriod(const std::vector<bool>& on, absl::string_view key,
+                                             absl::string_view on_name, absl::string_view off_name);
+
 // The families' config.json -> keys (hf_glm4moe.cc, hf_deepseek2.cc, hf_gpt_oss.cc).
 absl::Status Glm4MoeKeys(const nlohmann::json& j, HfFamilyConfig* out);
 absl::Status DeepseekV2Keys(const nlohmann::json& j, HfFamilyConfig* out);

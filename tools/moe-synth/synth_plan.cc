@@ -180,6 +180,16 @@ void PlanGlm4Moe(const Shape& s, Builder& b) {
   }
 }
 
+// The group-limited routing's --expert-groups / --expert-groups-used (deepseek2, bailingmoe2).
+absl::Status CheckExpertGroups(const Shape& s) {
+  if (s.expert_groups < 1 || s.experts % s.expert_groups != 0 ||
+      s.expert_groups_used > s.expert_groups) {
+    return absl::InvalidArgumentError(
+        "--expert-groups must divide --experts and be at least --expert-groups-used");
+  }
+  return absl::OkStatus();
+}
+
 // DeepSeek-V2/V3: latent attention (the cache keeps kv_lora + qk_rope values per token), YaRN
 // with DeepSeek's temperature, leading dense layers, shared experts; softmax routing (V2) or
 // sigmoid with a selection bias in groups, renormalised and scaled (V3).
@@ -188,11 +198,7 @@ absl::Status PlanDeepseek2(const Shape& s, Builder& b) {
     return absl::InvalidArgumentError(
         "deepseek2 needs --kv-lora, --qk-nope, --v-head > 0 and an even --qk-rope > 0");
   }
-  if (s.expert_groups < 1 || s.experts % s.expert_groups != 0 ||
-      s.expert_groups_used > s.expert_groups) {
-    return absl::InvalidArgumentError(
-        "--expert-groups must divide --experts and be at least --expert-groups-used");
-  }
+  if (absl::Status st = CheckExpertGroups(s); !st.ok()) return st;
   const int64_t E = s.embd, H = s.heads, qk = s.qk_nope + s.qk_rope;
   b.CommonKeys(s.layers, b.DenseFf());
   b.Key("attention.head_count_kv", 1);  // the one latent "KV head" llama.cpp caches
@@ -306,11 +312,7 @@ void PlanLlama4(const Shape& s, Builder& b) {
 // selection bias among the best --expert-groups-used of --expert-groups, renormalised and scaled
 // by 2.5, shared experts of --ff each.
 absl::Status PlanBailingMoe2(const Shape& s, Builder& b) {
-  if (s.expert_groups < 1 || s.experts % s.expert_groups != 0 ||
-      s.expert_groups_used > s.expert_groups) {
-    return absl::InvalidArgumentError(
-        "--expert-groups must divide --experts and be at least --expert-groups-used");
-  }
+  if (absl::Status st = CheckExpertGroups(s); !st.ok()) return st;
   const int64_t E = s.embd, hd = b.head_dim();
   b.CommonKeys(s.layers, b.DenseFf());
   b.HeadSizeKeys();
