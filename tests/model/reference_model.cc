@@ -140,7 +140,6 @@ ModelSpec MakeRandomModel(const RandomModelOptions& o) {
   }
   h.n_vocab = o.n_vocab;
   h.n_embd = o.n_embd;
-  h.n_layer = o.n_layer;
   h.n_head = o.n_head;
   h.n_head_kv = o.n_head_kv;
   h.head_dim = o.head_dim;
@@ -151,9 +150,7 @@ ModelSpec MakeRandomModel(const RandomModelOptions& o) {
   if (o.norm_topk_prob) h.norm_topk_prob = *o.norm_topk_prob;
   h.routed_scale = o.routed_scale;
   h.n_ctx_train = 128;
-  h.n_expert = o.n_expert;
   h.n_expert_used = o.n_expert_used;
-  h.n_ff_expert = o.n_ff_expert;
   h.n_ff_shared = o.n_ff_shared;
   h.rms_eps = 1e-6f;
   h.rope_freq_base = 10000.f;
