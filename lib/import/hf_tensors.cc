@@ -63,6 +63,16 @@ void InputNormAndAttention(const HParams& h, int l, const std::string& p, Wants&
   }
 }
 
+// A SwiGLU MLP `width` wide under `prefix` (its gate_proj, up_proj, down_proj) as layer l's
+// ffn_gate, ffn_up and ffn_down with `suffix` ("" for a dense FFN, "_shexp" for shared experts).
+void AddMlp(const HParams& h, int l, const std::string& prefix, absl::string_view suffix,
+            int64_t width, Wants& w) {
+  auto name = [&](const char* base) { return LayerTensorName(l, absl::StrCat(base, suffix)); };
+  w.Add(prefix + "gate_proj.weight", name("ffn_gate"), {width, h.n_embd}, l);
+  w.Add(prefix + "up_proj.weight", name("ffn_up"), {width, h.n_embd}, l);
+  w.Add(prefix + "down_proj.weight", name("ffn_down"), {h.n_embd, width}, l);
+}
+
 // Layer l's input norm, attention and post-attention norm (as ffn_norm), llama's layout; returns
 // the layer's name prefix.
 std::string LlamaLayerNormsAndAttention(const HParams& h, int l, Wants& w) {
@@ -105,9 +115,7 @@ void ClassicFamilies(const HfConfig& c, Wants& w) {
             {d, h.n_ff_expert}, l, e);
     }
     if (h.n_ff_shared > 0) {
-      w.Add(moe + "shared_expert.gate_proj.weight", name("ffn_gate_shexp"), {h.n_ff_shared, d}, l);
-      w.Add(moe + "shared_expert.up_proj.weight", name("ffn_up_shexp"), {h.n_ff_shared, d}, l);
-      w.Add(moe + "shared_expert.down_proj.weight", name("ffn_down_shexp"), {d, h.n_ff_shared}, l);
+      AddMlp(h, l, moe + "shared_expert.", "_shexp", h.n_ff_shared, w);
       if (h.shared_expert_gate) {
         // A [1, n_embd] Linear stored as the vector it is.
         w.Vector(moe + "shared_expert_gate.weight", name("ffn_gate_inp_shexp"), {d}, l).hf_shape = {
@@ -129,9 +137,7 @@ void AddFeedForward(const HParams& h, int l, const std::string& p, Wants& w,
   const int64_t d = h.n_embd;
   auto name = [&](const char* base) { return LayerTensorName(l, base); };
   if (!h.layer_has_experts(l)) {
-    w.Add(p + "mlp.gate_proj.weight", name("ffn_gate"), {h.n_ff_dense, d}, l);
-    w.Add(p + "mlp.up_proj.weight", name("ffn_up"), {h.n_ff_dense, d}, l);
-    w.Add(p + "mlp.down_proj.weight", name("ffn_down"), {d, h.n_ff_dense}, l);
+    AddMlp(h, l, p + "mlp.", "", h.n_ff_dense, w);
     return;
   }
   w.Add(p + "mlp.gate.weight", name("ffn_gate_inp"), {h.n_expert, d}, l).router = true;
@@ -146,11 +152,7 @@ void AddFeedForward(const HParams& h, int l, const std::string& p, Wants& w,
     w.Add(x + "up_proj.weight", ExpertTensorName(l, e, "ffn_up"), {h.n_ff_expert, d}, l, e);
     w.Add(x + "down_proj.weight", ExpertTensorName(l, e, "ffn_down"), {d, h.n_ff_expert}, l, e);
   }
-  if (h.n_ff_shared > 0) {
-    w.Add(p + "mlp.shared_experts.gate_proj.weight", name("ffn_gate_shexp"), {h.n_ff_shared, d}, l);
-    w.Add(p + "mlp.shared_experts.up_proj.weight", name("ffn_up_shexp"), {h.n_ff_shared, d}, l);
-    w.Add(p + "mlp.shared_experts.down_proj.weight", name("ffn_down_shexp"), {d, h.n_ff_shared}, l);
-  }
+  if (h.n_ff_shared > 0) AddMlp(h, l, p + "mlp.shared_experts.", "_shexp", h.n_ff_shared, w);
 }
 
 // Glm4MoeForCausalLM. The MTP layers after num_hidden_layers are in the checkpoint but not wanted.
@@ -227,9 +229,7 @@ void Llama4(const HParams& h, Wants& w) {
     auto name = [&](const char* base) { return LayerTensorName(l, base); };
     const std::string f = p + "feed_forward.";
     if (!h.layer_has_experts(l)) {
-      w.Add(f + "gate_proj.weight", name("ffn_gate"), {h.n_ff_dense, d}, l);
-      w.Add(f + "up_proj.weight", name("ffn_up"), {h.n_ff_dense, d}, l);
-      w.Add(f + "down_proj.weight", name("ffn_down"), {d, h.n_ff_dense}, l);
+      AddMlp(h, l, f, "", h.n_ff_dense, w);
       continue;
     }
     w.Add(f + "router.weight", name("ffn_gate_inp"), {n, d}, l).router = true;
@@ -240,9 +240,7 @@ void Llama4(const HParams& h, Wants& w) {
           f + "experts.down_proj", {n, ff, d},
           [=](int64_t i) { return (e * ff + i % ff) * d + i / ff; }, w);
     }
-    w.Add(f + "shared_expert.gate_proj.weight", name("ffn_gate_shexp"), {h.n_ff_shared, d}, l);
-    w.Add(f + "shared_expert.up_proj.weight", name("ffn_up_shexp"), {h.n_ff_shared, d}, l);
-    w.Add(f + "shared_expert.down_proj.weight", name("ffn_down_shexp"), {d, h.n_ff_shared}, l);
+    AddMlp(h, l, f + "shared_expert.", "_shexp", h.n_ff_shared, w);
   }
 }
 
