@@ -121,6 +121,14 @@ class Backend : public MemorySpace {
   virtual void StoreKv(const float* k, const float* v, int64_t n, const int32_t* positions,
                        const KvLayerView& kv) = 0;
 
+  // A short convolution (LFM2) over one sequence's n rows at positions[t]: bcx holds each row's
+  // B, C and X parts (in that order, dim = state.head_dim values each). B * X is stored as the
+  // row of positions[t] in `state` (a KvLayerRows::Convolution view: one F32 row per position);
+  // then y[t, c] = C[t, c] * sum_k kernel[c * kernel_len + k] * row(positions[t] - kernel_len +
+  // 1 + k)[c], rows before position 0 being zero.
+  virtual void ShortConv(const float* bcx, int64_t n, const int32_t* positions, const float* kernel,
+                         int64_t kernel_len, const KvLayerView& state, float* y) = 0;
+
   // Causal attention: query row t (n_heads x head_dim) attends to cache positions
   // [0, positions[t]] (within the window, when there is one); grouped-query: head h reads KV
   // head h / (n_heads / n_kv_heads).

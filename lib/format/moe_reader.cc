@@ -125,6 +125,10 @@ absl::StatusOr<HParams> ReadHParams(const fb::HParams* p) {
     }
     for (size_t i = 0; i < h.rope_sections.size(); ++i) h.rope_sections[i] = sections->Get(i);
   }
+  h.short_conv_kernel = p->short_conv_kernel();
+  if (const auto* conv = p->short_conv_layers()) {
+    h.short_conv_layers.assign(conv->begin(), conv->end());
+  }
   return h;
 }
 

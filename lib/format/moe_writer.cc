@@ -104,6 +104,8 @@ flatbuffers::Offset<fb::HParams> BuildHParams(flatbuffers::FlatBufferBuilder& b,
   if (h.multimodal_rope()) {
     sections = b.CreateVector(h.rope_sections.data(), h.rope_sections.size());
   }
+  flatbuffers::Offset<flatbuffers::Vector<int64_t>> conv_layers;
+  if (!h.short_conv_layers.empty()) conv_layers = b.CreateVector(h.short_conv_layers);
   fb::HParamsBuilder hb(b);
   hb.add_n_vocab(h.n_vocab);
   hb.add_n_embd(h.n_embd);
@@ -163,6 +165,8 @@ flatbuffers::Offset<fb::HParams> BuildHParams(flatbuffers::FlatBufferBuilder& b,
   hb.add_attn_temp_offset(h.attn_temp_offset);
   hb.add_expert_input_weighted(h.expert_input_weighted);
   if (!sections.IsNull()) hb.add_rope_sections(sections);
+  hb.add_short_conv_kernel(h.short_conv_kernel);
+  if (!conv_layers.IsNull()) hb.add_short_conv_layers(conv_layers);
   return hb.Finish();
 }
 

@@ -58,8 +58,13 @@ absl::Status Read(const GgufFile& gguf, TokenizerData* data) {
     MOE_ASSIGN_OR_RETURN(data->merges, gguf.GetStringArray("tokenizer.ggml.merges"));
   }
   const bool spm = data->model == "llama";
+  // The pre-types llama.cpp reads as Llama 3's: whole pre-tokens that are in the vocabulary are
+  // emitted as they are, and a BOS is added unless the file says otherwise.
+  const bool llama3 = data->pre == "llama3" || data->pre == "llama-v3" ||
+                      data->pre == "llama-bpe" || data->pre == "falcon3" ||
+                      data->pre == "pixtral" || data->pre == "lfm2";
   // llama.cpp's defaults when the keys are absent.
-  data->add_bos = spm;
+  data->add_bos = spm || llama3;
   data->add_space_prefix = spm;
   if (spm) {
     data->bos_id = 1, data->eos_id = 2, data->unk_id = 0;
@@ -78,10 +83,7 @@ absl::Status Read(const GgufFile& gguf, TokenizerData* data) {
   MOE_RETURN_IF_ERROR(
       ReadOptionalBool(gguf, "tokenizer.ggml.add_space_prefix", &data->add_space_prefix));
   MOE_RETURN_IF_ERROR(ReadOptionalString(gguf, "tokenizer.chat_template", &data->chat_template));
-  // llama.cpp emits whole pre-tokens that are in the vocabulary for the llama3 family.
-  data->ignore_merges = data->pre == "llama3" || data->pre == "llama-v3" ||
-                        data->pre == "llama-bpe" || data->pre == "falcon3" ||
-                        data->pre == "pixtral";
+  data->ignore_merges = llama3;
   return absl::OkStatus();
 }
 

@@ -49,7 +49,23 @@ absl::StatusOr<HParams> HParamsFromKeys(const MetadataKeys& r, absl::string_view
   MOE_ASSIGN_OR_RETURN(h.n_embd, r.Int("embedding_length"));
   MOE_ASSIGN_OR_RETURN(h.n_layer, r.Int("block_count"));
   MOE_ASSIGN_OR_RETURN(h.n_head, r.Int("attention.head_count"));
-  MOE_ASSIGN_OR_RETURN(h.n_head_kv, r.Int("attention.head_count_kv", h.n_head));
+  if (absl::StatusOr<std::vector<int64_t>> per_layer = r.IntArray("attention.head_count_kv");
+      per_layer.ok()) {
+    // Per layer (LFM2's: 0 for its convolution layers, which the family reads from the same
+    // list): the cache's KV heads are the attention layers', which must agree.
+    h.n_head_kv = 0;
+    for (int64_t kv : *per_layer) {
+      if (kv != 0 && h.n_head_kv != 0 && kv != h.n_head_kv) {
+        return absl::UnimplementedError(
+            absl::StrCat("attention.head_count_kv differs between layers (", h.n_head_kv, " and ",
+                         kv, "): not supported"));
+      }
+      if (kv != 0) h.n_head_kv = kv;
+    }
+    if (h.n_head_kv <= 0) h.n_head_kv = h.n_head;
+  } else {
+    MOE_ASSIGN_OR_RETURN(h.n_head_kv, r.Int("attention.head_count_kv", h.n_head));
+  }
   if (h.n_head <= 0) return absl::InvalidArgumentError("attention.head_count must be positive");
   MOE_ASSIGN_OR_RETURN(h.head_dim, r.Int("attention.key_length", h.n_embd / h.n_head));
   MOE_ASSIGN_OR_RETURN(h.value_dim, r.Int("attention.value_length", h.head_dim));

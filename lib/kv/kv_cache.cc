@@ -10,7 +10,8 @@ namespace moe {
 
 absl::StatusOr<KvCache> KvCache::Create(int64_t n_layer, int64_t n_ctx, int64_t n_kv_heads,
                                         int64_t head_dim, DType dtype, bool values_in_keys,
-                                        SlidingWindows sliding, MemorySpace& memory) {
+                                        SlidingWindows sliding,
+                                        absl::Span<const int64_t> conv_width, MemorySpace& memory) {
   if (absl::Status s = CheckKvType(dtype, head_dim); !s.ok()) return s;
   if (n_ctx <= 0 || n_ctx > (1 << 24)) {
     return absl::InvalidArgumentError(absl::StrCat("invalid context length ", n_ctx));
@@ -19,11 +20,18 @@ absl::StatusOr<KvCache> KvCache::Create(int64_t n_layer, int64_t n_ctx, int64_t 
     return absl::InvalidArgumentError(
         absl::StrCat("sliding windows for ", sliding.window.size(), " layers of ", n_layer));
   }
+  if (!conv_width.empty() && static_cast<int64_t>(conv_width.size()) != n_layer) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("convolution widths for ", conv_width.size(), " layers of ", n_layer));
+  }
   KvCache c;
+  for (int64_t l = 0; l < n_layer; ++l) {
+    c.rows_.push_back(!conv_width.empty() && conv_width[l] > 0
+                          ? KvLayerRows::Convolution(conv_width[l])
+                          : KvLayerRows::Attention(dtype, n_kv_heads, head_dim, values_in_keys));
+  }
   c.dtype_ = dtype;
   c.n_ctx_ = n_ctx;
-  c.n_kv_heads_ = n_kv_heads;
-  c.head_dim_ = head_dim;
   c.ring_table_.resize(n_layer);
   c.ring_window_.assign(n_layer, 0);
   const int64_t block = int64_t{1} << kRingBlockShift;
@@ -42,13 +50,12 @@ absl::StatusOr<KvCache> KvCache::Create(int64_t n_layer, int64_t n_ctx, int64_t 
     c.ring_window_[l] = sliding.window[l];
     c.max_step_tokens_ = sliding.max_step_tokens;
   }
-  const size_t row_bytes = RowBytes(dtype, n_kv_heads * head_dim);
   c.k_.resize(n_layer);
-  if (!values_in_keys) c.v_.resize(n_layer);
+  c.v_.resize(n_layer);
   for (int64_t l = 0; l < n_layer; ++l) {
-    const size_t bytes = static_cast<size_t>(c.rows(l)) * row_bytes;
+    const size_t bytes = static_cast<size_t>(c.rows(l)) * c.rows_[l].row_bytes();
     for (auto* rows : {&c.k_, &c.v_}) {
-      if (rows->empty()) continue;  // values in keys
+      if (rows == &c.v_ && c.rows_[l].planes == 1) continue;  // values in keys, or none
       absl::StatusOr<uint8_t*> p = (*rows)[l].Resize(memory, static_cast<int64_t>(bytes));
       if (!p.ok()) return p.status();
       memory.Zero(*p, bytes);

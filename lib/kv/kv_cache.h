@@ -15,6 +15,7 @@
 #include "lib/backend/backend_buffer.h"
 #include "lib/backend/memory_space.h"
 #include "lib/kv/kv_sequence.h"
+#include "lib/kv/kv_type.h"
 
 namespace moe {
 
@@ -32,16 +33,26 @@ class KvCache final : public KvSequence {
   static absl::StatusOr<KvCache> Create(int64_t n_layer, int64_t n_ctx, int64_t n_kv_heads,
                                         int64_t head_dim, DType dtype, bool values_in_keys = false,
                                         SlidingWindows sliding = {},
-                                        MemorySpace& memory = HostMemory());
+                                        MemorySpace& memory = HostMemory()) {
+    return Create(n_layer, n_ctx, n_kv_heads, head_dim, dtype, values_in_keys, sliding, {}, memory);
+  }
+  // conv_width: per layer (or empty: none), > 0 for a short-convolution layer, which keeps F32
+  // rows of that width and no V (KvLayerRows::Convolution).
+  static absl::StatusOr<KvCache> Create(int64_t n_layer, int64_t n_ctx, int64_t n_kv_heads,
+                                        int64_t head_dim, DType dtype, bool values_in_keys,
+                                        SlidingWindows sliding,
+                                        absl::Span<const int64_t> conv_width, MemorySpace& memory);
 
   KvLayerView layer(int64_t l) override {
     uint8_t* k = k_[l].data();  // in the memory space it was made in
+    const KvLayerRows& rows = rows_[l];
     KvPaging paging;
     if (!ring_table_[l].empty()) {
       paging = {ring_table_[l].data(), kRingBlockShift,
-                static_cast<int64_t>(RowBytes(dtype_, n_kv_heads_ * head_dim_)) << kRingBlockShift};
+                static_cast<int64_t>(rows.row_bytes()) << kRingBlockShift};
     }
-    return {dtype_, k, v_.empty() ? k : v_[l].data(), n_kv_heads_, head_dim_, paging};
+    return {rows.dtype,    k,     rows.planes == 1 ? k : v_[l].data(), rows.n_heads,
+            rows.head_dim, paging};
   }
   int64_t n_ctx() const { return n_ctx_; }
   int64_t capacity() const override { return n_ctx_; }
@@ -63,8 +74,9 @@ class KvCache final : public KvSequence {
   static constexpr int kRingBlockShift = 4;  // rows of 16
 
   DType dtype_ = DType::kF32;
-  int64_t n_ctx_ = 0, n_kv_heads_ = 0, head_dim_ = 0, size_ = 0, max_step_tokens_ = 0;
-  std::vector<BackendBuffer<uint8_t>> k_, v_;
+  int64_t n_ctx_ = 0, size_ = 0, max_step_tokens_ = 0;
+  std::vector<KvLayerRows> rows_;              // per layer
+  std::vector<BackendBuffer<uint8_t>> k_, v_;  // v_[l] empty where the layer has no V
   // Per layer: for a ring, block i of the context -> block i mod the ring's blocks; else empty.
   std::vector<std::vector<int32_t>> ring_table_;
   std::vector<int64_t> ring_window_;  // per layer: the window of a ring layer; 0 otherwise

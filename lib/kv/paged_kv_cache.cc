@@ -55,9 +55,17 @@ absl::StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKv
   PagedKvShape whole_shape = shape, window_shape = shape;
   whole_shape.n_layer = shape.n_layer - window_layers;
   window_shape.n_layer = window_layers;
+  whole_shape.conv_width.clear();
+  window_shape.conv_width.clear();
   std::vector<int32_t> slot;
   int32_t whole_slot = 0, window_slot = 0;
-  for (int64_t w : o.windows) slot.push_back(w > 0 ? ~window_slot++ : whole_slot++);
+  for (size_t l = 0; l < o.windows.size(); ++l) {
+    const bool windowed = o.windows[l] > 0;
+    slot.push_back(windowed ? ~window_slot++ : whole_slot++);
+    if (!shape.conv_width.empty()) {
+      (windowed ? window_shape : whole_shape).conv_width.push_back(shape.conv_width[l]);
+    }
+  }
   // What running sequences may hold at once — each one's window before its step, rounded out
   // to blocks, plus the blocks its share of the step writes — and room to keep one window per
   // sequence cached with the prefixes it belongs to.

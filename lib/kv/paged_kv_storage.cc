@@ -9,10 +9,19 @@
 namespace moe {
 namespace {
 
+// One block of one layer's K (or V).
+size_t LayerBlockBytes(const PagedKvShape& s, int64_t l) {
+  return s.layer_rows(l).row_bytes() << s.block_shift;
+}
+
 absl::Status CheckShape(const PagedKvShape& s) {
   if (absl::Status st = CheckKvType(s.dtype, s.head_dim); !st.ok()) return st;
   if (s.n_layer <= 0 || s.n_kv_heads <= 0 || s.head_dim <= 0) {
     return absl::InvalidArgumentError("a paged KV cache needs layers, KV heads and a head size");
+  }
+  if (!s.conv_width.empty() && static_cast<int64_t>(s.conv_width.size()) != s.n_layer) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("convolution widths for ", s.conv_width.size(), " layers of ", s.n_layer));
   }
   if (s.block_shift < 0 || s.block_shift > 16) {
     return absl::InvalidArgumentError(
@@ -24,12 +33,20 @@ absl::Status CheckShape(const PagedKvShape& s) {
 }  // namespace
 
 size_t PagedKvStorage::BlockBytes(const PagedKvShape& s) {
-  return static_cast<size_t>(s.planes() * s.n_layer * (int64_t{1} << s.block_shift)) *
-         RowBytes(s.dtype, s.n_kv_heads * s.head_dim);
+  size_t bytes = 0;
+  for (int64_t l = 0; l < s.n_layer; ++l) bytes += s.layer_rows(l).planes * LayerBlockBytes(s, l);
+  return bytes;
 }
 
-int64_t PagedKvStorage::layer_block_bytes() const {
-  return static_cast<int64_t>(BlockBytes(shape_)) / (shape_.planes() * shape_.n_layer);
+PagedKvStorage::PagedKvStorage(const PagedKvShape& shape, int32_t n_blocks,
+                               BackendBuffer<uint8_t> m)
+    : shape_(shape), n_blocks_(n_blocks), memory_(std::move(m)) {
+  int64_t start = 0;
+  for (int64_t l = 0; l < shape_.n_layer; ++l) {
+    layer_start_.push_back(start);
+    start +=
+        shape_.layer_rows(l).planes * n_blocks_ * static_cast<int64_t>(LayerBlockBytes(shape_, l));
+  }
 }
 
 absl::StatusOr<PagedKvStorage> PagedKvStorage::Create(const PagedKvShape& shape, int32_t n_blocks,
@@ -57,14 +74,15 @@ absl::StatusOr<PagedKvStorage> PagedKvStorage::CreateForBytes(const PagedKvShape
 }
 
 KvLayerView PagedKvStorage::layer(int64_t l, absl::Span<const int32_t> table) {
-  const int64_t per_layer = shape_.planes() * n_blocks_ * layer_block_bytes();
-  uint8_t* k = memory_.data() + l * per_layer;
-  return {shape_.dtype,
+  const KvLayerRows rows = shape_.layer_rows(l);
+  const int64_t block_bytes = static_cast<int64_t>(LayerBlockBytes(shape_, l));
+  uint8_t* k = memory_.data() + layer_start_[l];
+  return {rows.dtype,
           k,
-          shape_.values_in_keys ? k : k + n_blocks_ * layer_block_bytes(),
-          shape_.n_kv_heads,
-          shape_.head_dim,
-          KvPaging{table.data(), shape_.block_shift, layer_block_bytes()}};
+          rows.planes == 1 ? k : k + n_blocks_ * block_bytes,
+          rows.n_heads,
+          rows.head_dim,
+          KvPaging{table.data(), shape_.block_shift, block_bytes}};
 }
 
 KvLayerView PagedKvSequence::layer(int64_t l) {

@@ -1,5 +1,6 @@
 // The K and V data of a paged KV cache (issue 17): for each layer, a pool of blocks of
-// 2^block_shift positions, each position a row of n_kv_heads x head_dim in F32, F16 or Q8_0. A
+// 2^block_shift positions, each position a row of n_kv_heads x head_dim in F32, F16 or Q8_0 (or,
+// for a short-convolution layer, one F32 row of its convolution's input: kv_type.h). A
 // sequence's block table (from KvBlockPool) turns it into the KvLayerView the backend writes and
 // attends through, so sequences of any length share one allocation made at creation.
 #pragma once
@@ -14,6 +15,7 @@
 #include "lib/backend/backend_buffer.h"
 #include "lib/backend/memory_space.h"
 #include "lib/kv/kv_sequence.h"
+#include "lib/kv/kv_type.h"
 
 namespace moe {
 
@@ -25,8 +27,14 @@ struct PagedKvShape {
   int block_shift = 5;        // 32 positions per block
   // No separate values: V rows are the K rows (latent attention reads them from the keys).
   bool values_in_keys = false;
+  // Per layer (or empty: none): > 0 for a short-convolution layer, the width of its rows.
+  std::vector<int64_t> conv_width = {};
 
   int64_t planes() const { return values_in_keys ? 1 : 2; }  // K and V, or K alone
+  KvLayerRows layer_rows(int64_t l) const {
+    if (!conv_width.empty() && conv_width[l] > 0) return KvLayerRows::Convolution(conv_width[l]);
+    return KvLayerRows::Attention(dtype, n_kv_heads, head_dim, values_in_keys);
+  }
 };
 
 class PagedKvStorage {
@@ -51,13 +59,12 @@ class PagedKvStorage {
   KvLayerView layer(int64_t l, absl::Span<const int32_t> table);
 
  private:
-  PagedKvStorage(const PagedKvShape& shape, int32_t n_blocks, BackendBuffer<uint8_t> m)
-      : shape_(shape), n_blocks_(n_blocks), memory_(std::move(m)) {}
-  int64_t layer_block_bytes() const;  // one block of one layer's K (or V)
+  PagedKvStorage(const PagedKvShape& shape, int32_t n_blocks, BackendBuffer<uint8_t> m);
 
   PagedKvShape shape_;
   int32_t n_blocks_ = 0;
   BackendBuffer<uint8_t> memory_;  // [layer][K, V (unless in K)][block][row]
+  std::vector<int64_t> layer_start_;  // per layer: where its rows start in memory_
 };
 
 // One sequence's positions in a paged cache: its block table (from KvBlockPool), which the

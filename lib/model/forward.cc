@@ -41,9 +41,10 @@ void Transformer::AddCosts(absl::Span<const SequenceChunk> batch, Telemetry* tel
     dense_macs_per_token_ = 0;
     dense_bytes_per_token_ = static_cast<int64_t>(model_->token_embd().row_bytes());
     for (const LayerWeights& L : model_->layers()) {
-      for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.wq_a, &L.wq_b, &L.wkv_a, &L.wk_b,
-                                  &L.wv_b, &L.dense.gate, &L.dense.up, &L.dense.down, &L.router,
-                                  &L.shared.gate, &L.shared.up, &L.shared.down, &L.shared_gate}) {
+      for (const WeightView* w :
+           {&L.wq, &L.wk, &L.wv, &L.wo, &L.wq_a, &L.wq_b, &L.wkv_a, &L.wk_b, &L.wv_b, &L.conv_in,
+            &L.dense.gate, &L.dense.up, &L.dense.down, &L.router, &L.shared.gate, &L.shared.up,
+            &L.shared.down, &L.shared_gate}) {
         if (!w->empty()) dense_macs_per_token_ += w->rows * w->cols;
       }
       dense_bytes_per_token_ += static_cast<int64_t>(L.dense_bytes);
@@ -61,9 +62,14 @@ void Transformer::AddCosts(absl::Span<const SequenceChunk> batch, Telemetry* tel
     for (int64_t t = 0; t < m; ++t, ++row) {
       const int64_t pos = c.pos0 + t;
       int64_t macs = dense_macs_per_token_ + row_expert_macs_[row];
-      for (int64_t window : windows) {
+      for (size_t l = 0; l < windows.size(); ++l) {
+        const int64_t window = windows[l];
         const int64_t seen = window > 0 ? std::min(pos + 1, window) : pos + 1;
-        macs += h.n_head * (score_size + value_size) * seen;
+        if (model_->layers()[l].parts.attention == AttentionPart::kShortConv) {
+          macs += h.n_embd * seen;  // the kernel over each channel's last positions
+        } else {
+          macs += h.n_head * (score_size + value_size) * seen;
+        }
       }
       int64_t bytes = dense_bytes_per_token_ + row_expert_bytes_[row];
       if (c.logits == LogitsFor::kAll || (c.logits == LogitsFor::kLast && t == m - 1)) {
@@ -179,6 +185,9 @@ absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
         break;
       case AttentionPart::kLatent:
         MOE_RETURN_IF_ERROR(latent_attention_.Run(ctx, l, L, batch, n, x));
+        break;
+      case AttentionPart::kShortConv:
+        MOE_RETURN_IF_ERROR(short_conv_.Run(ctx, l, L, batch, n, x));
         break;
     }
     // An error (an expert that could not be read, memory the backend could not give) leaves the

@@ -19,6 +19,7 @@
 #include "lib/model/parts/latent_attention.h"
 #include "lib/model/parts/mixture_feed_forward.h"
 #include "lib/model/parts/sequence_chunk.h"
+#include "lib/model/parts/short_convolution.h"
 #include "lib/model/telemetry.h"
 #include "lib/moe/expert_store.h"
 
@@ -82,6 +83,7 @@ class Transformer {
   // the buffers have grown to the batch size.
   GroupedQueryAttention attention_;
   LatentAttention latent_attention_;
+  ShortConvolution short_conv_;
   DenseFeedForward dense_;
   MixtureFeedForward mixture_;
   std::vector<int32_t> positions_;

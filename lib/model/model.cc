@@ -164,7 +164,7 @@ absl::Status Model::Resolve() {
   // (Moving the inner vectors on growth keeps their buffers, so the pointers handed out stay
   // valid.)
   MOE_ASSIGN_OR_RETURN(token_embd_, Matrix("token_embd.weight"));
-  MOE_ASSIGN_OR_RETURN(output_norm_, Vector("output_norm.weight"));
+  MOE_ASSIGN_OR_RETURN(output_norm_, Vector(std::string(arch.output_norm())));
   if (h.tied_output) {
     output_ = token_embd_;
   } else {
@@ -179,8 +179,15 @@ absl::Status Model::Resolve() {
     auto name = [&](absl::string_view b) { return LayerTensorName(l, b); };
     auto bias = [&](absl::string_view b) { return LayerBiasName(l, b); };
     MOE_ASSIGN_OR_RETURN(L.attn_norm, Vector(name("attn_norm")));
-    MOE_ASSIGN_OR_RETURN(L.wo, Matrix(name("attn_output")));
-    if (L.parts.attention == AttentionPart::kLatent) {
+    if (L.parts.attention == AttentionPart::kShortConv) {
+      MOE_ASSIGN_OR_RETURN(L.conv_in, Matrix(name("shortconv.in_proj")));
+      MOE_ASSIGN_OR_RETURN(L.conv_kernel, Vector(name("shortconv.conv")));
+      MOE_ASSIGN_OR_RETURN(L.wo, Matrix(name("shortconv.out_proj")));
+      L.dense_bytes = L.conv_in.byte_size() + L.wo.byte_size();
+      conv_widths_.resize(h.n_layer, 0);
+      conv_widths_[l] = h.n_embd;
+    } else if (L.parts.attention == AttentionPart::kLatent) {
+      MOE_ASSIGN_OR_RETURN(L.wo, Matrix(name("attn_output")));
       if (h.q_lora_rank > 0) {
         MOE_ASSIGN_OR_RETURN(L.wq_a, Matrix(name("attn_q_a")));
         MOE_ASSIGN_OR_RETURN(L.q_a_norm, Vector(name("attn_q_a_norm")));
@@ -196,6 +203,7 @@ absl::Status Model::Resolve() {
                       L.wkv_a.byte_size() + L.wk_b.byte_size() + L.wv_b.byte_size() +
                       L.wo.byte_size();
     } else {
+      MOE_ASSIGN_OR_RETURN(L.wo, Matrix(name("attn_output")));
       MOE_RETURN_IF_ERROR(ResolveGroupedQueryAttention(l, L));
     }
     MOE_ASSIGN_OR_RETURN(L.ffn_norm, Vector(name(L.parts.ffn_norm)));

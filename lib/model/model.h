@@ -47,6 +47,10 @@ struct LayerWeights {
   WeightView wq_a, wq_b, wkv_a, wk_b, wv_b;
   const float* q_a_norm = nullptr;
   const float* kv_a_norm = nullptr;
+  // A short convolution: its in-projection [3 embd x embd] (B, C and X; wo is its
+  // out-projection) and depthwise kernel [embd x kernel length].
+  WeightView conv_in;
+  const float* conv_kernel = nullptr;
   const float* ffn_norm = nullptr;
   ExpertWeights dense;                    // a dense layer's FFN
   WeightView router;                      // [n_expert x embd]
@@ -71,6 +75,9 @@ class Model {
   const std::vector<LayerWeights>& layers() const { return layers_; }
   // Each layer's attention window (0: the whole context), for KV caches that keep only it.
   const std::vector<int64_t>& attention_windows() const { return attention_windows_; }
+  // Per layer, the width of the rows a short-convolution layer caches instead of K and V (0: an
+  // attention layer); empty when no layer convolves. With attention_windows, a KV cache's shape.
+  const std::vector<int64_t>& conv_widths() const { return conv_widths_; }
   const WeightView& token_embd() const { return token_embd_; }
   const WeightView& output() const { return output_; }
   const float* output_norm() const { return output_norm_; }
@@ -101,6 +108,7 @@ class Model {
   ModelSpec spec_;
   std::vector<LayerWeights> layers_;
   std::vector<int64_t> attention_windows_;
+  std::vector<int64_t> conv_widths_;
   std::vector<std::vector<bool>> pruned_;
   std::vector<std::vector<bool>> weightless_;  // ModelSpec::WeightlessMask, while resolving
   WeightView token_embd_, output_;

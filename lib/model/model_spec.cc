@@ -311,6 +311,20 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
         "NoPE layers every ", h.nope_period, ", query temperature scale ", h.attn_temp_scale,
         " floor ", h.attn_temp_floor, " offset ", h.attn_temp_offset));
   }
+  if (!h.short_conv_layers.empty()) {
+    if (h.short_conv_kernel < 2 || h.short_conv_kernel > 64) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("short convolution kernel of ", h.short_conv_kernel, " (from 2 to 64)"));
+    }
+    for (size_t i = 0; i < h.short_conv_layers.size(); ++i) {
+      const int64_t l = h.short_conv_layers[i];
+      if (l < 0 || l >= h.n_layer || (i > 0 && l <= h.short_conv_layers[i - 1])) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("short-convolution layers must ascend within the ", h.n_layer,
+                         " layers (got ", l, ")"));
+      }
+    }
+  }
   if (h.qk_norm == QkNorm::kPerHeadUnweighted && h.latent_attention()) {
     return absl::InvalidArgumentError("an unweighted per-head QK-norm with latent attention");
   }
@@ -367,12 +381,12 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
     }
   }
   MOE_RETURN_IF_ERROR(Expect(spec, "token_embd.weight", {h.n_vocab, h.n_embd}));
-  MOE_RETURN_IF_ERROR(Expect(spec, "output_norm.weight", {h.n_embd}));
+  const Architecture& arch = ArchitectureOf(spec.arch);
+  MOE_RETURN_IF_ERROR(Expect(spec, std::string(arch.output_norm()), {h.n_embd}));
   if (!h.tied_output) MOE_RETURN_IF_ERROR(Expect(spec, "output.weight", {h.n_vocab, h.n_embd}));
   if (spec.Find(kRopeFreqsTensor) != nullptr) {
     MOE_RETURN_IF_ERROR(Expect(spec, std::string(kRopeFreqsTensor), {h.rope_dim / 2}));
   }
-  const Architecture& arch = ArchitectureOf(spec.arch);
   MOE_RETURN_IF_ERROR(ValidatePrunedExperts(spec, arch));
   const auto weightless = spec.WeightlessMask();
   for (int l = 0; l < h.n_layer; ++l) {
@@ -380,7 +394,11 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
     auto bias = [&](absl::string_view b) { return LayerBiasName(l, b); };
     const LayerParts parts = arch.Layer(h, l);
     MOE_RETURN_IF_ERROR(Expect(spec, name("attn_norm"), {h.n_embd}));
-    if (parts.attention == AttentionPart::kLatent) {
+    if (parts.attention == AttentionPart::kShortConv) {
+      MOE_RETURN_IF_ERROR(Expect(spec, name("shortconv.in_proj"), {3 * h.n_embd, h.n_embd}));
+      MOE_RETURN_IF_ERROR(Expect(spec, name("shortconv.out_proj"), {h.n_embd, h.n_embd}));
+      MOE_RETURN_IF_ERROR(Expect(spec, name("shortconv.conv"), {h.n_embd, h.short_conv_kernel}));
+    } else if (parts.attention == AttentionPart::kLatent) {
       MOE_RETURN_IF_ERROR(ExpectLatentAttention(spec, l));
     } else {
       MOE_RETURN_IF_ERROR(ExpectGroupedQueryAttention(spec, l));
@@ -468,7 +486,9 @@ ParamCounts CountParams(const ModelSpec& spec) {
 
 size_t KvBytesPerToken(const HParams& h, DType kv_type) {
   const size_t planes = h.values_in_keys() ? 1 : 2;
-  return planes * static_cast<size_t>(h.n_layer) * RowBytes(kv_type, h.n_head_kv * h.head_dim);
+  // A short-convolution layer keeps a few positions whatever the length: nothing per token.
+  const size_t attending = static_cast<size_t>(h.n_layer) - h.short_conv_layers.size();
+  return planes * attending * RowBytes(kv_type, h.n_head_kv * h.head_dim);
 }
 
 }  // namespace moe

@@ -3,6 +3,7 @@
 // and the runtime builds its Model from it.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -38,6 +39,7 @@ enum class Arch {
   kBailingMoe2,
   kMinimaxM2,
   kDots1,
+  kLfm2Moe,
 };
 
 absl::string_view ArchName(Arch a);
@@ -142,6 +144,12 @@ struct HParams {
   // runtime's only input, the first three are the token's position and the extra one is 0.
   std::array<int64_t, 4> rope_sections{};
 
+  // LFM2's short-convolution layers (the others attend): such a layer mixes each channel over
+  // its last short_conv_kernel positions (a depthwise causal convolution) instead of attending.
+  // short_conv_layers lists them in order; empty: none.
+  int64_t short_conv_kernel = 0;
+  std::vector<int64_t> short_conv_layers;
+
   bool latent_attention() const { return kv_lora_rank > 0; }
   bool multimodal_rope() const {
     return rope_sections[0] + rope_sections[1] + rope_sections[2] + rope_sections[3] > 0;
@@ -151,6 +159,9 @@ struct HParams {
   }
   bool layer_slides(int layer) const {
     return sliding_window > 0 && swa_period > 0 && layer % swa_period < swa_period - 1;
+  }
+  bool layer_short_conv(int layer) const {
+    return std::binary_search(short_conv_layers.begin(), short_conv_layers.end(), layer);
   }
   bool layer_uses_rope(int layer) const {
     return nope_period <= 0 || (layer + 1) % nope_period != 0;

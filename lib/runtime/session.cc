@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "lib/base/status_macros.h"
+#include "lib/model/kv_cache_for.h"
 #include "lib/runtime/expert_mask.h"
 #include "lib/runtime/stop_matcher.h"
 #include "lib/tokenizer/stream_decoder.h"
@@ -105,9 +106,7 @@ absl::StatusOr<KvCache> CreateSessionCache(const Model& model, const SessionOpti
   if (options.n_batch <= 0) return absl::InvalidArgumentError("n_batch must be positive");
   // Prompts go through in steps of n_batch tokens, so sliding-window layers keep only their
   // window and one step.
-  const SlidingWindows sliding{model.attention_windows(), options.n_batch};
-  return KvCache::Create(h.n_layer, n_ctx, h.n_head_kv, h.head_dim, options.kv_type,
-                         h.values_in_keys(), sliding, memory);
+  return KvCacheFor(model, n_ctx, options.kv_type, options.n_batch, memory);
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Engine> engine,

@@ -101,7 +101,8 @@ absl::StatusOr<std::vector<std::string>> RegexesForPreTokenizer(absl::string_vie
     return Regexes{"[\\p{P}\\$\\+<=>\\^~\\|]+", s(kGpt2), "\\p{N}+", "[0-9][0-9][0-9]"};
   }
   if (pre == "llama3" || pre == "llama-v3" || pre == "llama-bpe" || pre == "falcon3" ||
-      pre == "pixtral" || pre == "dbrx" || pre == "smaug-bpe" || pre == "chatglm-bpe" ||
+      pre == "pixtral" || pre == "lfm2" || pre == "dbrx" || pre == "smaug-bpe" ||
+      pre == "chatglm-bpe" ||
       pre == "glm4") {  // GLM-4.5's GGUF files: llama.cpp's CHATGLM4 split, llama3's regex
     return Regexes{s(kLlama3)};
   }

@@ -8,6 +8,7 @@
 #include "lib/kv/kv_block_pool.h"
 #include "lib/kv/paged_kv_storage.h"
 #include "lib/model/forward.h"
+#include "lib/model/kv_cache_for.h"
 #include "tests/model/reference_model.h"
 
 namespace moe {
@@ -40,22 +41,26 @@ std::vector<Case> Cases() {
   k3.arch = Arch::kQwen3Moe, k3.n_ff_shared = 0, k3.dtype = DType::kQ3_K, k3.seed = 16;
   RandomModelOptions q8_kv = q8;  // a Q8_0 KV cache needs heads of a multiple of 32
   q8_kv.head_dim = 32, q8_kv.seed = 13;
+  RandomModelOptions lfm2 = q8;  // short-convolution layers keep F32 rows beside an F16 cache
+  lfm2.arch = Arch::kLfm2Moe, lfm2.n_layer = 3, lfm2.short_conv_layers = {0, 2};
+  lfm2.n_ff_shared = 0, lfm2.selection_bias = true, lfm2.seed = 19;
   return {{"f32", f32, false},
           {"q8_fast", q8, true},
           {"q4_fast", q4, true},
           {"bf16", bf16, true},
           {"q2_k_fast", k2, true},
           {"q3_k_fast", k3, true},
-          {"q8_0_kv", q8_kv, true, DType::kQ8_0}};
+          {"q8_0_kv", q8_kv, true, DType::kQ8_0},
+          {"lfm2moe", lfm2, true}};
 }
 
 class ForwardBatchTest : public ::testing::TestWithParam<Case> {};
 
 // Each sequence alone: its prompt in one call, then one token at a time; the logits of every
 // position, in order.
-std::vector<float> Alone(Transformer& tf, const HParams& h, const std::vector<int32_t>& tokens,
-                         int64_t prompt, DType kv) {
-  auto cache = KvCache::Create(h.n_layer, 64, h.n_head_kv, h.head_dim, kv);
+std::vector<float> Alone(Transformer& tf, const std::vector<int32_t>& tokens, int64_t prompt,
+                         DType kv) {
+  auto cache = KvCacheFor(tf.model(), 64, kv);
   EXPECT_TRUE(cache.ok());
   std::vector<float> all, step;
   EXPECT_TRUE(
@@ -87,12 +92,13 @@ TEST_P(ForwardBatchTest, EveryTokenGetsItsLoneLogitsBitForBit) {
   }
   std::vector<std::vector<float>> want;
   for (size_t i = 0; i < seqs.size(); ++i) {
-    want.push_back(Alone(tf, h, seqs[i], prompts[i], c.kv));
+    want.push_back(Alone(tf, seqs[i], prompts[i], c.kv));
   }
 
   // Batched: sequences 0 and 2 in a paged cache of 4-position blocks, 1 and 3 contiguous. Each
   // step takes up to 5 tokens of a sequence (prompts go in chunks), every token's logits asked.
-  PagedKvShape shape{h.n_layer, h.n_head_kv, h.head_dim, c.kv, /*block_shift=*/2};
+  PagedKvShape shape{
+      h.n_layer, h.n_head_kv, h.head_dim, c.kv, /*block_shift=*/2, false, (*model)->conv_widths()};
   auto storage = PagedKvStorage::Create(shape, 32);
   ASSERT_TRUE(storage.ok());
   auto pool = KvBlockPool::Create(32, 4);
@@ -100,7 +106,7 @@ TEST_P(ForwardBatchTest, EveryTokenGetsItsLoneLogitsBitForBit) {
   std::vector<PagedKvSequence> paged(2, PagedKvSequence(&*storage));
   std::vector<KvCache> contiguous;
   for (int i = 0; i < 2; ++i) {
-    contiguous.push_back(*KvCache::Create(h.n_layer, 64, h.n_head_kv, h.head_dim, c.kv));
+    contiguous.push_back(*KvCacheFor(**model, 64, c.kv));
   }
   std::vector<KvSequence*> kv = {&paged[0], &contiguous[0], &paged[1], &contiguous[1]};
   std::vector<int64_t> done(seqs.size(), 0);

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "gtest/gtest.h"
+#include "lib/model/kv_cache_for.h"
 #include "tests/model/reference_model.h"
 
 namespace moe {
@@ -134,6 +135,18 @@ std::vector<Case> Cases() {
   dots.expert_groups = 3, dots.expert_groups_used = 2, dots.norm_topk_prob = true;
   dots.routed_scale = 2.5f, dots.seed = 79;
   cases.push_back({"dots1", dots});
+  // LFM2-MoE: short-convolution layers (kernel 3) around one attending layer of Qwen3's
+  // attention, a leading dense layer, sigmoid routing with a selection bias, renormalised.
+  RandomModelOptions lfm2;
+  lfm2.arch = Arch::kLfm2Moe;
+  lfm2.n_layer = 4, lfm2.short_conv_layers = {0, 1, 3}, lfm2.n_layer_dense = 1;
+  lfm2.n_ff_dense = 56, lfm2.n_expert = 9, lfm2.selection_bias = true, lfm2.seed = 83;
+  cases.push_back({"lfm2moe", lfm2});
+  RandomModelOptions lfm2_q8 = lfm2;  // Q8_0, kernel 4, GQA 4:1, the attending layer first
+  lfm2_q8.n_embd = 64, lfm2_q8.n_head = 8, lfm2_q8.head_dim = 16, lfm2_q8.n_ff_expert = 32;
+  lfm2_q8.n_ff_dense = 64, lfm2_q8.short_conv_layers = {1, 2, 3}, lfm2_q8.short_conv_kernel = 4;
+  lfm2_q8.dtype = DType::kQ8_0, lfm2_q8.seed = 89;
+  cases.push_back({"lfm2moe_q8", lfm2_q8});
   return cases;
 }
 
@@ -188,19 +201,18 @@ void ExpectReferenceLogits(const Case& c) {
   std::vector<float> want = ReferenceForward(spec, tokens);
   auto model = Model::Create(std::move(spec));
   ASSERT_TRUE(model.ok()) << model.status();
-  const HParams& h = (*model)->hp();
   const float tol = 1e-3f * MaxAbs(want);
   for (int threads : {1, 3}) {
     // Exact to the (dequantized) weights: the reference multiplies in F32 too.
     auto backend = CreateCpuBackend({threads, /*quantize_activations=*/false});
     Transformer tf(*model, backend.get());
     // One batch.
-    auto cache = KvCache::Create(h.n_layer, 32, h.n_head_kv, h.head_dim, DType::kF32);
+    auto cache = KvCacheFor(**model, 32, DType::kF32);
     std::vector<float> got;
     ASSERT_TRUE(tf.Forward(tokens, *cache, LogitsFor::kAll, &got).ok());
     EXPECT_LE(MaxDiff(got, want), tol) << c.name << " prefill, threads " << threads;
     // A short prefill, then one token at a time through the cache.
-    auto cache2 = KvCache::Create(h.n_layer, 32, h.n_head_kv, h.head_dim, DType::kF32);
+    auto cache2 = KvCacheFor(**model, 32, DType::kF32);
     std::vector<float> step, all;
     ASSERT_TRUE(tf.Forward({tokens.data(), 3}, *cache2, LogitsFor::kAll, &step).ok());
     all = step;
@@ -224,7 +236,6 @@ TEST_P(ForwardTest, F16KvCacheStaysCloseToF32) {
   ModelSpec spec = MakeRandomModel(GetParam().o);
   auto model = Model::Create(std::move(spec));
   ASSERT_TRUE(model.ok());
-  const HParams& h = (*model)->hp();
   // Exact activations: with 8-bit ones, the cache's rounding re-draws their rounding everywhere
   // after the first attention, and the test would measure that instead (about 1% of the logits
   // on these random models, as far from the reference as either run is).
@@ -232,8 +243,8 @@ TEST_P(ForwardTest, F16KvCacheStaysCloseToF32) {
   Transformer tf(*model, backend.get());
   std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8};
   std::vector<float> a, b;
-  auto c32 = KvCache::Create(h.n_layer, 16, h.n_head_kv, h.head_dim, DType::kF32);
-  auto c16 = KvCache::Create(h.n_layer, 16, h.n_head_kv, h.head_dim, DType::kF16);
+  auto c32 = KvCacheFor(**model, 16, DType::kF32);
+  auto c16 = KvCacheFor(**model, 16, DType::kF16);
   ASSERT_TRUE(tf.Forward(tokens, *c32, LogitsFor::kAll, &a).ok());
   ASSERT_TRUE(tf.Forward(tokens, *c16, LogitsFor::kAll, &b).ok());
   // Half precision keeps 11 significant bits: K/V rounding moves logits by well under 1%.
@@ -267,8 +278,8 @@ TEST(ForwardKvTypeTest, Q8_0KvCacheStaysCloseToF32) {
   Transformer tf(*model, backend.get());
   std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
   std::vector<float> a, b, step;
-  auto c32 = KvCache::Create(h.n_layer, 16, h.n_head_kv, h.head_dim, DType::kF32);
-  auto c8 = KvCache::Create(h.n_layer, 16, h.n_head_kv, h.head_dim, DType::kQ8_0);
+  auto c32 = KvCacheFor(**model, 16, DType::kF32);
+  auto c8 = KvCacheFor(**model, 16, DType::kQ8_0);
   ASSERT_TRUE(c8.ok()) << c8.status();
   ASSERT_TRUE(tf.Forward(tokens, *c32, LogitsFor::kAll, &a).ok());
   ASSERT_TRUE(tf.Forward({tokens.data(), 4}, *c8, LogitsFor::kAll, &b).ok());
@@ -292,7 +303,7 @@ TEST(ForwardErrorsTest, BadInputIsAnErrorAndLeavesTheCacheUntouched) {
   const HParams& h = (*model)->hp();
   auto backend = CreateCpuBackend(1);
   Transformer tf(*model, backend.get());
-  auto cache = KvCache::Create(h.n_layer, 4, h.n_head_kv, h.head_dim, DType::kF32);
+  auto cache = KvCacheFor(**model, 4, DType::kF32);
   std::vector<float> logits;
   std::vector<int32_t> bad = {1, static_cast<int32_t>(h.n_vocab)};
   EXPECT_EQ(tf.Forward(bad, *cache, LogitsFor::kLast, &logits).code(),
@@ -316,13 +327,12 @@ TEST(ForwardCancelTest, StopsBetweenLayersAndLeavesTheCacheAsItWas) {
   o.n_layer = 3;
   auto model = Model::Create(MakeRandomModel(o));
   ASSERT_TRUE(model.ok());
-  const HParams& h = (*model)->hp();
   auto backend = CreateCpuBackend(1);
   const std::vector<int32_t> prompt = {3, 1, 4, 1, 5}, next = {9};
   std::vector<float> want, got;
   {
     Transformer tf(*model, backend.get());
-    auto cache = KvCache::Create(h.n_layer, 16, h.n_head_kv, h.head_dim, DType::kF32);
+    auto cache = KvCacheFor(**model, 16, DType::kF32);
     ASSERT_TRUE(tf.Forward(prompt, *cache, LogitsFor::kLast, &want).ok());
     ASSERT_TRUE(tf.Forward(next, *cache, LogitsFor::kLast, &want).ok());
   }
@@ -330,7 +340,7 @@ TEST(ForwardCancelTest, StopsBetweenLayersAndLeavesTheCacheAsItWas) {
   int asked = 0;
   bool cancel = true;
   tf.set_cancel_check([&] { return ++asked == 2 && cancel; });  // before layer 2
-  auto cache = KvCache::Create(h.n_layer, 16, h.n_head_kv, h.head_dim, DType::kF32);
+  auto cache = KvCacheFor(**model, 16, DType::kF32);
   const absl::Status s = tf.Forward(prompt, *cache, LogitsFor::kLast, &got);
   EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
   EXPECT_NE(std::string(s.message()).find("layer 2"), std::string::npos) << s;
@@ -348,8 +358,7 @@ TEST(ForwardTelemetryTest, CountsEveryRoutedTokenOnce) {
   ASSERT_TRUE(model.ok());
   auto backend = CreateCpuBackend(1);
   Transformer tf(*model, backend.get());
-  const HParams& h = (*model)->hp();
-  auto cache = KvCache::Create(h.n_layer, 16, h.n_head_kv, h.head_dim, DType::kF32);
+  auto cache = KvCacheFor(**model, 16, DType::kF32);
   Telemetry tel;
   std::vector<float> logits;
   ASSERT_TRUE(tf.Forward({4, 8, 15, 16, 23, 42}, *cache, LogitsFor::kLast, &logits, &tel).ok());
@@ -371,7 +380,7 @@ TEST(ForwardMaskTest, DisabledExpertsAreNeverChosen) {
   std::vector<std::vector<bool>> disabled(h.n_layer, std::vector<bool>(h.n_expert, false));
   disabled[0][0] = disabled[0][1] = disabled[1][h.n_expert - 1] = true;
   tf.set_disabled_experts(disabled);
-  auto cache = KvCache::Create(h.n_layer, 16, h.n_head_kv, h.head_dim, DType::kF32);
+  auto cache = KvCacheFor(**model, 16, DType::kF32);
   Telemetry tel;
   std::vector<float> logits;
   ASSERT_TRUE(

@@ -31,7 +31,9 @@ struct Builder {
     std::normal_distribution<float> nd(mean, std);
     std::vector<float> v(n);
     for (auto& x : v) x = nd(rng);
-    DType t = shape.size() == 2 ? dtype : DType::kF32;
+    // A short convolution's kernel stays F32, as llama-quantize keeps it.
+    const bool kernel = name.find("shortconv.conv.") != std::string::npos;
+    DType t = shape.size() == 2 && !kernel ? dtype : DType::kF32;
     int64_t cols = shape.back();
     std::vector<uint8_t> bytes(RowBytes(t, cols) * (n / cols));
     for (int64_t r = 0; r < n / cols; ++r) {
@@ -114,9 +116,90 @@ std::vector<float> Mlp(const ModelSpec& s, const std::string& g, const std::stri
   return MatVec(Weight(s, d), gate);
 }
 
+// What a family requires of a file that a model built in memory still has to say: the keys a
+// GGUF of these options would hold (the gating function and LFM2's layer kinds).
+class RandomModelKeys final : public MetadataKeys {
+ public:
+  explicit RandomModelKeys(const RandomModelOptions& o) : o_(o) {}
+  absl::StatusOr<int64_t> Int(absl::string_view key, std::optional<int64_t> def) const override {
+    if (key == "shortconv.l_cache") return o_.short_conv_kernel;
+    if (key == "expert_gating_func" && !o_.short_conv_layers.empty()) return 2;
+    return none_.Int(key, def);
+  }
+  absl::StatusOr<float> Float(absl::string_view key, float def) const override { return def; }
+  absl::StatusOr<bool> Bool(absl::string_view key, bool def) const override { return def; }
+  bool Has(absl::string_view key) const override { return false; }
+  absl::StatusOr<std::vector<int64_t>> IntArray(absl::string_view key) const override {
+    if (key != "attention.head_count_kv") return none_.IntArray(key);
+    std::vector<int64_t> kv(o_.n_layer, o_.n_head_kv);
+    for (int64_t l : o_.short_conv_layers) kv[l] = 0;
+    return kv;
+  }
+
+ private:
+  const RandomModelOptions& o_;
+  NoMetadata none_;
+};
+
+// LFM2's gated short convolution for every position of one layer, as transformers'
+// Lfm2MoeShortConv computes it: B, C and x from in_proj, B * x convolved causally per channel
+// over the last `kernel` positions (zeros before the first), gated by C, then out_proj.
+std::vector<std::vector<float>> ShortConv(const ModelSpec& s, int l,
+                                          const std::vector<std::vector<float>>& xn,
+                                          int64_t kernel) {
+  auto n = [&](const char* base) { return LayerTensorName(l, base); };
+  const Mat in_proj = Weight(s, n("shortconv.in_proj")), conv = Weight(s, n("shortconv.conv")),
+            out_proj = Weight(s, n("shortconv.out_proj"));
+  const int64_t T = xn.size(), E = s.hp.n_embd;
+  std::vector<std::vector<float>> bx(T), c(T), out(T);
+  for (int64_t t = 0; t < T; ++t) {
+    const auto bcx = MatVec(in_proj, xn[t]);
+    bx[t].resize(E);
+    for (int64_t i = 0; i < E; ++i) bx[t][i] = bcx[i] * bcx[2 * E + i];
+    c[t].assign(bcx.begin() + E, bcx.begin() + 2 * E);
+  }
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<float> y(E);
+    for (int64_t i = 0; i < E; ++i) {
+      double sum = 0;
+      for (int64_t k = 0; k < kernel; ++k) {
+        const int64_t p = t - (kernel - 1) + k;
+        if (p >= 0) sum += static_cast<double>(conv[i * kernel + k]) * bx[p][i];
+      }
+      y[i] = static_cast<float>(c[t][i] * sum);
+    }
+    out[t] = MatVec(out_proj, y);
+  }
+  return out;
+}
+
 // Hugging Face's Ernie4_5_Moe rule, which reduces to "every layer" for the other families.
 bool HasExperts(int64_t n_layer_dense, int64_t moe_layer_step, int l) {
   return l >= n_layer_dense && (l + 1) % moe_layer_step == 0;
+}
+
+// One grouped-query attention layer's tensors, with the biases and QK-norm the family has (in
+// the order every model was drawn in before convolution layers: the same seed, the same model).
+void AddAttention(Builder& b, const HParams& h, const RandomModelOptions& o, int l) {
+  auto n = [&](const char* base) { return LayerTensorName(l, base); };
+  const int64_t E = o.n_embd, q_dim = o.n_head * o.head_dim, kv_dim = o.n_head_kv * o.head_dim;
+  const float in_std = 1.0f / std::sqrt(static_cast<float>(E));
+  b.Add(n("attn_q"), {q_dim, E}, in_std, 0, l);
+  b.Add(n("attn_k"), {kv_dim, E}, in_std, 0, l);
+  b.Add(n("attn_v"), {kv_dim, E}, in_std, 0, l);
+  b.Add(n("attn_output"), {E, q_dim}, 0.5f / std::sqrt(static_cast<float>(q_dim)), 0, l);
+  if (h.has_qkv_bias) {
+    b.Add(absl::StrCat("blk.", l, ".attn_q.bias"), {q_dim}, 0.1f, 0, l);
+    b.Add(absl::StrCat("blk.", l, ".attn_k.bias"), {kv_dim}, 0.1f, 0, l);
+    b.Add(absl::StrCat("blk.", l, ".attn_v.bias"), {kv_dim}, 0.1f, 0, l);
+  }
+  if (h.qk_norm == QkNorm::kFull) {
+    b.Add(n("attn_q_norm"), {q_dim}, 0.05f, 1.0f, l);
+    b.Add(n("attn_k_norm"), {kv_dim}, 0.05f, 1.0f, l);
+  } else if (h.qk_norm == QkNorm::kPerHead) {  // Qwen3's, or asked for
+    b.Add(n("attn_q_norm"), {o.head_dim}, 0.05f, 1.0f, l);
+    b.Add(n("attn_k_norm"), {o.head_dim}, 0.05f, 1.0f, l);
+  }
 }
 
 }  // namespace
@@ -133,7 +216,7 @@ ModelSpec MakeRandomModel(const RandomModelOptions& o) {
   h.n_layer = o.n_layer;
   h.n_expert = o.n_expert;
   h.n_ff_expert = o.n_ff_expert;
-  const absl::Status implied = ArchitectureOf(o.arch).ReadMetadata(NoMetadata(), &h);
+  const absl::Status implied = ArchitectureOf(o.arch).ReadMetadata(RandomModelKeys(o), &h);
   if (!implied.ok()) {
     std::fprintf(stderr, "MakeRandomModel: %s\n", implied.ToString().c_str());
     std::abort();
@@ -164,32 +247,26 @@ ModelSpec MakeRandomModel(const RandomModelOptions& o) {
   h.residual_scale = o.residual_scale;
   h.logit_scale = o.logit_scale;
   h.kq_scale = o.attention_scale;
+  h.short_conv_kernel = o.short_conv_layers.empty() ? 0 : o.short_conv_kernel;
+  h.short_conv_layers = o.short_conv_layers;
   if (o.attention_chunk > 0) h.sliding_window = o.attention_chunk;
   if (o.temperature_floor > 0) h.attn_temp_floor = o.temperature_floor;
-  const int64_t E = o.n_embd, q_dim = o.n_head * o.head_dim, kv_dim = o.n_head_kv * o.head_dim;
+  const int64_t E = o.n_embd;
   const float in_std = 1.0f / std::sqrt(static_cast<float>(E));
   b.Add("token_embd.weight", {o.n_vocab, E}, 1.0f);
-  b.Add("output_norm.weight", {E}, 0.05f, 1.0f);
+  b.Add(std::string(ArchitectureOf(o.arch).output_norm()), {E}, 0.05f, 1.0f);
   if (!o.tied_output) b.Add("output.weight", {o.n_vocab, E}, 2 * in_std);
   if (o.rope_freq_factors) b.Add(std::string(kRopeFreqsTensor), {o.head_dim / 2}, 0.5f, 3.0f);
   for (int l = 0; l < o.n_layer; ++l) {
     auto n = [&](const char* base) { return LayerTensorName(l, base); };
     b.Add(n("attn_norm"), {E}, 0.05f, 1.0f, l);
-    b.Add(n("attn_q"), {q_dim, E}, in_std, 0, l);
-    b.Add(n("attn_k"), {kv_dim, E}, in_std, 0, l);
-    b.Add(n("attn_v"), {kv_dim, E}, in_std, 0, l);
-    b.Add(n("attn_output"), {E, q_dim}, 0.5f / std::sqrt(static_cast<float>(q_dim)), 0, l);
-    if (h.has_qkv_bias) {
-      b.Add(absl::StrCat("blk.", l, ".attn_q.bias"), {q_dim}, 0.1f, 0, l);
-      b.Add(absl::StrCat("blk.", l, ".attn_k.bias"), {kv_dim}, 0.1f, 0, l);
-      b.Add(absl::StrCat("blk.", l, ".attn_v.bias"), {kv_dim}, 0.1f, 0, l);
-    }
-    if (h.qk_norm == QkNorm::kFull) {
-      b.Add(n("attn_q_norm"), {q_dim}, 0.05f, 1.0f, l);
-      b.Add(n("attn_k_norm"), {kv_dim}, 0.05f, 1.0f, l);
-    } else if (h.qk_norm == QkNorm::kPerHead) {  // Qwen3's, or asked for
-      b.Add(n("attn_q_norm"), {o.head_dim}, 0.05f, 1.0f, l);
-      b.Add(n("attn_k_norm"), {o.head_dim}, 0.05f, 1.0f, l);
+    if (h.layer_short_conv(l)) {
+      const int64_t L = h.short_conv_kernel;
+      b.Add(n("shortconv.conv"), {E, L}, 1.0f / std::sqrt(static_cast<float>(L)), 0, l);
+      b.Add(n("shortconv.in_proj"), {3 * E, E}, in_std, 0, l);
+      b.Add(n("shortconv.out_proj"), {E, E}, 0.5f * in_std, 0, l);
+    } else {
+      AddAttention(b, h, o, l);
     }
     b.Add(n("ffn_norm"), {E}, 0.05f, 1.0f, l);
     if (!HasExperts(o.n_layer_dense, o.moe_layer_step, l)) {
@@ -232,79 +309,90 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
   }
   for (int l = 0; l < h.n_layer; ++l) {
     auto n = [&](const char* base) { return LayerTensorName(l, base); };
-    Mat attn_norm = Weight(s, n("attn_norm")), wq = Weight(s, n("attn_q")),
-        wk = Weight(s, n("attn_k")), wv = Weight(s, n("attn_v")), wo = Weight(s, n("attn_output"));
-    std::vector<std::vector<float>> q(T), k(T), v(T);
-    for (int64_t t = 0; t < T; ++t) {
-      auto xn = RmsNorm(x[t], attn_norm, h.rms_eps);
-      q[t] = MatVec(wq, xn);
-      k[t] = MatVec(wk, xn);
-      v[t] = MatVec(wv, xn);
-      if (h.has_qkv_bias) {
-        Mat bq = Weight(s, absl::StrCat("blk.", l, ".attn_q.bias")),
-            bk = Weight(s, absl::StrCat("blk.", l, ".attn_k.bias")),
-            bv = Weight(s, absl::StrCat("blk.", l, ".attn_v.bias"));
-        for (size_t i = 0; i < q[t].size(); ++i) q[t][i] += bq[i];
-        for (size_t i = 0; i < k[t].size(); ++i) k[t][i] += bk[i], v[t][i] += bv[i];
+    if (h.layer_short_conv(l)) {
+      const Mat conv_norm = Weight(s, n("attn_norm"));
+      std::vector<std::vector<float>> xn(T);
+      for (int64_t t = 0; t < T; ++t) xn[t] = RmsNorm(x[t], conv_norm, h.rms_eps);
+      const auto y = ShortConv(s, l, xn, h.short_conv_kernel);
+      for (int64_t t = 0; t < T; ++t) {
+        for (int64_t i = 0; i < E; ++i) x[t][i] += h.residual_scale * y[t][i];
       }
-      if (h.qk_norm == QkNorm::kFull) {
-        q[t] = RmsNorm(q[t], Weight(s, n("attn_q_norm")), h.rms_eps);
-        k[t] = RmsNorm(k[t], Weight(s, n("attn_k_norm")), h.rms_eps);
-      } else if (h.qk_norm == QkNorm::kPerHead) {
-        PerHeadRmsNorm(q[t], hd, Weight(s, n("attn_q_norm")), h.rms_eps);
-        PerHeadRmsNorm(k[t], hd, Weight(s, n("attn_k_norm")), h.rms_eps);
-      }
-      if (!h.layer_uses_rope(l)) {
-        // Llama 4's NoPE layers: transformers' attn_scales, log(floor((p + 1) / floor_scale) +
-        // 1) * attn_scale + 1, on the queries.
-        if (h.attn_temp_scale != 0.f) {
-          const double scale = std::log(std::floor((t + static_cast<double>(h.attn_temp_offset)) /
-                                                   static_cast<double>(h.attn_temp_floor)) +
-                                        1.0) *
-                                   h.attn_temp_scale +
-                               1.0;
-          for (float& z : q[t]) z = static_cast<float>(z * scale);
+    } else {
+      Mat attn_norm = Weight(s, n("attn_norm")), wq = Weight(s, n("attn_q")),
+          wk = Weight(s, n("attn_k")), wv = Weight(s, n("attn_v")),
+          wo = Weight(s, n("attn_output"));
+      std::vector<std::vector<float>> q(T), k(T), v(T);
+      for (int64_t t = 0; t < T; ++t) {
+        auto xn = RmsNorm(x[t], attn_norm, h.rms_eps);
+        q[t] = MatVec(wq, xn);
+        k[t] = MatVec(wk, xn);
+        v[t] = MatVec(wv, xn);
+        if (h.has_qkv_bias) {
+          Mat bq = Weight(s, absl::StrCat("blk.", l, ".attn_q.bias")),
+              bk = Weight(s, absl::StrCat("blk.", l, ".attn_k.bias")),
+              bv = Weight(s, absl::StrCat("blk.", l, ".attn_v.bias"));
+          for (size_t i = 0; i < q[t].size(); ++i) q[t][i] += bq[i];
+          for (size_t i = 0; i < k[t].size(); ++i) k[t][i] += bk[i], v[t][i] += bv[i];
         }
-        continue;
-      }
-      // Partial RoPE turns the first rope_dim of each head, its frequencies over rope_dim.
-      for (int64_t hh = 0; hh < h.n_head; ++hh)
-        Rope(q[t].data() + hh * hd, h.rope_dim, t, h.rope_freq_base, h.rope_style, rope_factors);
-      for (int64_t hh = 0; hh < h.n_head_kv; ++hh)
-        Rope(k[t].data() + hh * hd, h.rope_dim, t, h.rope_freq_base, h.rope_style, rope_factors);
-      if (h.qk_norm == QkNorm::kPerHeadUnweighted) {  // Llama4TextL2Norm, after RoPE
-        PerHeadRmsNorm(q[t], hd, Mat(), h.rms_eps);
-        PerHeadRmsNorm(k[t], hd, Mat(), h.rms_eps);
-      }
-    }
-    std::vector<std::vector<float>> h_attn(T);
-    for (int64_t t = 0; t < T; ++t) {
-      std::vector<float> att(h.n_head * hd, 0.f);
-      for (int64_t hh = 0; hh < h.n_head; ++hh) {
-        int64_t kvh = hh / (h.n_head / h.n_head_kv);
-        // Sliding layers see their window, or with chunks the positions of their chunk.
-        int64_t first = 0;
-        if (h.layer_slides(l)) {
-          const int64_t w = h.sliding_window;
-          first = h.window_chunked ? t - t % w : std::max<int64_t>(0, t - w + 1);
+        if (h.qk_norm == QkNorm::kFull) {
+          q[t] = RmsNorm(q[t], Weight(s, n("attn_q_norm")), h.rms_eps);
+          k[t] = RmsNorm(k[t], Weight(s, n("attn_k_norm")), h.rms_eps);
+        } else if (h.qk_norm == QkNorm::kPerHead) {
+          PerHeadRmsNorm(q[t], hd, Weight(s, n("attn_q_norm")), h.rms_eps);
+          PerHeadRmsNorm(k[t], hd, Weight(s, n("attn_k_norm")), h.rms_eps);
         }
-        std::vector<double> sc(t + 1, -1e300);
-        double mx = -1e300;
-        for (int64_t p = first; p <= t; ++p) {
-          double d = 0;
-          for (int64_t i = 0; i < hd; ++i) d += q[t][hh * hd + i] * k[p][kvh * hd + i];
-          sc[p] = h.kq_scale != 0 ? d * h.kq_scale : d / std::sqrt(static_cast<double>(hd));
-          mx = std::max(mx, sc[p]);
+        if (!h.layer_uses_rope(l)) {
+          // Llama 4's NoPE layers: transformers' attn_scales, log(floor((p + 1) / floor_scale) +
+          // 1) * attn_scale + 1, on the queries.
+          if (h.attn_temp_scale != 0.f) {
+            const double scale = std::log(std::floor((t + static_cast<double>(h.attn_temp_offset)) /
+                                                     static_cast<double>(h.attn_temp_floor)) +
+                                          1.0) *
+                                     h.attn_temp_scale +
+                                 1.0;
+            for (float& z : q[t]) z = static_cast<float>(z * scale);
+          }
+          continue;
         }
-        double sum = 0;
-        for (auto& z : sc) sum += z = std::exp(z - mx);
-        for (int64_t p = first; p <= t; ++p) {
-          for (int64_t i = 0; i < hd; ++i)
-            att[hh * hd + i] += static_cast<float>(sc[p] / sum * v[p][kvh * hd + i]);
+        // Partial RoPE turns the first rope_dim of each head, its frequencies over rope_dim.
+        for (int64_t hh = 0; hh < h.n_head; ++hh)
+          Rope(q[t].data() + hh * hd, h.rope_dim, t, h.rope_freq_base, h.rope_style, rope_factors);
+        for (int64_t hh = 0; hh < h.n_head_kv; ++hh)
+          Rope(k[t].data() + hh * hd, h.rope_dim, t, h.rope_freq_base, h.rope_style, rope_factors);
+        if (h.qk_norm == QkNorm::kPerHeadUnweighted) {  // Llama4TextL2Norm, after RoPE
+          PerHeadRmsNorm(q[t], hd, Mat(), h.rms_eps);
+          PerHeadRmsNorm(k[t], hd, Mat(), h.rms_eps);
         }
       }
-      auto o = MatVec(wo, att);
-      for (int64_t i = 0; i < E; ++i) x[t][i] += h.residual_scale * o[i];
+      std::vector<std::vector<float>> h_attn(T);
+      for (int64_t t = 0; t < T; ++t) {
+        std::vector<float> att(h.n_head * hd, 0.f);
+        for (int64_t hh = 0; hh < h.n_head; ++hh) {
+          int64_t kvh = hh / (h.n_head / h.n_head_kv);
+          // Sliding layers see their window, or with chunks the positions of their chunk.
+          int64_t first = 0;
+          if (h.layer_slides(l)) {
+            const int64_t w = h.sliding_window;
+            first = h.window_chunked ? t - t % w : std::max<int64_t>(0, t - w + 1);
+          }
+          std::vector<double> sc(t + 1, -1e300);
+          double mx = -1e300;
+          for (int64_t p = first; p <= t; ++p) {
+            double d = 0;
+            for (int64_t i = 0; i < hd; ++i) d += q[t][hh * hd + i] * k[p][kvh * hd + i];
+            sc[p] = h.kq_scale != 0 ? d * h.kq_scale : d / std::sqrt(static_cast<double>(hd));
+            mx = std::max(mx, sc[p]);
+          }
+          double sum = 0;
+          for (auto& z : sc) sum += z = std::exp(z - mx);
+          for (int64_t p = first; p <= t; ++p) {
+            for (int64_t i = 0; i < hd; ++i)
+              att[hh * hd + i] += static_cast<float>(sc[p] / sum * v[p][kvh * hd + i]);
+          }
+        }
+        auto o = MatVec(wo, att);
+        for (int64_t i = 0; i < E; ++i) x[t][i] += h.residual_scale * o[i];
+      }
     }
     Mat ffn_norm = Weight(s, n("ffn_norm"));
     if (!HasExperts(h.n_layer_dense, h.moe_layer_step, l)) {
@@ -380,7 +468,7 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
       for (int64_t i = 0; i < E; ++i) x[t][i] += h.residual_scale * out[i];
     }
   }
-  Mat out_norm = Weight(s, "output_norm.weight");
+  Mat out_norm = Weight(s, std::string(ArchitectureOf(s.arch).output_norm()));
   Mat head = Weight(s, h.tied_output ? "token_embd.weight" : "output.weight");
   std::vector<float> logits;
   for (int64_t t = 0; t < T; ++t) {

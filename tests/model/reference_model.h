@@ -40,6 +40,9 @@ struct RandomModelOptions {
   // the family implies when unset) and scaled by routed_scale.
   int64_t expert_groups = 1, expert_groups_used = 1;
   std::optional<bool> norm_topk_prob;
+  // LFM2's short-convolution layers (the others attend) and their kernel's length.
+  std::vector<int64_t> short_conv_layers;
+  int64_t short_conv_kernel = 3;
   float routed_scale = 1.f;
 };
 

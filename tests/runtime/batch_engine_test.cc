@@ -49,10 +49,11 @@ struct Output {
 };
 
 Output Lone(std::shared_ptr<const Engine> e, const std::vector<int32_t>& prompt,
-            const GenerateOptions& g, int64_t n_ctx = 256) {
+            const GenerateOptions& g, int64_t n_ctx = 256, int64_t n_batch = 0) {
   SessionOptions so;
   so.threads = 2;
   so.n_ctx = n_ctx;
+  if (n_batch > 0) so.n_batch = n_batch;
   so.kv_type = DType::kF16;
   auto s = Session::Create(std::move(e), so);
   EXPECT_TRUE(s.ok());
@@ -403,6 +404,62 @@ TEST(BatchEngineTest, ChunkedLayersHoldOnlyAChunkAndChangeNoOutput) {
     }
     const BatchEngineStats st = (*engine)->stats();
     if (kv_tokens > 0) EXPECT_GT(st.preemptions, 0) << "the test should make the cache overflow";
+    EXPECT_EQ(st.kv_window_blocks_in_use, 0);
+    EXPECT_EQ(st.kv_blocks_in_use, 0);
+  }
+}
+
+// LFM2's short-convolution layers keep the rows of their kernel's last positions as window
+// layers keep theirs: in the engine's window blocks, in a session's ring; the output is the lone
+// session's whatever the step sizes, with shared prefixes and preemption.
+TEST(BatchEngineTest, ConvolutionLayersHoldOnlyTheirKernelAndChangeNoOutput) {
+  auto vocab = ImportGguf(std::string(MOE_TESTDATA_DIR) +
+                          "/fixtures-v2/tiny-gptoss-f32/tiny-gptoss-f32.gguf");
+  ASSERT_TRUE(vocab.ok()) << vocab.status();
+  testing::RandomModelOptions m;
+  m.arch = Arch::kLfm2Moe;
+  m.n_layer = 4, m.short_conv_layers = {0, 1, 3}, m.n_layer_dense = 1, m.n_ff_dense = 40;
+  m.selection_bias = true, m.seed = 29;
+  m.n_vocab = static_cast<int64_t>(vocab->tokenizer.tokens.size());
+  ModelSpec spec = testing::MakeRandomModel(m);
+  spec.tokenizer = vocab->tokenizer;
+  auto made = Engine::FromSpec(std::move(spec));
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::shared_ptr<const Engine> e = *made;
+  ASSERT_EQ(e->model()->attention_windows(), (std::vector<int64_t>{3, 3, 0, 3}));
+  const std::vector<int32_t> prefix = Prompts(*e, 1, 47)[0];
+  const auto prompts = Prompts(*e, 5, 53, prefix);
+  std::vector<Output> want;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    want.push_back(Lone(e, prompts[i], Greedy(20 + i)));
+    // A session whose convolution layers keep a ring of their kernel and a 5-token step.
+    const Output ringed = Lone(e, prompts[i], Greedy(20 + i), 256, /*n_batch=*/5);
+    EXPECT_EQ(ringed.tokens, want.back().tokens) << "request " << i;
+  }
+  for (int64_t kv_tokens : {0, 96}) {  // the default, and too few blocks for all at once
+    BatchEngineOptions o = CallerDriven();
+    o.kv_tokens = kv_tokens;
+    auto engine = BatchEngine::Create(e, o);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    EXPECT_GT((*engine)->stats().kv_window_blocks, 0);
+    std::vector<Collector> got(prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      RequestOptions r;
+      r.tokens = prompts[i];
+      r.generate = Greedy(20 + i);
+      ASSERT_TRUE((*engine)->Submit(r, got[i].callback()).ok());
+      ASSERT_TRUE((*engine)->Step().ok());
+    }
+    RunUntilIdle(**engine);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(got[i].tokens, want[i].tokens) << "kv_tokens " << kv_tokens << " request " << i;
+      EXPECT_EQ(got[i].text, want[i].text) << "kv_tokens " << kv_tokens << " request " << i;
+    }
+    const BatchEngineStats st = (*engine)->stats();
+    if (kv_tokens > 0) {
+      EXPECT_GT(st.preemptions, 0) << "the test should make the cache overflow";
+    }
+    EXPECT_GT(st.prefix_tokens_reused, 0);
     EXPECT_EQ(st.kv_window_blocks_in_use, 0);
     EXPECT_EQ(st.kv_blocks_in_use, 0);
   }

@@ -112,6 +112,13 @@ void GuardedBackend::StoreKv(const float* k, const float* v, int64_t n, const in
   inner_->StoreKv(k, v, n, positions, kv);
 }
 
+void GuardedBackend::ShortConv(const float* bcx, int64_t n, const int32_t* positions,
+                               const float* kernel, int64_t kernel_len, const KvLayerView& state,
+                               float* y) {
+  Open open(this);
+  inner_->ShortConv(bcx, n, positions, kernel, kernel_len, state, y);
+}
+
 void GuardedBackend::Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
                                const KvLayerView& kv, float* out, const AttentionOptions& options) {
   Open open(this);

@@ -42,6 +42,8 @@ class GuardedBackend final : public Backend {
             const RopeParams& rope) override;
   void StoreKv(const float* k, const float* v, int64_t n, const int32_t* positions,
                const KvLayerView& kv) override;
+  void ShortConv(const float* bcx, int64_t n, const int32_t* positions, const float* kernel,
+                 int64_t kernel_len, const KvLayerView& state, float* y) override;
   void Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
                  const KvLayerView& kv, float* out, const AttentionOptions& options) override;
   void AttentionBatch(absl::Span<const AttentionSequence> seqs, int64_t n_heads,

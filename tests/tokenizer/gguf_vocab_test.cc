@@ -138,6 +138,33 @@ TEST(GgufVocabTest, Glm4FilesSplitAsLlama3AndEndGenerationAtTheirEndOfMessage) {
   EXPECT_EQ(*(*tokenizer)->Decode((*tokenizer)->Encode(text)), text);
 }
 
+// LFM2's files name their split "lfm2", which llama.cpp reads as Llama 3's: the same regex,
+// whole in-vocabulary pre-tokens kept, and a BOS added unless the file says otherwise.
+TEST(GgufVocabTest, Lfm2FilesReadAsLlama3) {
+  auto lfm2 = RegexesForPreTokenizer("lfm2");
+  ASSERT_TRUE(lfm2.ok()) << lfm2.status();
+  EXPECT_EQ(*lfm2, *RegexesForPreTokenizer("llama3"));
+  auto source = GgufFile::Open(kDir + "ggml-vocab-gpt-2.gguf");
+  ASSERT_TRUE(source.ok()) << source.status();
+  for (const bool says : {false, true}) {
+    GgufWriter writer;
+    CopyMetadata(**source, writer, [](const std::string& key) {
+      return key.rfind("tokenizer.", 0) == 0 && key != "tokenizer.ggml.pre" &&
+             key != "tokenizer.ggml.add_bos_token";
+    });
+    writer.SetString("tokenizer.ggml.pre", "lfm2");
+    if (says) writer.SetBool("tokenizer.ggml.add_bos_token", false);
+    const std::string path =
+        ::testing::TempDir() + "/lfm2_vocab_" + std::to_string(::getpid()) + ".gguf";
+    ASSERT_TRUE(writer.Write(path).ok());
+    auto data = LoadTokenizerData(path);
+    std::remove(path.c_str());
+    ASSERT_TRUE(data.ok()) << data.status();
+    EXPECT_TRUE(data->ignore_merges);
+    EXPECT_EQ(data->add_bos, !says);
+  }
+}
+
 // An end-of-generation id past the vocabulary (metadata naming a token the file lacks) is
 // dropped, not looked up.
 TEST(GgufVocabTest, EndOfGenerationIdsOutsideTheVocabularyAreDropped) {

@@ -14,6 +14,7 @@
 #include "lib/base/available_memory.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
+#include "lib/model/kv_cache_for.h"
 #include "lib/runtime/engine.h"
 #include "lib/runtime/session.h"
 #include "lib/sampling/sampler.h"
@@ -195,8 +196,7 @@ int Run(const Options& o) {
     text_pos = (text_pos + 1) % text_ids.size();
     return t;
   };
-  auto cache = moe::KvCache::Create(h.n_layer, o.p + o.n + 1, h.n_head_kv, h.head_dim,
-                                    moe::DType::kF16, h.values_in_keys(), {}, *backend);
+  auto cache = moe::KvCacheFor(*(*engine)->model(), o.p + o.n + 1, moe::DType::kF16, 0, *backend);
   if (!cache.ok()) return 1;
   if (comm != nullptr && comm->size() > 1) {
     driver =

@@ -17,6 +17,7 @@
 #include "lib/base/status_macros.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
+#include "lib/model/kv_cache_for.h"
 #include "lib/model/telemetry.h"
 #include "lib/runtime/engine.h"
 #include "tools/flag_checks.h"
@@ -153,7 +154,7 @@ absl::Status Run(const PerplexityOptions& o) {
     const DType kv = o.kv_type == "f16"    ? DType::kF16
                      : o.kv_type == "q8_0" ? DType::kQ8_0
                                            : DType::kF32;
-    auto cache = KvCache::Create(h.n_layer, ctx, h.n_head_kv, h.head_dim, kv, h.values_in_keys());
+    auto cache = KvCacheFor(tf.model(), ctx, kv);
     if (!cache.ok()) return cache.status();
     absl::Span<const int32_t> window(ids.data() + start, end - start);
     history.Clear();
@@ -161,9 +162,7 @@ absl::Status Run(const PerplexityOptions& o) {
                                 o.routing.load_window > 0 ? &history : nullptr);
     if (!s.ok()) return s;
     if (base_tf) {
-      const HParams& bh = base->model()->hp();
-      auto base_cache =
-          KvCache::Create(bh.n_layer, ctx, bh.n_head_kv, bh.head_dim, kv, bh.values_in_keys());
+      auto base_cache = KvCacheFor(*base->model(), ctx, kv);
       if (!base_cache.ok()) return base_cache.status();
       MOE_RETURN_IF_ERROR(base_tf->Forward(window, *base_cache, LogitsFor::kAll, &base_logits));
     }

@@ -11,6 +11,7 @@
 #include "lib/backend/backend.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
+#include "lib/model/kv_cache_for.h"
 #include "lib/moe/routing_locality.h"
 #include "lib/moe/routing_profile.h"
 #include "lib/runtime/engine.h"
@@ -84,8 +85,7 @@ absl::Status Run(const ProfileOptions& o) {
   // The text in windows of ctx tokens, each from an empty context: routing as generation sees it.
   for (size_t start = 0; start < ids.size(); start += ctx) {
     const size_t end = std::min(ids.size(), start + static_cast<size_t>(ctx));
-    auto cache =
-        KvCache::Create(h.n_layer, ctx, h.n_head_kv, h.head_dim, DType::kF16, h.values_in_keys());
+    auto cache = KvCacheFor(tf.model(), ctx, DType::kF16);
     if (!cache.ok()) return cache.status();
     absl::Span<const int32_t> window(ids.data() + start, end - start);
     if (absl::Status s = tf.Forward(window, *cache, LogitsFor::kNone, nullptr, &tel); !s.ok()) {

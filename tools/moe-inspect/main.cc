@@ -108,6 +108,12 @@ int main(int argc, char** argv) {
                 h.window_chunked ? "chunks" : "sliding window", (long long)h.sliding_window,
                 (long long)h.swa_period - 1, (long long)h.swa_period);
   }
+  if (!h.short_conv_layers.empty()) {
+    std::printf("short conv    %zu of %lld layers, kernel %lld (no KV; a few F32 rows a sequence):",
+                h.short_conv_layers.size(), (long long)h.n_layer, (long long)h.short_conv_kernel);
+    for (int64_t l : h.short_conv_layers) std::printf(" %lld", (long long)l);
+    std::printf("\n");
+  }
   if (h.nope_period > 0) {
     std::printf("no rope       every %lld-th layer", (long long)h.nope_period);
     if (h.attn_temp_scale != 0.f) {

@@ -9,6 +9,7 @@
 #include "lib/base/status_macros.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
+#include "lib/model/kv_cache_for.h"
 #include "tools/moe-quantize/spec_reencoder.h"
 
 namespace moe {
@@ -75,8 +76,7 @@ absl::StatusOr<Calibration> Calibrate(std::shared_ptr<const Model> model,
   const int64_t n = static_cast<int64_t>(tokens.size());
   for (int64_t start = 0; start < n; start += window) {
     const int64_t len = std::min(window, n - start);
-    MOE_ASSIGN_OR_RETURN(KvCache cache, KvCache::Create(h.n_layer, len, h.n_head_kv, h.head_dim,
-                                                        DType::kF32, h.values_in_keys()));
+    MOE_ASSIGN_OR_RETURN(KvCache cache, KvCacheFor(tf.model(), len, DType::kF32));
     MOE_RETURN_IF_ERROR(tf.Forward(tokens.subspan(start, len), cache, LogitsFor::kNone, nullptr));
   }
   cal.tokens = n;

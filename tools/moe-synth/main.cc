@@ -145,7 +145,7 @@ int Run(const Options& o) {
   const int64_t E = o.shape.embd;
   const float s_in = 1.0f / std::sqrt(static_cast<float>(E));
   bool ok = add("token_embd.weight", {n_vocab, E}, 1.0f, 0, -1) &&
-            add("output_norm.weight", {E}, 0.05f, 1.0f, -1) &&
+            add(moe::synth::OutputNormName(o.shape), {E}, 0.05f, 1.0f, -1) &&
             add("output.weight", {n_vocab, E}, 2 * s_in, 0, -1);
   for (const moe::synth::Tensor& t : *plan) {
     if (!ok) break;
@@ -217,6 +217,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--sliding-window", sh.sliding_window, "gpt-oss")->capture_default_str();
   app.add_flag("--qk-norm", sh.qk_norm, "glm4moe: an RMSNorm over each q and k head");
+  app.add_option("--attention-layers", sh.attention_layers,
+                 "lfm2moe: the layers that attend (default every fourth from layer 2); the "
+                 "others convolve")
+      ->delimiter(',');
+  app.add_option("--conv-kernel", sh.conv_kernel, "lfm2moe: the short convolution's length")
+      ->capture_default_str();
   auto* vocab = app.add_option("--vocab", o.vocab,
                                "GGUF whose tokenizer keys are copied (any llama.cpp vocabulary "
                                "file, e.g. tests/data/tokenizer/ggml-vocab-deepseek-coder.gguf in "

@@ -378,13 +378,66 @@ void PlanDots1(const Shape& s, Builder& b) {
   }
 }
 
+// LFM2-MoE: gated short-convolution layers with grouped-query attention layers among them
+// (head_count_kv 0 marks a convolution layer), Qwen3's QK-norm, leading dense layers, sigmoid
+// routing with a selection bias, renormalised; no shared expert.
+absl::Status PlanLfm2Moe(const Shape& s, Builder& b) {
+  std::vector<bool> attends(s.layers, false);
+  if (s.attention_layers.empty()) {
+    for (int64_t l = 2; l < s.layers; l += 4) attends[l] = true;
+  }
+  for (int64_t l : s.attention_layers) {
+    if (l < 0 || l >= s.layers) {
+      return absl::InvalidArgumentError(absl::StrCat("--attention-layers: no layer ", l));
+    }
+    attends[l] = true;
+  }
+  if (s.conv_kernel < 2) return absl::InvalidArgumentError("--conv-kernel must be at least 2");
+  b.CommonKeys(s.layers, b.DenseFf());
+  std::vector<int32_t> kv_heads;
+  for (int64_t l = 0; l < s.layers; ++l) {
+    kv_heads.push_back(attends[l] ? static_cast<int32_t>(s.kv_heads) : 0);
+  }
+  b.KeyI32Array("attention.head_count_kv", std::move(kv_heads));
+  b.Key("shortconv.l_cache", static_cast<uint32_t>(s.conv_kernel));
+  b.Key("leading_dense_block_count", static_cast<uint32_t>(s.dense_layers));
+  b.Key("expert_gating_func", 2);
+  const int64_t E = s.embd;
+  for (int64_t l = 0; l < s.layers; ++l) {
+    b.Norm(l, "ffn_norm.weight", E);
+    if (l < s.dense_layers) {
+      b.Ffn(l, "", b.DenseFf());
+    } else {
+      b.AddLayer(l, "ffn_gate_inp.weight", {s.experts, E}, 2 * b.InScale(E));
+      b.RoutedExperts(l, false);
+      b.AddLayer(l, "exp_probs_b.bias", {s.experts}, 0.1f);
+    }
+    b.Norm(l, "attn_norm.weight", E);
+    if (attends[l]) {
+      b.Norm(l, "attn_q_norm.weight", b.head_dim());
+      b.Norm(l, "attn_k_norm.weight", b.head_dim());
+      b.GroupedQueryAttention(l, false);
+    } else {
+      b.AddLayer(l, "shortconv.conv.weight", {E, s.conv_kernel},
+                 1.0f / std::sqrt(static_cast<float>(s.conv_kernel)));
+      b.AddLayer(l, "shortconv.in_proj.weight", {3 * E, E}, b.InScale(E));
+      b.AddLayer(l, "shortconv.out_proj.weight", {E, E}, 0.5f * b.InScale(E));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+std::string OutputNormName(const Shape& s) {
+  return s.arch == "lfm2moe" ? "token_embd_norm.weight" : "output_norm.weight";
+}
 
 const std::vector<std::string>& Architectures() {
   static const std::vector<std::string> kNames = {
       "llama",     "qwen2moe",    "olmoe",      "qwen3moe",     "glm4moe",
       "deepseek2", "gpt-oss",     "qwen3vlmoe", "ernie4_5-moe", "granitemoe",
-      "llama4",    "bailingmoe2", "minimax-m2", "dots1"};
+      "llama4",    "bailingmoe2", "minimax-m2", "dots1",        "lfm2moe"};
   return kNames;
 }
 
@@ -420,6 +473,8 @@ absl::StatusOr<std::vector<Tensor>> Plan(const Shape& s, GgufWriter& w) {
     PlanMinimaxM2(s, b);
   } else if (s.arch == "dots1") {
     PlanDots1(s, b);
+  } else if (s.arch == "lfm2moe") {
+    if (absl::Status st = PlanLfm2Moe(s, b); !st.ok()) return st;
   } else {
     PlanClassic(s, b);
   }

@@ -29,6 +29,10 @@ struct Shape {
   int64_t expert_groups = 1, expert_groups_used = 1;
   int64_t sliding_window = 128;  // gpt-oss
   bool qk_norm = false;          // glm4moe: RMSNorm of each q and k head (GLM-4.5's use_qk_norm)
+  // lfm2moe: the layers that attend (the others convolve; empty: every fourth from the third,
+  // as LFM2-8B-A1B's first five) and the convolution's kernel length.
+  std::vector<int64_t> attention_layers;
+  int64_t conv_kernel = 3;
 };
 
 // A tensor to fill with normal values of `mean` and `std`; `shape` is outermost first.
@@ -42,6 +46,9 @@ struct Tensor {
 
 // The architectures moe-synth writes, as GGUF names them.
 const std::vector<std::string>& Architectures();
+
+// The final norm's tensor name (lfm2moe's files call it token_embd_norm).
+std::string OutputNormName(const Shape& s);
 
 // Writes the family's hyper-parameter keys into `w` and returns its tensors, or an error naming
 // the option that does not fit the family (a head size the latent attention cannot split, ...).

@@ -277,6 +277,39 @@ class CpuBackend final : public Backend {
     });
   }
 
+  void ShortConv(const float* bcx, int64_t n, const int32_t* positions, const float* kernel,
+                 int64_t kernel_len, const KvLayerView& state, float* y) override {
+    const int64_t dim = state.head_dim;
+    const int64_t row_bytes = dim * static_cast<int64_t>(sizeof(float));
+    auto row = [&](int64_t p) {
+      return reinterpret_cast<float*>(state.k + state.paging.RowOffset(p, row_bytes));
+    };
+    // Every row of the step is stored before any is read: a token reads its predecessors'.
+    Parallel(n, 2 * dim, [&](int64_t tb, int64_t te) {
+      for (int64_t t = tb; t < te; ++t) {
+        const float* b = bcx + t * 3 * dim;
+        const float* x = b + 2 * dim;
+        float* out = row(positions[t]);
+        for (int64_t c = 0; c < dim; ++c) out[c] = b[c] * x[c];
+      }
+    });
+    Parallel(n, 2 * dim * kernel_len, [&](int64_t tb, int64_t te) {
+      for (int64_t t = tb; t < te; ++t) {
+        const float* gate = bcx + t * 3 * dim + dim;
+        float* out = y + t * dim;
+        std::fill(out, out + dim, 0.f);
+        // In the kernel's order, oldest first, as ggml_ssm_conv sums.
+        for (int64_t k = 0; k < kernel_len; ++k) {
+          const int64_t p = positions[t] - kernel_len + 1 + k;
+          if (p < 0) continue;
+          const float* in = row(p);
+          for (int64_t c = 0; c < dim; ++c) out[c] += kernel[c * kernel_len + k] * in[c];
+        }
+        for (int64_t c = 0; c < dim; ++c) out[c] *= gate[c];
+      }
+    });
+  }
+
   void Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
                  const KvLayerView& kv, float* out, const AttentionOptions& options) override {
     const AttentionSequence one{q, n, positions, kv, out};

@@ -331,6 +331,13 @@ class CudaBackend final : public Backend {
     Note(cuda::StoreKv(k, v, n, pos, dkv, stream_));
   }
 
+  void ShortConv(const float*, int64_t, const int32_t*, const float*, int64_t, const KvLayerView&,
+                 float*) override {
+    // No kernel yet: the step fails with this rather than compute on host pointers.
+    Note(absl::UnimplementedError(
+        "CUDA backend: short-convolution layers (LFM2) run on the CPU backend only"));
+  }
+
   void Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
                  const KvLayerView& kv, float* out, const AttentionOptions& options) override {
     Bind();

@@ -47,6 +47,7 @@ class NoMetadata final : public MetadataKeys {
 enum class AttentionPart {
   kGroupedQuery,  // q/k/v projections, K and V cached per KV head
   kLatent,        // DeepSeek's multi-head latent attention: a compressed latent cached
+  kShortConv,     // LFM2's gated short convolution: the last few positions' inputs cached
 };
 enum class FeedForwardPart { kDense, kMixture };
 
@@ -56,7 +57,8 @@ struct LayerParts {
   AttentionPart attention = AttentionPart::kGroupedQuery;
   FeedForwardPart ffn = FeedForwardPart::kMixture;
   absl::string_view ffn_norm = "ffn_norm";  // base name of the pre-FFN norm's tensor
-  int64_t window = 0;                       // sliding window of the attention; 0: none
+  // Sliding window of the attention (0: none); of a short convolution, its kernel's length.
+  int64_t window = 0;
 };
 
 class Architecture {
@@ -72,6 +74,8 @@ class Architecture {
   // What a file says by the tensors it has rather than by keys (an optional QK-norm).
   virtual void FromTensors(const ModelSpec& spec, HParams* h) const {}
   virtual LayerParts Layer(const HParams& h, int layer) const = 0;
+  // The final norm's tensor (LFM2's files name it token_embd_norm).
+  virtual absl::string_view output_norm() const { return "output_norm.weight"; }
 };
 
 // Every supported architecture's, and the one a file names.

@@ -19,5 +19,6 @@ const Architecture& Llama4Architecture();
 const Architecture& BailingMoe2Architecture();
 const Architecture& MinimaxM2Architecture();
 const Architecture& Dots1Architecture();
+const Architecture& Lfm2MoeArchitecture();
 
 }  // namespace moe
