@@ -360,6 +360,41 @@ TEST(BatchEngineTest, SlidingWindowLayersHoldOnlyTheirWindowAndChangeNoOutput) {
   }
 }
 
+// Submits each prompt one step after the other (greedy, 20 + i tokens) into an engine of
+// window-keeping layers, at the default cache and at one too small for all at once (which must
+// preempt), and expects the lone sessions' outputs, shared prefixes reused and every block back.
+void ExpectLoneOutputsFromWindowLayers(std::shared_ptr<const Engine> e,
+                                       const std::vector<std::vector<int32_t>>& prompts,
+                                       const std::vector<Output>& want) {
+  for (int64_t kv_tokens : {0, 96}) {  // the default, and too few blocks for all at once
+    BatchEngineOptions o = CallerDriven();
+    o.kv_tokens = kv_tokens;
+    auto engine = BatchEngine::Create(e, o);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    EXPECT_GT((*engine)->stats().kv_window_blocks, 0);
+    std::vector<Collector> got(prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      RequestOptions r;
+      r.tokens = prompts[i];
+      r.generate = Greedy(20 + i);
+      ASSERT_TRUE((*engine)->Submit(r, got[i].callback()).ok());
+      ASSERT_TRUE((*engine)->Step().ok());
+    }
+    RunUntilIdle(**engine);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(got[i].tokens, want[i].tokens) << "kv_tokens " << kv_tokens << " request " << i;
+      EXPECT_EQ(got[i].text, want[i].text) << "kv_tokens " << kv_tokens << " request " << i;
+    }
+    const BatchEngineStats st = (*engine)->stats();
+    if (kv_tokens > 0) {
+      EXPECT_GT(st.preemptions, 0) << "the test should make the cache overflow";
+    }
+    EXPECT_GT(st.prefix_tokens_reused, 0);
+    EXPECT_EQ(st.kv_window_blocks_in_use, 0);
+    EXPECT_EQ(st.kv_blocks_in_use, 0);
+  }
+}
+
 // Llama 4's chunked layers (chunks of 8 here) hold the blocks of a window of a chunk, as sliding
 // layers do; a query reads back only to its chunk's start, so the output is still the lone
 // session's, over several chunks, with shared prefixes and preemption.
@@ -383,30 +418,7 @@ TEST(BatchEngineTest, ChunkedLayersHoldOnlyAChunkAndChangeNoOutput) {
   const auto prompts = Prompts(*e, 5, 43, prefix);
   std::vector<Output> want;
   for (size_t i = 0; i < prompts.size(); ++i) want.push_back(Lone(e, prompts[i], Greedy(20 + i)));
-  for (int64_t kv_tokens : {0, 96}) {  // the default, and too few blocks for all at once
-    BatchEngineOptions o = CallerDriven();
-    o.kv_tokens = kv_tokens;
-    auto engine = BatchEngine::Create(e, o);
-    ASSERT_TRUE(engine.ok()) << engine.status();
-    EXPECT_GT((*engine)->stats().kv_window_blocks, 0);
-    std::vector<Collector> got(prompts.size());
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      RequestOptions r;
-      r.tokens = prompts[i];
-      r.generate = Greedy(20 + i);
-      ASSERT_TRUE((*engine)->Submit(r, got[i].callback()).ok());
-      ASSERT_TRUE((*engine)->Step().ok());
-    }
-    RunUntilIdle(**engine);
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      EXPECT_EQ(got[i].tokens, want[i].tokens) << "kv_tokens " << kv_tokens << " request " << i;
-      EXPECT_EQ(got[i].text, want[i].text) << "kv_tokens " << kv_tokens << " request " << i;
-    }
-    const BatchEngineStats st = (*engine)->stats();
-    if (kv_tokens > 0) EXPECT_GT(st.preemptions, 0) << "the test should make the cache overflow";
-    EXPECT_EQ(st.kv_window_blocks_in_use, 0);
-    EXPECT_EQ(st.kv_blocks_in_use, 0);
-  }
+  ExpectLoneOutputsFromWindowLayers(e, prompts, want);
 }
 
 // LFM2's short-convolution layers keep the rows of their kernel's last positions as window
@@ -436,33 +448,7 @@ TEST(BatchEngineTest, ConvolutionLayersHoldOnlyTheirKernelAndChangeNoOutput) {
     const Output ringed = Lone(e, prompts[i], Greedy(20 + i), 256, /*n_batch=*/5);
     EXPECT_EQ(ringed.tokens, want.back().tokens) << "request " << i;
   }
-  for (int64_t kv_tokens : {0, 96}) {  // the default, and too few blocks for all at once
-    BatchEngineOptions o = CallerDriven();
-    o.kv_tokens = kv_tokens;
-    auto engine = BatchEngine::Create(e, o);
-    ASSERT_TRUE(engine.ok()) << engine.status();
-    EXPECT_GT((*engine)->stats().kv_window_blocks, 0);
-    std::vector<Collector> got(prompts.size());
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      RequestOptions r;
-      r.tokens = prompts[i];
-      r.generate = Greedy(20 + i);
-      ASSERT_TRUE((*engine)->Submit(r, got[i].callback()).ok());
-      ASSERT_TRUE((*engine)->Step().ok());
-    }
-    RunUntilIdle(**engine);
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      EXPECT_EQ(got[i].tokens, want[i].tokens) << "kv_tokens " << kv_tokens << " request " << i;
-      EXPECT_EQ(got[i].text, want[i].text) << "kv_tokens " << kv_tokens << " request " << i;
-    }
-    const BatchEngineStats st = (*engine)->stats();
-    if (kv_tokens > 0) {
-      EXPECT_GT(st.preemptions, 0) << "the test should make the cache overflow";
-    }
-    EXPECT_GT(st.prefix_tokens_reused, 0);
-    EXPECT_EQ(st.kv_window_blocks_in_use, 0);
-    EXPECT_EQ(st.kv_blocks_in_use, 0);
-  }
+  ExpectLoneOutputsFromWindowLayers(e, prompts, want);
 }
 
 TEST(BatchEngineTest, CancellingFreesTheRequestAndOnlyIt) {
