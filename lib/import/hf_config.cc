@@ -47,6 +47,7 @@ constexpr HfArchName kArchs[] = {
     {"BailingMoeV2ForCausalLM", "bailing_moe_v2", Arch::kBailingMoe2, &BailingMoeV2Keys},
     {"MiniMaxM2ForCausalLM", "minimax_m2", Arch::kMinimaxM2, &MinimaxM2Keys},
     {"Dots1ForCausalLM", "dots1", Arch::kDots1, &Dots1Keys},
+    {"Lfm2MoeForCausalLM", "lfm2_moe", Arch::kLfm2Moe, &Lfm2MoeKeys},
 };
 
 absl::StatusOr<const HfArchName*> FindArch(const Json& j) {
@@ -77,7 +78,8 @@ absl::StatusOr<const HfArchName*> FindArch(const Json& j) {
                    "Qwen3MoeForCausalLM, Glm4MoeForCausalLM, DeepseekV2ForCausalLM, "
                    "DeepseekV3ForCausalLM, GptOssForCausalLM, Ernie4_5_MoeForCausalLM, "
                    "GraniteMoeForCausalLM, Llama4ForConditionalGeneration, Llama4ForCausalLM, "
-                   "BailingMoeV2ForCausalLM, MiniMaxM2ForCausalLM, Dots1ForCausalLM)"));
+                   "BailingMoeV2ForCausalLM, MiniMaxM2ForCausalLM, Dots1ForCausalLM, "
+                   "Lfm2MoeForCausalLM)"));
 }
 
 // config.json -> the family's llama.cpp keys -> the family's rules, as for its GGUF conversion.

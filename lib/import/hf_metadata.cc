@@ -35,6 +35,15 @@ absl::StatusOr<bool> HfMetadataKeys::Bool(absl::string_view key, bool def) const
   return absl::InvalidArgumentError(absl::StrCat("'", key, "' is not true/false"));
 }
 
+absl::StatusOr<std::vector<int64_t>> HfMetadataKeys::IntArray(absl::string_view key) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) {
+    return absl::NotFoundError(absl::StrCat("config.json gives no value for '", key, "'"));
+  }
+  if (const auto* v = std::get_if<std::vector<int64_t>>(&it->second)) return *v;
+  return absl::InvalidArgumentError(absl::StrCat("'", key, "' is not a list of integers"));
+}
+
 void SetMixtureKeys(const HfMixtureShape& m, HfMetadataKeys* k) {
   k->SetInt("expert_count", m.experts);
   k->SetInt("expert_used_count", m.used);

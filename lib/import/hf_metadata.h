@@ -23,15 +23,18 @@ class HfMetadataKeys final : public MetadataKeys {
   void SetInt(const std::string& key, int64_t v) { values_[key] = v; }
   void SetFloat(const std::string& key, double v) { values_[key] = v; }
   void SetBool(const std::string& key, bool v) { values_[key] = v; }
+  void SetIntArray(const std::string& key, std::vector<int64_t> v) { values_[key] = std::move(v); }
 
   absl::StatusOr<int64_t> Int(absl::string_view key,
                               std::optional<int64_t> def = {}) const override;
   absl::StatusOr<float> Float(absl::string_view key, float def) const override;
   absl::StatusOr<bool> Bool(absl::string_view key, bool def) const override;
   bool Has(absl::string_view key) const override { return values_.count(key) > 0; }
+  absl::StatusOr<std::vector<int64_t>> IntArray(absl::string_view key) const override;
 
  private:
-  std::map<std::string, std::variant<int64_t, double, bool>, std::less<>> values_;
+  std::map<std::string, std::variant<int64_t, double, bool, std::vector<int64_t>>, std::less<>>
+      values_;
 };
 
 // One family's config.json: its metadata keys, and what a GGUF file would state by its tensors.
@@ -127,5 +130,6 @@ absl::Status Llama4Keys(const nlohmann::json& j, HfFamilyConfig* out);      // h
 absl::Status BailingMoeV2Keys(const nlohmann::json& j, HfFamilyConfig* out);  // hf_bailingmoe2.cc
 absl::Status MinimaxM2Keys(const nlohmann::json& j, HfFamilyConfig* out);     // hf_minimax_m2.cc
 absl::Status Dots1Keys(const nlohmann::json& j, HfFamilyConfig* out);         // hf_dots1.cc
+absl::Status Lfm2MoeKeys(const nlohmann::json& j, HfFamilyConfig* out);       // hf_lfm2moe.cc
 
 }  // namespace moe

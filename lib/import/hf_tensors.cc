@@ -1,6 +1,7 @@
 #include "lib/import/hf_tensors.h"
 
 #include "absl/strings/str_cat.h"
+#include "lib/model/arch/architecture.h"
 
 namespace moe {
 namespace {
@@ -39,10 +40,13 @@ std::string Bias(int layer, absl::string_view base) {
   return absl::StrCat("blk.", layer, ".", base, ".bias");
 }
 
-void AddEmbeddings(const HParams& h, Wants& w,
-                   std::string embeddings = "model.embed_tokens.weight") {
+// The embeddings, the final norm (under the name the family's runtime reads) and the head.
+void AddEmbeddings(const HfConfig& c, Wants& w,
+                   std::string embeddings = "model.embed_tokens.weight",
+                   std::string final_norm = "model.norm.weight") {
+  const HParams& h = c.hp;
   w.Add(std::move(embeddings), "token_embd.weight", {h.n_vocab, h.n_embd});
-  w.Vector("model.norm.weight", "output_norm.weight", {h.n_embd});
+  w.Vector(std::move(final_norm), std::string(ArchitectureOf(c.arch).output_norm()), {h.n_embd});
   if (!h.tied_output) w.Add("lm_head.weight", "output.weight", {h.n_vocab, h.n_embd});
 }
 
@@ -282,6 +286,51 @@ void Dots1(const HParams& h, Wants& w) {
   }
 }
 
+// Lfm2MoeForCausalLM: per layer operator_norm, then a short convolution (conv.in_proj, the
+// depthwise conv.conv [d, 1, kernel], conv.out_proj) or Qwen3-style attention (q_layernorm,
+// k_layernorm, out_proj); ffn_norm and feed_forward's w1 (gate), w3 (up), w2 (down), per expert
+// under experts.E., with the router gate and expert_bias. (The final norm is embedding_norm.)
+void Lfm2Moe(const HParams& h, Wants& w) {
+  const int64_t d = h.n_embd, q = h.n_head * h.head_dim, kv = h.n_head_kv * h.head_dim;
+  for (int l = 0; l < h.n_layer; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    auto name = [&](const char* base) { return LayerTensorName(l, base); };
+    w.Vector(p + "operator_norm.weight", name("attn_norm"), {d}, l);
+    if (h.layer_short_conv(l)) {
+      w.Add(p + "conv.in_proj.weight", name("shortconv.in_proj"), {3 * d, d}, l);
+      w.Vector(p + "conv.conv.weight", name("shortconv.conv"), {d, h.short_conv_kernel}, l)
+          .hf_shape = {d, 1, h.short_conv_kernel};
+      w.Add(p + "conv.out_proj.weight", name("shortconv.out_proj"), {d, d}, l);
+    } else {
+      w.Add(p + "self_attn.q_proj.weight", name("attn_q"), {q, d}, l);
+      w.Add(p + "self_attn.k_proj.weight", name("attn_k"), {kv, d}, l);
+      w.Add(p + "self_attn.v_proj.weight", name("attn_v"), {kv, d}, l);
+      w.Add(p + "self_attn.out_proj.weight", name("attn_output"), {d, q}, l);
+      w.Vector(p + "self_attn.q_layernorm.weight", name("attn_q_norm"), {h.head_dim}, l);
+      w.Vector(p + "self_attn.k_layernorm.weight", name("attn_k_norm"), {h.head_dim}, l);
+    }
+    w.Vector(p + "ffn_norm.weight", name("ffn_norm"), {d}, l);
+    const std::string f = p + "feed_forward.";
+    auto mlp = [&](const std::string& x, int e, int64_t width) {
+      auto tensor = [&](const char* base) {
+        return e < 0 ? name(base) : ExpertTensorName(l, e, base);
+      };
+      w.Add(x + "w1.weight", tensor("ffn_gate"), {width, d}, l, e);
+      w.Add(x + "w3.weight", tensor("ffn_up"), {width, d}, l, e);
+      w.Add(x + "w2.weight", tensor("ffn_down"), {d, width}, l, e);
+    };
+    if (!h.layer_has_experts(l)) {
+      mlp(f, -1, h.n_ff_dense);
+      continue;
+    }
+    w.Add(f + "gate.weight", name("ffn_gate_inp"), {h.n_expert, d}, l).router = true;
+    if (h.has_selection_bias) {
+      w.Vector(f + "expert_bias", Bias(l, "exp_probs_b"), {h.n_expert}, l);
+    }
+    for (int e = 0; e < h.n_expert; ++e) mlp(absl::StrCat(f, "experts.", e, "."), e, h.n_ff_expert);
+  }
+}
+
 // DeepseekV2/V3ForCausalLM: multi-head latent attention, stored as transformers keeps it. The
 // checkpoint's kv_b_proj [n_head x (nope + v), kv_lora_rank] holds per head the rows that lift
 // the latent to the head's key (nope) and then to its value (v); the runtime wants them apart
@@ -391,9 +440,11 @@ std::vector<WantedTensor> WantedTensors(const HfConfig& c,
   std::vector<WantedTensor> out;
   Wants w(&out);
   if (c.arch == Arch::kBailingMoe2) {
-    AddEmbeddings(c.hp, w, "model.word_embeddings.weight");
+    AddEmbeddings(c, w, "model.word_embeddings.weight");
+  } else if (c.arch == Arch::kLfm2Moe) {
+    AddEmbeddings(c, w, "model.embed_tokens.weight", "model.embedding_norm.weight");
   } else {
-    AddEmbeddings(c.hp, w);
+    AddEmbeddings(c, w);
   }
   switch (c.arch) {
     case Arch::kGlm4Moe:
@@ -419,6 +470,9 @@ std::vector<WantedTensor> WantedTensors(const HfConfig& c,
       break;
     case Arch::kDots1:
       Dots1(c.hp, w);
+      break;
+    case Arch::kLfm2Moe:
+      Lfm2Moe(c.hp, w);
       break;
     default:
       ClassicFamilies(c, w);

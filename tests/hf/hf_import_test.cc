@@ -26,6 +26,7 @@
 #include "lib/import/tokenizer_loader.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
+#include "lib/model/kv_cache_for.h"
 #include "lib/model/model.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "tests/hf/checkpoint_builder.h"
@@ -217,10 +218,9 @@ std::vector<float> RunAll(const ModelSpec& spec_in, const std::vector<int32_t>& 
   auto model = Model::Create(spec_in);
   EXPECT_TRUE(model.ok()) << model.status();
   if (!model.ok()) return {};
-  const HParams& h = (*model)->hp();
   auto backend = CreateCpuBackend(1);
   Transformer tf(*model, backend.get());
-  auto cache = KvCache::Create(h.n_layer, 64, h.n_head_kv, h.head_dim, DType::kF32);
+  auto cache = KvCacheFor(**model, 64, DType::kF32);
   EXPECT_TRUE(cache.ok());
   std::vector<float> logits;
   absl::Status s = tf.Forward(ids, *cache, LogitsFor::kAll, &logits);
@@ -1000,6 +1000,89 @@ TEST(HfImportTest, Dots1CheckpointRunsAsTheReference) {
   WriteCheckpoint(dir, config, t);
   EXPECT_THAT(std::string(ImportHfCheckpoint(dir.string()).status().message()),
               HasSubstr("max_window_layers"));
+  fs::remove_all(dir);
+}
+
+// Lfm2MoeForCausalLM: short-convolution layers (conv.conv stored [d, 1, kernel]) around an
+// attending layer with q_layernorm / k_layernorm, a dense first layer, then sigmoid routing chosen
+// with feed_forward.expert_bias, renormalised and x 1.5 (routed_scaling_factor, which the GGUF
+// cannot state); the output tied to the embeddings, as Lfm2MoeConfig assumes.
+TEST(HfImportTest, Lfm2MoeCheckpointRunsAsTheReference) {
+  testing::RandomModelOptions o;
+  o.arch = Arch::kLfm2Moe;
+  o.n_layer = 4, o.short_conv_layers = {0, 2, 3}, o.n_layer_dense = 1, o.n_ff_dense = 56;
+  o.n_head = 4, o.n_head_kv = 2, o.head_dim = 12;  // LFM2's heads span the embedding
+  o.n_expert = 9, o.selection_bias = true, o.routed_scale = 1.5f, o.tied_output = true;
+  o.seed = 97;
+  const ModelSpec random = testing::MakeRandomModel(o);
+  const HParams& h = random.hp;
+  std::map<std::string, RawTensor> t;
+  t["model.embed_tokens.weight"] = RawOf(random, "token_embd.weight");
+  t["model.embedding_norm.weight"] = RawOf(random, "token_embd_norm.weight");
+  nlohmann::json types = nlohmann::json::array();
+  for (int l = 0; l < h.n_layer; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    auto raw = [&](const char* base) { return RawOf(random, LayerTensorName(l, base)); };
+    t[p + "operator_norm.weight"] = raw("attn_norm");
+    t[p + "ffn_norm.weight"] = raw("ffn_norm");
+    if (h.layer_short_conv(l)) {
+      types.push_back("conv");
+      t[p + "conv.in_proj.weight"] = raw("shortconv.in_proj");
+      t[p + "conv.out_proj.weight"] = raw("shortconv.out_proj");
+      t[p + "conv.conv.weight"] =
+          RawOf(random, LayerTensorName(l, "shortconv.conv"), {h.n_embd, 1, h.short_conv_kernel});
+    } else {
+      types.push_back("full_attention");
+      for (const char* x : {"q", "k", "v"}) {
+        t[absl::StrCat(p, "self_attn.", x, "_proj.weight")] = raw(absl::StrCat("attn_", x).c_str());
+      }
+      t[p + "self_attn.out_proj.weight"] = raw("attn_output");
+      t[p + "self_attn.q_layernorm.weight"] = raw("attn_q_norm");
+      t[p + "self_attn.k_layernorm.weight"] = raw("attn_k_norm");
+    }
+    const std::string f = p + "feed_forward.";
+    const std::pair<const char*, const char*> kParts[] = {
+        {"w1", "ffn_gate"}, {"w3", "ffn_up"}, {"w2", "ffn_down"}};
+    if (!h.layer_has_experts(l)) {
+      for (const auto& [hf, ours] : kParts) t[absl::StrCat(f, hf, ".weight")] = raw(ours);
+      continue;
+    }
+    t[f + "gate.weight"] = raw("ffn_gate_inp");
+    t[f + "expert_bias"] = RawOf(random, LayerBiasName(l, "exp_probs_b"));
+    for (int e = 0; e < h.n_expert; ++e) {
+      for (const auto& [hf, ours] : kParts) {
+        t[absl::StrCat(f, "experts.", e, ".", hf, ".weight")] =
+            RawOf(random, ExpertTensorName(l, e, ours));
+      }
+    }
+  }
+  nlohmann::json config = RandomModelConfig(h, "Lfm2MoeForCausalLM", "lfm2_moe");
+  config.erase("rms_norm_eps");
+  config["norm_eps"] = 1e-6;
+  config["layer_types"] = types;
+  config["conv_L_cache"] = h.short_conv_kernel;
+  config["num_dense_layers"] = 1;
+  config["intermediate_size"] = h.n_ff_dense;
+  config["moe_intermediate_size"] = h.n_ff_expert;
+  config["num_experts"] = h.n_expert;
+  config["num_experts_per_tok"] = h.n_expert_used;
+  config["routed_scaling_factor"] = 1.5;
+  const fs::path dir = TempDir("lfm2moe");
+  WriteCheckpoint(dir, config, t);
+  ExpectImportRunsAsReference(dir, random, Arch::kLfm2Moe);
+  auto spec = ImportHfCheckpoint(dir.string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->hp.short_conv_layers, h.short_conv_layers);
+  // Biased convolutions and a layer list of the wrong length are refused by name.
+  config["conv_bias"] = true;
+  WriteCheckpoint(dir, config, t);
+  EXPECT_THAT(std::string(ImportHfCheckpoint(dir.string()).status().message()),
+              HasSubstr("conv_bias"));
+  config["conv_bias"] = false;
+  config["layer_types"].erase(0);
+  WriteCheckpoint(dir, config, t);
+  EXPECT_THAT(std::string(ImportHfCheckpoint(dir.string()).status().message()),
+              HasSubstr("layer_types"));
   fs::remove_all(dir);
 }
 
