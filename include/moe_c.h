@@ -333,9 +333,10 @@ typedef struct moe_chat_message {
 /* Formats a conversation with the model's chat template (template_name NULL) or a named one:
  * "chatml", "llama3", "mistral", "llama2", "zephyr", "deepseek", "plain" (a model trained on
  * plain text: the user's line, then the reply), "chatglm4" (GLM-4.5), "deepseek3", "gpt-oss"
- * (Harmony), "ernie4.5", "granite", "llama4", "bailing2" (Ling 2.0), "dots1". With
- * add_generation_prompt non-zero the text ends where the assistant's reply begins. BOS is not included (generation
- * adds it at the start of a context). A model template we do not recognise is
+ * (Harmony), "ernie4.5", "granite", "llama4", "bailing2" (Ling 2.0), "dots1", "hunyuan-moe"
+ * (Hunyuan-A13B, whose user turns end with the reply's cue, as llama.cpp writes it). With
+ * add_generation_prompt non-zero the text ends where the assistant's reply begins. BOS is not
+ * included (generation adds it at the start of a context). A model template we do not recognise is
  * MOE_ERROR_UNSUPPORTED, a model without one MOE_ERROR_NOT_FOUND, an unknown template_name or
  * role MOE_ERROR_INVALID_ARGUMENT; each message names what it was given. */
 MOE_API moe_status moe_chat_apply_template(const moe_model* model, const char* template_name,

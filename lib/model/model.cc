@@ -72,7 +72,8 @@ absl::Status Model::ResolveGroupedQueryAttention(int l, LayerWeights& L) {
     MOE_ASSIGN_OR_RETURN(L.bk, Vector(bias("attn_k")));
     MOE_ASSIGN_OR_RETURN(L.bv, Vector(bias("attn_v")));
   }
-  if (h.qk_norm == QkNorm::kFull || h.qk_norm == QkNorm::kPerHead) {
+  if (h.qk_norm == QkNorm::kFull || h.qk_norm == QkNorm::kPerHead ||
+      h.qk_norm == QkNorm::kPerHeadAfterRope) {
     MOE_ASSIGN_OR_RETURN(L.q_norm, Vector(name("attn_q_norm")));
     MOE_ASSIGN_OR_RETURN(L.k_norm, Vector(name("attn_k_norm")));
   }

@@ -123,7 +123,7 @@ absl::Status ExpectGroupedQueryAttention(const ModelSpec& spec, int l) {
   if (h.qk_norm == QkNorm::kFull) {
     MOE_RETURN_IF_ERROR(Expect(spec, name("attn_q_norm"), {q_dim}));
     MOE_RETURN_IF_ERROR(Expect(spec, name("attn_k_norm"), {kv_dim}));
-  } else if (h.qk_norm == QkNorm::kPerHead) {
+  } else if (h.qk_norm == QkNorm::kPerHead || h.qk_norm == QkNorm::kPerHeadAfterRope) {
     MOE_RETURN_IF_ERROR(Expect(spec, name("attn_q_norm"), {h.head_dim}));
     MOE_RETURN_IF_ERROR(Expect(spec, name("attn_k_norm"), {h.head_dim}));
   }
@@ -325,7 +325,8 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
       }
     }
   }
-  if (h.qk_norm == QkNorm::kPerHeadUnweighted && h.latent_attention()) {
+  if ((h.qk_norm == QkNorm::kPerHeadUnweighted || h.qk_norm == QkNorm::kPerHeadAfterRope) &&
+      h.latent_attention()) {
     return absl::InvalidArgumentError("an unweighted per-head QK-norm with latent attention");
   }
   if (h.rope_dim % 2 != 0 || h.rope_dim <= 0 || h.rope_dim > h.head_dim) {

@@ -40,6 +40,7 @@ enum class Arch {
   kMinimaxM2,
   kDots1,
   kLfm2Moe,
+  kHunyuanMoe,
 };
 
 absl::string_view ArchName(Arch a);
@@ -47,8 +48,9 @@ absl::StatusOr<Arch> ArchFromName(absl::string_view name);
 
 enum class RopeStyle { kNorm, kNeox };         // rotate (2i, 2i+1) vs (i, i + dim/2)
 // RMSNorm of the whole q/k vector or per head, with a weight; or per head without one, after
-// RoPE and on the RoPE layers only (Llama 4's L2 norm).
-enum class QkNorm { kNone, kFull, kPerHead, kPerHeadUnweighted };
+// RoPE and on the RoPE layers only (Llama 4's L2 norm); or per head with a weight after RoPE
+// (Hunyuan's).
+enum class QkNorm { kNone, kFull, kPerHead, kPerHeadUnweighted, kPerHeadAfterRope };
 
 struct HParams {
   int64_t n_vocab = 0;

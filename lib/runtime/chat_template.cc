@@ -11,7 +11,7 @@ namespace {
 
 constexpr char kKnownNames[] =
     "chatml, llama3, mistral, llama2, zephyr, deepseek, plain, chatglm4, deepseek3, gpt-oss, "
-    "ernie4.5, granite, llama4, bailing2, dots1";
+    "ernie4.5, granite, llama4, bailing2, dots1, hunyuan-moe";
 
 // The plain format's Jinja, as the bundled model's tokenizer_config.json ships it; compared
 // with whitespace and Jinja's backslash-n escapes removed, so that line breaks, indentation and
@@ -61,6 +61,9 @@ absl::StatusOr<ChatFormat> DetectChatFormat(absl::string_view t) {
     return ChatFormat::kBailing2;
   }
   if (absl::StrContains(t, "<|endofuserprompt|>")) return ChatFormat::kDots1;
+  if (absl::StrContains(t, "<|extra_0|>") && absl::StrContains(t, "<|extra_4|>")) {
+    return ChatFormat::kHunyuanMoe;
+  }
   if (absl::StrContains(t, "[INST]")) {
     return absl::StrContains(t, "<<SYS>>") ? ChatFormat::kLlama2 : ChatFormat::kMistral;
   }
@@ -92,6 +95,7 @@ absl::StatusOr<ChatFormat> ChatFormatFromName(absl::string_view name) {
   if (name == "llama4") return ChatFormat::kLlama4;
   if (name == "bailing2") return ChatFormat::kBailing2;
   if (name == "dots1") return ChatFormat::kDots1;
+  if (name == "hunyuan-moe") return ChatFormat::kHunyuanMoe;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown chat template '", name, "' (known: ", kKnownNames, ")"));
 }
@@ -213,6 +217,18 @@ absl::StatusOr<std::string> FormatChat(ChatFormat format, const std::vector<Chat
         }
       }
       if (add_generation_prompt) out += "<|response|>";
+      break;
+    case ChatFormat::kHunyuanMoe:
+      // No separate generation prompt: a user turn's <|extra_0|> is the reply's cue.
+      for (const auto& m : messages) {
+        if (m.role == "system") {
+          absl::StrAppend(&out, "<|startoftext|>", m.content, "<|extra_4|>");
+        } else if (m.role == "user") {
+          absl::StrAppend(&out, "<|startoftext|>", m.content, "<|extra_0|>");
+        } else {
+          absl::StrAppend(&out, m.content, "<|eos|>");
+        }
+      }
       break;
     case ChatFormat::kGranite:
       for (const auto& m : messages) {

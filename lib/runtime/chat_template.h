@@ -24,8 +24,10 @@ struct ChatMessage {
 // does not build in, as the model's Jinja template writes it; kGranite IBM Granite 3.x/4.x's
 // (<|start_of_role|>role<|end_of_role|>...<|end_of_text|>), as llama.cpp writes it; kLlama4
 // Llama 4's (<|header_start|>role<|header_end|>\n\n...<|eot|>), as its Jinja template writes it;
-// kBailing2 Ling 2.0's (<role>HUMAN</role>...<|role_end|>) and kDots1 dots.llm1's
-// (<|userprompt|>...<|endofuserprompt|><|response|>), as llama.cpp writes them.
+// kBailing2 Ling 2.0's (<role>HUMAN</role>...<|role_end|>), kDots1 dots.llm1's
+// (<|userprompt|>...<|endofuserprompt|><|response|>) and kHunyuanMoe Hunyuan-A13B's
+// (<|startoftext|>...<|extra_0|>, whose user turn ends with the reply's cue), as llama.cpp writes
+// them.
 enum class ChatFormat {
   kChatMl,
   kLlama3,
@@ -41,7 +43,8 @@ enum class ChatFormat {
   kGranite,
   kLlama4,
   kBailing2,
-  kDots1
+  kDots1,
+  kHunyuanMoe
 };
 
 // The family a Jinja template belongs to; Unimplemented naming the template when unknown.

@@ -10,6 +10,7 @@
 #include "lib/import/model_loader.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
+#include "lib/model/kv_cache_for.h"
 #include "tests/model/reference_model.h"
 #include "tests/support/test_files.h"
 
@@ -44,7 +45,7 @@ std::vector<float> PromptLogits(ModelSpec spec) {
   auto backend = CreateCpuBackend(1);
   Transformer tf(*model, backend.get());
   const HParams& h = (*model)->hp();
-  auto cache = KvCache::Create(h.n_layer, 64, h.n_head_kv, h.head_dim, DType::kF32);
+  auto cache = KvCacheFor(**model, 64, DType::kF32);
   std::vector<int32_t> tokens = {1, 2, 3, 100, 2000, 7};
   for (int32_t& t : tokens) t %= static_cast<int32_t>(h.n_vocab);  // the smaller vocabularies
   std::vector<float> logits;
@@ -303,6 +304,30 @@ TEST(MoeContainerLlama4Test, ChunksNopeAndWeightedInputsRoundTrip) {
     ModelSpec changed = testing::MakeRandomModel(o);
     changes[i](changed.hp);
     EXPECT_NE(PromptLogits(std::move(changed)), want) << "change " << i;
+  }
+}
+
+// LFM2's convolution layers (their list and kernel length, appended to the header) and
+// Hunyuan's QK-norm after RoPE survive the container with the logits they shape.
+TEST(MoeContainerTest, ConvolutionLayersAndQkNormAfterRopeRoundTrip) {
+  testing::RandomModelOptions lfm2;
+  lfm2.arch = Arch::kLfm2Moe;
+  lfm2.n_layer = 3, lfm2.short_conv_layers = {0, 2}, lfm2.short_conv_kernel = 4;
+  lfm2.selection_bias = true;
+  testing::RandomModelOptions hunyuan;
+  hunyuan.arch = Arch::kHunyuanMoe;
+  hunyuan.n_ff_shared = 40;
+  for (const testing::RandomModelOptions& o : {lfm2, hunyuan}) {
+    ModelSpec spec = testing::MakeRandomModel(o);
+    const std::string path = TempPath("roundtrip.moe");
+    ASSERT_TRUE(WriteMoeFile(spec, path).ok());
+    auto back = ReadMoeFile(path);
+    fs::remove(path);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->hp.short_conv_layers, o.short_conv_layers);
+    EXPECT_TRUE(back->hp == spec.hp);
+    const std::vector<float> want = PromptLogits(spec);
+    EXPECT_EQ(PromptLogits(*std::move(back)), want);
   }
 }
 

@@ -147,6 +147,17 @@ std::vector<Case> Cases() {
   lfm2_q8.n_ff_dense = 64, lfm2_q8.short_conv_layers = {1, 2, 3}, lfm2_q8.short_conv_kernel = 4;
   lfm2_q8.dtype = DType::kQ8_0, lfm2_q8.seed = 89;
   cases.push_back({"lfm2moe_q8", lfm2_q8});
+  // Hunyuan-A13B: a weighted per-head RMSNorm of q and k after NEOX RoPE, softmax routing
+  // renormalised beside a shared expert.
+  RandomModelOptions hunyuan;
+  hunyuan.arch = Arch::kHunyuanMoe;
+  hunyuan.n_layer = 3, hunyuan.n_expert = 9, hunyuan.n_ff_shared = 72, hunyuan.seed = 101;
+  cases.push_back({"hunyuan_moe", hunyuan});
+  RandomModelOptions hunyuan_q8 = hunyuan;  // Q8_0, GQA 4:1, top-2
+  hunyuan_q8.n_embd = 64, hunyuan_q8.n_head = 8, hunyuan_q8.head_dim = 16;
+  hunyuan_q8.n_ff_expert = 32, hunyuan_q8.n_ff_shared = 64, hunyuan_q8.n_expert_used = 2;
+  hunyuan_q8.dtype = DType::kQ8_0, hunyuan_q8.seed = 103;
+  cases.push_back({"hunyuan_moe_q8", hunyuan_q8});
   return cases;
 }
 

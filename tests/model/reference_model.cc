@@ -196,7 +196,7 @@ void AddAttention(Builder& b, const HParams& h, const RandomModelOptions& o, int
   if (h.qk_norm == QkNorm::kFull) {
     b.Add(n("attn_q_norm"), {q_dim}, 0.05f, 1.0f, l);
     b.Add(n("attn_k_norm"), {kv_dim}, 0.05f, 1.0f, l);
-  } else if (h.qk_norm == QkNorm::kPerHead) {  // Qwen3's, or asked for
+  } else if (h.qk_norm == QkNorm::kPerHead || h.qk_norm == QkNorm::kPerHeadAfterRope) {
     b.Add(n("attn_q_norm"), {o.head_dim}, 0.05f, 1.0f, l);
     b.Add(n("attn_k_norm"), {o.head_dim}, 0.05f, 1.0f, l);
   }
@@ -362,6 +362,9 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
         if (h.qk_norm == QkNorm::kPerHeadUnweighted) {  // Llama4TextL2Norm, after RoPE
           PerHeadRmsNorm(q[t], hd, Mat(), h.rms_eps);
           PerHeadRmsNorm(k[t], hd, Mat(), h.rms_eps);
+        } else if (h.qk_norm == QkNorm::kPerHeadAfterRope) {  // HunYuan's, after RoPE
+          PerHeadRmsNorm(q[t], hd, Weight(s, n("attn_q_norm")), h.rms_eps);
+          PerHeadRmsNorm(k[t], hd, Weight(s, n("attn_k_norm")), h.rms_eps);
         }
       }
       std::vector<std::vector<float>> h_attn(T);

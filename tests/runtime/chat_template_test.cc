@@ -115,6 +115,25 @@ TEST(ChatTemplateTest, Dots1FormatsAsLlamaCppWrites) {
             "<|userprompt|>Hello<|endofuserprompt|>");
 }
 
+// Hunyuan-A13B's, compared with llama.cpp's llama_chat_apply_template("hunyuan-moe", ...) on the
+// same messages: each user turn ends with the reply's cue (<|extra_0|>), so asking for the
+// generation prompt adds nothing; detected from a template holding <|extra_0|> and <|extra_4|>.
+TEST(ChatTemplateTest, HunyuanMoeFormatsAsLlamaCppWrites) {
+  const std::vector<ChatMessage> chat = {
+      {"system", " Be brief.\n"}, {"user", "Hello "}, {"assistant", "Hi."}, {"user", "Bye"}};
+  EXPECT_EQ(*FormatChat(ChatFormat::kHunyuanMoe, chat, true, "<|eos|>"),
+            "<|startoftext|> Be brief.\n<|extra_4|><|startoftext|>Hello <|extra_0|>Hi.<|eos|>"
+            "<|startoftext|>Bye<|extra_0|>");
+  EXPECT_EQ(*FormatChat(ChatFormat::kHunyuanMoe, {{"user", "Hello"}}, false, "<|eos|>"),
+            "<|startoftext|>Hello<|extra_0|>");
+  EXPECT_EQ(*DetectChatFormat("{% for m in messages %}{% if m['role'] == 'system' %}"
+                              "{{ '<|startoftext|>' + m['content'] + '<|extra_4|>' }}{% else %}"
+                              "{{ '<|startoftext|>' + m['content'] + '<|extra_0|>' }}{% endif %}"
+                              "{% endfor %}"),
+            ChatFormat::kHunyuanMoe);
+  EXPECT_EQ(*ChatFormatFromName("hunyuan-moe"), ChatFormat::kHunyuanMoe);
+}
+
 // Ling 2.0's template, compared with llama.cpp's llama_chat_apply_template("bailing2", ...) on the
 // same messages: roles in capitals (user: HUMAN), contents as they are, and without a system
 // message the template's own, which turns thinking off.

@@ -122,7 +122,8 @@ int main(int argc, char** argv) {
     }
     std::printf("\n");
   }
-  const char* qk[] = {"none", "full vector", "per head", "per head, unweighted, after rope"};
+  const char* qk[] = {"none", "full vector", "per head", "per head, unweighted, after rope",
+                      "per head, after rope"};
   std::printf("qk-norm       %s\noutput head   %s\n", qk[static_cast<int>(h.qk_norm)],
               h.tied_output ? "tied to embedding" : "separate");
   if (!spec->tokenizer.chat_template.empty()) {

@@ -182,7 +182,8 @@ int main(int argc, char** argv) {
   app.add_option("--experts", sh.experts)->capture_default_str();
   app.add_option("--top-k", sh.top_k)->capture_default_str();
   app.add_option("--ff", sh.ff, "expert FFN size")->capture_default_str();
-  app.add_option("--shared-ff", sh.shared_ff, "shared-expert FFN size (qwen2moe; 0 = none)")
+  app.add_option("--shared-ff", sh.shared_ff,
+                 "shared-expert FFN size (qwen2moe, 0 = none; hunyuan-moe)")
       ->capture_default_str();
   app.add_option("--shared-experts", sh.shared_experts,
                  "shared experts of --ff each (glm4moe, deepseek2, ernie4_5-moe, bailingmoe2)")
@@ -239,6 +240,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "moe-synth: --vocab FILE or --synthetic-vocab N is required\n");
     return 2;
   }
-  if (sh.arch != "qwen2moe") sh.shared_ff = 0;
+  if (sh.arch != "qwen2moe" && sh.arch != "hunyuan-moe") sh.shared_ff = 0;
+  if (sh.arch == "hunyuan-moe" && sh.shared_ff <= 0) {
+    std::fprintf(stderr,
+                 "moe-synth: hunyuan-moe has a shared expert: --shared-ff must be positive\n");
+    return 2;
+  }
   return Run(o);
 }

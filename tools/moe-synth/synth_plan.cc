@@ -427,6 +427,26 @@ absl::Status PlanLfm2Moe(const Shape& s, Builder& b) {
   return absl::OkStatus();
 }
 
+// Hunyuan-A13B: llama-layout attention with a weighted per-head RMSNorm of q and k after NEOX
+// RoPE, every layer softmax routing renormalised beside a shared expert of --shared-ff (the
+// experts --ff wide, written as feed_forward_length, which llama.cpp's graph reads for them).
+void PlanHunyuanMoe(const Shape& s, Builder& b) {
+  b.CommonKeys(s.layers, s.ff);
+  b.HeadSizeKeys();
+  b.Key("expert_shared_feed_forward_length", static_cast<uint32_t>(s.shared_ff));
+  b.Key("expert_shared_count", 1);
+  for (int64_t l = 0; l < s.layers; ++l) {
+    b.Norm(l, "attn_norm.weight", s.embd);
+    b.GroupedQueryAttention(l, false);
+    b.Norm(l, "attn_q_norm.weight", b.head_dim());
+    b.Norm(l, "attn_k_norm.weight", b.head_dim());
+    b.Norm(l, "ffn_norm.weight", s.embd);
+    b.AddLayer(l, "ffn_gate_inp.weight", {s.experts, s.embd}, 2 * b.InScale(s.embd));
+    b.RoutedExperts(l, false);
+    b.Ffn(l, "_shexp", s.shared_ff);
+  }
+}
+
 }  // namespace
 
 std::string OutputNormName(const Shape& s) {
@@ -435,9 +455,9 @@ std::string OutputNormName(const Shape& s) {
 
 const std::vector<std::string>& Architectures() {
   static const std::vector<std::string> kNames = {
-      "llama",     "qwen2moe",    "olmoe",      "qwen3moe",     "glm4moe",
-      "deepseek2", "gpt-oss",     "qwen3vlmoe", "ernie4_5-moe", "granitemoe",
-      "llama4",    "bailingmoe2", "minimax-m2", "dots1",        "lfm2moe"};
+      "llama",      "qwen2moe",   "olmoe",        "qwen3moe",   "glm4moe", "deepseek2",
+      "gpt-oss",    "qwen3vlmoe", "ernie4_5-moe", "granitemoe", "llama4",  "bailingmoe2",
+      "minimax-m2", "dots1",      "lfm2moe",      "hunyuan-moe"};
   return kNames;
 }
 
@@ -473,6 +493,8 @@ absl::StatusOr<std::vector<Tensor>> Plan(const Shape& s, GgufWriter& w) {
     PlanMinimaxM2(s, b);
   } else if (s.arch == "dots1") {
     PlanDots1(s, b);
+  } else if (s.arch == "hunyuan-moe") {
+    PlanHunyuanMoe(s, b);
   } else if (s.arch == "lfm2moe") {
     if (absl::Status st = PlanLfm2Moe(s, b); !st.ok()) return st;
   } else {

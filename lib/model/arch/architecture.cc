@@ -14,7 +14,8 @@ const Architecture* const* All(size_t* count) {
       &Qwen3MoeArchitecture(),   &Glm4MoeArchitecture(),    &Deepseek2Architecture(),
       &GptOssArchitecture(),     &Qwen3VlMoeArchitecture(), &Ernie45MoeArchitecture(),
       &GraniteMoeArchitecture(), &Llama4Architecture(),     &BailingMoe2Architecture(),
-      &MinimaxM2Architecture(),  &Dots1Architecture(),      &Lfm2MoeArchitecture()};
+      &MinimaxM2Architecture(),  &Dots1Architecture(),      &Lfm2MoeArchitecture(),
+      &HunyuanMoeArchitecture()};
   *count = sizeof(kAll) / sizeof(kAll[0]);
   return kAll;
 }

@@ -20,5 +20,6 @@ const Architecture& BailingMoe2Architecture();
 const Architecture& MinimaxM2Architecture();
 const Architecture& Dots1Architecture();
 const Architecture& Lfm2MoeArchitecture();
+const Architecture& HunyuanMoeArchitecture();
 
 }  // namespace moe

@@ -52,9 +52,10 @@ absl::Status GroupedQueryAttention::Run(const StepContext& ctx, int layer, const
     const RopeParams rope = RopeFor(ctx.model);
     be.Rope(q, n, h.n_head, hd, positions, rope);
     be.Rope(k, n, h.n_head_kv, hd, positions, rope);
-    if (h.qk_norm == QkNorm::kPerHeadUnweighted) {
-      be.RmsNorm(q, nullptr, n * h.n_head, hd, h.rms_eps, q);
-      be.RmsNorm(k, nullptr, n * h.n_head_kv, hd, h.rms_eps, k);
+    if (h.qk_norm == QkNorm::kPerHeadUnweighted || h.qk_norm == QkNorm::kPerHeadAfterRope) {
+      // Weighted for Hunyuan; Llama 4's L2 norm has none (null).
+      be.RmsNorm(q, L.q_norm, n * h.n_head, hd, h.rms_eps, q);
+      be.RmsNorm(k, L.k_norm, n * h.n_head_kv, hd, h.rms_eps, k);
     }
   } else if (h.attn_temp_scale != 0.f) {
     // A NoPE layer's queries sharpen with the distance from the start (Llama 4).
