@@ -360,6 +360,21 @@ TEST(BatchEngineTest, SlidingWindowLayersHoldOnlyTheirWindowAndChangeNoOutput) {
   }
 }
 
+// An engine over a random model of these options with the gpt-oss fixture's vocabulary (null,
+// with a failure, if it cannot be made).
+std::shared_ptr<const Engine> RandomEngine(testing::RandomModelOptions m) {
+  auto vocab = ImportGguf(std::string(MOE_TESTDATA_DIR) +
+                          "/fixtures-v2/tiny-gptoss-f32/tiny-gptoss-f32.gguf");
+  EXPECT_TRUE(vocab.ok()) << vocab.status();
+  if (!vocab.ok()) return nullptr;
+  m.n_vocab = static_cast<int64_t>(vocab->tokenizer.tokens.size());
+  ModelSpec spec = testing::MakeRandomModel(m);
+  spec.tokenizer = vocab->tokenizer;
+  auto made = Engine::FromSpec(std::move(spec));
+  EXPECT_TRUE(made.ok()) << made.status();
+  return made.ok() ? *made : nullptr;
+}
+
 // Submits each prompt one step after the other (greedy, 20 + i tokens) into an engine of
 // window-keeping layers, at the default cache and at one too small for all at once (which must
 // preempt), and expects the lone sessions' outputs, shared prefixes reused and every block back.
@@ -399,19 +414,12 @@ void ExpectLoneOutputsFromWindowLayers(std::shared_ptr<const Engine> e,
 // layers do; a query reads back only to its chunk's start, so the output is still the lone
 // session's, over several chunks, with shared prefixes and preemption.
 TEST(BatchEngineTest, ChunkedLayersHoldOnlyAChunkAndChangeNoOutput) {
-  auto vocab = ImportGguf(std::string(MOE_TESTDATA_DIR) +
-                          "/fixtures-v2/tiny-gptoss-f32/tiny-gptoss-f32.gguf");
-  ASSERT_TRUE(vocab.ok()) << vocab.status();
   testing::RandomModelOptions m;
   m.arch = Arch::kLlama4;
   m.n_layer = 4, m.n_expert_used = 1, m.n_ff_shared = 40, m.attention_chunk = 8;
   m.temperature_floor = 16;
-  m.n_vocab = static_cast<int64_t>(vocab->tokenizer.tokens.size());
-  ModelSpec spec = testing::MakeRandomModel(m);
-  spec.tokenizer = vocab->tokenizer;
-  auto made = Engine::FromSpec(std::move(spec));
-  ASSERT_TRUE(made.ok()) << made.status();
-  std::shared_ptr<const Engine> e = *made;
+  std::shared_ptr<const Engine> e = RandomEngine(m);
+  ASSERT_NE(e, nullptr);
   const std::vector<int64_t>& windows = e->model()->attention_windows();
   ASSERT_EQ(windows, (std::vector<int64_t>{8, 8, 8, 0}));
   const std::vector<int32_t> prefix = Prompts(*e, 1, 41)[0];
@@ -425,19 +433,12 @@ TEST(BatchEngineTest, ChunkedLayersHoldOnlyAChunkAndChangeNoOutput) {
 // layers keep theirs: in the engine's window blocks, in a session's ring; the output is the lone
 // session's whatever the step sizes, with shared prefixes and preemption.
 TEST(BatchEngineTest, ConvolutionLayersHoldOnlyTheirKernelAndChangeNoOutput) {
-  auto vocab = ImportGguf(std::string(MOE_TESTDATA_DIR) +
-                          "/fixtures-v2/tiny-gptoss-f32/tiny-gptoss-f32.gguf");
-  ASSERT_TRUE(vocab.ok()) << vocab.status();
   testing::RandomModelOptions m;
   m.arch = Arch::kLfm2Moe;
   m.n_layer = 4, m.short_conv_layers = {0, 1, 3}, m.n_layer_dense = 1, m.n_ff_dense = 40;
   m.selection_bias = true, m.seed = 29;
-  m.n_vocab = static_cast<int64_t>(vocab->tokenizer.tokens.size());
-  ModelSpec spec = testing::MakeRandomModel(m);
-  spec.tokenizer = vocab->tokenizer;
-  auto made = Engine::FromSpec(std::move(spec));
-  ASSERT_TRUE(made.ok()) << made.status();
-  std::shared_ptr<const Engine> e = *made;
+  std::shared_ptr<const Engine> e = RandomEngine(m);
+  ASSERT_NE(e, nullptr);
   ASSERT_EQ(e->model()->attention_windows(), (std::vector<int64_t>{3, 3, 0, 3}));
   const std::vector<int32_t> prefix = Prompts(*e, 1, 47)[0];
   const auto prompts = Prompts(*e, 5, 53, prefix);

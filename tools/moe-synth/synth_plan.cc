@@ -73,6 +73,15 @@ class Builder {
     if (biases) AddLayer(l, "attn_v.bias", {kv}, 0.1f);
     AddLayer(l, "attn_output.weight", {E, q}, 0.5f * InScale(q));
   }
+  // Layer l's input norm, grouped-query attention without biases, per-head q and k norm weights
+  // and the norm before its feed-forward part (Qwen3's layout, which several families share).
+  void NormedAttentionWithQkNorm(int64_t l) {
+    Norm(l, "attn_norm.weight", s_.embd);
+    GroupedQueryAttention(l, false);
+    Norm(l, "attn_q_norm.weight", hd_);
+    Norm(l, "attn_k_norm.weight", hd_);
+    Norm(l, "ffn_norm.weight", s_.embd);
+  }
   void RoutedExperts(int64_t l, bool biases) {
     const int64_t E = s_.embd, X = s_.experts, F = s_.ff;
     AddLayer(l, "ffn_gate_exps.weight", {X, F, E}, InScale(E));
@@ -369,11 +378,7 @@ void PlanDots1(const Shape& s, Builder& b) {
   b.KeyF("expert_weights_scale", 2.5f);
   b.KeyB("expert_weights_norm", true);
   for (int64_t l = 0; l < s.layers; ++l) {
-    b.Norm(l, "attn_norm.weight", s.embd);
-    b.GroupedQueryAttention(l, false);
-    b.Norm(l, "attn_q_norm.weight", b.head_dim());
-    b.Norm(l, "attn_k_norm.weight", b.head_dim());
-    b.Norm(l, "ffn_norm.weight", s.embd);
+    b.NormedAttentionWithQkNorm(l);
     b.DenseOrSharedMixture(l, true);
   }
 }
@@ -436,11 +441,7 @@ void PlanHunyuanMoe(const Shape& s, Builder& b) {
   b.Key("expert_shared_feed_forward_length", static_cast<uint32_t>(s.shared_ff));
   b.Key("expert_shared_count", 1);
   for (int64_t l = 0; l < s.layers; ++l) {
-    b.Norm(l, "attn_norm.weight", s.embd);
-    b.GroupedQueryAttention(l, false);
-    b.Norm(l, "attn_q_norm.weight", b.head_dim());
-    b.Norm(l, "attn_k_norm.weight", b.head_dim());
-    b.Norm(l, "ffn_norm.weight", s.embd);
+    b.NormedAttentionWithQkNorm(l);
     b.AddLayer(l, "ffn_gate_inp.weight", {s.experts, s.embd}, 2 * b.InScale(s.embd));
     b.RoutedExperts(l, false);
     b.Ffn(l, "_shexp", s.shared_ff);
