@@ -47,6 +47,16 @@ struct KvLayerView {
   int64_t n_kv_heads;
   int64_t head_dim;
   KvPaging paging;  // rows of all KV heads, n_kv_heads * head_dim elements each
+  // A recurrent layer's state (Mamba-2), F32, state_floats per slot: the block of the paging
+  // holding position p keeps in slot state_table[p >> paging.block_shift] the state after the
+  // last position of that block written so far. Null: the layer keeps no state.
+  uint8_t* state = nullptr;
+  const int32_t* state_table = nullptr;
+  int64_t state_floats = 0;
+
+  float* StateOfBlock(int64_t block) const {
+    return reinterpret_cast<float*>(state) + state_table[block] * state_floats;
+  }
 };
 
 class Backend : public MemorySpace {
@@ -128,6 +138,38 @@ class Backend : public MemorySpace {
   // 1 + k)[c], rows before position 0 being zero.
   virtual void ShortConv(const float* bcx, int64_t n, const int32_t* positions, const float* kernel,
                          int64_t kernel_len, const KvLayerView& state, float* y) = 0;
+
+  // Mamba-2's causal convolution: stores row t of xbc (state.head_dim floats, rows xbc_stride
+  // apart) as the row of positions[t] in `state` (a KvLayerRows::Recurrent view); then
+  // out[t, c] = silu(bias[c] + sum_k kernel[c * kernel_len + k] * row(positions[t] - kernel_len +
+  // 1 + k)[c]), rows before position 0 being zero (ssm_core.h).
+  virtual void SsmConv(const float* xbc, int64_t xbc_stride, int64_t n, const int32_t* positions,
+                       const float* kernel, const float* bias, int64_t kernel_len,
+                       const KvLayerView& state, float* out) = 0;
+
+  // Mamba-2's selective scan over one sequence's n consecutive positions, each head's state
+  // carried in `state` (KvLayerView::state; zero at position 0, taken over from the block
+  // before at a block's first position). Per token t and head h (group g = h / (heads /
+  // groups)): dt = softplus(dt[t * dt_stride + h] + dt_bias[h]); the state decays by
+  // e^(dt a[h]) and takes x dt B_g; y = C_g . state + d[h] x (ssm_core.h). xbc rows hold x
+  // [inner], B [groups x state_size] and C [groups x state_size] after the convolution.
+  struct SsmScanArgs {
+    const float* xbc = nullptr;
+    const float* dt = nullptr;
+    int64_t dt_stride = 0;
+    const float* dt_bias = nullptr;
+    const float* a = nullptr;
+    const float* d = nullptr;
+    int64_t heads = 0, head_dim = 0, state_size = 0, groups = 0;
+  };
+  virtual void SsmScan(const SsmScanArgs& args, int64_t n, const int32_t* positions,
+                       const KvLayerView& state, float* y) = 0;
+
+  // out = RMSNorm over each of `groups` equal parts of every row of y * silu(z), times weight
+  // [dim]: Mamba-2's gated norm. z rows are z_stride floats apart.
+  virtual void GatedGroupRmsNorm(const float* y, const float* z, int64_t z_stride,
+                                 const float* weight, int64_t n, int64_t dim, int64_t groups,
+                                 float eps, float* out) = 0;
 
   // Causal attention: query row t (n_heads x head_dim) attends to cache positions
   // [0, positions[t]] (within the window, when there is one); grouped-query: head h reads KV

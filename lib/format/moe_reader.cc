@@ -129,6 +129,12 @@ absl::StatusOr<HParams> ReadHParams(const fb::HParams* p) {
   if (const auto* conv = p->short_conv_layers()) {
     h.short_conv_layers.assign(conv->begin(), conv->end());
   }
+  h.ssm_conv_kernel = p->ssm_conv_kernel();
+  h.ssm_inner = p->ssm_inner();
+  h.ssm_state = p->ssm_state();
+  h.ssm_heads = p->ssm_heads();
+  h.ssm_groups = p->ssm_groups();
+  if (const auto* ssm = p->ssm_layers()) h.ssm_layers.assign(ssm->begin(), ssm->end());
   return h;
 }
 

@@ -106,6 +106,8 @@ flatbuffers::Offset<fb::HParams> BuildHParams(flatbuffers::FlatBufferBuilder& b,
   }
   flatbuffers::Offset<flatbuffers::Vector<int64_t>> conv_layers;
   if (!h.short_conv_layers.empty()) conv_layers = b.CreateVector(h.short_conv_layers);
+  flatbuffers::Offset<flatbuffers::Vector<int64_t>> ssm_layers;
+  if (!h.ssm_layers.empty()) ssm_layers = b.CreateVector(h.ssm_layers);
   fb::HParamsBuilder hb(b);
   hb.add_n_vocab(h.n_vocab);
   hb.add_n_embd(h.n_embd);
@@ -167,6 +169,12 @@ flatbuffers::Offset<fb::HParams> BuildHParams(flatbuffers::FlatBufferBuilder& b,
   if (!sections.IsNull()) hb.add_rope_sections(sections);
   hb.add_short_conv_kernel(h.short_conv_kernel);
   if (!conv_layers.IsNull()) hb.add_short_conv_layers(conv_layers);
+  hb.add_ssm_conv_kernel(h.ssm_conv_kernel);
+  hb.add_ssm_inner(h.ssm_inner);
+  hb.add_ssm_state(h.ssm_state);
+  hb.add_ssm_heads(h.ssm_heads);
+  hb.add_ssm_groups(h.ssm_groups);
+  if (!ssm_layers.IsNull()) hb.add_ssm_layers(ssm_layers);
   return hb.Finish();
 }
 

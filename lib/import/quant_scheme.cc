@@ -20,9 +20,11 @@ bool IsQuantScheme(const std::string& s) {
 
 DType QuantTypeFor(const std::string& scheme, const std::string& name, int64_t cols, int64_t layer,
                    int64_t n_layer, bool one_dimensional) {
-  // A short convolution's kernel stays F32, as llama-quantize keeps it.
+  // A convolution's kernel stays F32, as llama-quantize keeps it, and so does Mamba-2's grouped
+  // norm (one row per group: a norm's weight, not a matrix).
   if (one_dimensional || absl::StrContains(name, "ffn_gate_inp") ||
-      absl::StrContains(name, "shortconv.conv.") || !absl::EndsWith(name, "weight")) {
+      absl::StrContains(name, "shortconv.conv.") || absl::StrContains(name, "ssm_conv1d.") ||
+      absl::StrContains(name, "ssm_norm.") || !absl::EndsWith(name, "weight")) {
     return DType::kF32;
   }
   DType t;

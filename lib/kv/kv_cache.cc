@@ -11,7 +11,9 @@ namespace moe {
 absl::StatusOr<KvCache> KvCache::Create(int64_t n_layer, int64_t n_ctx, int64_t n_kv_heads,
                                         int64_t head_dim, DType dtype, bool values_in_keys,
                                         SlidingWindows sliding,
-                                        absl::Span<const int64_t> conv_width, MemorySpace& memory) {
+                                        absl::Span<const int64_t> conv_width,
+                                        absl::Span<const int64_t> state_floats,
+                                        MemorySpace& memory) {
   if (absl::Status s = CheckKvType(dtype, head_dim); !s.ok()) return s;
   if (n_ctx <= 0 || n_ctx > (1 << 24)) {
     return absl::InvalidArgumentError(absl::StrCat("invalid context length ", n_ctx));
@@ -24,11 +26,21 @@ absl::StatusOr<KvCache> KvCache::Create(int64_t n_layer, int64_t n_ctx, int64_t 
     return absl::InvalidArgumentError(
         absl::StrCat("convolution widths for ", conv_width.size(), " layers of ", n_layer));
   }
+  if (!state_floats.empty() && (static_cast<int64_t>(state_floats.size()) != n_layer ||
+                                static_cast<int64_t>(conv_width.size()) != n_layer)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("recurrent states for ", state_floats.size(), " layers of ", n_layer));
+  }
   KvCache c;
   for (int64_t l = 0; l < n_layer; ++l) {
-    c.rows_.push_back(!conv_width.empty() && conv_width[l] > 0
-                          ? KvLayerRows::Convolution(conv_width[l])
-                          : KvLayerRows::Attention(dtype, n_kv_heads, head_dim, values_in_keys));
+    if (!state_floats.empty() && state_floats[l] > 0) {
+      c.rows_.push_back(KvLayerRows::Recurrent(conv_width[l], state_floats[l]));
+      c.recurrent_ = true;
+    } else if (!conv_width.empty() && conv_width[l] > 0) {
+      c.rows_.push_back(KvLayerRows::Convolution(conv_width[l]));
+    } else {
+      c.rows_.push_back(KvLayerRows::Attention(dtype, n_kv_heads, head_dim, values_in_keys));
+    }
   }
   c.dtype_ = dtype;
   c.n_ctx_ = n_ctx;
@@ -50,6 +62,20 @@ absl::StatusOr<KvCache> KvCache::Create(int64_t n_layer, int64_t n_ctx, int64_t 
     c.ring_window_[l] = sliding.window[l];
     c.max_step_tokens_ = sliding.max_step_tokens;
   }
+  c.state_.resize(n_layer);
+  for (int64_t l = 0; l < n_layer; ++l) {
+    if (c.rows_[l].state_floats == 0) continue;
+    // The state is found through the block table: a whole layer gets one of its own too.
+    if (c.ring_table_[l].empty()) {
+      c.ring_table_[l].resize(context_blocks);
+      for (int64_t i = 0; i < context_blocks; ++i) c.ring_table_[l][i] = static_cast<int32_t>(i);
+    }
+    const size_t bytes = c.rows_[l].state_bytes();
+    absl::StatusOr<uint8_t*> p = c.state_[l].Resize(memory, static_cast<int64_t>(bytes));
+    if (!p.ok()) return p.status();
+    memory.Zero(*p, bytes);
+  }
+  if (c.recurrent_) c.state_table_.assign(context_blocks, 0);
   c.k_.resize(n_layer);
   c.v_.resize(n_layer);
   for (int64_t l = 0; l < n_layer; ++l) {
@@ -66,6 +92,7 @@ absl::StatusOr<KvCache> KvCache::Create(int64_t n_layer, int64_t n_ctx, int64_t 
 
 bool KvCache::RingsHoldWindowAt(int64_t n) const {
   if (n >= size_) return true;
+  if (recurrent_) return false;
   for (size_t l = 0; l < ring_table_.size(); ++l) {
     if (ring_table_[l].empty()) continue;
     // The oldest row position n reads, n - window + 1, survives while no later position up to
@@ -87,6 +114,7 @@ size_t KvCache::byte_size() const {
   size_t s = 0;
   for (const auto& k : k_) s += k.size();
   for (const auto& v : v_) s += v.size();
+  for (const auto& state : state_) s += state.size();
   return s;
 }
 

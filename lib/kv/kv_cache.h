@@ -34,14 +34,20 @@ class KvCache final : public KvSequence {
                                         int64_t head_dim, DType dtype, bool values_in_keys = false,
                                         SlidingWindows sliding = {},
                                         MemorySpace& memory = HostMemory()) {
-    return Create(n_layer, n_ctx, n_kv_heads, head_dim, dtype, values_in_keys, sliding, {}, memory);
+    return Create(n_layer, n_ctx, n_kv_heads, head_dim, dtype, values_in_keys, sliding, {}, {},
+                  memory);
   }
   // conv_width: per layer (or empty: none), > 0 for a short-convolution layer, which keeps F32
-  // rows of that width and no V (KvLayerRows::Convolution).
+  // rows of that width and no V (KvLayerRows::Convolution). state_floats: per layer (or empty),
+  // > 0 for a recurrent layer among them, which also keeps one state of that many F32 values
+  // (KvLayerRows::Recurrent): the state after the last position, so such a cache cannot be cut
+  // back (RingsHoldWindowAt).
   static absl::StatusOr<KvCache> Create(int64_t n_layer, int64_t n_ctx, int64_t n_kv_heads,
                                         int64_t head_dim, DType dtype, bool values_in_keys,
                                         SlidingWindows sliding,
-                                        absl::Span<const int64_t> conv_width, MemorySpace& memory);
+                                        absl::Span<const int64_t> conv_width,
+                                        absl::Span<const int64_t> state_floats,
+                                        MemorySpace& memory);
 
   KvLayerView layer(int64_t l) override {
     uint8_t* k = k_[l].data();  // in the memory space it was made in
@@ -51,8 +57,15 @@ class KvCache final : public KvSequence {
       paging = {ring_table_[l].data(), kRingBlockShift,
                 static_cast<int64_t>(rows.row_bytes()) << kRingBlockShift};
     }
-    return {rows.dtype,    k,     rows.planes == 1 ? k : v_[l].data(), rows.n_heads,
-            rows.head_dim, paging};
+    KvLayerView v{rows.dtype,    k,     rows.planes == 1 ? k : v_[l].data(), rows.n_heads,
+                  rows.head_dim, paging};
+    if (rows.state_floats > 0) {
+      // One state, which every block of the context names.
+      v.state = state_[l].data();
+      v.state_table = state_table_.data();
+      v.state_floats = rows.state_floats;
+    }
+    return v;
   }
   int64_t n_ctx() const { return n_ctx_; }
   int64_t capacity() const override { return n_ctx_; }
@@ -61,10 +74,14 @@ class KvCache final : public KvSequence {
   int64_t rows(int64_t l) const;
   // Whether, cut back to n positions, every ring still holds the window that position n will
   // read: writing past it may have reused those rows, and then the kept positions must be
-  // computed again.
+  // computed again. Never, for n short of size(), with a recurrent layer: its state has taken
+  // the later positions in.
   bool RingsHoldWindowAt(int64_t n) const;
   DType dtype() const { return dtype_; }
   size_t byte_size() const;
+  // Whether a layer carries a recurrent state (which only computing the positions again can
+  // take back to an earlier one).
+  bool recurrent() const { return recurrent_; }
 
   // Number of positions holding valid entries; the next token goes at position size().
   int64_t size() const { return size_; }
@@ -80,6 +97,9 @@ class KvCache final : public KvSequence {
   // Per layer: for a ring, block i of the context -> block i mod the ring's blocks; else empty.
   std::vector<std::vector<int32_t>> ring_table_;
   std::vector<int64_t> ring_window_;  // per layer: the window of a ring layer; 0 otherwise
+  std::vector<BackendBuffer<uint8_t>> state_;  // per layer: a recurrent layer's state, else empty
+  std::vector<int32_t> state_table_;           // every block of the context -> state slot 0
+  bool recurrent_ = false;
 };
 
 }  // namespace moe

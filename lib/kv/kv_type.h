@@ -28,18 +28,25 @@ inline absl::Status CheckKvType(DType t, int64_t head_dim) {
 // What one layer of a cache keeps per position. An attention layer: K and V rows (or K alone, when
 // the values are read from the keys) of n_heads x head_dim in the cache's element type. A short
 // convolution layer (LFM2): one F32 row of its convolution's input, which it reads back for the
-// positions its kernel spans; F32 because the state llama.cpp keeps for it is.
+// positions its kernel spans; F32 because the state llama.cpp keeps for it is. A recurrent layer
+// (Mamba-2): such rows of its convolution's input, and per block of rows one state of
+// state_floats F32 values, the state after the block's last position (KvLayerView::state).
 struct KvLayerRows {
   DType dtype = DType::kF32;
   int64_t n_heads = 0;
   int64_t head_dim = 0;
   int64_t planes = 2;
+  int64_t state_floats = 0;
 
   static KvLayerRows Attention(DType dtype, int64_t n_heads, int64_t head_dim,
                                bool values_in_keys) {
     return {dtype, n_heads, head_dim, values_in_keys ? 1 : 2};
   }
   static KvLayerRows Convolution(int64_t width) { return {DType::kF32, 1, width, 1}; }
+  static KvLayerRows Recurrent(int64_t width, int64_t state_floats) {
+    return {DType::kF32, 1, width, 1, state_floats};
+  }
+  size_t state_bytes() const { return static_cast<size_t>(state_floats) * sizeof(float); }
   size_t row_bytes() const { return RowBytes(dtype, n_heads * head_dim); }
 };
 

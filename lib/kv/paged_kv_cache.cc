@@ -57,6 +57,8 @@ absl::StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKv
   window_shape.n_layer = window_layers;
   whole_shape.conv_width.clear();
   window_shape.conv_width.clear();
+  whole_shape.state_floats.clear();
+  window_shape.state_floats.clear();
   std::vector<int32_t> slot;
   int32_t whole_slot = 0, window_slot = 0;
   for (size_t l = 0; l < o.windows.size(); ++l) {
@@ -64,6 +66,9 @@ absl::StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKv
     slot.push_back(windowed ? ~window_slot++ : whole_slot++);
     if (!shape.conv_width.empty()) {
       (windowed ? window_shape : whole_shape).conv_width.push_back(shape.conv_width[l]);
+    }
+    if (!shape.state_floats.empty()) {
+      (windowed ? window_shape : whole_shape).state_floats.push_back(shape.state_floats[l]);
     }
   }
   // What running sequences may hold at once — each one's window before its step, rounded out

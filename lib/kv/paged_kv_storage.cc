@@ -23,6 +23,12 @@ absl::Status CheckShape(const PagedKvShape& s) {
     return absl::InvalidArgumentError(
         absl::StrCat("convolution widths for ", s.conv_width.size(), " layers of ", s.n_layer));
   }
+  if (!s.state_floats.empty() && (static_cast<int64_t>(s.state_floats.size()) != s.n_layer ||
+                                  static_cast<int64_t>(s.conv_width.size()) != s.n_layer)) {
+    return absl::InvalidArgumentError(absl::StrCat("recurrent states for ", s.state_floats.size(),
+                                                   " layers of ", s.n_layer, " (",
+                                                   s.conv_width.size(), " convolution widths)"));
+  }
   if (s.block_shift < 0 || s.block_shift > 16) {
     return absl::InvalidArgumentError(
         absl::StrCat("block of 2^", s.block_shift, " positions: from 1 to 65536"));
@@ -34,7 +40,9 @@ absl::Status CheckShape(const PagedKvShape& s) {
 
 size_t PagedKvStorage::BlockBytes(const PagedKvShape& s) {
   size_t bytes = 0;
-  for (int64_t l = 0; l < s.n_layer; ++l) bytes += s.layer_rows(l).planes * LayerBlockBytes(s, l);
+  for (int64_t l = 0; l < s.n_layer; ++l) {
+    bytes += s.layer_rows(l).planes * LayerBlockBytes(s, l) + s.layer_rows(l).state_bytes();
+  }
   return bytes;
 }
 
@@ -44,8 +52,9 @@ PagedKvStorage::PagedKvStorage(const PagedKvShape& shape, int32_t n_blocks,
   int64_t start = 0;
   for (int64_t l = 0; l < shape_.n_layer; ++l) {
     layer_start_.push_back(start);
-    start +=
-        shape_.layer_rows(l).planes * n_blocks_ * static_cast<int64_t>(LayerBlockBytes(shape_, l));
+    const KvLayerRows rows = shape_.layer_rows(l);
+    start += n_blocks_ * (rows.planes * static_cast<int64_t>(LayerBlockBytes(shape_, l)) +
+                          static_cast<int64_t>(rows.state_bytes()));
   }
 }
 
@@ -77,12 +86,19 @@ KvLayerView PagedKvStorage::layer(int64_t l, absl::Span<const int32_t> table) {
   const KvLayerRows rows = shape_.layer_rows(l);
   const int64_t block_bytes = static_cast<int64_t>(LayerBlockBytes(shape_, l));
   uint8_t* k = memory_.data() + layer_start_[l];
-  return {rows.dtype,
-          k,
-          rows.planes == 1 ? k : k + n_blocks_ * block_bytes,
-          rows.n_heads,
-          rows.head_dim,
-          KvPaging{table.data(), shape_.block_shift, block_bytes}};
+  KvLayerView v{rows.dtype,
+                k,
+                rows.planes == 1 ? k : k + n_blocks_ * block_bytes,
+                rows.n_heads,
+                rows.head_dim,
+                KvPaging{table.data(), shape_.block_shift, block_bytes}};
+  if (rows.state_floats > 0) {
+    // Each block's state sits after every block's rows; a block's slot is the block itself.
+    v.state = k + rows.planes * n_blocks_ * block_bytes;
+    v.state_table = table.data();
+    v.state_floats = rows.state_floats;
+  }
+  return v;
 }
 
 KvLayerView PagedKvSequence::layer(int64_t l) {

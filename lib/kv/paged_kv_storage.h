@@ -1,6 +1,7 @@
 // The K and V data of a paged KV cache (issue 17): for each layer, a pool of blocks of
 // 2^block_shift positions, each position a row of n_kv_heads x head_dim in F32, F16 or Q8_0 (or,
-// for a short-convolution layer, one F32 row of its convolution's input: kv_type.h). A
+// for a short-convolution layer, one F32 row of its convolution's input, and for a recurrent
+// layer also one state per block: kv_type.h). A
 // sequence's block table (from KvBlockPool) turns it into the KvLayerView the backend writes and
 // attends through, so sequences of any length share one allocation made at creation.
 #pragma once
@@ -29,9 +30,15 @@ struct PagedKvShape {
   bool values_in_keys = false;
   // Per layer (or empty: none): > 0 for a short-convolution layer, the width of its rows.
   std::vector<int64_t> conv_width = {};
+  // Per layer (or empty: none): > 0 for a recurrent layer (a convolution layer with a state), the
+  // F32 values of its state, which every block keeps one of.
+  std::vector<int64_t> state_floats = {};
 
   int64_t planes() const { return values_in_keys ? 1 : 2; }  // K and V, or K alone
   KvLayerRows layer_rows(int64_t l) const {
+    if (!state_floats.empty() && state_floats[l] > 0) {
+      return KvLayerRows::Recurrent(conv_width[l], state_floats[l]);
+    }
     if (!conv_width.empty() && conv_width[l] > 0) return KvLayerRows::Convolution(conv_width[l]);
     return KvLayerRows::Attention(dtype, n_kv_heads, head_dim, values_in_keys);
   }
@@ -63,7 +70,7 @@ class PagedKvStorage {
 
   PagedKvShape shape_;
   int32_t n_blocks_ = 0;
-  BackendBuffer<uint8_t> memory_;  // [layer][K, V (unless in K)][block][row]
+  BackendBuffer<uint8_t> memory_;  // [layer][K, V (unless in K)][block][row], then [block] states
   std::vector<int64_t> layer_start_;  // per layer: where its rows start in memory_
 };
 

@@ -43,8 +43,8 @@ void Transformer::AddCosts(absl::Span<const SequenceChunk> batch, Telemetry* tel
     for (const LayerWeights& L : model_->layers()) {
       for (const WeightView* w :
            {&L.wq, &L.wk, &L.wv, &L.wo, &L.wq_a, &L.wq_b, &L.wkv_a, &L.wk_b, &L.wv_b, &L.conv_in,
-            &L.dense.gate, &L.dense.up, &L.dense.down, &L.router, &L.shared.gate, &L.shared.up,
-            &L.shared.down, &L.shared_gate}) {
+            &L.ssm_in, &L.dense.gate, &L.dense.up, &L.dense.down, &L.router, &L.shared.gate,
+            &L.shared.up, &L.shared.down, &L.shared_gate}) {
         if (!w->empty()) dense_macs_per_token_ += w->rows * w->cols;
       }
       dense_bytes_per_token_ += static_cast<int64_t>(L.dense_bytes);
@@ -65,8 +65,12 @@ void Transformer::AddCosts(absl::Span<const SequenceChunk> batch, Telemetry* tel
       for (size_t l = 0; l < windows.size(); ++l) {
         const int64_t window = windows[l];
         const int64_t seen = window > 0 ? std::min(pos + 1, window) : pos + 1;
-        if (model_->layers()[l].parts.attention == AttentionPart::kShortConv) {
+        const AttentionPart part = model_->layers()[l].parts.attention;
+        if (part == AttentionPart::kShortConv) {
           macs += h.n_embd * seen;  // the kernel over each channel's last positions
+        } else if (part == AttentionPart::kMamba2) {
+          // The kernel over each channel, then each head's state: decay, input and output.
+          macs += h.ssm_conv_channels() * seen + 3 * h.ssm_state_floats();
         } else {
           macs += h.n_head * (score_size + value_size) * seen;
         }
@@ -188,6 +192,9 @@ absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
         break;
       case AttentionPart::kShortConv:
         MOE_RETURN_IF_ERROR(short_conv_.Run(ctx, l, L, batch, n, x));
+        break;
+      case AttentionPart::kMamba2:
+        MOE_RETURN_IF_ERROR(mamba2_.Run(ctx, l, L, batch, n, x));
         break;
     }
     // An error (an expert that could not be read, memory the backend could not give) leaves the

@@ -17,6 +17,7 @@
 #include "lib/model/parts/dense_feed_forward.h"
 #include "lib/model/parts/grouped_query_attention.h"
 #include "lib/model/parts/latent_attention.h"
+#include "lib/model/parts/mamba2_mixer.h"
 #include "lib/model/parts/mixture_feed_forward.h"
 #include "lib/model/parts/sequence_chunk.h"
 #include "lib/model/parts/short_convolution.h"
@@ -84,6 +85,7 @@ class Transformer {
   GroupedQueryAttention attention_;
   LatentAttention latent_attention_;
   ShortConvolution short_conv_;
+  Mamba2Mixer mamba2_;
   DenseFeedForward dense_;
   MixtureFeedForward mixture_;
   std::vector<int32_t> positions_;

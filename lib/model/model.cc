@@ -187,6 +187,20 @@ absl::Status Model::Resolve() {
       L.dense_bytes = L.conv_in.byte_size() + L.wo.byte_size();
       conv_widths_.resize(h.n_layer, 0);
       conv_widths_[l] = h.n_embd;
+    } else if (L.parts.attention == AttentionPart::kMamba2) {
+      MOE_ASSIGN_OR_RETURN(L.ssm_in, Matrix(name("ssm_in")));
+      MOE_ASSIGN_OR_RETURN(L.ssm_conv, Vector(name("ssm_conv1d")));
+      MOE_ASSIGN_OR_RETURN(L.ssm_conv_bias, Vector(bias("ssm_conv1d")));
+      MOE_ASSIGN_OR_RETURN(L.ssm_dt_bias, Vector(bias("ssm_dt")));
+      MOE_ASSIGN_OR_RETURN(L.ssm_a, Vector(LayerBareName(l, "ssm_a")));
+      MOE_ASSIGN_OR_RETURN(L.ssm_d, Vector(LayerBareName(l, "ssm_d")));
+      MOE_ASSIGN_OR_RETURN(L.ssm_norm, Vector(name("ssm_norm")));
+      MOE_ASSIGN_OR_RETURN(L.wo, Matrix(name("ssm_out")));
+      L.dense_bytes = L.ssm_in.byte_size() + L.wo.byte_size();
+      conv_widths_.resize(h.n_layer, 0);
+      conv_widths_[l] = h.ssm_conv_channels();
+      state_floats_.resize(h.n_layer, 0);
+      state_floats_[l] = h.ssm_state_floats();
     } else if (L.parts.attention == AttentionPart::kLatent) {
       MOE_ASSIGN_OR_RETURN(L.wo, Matrix(name("attn_output")));
       if (h.q_lora_rank > 0) {

@@ -51,6 +51,16 @@ struct LayerWeights {
   // out-projection) and depthwise kernel [embd x kernel length].
   WeightView conv_in;
   const float* conv_kernel = nullptr;
+  // A Mamba-2 mixer (HParams' ssm_*; wo is its out-projection): the in-projection to z, xBC and
+  // dt, the depthwise kernel [channels x kernel length] and its bias, dt's bias, A and D per
+  // head, the grouped norm's weight [inner].
+  WeightView ssm_in;
+  const float* ssm_conv = nullptr;
+  const float* ssm_conv_bias = nullptr;
+  const float* ssm_dt_bias = nullptr;
+  const float* ssm_a = nullptr;
+  const float* ssm_d = nullptr;
+  const float* ssm_norm = nullptr;
   const float* ffn_norm = nullptr;
   ExpertWeights dense;                    // a dense layer's FFN
   WeightView router;                      // [n_expert x embd]
@@ -78,6 +88,9 @@ class Model {
   // Per layer, the width of the rows a short-convolution layer caches instead of K and V (0: an
   // attention layer); empty when no layer convolves. With attention_windows, a KV cache's shape.
   const std::vector<int64_t>& conv_widths() const { return conv_widths_; }
+  // Per layer, the F32 values of a recurrent layer's state (0: none); empty when no layer has
+  // one. Such a layer's conv_widths entry is its convolution's.
+  const std::vector<int64_t>& state_floats() const { return state_floats_; }
   const WeightView& token_embd() const { return token_embd_; }
   const WeightView& output() const { return output_; }
   const float* output_norm() const { return output_norm_; }
@@ -109,6 +122,7 @@ class Model {
   std::vector<LayerWeights> layers_;
   std::vector<int64_t> attention_windows_;
   std::vector<int64_t> conv_widths_;
+  std::vector<int64_t> state_floats_;
   std::vector<std::vector<bool>> pruned_;
   std::vector<std::vector<bool>> weightless_;  // ModelSpec::WeightlessMask, while resolving
   WeightView token_embd_, output_;

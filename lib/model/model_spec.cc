@@ -55,6 +55,10 @@ std::string LayerBiasName(int layer, absl::string_view base) {
   return absl::StrCat("blk.", layer, ".", base, ".bias");
 }
 
+std::string LayerBareName(int layer, absl::string_view base) {
+  return absl::StrCat("blk.", layer, ".", base);
+}
+
 std::string LayerTensorName(int layer, absl::string_view base) {
   return absl::StrCat("blk.", layer, ".", base, ".weight");
 }
@@ -325,6 +329,26 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
       }
     }
   }
+  if (!h.ssm_layers.empty()) {
+    if (h.ssm_conv_kernel < 2 || h.ssm_conv_kernel > 64 || h.ssm_inner <= 0 || h.ssm_state <= 0 ||
+        h.ssm_heads <= 0 || h.ssm_groups <= 0 || h.ssm_inner % h.ssm_heads != 0 ||
+        h.ssm_heads % h.ssm_groups != 0 || h.ssm_inner % h.ssm_groups != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Mamba-2 layers of convolution kernel ", h.ssm_conv_kernel,
+                       " (from 2 to 64), inner size ", h.ssm_inner, ", state size ", h.ssm_state,
+                       ", ", h.ssm_heads, " heads and ", h.ssm_groups,
+                       " groups (heads and groups must divide the inner size, groups the heads)"));
+    }
+    for (size_t i = 0; i < h.ssm_layers.size(); ++i) {
+      const int64_t l = h.ssm_layers[i];
+      if (l < 0 || l >= h.n_layer || (i > 0 && l <= h.ssm_layers[i - 1]) ||
+          h.layer_short_conv(static_cast<int>(l))) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("Mamba-2 layers must ascend within the ", h.n_layer,
+                         " layers and be no short-convolution layers (got ", l, ")"));
+      }
+    }
+  }
   if ((h.qk_norm == QkNorm::kPerHeadUnweighted || h.qk_norm == QkNorm::kPerHeadAfterRope) &&
       h.latent_attention()) {
     return absl::InvalidArgumentError("an unweighted per-head QK-norm with latent attention");
@@ -344,11 +368,6 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
     if (!(v > 0) || !std::isfinite(v)) {
       return absl::InvalidArgumentError(absl::StrCat(what, " must be a positive number, got ", v));
     }
-  }
-  if (h.residual_scale != 1.f && h.n_ff_shared > 0) {
-    // The scale is carried by the routed experts' weights; a shared expert's term has none.
-    return absl::UnimplementedError(
-        absl::StrCat("residual_scale ", h.residual_scale, " with a shared expert"));
   }
   if (h.moe_layer_step < 1 || h.moe_layer_step > std::max<int64_t>(h.n_layer, 1) ||
       (h.moe_layer_step > 1 && h.n_ff_dense <= 0)) {
@@ -399,6 +418,18 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
       MOE_RETURN_IF_ERROR(Expect(spec, name("shortconv.in_proj"), {3 * h.n_embd, h.n_embd}));
       MOE_RETURN_IF_ERROR(Expect(spec, name("shortconv.out_proj"), {h.n_embd, h.n_embd}));
       MOE_RETURN_IF_ERROR(Expect(spec, name("shortconv.conv"), {h.n_embd, h.short_conv_kernel}));
+    } else if (parts.attention == AttentionPart::kMamba2) {
+      const int64_t in_proj = 2 * h.ssm_inner + 2 * h.ssm_groups * h.ssm_state + h.ssm_heads;
+      MOE_RETURN_IF_ERROR(Expect(spec, name("ssm_in"), {in_proj, h.n_embd}));
+      MOE_RETURN_IF_ERROR(
+          Expect(spec, name("ssm_conv1d"), {h.ssm_conv_channels(), h.ssm_conv_kernel}));
+      MOE_RETURN_IF_ERROR(Expect(spec, bias("ssm_conv1d"), {h.ssm_conv_channels()}));
+      MOE_RETURN_IF_ERROR(Expect(spec, bias("ssm_dt"), {h.ssm_heads}));
+      MOE_RETURN_IF_ERROR(Expect(spec, LayerBareName(l, "ssm_a"), {h.ssm_heads, 1}));
+      MOE_RETURN_IF_ERROR(Expect(spec, LayerBareName(l, "ssm_d"), {h.ssm_heads, 1}));
+      MOE_RETURN_IF_ERROR(
+          Expect(spec, name("ssm_norm"), {h.ssm_groups, h.ssm_inner / h.ssm_groups}));
+      MOE_RETURN_IF_ERROR(Expect(spec, name("ssm_out"), {h.n_embd, h.ssm_inner}));
     } else if (parts.attention == AttentionPart::kLatent) {
       MOE_RETURN_IF_ERROR(ExpectLatentAttention(spec, l));
     } else {
@@ -487,8 +518,10 @@ ParamCounts CountParams(const ModelSpec& spec) {
 
 size_t KvBytesPerToken(const HParams& h, DType kv_type) {
   const size_t planes = h.values_in_keys() ? 1 : 2;
-  // A short-convolution layer keeps a few positions whatever the length: nothing per token.
-  const size_t attending = static_cast<size_t>(h.n_layer) - h.short_conv_layers.size();
+  // A short-convolution or Mamba-2 layer keeps a few positions (and a state) whatever the
+  // length: nothing per token.
+  const size_t attending =
+      static_cast<size_t>(h.n_layer) - h.short_conv_layers.size() - h.ssm_layers.size();
   return planes * attending * RowBytes(kv_type, h.n_head_kv * h.head_dim);
 }
 

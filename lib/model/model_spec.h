@@ -41,6 +41,7 @@ enum class Arch {
   kDots1,
   kLfm2Moe,
   kHunyuanMoe,
+  kGraniteHybrid,
 };
 
 absl::string_view ArchName(Arch a);
@@ -152,6 +153,19 @@ struct HParams {
   int64_t short_conv_kernel = 0;
   std::vector<int64_t> short_conv_layers;
 
+  // Mamba-2 layers (granitehybrid; the others attend), listed in order in ssm_layers. Such a layer
+  // projects its normalised rows to z [ssm_inner], xBC [ssm_inner + 2 ssm_groups ssm_state] and
+  // dt [ssm_heads]; xBC is convolved causally per channel over its last ssm_conv_kernel positions
+  // (with a bias, then SiLU) and split into x, B and C; each head's state [head_dim x ssm_state]
+  // decays by exp(softplus(dt + dt_bias) A) and takes x B; the output C . state + D x, gated by
+  // silu(z), RMS-normed per group, is projected back. The state is carried from token to token.
+  int64_t ssm_conv_kernel = 0;
+  int64_t ssm_inner = 0;
+  int64_t ssm_state = 0;
+  int64_t ssm_heads = 0;
+  int64_t ssm_groups = 0;
+  std::vector<int64_t> ssm_layers;
+
   bool latent_attention() const { return kv_lora_rank > 0; }
   bool multimodal_rope() const {
     return rope_sections[0] + rope_sections[1] + rope_sections[2] + rope_sections[3] > 0;
@@ -165,6 +179,13 @@ struct HParams {
   bool layer_short_conv(int layer) const {
     return std::binary_search(short_conv_layers.begin(), short_conv_layers.end(), layer);
   }
+  bool layer_ssm(int layer) const {
+    return std::binary_search(ssm_layers.begin(), ssm_layers.end(), layer);
+  }
+  // The channels a Mamba-2 layer convolves (x, B and C), which it caches per position.
+  int64_t ssm_conv_channels() const { return ssm_inner + 2 * ssm_groups * ssm_state; }
+  // Floats of one Mamba-2 layer's recurrent state: heads x head_dim x state = inner x state.
+  int64_t ssm_state_floats() const { return ssm_inner * ssm_state; }
   bool layer_uses_rope(int layer) const {
     return nope_period <= 0 || (layer + 1) % nope_period != 0;
   }
@@ -261,6 +282,7 @@ inline constexpr absl::string_view kRopeFreqsTensor = "rope_freqs.weight";
 // Canonical tensor names (GGUF's, with experts stored one per unit).
 std::string LayerTensorName(int layer, absl::string_view base);               // blk.L.base.weight
 std::string LayerBiasName(int layer, absl::string_view base);                 // blk.L.base.bias
+std::string LayerBareName(int layer, absl::string_view base);  // blk.L.base (ssm_a, ssm_d)
 std::string ExpertTensorName(int layer, int expert, absl::string_view base);  // blk.L.base.E.weight
 
 // Checks hyper-parameters for consistency and that every tensor the architecture needs is

@@ -118,6 +118,7 @@ absl::StatusOr<std::unique_ptr<BatchEngine>> BatchEngine::Create(
   kv.shape = {h.n_layer, h.n_head_kv, h.head_dim, options.kv_type, 0, h.values_in_keys()};
   while ((1 << kv.shape.block_shift) < bs) ++kv.shape.block_shift;
   kv.shape.conv_width = engine->model()->conv_widths();
+  kv.shape.state_floats = engine->model()->state_floats();
   kv.windows = engine->model()->attention_windows();
   kv.positions = options.kv_tokens > 0 ? options.kv_tokens : std::max<int64_t>(16384, n_ctx);
   if (kv.positions > (int64_t{1} << 31)) {

@@ -177,6 +177,7 @@ absl::Status Session::Decode(absl::Span<const int32_t> tokens, std::vector<float
 absl::Status Session::DecodeLocked(absl::Span<const int32_t> tokens,
                                    std::vector<float>* all_logits) {
   if (tokens.empty()) return absl::InvalidArgumentError("no tokens to decode");
+  MOE_RETURN_IF_ERROR(RecomputeIfStale());
   if (cache_.size() + static_cast<int64_t>(tokens.size()) > cache_.n_ctx()) {
     return absl::ResourceExhaustedError(
         absl::StrCat("context full: ", cache_.size(), " tokens in the context plus ", tokens.size(),
@@ -197,10 +198,36 @@ absl::Status Session::DecodeLocked(absl::Span<const int32_t> tokens,
   return absl::OkStatus();
 }
 
+absl::Status Session::RecomputeIfStale() {
+  if (!state_stale_) return absl::OkStatus();
+  const std::vector<int32_t> kept = std::move(history_);
+  history_.clear();
+  cache_.set_size(0);
+  n_past_.store(0, std::memory_order_relaxed);
+  logits_.clear();
+  state_stale_ = false;
+  for (size_t i = 0; i < kept.size(); i += options_.n_batch) {
+    const auto chunk = absl::MakeConstSpan(kept).subspan(i, options_.n_batch);
+    if (absl::Status s = Forward(chunk, LogitsFor::kLast); !s.ok()) {
+      // Still stale: the positions computed so far are dropped, the tokens kept.
+      history_.insert(history_.end(), kept.begin() + static_cast<int64_t>(history_.size()),
+                      kept.end());
+      cache_.set_size(0);
+      state_stale_ = true;
+      return s;
+    }
+    history_.insert(history_.end(), chunk.begin(), chunk.end());
+    n_past_.store(cache_.size(), std::memory_order_relaxed);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Session::Forward(absl::Span<const int32_t> tokens, LogitsFor which) {
   if (driver_ == nullptr) {
-    return transformer_.Forward(tokens, cache_, which, &logits_, &stats_.forward,
-                                routing_history());
+    absl::Status s =
+        transformer_.Forward(tokens, cache_, which, &logits_, &stats_.forward, routing_history());
+    if (!s.ok() && cache_.recurrent()) state_stale_ = true;
+    return s;
   }
   // A token the forward pass would refuse is refused before the serving ranks hear of it.
   MOE_RETURN_IF_ERROR(CheckTokenIds(tokens, engine_->model()->hp().n_vocab));
@@ -208,6 +235,7 @@ absl::Status Session::Forward(absl::Span<const int32_t> tokens, LogitsFor which)
   absl::Status s =
       transformer_.Forward(tokens, cache_, which, &logits_, &stats_.forward, routing_history());
   if (!s.ok()) driver_->Break(s);
+  if (!s.ok() && cache_.recurrent()) state_stale_ = true;
   return s;
 }
 
@@ -257,6 +285,8 @@ absl::Status Session::GenerateLocked(absl::Span<const int32_t> prompt,
   // After a truncation the last kept token's logits are gone: compute them again from it.
   int32_t redo_last = -1;
   if (prompt.empty() && logits_.empty()) {
+    // A recurrent state holds the last token already: the rest is computed again first.
+    if (!cache_.RingsHoldWindowAt(cache_.size() - 1)) state_stale_ = true;
     redo_last = history_.back();
     history_.pop_back();
     cache_.set_size(cache_.size() - 1);
@@ -330,6 +360,7 @@ absl::Status Session::Reset() {
   cache_.set_size(0);
   n_past_.store(0, std::memory_order_relaxed);
   history_.clear();
+  state_stale_ = false;
   routing_history_.Clear();
   logits_.clear();
   stats_ = SessionStats();

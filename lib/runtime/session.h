@@ -146,6 +146,9 @@ class Session {
   // One forward step over `tokens` after the cache's, announced first to the serving ranks when
   // the experts are spread over a world.
   absl::Status Forward(absl::Span<const int32_t> tokens, LogitsFor which);
+  // After a step failed part way, a recurrent layer's state has taken in some of its tokens:
+  // the history is computed again before anything else runs.
+  absl::Status RecomputeIfStale();
 
   // RAII holder of the call slot (state_'s kInCall bit).
   class Busy;
@@ -159,6 +162,7 @@ class Session {
   std::unique_ptr<StepDriver> driver_;  // with expert parallelism
   KvCache cache_;
   std::vector<int32_t> history_;  // every token in the cache, in order
+  bool state_stale_ = false;      // RecomputeIfStale
   // Every position's routing, when load-aware re-weighting needs it (a truncated sequence reads
   // only the positions it kept, each overwritten as it is computed again).
   RoutingHistory routing_history_;

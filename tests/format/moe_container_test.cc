@@ -309,7 +309,7 @@ TEST(MoeContainerLlama4Test, ChunksNopeAndWeightedInputsRoundTrip) {
 
 // LFM2's convolution layers (their list and kernel length, appended to the header) and
 // Hunyuan's QK-norm after RoPE survive the container with the logits they shape.
-TEST(MoeContainerTest, ConvolutionLayersAndQkNormAfterRopeRoundTrip) {
+TEST(MoeContainerTest, ConvolutionAndMamba2LayersAndQkNormAfterRopeRoundTrip) {
   testing::RandomModelOptions lfm2;
   lfm2.arch = Arch::kLfm2Moe;
   lfm2.n_layer = 3, lfm2.short_conv_layers = {0, 2}, lfm2.short_conv_kernel = 4;
@@ -317,7 +317,11 @@ TEST(MoeContainerTest, ConvolutionLayersAndQkNormAfterRopeRoundTrip) {
   testing::RandomModelOptions hunyuan;
   hunyuan.arch = Arch::kHunyuanMoe;
   hunyuan.n_ff_shared = 40;
-  for (const testing::RandomModelOptions& o : {lfm2, hunyuan}) {
+  testing::RandomModelOptions granite_h;
+  granite_h.arch = Arch::kGraniteHybrid;
+  granite_h.n_layer = 3, granite_h.ssm_layers = {0, 1}, granite_h.n_ff_shared = 40;
+  granite_h.ssm_conv_kernel = 3;
+  for (const testing::RandomModelOptions& o : {lfm2, hunyuan, granite_h}) {
     ModelSpec spec = testing::MakeRandomModel(o);
     const std::string path = TempPath("roundtrip.moe");
     ASSERT_TRUE(WriteMoeFile(spec, path).ok());
@@ -325,6 +329,8 @@ TEST(MoeContainerTest, ConvolutionLayersAndQkNormAfterRopeRoundTrip) {
     fs::remove(path);
     ASSERT_TRUE(back.ok()) << back.status();
     EXPECT_EQ(back->hp.short_conv_layers, o.short_conv_layers);
+    EXPECT_EQ(back->hp.ssm_layers, o.ssm_layers);
+    EXPECT_EQ(back->hp.ssm_conv_kernel, o.ssm_layers.empty() ? 0 : o.ssm_conv_kernel);
     EXPECT_TRUE(back->hp == spec.hp);
     const std::vector<float> want = PromptLogits(spec);
     EXPECT_EQ(PromptLogits(*std::move(back)), want);

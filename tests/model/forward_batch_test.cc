@@ -44,6 +44,11 @@ std::vector<Case> Cases() {
   RandomModelOptions lfm2 = q8;  // short-convolution layers keep F32 rows beside an F16 cache
   lfm2.arch = Arch::kLfm2Moe, lfm2.n_layer = 3, lfm2.short_conv_layers = {0, 2};
   lfm2.n_ff_shared = 0, lfm2.selection_bias = true, lfm2.seed = 19;
+  // Mamba-2 layers: paged, each 4-position block keeps the state after its last position.
+  RandomModelOptions granite_h = q8;
+  granite_h.arch = Arch::kGraniteHybrid, granite_h.n_layer = 3, granite_h.ssm_layers = {0, 2};
+  granite_h.ssm_state = 16, granite_h.ssm_groups = 1, granite_h.residual_scale = 0.5f;
+  granite_h.seed = 23;
   return {{"f32", f32, false},
           {"q8_fast", q8, true},
           {"q4_fast", q4, true},
@@ -51,7 +56,8 @@ std::vector<Case> Cases() {
           {"q2_k_fast", k2, true},
           {"q3_k_fast", k3, true},
           {"q8_0_kv", q8_kv, true, DType::kQ8_0},
-          {"lfm2moe", lfm2, true}};
+          {"lfm2moe", lfm2, true},
+          {"granitehybrid", granite_h, true}};
 }
 
 class ForwardBatchTest : public ::testing::TestWithParam<Case> {};
@@ -97,8 +103,14 @@ TEST_P(ForwardBatchTest, EveryTokenGetsItsLoneLogitsBitForBit) {
 
   // Batched: sequences 0 and 2 in a paged cache of 4-position blocks, 1 and 3 contiguous. Each
   // step takes up to 5 tokens of a sequence (prompts go in chunks), every token's logits asked.
-  PagedKvShape shape{
-      h.n_layer, h.n_head_kv, h.head_dim, c.kv, /*block_shift=*/2, false, (*model)->conv_widths()};
+  PagedKvShape shape{h.n_layer,
+                     h.n_head_kv,
+                     h.head_dim,
+                     c.kv,
+                     /*block_shift=*/2,
+                     false,
+                     (*model)->conv_widths(),
+                     (*model)->state_floats()};
   auto storage = PagedKvStorage::Create(shape, 32);
   ASSERT_TRUE(storage.ok());
   auto pool = KvBlockPool::Create(32, 4);

@@ -158,6 +158,20 @@ std::vector<Case> Cases() {
   hunyuan_q8.n_ff_expert = 32, hunyuan_q8.n_ff_shared = 64, hunyuan_q8.n_expert_used = 2;
   hunyuan_q8.dtype = DType::kQ8_0, hunyuan_q8.seed = 103;
   cases.push_back({"hunyuan_moe_q8", hunyuan_q8});
+  // Granite-4.0-H: Mamba-2 layers around an attention layer without RoPE, Granite's multipliers
+  // (the residual one on the shared expert too), softmax routing beside a shared expert.
+  RandomModelOptions granite_h;
+  granite_h.arch = Arch::kGraniteHybrid;
+  granite_h.n_layer = 3, granite_h.ssm_layers = {0, 2}, granite_h.n_ff_shared = 40;
+  granite_h.embedding_scale = 2.f, granite_h.residual_scale = 0.5f, granite_h.logit_scale = 3.f;
+  granite_h.attention_scale = 1.f / 12, granite_h.seed = 107;
+  cases.push_back({"granitehybrid", granite_h});
+  RandomModelOptions granite_h_q8 = granite_h;  // Q8_0, kernel 3, one group, the attention last
+  granite_h_q8.n_embd = 64, granite_h_q8.n_head = 8, granite_h_q8.head_dim = 16;
+  granite_h_q8.n_ff_expert = 32, granite_h_q8.n_ff_shared = 64, granite_h_q8.ssm_layers = {0, 1};
+  granite_h_q8.ssm_conv_kernel = 3, granite_h_q8.ssm_groups = 1, granite_h_q8.ssm_state = 16;
+  granite_h_q8.dtype = DType::kQ8_0, granite_h_q8.seed = 109;
+  cases.push_back({"granitehybrid_q8", granite_h_q8});
   return cases;
 }
 

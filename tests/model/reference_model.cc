@@ -31,9 +31,12 @@ struct Builder {
     std::normal_distribution<float> nd(mean, std);
     std::vector<float> v(n);
     for (auto& x : v) x = nd(rng);
-    // A short convolution's kernel stays F32, as llama-quantize keeps it.
-    const bool kernel = name.find("shortconv.conv.") != std::string::npos;
-    DType t = shape.size() == 2 && !kernel ? dtype : DType::kF32;
+    // Convolution kernels, Mamba-2's grouped norm and its per-head columns (A, D) stay F32, as
+    // llama-quantize keeps them.
+    const bool kept = name.find("shortconv.conv.") != std::string::npos ||
+                      name.find("ssm_conv1d") != std::string::npos ||
+                      name.find("ssm_norm") != std::string::npos || shape.back() == 1;
+    DType t = shape.size() == 2 && !kept ? dtype : DType::kF32;
     int64_t cols = shape.back();
     std::vector<uint8_t> bytes(RowBytes(t, cols) * (n / cols));
     for (int64_t r = 0; r < n / cols; ++r) {
@@ -123,16 +126,26 @@ class RandomModelKeys final : public MetadataKeys {
   explicit RandomModelKeys(const RandomModelOptions& o) : o_(o) {}
   absl::StatusOr<int64_t> Int(absl::string_view key, std::optional<int64_t> def) const override {
     if (key == "shortconv.l_cache") return o_.short_conv_kernel;
+    if (key == "ssm.conv_kernel") return o_.ssm_conv_kernel;
+    if (key == "ssm.inner_size") return 2 * o_.n_embd;
+    if (key == "ssm.state_size") return o_.ssm_state;
+    if (key == "ssm.time_step_rank") return o_.ssm_heads;
+    if (key == "ssm.group_count") return o_.ssm_groups;
     if (key == "expert_gating_func" && !o_.short_conv_layers.empty()) return 2;
     return none_.Int(key, def);
   }
   absl::StatusOr<float> Float(absl::string_view key, float def) const override { return def; }
-  absl::StatusOr<bool> Bool(absl::string_view key, bool def) const override { return def; }
+  absl::StatusOr<bool> Bool(absl::string_view key, bool def) const override {
+    // Granite-4.0-H's attention layers have no RoPE, as its checkpoints are converted.
+    if (key == "rope.scaling.finetuned" && !o_.ssm_layers.empty()) return false;
+    return def;
+  }
   bool Has(absl::string_view key) const override { return false; }
   absl::StatusOr<std::vector<int64_t>> IntArray(absl::string_view key) const override {
     if (key != "attention.head_count_kv") return none_.IntArray(key);
     std::vector<int64_t> kv(o_.n_layer, o_.n_head_kv);
     for (int64_t l : o_.short_conv_layers) kv[l] = 0;
+    for (int64_t l : o_.ssm_layers) kv[l] = 0;
     return kv;
   }
 
@@ -169,6 +182,68 @@ std::vector<std::vector<float>> ShortConv(const ModelSpec& s, int l,
       y[i] = static_cast<float>(c[t][i] * sum);
     }
     out[t] = MatVec(out_proj, y);
+  }
+  return out;
+}
+
+// A Mamba-2 mixer for every position of one layer, as transformers' GraniteMoeHybridMambaLayer
+// computes it without its kernels (torch_forward, one token after another): z, xBC and dt from
+// in_proj; xBC convolved causally per channel with the bias, then SiLU, split into x, B and C;
+// per head, dt = softplus(dt + dt_bias), the state decays by exp(dt A) and takes dt x B; y =
+// C . state + D x; then the gated RMSNorm per group (norm(y * silu(z))) and out_proj.
+std::vector<std::vector<float>> Mamba2(const ModelSpec& s, int l,
+                                       const std::vector<std::vector<float>>& xn) {
+  const HParams& h = s.hp;
+  auto n = [&](const char* base) { return LayerTensorName(l, base); };
+  const Mat in_proj = Weight(s, n("ssm_in")), conv = Weight(s, n("ssm_conv1d")),
+            conv_b = Weight(s, LayerBiasName(l, "ssm_conv1d")),
+            dt_b = Weight(s, LayerBiasName(l, "ssm_dt")), a = Weight(s, LayerBareName(l, "ssm_a")),
+            d = Weight(s, LayerBareName(l, "ssm_d")), norm = Weight(s, n("ssm_norm")),
+            out_proj = Weight(s, n("ssm_out"));
+  const int64_t T = xn.size(), I = h.ssm_inner, N = h.ssm_state, H = h.ssm_heads, G = h.ssm_groups,
+                P = I / H, C = I + 2 * G * N, K = h.ssm_conv_kernel;
+  std::vector<std::vector<float>> zxbcdt(T), out(T);
+  for (int64_t t = 0; t < T; ++t) zxbcdt[t] = MatVec(in_proj, xn[t]);
+  std::vector<double> state(H * P * N, 0.0);
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<double> xbc(C);
+    for (int64_t c = 0; c < C; ++c) {
+      double sum = conv_b[c];
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t p = t - (K - 1) + k;
+        if (p >= 0) sum += static_cast<double>(conv[c * K + k]) * zxbcdt[p][I + c];
+      }
+      xbc[c] = sum / (1 + std::exp(-sum));
+    }
+    std::vector<double> y(I);
+    for (int64_t hh = 0; hh < H; ++hh) {
+      const int64_t g = hh / (H / G);
+      const double raw = zxbcdt[t][I + C + hh] + double{dt_b[hh]};
+      const double dt = raw > 20 ? raw : std::log1p(std::exp(raw));
+      const double decay = std::exp(dt * a[hh]);
+      for (int64_t i = 0; i < P; ++i) {
+        const double x = xbc[hh * P + i];
+        double sum = 0;
+        for (int64_t j = 0; j < N; ++j) {
+          double& st = state[(hh * P + i) * N + j];
+          st = st * decay + dt * x * xbc[I + g * N + j];
+          sum += st * xbc[I + G * N + g * N + j];
+        }
+        y[hh * P + i] = sum + d[hh] * x;
+      }
+    }
+    std::vector<float> gated(I);
+    for (int64_t i = 0; i < I; ++i) {
+      const double z = zxbcdt[t][i];
+      gated[i] = static_cast<float>(y[i] * z / (1 + std::exp(-z)));
+    }
+    for (int64_t g = 0; g < G; ++g) {
+      const std::vector<float> part(gated.begin() + g * (I / G), gated.begin() + (g + 1) * (I / G));
+      const Mat w(norm.begin() + g * (I / G), norm.begin() + (g + 1) * (I / G));
+      const auto normed = RmsNorm(part, w, h.rms_eps);
+      std::copy(normed.begin(), normed.end(), gated.begin() + g * (I / G));
+    }
+    out[t] = MatVec(out_proj, gated);
   }
   return out;
 }
@@ -249,6 +324,10 @@ ModelSpec MakeRandomModel(const RandomModelOptions& o) {
   h.kq_scale = o.attention_scale;
   h.short_conv_kernel = o.short_conv_layers.empty() ? 0 : o.short_conv_kernel;
   h.short_conv_layers = o.short_conv_layers;
+  if (o.ssm_layers.empty()) {
+    h.ssm_layers.clear();
+    h.ssm_conv_kernel = h.ssm_inner = h.ssm_state = h.ssm_heads = h.ssm_groups = 0;
+  }
   if (o.attention_chunk > 0) h.sliding_window = o.attention_chunk;
   if (o.temperature_floor > 0) h.attn_temp_floor = o.temperature_floor;
   const int64_t E = o.n_embd;
@@ -265,6 +344,18 @@ ModelSpec MakeRandomModel(const RandomModelOptions& o) {
       b.Add(n("shortconv.conv"), {E, L}, 1.0f / std::sqrt(static_cast<float>(L)), 0, l);
       b.Add(n("shortconv.in_proj"), {3 * E, E}, in_std, 0, l);
       b.Add(n("shortconv.out_proj"), {E, E}, 0.5f * in_std, 0, l);
+    } else if (h.layer_ssm(l)) {
+      const int64_t I = h.ssm_inner, H = h.ssm_heads, G = h.ssm_groups, C = h.ssm_conv_channels();
+      const int64_t K = h.ssm_conv_kernel;
+      b.Add(n("ssm_in"), {I + C + H, E}, in_std, 0, l);
+      b.Add(n("ssm_conv1d"), {C, K}, 1.0f / std::sqrt(static_cast<float>(K)), 0, l);
+      b.Add(LayerBiasName(l, "ssm_conv1d"), {C}, 0.1f, 0, l);
+      // A slow decay (dt ~ 0.1, A ~ -0.5) so the state carries far.
+      b.Add(LayerBiasName(l, "ssm_dt"), {H}, 0.5f, -2.f, l);
+      b.Add(LayerBareName(l, "ssm_a"), {H, 1}, 0.1f, -0.5f, l);
+      b.Add(LayerBareName(l, "ssm_d"), {H, 1}, 0.1f, 1.f, l);
+      b.Add(n("ssm_norm"), {G, I / G}, 0.05f, 1.0f, l);
+      b.Add(n("ssm_out"), {E, I}, 0.5f / std::sqrt(static_cast<float>(I)), 0, l);
     } else {
       AddAttention(b, h, o, l);
     }
@@ -309,11 +400,11 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
   }
   for (int l = 0; l < h.n_layer; ++l) {
     auto n = [&](const char* base) { return LayerTensorName(l, base); };
-    if (h.layer_short_conv(l)) {
+    if (h.layer_short_conv(l) || h.layer_ssm(l)) {
       const Mat conv_norm = Weight(s, n("attn_norm"));
       std::vector<std::vector<float>> xn(T);
       for (int64_t t = 0; t < T; ++t) xn[t] = RmsNorm(x[t], conv_norm, h.rms_eps);
-      const auto y = ShortConv(s, l, xn, h.short_conv_kernel);
+      const auto y = h.layer_ssm(l) ? Mamba2(s, l, xn) : ShortConv(s, l, xn, h.short_conv_kernel);
       for (int64_t t = 0; t < T; ++t) {
         for (int64_t i = 0; i < E; ++i) x[t][i] += h.residual_scale * y[t][i];
       }

@@ -44,6 +44,10 @@ struct RandomModelOptions {
   std::vector<int64_t> short_conv_layers;
   int64_t short_conv_kernel = 3;
   float routed_scale = 1.f;
+  // granitehybrid's Mamba-2 layers (the others attend): inner size 2 x n_embd in ssm_heads heads,
+  // B and C in ssm_groups groups of ssm_state.
+  std::vector<int64_t> ssm_layers;
+  int64_t ssm_conv_kernel = 4, ssm_state = 8, ssm_heads = 4, ssm_groups = 2;
 };
 
 // A ModelSpec owning its random weights; semantics flags are what the family implies.

@@ -12,6 +12,7 @@
 #include "tests/model/reference_model.h"
 #include "tests/support/fixture_dirs.h"
 #include "tests/support/greedy.h"
+#include "tests/support/random_engine.h"
 
 namespace moe {
 namespace {
@@ -360,20 +361,7 @@ TEST(BatchEngineTest, SlidingWindowLayersHoldOnlyTheirWindowAndChangeNoOutput) {
   }
 }
 
-// An engine over a random model of these options with the gpt-oss fixture's vocabulary (null,
-// with a failure, if it cannot be made).
-std::shared_ptr<const Engine> RandomEngine(testing::RandomModelOptions m) {
-  auto vocab = ImportGguf(std::string(MOE_TESTDATA_DIR) +
-                          "/fixtures-v2/tiny-gptoss-f32/tiny-gptoss-f32.gguf");
-  EXPECT_TRUE(vocab.ok()) << vocab.status();
-  if (!vocab.ok()) return nullptr;
-  m.n_vocab = static_cast<int64_t>(vocab->tokenizer.tokens.size());
-  ModelSpec spec = testing::MakeRandomModel(m);
-  spec.tokenizer = vocab->tokenizer;
-  auto made = Engine::FromSpec(std::move(spec));
-  EXPECT_TRUE(made.ok()) << made.status();
-  return made.ok() ? *made : nullptr;
-}
+using testing::RandomEngine;
 
 // Submits each prompt one step after the other (greedy, 20 + i tokens) into an engine of
 // window-keeping layers, at the default cache and at one too small for all at once (which must
@@ -448,6 +436,30 @@ TEST(BatchEngineTest, ConvolutionLayersHoldOnlyTheirKernelAndChangeNoOutput) {
     // A session whose convolution layers keep a ring of their kernel and a 5-token step.
     const Output ringed = Lone(e, prompts[i], Greedy(20 + i), 256, /*n_batch=*/5);
     EXPECT_EQ(ringed.tokens, want.back().tokens) << "request " << i;
+  }
+  ExpectLoneOutputsFromWindowLayers(e, prompts, want);
+}
+
+// Granite-4.0-H's Mamba-2 layers keep their convolution's last inputs as window layers do, and
+// one recurrent state per block, the state after the block's last position: a prompt that shares
+// a cached prefix starts from its last block's state, a preempted request from its own kept
+// blocks. The output is the lone session's whatever the step sizes.
+TEST(BatchEngineTest, RecurrentLayersCarryTheirStateAcrossBlocksAndChangeNoOutput) {
+  testing::RandomModelOptions m;
+  m.arch = Arch::kGraniteHybrid;
+  m.n_layer = 3, m.ssm_layers = {0, 2}, m.n_ff_shared = 40, m.residual_scale = 0.5f;
+  m.seed = 31;
+  std::shared_ptr<const Engine> e = RandomEngine(m);
+  ASSERT_NE(e, nullptr);
+  ASSERT_EQ(e->model()->attention_windows(), (std::vector<int64_t>{4, 0, 4}));
+  const std::vector<int32_t> prefix = Prompts(*e, 1, 59)[0];
+  const auto prompts = Prompts(*e, 5, 61, prefix);
+  std::vector<Output> want;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    want.push_back(Lone(e, prompts[i], Greedy(20 + i)));
+    // A session stepping 5 tokens at a time carries the state over its steps.
+    const Output stepped = Lone(e, prompts[i], Greedy(20 + i), 256, /*n_batch=*/5);
+    EXPECT_EQ(stepped.tokens, want.back().tokens) << "request " << i;
   }
   ExpectLoneOutputsFromWindowLayers(e, prompts, want);
 }

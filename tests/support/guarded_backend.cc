@@ -119,6 +119,26 @@ void GuardedBackend::ShortConv(const float* bcx, int64_t n, const int32_t* posit
   inner_->ShortConv(bcx, n, positions, kernel, kernel_len, state, y);
 }
 
+void GuardedBackend::SsmConv(const float* xbc, int64_t xbc_stride, int64_t n,
+                             const int32_t* positions, const float* kernel, const float* bias,
+                             int64_t kernel_len, const KvLayerView& state, float* out) {
+  Open open(this);
+  inner_->SsmConv(xbc, xbc_stride, n, positions, kernel, bias, kernel_len, state, out);
+}
+
+void GuardedBackend::SsmScan(const SsmScanArgs& args, int64_t n, const int32_t* positions,
+                             const KvLayerView& state, float* y) {
+  Open open(this);
+  inner_->SsmScan(args, n, positions, state, y);
+}
+
+void GuardedBackend::GatedGroupRmsNorm(const float* y, const float* z, int64_t z_stride,
+                                       const float* weight, int64_t n, int64_t dim, int64_t groups,
+                                       float eps, float* out) {
+  Open open(this);
+  inner_->GatedGroupRmsNorm(y, z, z_stride, weight, n, dim, groups, eps, out);
+}
+
 void GuardedBackend::Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
                                const KvLayerView& kv, float* out, const AttentionOptions& options) {
   Open open(this);

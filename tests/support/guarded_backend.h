@@ -44,6 +44,13 @@ class GuardedBackend final : public Backend {
                const KvLayerView& kv) override;
   void ShortConv(const float* bcx, int64_t n, const int32_t* positions, const float* kernel,
                  int64_t kernel_len, const KvLayerView& state, float* y) override;
+  void SsmConv(const float* xbc, int64_t xbc_stride, int64_t n, const int32_t* positions,
+               const float* kernel, const float* bias, int64_t kernel_len, const KvLayerView& state,
+               float* out) override;
+  void SsmScan(const SsmScanArgs& args, int64_t n, const int32_t* positions,
+               const KvLayerView& state, float* y) override;
+  void GatedGroupRmsNorm(const float* y, const float* z, int64_t z_stride, const float* weight,
+                         int64_t n, int64_t dim, int64_t groups, float eps, float* out) override;
   void Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,
                  const KvLayerView& kv, float* out, const AttentionOptions& options) override;
   void AttentionBatch(absl::Span<const AttentionSequence> seqs, int64_t n_heads,

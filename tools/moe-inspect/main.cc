@@ -114,8 +114,24 @@ int main(int argc, char** argv) {
     for (int64_t l : h.short_conv_layers) std::printf(" %lld", (long long)l);
     std::printf("\n");
   }
+  if (!h.ssm_layers.empty()) {
+    // The state a sequence keeps in each Mamba-2 layer, whatever its length (the engine keeps
+    // one per block of the positions a sequence holds in that layer, for prefix sharing).
+    std::printf(
+        "mamba-2       %zu of %lld layers: conv kernel %lld, inner %lld, state %lld, %lld heads, "
+        "%lld groups (no KV; state %.1f KiB a sequence a layer, F32):",
+        h.ssm_layers.size(), (long long)h.n_layer, (long long)h.ssm_conv_kernel,
+        (long long)h.ssm_inner, (long long)h.ssm_state, (long long)h.ssm_heads,
+        (long long)h.ssm_groups, h.ssm_state_floats() * 4.0 / 1024);
+    for (int64_t l : h.ssm_layers) std::printf(" %lld", (long long)l);
+    std::printf("\n");
+  }
   if (h.nope_period > 0) {
-    std::printf("no rope       every %lld-th layer", (long long)h.nope_period);
+    if (h.nope_period == 1) {
+      std::printf("no rope       on any layer (no position encoding in attention)");
+    } else {
+      std::printf("no rope       every %lld-th layer", (long long)h.nope_period);
+    }
     if (h.attn_temp_scale != 0.f) {
       std::printf(", queries x 1 + %g ln(floor((p + %g) / %lld) + 1)", h.attn_temp_scale,
                   h.attn_temp_offset, (long long)h.attn_temp_floor);

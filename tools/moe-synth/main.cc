@@ -219,10 +219,17 @@ int main(int argc, char** argv) {
   app.add_option("--sliding-window", sh.sliding_window, "gpt-oss")->capture_default_str();
   app.add_flag("--qk-norm", sh.qk_norm, "glm4moe: an RMSNorm over each q and k head");
   app.add_option("--attention-layers", sh.attention_layers,
-                 "lfm2moe: the layers that attend (default every fourth from layer 2); the "
-                 "others convolve")
+                 "lfm2moe, granitehybrid: the layers that attend (default every fourth from "
+                 "layer 2); the others convolve or run Mamba-2")
       ->delimiter(',');
-  app.add_option("--conv-kernel", sh.conv_kernel, "lfm2moe: the short convolution's length")
+  app.add_option("--conv-kernel", sh.conv_kernel,
+                 "lfm2moe, granitehybrid: the convolution's length (0: 3 and 4)")
+      ->capture_default_str();
+  app.add_option("--ssm-state", sh.ssm_state, "granitehybrid: Mamba-2 state size")
+      ->capture_default_str();
+  app.add_option("--ssm-head-dim", sh.ssm_head_dim, "granitehybrid: Mamba-2 head size")
+      ->capture_default_str();
+  app.add_option("--ssm-groups", sh.ssm_groups, "granitehybrid: Mamba-2 groups of B and C")
       ->capture_default_str();
   auto* vocab = app.add_option("--vocab", o.vocab,
                                "GGUF whose tokenizer keys are copied (any llama.cpp vocabulary "

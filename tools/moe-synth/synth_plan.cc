@@ -386,7 +386,9 @@ void PlanDots1(const Shape& s, Builder& b) {
 // LFM2-MoE: gated short-convolution layers with grouped-query attention layers among them
 // (head_count_kv 0 marks a convolution layer), Qwen3's QK-norm, leading dense layers, sigmoid
 // routing with a selection bias, renormalised; no shared expert.
-absl::Status PlanLfm2Moe(const Shape& s, Builder& b) {
+// A hybrid's attention layers (--attention-layers, default every fourth from the third),
+// written as the head_count_kv array whose 0 entries mark the other layers.
+absl::StatusOr<std::vector<bool>> HybridAttentionLayers(const Shape& s, Builder& b) {
   std::vector<bool> attends(s.layers, false);
   if (s.attention_layers.empty()) {
     for (int64_t l = 2; l < s.layers; l += 4) attends[l] = true;
@@ -397,14 +399,21 @@ absl::Status PlanLfm2Moe(const Shape& s, Builder& b) {
     }
     attends[l] = true;
   }
-  if (s.conv_kernel < 2) return absl::InvalidArgumentError("--conv-kernel must be at least 2");
-  b.CommonKeys(s.layers, b.DenseFf());
   std::vector<int32_t> kv_heads;
   for (int64_t l = 0; l < s.layers; ++l) {
     kv_heads.push_back(attends[l] ? static_cast<int32_t>(s.kv_heads) : 0);
   }
   b.KeyI32Array("attention.head_count_kv", std::move(kv_heads));
-  b.Key("shortconv.l_cache", static_cast<uint32_t>(s.conv_kernel));
+  return attends;
+}
+
+absl::Status PlanLfm2Moe(const Shape& s, Builder& b) {
+  const int64_t kernel = s.conv_kernel > 0 ? s.conv_kernel : 3;
+  if (kernel < 2) return absl::InvalidArgumentError("--conv-kernel must be at least 2");
+  b.CommonKeys(s.layers, b.DenseFf());
+  absl::StatusOr<std::vector<bool>> attends = HybridAttentionLayers(s, b);
+  if (!attends.ok()) return attends.status();
+  b.Key("shortconv.l_cache", static_cast<uint32_t>(kernel));
   b.Key("leading_dense_block_count", static_cast<uint32_t>(s.dense_layers));
   b.Key("expert_gating_func", 2);
   const int64_t E = s.embd;
@@ -418,13 +427,13 @@ absl::Status PlanLfm2Moe(const Shape& s, Builder& b) {
       b.AddLayer(l, "exp_probs_b.bias", {s.experts}, 0.1f);
     }
     b.Norm(l, "attn_norm.weight", E);
-    if (attends[l]) {
+    if ((*attends)[l]) {
       b.Norm(l, "attn_q_norm.weight", b.head_dim());
       b.Norm(l, "attn_k_norm.weight", b.head_dim());
       b.GroupedQueryAttention(l, false);
     } else {
-      b.AddLayer(l, "shortconv.conv.weight", {E, s.conv_kernel},
-                 1.0f / std::sqrt(static_cast<float>(s.conv_kernel)));
+      b.AddLayer(l, "shortconv.conv.weight", {E, kernel},
+                 1.0f / std::sqrt(static_cast<float>(kernel)));
       b.AddLayer(l, "shortconv.in_proj.weight", {3 * E, E}, b.InScale(E));
       b.AddLayer(l, "shortconv.out_proj.weight", {E, E}, 0.5f * b.InScale(E));
     }
@@ -448,6 +457,58 @@ void PlanHunyuanMoe(const Shape& s, Builder& b) {
   }
 }
 
+// Granite-4.0-H: Mamba-2 layers with grouped-query attention layers among them (head_count_kv
+// 0 marks a Mamba-2 layer; no RoPE, as the released checkpoints), Granite-4.0-H-Tiny's
+// multipliers, in every layer softmax routing renormalised beside a shared expert of --ff.
+absl::Status PlanGraniteHybrid(const Shape& s, Builder& b) {
+  const int64_t kernel = s.conv_kernel > 0 ? s.conv_kernel : 4;
+  const int64_t E = s.embd, inner = 2 * E, G = s.ssm_groups, N = s.ssm_state;
+  if (kernel < 2) return absl::InvalidArgumentError("--conv-kernel must be at least 2");
+  if (s.ssm_head_dim <= 0 || inner % s.ssm_head_dim != 0 || N <= 0 || G <= 0 ||
+      (inner / s.ssm_head_dim) % G != 0) {
+    return absl::InvalidArgumentError(
+        "--ssm-head-dim must divide 2 x --embd into heads that --ssm-groups divides");
+  }
+  const int64_t H = inner / s.ssm_head_dim, channels = inner + 2 * G * N;
+  b.CommonKeys(s.layers, s.ff);
+  absl::StatusOr<std::vector<bool>> attends = HybridAttentionLayers(s, b);
+  if (!attends.ok()) return attends.status();
+  b.Key("ssm.conv_kernel", static_cast<uint32_t>(kernel));
+  b.Key("ssm.inner_size", static_cast<uint32_t>(inner));
+  b.Key("ssm.state_size", static_cast<uint32_t>(N));
+  b.Key("ssm.time_step_rank", static_cast<uint32_t>(H));
+  b.Key("ssm.group_count", static_cast<uint32_t>(G));
+  b.KeyB("rope.scaling.finetuned", false);
+  b.KeyF("embedding_scale", 12.f);
+  b.KeyF("residual_scale", 0.22f);
+  b.KeyF("logit_scale", 6.f);
+  b.KeyF("attention.scale", 1.f / static_cast<float>(b.head_dim()));
+  b.Key("expert_shared_feed_forward_length", static_cast<uint32_t>(s.ff));
+  for (int64_t l = 0; l < s.layers; ++l) {
+    b.Norm(l, "attn_norm.weight", E);
+    if ((*attends)[l]) {
+      b.GroupedQueryAttention(l, false);
+    } else {
+      b.AddLayer(l, "ssm_in.weight", {inner + channels + H, E}, b.InScale(E));
+      b.AddLayer(l, "ssm_conv1d.weight", {channels, kernel},
+                 1.0f / std::sqrt(static_cast<float>(kernel)));
+      b.AddLayer(l, "ssm_conv1d.bias", {channels}, 0.1f);
+      // dt's bias near softplus^-1(0.1), A = -e^(A_log) with A_log about 1, D about 1: the
+      // ranges Mamba-2 initialises them in.
+      b.AddLayer(l, "ssm_dt.bias", {H}, 0.5f, -2.f);
+      b.AddLayer(l, "ssm_a", {H, 1}, 0.5f, -3.f);
+      b.AddLayer(l, "ssm_d", {H, 1}, 0.1f, 1.f);
+      b.AddLayer(l, "ssm_norm.weight", {G, inner / G}, 0.05f, 1.f);
+      b.AddLayer(l, "ssm_out.weight", {E, inner}, 0.5f * b.InScale(inner));
+    }
+    b.Norm(l, "ffn_norm.weight", E);
+    b.AddLayer(l, "ffn_gate_inp.weight", {s.experts, E}, 2 * b.InScale(E));
+    b.RoutedExperts(l, false);
+    b.Ffn(l, "_shexp", s.ff);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string OutputNormName(const Shape& s) {
@@ -456,9 +517,9 @@ std::string OutputNormName(const Shape& s) {
 
 const std::vector<std::string>& Architectures() {
   static const std::vector<std::string> kNames = {
-      "llama",      "qwen2moe",   "olmoe",        "qwen3moe",   "glm4moe", "deepseek2",
-      "gpt-oss",    "qwen3vlmoe", "ernie4_5-moe", "granitemoe", "llama4",  "bailingmoe2",
-      "minimax-m2", "dots1",      "lfm2moe",      "hunyuan-moe"};
+      "llama",      "qwen2moe",   "olmoe",        "qwen3moe",    "glm4moe",      "deepseek2",
+      "gpt-oss",    "qwen3vlmoe", "ernie4_5-moe", "granitemoe",  "llama4",       "bailingmoe2",
+      "minimax-m2", "dots1",      "lfm2moe",      "hunyuan-moe", "granitehybrid"};
   return kNames;
 }
 
@@ -498,6 +559,8 @@ absl::StatusOr<std::vector<Tensor>> Plan(const Shape& s, GgufWriter& w) {
     PlanHunyuanMoe(s, b);
   } else if (s.arch == "lfm2moe") {
     if (absl::Status st = PlanLfm2Moe(s, b); !st.ok()) return st;
+  } else if (s.arch == "granitehybrid") {
+    if (absl::Status st = PlanGraniteHybrid(s, b); !st.ok()) return st;
   } else {
     PlanClassic(s, b);
   }

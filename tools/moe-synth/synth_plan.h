@@ -29,10 +29,14 @@ struct Shape {
   int64_t expert_groups = 1, expert_groups_used = 1;
   int64_t sliding_window = 128;  // gpt-oss
   bool qk_norm = false;          // glm4moe: RMSNorm of each q and k head (GLM-4.5's use_qk_norm)
-  // lfm2moe: the layers that attend (the others convolve; empty: every fourth from the third,
-  // as LFM2-8B-A1B's first five) and the convolution's kernel length.
+  // lfm2moe, granitehybrid: the layers that attend (the others convolve or run Mamba-2; empty:
+  // every fourth from the third, as LFM2-8B-A1B's first five) and the convolution's kernel
+  // length (0: the family's, 3 for lfm2moe and 4 for granitehybrid).
   std::vector<int64_t> attention_layers;
-  int64_t conv_kernel = 3;
+  int64_t conv_kernel = 0;
+  // granitehybrid's Mamba-2 layers: state size, head size, groups (the inner size is 2 x embd,
+  // as llama.cpp requires).
+  int64_t ssm_state = 128, ssm_head_dim = 64, ssm_groups = 1;
 };
 
 // A tensor to fill with normal values of `mean` and `std`; `shape` is outermost first.

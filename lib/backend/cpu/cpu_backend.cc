@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "lib/backend/activation_core.h"
 #include "lib/backend/backend.h"
 #include "lib/backend/cpu/attention_kernels.h"
 #include "lib/backend/cpu/cpu_features.h"
@@ -16,6 +17,7 @@
 #include "lib/backend/cpu/silu_mul.h"
 #include "lib/backend/norm_core.h"
 #include "lib/backend/routed_expert_runner.h"
+#include "lib/backend/ssm_core.h"
 #include "lib/base/scratch_vector.h"
 #include "lib/base/thread_pool.h"
 #include "lib/moe/router.h"
@@ -306,6 +308,86 @@ class CpuBackend final : public Backend {
           for (int64_t c = 0; c < dim; ++c) out[c] += kernel[c * kernel_len + k] * in[c];
         }
         for (int64_t c = 0; c < dim; ++c) out[c] *= gate[c];
+      }
+    });
+  }
+
+  void SsmConv(const float* xbc, int64_t xbc_stride, int64_t n, const int32_t* positions,
+               const float* kernel, const float* bias, int64_t kernel_len, const KvLayerView& state,
+               float* out) override {
+    const int64_t dim = state.head_dim;
+    const int64_t row_bytes = dim * static_cast<int64_t>(sizeof(float));
+    auto row = [&](int64_t p) {
+      return reinterpret_cast<float*>(state.k + state.paging.RowOffset(p, row_bytes));
+    };
+    // Every row of the step is stored before any is read: a token reads its predecessors'.
+    Parallel(n, 2 * dim, [&](int64_t tb, int64_t te) {
+      for (int64_t t = tb; t < te; ++t) {
+        std::memcpy(row(positions[t]), xbc + t * xbc_stride, static_cast<size_t>(row_bytes));
+      }
+    });
+    Parallel(n, 4 * dim * kernel_len, [&](int64_t tb, int64_t te) {
+      thread_local std::vector<const float*> rows;
+      rows.resize(static_cast<size_t>(kernel_len));
+      for (int64_t t = tb; t < te; ++t) {
+        for (int64_t k = 0; k < kernel_len; ++k) {
+          const int64_t p = positions[t] - kernel_len + 1 + k;
+          rows[k] = p < 0 ? nullptr : row(p);
+        }
+        float* o = out + t * dim;
+        for (int64_t c = 0; c < dim; ++c) {
+          o[c] = SsmConvChannel(kernel + c * kernel_len, bias[c], kernel_len,
+                                [&](int64_t k) { return rows[k] ? rows[k][c] : 0.f; });
+        }
+      }
+    });
+  }
+
+  void SsmScan(const SsmScanArgs& a, int64_t n, const int32_t* positions, const KvLayerView& state,
+               float* y) override {
+    const int64_t inner = a.heads * a.head_dim;
+    const int64_t width = inner + 2 * a.groups * a.state_size;
+    const int64_t heads_per_group = a.heads / a.groups;
+    const int64_t head_floats = a.head_dim * a.state_size;
+    const int shift = state.paging.block_shift;
+    const int64_t in_block = (int64_t{1} << shift) - 1;
+    // Heads are independent; a head's positions follow each other through its state.
+    Parallel(a.heads, 4 * n * head_floats, [&](int64_t hb, int64_t he) {
+      for (int64_t h = hb; h < he; ++h) {
+        const int64_t g = h / heads_per_group;
+        for (int64_t t = 0; t < n; ++t) {
+          const int64_t p = positions[t];
+          float* s = state.StateOfBlock(p >> shift) + h * head_floats;
+          if (p == 0) {
+            std::fill(s, s + head_floats, 0.f);
+          } else if ((p & in_block) == 0) {
+            const float* before = state.StateOfBlock((p >> shift) - 1) + h * head_floats;
+            if (before != s) std::copy(before, before + head_floats, s);
+          }
+          const float* row = a.xbc + t * width;
+          const float dt = SsmSoftplus(a.dt[t * a.dt_stride + h] + a.dt_bias[h]);
+          SsmScanHeadStep(s, row + h * a.head_dim, row + inner + g * a.state_size,
+                          row + inner + (a.groups + g) * a.state_size, dt, a.a[h], a.d[h],
+                          a.head_dim, a.state_size, y + t * inner + h * a.head_dim);
+        }
+      }
+    });
+  }
+
+  void GatedGroupRmsNorm(const float* y, const float* z, int64_t z_stride, const float* weight,
+                         int64_t n, int64_t dim, int64_t groups, float eps, float* out) override {
+    const int64_t part = dim / groups;
+    Parallel(n, 4 * dim, [&](int64_t tb, int64_t te) {
+      thread_local std::vector<float> gated;
+      gated.resize(static_cast<size_t>(dim));
+      for (int64_t t = tb; t < te; ++t) {
+        for (int64_t i = 0; i < dim; ++i) {
+          gated[i] = SiluMulElement(z[t * z_stride + i], y[t * dim + i]);
+        }
+        for (int64_t g = 0; g < groups; ++g) {
+          RmsNormRow(gated.data() + g * part, weight + g * part, part, eps,
+                     out + t * dim + g * part);
+        }
       }
     });
   }

@@ -48,6 +48,7 @@ enum class AttentionPart {
   kGroupedQuery,  // q/k/v projections, K and V cached per KV head
   kLatent,        // DeepSeek's multi-head latent attention: a compressed latent cached
   kShortConv,     // LFM2's gated short convolution: the last few positions' inputs cached
+  kMamba2,        // a Mamba-2 mixer: its convolution's last inputs and a recurrent state cached
 };
 enum class FeedForwardPart { kDense, kMixture };
 
@@ -57,7 +58,8 @@ struct LayerParts {
   AttentionPart attention = AttentionPart::kGroupedQuery;
   FeedForwardPart ffn = FeedForwardPart::kMixture;
   absl::string_view ffn_norm = "ffn_norm";  // base name of the pre-FFN norm's tensor
-  // Sliding window of the attention (0: none); of a short convolution, its kernel's length.
+  // Sliding window of the attention (0: none); of a convolution (short or Mamba-2's), its
+  // kernel's length.
   int64_t window = 0;
 };
 

@@ -21,5 +21,6 @@ const Architecture& MinimaxM2Architecture();
 const Architecture& Dots1Architecture();
 const Architecture& Lfm2MoeArchitecture();
 const Architecture& HunyuanMoeArchitecture();
+const Architecture& GraniteHybridArchitecture();
 
 }  // namespace moe

@@ -86,6 +86,21 @@ void SoftmaxRenormalisedRouting(HParams* h) {
   h->routed_scale = 1.f;
 }
 
+absl::Status ReadGraniteMultipliers(const MetadataKeys& keys, HParams* h) {
+  // Absent or 0 (llama.cpp's "none") is 1.
+  auto multiplier = [&](absl::string_view key, float* out) -> absl::Status {
+    MOE_ASSIGN_OR_RETURN(const float v, keys.Float(key, 1.f));
+    *out = v == 0.f ? 1.f : v;
+    return absl::OkStatus();
+  };
+  MOE_RETURN_IF_ERROR(multiplier("embedding_scale", &h->embedding_scale));
+  MOE_RETURN_IF_ERROR(multiplier("residual_scale", &h->residual_scale));
+  // 0 is no "none" here (the logits are divided by it): ValidateModelSpec refuses it.
+  MOE_ASSIGN_OR_RETURN(h->logit_scale, keys.Float("logit_scale", 1.f));
+  MOE_ASSIGN_OR_RETURN(h->kq_scale, keys.Float("attention.scale", 0.f));
+  return absl::OkStatus();
+}
+
 void AttentionBiasesFromTensors(const ModelSpec& spec, HParams* h) {
   h->has_qkv_bias = spec.Find(LayerBiasName(0, "attn_q")) != nullptr;
   h->has_attn_out_bias = spec.Find(LayerBiasName(0, "attn_output")) != nullptr;

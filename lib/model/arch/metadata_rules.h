@@ -42,6 +42,11 @@ absl::Status RequireWholeHeadRope(absl::string_view family, const HParams& h);
 // the experts, the chosen ones' weights renormalised, no extra scale.
 void SoftmaxRenormalisedRouting(HParams* h);
 
+// Granite's muP-style multipliers (embedding_scale, residual_scale, logit_scale) and its own
+// attention scale (attention.scale, 0: 1 / sqrt(head_dim)). The multipliers default to 1 as in
+// Hugging Face's Granite configs; llama.cpp writes 0 for "none" where the key is optional.
+absl::Status ReadGraniteMultipliers(const MetadataKeys& keys, HParams* h);
+
 // q/k/v and output-projection biases where the file has them (layer 0 tells; ValidateModelSpec
 // then expects them in every layer).
 void AttentionBiasesFromTensors(const ModelSpec& spec, HParams* h);

@@ -73,8 +73,8 @@ RouterConfig MixtureFeedForward::ConfigFor(const HParams& h, const LayerWeights&
   rc.n_groups = static_cast<int>(h.n_expert_groups);
   rc.n_groups_used = static_cast<int>(h.n_group_used);
   rc.renormalize = h.norm_topk_prob;
-  // Granite's residual multiplier rides on the weights: the routed experts are the layer's only
-  // output where it is not 1 (ValidateModelSpec refuses it with a shared expert).
+  // Granite's residual multiplier rides on the routed experts' weights (and is applied to the
+  // shared expert's output rows before the combine).
   rc.scale = h.routed_scale * h.residual_scale;
   rc.disabled = layer < static_cast<int>(disabled_.size()) ? &disabled_[layer] : nullptr;
   rc.policy = policy_;
@@ -175,6 +175,7 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
     MOE_RETURN_IF_ERROR(FinishExchange(be, *exchange, L, layer, d, next_out, tel));
   }
   RecordRouting(tel, layer, h.n_layer, routing.experts.data(), routing.entropy.data(), n, k);
+  if (L.has_shared && h.residual_scale != 1.f) be.Scale(h.residual_scale, shared_out, n * d);
   // Combine: each token's expert outputs in its router's order, weighted, then the gated shared
   // expert, summed into the residual stream in one pass over the tokens.
   const int64_t terms = k + (L.has_shared ? 1 : 0);
@@ -259,6 +260,10 @@ absl::Status MixtureFeedForward::RunInPlace(const StepContext& ctx, int layer,
                                             const float* gate, float* x) {
   Backend& be = *ctx.backend;
   const HParams& h = ctx.model.hp();
+  if (L.has_shared && h.residual_scale != 1.f) {
+    return absl::UnimplementedError(
+        "a shared expert under Granite's residual multiplier on a device that routes in place");
+  }
   const int64_t k = h.n_expert_used, layers = h.n_layer;
   // The step's choices and entropies stay in the backend, one slice per layer, until FinishStep
   // reads them all back at once.
