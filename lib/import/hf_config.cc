@@ -41,6 +41,9 @@ constexpr HfArchName kArchs[] = {
     {"GptOssForCausalLM", "gpt_oss", Arch::kGptOss, &GptOssKeys},
     {"Ernie4_5_MoeForCausalLM", "ernie4_5_moe", Arch::kErnie45Moe, &Ernie45MoeKeys},
     {"GraniteMoeForCausalLM", "granitemoe", Arch::kGraniteMoe, &GraniteMoeKeys},
+    {"GraniteMoeSharedForCausalLM", "granitemoeshared", Arch::kGraniteMoe, &GraniteMoeKeys},
+    {"GraniteMoeHybridForCausalLM", "granitemoehybrid", Arch::kGraniteHybrid,
+     &GraniteMoeHybridKeys},
     {"Llama4ForConditionalGeneration", "llama4", Arch::kLlama4, &Llama4Keys, "text_config",
      "language_model."},
     {"Llama4ForCausalLM", "llama4_text", Arch::kLlama4, &Llama4Keys},
@@ -77,9 +80,10 @@ absl::StatusOr<const HfArchName*> FindArch(const Json& j) {
                    "' (supported: MixtralForCausalLM, Qwen2MoeForCausalLM, OlmoeForCausalLM, "
                    "Qwen3MoeForCausalLM, Glm4MoeForCausalLM, DeepseekV2ForCausalLM, "
                    "DeepseekV3ForCausalLM, GptOssForCausalLM, Ernie4_5_MoeForCausalLM, "
-                   "GraniteMoeForCausalLM, Llama4ForConditionalGeneration, Llama4ForCausalLM, "
-                   "BailingMoeV2ForCausalLM, MiniMaxM2ForCausalLM, Dots1ForCausalLM, "
-                   "Lfm2MoeForCausalLM)"));
+                   "GraniteMoeForCausalLM, GraniteMoeSharedForCausalLM, "
+                   "GraniteMoeHybridForCausalLM, Llama4ForConditionalGeneration, "
+                   "Llama4ForCausalLM, BailingMoeV2ForCausalLM, MiniMaxM2ForCausalLM, "
+                   "Dots1ForCausalLM, Lfm2MoeForCausalLM)"));
 }
 
 // config.json -> the family's llama.cpp keys -> the family's rules, as for its GGUF conversion.

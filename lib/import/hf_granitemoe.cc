@@ -1,4 +1,5 @@
-// GraniteMoeForCausalLM (granite-3.0/3.1-*-a*m) config.json -> granitemoe keys, with
+// GraniteMoeForCausalLM (granite-3.0/3.1-*-a*m) and GraniteMoeSharedForCausalLM (with a shared
+// MLP of shared_intermediate_size) config.json -> granitemoe keys, with
 // GraniteMoeConfig's defaults and the keys llama.cpp's GraniteMoeModel converter writes: the
 // multipliers (embedding_multiplier, residual_multiplier, logits_scaling, attention_multiplier)
 // as embedding_scale, residual_scale, logit_scale and attention.scale.
@@ -33,7 +34,11 @@ absl::Status GraniteMoeKeys(const nlohmann::json& j, HfFamilyConfig* out) {
   k.SetInt("feed_forward_length", ff);
   k.SetInt("expert_feed_forward_length", ff);
   MOE_ASSIGN_OR_RETURN(int64_t shared, c.Int("shared_intermediate_size", 0));
-  k.SetInt("expert_shared_feed_forward_length", shared);  // the family refuses it
+  k.SetInt("expert_shared_feed_forward_length", shared);  // GraniteMoeShared's
+  return SetGraniteMultiplierKeys(c, &k);
+}
+
+absl::Status SetGraniteMultiplierKeys(const ConfigJson& c, HfMetadataKeys* k) {
   constexpr std::pair<const char*, const char*> kMultipliers[] = {
       {"embedding_multiplier", "embedding_scale"},
       {"residual_multiplier", "residual_scale"},
@@ -41,7 +46,7 @@ absl::Status GraniteMoeKeys(const nlohmann::json& j, HfFamilyConfig* out) {
       {"attention_multiplier", "attention.scale"}};
   for (const auto& [config_key, gguf_key] : kMultipliers) {
     MOE_ASSIGN_OR_RETURN(double v, c.Float(config_key, 1.0));
-    k.SetFloat(gguf_key, v);
+    k->SetFloat(gguf_key, v);
   }
   return absl::OkStatus();
 }

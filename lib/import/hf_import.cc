@@ -187,7 +187,8 @@ absl::StatusOr<TensorSpec> CarryPlain(const WantedTensor& w, const SafetensorsTe
   return t;
 }
 
-// A canonical tensor gathered element by element from a checkpoint tensor of another layout.
+// A canonical tensor gathered element by element from a checkpoint tensor of another layout, or
+// whose values are the checkpoint's through a function (WantedTensor::value).
 absl::StatusOr<TensorSpec> CarryGathered(const WantedTensor& w, const SafetensorsTensor& src,
                                          std::optional<DType> out, ModelSpec* spec) {
   TensorSpec t = Describe(w, TargetType(w, *src.dtype, out));
@@ -195,7 +196,8 @@ absl::StatusOr<TensorSpec> CarryGathered(const WantedTensor& w, const Safetensor
   const size_t elem = RowBytes(*src.dtype, 1);
   std::vector<float> values(t.num_elements());
   for (int64_t i = 0; i < t.num_elements(); ++i) {
-    DequantizeRow(*src.dtype, src.data.data() + w.gather(i) * elem, &values[i], 1);
+    DequantizeRow(*src.dtype, src.data.data() + (w.gather ? w.gather(i) : i) * elem, &values[i], 1);
+    if (w.value) values[i] = w.value(values[i]);
   }
   MOE_RETURN_IF_ERROR(Store(values, &t, spec));
   return t;
@@ -284,7 +286,7 @@ absl::StatusOr<TensorSpec> Carry(const WantedTensor& w, const TensorIndex& index
                             floats->size() * sizeof(float))};
     spec->owners.push_back(floats);
     const std::optional<DType> target = out ? out : std::optional<DType>(DType::kBF16);
-    if (w.gather) return CarryGathered(w, dequantized, target, spec);
+    if (w.gather || w.value) return CarryGathered(w, dequantized, target, spec);
     return CarryPlain(w, dequantized, target, spec);
   }
   if (!src->dtype) {
@@ -294,7 +296,7 @@ absl::StatusOr<TensorSpec> Carry(const WantedTensor& w, const TensorIndex& index
                                                  "F16, BF16, and F8_E4M3 with block scales)"));
   }
   MOE_RETURN_IF_ERROR(CheckShape(w.hf_name, src->shape, w.hf_shape));
-  if (w.gather) return CarryGathered(w, *src, out, spec);
+  if (w.gather || w.value) return CarryGathered(w, *src, out, spec);
   return CarryPlain(w, *src, out, spec);
 }
 

@@ -131,5 +131,10 @@ absl::Status BailingMoeV2Keys(const nlohmann::json& j, HfFamilyConfig* out);  //
 absl::Status MinimaxM2Keys(const nlohmann::json& j, HfFamilyConfig* out);     // hf_minimax_m2.cc
 absl::Status Dots1Keys(const nlohmann::json& j, HfFamilyConfig* out);         // hf_dots1.cc
 absl::Status Lfm2MoeKeys(const nlohmann::json& j, HfFamilyConfig* out);       // hf_lfm2moe.cc
+absl::Status GraniteMoeHybridKeys(const nlohmann::json& j,
+                                  HfFamilyConfig* out);  // hf_granitehybrid.cc
+// Granite's embedding_multiplier, residual_multiplier, logits_scaling and attention_multiplier
+// (1 when absent) as embedding_scale, residual_scale, logit_scale and attention.scale.
+absl::Status SetGraniteMultiplierKeys(const ConfigJson& c, HfMetadataKeys* k);  // hf_granitemoe.cc
 
 }  // namespace moe

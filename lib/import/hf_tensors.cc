@@ -1,5 +1,7 @@
 #include "lib/import/hf_tensors.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "lib/model/arch/architecture.h"
 
@@ -202,22 +204,67 @@ void StackedExpert(const HParams& h, int l, int e, const std::string& gate_up, S
   t.gather = down_at;
 }
 
-// GraniteMoeForCausalLM: llama's attention; the experts stacked per layer as
+// Granite's feed-forward part of layer l under `p`: the experts stacked as
 // block_sparse_moe.input_linear [n_expert, 2 ff, n_embd] (each expert's gate rows, then its up
-// rows) and output_linear [n_expert, n_embd, ff]; the router block_sparse_moe.router.layer.
+// rows) and output_linear [n_expert, n_embd, ff]; the router block_sparse_moe.router.layer; a
+// shared MLP (GraniteMoeShared, Granite-4.0-H) as shared_mlp.input_linear [2 shared, n_embd]
+// (gate rows, then up rows) and output_linear [n_embd, shared].
+void GraniteFeedForward(const HParams& h, int l, const std::string& p, Wants& w) {
+  const int64_t d = h.n_embd, n = h.n_expert, ff = h.n_ff_expert, shared = h.n_ff_shared;
+  auto name = [&](const char* base) { return LayerTensorName(l, base); };
+  const std::string moe = p + "block_sparse_moe.";
+  w.Add(moe + "router.layer.weight", name("ffn_gate_inp"), {n, d}, l).router = true;
+  for (int e = 0; e < n; ++e) {
+    StackedExpert(
+        h, l, e, moe + "input_linear.weight", {n, 2 * ff, d},
+        [=](int half, int64_t i) { return (e * 2 + half) * ff * d + i; },
+        moe + "output_linear.weight", {n, d, ff}, [=](int64_t i) { return e * d * ff + i; }, w);
+  }
+  if (shared == 0) return;
+  for (int half = 0; half < 2; ++half) {  // 0: gate, 1: up
+    WantedTensor& t = w.Add(p + "shared_mlp.input_linear.weight",
+                            name(half == 0 ? "ffn_gate_shexp" : "ffn_up_shexp"), {shared, d}, l);
+    t.hf_shape = {2 * shared, d};
+    t.gather = [offset = half * shared * d](int64_t i) { return offset + i; };
+  }
+  w.Add(p + "shared_mlp.output_linear.weight", name("ffn_down_shexp"), {d, shared}, l);
+}
+
+// GraniteMoeForCausalLM, GraniteMoeSharedForCausalLM: llama's attention, Granite's feed-forward.
 void GraniteMoe(const HParams& h, Wants& w) {
-  const int64_t d = h.n_embd, n = h.n_expert, ff = h.n_ff_expert;
   for (int l = 0; l < h.n_layer; ++l) {
-    const std::string p = LlamaLayerNormsAndAttention(h, l, w);
-    auto name = [&](const char* base) { return LayerTensorName(l, base); };
-    const std::string moe = p + "block_sparse_moe.";
-    w.Add(moe + "router.layer.weight", name("ffn_gate_inp"), {n, d}, l).router = true;
-    for (int e = 0; e < n; ++e) {
-      StackedExpert(
-          h, l, e, moe + "input_linear.weight", {n, 2 * ff, d},
-          [=](int half, int64_t i) { return (e * 2 + half) * ff * d + i; },
-          moe + "output_linear.weight", {n, d, ff}, [=](int64_t i) { return e * d * ff + i; }, w);
+    GraniteFeedForward(h, l, LlamaLayerNormsAndAttention(h, l, w), w);
+  }
+}
+
+// GraniteMoeHybridForCausalLM: per layer input_layernorm, then a Mamba-2 mixer (mamba.in_proj,
+// the depthwise mamba.conv1d [channels, 1, kernel] with its bias, dt_bias, A_log — stored as
+// -exp(A_log), as llama.cpp's converter writes ssm_a —, D, the gated norm mamba.norm [inner] and
+// out_proj) or llama's attention; post_attention_layernorm and Granite's feed-forward.
+void GraniteHybrid(const HParams& h, Wants& w) {
+  const int64_t d = h.n_embd, I = h.ssm_inner, H = h.ssm_heads, G = h.ssm_groups;
+  const int64_t C = h.ssm_conv_channels(), K = h.ssm_conv_kernel;
+  for (int l = 0; l < h.n_layer; ++l) {
+    if (!h.layer_ssm(l)) {
+      GraniteFeedForward(h, l, LlamaLayerNormsAndAttention(h, l, w), w);
+      continue;
     }
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    const std::string m = p + "mamba.";
+    auto name = [&](const char* base) { return LayerTensorName(l, base); };
+    w.Vector(p + "input_layernorm.weight", name("attn_norm"), {d}, l);
+    w.Add(m + "in_proj.weight", name("ssm_in"), {I + C + H, d}, l);
+    w.Vector(m + "conv1d.weight", name("ssm_conv1d"), {C, K}, l).hf_shape = {C, 1, K};
+    w.Vector(m + "conv1d.bias", Bias(l, "ssm_conv1d"), {C}, l);
+    w.Vector(m + "dt_bias", Bias(l, "ssm_dt"), {H}, l);
+    WantedTensor& a = w.Vector(m + "A_log", LayerBareName(l, "ssm_a"), {H, 1}, l);
+    a.hf_shape = {H};
+    a.value = [](float a_log) { return -std::exp(a_log); };
+    w.Vector(m + "D", LayerBareName(l, "ssm_d"), {H, 1}, l).hf_shape = {H};
+    w.Vector(m + "norm.weight", name("ssm_norm"), {G, I / G}, l).hf_shape = {I};
+    w.Add(m + "out_proj.weight", name("ssm_out"), {d, I}, l);
+    w.Vector(p + "post_attention_layernorm.weight", name("ffn_norm"), {d}, l);
+    GraniteFeedForward(h, l, p, w);
   }
 }
 
@@ -473,6 +520,9 @@ std::vector<WantedTensor> WantedTensors(const HfConfig& c,
       break;
     case Arch::kLfm2Moe:
       Lfm2Moe(c.hp, w);
+      break;
+    case Arch::kGraniteHybrid:
+      GraniteHybrid(c.hp, w);
       break;
     default:
       ClassicFamilies(c, w);

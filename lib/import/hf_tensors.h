@@ -25,6 +25,9 @@ struct WantedTensor {
   // Element i of the result (row-major over `shape`) is element gather(i) of the checkpoint
   // tensor; unset: element i (the same layout, possibly another shape).
   std::function<int64_t(int64_t)> gather;
+  // Each value of the result is this of the checkpoint's (Mamba-2's A_log -> A = -exp(A_log));
+  // unset: the value itself.
+  std::function<float(float)> value;
   // MXFP4 (gpt-oss experts): hf_name holds the blocks [..., rows, groups, 16] and mx_scales the
   // E8M0 scales [..., rows, groups]; row r of the result is row mx_row(r) of them, counted over
   // all leading dimensions.

@@ -597,58 +597,6 @@ TEST(HfImportTest, Ernie45MoeCheckpointRunsAsTheReference) {
   fs::remove_all(dir);
 }
 
-// GraniteMoeForCausalLM: each layer's experts stacked in input_linear (an expert's gate rows,
-// then its up rows) and output_linear, the router in router.layer, the multipliers under their
-// config.json names.
-TEST(HfImportTest, GraniteMoeCheckpointRunsAsTheReference) {
-  testing::RandomModelOptions o;
-  o.arch = Arch::kGraniteMoe;
-  o.n_layer = 3, o.n_head = 4, o.n_ff_expert = 24, o.tied_output = true, o.seed = 41;
-  o.embedding_scale = 12.f, o.residual_scale = 0.22f, o.logit_scale = 6.f;
-  o.attention_scale = 0.125f;
-  const ModelSpec random = testing::MakeRandomModel(o);
-  const HParams& h = random.hp;
-  ASSERT_EQ(h.head_dim * h.n_head, h.n_embd);  // transformers' head size
-  std::map<std::string, RawTensor> tensors = LlamaLayoutTensors(random);
-  for (int l = 0; l < h.n_layer; ++l) {
-    const std::string p = absl::StrCat("model.layers.", l, ".block_sparse_moe.");
-    tensors[p + "router.layer.weight"] = RawOf(random, LayerTensorName(l, "ffn_gate_inp"));
-    RawTensor in, out;
-    in.shape = {h.n_expert, 2 * h.n_ff_expert, h.n_embd};
-    out.shape = {h.n_expert, h.n_embd, h.n_ff_expert};
-    for (int e = 0; e < h.n_expert; ++e) {
-      for (const char* x : {"ffn_gate", "ffn_up"}) {
-        const RawTensor half = RawOf(random, ExpertTensorName(l, e, x));
-        in.bytes.insert(in.bytes.end(), half.bytes.begin(), half.bytes.end());
-      }
-      const RawTensor down = RawOf(random, ExpertTensorName(l, e, "ffn_down"));
-      out.bytes.insert(out.bytes.end(), down.bytes.begin(), down.bytes.end());
-    }
-    tensors[p + "input_linear.weight"] = std::move(in);
-    tensors[p + "output_linear.weight"] = std::move(out);
-  }
-  nlohmann::json config = RandomModelConfig(h, "GraniteMoeForCausalLM", "granitemoe");
-  config["intermediate_size"] = h.n_ff_expert;
-  config["attention_bias"] = false;
-  config["num_local_experts"] = h.n_expert;
-  config["num_experts_per_tok"] = h.n_expert_used;
-  config["embedding_multiplier"] = 12.0;
-  config["residual_multiplier"] = 0.22;
-  config["logits_scaling"] = 6.0;
-  config["attention_multiplier"] = 0.125;
-  config["tie_word_embeddings"] = true;
-  const fs::path dir = TempDir("granitemoe");
-  WriteCheckpoint(dir, config, tensors);
-  ExpectImportRunsAsReference(dir, random, Arch::kGraniteMoe);
-  // GraniteMoeShared's shared experts are refused by name.
-  config["shared_intermediate_size"] = 32;
-  WriteCheckpoint(dir, config, tensors);
-  auto shared = ImportHfCheckpoint(dir.string());
-  ASSERT_FALSE(shared.ok());
-  EXPECT_THAT(std::string(shared.status().message()), HasSubstr("GraniteMoeShared"));
-  fs::remove_all(dir);
-}
-
 // The random model's tensor `name` as floats.
 std::vector<float> FloatsOf(const ModelSpec& m, const std::string& name) {
   const RawTensor raw = RawOf(m, name);
@@ -663,6 +611,149 @@ RawTensor FloatTensor(std::vector<int64_t> shape, const std::vector<float>& v) {
   r.bytes.resize(v.size() * sizeof(float));
   std::memcpy(r.bytes.data(), v.data(), r.bytes.size());
   return r;
+}
+
+// Granite's feed-forward part of layer l in transformers' layout: the experts stacked as
+// block_sparse_moe.input_linear [n, 2 ff, d] (each expert's gate rows, then its up rows) and
+// output_linear [n, d, ff], the router, and the shared MLP's input_linear [2 shared, d] and
+// output_linear [d, shared] when the model has one.
+void AddGraniteFeedForward(const ModelSpec& random, int l, std::map<std::string, RawTensor>* t) {
+  const HParams& h = random.hp;
+  const std::string p = absl::StrCat("model.layers.", l, ".");
+  (*t)[p + "block_sparse_moe.router.layer.weight"] =
+      RawOf(random, LayerTensorName(l, "ffn_gate_inp"));
+  RawTensor in, out;
+  in.shape = {h.n_expert, 2 * h.n_ff_expert, h.n_embd};
+  out.shape = {h.n_expert, h.n_embd, h.n_ff_expert};
+  for (int e = 0; e < h.n_expert; ++e) {
+    for (const char* x : {"ffn_gate", "ffn_up"}) {
+      const RawTensor half = RawOf(random, ExpertTensorName(l, e, x));
+      in.bytes.insert(in.bytes.end(), half.bytes.begin(), half.bytes.end());
+    }
+    const RawTensor down = RawOf(random, ExpertTensorName(l, e, "ffn_down"));
+    out.bytes.insert(out.bytes.end(), down.bytes.begin(), down.bytes.end());
+  }
+  (*t)[p + "block_sparse_moe.input_linear.weight"] = std::move(in);
+  (*t)[p + "block_sparse_moe.output_linear.weight"] = std::move(out);
+  if (h.n_ff_shared == 0) return;
+  RawTensor shared_in;
+  shared_in.shape = {2 * h.n_ff_shared, h.n_embd};
+  for (const char* x : {"ffn_gate_shexp", "ffn_up_shexp"}) {
+    const RawTensor half = RawOf(random, LayerTensorName(l, x));
+    shared_in.bytes.insert(shared_in.bytes.end(), half.bytes.begin(), half.bytes.end());
+  }
+  (*t)[p + "shared_mlp.input_linear.weight"] = std::move(shared_in);
+  (*t)[p + "shared_mlp.output_linear.weight"] = RawOf(random, LayerTensorName(l, "ffn_down_shexp"));
+}
+
+// config.json of a random Granite model: its experts and multipliers.
+nlohmann::json GraniteConfig(const HParams& h, const char* arch, const char* model_type) {
+  nlohmann::json config = RandomModelConfig(h, arch, model_type);
+  config["intermediate_size"] = h.n_ff_expert;
+  config["shared_intermediate_size"] = h.n_ff_shared;
+  config["attention_bias"] = false;
+  config["num_local_experts"] = h.n_expert;
+  config["num_experts_per_tok"] = h.n_expert_used;
+  config["embedding_multiplier"] = h.embedding_scale;
+  config["residual_multiplier"] = h.residual_scale;
+  config["logits_scaling"] = h.logit_scale;
+  config["attention_multiplier"] = h.kq_scale;
+  config["tie_word_embeddings"] = h.tied_output;
+  return config;
+}
+
+// GraniteMoeForCausalLM and GraniteMoeSharedForCausalLM: llama's attention, the experts stacked,
+// Granite's multipliers (the residual one on the shared MLP's output too).
+TEST(HfImportTest, GraniteMoeCheckpointRunsAsTheReference) {
+  for (const int64_t shared : {0, 32}) {
+    SCOPED_TRACE(shared > 0 ? "GraniteMoeShared" : "GraniteMoe");
+    testing::RandomModelOptions o;
+    o.arch = Arch::kGraniteMoe;
+    o.n_layer = 3, o.n_head = 4, o.n_ff_expert = 24, o.n_ff_shared = shared;
+    o.tied_output = true, o.seed = 41;
+    o.embedding_scale = 12.f, o.residual_scale = 0.22f, o.logit_scale = 6.f;
+    o.attention_scale = 0.125f;
+    const ModelSpec random = testing::MakeRandomModel(o);
+    const HParams& h = random.hp;
+    ASSERT_EQ(h.head_dim * h.n_head, h.n_embd);  // transformers' head size
+    std::map<std::string, RawTensor> tensors = LlamaLayoutTensors(random);
+    for (int l = 0; l < h.n_layer; ++l) AddGraniteFeedForward(random, l, &tensors);
+    const nlohmann::json config =
+        shared > 0 ? GraniteConfig(h, "GraniteMoeSharedForCausalLM", "granitemoeshared")
+                   : GraniteConfig(h, "GraniteMoeForCausalLM", "granitemoe");
+    const fs::path dir = TempDir("granitemoe");
+    WriteCheckpoint(dir, config, tensors);
+    ExpectImportRunsAsReference(dir, random, Arch::kGraniteMoe);
+    fs::remove_all(dir);
+  }
+}
+
+// GraniteMoeHybridForCausalLM (Granite-4.0-H): layer_types names the Mamba-2 and attention layers;
+// the mixer's tensors under mamba. (conv1d [channels, 1, kernel], A_log, which the runtime reads
+// as A = -exp(A_log), D, the gated norm); no RoPE (position_embedding_type "nope"); Granite's
+// feed-forward with a shared MLP. Projection biases are refused by name.
+TEST(HfImportTest, GraniteMoeHybridCheckpointRunsAsTheReference) {
+  testing::RandomModelOptions o;
+  o.arch = Arch::kGraniteHybrid;
+  o.n_layer = 3, o.ssm_layers = {0, 2}, o.n_head = 4, o.n_ff_expert = 24, o.n_ff_shared = 32;
+  o.embedding_scale = 12.f, o.residual_scale = 0.22f, o.logit_scale = 6.f;
+  o.attention_scale = 0.125f, o.seed = 43;
+  const ModelSpec random = testing::MakeRandomModel(o);
+  const HParams& h = random.hp;
+  std::map<std::string, RawTensor> t;
+  t["model.embed_tokens.weight"] = RawOf(random, "token_embd.weight");
+  t["model.norm.weight"] = RawOf(random, "output_norm.weight");
+  t["lm_head.weight"] = RawOf(random, "output.weight");
+  nlohmann::json types = nlohmann::json::array();
+  for (int l = 0; l < h.n_layer; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    t[p + "input_layernorm.weight"] = RawOf(random, LayerTensorName(l, "attn_norm"));
+    t[p + "post_attention_layernorm.weight"] = RawOf(random, LayerTensorName(l, "ffn_norm"));
+    AddGraniteFeedForward(random, l, &t);
+    if (!h.layer_ssm(l)) {
+      types.push_back("attention");
+      for (const char* x : {"q", "k", "v"}) {
+        t[absl::StrCat(p, "self_attn.", x, "_proj.weight")] =
+            RawOf(random, LayerTensorName(l, absl::StrCat("attn_", x)));
+      }
+      t[p + "self_attn.o_proj.weight"] = RawOf(random, LayerTensorName(l, "attn_output"));
+      continue;
+    }
+    types.push_back("mamba");
+    const std::string m = p + "mamba.";
+    t[m + "in_proj.weight"] = RawOf(random, LayerTensorName(l, "ssm_in"));
+    t[m + "conv1d.weight"] = RawOf(random, LayerTensorName(l, "ssm_conv1d"),
+                                   {h.ssm_conv_channels(), 1, h.ssm_conv_kernel});
+    t[m + "conv1d.bias"] = RawOf(random, LayerBiasName(l, "ssm_conv1d"));
+    t[m + "dt_bias"] = RawOf(random, LayerBiasName(l, "ssm_dt"));
+    std::vector<float> a_log = FloatsOf(random, LayerBareName(l, "ssm_a"));
+    for (float& a : a_log) a = std::log(-a);
+    t[m + "A_log"] = FloatTensor({h.ssm_heads}, a_log);
+    t[m + "D"] = RawOf(random, LayerBareName(l, "ssm_d"), {h.ssm_heads});
+    t[m + "norm.weight"] = RawOf(random, LayerTensorName(l, "ssm_norm"), {h.ssm_inner});
+    t[m + "out_proj.weight"] = RawOf(random, LayerTensorName(l, "ssm_out"));
+  }
+  nlohmann::json config = GraniteConfig(h, "GraniteMoeHybridForCausalLM", "granitemoehybrid");
+  config["layer_types"] = types;
+  config["position_embedding_type"] = "nope";
+  config["mamba_n_heads"] = h.ssm_heads;
+  config["mamba_n_groups"] = h.ssm_groups;
+  config["mamba_d_state"] = h.ssm_state;
+  config["mamba_d_head"] = "auto";
+  config["mamba_d_conv"] = h.ssm_conv_kernel;
+  config["mamba_expand"] = h.ssm_inner / h.n_embd;
+  const fs::path dir = TempDir("granitehybrid");
+  WriteCheckpoint(dir, config, t);
+  ExpectImportRunsAsReference(dir, random, Arch::kGraniteHybrid);
+  auto spec = ImportHfCheckpoint(dir.string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->hp.ssm_layers, h.ssm_layers);
+  EXPECT_EQ(spec->hp.ssm_inner, h.ssm_inner);
+  config["mamba_proj_bias"] = true;
+  WriteCheckpoint(dir, config, t);
+  EXPECT_THAT(std::string(ImportHfCheckpoint(dir.string()).status().message()),
+              HasSubstr("mamba_proj_bias"));
+  fs::remove_all(dir);
 }
 
 // Llama 4's language model in transformers' layout (Llama4ForCausalLM's names): dense MLPs in the
