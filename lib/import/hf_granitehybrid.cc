@@ -22,20 +22,7 @@ absl::Status GraniteMoeHybridKeys(const nlohmann::json& j, HfFamilyConfig* out) 
   MOE_ASSIGN_OR_RETURN(const int64_t layers, c.Int("num_hidden_layers"));
   MOE_ASSIGN_OR_RETURN(const int64_t heads, c.Int("num_attention_heads"));
   MOE_ASSIGN_OR_RETURN(const int64_t kv_heads, c.Int("num_key_value_heads", heads));
-  const nlohmann::json* types = c.Get("layer_types");
-  if (types == nullptr || !types->is_array() || static_cast<int64_t>(types->size()) != layers) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config.json layer_types must name the kind of each of the ", layers, " layers"));
-  }
-  std::vector<int64_t> per_layer_kv;
-  for (const nlohmann::json& t : *types) {
-    if (t != "attention" && t != "mamba") {
-      return absl::InvalidArgumentError(absl::StrCat("config.json layer_types holds ", t.dump(),
-                                                     " (each is \"attention\" or \"mamba\")"));
-    }
-    per_layer_kv.push_back(t == "attention" ? kv_heads : 0);
-  }
-  k.SetIntArray("attention.head_count_kv", std::move(per_layer_kv));
+  MOE_RETURN_IF_ERROR(SetLayerKindKeys(c, layers, kv_heads, "attention", "mamba", &k));
   MOE_ASSIGN_OR_RETURN(const double theta, RopeTheta(j, 10000.0));
   k.SetFloat("rope.freq_base", theta);
   MOE_ASSIGN_OR_RETURN(const std::string position, c.String("position_embedding_type", "nope"));

@@ -21,19 +21,8 @@ absl::Status Lfm2MoeKeys(const nlohmann::json& j, HfFamilyConfig* out) {
   MOE_ASSIGN_OR_RETURN(const int64_t layers, c.Int("num_hidden_layers"));
   MOE_ASSIGN_OR_RETURN(const int64_t kv_heads, c.Int("num_key_value_heads", 8));
   MOE_RETURN_IF_ERROR(SetHeadKeys(c, 8, &k).status());
-  const nlohmann::json* types = c.Get("layer_types");
-  if (types == nullptr || !types->is_array() || static_cast<int64_t>(types->size()) != layers) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config.json layer_types must name the kind of each of the ", layers, " layers"));
-  }
-  std::vector<int64_t> per_layer_kv;
-  for (const nlohmann::json& t : *types) {
-    if (!t.is_string()) {
-      return absl::InvalidArgumentError("config.json layer_types holds a value that is not text");
-    }
-    per_layer_kv.push_back(t == "full_attention" ? kv_heads : 0);
-  }
-  k.SetIntArray("attention.head_count_kv", std::move(per_layer_kv));
+  // A "full_attention" layer attends; any other convolves.
+  MOE_RETURN_IF_ERROR(SetLayerKindKeys(c, layers, kv_heads, "full_attention", "", &k));
   MOE_ASSIGN_OR_RETURN(const double theta, RopeTheta(j, 1e6));
   k.SetFloat("rope.freq_base", theta);
   MOE_RETURN_IF_ERROR(ReadRopeScaling(j, YarnTemperature::kCosSin, nullptr, out));

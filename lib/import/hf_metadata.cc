@@ -58,6 +58,29 @@ void SetMixtureKeys(const HfMixtureShape& m, HfMetadataKeys* k) {
   k->SetInt("expert_gating_func", m.gating);
 }
 
+absl::Status SetLayerKindKeys(const ConfigJson& c, int64_t layers, int64_t kv_heads,
+                              absl::string_view attending, absl::string_view other,
+                              HfMetadataKeys* k) {
+  const nlohmann::json* types = c.Get("layer_types");
+  if (types == nullptr || !types->is_array() || static_cast<int64_t>(types->size()) != layers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.json layer_types must name the kind of each of the ", layers, " layers"));
+  }
+  std::vector<int64_t> per_layer_kv;
+  for (const nlohmann::json& t : *types) {
+    const std::string kind = t.is_string() ? t.get<std::string>() : std::string();
+    if (!t.is_string() || (!other.empty() && kind != attending && kind != other)) {
+      std::string message = absl::StrCat("config.json layer_types holds ", t.dump());
+      if (!other.empty())
+        absl::StrAppend(&message, " (each is \"", attending, "\" or \"", other, "\")");
+      return absl::InvalidArgumentError(message);
+    }
+    per_layer_kv.push_back(kind == attending ? kv_heads : 0);
+  }
+  k->SetIntArray("attention.head_count_kv", std::move(per_layer_kv));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<int64_t> SetHeadKeys(const ConfigJson& c, int64_t kv_default, HfMetadataKeys* k) {
   MOE_ASSIGN_OR_RETURN(int64_t hidden, c.Int("hidden_size"));
   MOE_ASSIGN_OR_RETURN(int64_t heads, c.Int("num_attention_heads"));

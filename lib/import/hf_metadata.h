@@ -69,6 +69,13 @@ absl::Status SetCommonKeys(const ConfigJson& c, const HfCommonDefaults& d, HfMet
 // After SetCommonKeys, which refuses num_attention_heads 0.
 absl::StatusOr<int64_t> SetHeadKeys(const ConfigJson& c, int64_t kv_default, HfMetadataKeys* k);
 
+// A hybrid's layer_types (one entry per layer) as the head_count_kv list llama.cpp's converters
+// write: kv_heads for a layer of kind `attending`, 0 for any other; when `other` is given, every
+// other entry must be it. An error names a list of the wrong length or an unknown kind.
+absl::Status SetLayerKindKeys(const ConfigJson& c, int64_t layers, int64_t kv_heads,
+                              absl::string_view attending, absl::string_view other,
+                              HfMetadataKeys* k);
+
 // The routed and shared experts of the families with leading dense layers (glm4moe, deepseek2),
 // as their configs name them.
 struct HfMixtureShape {

@@ -25,6 +25,13 @@
 namespace moe {
 namespace {
 
+// Position p's row of a convolution layer's cache (KvLayerRows::Convolution or ::Recurrent: one
+// F32 row of head_dim values per position, reached through the view's paging).
+float* ConvolutionRow(const KvLayerView& v, int64_t p) {
+  return reinterpret_cast<float*>(
+      v.k + v.paging.RowOffset(p, v.head_dim * static_cast<int64_t>(sizeof(float))));
+}
+
 // y[i] += b[i], i < n.
 void AddRow(const float* b, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] += b[i];
@@ -282,10 +289,7 @@ class CpuBackend final : public Backend {
   void ShortConv(const float* bcx, int64_t n, const int32_t* positions, const float* kernel,
                  int64_t kernel_len, const KvLayerView& state, float* y) override {
     const int64_t dim = state.head_dim;
-    const int64_t row_bytes = dim * static_cast<int64_t>(sizeof(float));
-    auto row = [&](int64_t p) {
-      return reinterpret_cast<float*>(state.k + state.paging.RowOffset(p, row_bytes));
-    };
+    auto row = [&](int64_t p) { return ConvolutionRow(state, p); };
     // Every row of the step is stored before any is read: a token reads its predecessors'.
     Parallel(n, 2 * dim, [&](int64_t tb, int64_t te) {
       for (int64_t t = tb; t < te; ++t) {
@@ -316,14 +320,12 @@ class CpuBackend final : public Backend {
                const float* kernel, const float* bias, int64_t kernel_len, const KvLayerView& state,
                float* out) override {
     const int64_t dim = state.head_dim;
-    const int64_t row_bytes = dim * static_cast<int64_t>(sizeof(float));
-    auto row = [&](int64_t p) {
-      return reinterpret_cast<float*>(state.k + state.paging.RowOffset(p, row_bytes));
-    };
+    auto row = [&](int64_t p) { return ConvolutionRow(state, p); };
     // Every row of the step is stored before any is read: a token reads its predecessors'.
     Parallel(n, 2 * dim, [&](int64_t tb, int64_t te) {
       for (int64_t t = tb; t < te; ++t) {
-        std::memcpy(row(positions[t]), xbc + t * xbc_stride, static_cast<size_t>(row_bytes));
+        std::memcpy(row(positions[t]), xbc + t * xbc_stride,
+                    static_cast<size_t>(dim) * sizeof(float));
       }
     });
     Parallel(n, 4 * dim * kernel_len, [&](int64_t tb, int64_t te) {
