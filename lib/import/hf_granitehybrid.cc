@@ -72,6 +72,7 @@ absl::Status GraniteMoeHybridKeys(const nlohmann::json& j, HfFamilyConfig* out) 
   k.SetInt("feed_forward_length", ff);
   k.SetInt("expert_feed_forward_length", ff);
   k.SetInt("expert_shared_feed_forward_length", shared);
+  out->refine = RotateHalfRope;  // where RoPE is on (Bamba-style configs)
   return SetGraniteMultiplierKeys(c, &k);
 }
 

@@ -35,7 +35,13 @@ absl::Status GraniteMoeKeys(const nlohmann::json& j, HfFamilyConfig* out) {
   k.SetInt("expert_feed_forward_length", ff);
   MOE_ASSIGN_OR_RETURN(int64_t shared, c.Int("shared_intermediate_size", 0));
   k.SetInt("expert_shared_feed_forward_length", shared);  // GraniteMoeShared's
+  out->refine = RotateHalfRope;
   return SetGraniteMultiplierKeys(c, &k);
+}
+
+absl::Status RotateHalfRope(HParams* h) {
+  h->rope_style = RopeStyle::kNeox;
+  return absl::OkStatus();
 }
 
 absl::Status SetGraniteMultiplierKeys(const ConfigJson& c, HfMetadataKeys* k) {

@@ -140,6 +140,11 @@ absl::Status Dots1Keys(const nlohmann::json& j, HfFamilyConfig* out);         //
 absl::Status Lfm2MoeKeys(const nlohmann::json& j, HfFamilyConfig* out);       // hf_lfm2moe.cc
 absl::Status GraniteMoeHybridKeys(const nlohmann::json& j,
                                   HfFamilyConfig* out);  // hf_granitehybrid.cc
+// A refine (HfFamilyConfig::refine) for the families whose GGUF conversion permutes q and k
+// (llama.cpp's undo_permute: Granite, DeepSeek-MoE) so that its consecutive-pair RoPE matches
+// transformers' rotate_half: on the checkpoint's own rows that is NEOX pairing, the same
+// attention. Sets it.
+absl::Status RotateHalfRope(HParams* h);  // hf_granitemoe.cc
 // Granite's embedding_multiplier, residual_multiplier, logits_scaling and attention_multiplier
 // (1 when absent) as embedding_scale, residual_scale, logit_scale and attention.scale.
 absl::Status SetGraniteMultiplierKeys(const ConfigJson& c, HfMetadataKeys* k);  // hf_granitemoe.cc

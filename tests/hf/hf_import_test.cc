@@ -613,6 +613,34 @@ RawTensor FloatTensor(std::vector<int64_t> shape, const std::vector<float>& v) {
   return r;
 }
 
+// q or k rows in transformers' order for a family whose GGUF conversion permutes them
+// (llama.cpp's undo_permute): the random model's rows are the GGUF's, paired for consecutive-pair
+// RoPE; transformers' rotate_half pairs i with i + head_dim / 2. Row h hd + j hd/2 + i of the
+// result is row h hd + 2 i + j of the given ones.
+RawTensor RotateHalfRows(const RawTensor& rows, int64_t heads, int64_t head_dim) {
+  RawTensor out = rows;
+  const size_t row_bytes = rows.bytes.size() / static_cast<size_t>(heads * head_dim);
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t i = 0; i < head_dim / 2; ++i) {
+      for (int64_t j = 0; j < 2; ++j) {
+        std::memcpy(out.bytes.data() + (h * head_dim + j * head_dim / 2 + i) * row_bytes,
+                    rows.bytes.data() + (h * head_dim + 2 * i + j) * row_bytes, row_bytes);
+      }
+    }
+  }
+  return out;
+}
+
+// Layer l's q_proj and k_proj under transformers' names, in its row order (RotateHalfRows).
+void AddRotateHalfQk(const ModelSpec& random, int l, std::map<std::string, RawTensor>* t) {
+  const HParams& h = random.hp;
+  const std::string p = absl::StrCat("model.layers.", l, ".self_attn.");
+  (*t)[p + "q_proj.weight"] =
+      RotateHalfRows(RawOf(random, LayerTensorName(l, "attn_q")), h.n_head, h.head_dim);
+  (*t)[p + "k_proj.weight"] =
+      RotateHalfRows(RawOf(random, LayerTensorName(l, "attn_k")), h.n_head_kv, h.head_dim);
+}
+
 // Granite's feed-forward part of layer l in transformers' layout: the experts stacked as
 // block_sparse_moe.input_linear [n, 2 ff, d] (each expert's gate rows, then its up rows) and
 // output_linear [n, d, ff], the router, and the shared MLP's input_linear [2 shared, d] and
@@ -662,8 +690,10 @@ nlohmann::json GraniteConfig(const HParams& h, const char* arch, const char* mod
   return config;
 }
 
-// GraniteMoeForCausalLM and GraniteMoeSharedForCausalLM: llama's attention, the experts stacked,
-// Granite's multipliers (the residual one on the shared MLP's output too).
+// GraniteMoeForCausalLM and GraniteMoeSharedForCausalLM: llama's attention with transformers'
+// rotate_half RoPE (q and k rows as the checkpoint holds them, which llama.cpp's converter
+// permutes), the experts stacked, Granite's multipliers (the residual one on the shared MLP's
+// output too).
 TEST(HfImportTest, GraniteMoeCheckpointRunsAsTheReference) {
   for (const int64_t shared : {0, 32}) {
     SCOPED_TRACE(shared > 0 ? "GraniteMoeShared" : "GraniteMoe");
@@ -671,13 +701,18 @@ TEST(HfImportTest, GraniteMoeCheckpointRunsAsTheReference) {
     o.arch = Arch::kGraniteMoe;
     o.n_layer = 3, o.n_head = 4, o.n_ff_expert = 24, o.n_ff_shared = shared;
     o.tied_output = true, o.seed = 41;
-    o.embedding_scale = 12.f, o.residual_scale = 0.22f, o.logit_scale = 6.f;
+    // granite-3.0-1b-a400m's multipliers; the shared variant with 1s, where the residual stream
+    // is not the embeddings' alone and a RoPE read with the wrong pairing shows.
+    if (shared == 0) o.embedding_scale = 12.f, o.residual_scale = 0.22f, o.logit_scale = 6.f;
     o.attention_scale = 0.125f;
     const ModelSpec random = testing::MakeRandomModel(o);
     const HParams& h = random.hp;
     ASSERT_EQ(h.head_dim * h.n_head, h.n_embd);  // transformers' head size
     std::map<std::string, RawTensor> tensors = LlamaLayoutTensors(random);
-    for (int l = 0; l < h.n_layer; ++l) AddGraniteFeedForward(random, l, &tensors);
+    for (int l = 0; l < h.n_layer; ++l) {
+      AddRotateHalfQk(random, l, &tensors);
+      AddGraniteFeedForward(random, l, &tensors);
+    }
     const nlohmann::json config =
         shared > 0 ? GraniteConfig(h, "GraniteMoeSharedForCausalLM", "granitemoeshared")
                    : GraniteConfig(h, "GraniteMoeForCausalLM", "granitemoe");
@@ -712,10 +747,8 @@ TEST(HfImportTest, GraniteMoeHybridCheckpointRunsAsTheReference) {
     AddGraniteFeedForward(random, l, &t);
     if (!h.layer_ssm(l)) {
       types.push_back("attention");
-      for (const char* x : {"q", "k", "v"}) {
-        t[absl::StrCat(p, "self_attn.", x, "_proj.weight")] =
-            RawOf(random, LayerTensorName(l, absl::StrCat("attn_", x)));
-      }
+      AddRotateHalfQk(random, l, &t);
+      t[p + "self_attn.v_proj.weight"] = RawOf(random, LayerTensorName(l, "attn_v"));
       t[p + "self_attn.o_proj.weight"] = RawOf(random, LayerTensorName(l, "attn_output"));
       continue;
     }
