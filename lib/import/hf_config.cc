@@ -36,6 +36,7 @@ constexpr HfArchName kArchs[] = {
     {"OlmoeForCausalLM", "olmoe", Arch::kOlmoe, nullptr},
     {"Qwen3MoeForCausalLM", "qwen3_moe", Arch::kQwen3Moe, nullptr},
     {"Glm4MoeForCausalLM", "glm4_moe", Arch::kGlm4Moe, &Glm4MoeKeys},
+    {"DeepseekForCausalLM", "deepseek", Arch::kDeepseek, &DeepseekMoeKeys},
     {"DeepseekV2ForCausalLM", "deepseek_v2", Arch::kDeepseek2, &DeepseekV2Keys},
     {"DeepseekV3ForCausalLM", "deepseek_v3", Arch::kDeepseek2, &DeepseekV3Keys},
     {"GptOssForCausalLM", "gpt_oss", Arch::kGptOss, &GptOssKeys},
@@ -75,15 +76,15 @@ absl::StatusOr<const HfArchName*> FindArch(const Json& j) {
         "config.json names no architecture ('architectures' and "
         "'model_type' are both absent)");
   }
-  return absl::UnimplementedError(
-      absl::StrCat("unsupported architecture '", named,
-                   "' (supported: MixtralForCausalLM, Qwen2MoeForCausalLM, OlmoeForCausalLM, "
-                   "Qwen3MoeForCausalLM, Glm4MoeForCausalLM, DeepseekV2ForCausalLM, "
-                   "DeepseekV3ForCausalLM, GptOssForCausalLM, Ernie4_5_MoeForCausalLM, "
-                   "GraniteMoeForCausalLM, GraniteMoeSharedForCausalLM, "
-                   "GraniteMoeHybridForCausalLM, Llama4ForConditionalGeneration, "
-                   "Llama4ForCausalLM, BailingMoeV2ForCausalLM, MiniMaxM2ForCausalLM, "
-                   "Dots1ForCausalLM, Lfm2MoeForCausalLM)"));
+  return absl::UnimplementedError(absl::StrCat(
+      "unsupported architecture '", named,
+      "' (supported: MixtralForCausalLM, Qwen2MoeForCausalLM, OlmoeForCausalLM, "
+      "Qwen3MoeForCausalLM, Glm4MoeForCausalLM, DeepseekForCausalLM, DeepseekV2ForCausalLM, "
+      "DeepseekV3ForCausalLM, GptOssForCausalLM, Ernie4_5_MoeForCausalLM, "
+      "GraniteMoeForCausalLM, GraniteMoeSharedForCausalLM, "
+      "GraniteMoeHybridForCausalLM, Llama4ForConditionalGeneration, "
+      "Llama4ForCausalLM, BailingMoeV2ForCausalLM, MiniMaxM2ForCausalLM, "
+      "Dots1ForCausalLM, Lfm2MoeForCausalLM)"));
 }
 
 // config.json -> the family's llama.cpp keys -> the family's rules, as for its GGUF conversion.

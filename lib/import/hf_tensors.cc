@@ -161,6 +161,11 @@ void AddFeedForward(const HParams& h, int l, const std::string& p, Wants& w,
   if (h.n_ff_shared > 0) AddMlp(h, l, p + "mlp.shared_experts.", "_shexp", h.n_ff_shared, w);
 }
 
+// DeepseekForCausalLM (DeepSeek-MoE): llama's attention, DeepSeek's feed-forward layout.
+void Deepseek(const HParams& h, Wants& w) {
+  for (int l = 0; l < h.n_layer; ++l) AddFeedForward(h, l, LlamaLayerNormsAndAttention(h, l, w), w);
+}
+
 // Glm4MoeForCausalLM. The MTP layers after num_hidden_layers are in the checkpoint but not wanted.
 void Glm4Moe(const HParams& h, Wants& w) {
   const int64_t d = h.n_embd;
@@ -523,6 +528,9 @@ std::vector<WantedTensor> WantedTensors(const HfConfig& c,
       break;
     case Arch::kGraniteHybrid:
       GraniteHybrid(c.hp, w);
+      break;
+    case Arch::kDeepseek:
+      Deepseek(c.hp, w);
       break;
     default:
       ClassicFamilies(c, w);

@@ -42,6 +42,7 @@ enum class Arch {
   kLfm2Moe,
   kHunyuanMoe,
   kGraniteHybrid,
+  kDeepseek,
 };
 
 absl::string_view ArchName(Arch a);

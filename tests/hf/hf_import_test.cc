@@ -723,6 +723,58 @@ TEST(HfImportTest, GraniteMoeCheckpointRunsAsTheReference) {
   }
 }
 
+// DeepseekForCausalLM (DeepSeek-MoE, its modeling code shipped with the checkpoints): llama's
+// attention with rotate_half RoPE on the rows as stored, a leading dense layer, DeepSeek's
+// feed-forward names, softmax routing unnormalised, two shared experts.
+TEST(HfImportTest, DeepseekMoeCheckpointRunsAsTheReference) {
+  testing::RandomModelOptions o;
+  o.arch = Arch::kDeepseek;
+  o.n_layer = 3, o.n_head = 4, o.n_layer_dense = 1, o.n_ff_dense = 56, o.n_ff_shared = 80;
+  o.seed = 131;
+  const ModelSpec random = testing::MakeRandomModel(o);
+  const HParams& h = random.hp;
+  ASSERT_EQ(h.head_dim * h.n_head, h.n_embd);
+  std::map<std::string, RawTensor> t = LlamaLayoutTensors(random);
+  t["lm_head.weight"] = RawOf(random, "output.weight");
+  for (int l = 0; l < h.n_layer; ++l) {
+    AddRotateHalfQk(random, l, &t);
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    if (!h.layer_has_experts(l)) {
+      for (const char* x : {"gate", "up", "down"}) {
+        t[absl::StrCat(p, "mlp.", x, "_proj.weight")] =
+            RawOf(random, LayerTensorName(l, absl::StrCat("ffn_", x)));
+      }
+      continue;
+    }
+    t[p + "mlp.gate.weight"] = RawOf(random, LayerTensorName(l, "ffn_gate_inp"));
+    for (const char* x : {"gate", "up", "down"}) {
+      for (int e = 0; e < h.n_expert; ++e) {
+        t[absl::StrCat(p, "mlp.experts.", e, ".", x, "_proj.weight")] =
+            RawOf(random, ExpertTensorName(l, e, absl::StrCat("ffn_", x)));
+      }
+      t[absl::StrCat(p, "mlp.shared_experts.", x, "_proj.weight")] =
+          RawOf(random, LayerTensorName(l, absl::StrCat("ffn_", x, "_shexp")));
+    }
+  }
+  nlohmann::json config = RandomModelConfig(h, "DeepseekForCausalLM", "deepseek");
+  config["intermediate_size"] = h.n_ff_dense;
+  config["moe_intermediate_size"] = h.n_ff_expert;
+  config["n_routed_experts"] = h.n_expert;
+  config["num_experts_per_tok"] = h.n_expert_used;
+  config["n_shared_experts"] = h.n_ff_shared / h.n_ff_expert;
+  config["first_k_dense_replace"] = 1;
+  config["norm_topk_prob"] = false;
+  config["scoring_func"] = "softmax";
+  const fs::path dir = TempDir("deepseek");
+  WriteCheckpoint(dir, config, t);
+  ExpectImportRunsAsReference(dir, random, Arch::kDeepseek);
+  config["scoring_func"] = "sigmoid";
+  WriteCheckpoint(dir, config, t);
+  EXPECT_THAT(std::string(ImportHfCheckpoint(dir.string()).status().message()),
+              HasSubstr("scoring_func"));
+  fs::remove_all(dir);
+}
+
 // GraniteMoeHybridForCausalLM (Granite-4.0-H): layer_types names the Mamba-2 and attention layers;
 // the mixer's tensors under mamba. (conv1d [channels, 1, kernel], A_log, which the runtime reads
 // as A = -exp(A_log), D, the gated norm); no RoPE (position_embedding_type "nope"); Granite's

@@ -172,6 +172,19 @@ std::vector<Case> Cases() {
   granite_h_q8.ssm_conv_kernel = 3, granite_h_q8.ssm_groups = 1, granite_h_q8.ssm_state = 16;
   granite_h_q8.dtype = DType::kQ8_0, granite_h_q8.seed = 109;
   cases.push_back({"granitehybrid_q8", granite_h_q8});
+  // DeepSeek-MoE: llama's attention, a leading dense layer, softmax routing neither renormalised
+  // nor scaled, two shared experts of the experts' width.
+  RandomModelOptions deepseek;
+  deepseek.arch = Arch::kDeepseek;
+  deepseek.n_layer = 3, deepseek.n_head = 4, deepseek.n_layer_dense = 1, deepseek.n_ff_dense = 56;
+  deepseek.n_ff_shared = 80, deepseek.seed = 113;
+  cases.push_back({"deepseek", deepseek});
+  RandomModelOptions deepseek_q8 = deepseek;  // Q8_0, GQA 2:1, top-2
+  deepseek_q8.n_embd = 64, deepseek_q8.n_head = 4, deepseek_q8.n_head_kv = 2;
+  deepseek_q8.head_dim = 16, deepseek_q8.n_ff_expert = 32, deepseek_q8.n_ff_shared = 64;
+  deepseek_q8.n_ff_dense = 64, deepseek_q8.n_expert_used = 2, deepseek_q8.dtype = DType::kQ8_0;
+  deepseek_q8.seed = 127;
+  cases.push_back({"deepseek_q8", deepseek_q8});
   return cases;
 }
 

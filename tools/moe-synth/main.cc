@@ -185,11 +185,12 @@ int main(int argc, char** argv) {
   app.add_option("--shared-ff", sh.shared_ff,
                  "shared-expert FFN size (qwen2moe, 0 = none; hunyuan-moe)")
       ->capture_default_str();
-  app.add_option("--shared-experts", sh.shared_experts,
-                 "shared experts of --ff each (glm4moe, deepseek2, ernie4_5-moe, bailingmoe2)")
+  app.add_option(
+         "--shared-experts", sh.shared_experts,
+         "shared experts of --ff each (glm4moe, deepseek2, deepseek, ernie4_5-moe, bailingmoe2)")
       ->capture_default_str();
   app.add_option("--dense-layers", sh.dense_layers,
-                 "leading dense layers (glm4moe, deepseek2, ernie4_5-moe, bailingmoe2)")
+                 "leading dense layers (glm4moe, deepseek2, deepseek, ernie4_5-moe, bailingmoe2)")
       ->capture_default_str();
   app.add_option("--moe-layer-step", sh.moe_layer_step,
                  "ernie4_5-moe, llama4: experts in every this-many-th layer (after the dense "

@@ -457,6 +457,25 @@ void PlanHunyuanMoe(const Shape& s, Builder& b) {
   }
 }
 
+// DeepSeek-MoE (deepseek): llama's attention (q as wide as the embedding), leading dense layers,
+// softmax routing unnormalised and unscaled, --shared-experts shared experts of --ff each.
+absl::Status PlanDeepseek(const Shape& s, Builder& b) {
+  if (b.head_dim() * s.heads != s.embd) {
+    return absl::InvalidArgumentError("deepseek's heads span the embedding: drop --head-dim");
+  }
+  b.CommonKeys(s.layers, b.DenseFf());
+  b.Key("leading_dense_block_count", static_cast<uint32_t>(s.dense_layers));
+  b.Key("expert_shared_count", static_cast<uint32_t>(s.shared_experts));
+  b.KeyF("expert_weights_scale", 1.f);
+  for (int64_t l = 0; l < s.layers; ++l) {
+    b.Norm(l, "attn_norm.weight", s.embd);
+    b.GroupedQueryAttention(l, false);
+    b.Norm(l, "ffn_norm.weight", s.embd);
+    b.DenseOrSharedMixture(l, false);
+  }
+  return absl::OkStatus();
+}
+
 // Granite-4.0-H: Mamba-2 layers with grouped-query attention layers among them (head_count_kv
 // 0 marks a Mamba-2 layer; no RoPE, as the released checkpoints), Granite-4.0-H-Tiny's
 // multipliers, in every layer softmax routing renormalised beside a shared expert of --ff.
@@ -517,9 +536,9 @@ std::string OutputNormName(const Shape& s) {
 
 const std::vector<std::string>& Architectures() {
   static const std::vector<std::string> kNames = {
-      "llama",      "qwen2moe",   "olmoe",        "qwen3moe",    "glm4moe",      "deepseek2",
-      "gpt-oss",    "qwen3vlmoe", "ernie4_5-moe", "granitemoe",  "llama4",       "bailingmoe2",
-      "minimax-m2", "dots1",      "lfm2moe",      "hunyuan-moe", "granitehybrid"};
+      "llama",      "qwen2moe",   "olmoe",        "qwen3moe",    "glm4moe",       "deepseek2",
+      "gpt-oss",    "qwen3vlmoe", "ernie4_5-moe", "granitemoe",  "llama4",        "bailingmoe2",
+      "minimax-m2", "dots1",      "lfm2moe",      "hunyuan-moe", "granitehybrid", "deepseek"};
   return kNames;
 }
 
@@ -561,6 +580,8 @@ absl::StatusOr<std::vector<Tensor>> Plan(const Shape& s, GgufWriter& w) {
     if (absl::Status st = PlanLfm2Moe(s, b); !st.ok()) return st;
   } else if (s.arch == "granitehybrid") {
     if (absl::Status st = PlanGraniteHybrid(s, b); !st.ok()) return st;
+  } else if (s.arch == "deepseek") {
+    if (absl::Status st = PlanDeepseek(s, b); !st.ok()) return st;
   } else {
     PlanClassic(s, b);
   }

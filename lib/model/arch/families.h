@@ -22,5 +22,6 @@ const Architecture& Dots1Architecture();
 const Architecture& Lfm2MoeArchitecture();
 const Architecture& HunyuanMoeArchitecture();
 const Architecture& GraniteHybridArchitecture();
+const Architecture& DeepseekArchitecture();
 
 }  // namespace moe
