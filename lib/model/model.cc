@@ -151,6 +151,17 @@ absl::Status Model::Resolve() {
   pruned_ = spec_.PrunedMask();
   weightless_ = spec_.WeightlessMask();
   const Architecture& arch = ArchitectureOf(spec_.arch);
+  // What the convolution layers cache instead of K and V: rows of their inputs and, for a
+  // recurrent layer, a state (both lists empty when no layer has them).
+  for (int l = 0; l < h.n_layer; ++l) {
+    const bool short_conv = h.layer_short_conv(l), ssm = h.layer_ssm(l);
+    if (!short_conv && !ssm) continue;
+    conv_widths_.resize(h.n_layer, 0);
+    conv_widths_[l] = short_conv ? h.n_embd : h.ssm_conv_channels();
+    if (!ssm) continue;
+    state_floats_.resize(h.n_layer, 0);
+    state_floats_[l] = h.ssm_state_floats();
+  }
   if (!spec_.holds_dense()) {
     // Another rank's share under expert parallelism with the rest on rank 0: experts only.
     layers_.resize(h.n_layer);
@@ -185,8 +196,6 @@ absl::Status Model::Resolve() {
       MOE_ASSIGN_OR_RETURN(L.conv_kernel, Vector(name("shortconv.conv")));
       MOE_ASSIGN_OR_RETURN(L.wo, Matrix(name("shortconv.out_proj")));
       L.dense_bytes = L.conv_in.byte_size() + L.wo.byte_size();
-      conv_widths_.resize(h.n_layer, 0);
-      conv_widths_[l] = h.n_embd;
     } else if (L.parts.attention == AttentionPart::kMamba2) {
       MOE_ASSIGN_OR_RETURN(L.ssm_in, Matrix(name("ssm_in")));
       MOE_ASSIGN_OR_RETURN(L.ssm_conv, Vector(name("ssm_conv1d")));
@@ -197,10 +206,6 @@ absl::Status Model::Resolve() {
       MOE_ASSIGN_OR_RETURN(L.ssm_norm, Vector(name("ssm_norm")));
       MOE_ASSIGN_OR_RETURN(L.wo, Matrix(name("ssm_out")));
       L.dense_bytes = L.ssm_in.byte_size() + L.wo.byte_size();
-      conv_widths_.resize(h.n_layer, 0);
-      conv_widths_[l] = h.ssm_conv_channels();
-      state_floats_.resize(h.n_layer, 0);
-      state_floats_[l] = h.ssm_state_floats();
     } else if (L.parts.attention == AttentionPart::kLatent) {
       MOE_ASSIGN_OR_RETURN(L.wo, Matrix(name("attn_output")));
       if (h.q_lora_rank > 0) {

@@ -85,8 +85,9 @@ class Model {
   const std::vector<LayerWeights>& layers() const { return layers_; }
   // Each layer's attention window (0: the whole context), for KV caches that keep only it.
   const std::vector<int64_t>& attention_windows() const { return attention_windows_; }
-  // Per layer, the width of the rows a short-convolution layer caches instead of K and V (0: an
-  // attention layer); empty when no layer convolves. With attention_windows, a KV cache's shape.
+  // Per layer, the width of the rows a convolution layer (short or Mamba-2) caches instead of K
+  // and V (0: an attention layer); empty when no layer convolves. With attention_windows, a KV
+  // cache's shape.
   const std::vector<int64_t>& conv_widths() const { return conv_widths_; }
   // Per layer, the F32 values of a recurrent layer's state (0: none); empty when no layer has
   // one. Such a layer's conv_widths entry is its convolution's.

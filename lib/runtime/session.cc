@@ -200,26 +200,22 @@ absl::Status Session::DecodeLocked(absl::Span<const int32_t> tokens,
 
 absl::Status Session::RecomputeIfStale() {
   if (!state_stale_) return absl::OkStatus();
-  const std::vector<int32_t> kept = std::move(history_);
+  std::vector<int32_t> kept = std::move(history_);
   history_.clear();
   cache_.set_size(0);
   n_past_.store(0, std::memory_order_relaxed);
   logits_.clear();
   state_stale_ = false;
-  for (size_t i = 0; i < kept.size(); i += options_.n_batch) {
-    const auto chunk = absl::MakeConstSpan(kept).subspan(i, options_.n_batch);
-    if (absl::Status s = Forward(chunk, LogitsFor::kLast); !s.ok()) {
-      // Still stale: the positions computed so far are dropped, the tokens kept.
-      history_.insert(history_.end(), kept.begin() + static_cast<int64_t>(history_.size()),
-                      kept.end());
-      cache_.set_size(0);
-      state_stale_ = true;
-      return s;
-    }
-    history_.insert(history_.end(), chunk.begin(), chunk.end());
-    n_past_.store(cache_.size(), std::memory_order_relaxed);
+  if (kept.empty()) return absl::OkStatus();
+  absl::Status s = DecodeLocked(kept, nullptr);
+  if (!s.ok()) {
+    // Still stale: the positions computed so far are dropped, the tokens kept.
+    history_ = std::move(kept);
+    cache_.set_size(0);
+    n_past_.store(0, std::memory_order_relaxed);
+    state_stale_ = true;
   }
-  return absl::OkStatus();
+  return s;
 }
 
 absl::Status Session::Forward(absl::Span<const int32_t> tokens, LogitsFor which) {
