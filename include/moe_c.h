@@ -543,7 +543,8 @@ typedef struct moe_expert_placement {
   int32_t tier;      /* moe_expert_tier; every expert is MOE_EXPERT_RESIDENT without the cache */
   int32_t in_memory; /* 1: its weights are in memory now */
   uint64_t bytes;    /* its gate, up and down matrices as the model file stores them */
-  char weight_types[32]; /* their types as stored, "gate/up/down", e.g. "Q4_K/Q4_K/Q6_K" */
+  char weight_types[32]; /* their types as stored, "gate/up/down" (ungated: "up/down"), e.g.
+                            "Q4_K/Q4_K/Q6_K" */
 } moe_expert_placement;
 
 MOE_API moe_status moe_expert_placement_init(moe_expert_placement* placement, size_t struct_size);

@@ -35,10 +35,16 @@ moe_status CheckExpert(const moe::Engine& e, int32_t layer, int32_t expert) {
   return MOE_OK;
 }
 
-// "gate/up/down" type names into a C string field.
-void CopyTypes(std::initializer_list<moe::DType> types, char (&out)[32]) {
+// "gate/up/down" type names into a C string field ("up/down" for an ungated expert).
+void CopyTypes(bool gated, std::initializer_list<moe::DType> types, char (&out)[32]) {
   std::string s;
-  for (moe::DType t : types) absl::StrAppend(&s, s.empty() ? "" : "/", moe::DTypeName(t));
+  for (moe::DType t : types) {
+    if (!gated) {  // the first is the gate's
+      gated = true;
+      continue;
+    }
+    absl::StrAppend(&s, s.empty() ? "" : "/", moe::DTypeName(t));
+  }
   std::snprintf(out, sizeof(out), "%s", s.c_str());
 }
 
@@ -68,12 +74,13 @@ moe_status moe_model_get_expert_placement(const moe_model* model, int32_t layer,
       p.in_memory = store->InMemory(layer, expert) ? 1 : 0;
       const moe::ExpertSource& src = store->source(layer, expert);
       p.bytes = src.gate.bytes() + src.up.bytes() + src.down.bytes();
-      CopyTypes({src.gate.dtype, src.up.dtype, src.down.dtype}, p.weight_types);
+      CopyTypes(src.gate.bytes() > 0, {src.gate.dtype, src.up.dtype, src.down.dtype},
+                p.weight_types);
     } else {
       p.tier = MOE_EXPERT_RESIDENT;
       p.in_memory = 1;
       p.bytes = w.byte_size();
-      CopyTypes({w.gate.dtype, w.up.dtype, w.down.dtype}, p.weight_types);
+      CopyTypes(!w.gate.empty(), {w.gate.dtype, w.up.dtype, w.down.dtype}, p.weight_types);
     }
     return WriteVersioned(p, out, "placement");
   });

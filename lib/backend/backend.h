@@ -24,9 +24,10 @@
 
 namespace moe {
 
-// The gated activation of a SwiGLU block: silu(g) * u, or gpt-oss's clamped form
-// min(g, 7) * sigmoid(1.702 min(g, 7)) * (clamp(u, -7, 7) + 1).
-enum class GatedActivation { kSilu, kSwigluClamped };
+// The activation of a feed-forward block: SwiGLU's silu(g) * u, gpt-oss's clamped form
+// min(g, 7) * sigmoid(1.702 min(g, 7)) * (clamp(u, -7, 7) + 1), or Nemotron-H's ungated
+// relu(u)^2 (the block has no gate matrix).
+enum class GatedActivation { kSilu, kSwigluClamped, kReluSquared };
 
 struct AttentionOptions {
   float scale = 0.f;  // of the scores; 0: 1 / sqrt(head_dim)
@@ -99,10 +100,12 @@ class Backend : public MemorySpace {
   virtual void PrefetchExperts(absl::Span<const WeightView> /*gate_up*/, int64_t /*n*/) {}
 
   // SwiGLU feed-forward blocks over groups of token rows: for each job,
-  // out[i] = down(silu(gate x_i) * up x_i) for its m rows x_i. All jobs run together, so the
-  // experts a batch selected cost two parallel passes, not three per expert.
+  // out[i] = down(silu(gate x_i) * up x_i) for its m rows x_i (or the job's other activation).
+  // All jobs run together, so the experts a batch selected cost two parallel passes, not three
+  // per expert.
   struct ExpertJob {
-    WeightView gate, up, down;  // [ff x d], [ff x d], [d x ff]
+    // [ff x d], [ff x d], [d x ff]; gate empty for an ungated activation (kReluSquared).
+    WeightView gate, up, down;
     // x_i = in[i] ([m x d]), or where rows is set, in[rows[i]]: the routed experts of a batch
     // name their tokens in the batch's input, which they all share, so the backend prepares
     // that input once (CPU: quantizes each token once, not once per expert that took it).
@@ -214,7 +217,7 @@ class Backend : public MemorySpace {
                            int64_t n, int32_t* experts, float* weights, float* entropy) = 0;
 
   // One expert's matrices as RunRoutedExperts finds them by id (host views of the model's
-  // weights, as ExpertJob's; an empty gate: the expert has no weights here).
+  // weights, as ExpertJob's; an empty down: the expert has no weights here).
   struct ExpertMatrices {
     WeightView gate, up, down;
     const float* gate_bias = nullptr;

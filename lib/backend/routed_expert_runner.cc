@@ -16,7 +16,7 @@ absl::Status RoutedExpertRunner::Run(Backend& be, const Backend::RoutedExperts& 
       return absl::InternalError(
           absl::StrCat("routing chose expert ", ids[s], " of a layer with ", n_expert));
     }
-    if (ids[s] >= 0 && r.experts[ids[s]].gate.empty()) {
+    if (ids[s] >= 0 && r.experts[ids[s]].down.empty()) {
       return absl::FailedPreconditionError(
           absl::StrCat("expert ", ids[s], " has no weights in this process"));
     }
@@ -42,7 +42,7 @@ absl::Status RoutedExpertRunner::Run(Backend& be, const Backend::RoutedExperts& 
     const Backend::ExpertMatrices& s = *r.shared;
     d = s.down.rows;
     jobs_.push_back({s.gate, s.up, s.down, r.in, nullptr, n, r.shared_out, s.gate_bias, s.up_bias,
-                     s.down_bias});
+                     s.down_bias, r.activation});
   }
   if (jobs_.empty()) return absl::OkStatus();
   be.RunExperts(jobs_);

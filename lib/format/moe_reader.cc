@@ -135,6 +135,9 @@ absl::StatusOr<HParams> ReadHParams(const fb::HParams* p) {
   h.ssm_heads = p->ssm_heads();
   h.ssm_groups = p->ssm_groups();
   if (const auto* ssm = p->ssm_layers()) h.ssm_layers.assign(ssm->begin(), ssm->end());
+  if (const auto* m = p->mixer_only_layers()) h.mixer_only_layers.assign(m->begin(), m->end());
+  if (const auto* f = p->ffn_only_layers()) h.ffn_only_layers.assign(f->begin(), f->end());
+  h.relu_squared_ffn = p->relu_squared_ffn();
   return h;
 }
 

@@ -108,6 +108,9 @@ flatbuffers::Offset<fb::HParams> BuildHParams(flatbuffers::FlatBufferBuilder& b,
   if (!h.short_conv_layers.empty()) conv_layers = b.CreateVector(h.short_conv_layers);
   flatbuffers::Offset<flatbuffers::Vector<int64_t>> ssm_layers;
   if (!h.ssm_layers.empty()) ssm_layers = b.CreateVector(h.ssm_layers);
+  flatbuffers::Offset<flatbuffers::Vector<int64_t>> mixer_only_layers, ffn_only_layers;
+  if (!h.mixer_only_layers.empty()) mixer_only_layers = b.CreateVector(h.mixer_only_layers);
+  if (!h.ffn_only_layers.empty()) ffn_only_layers = b.CreateVector(h.ffn_only_layers);
   fb::HParamsBuilder hb(b);
   hb.add_n_vocab(h.n_vocab);
   hb.add_n_embd(h.n_embd);
@@ -175,6 +178,9 @@ flatbuffers::Offset<fb::HParams> BuildHParams(flatbuffers::FlatBufferBuilder& b,
   hb.add_ssm_heads(h.ssm_heads);
   hb.add_ssm_groups(h.ssm_groups);
   if (!ssm_layers.IsNull()) hb.add_ssm_layers(ssm_layers);
+  if (!mixer_only_layers.IsNull()) hb.add_mixer_only_layers(mixer_only_layers);
+  if (!ffn_only_layers.IsNull()) hb.add_ffn_only_layers(ffn_only_layers);
+  hb.add_relu_squared_ffn(h.relu_squared_ffn);
   return hb.Finish();
 }
 

@@ -77,7 +77,12 @@ absl::StatusOr<HParams> HParamsFromKeys(const MetadataKeys& r, absl::string_view
                      ".expert_count is absent or 0): libmoe runs Mixture-of-Experts models only"));
   }
   MOE_ASSIGN_OR_RETURN(h.n_expert_used, r.Int("expert_used_count"));
-  MOE_ASSIGN_OR_RETURN(int64_t ff, r.Int("feed_forward_length", 0));
+  // Per layer (Nemotron-H's: 0 for the layers without a feed-forward part, which the family
+  // reads from the same list): the experts' width must then be stated on its own.
+  int64_t ff = 0;
+  if (!r.IntArray("feed_forward_length").ok()) {
+    MOE_ASSIGN_OR_RETURN(ff, r.Int("feed_forward_length", 0));
+  }
   MOE_ASSIGN_OR_RETURN(h.n_ff_expert, r.Int("expert_feed_forward_length", ff));
   MOE_ASSIGN_OR_RETURN(float eps, r.Float("attention.layer_norm_rms_epsilon", 1e-5f));
   h.rms_eps = eps;

@@ -38,6 +38,8 @@ absl::StatusOr<KvCache> KvCache::Create(int64_t n_layer, int64_t n_ctx, int64_t 
       c.recurrent_ = true;
     } else if (!conv_width.empty() && conv_width[l] > 0) {
       c.rows_.push_back(KvLayerRows::Convolution(conv_width[l]));
+    } else if (!conv_width.empty() && conv_width[l] == kNoKvRows) {
+      c.rows_.push_back(KvLayerRows::None());
     } else {
       c.rows_.push_back(KvLayerRows::Attention(dtype, n_kv_heads, head_dim, values_in_keys));
     }
@@ -81,7 +83,8 @@ absl::StatusOr<KvCache> KvCache::Create(int64_t n_layer, int64_t n_ctx, int64_t 
   for (int64_t l = 0; l < n_layer; ++l) {
     const size_t bytes = static_cast<size_t>(c.rows(l)) * c.rows_[l].row_bytes();
     for (auto* rows : {&c.k_, &c.v_}) {
-      if (rows == &c.v_ && c.rows_[l].planes == 1) continue;  // values in keys, or none
+      if (rows == &c.k_ && c.rows_[l].planes == 0) continue;  // a layer that caches nothing
+      if (rows == &c.v_ && c.rows_[l].planes <= 1) continue;  // values in keys, or none
       absl::StatusOr<uint8_t*> p = (*rows)[l].Resize(memory, static_cast<int64_t>(bytes));
       if (!p.ok()) return p.status();
       memory.Zero(*p, bytes);

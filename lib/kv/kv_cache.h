@@ -38,7 +38,8 @@ class KvCache final : public KvSequence {
                   memory);
   }
   // conv_width: per layer (or empty: none), > 0 for a short-convolution layer, which keeps F32
-  // rows of that width and no V (KvLayerRows::Convolution). state_floats: per layer (or empty),
+  // rows of that width and no V (KvLayerRows::Convolution), kNoKvRows for a layer that keeps
+  // nothing (KvLayerRows::None). state_floats: per layer (or empty),
   // > 0 for a recurrent layer among them, which also keeps one state of that many F32 values
   // (KvLayerRows::Recurrent): the state after the last position, so such a cache cannot be cut
   // back (RingsHoldWindowAt).

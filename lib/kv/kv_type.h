@@ -12,6 +12,9 @@
 
 namespace moe {
 
+// A layer's convolution width (the caches' per-layer conv_width) that says it caches nothing.
+inline constexpr int64_t kNoKvRows = -1;
+
 inline absl::Status CheckKvType(DType t, int64_t head_dim) {
   if (t != DType::kF32 && t != DType::kF16 && t != DType::kQ8_0) {
     return absl::InvalidArgumentError(
@@ -30,7 +33,8 @@ inline absl::Status CheckKvType(DType t, int64_t head_dim) {
 // convolution layer (LFM2): one F32 row of its convolution's input, which it reads back for the
 // positions its kernel spans; F32 because the state llama.cpp keeps for it is. A recurrent layer
 // (Mamba-2): such rows of its convolution's input, and per block of rows one state of
-// state_floats F32 values, the state after the block's last position (KvLayerView::state).
+// state_floats F32 values, the state after the block's last position (KvLayerView::state). A
+// layer without a mixer (Nemotron-H's feed-forward-only layers) keeps nothing.
 struct KvLayerRows {
   DType dtype = DType::kF32;
   int64_t n_heads = 0;
@@ -46,6 +50,7 @@ struct KvLayerRows {
   static KvLayerRows Recurrent(int64_t width, int64_t state_floats) {
     return {DType::kF32, 1, width, 1, state_floats};
   }
+  static KvLayerRows None() { return {DType::kF32, 0, 0, 0}; }
   size_t state_bytes() const { return static_cast<size_t>(state_floats) * sizeof(float); }
   size_t row_bytes() const { return RowBytes(dtype, n_heads * head_dim); }
 };

@@ -74,6 +74,9 @@ absl::StatusOr<PagedKvStorage> PagedKvStorage::CreateForBytes(const PagedKvShape
                                                               size_t bytes, MemorySpace& memory) {
   if (absl::Status s = CheckShape(shape); !s.ok()) return s;
   const size_t block = BlockBytes(shape);
+  if (block == 0) {
+    return absl::InvalidArgumentError("none of these layers caches anything per position");
+  }
   if (bytes < block) {
     return absl::InvalidArgumentError(
         absl::StrCat("a KV cache of ", bytes, " bytes holds no block: one takes ", block));

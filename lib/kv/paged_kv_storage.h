@@ -28,7 +28,8 @@ struct PagedKvShape {
   int block_shift = 5;        // 32 positions per block
   // No separate values: V rows are the K rows (latent attention reads them from the keys).
   bool values_in_keys = false;
-  // Per layer (or empty: none): > 0 for a short-convolution layer, the width of its rows.
+  // Per layer (or empty: none): > 0 for a short-convolution layer, the width of its rows;
+  // kNoKvRows for a layer that caches nothing.
   std::vector<int64_t> conv_width = {};
   // Per layer (or empty: none): > 0 for a recurrent layer (a convolution layer with a state), the
   // F32 values of its state, which every block keeps one of.
@@ -40,6 +41,7 @@ struct PagedKvShape {
       return KvLayerRows::Recurrent(conv_width[l], state_floats[l]);
     }
     if (!conv_width.empty() && conv_width[l] > 0) return KvLayerRows::Convolution(conv_width[l]);
+    if (!conv_width.empty() && conv_width[l] == kNoKvRows) return KvLayerRows::None();
     return KvLayerRows::Attention(dtype, n_kv_heads, head_dim, values_in_keys);
   }
 };

@@ -66,6 +66,7 @@ void Transformer::AddCosts(absl::Span<const SequenceChunk> batch, Telemetry* tel
         const int64_t window = windows[l];
         const int64_t seen = window > 0 ? std::min(pos + 1, window) : pos + 1;
         const AttentionPart part = model_->layers()[l].parts.attention;
+        if (part == AttentionPart::kNone) continue;
         if (part == AttentionPart::kShortConv) {
           macs += h.n_embd * seen;  // the kernel over each channel's last positions
         } else if (part == AttentionPart::kMamba2) {
@@ -196,6 +197,8 @@ absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
       case AttentionPart::kMamba2:
         MOE_RETURN_IF_ERROR(mamba2_.Run(ctx, l, L, batch, n, x));
         break;
+      case AttentionPart::kNone:
+        break;
     }
     // An error (an expert that could not be read, memory the backend could not give) leaves the
     // caches' sizes to the caller: the K/V rows written for these tokens lie past them and are
@@ -207,6 +210,8 @@ absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
         break;
       case FeedForwardPart::kMixture:
         MOE_RETURN_IF_ERROR(mixture_.Run(ctx, l, L, n, x));
+        break;
+      case FeedForwardPart::kNone:
         break;
     }
   }

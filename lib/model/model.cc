@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/backend/cpu/quant_rows.h"
 #include "lib/base/status_macros.h"
+#include "lib/kv/kv_type.h"
 #include "lib/model/parts/rope_params.h"
 
 namespace moe {
@@ -134,7 +135,9 @@ absl::Status Model::ResolveExperts(int l, LayerWeights& L) {
   for (int e = 0; e < h.n_expert; ++e) {
     if (weightless_[l][e]) continue;  // pruned, or held by another rank: no weights here
     ExpertWeights& x = L.experts[e];
-    MOE_ASSIGN_OR_RETURN(x.gate, Matrix(ExpertTensorName(l, e, "ffn_gate")));
+    if (!h.relu_squared_ffn) {  // an ungated expert keeps an empty gate
+      MOE_ASSIGN_OR_RETURN(x.gate, Matrix(ExpertTensorName(l, e, "ffn_gate")));
+    }
     MOE_ASSIGN_OR_RETURN(x.up, Matrix(ExpertTensorName(l, e, "ffn_up")));
     MOE_ASSIGN_OR_RETURN(x.down, Matrix(ExpertTensorName(l, e, "ffn_down")));
     if (h.has_expert_bias) {
@@ -155,6 +158,10 @@ absl::Status Model::Resolve() {
   // recurrent layer, a state (both lists empty when no layer has them).
   for (int l = 0; l < h.n_layer; ++l) {
     const bool short_conv = h.layer_short_conv(l), ssm = h.layer_ssm(l);
+    if (h.layer_ffn_only(l)) {  // a feed-forward part alone caches nothing
+      conv_widths_.resize(h.n_layer, 0);
+      conv_widths_[l] = kNoKvRows;
+    }
     if (!short_conv && !ssm) continue;
     conv_widths_.resize(h.n_layer, 0);
     conv_widths_[l] = short_conv ? h.n_embd : h.ssm_conv_channels();
@@ -206,6 +213,8 @@ absl::Status Model::Resolve() {
       MOE_ASSIGN_OR_RETURN(L.ssm_norm, Vector(name("ssm_norm")));
       MOE_ASSIGN_OR_RETURN(L.wo, Matrix(name("ssm_out")));
       L.dense_bytes = L.ssm_in.byte_size() + L.wo.byte_size();
+    } else if (L.parts.attention == AttentionPart::kNone) {
+      // A feed-forward-only layer: its attn_norm is the feed-forward part's norm.
     } else if (L.parts.attention == AttentionPart::kLatent) {
       MOE_ASSIGN_OR_RETURN(L.wo, Matrix(name("attn_output")));
       if (h.q_lora_rank > 0) {
@@ -226,6 +235,7 @@ absl::Status Model::Resolve() {
       MOE_ASSIGN_OR_RETURN(L.wo, Matrix(name("attn_output")));
       MOE_RETURN_IF_ERROR(ResolveGroupedQueryAttention(l, L));
     }
+    if (L.parts.ffn == FeedForwardPart::kNone) continue;
     MOE_ASSIGN_OR_RETURN(L.ffn_norm, Vector(name(L.parts.ffn_norm)));
     if (L.parts.ffn == FeedForwardPart::kDense) {
       MOE_ASSIGN_OR_RETURN(L.dense.gate, Matrix(name("ffn_gate")));
@@ -245,7 +255,9 @@ absl::Status Model::Resolve() {
     L.dense_bytes += L.router.byte_size();
     if (h.n_ff_shared > 0) {
       L.has_shared = true;
-      MOE_ASSIGN_OR_RETURN(L.shared.gate, Matrix(name("ffn_gate_shexp")));
+      if (!h.relu_squared_ffn) {
+        MOE_ASSIGN_OR_RETURN(L.shared.gate, Matrix(name("ffn_gate_shexp")));
+      }
       MOE_ASSIGN_OR_RETURN(L.shared.up, Matrix(name("ffn_up_shexp")));
       MOE_ASSIGN_OR_RETURN(L.shared.down, Matrix(name("ffn_down_shexp")));
       if (h.shared_expert_gate) {

@@ -22,10 +22,10 @@ struct ExpertWeights {
   int64_t remote_params = 0;
   // What one token running the expert reads and multiplies, wherever it runs.
   int64_t cost_bytes() const {
-    return gate.rows > 0 ? static_cast<int64_t>(byte_size()) : remote_bytes;
+    return down.rows > 0 ? static_cast<int64_t>(byte_size()) : remote_bytes;
   }
   int64_t params() const {
-    return gate.rows > 0 ? gate.rows * gate.cols + up.rows * up.cols + down.rows * down.cols
+    return down.rows > 0 ? gate.rows * gate.cols + up.rows * up.cols + down.rows * down.cols
                          : remote_params;
   }
 };

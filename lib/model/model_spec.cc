@@ -349,6 +349,30 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
       }
     }
   }
+  for (const std::vector<int64_t>* list : {&h.mixer_only_layers, &h.ffn_only_layers}) {
+    for (size_t i = 0; i < list->size(); ++i) {
+      const int64_t l = (*list)[i];
+      const bool other = list == &h.ffn_only_layers ? h.layer_mixer_only(static_cast<int>(l))
+                                                    : h.layer_ffn_only(static_cast<int>(l));
+      if (l < 0 || l >= h.n_layer || (i > 0 && l <= (*list)[i - 1]) || other) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("layers of one part must ascend within the ", h.n_layer,
+                         " layers, each a mixer alone or a feed-forward part alone (got ", l, ")"));
+      }
+    }
+  }
+  for (int64_t l : h.ffn_only_layers) {
+    if (h.layer_ssm(static_cast<int>(l)) || h.layer_short_conv(static_cast<int>(l))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("layer ", l, " is a feed-forward part alone and a convolution layer"));
+    }
+  }
+  if (h.relu_squared_ffn && (h.swiglu_clamped || h.has_expert_bias || h.n_ff_dense > 0 ||
+                             h.shared_expert_gate || h.expert_input_weighted)) {
+    return absl::UnimplementedError(
+        "ungated relu^2 experts with a clamped SwiGLU, expert biases, dense layers, a shared "
+        "expert gate or weighted expert inputs");
+  }
   if ((h.qk_norm == QkNorm::kPerHeadUnweighted || h.qk_norm == QkNorm::kPerHeadAfterRope) &&
       h.latent_attention()) {
     return absl::InvalidArgumentError("an unweighted per-head QK-norm with latent attention");
@@ -414,7 +438,9 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
     auto bias = [&](absl::string_view b) { return LayerBiasName(l, b); };
     const LayerParts parts = arch.Layer(h, l);
     MOE_RETURN_IF_ERROR(Expect(spec, name("attn_norm"), {h.n_embd}));
-    if (parts.attention == AttentionPart::kShortConv) {
+    if (parts.attention == AttentionPart::kNone) {
+      // a feed-forward part alone
+    } else if (parts.attention == AttentionPart::kShortConv) {
       MOE_RETURN_IF_ERROR(Expect(spec, name("shortconv.in_proj"), {3 * h.n_embd, h.n_embd}));
       MOE_RETURN_IF_ERROR(Expect(spec, name("shortconv.out_proj"), {h.n_embd, h.n_embd}));
       MOE_RETURN_IF_ERROR(Expect(spec, name("shortconv.conv"), {h.n_embd, h.short_conv_kernel}));
@@ -435,6 +461,7 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
     } else {
       MOE_RETURN_IF_ERROR(ExpectGroupedQueryAttention(spec, l));
     }
+    if (parts.ffn == FeedForwardPart::kNone) continue;
     MOE_RETURN_IF_ERROR(Expect(spec, name(parts.ffn_norm), {h.n_embd}));
     if (parts.ffn == FeedForwardPart::kDense) {
       MOE_RETURN_IF_ERROR(Expect(spec, name("ffn_gate"), {h.n_ff_dense, h.n_embd}));
@@ -456,15 +483,19 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
     }
     for (int e = 0; e < h.n_expert; ++e) {
       if (weightless[l][e]) continue;  // pruned or held by another rank: no tensors needed
-      MOE_RETURN_IF_ERROR(
-          Expect(spec, ExpertTensorName(l, e, "ffn_gate"), {h.n_ff_expert, h.n_embd}));
+      if (!h.relu_squared_ffn) {
+        MOE_RETURN_IF_ERROR(
+            Expect(spec, ExpertTensorName(l, e, "ffn_gate"), {h.n_ff_expert, h.n_embd}));
+      }
       MOE_RETURN_IF_ERROR(
           Expect(spec, ExpertTensorName(l, e, "ffn_up"), {h.n_ff_expert, h.n_embd}));
       MOE_RETURN_IF_ERROR(
           Expect(spec, ExpertTensorName(l, e, "ffn_down"), {h.n_embd, h.n_ff_expert}));
     }
     if (h.n_ff_shared > 0) {
-      MOE_RETURN_IF_ERROR(Expect(spec, name("ffn_gate_shexp"), {h.n_ff_shared, h.n_embd}));
+      if (!h.relu_squared_ffn) {
+        MOE_RETURN_IF_ERROR(Expect(spec, name("ffn_gate_shexp"), {h.n_ff_shared, h.n_embd}));
+      }
       MOE_RETURN_IF_ERROR(Expect(spec, name("ffn_up_shexp"), {h.n_ff_shared, h.n_embd}));
       MOE_RETURN_IF_ERROR(Expect(spec, name("ffn_down_shexp"), {h.n_embd, h.n_ff_shared}));
       if (h.shared_expert_gate) {
@@ -520,8 +551,8 @@ size_t KvBytesPerToken(const HParams& h, DType kv_type) {
   const size_t planes = h.values_in_keys() ? 1 : 2;
   // A short-convolution or Mamba-2 layer keeps a few positions (and a state) whatever the
   // length: nothing per token.
-  const size_t attending =
-      static_cast<size_t>(h.n_layer) - h.short_conv_layers.size() - h.ssm_layers.size();
+  const size_t attending = static_cast<size_t>(h.n_layer) - h.short_conv_layers.size() -
+                           h.ssm_layers.size() - h.ffn_only_layers.size();
   return planes * attending * RowBytes(kv_type, h.n_head_kv * h.head_dim);
 }
 

@@ -43,6 +43,7 @@ enum class Arch {
   kHunyuanMoe,
   kGraniteHybrid,
   kDeepseek,
+  kNemotronHMoe,
 };
 
 absl::string_view ArchName(Arch a);
@@ -167,12 +168,26 @@ struct HParams {
   int64_t ssm_groups = 0;
   std::vector<int64_t> ssm_layers;
 
+  // Layers of a single part (Nemotron-H): a mixer-only layer runs its attention or Mamba-2 mixer
+  // and no feed-forward part; a feed-forward-only layer runs its feed-forward part alone, normed
+  // by attn_norm, and caches nothing. Each list in order; empty: every layer has both parts.
+  std::vector<int64_t> mixer_only_layers;
+  std::vector<int64_t> ffn_only_layers;
+  // Feed-forward blocks without a gate (Nemotron-H), routed and shared: down(relu(up x)^2).
+  bool relu_squared_ffn = false;
+
   bool latent_attention() const { return kv_lora_rank > 0; }
   bool multimodal_rope() const {
     return rope_sections[0] + rope_sections[1] + rope_sections[2] + rope_sections[3] > 0;
   }
   bool layer_has_experts(int layer) const {
-    return layer >= n_layer_dense && (layer + 1) % moe_layer_step == 0;
+    return layer >= n_layer_dense && (layer + 1) % moe_layer_step == 0 && !layer_mixer_only(layer);
+  }
+  bool layer_mixer_only(int layer) const {
+    return std::binary_search(mixer_only_layers.begin(), mixer_only_layers.end(), layer);
+  }
+  bool layer_ffn_only(int layer) const {
+    return std::binary_search(ffn_only_layers.begin(), ffn_only_layers.end(), layer);
   }
   bool layer_slides(int layer) const {
     return sliding_window > 0 && swa_period > 0 && layer % swa_period < swa_period - 1;

@@ -59,7 +59,7 @@ absl::StatusOr<std::unique_ptr<ExpertStore>> ExpertStore::Create(
   const size_t slot = store->slot_bytes_;
   // Experts without weights here (pruned, another rank's, a dense layer's) take no slot, whatever
   // the placement names for them ("*" names every layer).
-  auto has_weights = [&](int l, int e) { return store->sources_[l][e].gate.bytes() > 0; };
+  auto has_weights = [&](int l, int e) { return store->sources_[l][e].down.bytes() > 0; };
   auto count = [&](ExpertTier tier) {
     size_t n = 0;
     for (int l = 0; l < n_layer; ++l) {
@@ -120,7 +120,7 @@ size_t ExpertStore::SlotBytes(const std::vector<std::vector<ExpertSource>>& sour
 size_t ExpertStore::total_expert_bytes() const {
   size_t n = 0;  // experts with weights (a pruned expert's source is empty)
   for (const auto& layer : sources_) {
-    for (const ExpertSource& src : layer) n += src.gate.bytes() + src.down.bytes() > 0;
+    for (const ExpertSource& src : layer) n += src.down.bytes() > 0;
   }
   return n * slot_bytes_;
 }
@@ -129,6 +129,7 @@ absl::Status ExpertStore::Load(ExpertKey key, absl::Span<uint8_t> slot) const {
   const ExpertSource& src = sources_[key.layer][key.expert];
   size_t offset = 0;
   for (const ExpertPart* p : {&src.gate, &src.up, &src.down}) {
+    if (p->bytes() == 0) continue;  // an ungated expert's gate
     uint8_t* data = slot.data() + offset;
     const ExpertFileReader& reader = *readers_[p->file];
     // A file rewritten under a running model would feed it other weights: refuse instead.
@@ -177,6 +178,7 @@ absl::StatusOr<ExpertStore::Step> ExpertStore::Request(int layer,
     size_t offset = 0;
     for (auto [part, view] : {std::pair{&src.gate, &v.gate}, std::pair{&src.up, &v.up},
                               std::pair{&src.down, &v.down}}) {
+      if (part->bytes() == 0) continue;  // an ungated expert's gate: an empty view
       const DType t =
           layout_.type ? layout_.type(part->dtype, part->rows, part->cols) : part->dtype;
       *view = WeightView{t, part->rows, part->cols, base + offset};

@@ -50,6 +50,7 @@ absl::StatusOr<std::vector<std::vector<ExpertSource>>> ExpertSources(const Model
       ExpertSource& src = sources[l][e];
       for (auto [base, part] : {std::pair{"ffn_gate", &src.gate}, std::pair{"ffn_up", &src.up},
                                 std::pair{"ffn_down", &src.down}}) {
+        if (part == &src.gate && h.relu_squared_ffn) continue;  // ungated: no gate to read
         const TensorSpec* t = spec.Find(ExpertTensorName(l, e, base));
         if (t == nullptr || t->shape.size() != 2) {
           return absl::InvalidArgumentError(
@@ -105,7 +106,7 @@ absl::StatusOr<std::unique_ptr<ExpertStore>> MakeExpertStore(const ModelSpec& sp
     const size_t slot = ExpertStore::SlotBytes(sources);
     size_t all = 0;  // experts with weights here
     for (const auto& layer : sources) {
-      for (const ExpertSource& src : layer) all += src.gate.bytes() > 0;
+      for (const ExpertSource& src : layer) all += src.down.bytes() > 0;
     }
     so.budget_bytes =
         std::max<size_t>(1, static_cast<size_t>(options.expert_cache_fraction * all)) * slot;

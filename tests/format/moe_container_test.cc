@@ -307,8 +307,9 @@ TEST(MoeContainerLlama4Test, ChunksNopeAndWeightedInputsRoundTrip) {
   }
 }
 
-// LFM2's convolution layers (their list and kernel length, appended to the header) and
-// Hunyuan's QK-norm after RoPE survive the container with the logits they shape.
+// LFM2's convolution layers (their list and kernel length, appended to the header), Hunyuan's
+// QK-norm after RoPE, Granite-4.0-H's Mamba-2 layers and Nemotron-H's layers of one part with
+// ungated experts survive the container with the logits they shape.
 TEST(MoeContainerTest, ConvolutionAndMamba2LayersAndQkNormAfterRopeRoundTrip) {
   testing::RandomModelOptions lfm2;
   lfm2.arch = Arch::kLfm2Moe;
@@ -321,7 +322,11 @@ TEST(MoeContainerTest, ConvolutionAndMamba2LayersAndQkNormAfterRopeRoundTrip) {
   granite_h.arch = Arch::kGraniteHybrid;
   granite_h.n_layer = 3, granite_h.ssm_layers = {0, 1}, granite_h.n_ff_shared = 40;
   granite_h.ssm_conv_kernel = 3;
-  for (const testing::RandomModelOptions& o : {lfm2, hunyuan, granite_h}) {
+  testing::RandomModelOptions nemotron;
+  nemotron.arch = Arch::kNemotronHMoe;
+  nemotron.n_layer = 4, nemotron.layer_pattern = "M*EE", nemotron.n_ff_shared = 40;
+  nemotron.selection_bias = true;
+  for (const testing::RandomModelOptions& o : {lfm2, hunyuan, granite_h, nemotron}) {
     ModelSpec spec = testing::MakeRandomModel(o);
     const std::string path = TempPath("roundtrip.moe");
     ASSERT_TRUE(WriteMoeFile(spec, path).ok());
@@ -329,8 +334,15 @@ TEST(MoeContainerTest, ConvolutionAndMamba2LayersAndQkNormAfterRopeRoundTrip) {
     fs::remove(path);
     ASSERT_TRUE(back.ok()) << back.status();
     EXPECT_EQ(back->hp.short_conv_layers, o.short_conv_layers);
-    EXPECT_EQ(back->hp.ssm_layers, o.ssm_layers);
-    EXPECT_EQ(back->hp.ssm_conv_kernel, o.ssm_layers.empty() ? 0 : o.ssm_conv_kernel);
+    if (o.layer_pattern.empty()) {
+      EXPECT_EQ(back->hp.ssm_layers, o.ssm_layers);
+      EXPECT_EQ(back->hp.ssm_conv_kernel, o.ssm_layers.empty() ? 0 : o.ssm_conv_kernel);
+    } else {  // Nemotron-H's layers of one part, its Mamba-2 layers named by the pattern
+      EXPECT_EQ(back->hp.ssm_layers, (std::vector<int64_t>{0}));
+      EXPECT_EQ(back->hp.mixer_only_layers, (std::vector<int64_t>{0, 1}));
+      EXPECT_EQ(back->hp.ffn_only_layers, (std::vector<int64_t>{2, 3}));
+      EXPECT_TRUE(back->hp.relu_squared_ffn);
+    }
     EXPECT_TRUE(back->hp == spec.hp);
     const std::vector<float> want = PromptLogits(spec);
     EXPECT_EQ(PromptLogits(*std::move(back)), want);

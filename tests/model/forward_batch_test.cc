@@ -49,6 +49,11 @@ std::vector<Case> Cases() {
   granite_h.arch = Arch::kGraniteHybrid, granite_h.n_layer = 3, granite_h.ssm_layers = {0, 2};
   granite_h.ssm_state = 16, granite_h.ssm_groups = 1, granite_h.residual_scale = 0.5f;
   granite_h.seed = 23;
+  // Nemotron-H: layers of one part, the expert layers caching nothing; ungated relu^2 experts.
+  RandomModelOptions nemotron = granite_h;
+  nemotron.arch = Arch::kNemotronHMoe, nemotron.n_layer = 5, nemotron.layer_pattern = "ME*EM";
+  nemotron.ssm_layers.clear(), nemotron.residual_scale = 1.f, nemotron.selection_bias = true;
+  nemotron.seed = 29;
   return {{"f32", f32, false},
           {"q8_fast", q8, true},
           {"q4_fast", q4, true},
@@ -57,7 +62,8 @@ std::vector<Case> Cases() {
           {"q3_k_fast", k3, true},
           {"q8_0_kv", q8_kv, true, DType::kQ8_0},
           {"lfm2moe", lfm2, true},
-          {"granitehybrid", granite_h, true}};
+          {"granitehybrid", granite_h, true},
+          {"nemotron_h_moe", nemotron, true}};
 }
 
 class ForwardBatchTest : public ::testing::TestWithParam<Case> {};

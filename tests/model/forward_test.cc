@@ -185,6 +185,22 @@ std::vector<Case> Cases() {
   deepseek_q8.n_ff_dense = 64, deepseek_q8.n_expert_used = 2, deepseek_q8.dtype = DType::kQ8_0;
   deepseek_q8.seed = 127;
   cases.push_back({"deepseek_q8", deepseek_q8});
+  // Nemotron-H MoE: layers of one part each (Mamba-2, attention without RoPE, ungated relu^2
+  // experts beside a relu^2 shared expert), sigmoid routing with a selection bias, renormalised
+  // and scaled by 2.5.
+  RandomModelOptions nemotron;
+  nemotron.arch = Arch::kNemotronHMoe;
+  nemotron.n_layer = 6, nemotron.layer_pattern = "ME*EME", nemotron.n_ff_shared = 56;
+  nemotron.selection_bias = true, nemotron.norm_topk_prob = true, nemotron.routed_scale = 2.5f;
+  nemotron.seed = 131;
+  cases.push_back({"nemotron_h_moe", nemotron});
+  RandomModelOptions nemotron_q8 = nemotron;  // Q8_0, attention first, kernel 3, one group
+  nemotron_q8.n_embd = 64, nemotron_q8.n_head = 8, nemotron_q8.head_dim = 16;
+  nemotron_q8.n_ff_expert = 32, nemotron_q8.n_ff_shared = 64, nemotron_q8.n_layer = 5;
+  nemotron_q8.layer_pattern = "*MEEM", nemotron_q8.ssm_conv_kernel = 3;
+  nemotron_q8.ssm_groups = 1, nemotron_q8.ssm_state = 16, nemotron_q8.dtype = DType::kQ8_0;
+  nemotron_q8.seed = 137;
+  cases.push_back({"nemotron_h_moe_q8", nemotron_q8});
   return cases;
 }
 

@@ -112,9 +112,15 @@ void Rope(float* v, int64_t dim, int64_t pos, float base, RopeStyle style, const
   }
 }
 
+// SwiGLU, or with no gate (g empty) transformers' NemotronHMLP: down(relu(up x)^2).
 std::vector<float> Mlp(const ModelSpec& s, const std::string& g, const std::string& u,
                        const std::string& d, const std::vector<float>& x) {
-  auto gate = MatVec(Weight(s, g), x), up = MatVec(Weight(s, u), x);
+  auto up = MatVec(Weight(s, u), x);
+  if (g.empty()) {
+    for (float& v : up) v = v > 0 ? v * v : 0.f;
+    return MatVec(Weight(s, d), up);
+  }
+  auto gate = MatVec(Weight(s, g), x);
   for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1 + std::exp(-gate[i])) * up[i];
   return MatVec(Weight(s, d), gate);
 }
@@ -132,6 +138,7 @@ class RandomModelKeys final : public MetadataKeys {
     if (key == "ssm.time_step_rank") return o_.ssm_heads;
     if (key == "ssm.group_count") return o_.ssm_groups;
     if (key == "expert_gating_func" && !o_.short_conv_layers.empty()) return 2;
+    if (key == "expert_shared_feed_forward_length") return o_.n_ff_shared;
     return none_.Int(key, def);
   }
   absl::StatusOr<float> Float(absl::string_view key, float def) const override { return def; }
@@ -142,6 +149,14 @@ class RandomModelKeys final : public MetadataKeys {
   }
   bool Has(absl::string_view key) const override { return false; }
   absl::StatusOr<std::vector<int64_t>> IntArray(absl::string_view key) const override {
+    if (!o_.layer_pattern.empty()) {  // Nemotron-H's, as its converter writes them
+      std::vector<int64_t> v;
+      for (char c : o_.layer_pattern) {
+        if (key == "attention.head_count_kv") v.push_back(c == '*' ? o_.n_head_kv : 0);
+        if (key == "feed_forward_length") v.push_back(c == 'E' ? o_.n_ff_expert : 0);
+      }
+      if (!v.empty()) return v;
+    }
     if (key != "attention.head_count_kv") return none_.IntArray(key);
     std::vector<int64_t> kv(o_.n_layer, o_.n_head_kv);
     for (int64_t l : o_.short_conv_layers) kv[l] = 0;
@@ -324,7 +339,7 @@ ModelSpec MakeRandomModel(const RandomModelOptions& o) {
   h.kq_scale = o.attention_scale;
   h.short_conv_kernel = o.short_conv_layers.empty() ? 0 : o.short_conv_kernel;
   h.short_conv_layers = o.short_conv_layers;
-  if (o.ssm_layers.empty()) {
+  if (o.ssm_layers.empty() && o.layer_pattern.empty()) {
     h.ssm_layers.clear();
     h.ssm_conv_kernel = h.ssm_inner = h.ssm_state = h.ssm_heads = h.ssm_groups = 0;
   }
@@ -356,10 +371,11 @@ ModelSpec MakeRandomModel(const RandomModelOptions& o) {
       b.Add(LayerBareName(l, "ssm_d"), {H, 1}, 0.1f, 1.f, l);
       b.Add(n("ssm_norm"), {G, I / G}, 0.05f, 1.0f, l);
       b.Add(n("ssm_out"), {E, I}, 0.5f / std::sqrt(static_cast<float>(I)), 0, l);
-    } else {
+    } else if (!h.layer_ffn_only(l)) {
       AddAttention(b, h, o, l);
     }
-    b.Add(n("ffn_norm"), {E}, 0.05f, 1.0f, l);
+    if (h.layer_mixer_only(l)) continue;
+    if (!h.layer_ffn_only(l)) b.Add(n("ffn_norm"), {E}, 0.05f, 1.0f, l);
     if (!HasExperts(o.n_layer_dense, o.moe_layer_step, l)) {
       b.Add(n("ffn_gate"), {o.n_ff_dense, E}, in_std, 0, l);
       b.Add(n("ffn_up"), {o.n_ff_dense, E}, in_std, 0, l);
@@ -370,14 +386,21 @@ ModelSpec MakeRandomModel(const RandomModelOptions& o) {
     // Of the size of the scores (~1 / n_expert), so that it changes choices.
     if (o.selection_bias) b.Add(LayerBiasName(l, "exp_probs_b"), {o.n_expert}, 0.3f, 0, l);
     for (int e = 0; e < o.n_expert; ++e) {
+      // An ungated block's up rows twice as large: relu^2 of unit inputs is small.
+      if (h.relu_squared_ffn) {
+        b.Add(ExpertTensorName(l, e, "ffn_up"), {o.n_ff_expert, E}, 2 * in_std, 0, l, e);
+        b.Add(ExpertTensorName(l, e, "ffn_down"), {E, o.n_ff_expert},
+              0.5f / std::sqrt(static_cast<float>(o.n_ff_expert)), 0, l, e);
+        continue;
+      }
       b.Add(ExpertTensorName(l, e, "ffn_gate"), {o.n_ff_expert, E}, in_std, 0, l, e);
       b.Add(ExpertTensorName(l, e, "ffn_up"), {o.n_ff_expert, E}, in_std, 0, l, e);
       b.Add(ExpertTensorName(l, e, "ffn_down"), {E, o.n_ff_expert},
             0.5f / std::sqrt(static_cast<float>(o.n_ff_expert)), 0, l, e);
     }
     if (o.n_ff_shared > 0) {
-      b.Add(n("ffn_gate_shexp"), {o.n_ff_shared, E}, in_std, 0, l);
-      b.Add(n("ffn_up_shexp"), {o.n_ff_shared, E}, in_std, 0, l);
+      if (!h.relu_squared_ffn) b.Add(n("ffn_gate_shexp"), {o.n_ff_shared, E}, in_std, 0, l);
+      b.Add(n("ffn_up_shexp"), {o.n_ff_shared, E}, (h.relu_squared_ffn ? 2 : 1) * in_std, 0, l);
       b.Add(n("ffn_down_shexp"), {E, o.n_ff_shared}, 0.5f / std::sqrt(float(o.n_ff_shared)), 0, l);
       if (h.shared_expert_gate) b.Add(n("ffn_gate_inp_shexp"), {E}, in_std, 0, l);
     }
@@ -400,7 +423,11 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
   }
   for (int l = 0; l < h.n_layer; ++l) {
     auto n = [&](const char* base) { return LayerTensorName(l, base); };
-    if (h.layer_short_conv(l) || h.layer_ssm(l)) {
+    // A Nemotron-H layer of its feed-forward part alone, normed by attn_norm.
+    const bool ffn_only = h.layer_ffn_only(l);
+    if (ffn_only) {
+      // no mixer
+    } else if (h.layer_short_conv(l) || h.layer_ssm(l)) {
       const Mat conv_norm = Weight(s, n("attn_norm"));
       std::vector<std::vector<float>> xn(T);
       for (int64_t t = 0; t < T; ++t) xn[t] = RmsNorm(x[t], conv_norm, h.rms_eps);
@@ -488,7 +515,8 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
         for (int64_t i = 0; i < E; ++i) x[t][i] += h.residual_scale * o[i];
       }
     }
-    Mat ffn_norm = Weight(s, n("ffn_norm"));
+    if (h.layer_mixer_only(l)) continue;
+    Mat ffn_norm = Weight(s, n(ffn_only ? "attn_norm" : "ffn_norm"));
     if (!HasExperts(h.n_layer_dense, h.moe_layer_step, l)) {
       for (int64_t t = 0; t < T; ++t) {
         auto y =
@@ -546,12 +574,13 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
           for (float& z : in) z = static_cast<float>(z * w);
           w = 1;
         }
-        auto y = Mlp(s, ExpertTensorName(l, e, "ffn_gate"), ExpertTensorName(l, e, "ffn_up"),
-                     ExpertTensorName(l, e, "ffn_down"), in);
+        auto y = Mlp(s, h.relu_squared_ffn ? "" : ExpertTensorName(l, e, "ffn_gate"),
+                     ExpertTensorName(l, e, "ffn_up"), ExpertTensorName(l, e, "ffn_down"), in);
         for (int64_t i = 0; i < E; ++i) out[i] += static_cast<float>(w * y[i]);
       }
       if (h.n_ff_shared > 0) {
-        auto y = Mlp(s, n("ffn_gate_shexp"), n("ffn_up_shexp"), n("ffn_down_shexp"), xn);
+        auto y = Mlp(s, h.relu_squared_ffn ? "" : n("ffn_gate_shexp"), n("ffn_up_shexp"),
+                     n("ffn_down_shexp"), xn);
         double g = 1;
         if (h.shared_expert_gate) {
           double z = MatVec(Weight(s, n("ffn_gate_inp_shexp")), xn)[0];

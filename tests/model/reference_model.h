@@ -1,11 +1,13 @@
 // Test support: random-weight models of any supported shape built in memory, and a naive
 // reference forward pass written directly from the architectures' definitions (Hugging Face
-// transformers' Mixtral/Qwen2-MoE/OLMoE/Qwen3-MoE/ERNIE/Granite/Llama-4 modeling code): no KV
-// cache, no backend, no batching tricks — full causal attention recomputed for every position.
+// transformers' Mixtral/Qwen2-MoE/OLMoE/Qwen3-MoE/ERNIE/Granite/Llama-4/NemotronH modeling code):
+// no KV cache, no backend, no batching tricks — full causal attention recomputed for every
+// position.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "lib/model/model_spec.h"
@@ -48,6 +50,9 @@ struct RandomModelOptions {
   // B and C in ssm_groups groups of ssm_state.
   std::vector<int64_t> ssm_layers;
   int64_t ssm_conv_kernel = 4, ssm_state = 8, ssm_heads = 4, ssm_groups = 2;
+  // nemotron_h_moe's layers of one part each: M (Mamba-2, of the sizes above), * (attention), E
+  // (ungated relu^2 experts beside a shared expert of n_ff_shared).
+  std::string layer_pattern;
 };
 
 // A ModelSpec owning its random weights; semantics flags are what the family implies.

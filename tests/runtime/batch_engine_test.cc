@@ -9,6 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "lib/import/gguf_import.h"
+#include "lib/kv/kv_type.h"
 #include "tests/model/reference_model.h"
 #include "tests/support/fixture_dirs.h"
 #include "tests/support/greedy.h"
@@ -461,6 +462,28 @@ TEST(BatchEngineTest, RecurrentLayersCarryTheirStateAcrossBlocksAndChangeNoOutpu
     const Output stepped = Lone(e, prompts[i], Greedy(20 + i), 256, /*n_batch=*/5);
     EXPECT_EQ(stepped.tokens, want.back().tokens) << "request " << i;
   }
+  ExpectLoneOutputsFromWindowLayers(e, prompts, want);
+}
+
+// Nemotron-H's layers of one part: the expert layers cache nothing, the Mamba-2 layers carry their
+// state from block to block, and the output is the lone session's.
+TEST(BatchEngineTest, LayersOfOnePartCacheWhatTheirPartNeedsAndChangeNoOutput) {
+  testing::RandomModelOptions m;
+  m.arch = Arch::kNemotronHMoe;
+  m.n_layer = 5, m.layer_pattern = "ME*EM", m.n_ff_shared = 40, m.selection_bias = true;
+  m.seed = 37;
+  std::shared_ptr<const Engine> e = RandomEngine(m);
+  ASSERT_NE(e, nullptr);
+  ASSERT_EQ(e->model()->attention_windows(), (std::vector<int64_t>{4, 0, 0, 0, 4}));
+  const HParams& h = e->model()->hp();
+  const int64_t C = h.ssm_conv_channels();
+  EXPECT_EQ(e->model()->conv_widths(), (std::vector<int64_t>{C, kNoKvRows, 0, kNoKvRows, C}));
+  // K and V of the one attention layer a token; the expert layers keep nothing.
+  EXPECT_EQ(KvBytesPerToken(h, DType::kF16), 2 * RowBytes(DType::kF16, h.n_head_kv * h.head_dim));
+  const std::vector<int32_t> prefix = Prompts(*e, 1, 67)[0];
+  const auto prompts = Prompts(*e, 5, 71, prefix);
+  std::vector<Output> want;
+  for (size_t i = 0; i < prompts.size(); ++i) want.push_back(Lone(e, prompts[i], Greedy(20 + i)));
   ExpectLoneOutputsFromWindowLayers(e, prompts, want);
 }
 

@@ -126,6 +126,18 @@ int main(int argc, char** argv) {
     for (int64_t l : h.ssm_layers) std::printf(" %lld", (long long)l);
     std::printf("\n");
   }
+  if (!h.ffn_only_layers.empty() || !h.mixer_only_layers.empty()) {
+    // Nemotron-H's layers of one part, spelt as its configs' hybrid_override_pattern.
+    std::string pattern;
+    for (int l = 0; l < h.n_layer; ++l) {
+      pattern += h.layer_ffn_only(l)     ? 'E'
+                 : h.layer_mixer_only(l) ? (h.layer_ssm(l) ? 'M' : '*')
+                                         : '+';
+    }
+    std::printf("layer parts   one each (M Mamba-2, * attention, E experts): %s\n",
+                pattern.c_str());
+  }
+  if (h.relu_squared_ffn) std::printf("experts       ungated, relu(up x)^2\n");
   if (h.nope_period > 0) {
     if (h.nope_period == 1) {
       std::printf("no rope       on any layer (no position encoding in attention)");

@@ -88,8 +88,7 @@ absl::StatusOr<std::vector<std::vector<std::vector<TypeOption>>>> MeasureSensiti
     const std::vector<std::vector<int64_t>>* routed_counts, Backend& backend) {
   const HParams& h = model.hp();
   const int64_t d = h.n_embd;
-  const GatedActivation activation =
-      h.swiglu_clamped ? GatedActivation::kSwigluClamped : GatedActivation::kSilu;
+  const GatedActivation activation = FeedForwardActivation(h);
   std::vector<std::vector<std::vector<TypeOption>>> options(h.n_layer);
   for (int l = 0; l < h.n_layer && l < static_cast<int>(cal.experts.size()); ++l) {
     if (cal.experts[l].empty()) continue;
@@ -101,7 +100,7 @@ absl::StatusOr<std::vector<std::vector<std::vector<TypeOption>>>> MeasureSensiti
                                              std::vector<double>(candidates.size(), -1));
     for (int e = 0; e < h.n_expert; ++e) {
       const ExpertWeights& w = model.layers()[l].experts[e];
-      if (w.gate.empty()) continue;  // pruned: never routed to
+      if (w.down.empty()) continue;  // pruned: never routed to
       const ExpertSamples& s = cal.experts[l][e];
       const int64_t m = static_cast<int64_t>(s.weights.size());
       std::vector<float> want(m * d), got(m * d);
@@ -110,17 +109,20 @@ absl::StatusOr<std::vector<std::vector<std::vector<TypeOption>>>> MeasureSensiti
       if (m > 0) backend.RunExperts({&job, 1});
       for (size_t c = 0; c < candidates.size(); ++c) {
         const DType t = candidates[c];
-        if (!RowSizeValid(t, w.gate.cols) || !RowSizeValid(t, w.down.cols)) continue;
+        if (!RowSizeValid(t, w.up.cols) || !RowSizeValid(t, w.down.cols)) continue;
         TypeOption opt;
         opt.type = t;
         opt.bytes = RowBytes(t, w.gate.cols) * w.gate.rows + RowBytes(t, w.up.cols) * w.up.rows +
                     RowBytes(t, w.down.cols) * w.down.rows;
         if (m > 0) {
-          MOE_ASSIGN_OR_RETURN(auto gate, EncodeMatrix(w.gate, t));
+          std::vector<uint8_t> gate;  // none for an ungated block
+          if (!w.gate.empty()) {
+            MOE_ASSIGN_OR_RETURN(gate, EncodeMatrix(w.gate, t));
+          }
           MOE_ASSIGN_OR_RETURN(auto up, EncodeMatrix(w.up, t));
           MOE_ASSIGN_OR_RETURN(auto down, EncodeMatrix(w.down, t));
           Backend::ExpertJob q = job;
-          q.gate = {t, w.gate.rows, w.gate.cols, gate.data()};
+          if (!w.gate.empty()) q.gate = {t, w.gate.rows, w.gate.cols, gate.data()};
           q.up = {t, w.up.rows, w.up.cols, up.data()};
           q.down = {t, w.down.rows, w.down.cols, down.data()};
           q.out = got.data();
@@ -133,8 +135,8 @@ absl::StatusOr<std::vector<std::vector<std::vector<TypeOption>>>> MeasureSensiti
       }
       if (options[l][e].empty()) {
         return absl::InvalidArgumentError(absl::StrCat("no candidate type fits the rows of expert ",
-                                                       e, " of layer ", l, " (", w.gate.cols,
-                                                       " and ", w.down.cols, " values)"));
+                                                       e, " of layer ", l, " (", w.up.cols, " and ",
+                                                       w.down.cols, " values)"));
       }
       layer_rows += m;
     }

@@ -183,7 +183,7 @@ int main(int argc, char** argv) {
   app.add_option("--top-k", sh.top_k)->capture_default_str();
   app.add_option("--ff", sh.ff, "expert FFN size")->capture_default_str();
   app.add_option("--shared-ff", sh.shared_ff,
-                 "shared-expert FFN size (qwen2moe, 0 = none; hunyuan-moe)")
+                 "shared-expert FFN size (qwen2moe, 0 = none; hunyuan-moe, nemotron_h_moe)")
       ->capture_default_str();
   app.add_option(
          "--shared-experts", sh.shared_experts,
@@ -224,14 +224,19 @@ int main(int argc, char** argv) {
                  "layer 2); the others convolve or run Mamba-2")
       ->delimiter(',');
   app.add_option("--conv-kernel", sh.conv_kernel,
-                 "lfm2moe, granitehybrid: the convolution's length (0: 3 and 4)")
+                 "lfm2moe, granitehybrid, nemotron_h_moe: the convolution's length (0: 3, else 4)")
       ->capture_default_str();
-  app.add_option("--ssm-state", sh.ssm_state, "granitehybrid: Mamba-2 state size")
+  app.add_option("--ssm-state", sh.ssm_state, "granitehybrid, nemotron_h_moe: Mamba-2 state size")
       ->capture_default_str();
-  app.add_option("--ssm-head-dim", sh.ssm_head_dim, "granitehybrid: Mamba-2 head size")
+  app.add_option("--ssm-head-dim", sh.ssm_head_dim,
+                 "granitehybrid, nemotron_h_moe: Mamba-2 head size")
       ->capture_default_str();
-  app.add_option("--ssm-groups", sh.ssm_groups, "granitehybrid: Mamba-2 groups of B and C")
+  app.add_option("--ssm-groups", sh.ssm_groups,
+                 "granitehybrid, nemotron_h_moe: Mamba-2 groups of B and C")
       ->capture_default_str();
+  app.add_option("--layer-pattern", sh.layer_pattern,
+                 "nemotron_h_moe: one of M (Mamba-2), * (attention), E (experts) per layer "
+                 "(default: Nemotron-3-Nano's, cut to --layers)");
   auto* vocab = app.add_option("--vocab", o.vocab,
                                "GGUF whose tokenizer keys are copied (any llama.cpp vocabulary "
                                "file, e.g. tests/data/tokenizer/ggml-vocab-deepseek-coder.gguf in "
@@ -248,10 +253,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "moe-synth: --vocab FILE or --synthetic-vocab N is required\n");
     return 2;
   }
-  if (sh.arch != "qwen2moe" && sh.arch != "hunyuan-moe") sh.shared_ff = 0;
-  if (sh.arch == "hunyuan-moe" && sh.shared_ff <= 0) {
-    std::fprintf(stderr,
-                 "moe-synth: hunyuan-moe has a shared expert: --shared-ff must be positive\n");
+  const bool has_shared = sh.arch == "hunyuan-moe" || sh.arch == "nemotron_h_moe";
+  if (sh.arch != "qwen2moe" && !has_shared) sh.shared_ff = 0;
+  if (has_shared && sh.shared_ff <= 0) {
+    std::fprintf(stderr, "moe-synth: %s has a shared expert: --shared-ff must be positive\n",
+                 sh.arch.c_str());
     return 2;
   }
   return Run(o);

@@ -476,27 +476,54 @@ absl::Status PlanDeepseek(const Shape& s, Builder& b) {
   return absl::OkStatus();
 }
 
-// Granite-4.0-H: Mamba-2 layers with grouped-query attention layers among them (head_count_kv
-// 0 marks a Mamba-2 layer; no RoPE, as the released checkpoints), Granite-4.0-H-Tiny's
-// multipliers, in every layer softmax routing renormalised beside a shared expert of --ff.
-absl::Status PlanGraniteHybrid(const Shape& s, Builder& b) {
+// Mamba-2's sizes (inner size 2 x embd, as llama.cpp requires) and their ssm.* keys.
+struct Mamba2Sizes {
+  int64_t kernel, inner, groups, state, heads, channels;
+};
+absl::StatusOr<Mamba2Sizes> Mamba2Keys(const Shape& s, Builder& b) {
   const int64_t kernel = s.conv_kernel > 0 ? s.conv_kernel : 4;
-  const int64_t E = s.embd, inner = 2 * E, G = s.ssm_groups, N = s.ssm_state;
+  const int64_t inner = 2 * s.embd, G = s.ssm_groups, N = s.ssm_state;
   if (kernel < 2) return absl::InvalidArgumentError("--conv-kernel must be at least 2");
   if (s.ssm_head_dim <= 0 || inner % s.ssm_head_dim != 0 || N <= 0 || G <= 0 ||
       (inner / s.ssm_head_dim) % G != 0) {
     return absl::InvalidArgumentError(
         "--ssm-head-dim must divide 2 x --embd into heads that --ssm-groups divides");
   }
-  const int64_t H = inner / s.ssm_head_dim, channels = inner + 2 * G * N;
+  const Mamba2Sizes m{kernel, inner, G, N, inner / s.ssm_head_dim, inner + 2 * G * N};
+  b.Key("ssm.conv_kernel", static_cast<uint32_t>(m.kernel));
+  b.Key("ssm.inner_size", static_cast<uint32_t>(m.inner));
+  b.Key("ssm.state_size", static_cast<uint32_t>(m.state));
+  b.Key("ssm.time_step_rank", static_cast<uint32_t>(m.heads));
+  b.Key("ssm.group_count", static_cast<uint32_t>(m.groups));
+  return m;
+}
+
+// A Mamba-2 mixer's tensors in layer l.
+void Mamba2Mixer(int64_t l, const Mamba2Sizes& m, int64_t E, Builder& b) {
+  const int64_t H = m.heads, G = m.groups;
+  b.AddLayer(l, "ssm_in.weight", {m.inner + m.channels + H, E}, b.InScale(E));
+  b.AddLayer(l, "ssm_conv1d.weight", {m.channels, m.kernel},
+             1.0f / std::sqrt(static_cast<float>(m.kernel)));
+  b.AddLayer(l, "ssm_conv1d.bias", {m.channels}, 0.1f);
+  // dt's bias near softplus^-1(0.1), A = -e^(A_log) with A_log about 1, D about 1: the
+  // ranges Mamba-2 initialises them in.
+  b.AddLayer(l, "ssm_dt.bias", {H}, 0.5f, -2.f);
+  b.AddLayer(l, "ssm_a", {H, 1}, 0.5f, -3.f);
+  b.AddLayer(l, "ssm_d", {H, 1}, 0.1f, 1.f);
+  b.AddLayer(l, "ssm_norm.weight", {G, m.inner / G}, 0.05f, 1.f);
+  b.AddLayer(l, "ssm_out.weight", {E, m.inner}, 0.5f * b.InScale(m.inner));
+}
+
+// Granite-4.0-H: Mamba-2 layers with grouped-query attention layers among them (head_count_kv
+// 0 marks a Mamba-2 layer; no RoPE, as the released checkpoints), Granite-4.0-H-Tiny's
+// multipliers, in every layer softmax routing renormalised beside a shared expert of --ff.
+absl::Status PlanGraniteHybrid(const Shape& s, Builder& b) {
+  const int64_t E = s.embd;
   b.CommonKeys(s.layers, s.ff);
   absl::StatusOr<std::vector<bool>> attends = HybridAttentionLayers(s, b);
   if (!attends.ok()) return attends.status();
-  b.Key("ssm.conv_kernel", static_cast<uint32_t>(kernel));
-  b.Key("ssm.inner_size", static_cast<uint32_t>(inner));
-  b.Key("ssm.state_size", static_cast<uint32_t>(N));
-  b.Key("ssm.time_step_rank", static_cast<uint32_t>(H));
-  b.Key("ssm.group_count", static_cast<uint32_t>(G));
+  absl::StatusOr<Mamba2Sizes> mamba = Mamba2Keys(s, b);
+  if (!mamba.ok()) return mamba.status();
   b.KeyB("rope.scaling.finetuned", false);
   b.KeyF("embedding_scale", 12.f);
   b.KeyF("residual_scale", 0.22f);
@@ -508,22 +535,66 @@ absl::Status PlanGraniteHybrid(const Shape& s, Builder& b) {
     if ((*attends)[l]) {
       b.GroupedQueryAttention(l, false);
     } else {
-      b.AddLayer(l, "ssm_in.weight", {inner + channels + H, E}, b.InScale(E));
-      b.AddLayer(l, "ssm_conv1d.weight", {channels, kernel},
-                 1.0f / std::sqrt(static_cast<float>(kernel)));
-      b.AddLayer(l, "ssm_conv1d.bias", {channels}, 0.1f);
-      // dt's bias near softplus^-1(0.1), A = -e^(A_log) with A_log about 1, D about 1: the
-      // ranges Mamba-2 initialises them in.
-      b.AddLayer(l, "ssm_dt.bias", {H}, 0.5f, -2.f);
-      b.AddLayer(l, "ssm_a", {H, 1}, 0.5f, -3.f);
-      b.AddLayer(l, "ssm_d", {H, 1}, 0.1f, 1.f);
-      b.AddLayer(l, "ssm_norm.weight", {G, inner / G}, 0.05f, 1.f);
-      b.AddLayer(l, "ssm_out.weight", {E, inner}, 0.5f * b.InScale(inner));
+      Mamba2Mixer(l, *mamba, E, b);
     }
     b.Norm(l, "ffn_norm.weight", E);
     b.AddLayer(l, "ffn_gate_inp.weight", {s.experts, E}, 2 * b.InScale(E));
     b.RoutedExperts(l, false);
     b.Ffn(l, "_shexp", s.ff);
+  }
+  return absl::OkStatus();
+}
+
+// Nemotron-H MoE: each layer one part after its attn_norm, as --layer-pattern spells them (M a
+// Mamba-2 mixer, * attention without RoPE, E ungated relu^2 experts beside a shared expert of
+// --shared-ff; default: Nemotron-3-Nano's pattern, cut to --layers); sigmoid routing with a
+// selection bias, renormalised and scaled by 2.5, as Nemotron-3-Nano's config.
+absl::Status PlanNemotronHMoe(const Shape& s, Builder& b) {
+  static constexpr char kNanoPattern[] = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME";
+  std::string pattern = s.layer_pattern;
+  if (pattern.empty()) {
+    for (int64_t l = 0; l < s.layers; ++l) pattern += kNanoPattern[l % (sizeof(kNanoPattern) - 1)];
+  }
+  if (static_cast<int64_t>(pattern.size()) != s.layers ||
+      pattern.find_first_not_of("ME*") != std::string::npos ||
+      pattern.find('M') == std::string::npos || pattern.find('E') == std::string::npos) {
+    return absl::InvalidArgumentError(
+        "--layer-pattern: one of M (Mamba-2), * (attention), E (experts) per layer, with at "
+        "least one M and one E");
+  }
+  const int64_t E = s.embd;
+  b.CommonKeys(s.layers, s.ff);
+  std::vector<int32_t> kv_heads, ff;
+  for (char c : pattern) {
+    kv_heads.push_back(c == '*' ? static_cast<int32_t>(s.kv_heads) : 0);
+    ff.push_back(c == 'E' ? static_cast<int32_t>(s.ff) : 0);
+  }
+  b.KeyI32Array("attention.head_count_kv", std::move(kv_heads));
+  b.KeyI32Array("feed_forward_length", std::move(ff));
+  b.HeadSizeKeys();
+  absl::StatusOr<Mamba2Sizes> mamba = Mamba2Keys(s, b);
+  if (!mamba.ok()) return mamba.status();
+  b.KeyB("rope.scaling.finetuned", false);
+  b.Key("expert_shared_feed_forward_length", static_cast<uint32_t>(s.shared_ff));
+  b.Key("expert_shared_count", 1);
+  b.Key("expert_group_count", 1);
+  b.KeyF("expert_weights_scale", 2.5f);
+  b.KeyB("expert_weights_norm", true);
+  for (int64_t l = 0; l < s.layers; ++l) {
+    b.Norm(l, "attn_norm.weight", E);
+    if (pattern[l] == 'M') {
+      Mamba2Mixer(l, *mamba, E, b);
+    } else if (pattern[l] == '*') {
+      b.GroupedQueryAttention(l, false);
+    } else {
+      const int64_t X = s.experts, F = s.ff, S = s.shared_ff;
+      b.AddLayer(l, "ffn_gate_inp.weight", {X, E}, 2 * b.InScale(E));
+      b.AddLayer(l, "exp_probs_b.bias", {X}, 0.1f);
+      b.AddLayer(l, "ffn_up_exps.weight", {X, F, E}, 2 * b.InScale(E));
+      b.AddLayer(l, "ffn_down_exps.weight", {X, E, F}, 0.5f * b.InScale(F));
+      b.AddLayer(l, "ffn_up_shexp.weight", {S, E}, 2 * b.InScale(E));
+      b.AddLayer(l, "ffn_down_shexp.weight", {E, S}, 0.5f * b.InScale(S));
+    }
   }
   return absl::OkStatus();
 }
@@ -536,9 +607,10 @@ std::string OutputNormName(const Shape& s) {
 
 const std::vector<std::string>& Architectures() {
   static const std::vector<std::string> kNames = {
-      "llama",      "qwen2moe",   "olmoe",        "qwen3moe",    "glm4moe",       "deepseek2",
-      "gpt-oss",    "qwen3vlmoe", "ernie4_5-moe", "granitemoe",  "llama4",        "bailingmoe2",
-      "minimax-m2", "dots1",      "lfm2moe",      "hunyuan-moe", "granitehybrid", "deepseek"};
+      "llama",       "qwen2moe",      "olmoe",      "qwen3moe",      "glm4moe",
+      "deepseek2",   "gpt-oss",       "qwen3vlmoe", "ernie4_5-moe",  "granitemoe",
+      "llama4",      "bailingmoe2",   "minimax-m2", "dots1",         "lfm2moe",
+      "hunyuan-moe", "granitehybrid", "deepseek",   "nemotron_h_moe"};
   return kNames;
 }
 
@@ -582,6 +654,8 @@ absl::StatusOr<std::vector<Tensor>> Plan(const Shape& s, GgufWriter& w) {
     if (absl::Status st = PlanGraniteHybrid(s, b); !st.ok()) return st;
   } else if (s.arch == "deepseek") {
     if (absl::Status st = PlanDeepseek(s, b); !st.ok()) return st;
+  } else if (s.arch == "nemotron_h_moe") {
+    if (absl::Status st = PlanNemotronHMoe(s, b); !st.ok()) return st;
   } else {
     PlanClassic(s, b);
   }

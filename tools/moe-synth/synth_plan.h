@@ -37,6 +37,9 @@ struct Shape {
   // granitehybrid's Mamba-2 layers: state size, head size, groups (the inner size is 2 x embd,
   // as llama.cpp requires).
   int64_t ssm_state = 128, ssm_head_dim = 64, ssm_groups = 1;
+  // nemotron_h_moe: each layer's one part, M (Mamba-2), * (attention) or E (experts); empty:
+  // Nemotron-3-Nano's pattern cut to `layers`.
+  std::string layer_pattern;
 };
 
 // A tensor to fill with normal values of `mean` and `std`; `shape` is outermost first.

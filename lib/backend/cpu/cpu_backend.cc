@@ -37,6 +37,14 @@ void AddRow(const float* b, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] += b[i];
 }
 
+// out[i] = max(u[i], 0)^2: Nemotron-H's ungated activation (the compiler vectorises it).
+void ReluSquared(const float* u, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float r = u[i] > 0.f ? u[i] : 0.f;
+    out[i] = r * r;
+  }
+}
+
 // Splits the global row range [b, e) of several matrices laid end to end (first[i] is matrix
 // i's first global row) into per-matrix local ranges: fn(i, r0, r1).
 template <typename Fn>
@@ -126,37 +134,43 @@ class CpuBackend final : public Backend {
     std::vector<const PreparedActivations*>& inputs = Sized(s_.job_in, nj);
     for (size_t j = 0; j < nj; ++j) {
       const ExpertJob& job = jobs[j];
-      const WeightView in_weights[] = {job.gate, job.up};
+      // An ungated block (relu^2) multiplies its input by up alone.
+      const WeightView both[] = {job.gate, job.up};
+      const absl::Span<const WeightView> in_weights =
+          job.gate.empty() ? absl::MakeConstSpan(&job.up, 1) : absl::MakeConstSpan(both);
       bool fill = true;
       inputs[j] = &job_inputs_[j];
       if (shared != nullptr && TakesWholeInput(job, *shared)) {
         inputs[j] = shared;  // the shared expert: the layer input as prepared for all
         fill = false;
       } else if (job.rows != nullptr) {
-        job_inputs_[j].PrepareGathered(shared, job.in, job.gate.cols, job.rows, job.m, in_weights);
+        job_inputs_[j].PrepareGathered(shared, job.in, job.up.cols, job.rows, job.m, in_weights);
       } else {
-        fill = job_inputs_[j].Prepare(job.in, job.m, job.gate.cols, in_weights);
+        fill = job_inputs_[j].Prepare(job.in, job.m, job.up.cols, in_weights);
       }
       token_first[j + 1] = token_first[j] + (fill ? job.m : 0);
-      act_[j].resize(job.m * job.gate.rows);
-      ff_first[j + 1] = ff_first[j] + job.gate.rows;
+      act_[j].resize(job.m * job.up.rows);
+      ff_first[j + 1] = ff_first[j] + job.up.rows;
       d_first[j + 1] = d_first[j] + job.down.rows;
     }
-    PrepareJobTokens(token_first, jobs[0].gate.cols, job_inputs_);
+    PrepareJobTokens(token_first, jobs[0].up.cols, job_inputs_);
     // Pass 1: gate and up rows of every job, fused with SiLU x up.
     std::vector<int64_t>& tokens = Sized(s_.tokens, nj);
     std::vector<int>& ff_granule = Sized(s_.granule, nj);
     std::vector<int>& d_granule = Sized(s_.granule2, nj);
     for (size_t j = 0; j < nj; ++j) {
       tokens[j] = jobs[j].m;
-      ff_granule[j] = std::max(RowGroup(jobs[j].gate.dtype), RowGroup(jobs[j].up.dtype));
+      ff_granule[j] = RowGroup(jobs[j].up.dtype);
+      if (!jobs[j].gate.empty()) {
+        ff_granule[j] = std::max(ff_granule[j], RowGroup(jobs[j].gate.dtype));
+      }
       d_granule[j] = RowGroup(jobs[j].down.dtype);
     }
     // Every thread's gate/up scratch holds any share of any job's rows before the loop starts:
     // which rows a thread gets varies from step to step, and growing them lazily there would
     // allocate in whichever thread first took a larger share (a decode step must not).
     int64_t most = 0;
-    for (const ExpertJob& job : jobs) most = std::max(most, job.m * job.gate.rows);
+    for (const ExpertJob& job : jobs) most = std::max(most, job.m * job.up.rows);
     if (gate_up_scratch_.size() < static_cast<size_t>(pool_.num_threads())) {
       gate_up_scratch_.resize(pool_.num_threads());
     }
@@ -167,14 +181,15 @@ class CpuBackend final : public Backend {
       }
     }
     pool_.ClearPrefetches();  // the hints (PrefetchExperts) held while the inputs were prepared
-    ParallelByCost(ff_first, tokens, ff_granule, 2 * jobs[0].gate.cols, [&](int64_t b, int64_t e) {
+    ParallelByCost(ff_first, tokens, ff_granule, 2 * jobs[0].up.cols, [&](int64_t b, int64_t e) {
       ScratchVector<float>& g = gate_up_scratch_[ThreadPool::CurrentThreadIndex()].first;
       ScratchVector<float>& u = gate_up_scratch_[ThreadPool::CurrentThreadIndex()].second;
       ForEachRange(ff_first, b, e, [&](size_t j, int64_t r0, int64_t r1) {
         const ExpertJob& job = jobs[j];
-        const int64_t ff = job.gate.rows, nr = r1 - r0;
+        const int64_t ff = job.up.rows, nr = r1 - r0;
         // Rows r0..r1 of gate and up for every token, as [m x nr] blocks.
-        inputs[j]->Products(job.gate, r0, r1, g.data(), nr);
+        const bool gated = !job.gate.empty();
+        if (gated) inputs[j]->Products(job.gate, r0, r1, g.data(), nr);
         inputs[j]->Products(job.up, r0, r1, u.data(), nr);
         for (int64_t t = 0; t < job.m; ++t) {
           float* gt = g.data() + t * nr;
@@ -182,7 +197,9 @@ class CpuBackend final : public Backend {
           if (job.gate_bias) AddRow(job.gate_bias + r0, nr, gt);
           if (job.up_bias) AddRow(job.up_bias + r0, nr, ut);
           float* out = act_[j].data() + t * ff + r0;
-          if (job.activation == GatedActivation::kSwigluClamped) {
+          if (job.activation == GatedActivation::kReluSquared) {
+            ReluSquared(ut, out, nr);
+          } else if (job.activation == GatedActivation::kSwigluClamped) {
             swiglu_clamped_(gt, ut, out, nr);
           } else {
             silu_mul_(gt, ut, out, nr);
@@ -622,10 +639,10 @@ class CpuBackend final : public Backend {
     for (const ExpertJob& job : jobs) {
       if (job.in != in || (job.rows == nullptr && job.m != n)) continue;
       if (whole && job.rows != nullptr) continue;
-      weights.push_back(job.gate);
+      if (!job.gate.empty()) weights.push_back(job.gate);
       weights.push_back(job.up);
     }
-    PrepareInput(in, n, jobs[0].gate.cols, weights);
+    PrepareInput(in, n, jobs[0].up.cols, weights);
     return &input_;
   }
 

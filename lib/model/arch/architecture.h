@@ -49,8 +49,9 @@ enum class AttentionPart {
   kLatent,        // DeepSeek's multi-head latent attention: a compressed latent cached
   kShortConv,     // LFM2's gated short convolution: the last few positions' inputs cached
   kMamba2,        // a Mamba-2 mixer: its convolution's last inputs and a recurrent state cached
+  kNone,          // a feed-forward-only layer (Nemotron-H): nothing mixes positions, nothing cached
 };
-enum class FeedForwardPart { kDense, kMixture };
+enum class FeedForwardPart { kDense, kMixture, kNone /* a mixer-only layer (Nemotron-H) */ };
 
 // One layer's parts, in the order they run: attention (after attn_norm), then the feed-forward
 // part after the norm named ffn_norm, each added to the residual stream.

@@ -23,5 +23,6 @@ const Architecture& Lfm2MoeArchitecture();
 const Architecture& HunyuanMoeArchitecture();
 const Architecture& GraniteHybridArchitecture();
 const Architecture& DeepseekArchitecture();
+const Architecture& NemotronHMoeArchitecture();
 
 }  // namespace moe

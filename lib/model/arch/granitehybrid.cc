@@ -49,14 +49,7 @@ class GraniteHybrid final : public Architecture {
   }
 
   void FromTensors(const ModelSpec& spec, HParams* h) const override {
-    // The biases of the first attention layer tell (a Mamba-2 layer has none to tell).
-    for (int64_t l = 0; l < h->n_layer; ++l) {
-      if (h->layer_ssm(static_cast<int>(l))) continue;
-      h->has_qkv_bias = spec.Find(LayerBiasName(static_cast<int>(l), "attn_q")) != nullptr;
-      h->has_attn_out_bias =
-          spec.Find(LayerBiasName(static_cast<int>(l), "attn_output")) != nullptr;
-      break;
-    }
+    AttentionBiasesFromTensors(spec, h);
   }
 
   LayerParts Layer(const HParams& h, int layer) const override {

@@ -102,8 +102,14 @@ absl::Status ReadGraniteMultipliers(const MetadataKeys& keys, HParams* h) {
 }
 
 void AttentionBiasesFromTensors(const ModelSpec& spec, HParams* h) {
-  h->has_qkv_bias = spec.Find(LayerBiasName(0, "attn_q")) != nullptr;
-  h->has_attn_out_bias = spec.Find(LayerBiasName(0, "attn_output")) != nullptr;
+  // The first layer that attends tells (a convolution layer, a Mamba-2 layer or a feed-forward
+  // part alone has none to tell).
+  for (int l = 0; l < h->n_layer; ++l) {
+    if (h->layer_ssm(l) || h->layer_short_conv(l) || h->layer_ffn_only(l)) continue;
+    h->has_qkv_bias = spec.Find(LayerBiasName(l, "attn_q")) != nullptr;
+    h->has_attn_out_bias = spec.Find(LayerBiasName(l, "attn_output")) != nullptr;
+    return;
+  }
 }
 
 QkNorm QkNormFromTensors(const ModelSpec& spec, const HParams& h) {

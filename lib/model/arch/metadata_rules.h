@@ -47,8 +47,8 @@ void SoftmaxRenormalisedRouting(HParams* h);
 // Hugging Face's Granite configs; llama.cpp writes 0 for "none" where the key is optional.
 absl::Status ReadGraniteMultipliers(const MetadataKeys& keys, HParams* h);
 
-// q/k/v and output-projection biases where the file has them (layer 0 tells; ValidateModelSpec
-// then expects them in every layer).
+// q/k/v and output-projection biases where the file has them (the first attending layer tells;
+// ValidateModelSpec then expects them in every attending layer).
 void AttentionBiasesFromTensors(const ModelSpec& spec, HParams* h);
 
 // A family whose QK-norm is optional has it when the file has its weights: per head when they

@@ -170,7 +170,8 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
       MOE_ASSIGN_OR_RETURN(exchange, StartExchange(be, layer, d, tel));
     }
     if (L.has_shared) {
-      be.RunExperts({{L.shared.gate, L.shared.up, L.shared.down, xn, nullptr, n, shared_out}});
+      be.RunExperts({{L.shared.gate, L.shared.up, L.shared.down, xn, nullptr, n, shared_out,
+                      nullptr, nullptr, nullptr, FeedForwardActivation(h)}});
     }
     MOE_RETURN_IF_ERROR(FinishExchange(be, *exchange, L, layer, d, next_out, tel));
   }
@@ -224,14 +225,14 @@ void MixtureFeedForward::HintExperts(Backend& be, const LayerWeights& L, int64_t
   if (store_ != nullptr || comm_ != nullptr) return;
   auto& gate_up = hint_weights_;
   gate_up.clear();
-  for (int32_t e : selected_) {
-    gate_up.push_back(L.experts[e].gate);
-    gate_up.push_back(L.experts[e].up);
-  }
-  if (L.has_shared) {
-    gate_up.push_back(L.shared.gate);
-    gate_up.push_back(L.shared.up);
-  }
+  // Pairs of the first two matrices each block reads: gate and up, or an ungated block's up and
+  // down.
+  auto pair = [&](const WeightView& gate, const WeightView& up, const WeightView& down) {
+    gate_up.push_back(gate.empty() ? up : gate);
+    gate_up.push_back(gate.empty() ? down : up);
+  };
+  for (int32_t e : selected_) pair(L.experts[e].gate, L.experts[e].up, L.experts[e].down);
+  if (L.has_shared) pair(L.shared.gate, L.shared.up, L.shared.down);
   be.PrefetchExperts(gate_up, n);
 }
 
@@ -290,7 +291,7 @@ absl::Status MixtureFeedForward::RunInPlace(const StepContext& ctx, int layer,
   r.k = k;
   r.ids = ids;
   r.weights = weights;
-  r.activation = h.swiglu_clamped ? GatedActivation::kSwigluClamped : GatedActivation::kSilu;
+  r.activation = FeedForwardActivation(h);
   const Backend::ExpertMatrices shared{L.shared.gate, L.shared.up, L.shared.down};
   if (L.has_shared) {
     MOE_ASSIGN_OR_RETURN(r.shared_out, shared_out_.Resize(be, n * h.n_embd));
@@ -363,10 +364,9 @@ absl::Status MixtureFeedForward::RunLocalExperts(Backend& be, const HParams& h, 
                                                  Telemetry* tel, const StepContext* prefetch_ctx,
                                                  const float* x, size_t* next_out) {
   const int64_t d = h.n_embd;
-  const GatedActivation activation =
-      h.swiglu_clamped ? GatedActivation::kSwigluClamped : GatedActivation::kSilu;
+  const GatedActivation activation = FeedForwardActivation(h);
   for (int32_t e : selected_) {
-    if (L.experts[e].gate.empty() && store_ == nullptr) {
+    if (L.experts[e].down.empty() && store_ == nullptr) {
       return absl::FailedPreconditionError(
           absl::StrCat("expert ", e, " of layer ", layer,
                        " has no weights on this rank (its placement gives it to another)"));
@@ -418,8 +418,8 @@ absl::Status MixtureFeedForward::RunLocalExperts(Backend& be, const HParams& h, 
     }
     const bool with_shared = begin == 0 && shared_here;
     if (with_shared) {
-      jobs_.push_back(
-          {L.shared.gate, L.shared.up, L.shared.down, xn_.data(), nullptr, n, shared_out_.data()});
+      jobs_.push_back({L.shared.gate, L.shared.up, L.shared.down, xn_.data(), nullptr, n,
+                       shared_out_.data(), nullptr, nullptr, nullptr, activation});
     }
     if (step) {
       MOE_RETURN_IF_ERROR(RunStoredExperts(be, *step, with_shared));

@@ -12,6 +12,12 @@
 
 namespace moe {
 
+// The activation of the model's feed-forward blocks, routed and shared alike.
+inline GatedActivation FeedForwardActivation(const HParams& h) {
+  if (h.relu_squared_ffn) return GatedActivation::kReluSquared;
+  return h.swiglu_clamped ? GatedActivation::kSwigluClamped : GatedActivation::kSilu;
+}
+
 struct StepContext {
   const Model& model;
   Backend* backend;
