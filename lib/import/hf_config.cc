@@ -52,6 +52,7 @@ constexpr HfArchName kArchs[] = {
     {"MiniMaxM2ForCausalLM", "minimax_m2", Arch::kMinimaxM2, &MinimaxM2Keys},
     {"Dots1ForCausalLM", "dots1", Arch::kDots1, &Dots1Keys},
     {"Lfm2MoeForCausalLM", "lfm2_moe", Arch::kLfm2Moe, &Lfm2MoeKeys},
+    {"NemotronHForCausalLM", "nemotron_h", Arch::kNemotronHMoe, &NemotronHKeys},
 };
 
 absl::StatusOr<const HfArchName*> FindArch(const Json& j) {

@@ -139,6 +139,7 @@ absl::Status MinimaxM2Keys(const nlohmann::json& j, HfFamilyConfig* out);     //
 absl::Status Dots1Keys(const nlohmann::json& j, HfFamilyConfig* out);         // hf_dots1.cc
 absl::Status Lfm2MoeKeys(const nlohmann::json& j, HfFamilyConfig* out);       // hf_lfm2moe.cc
 absl::Status DeepseekMoeKeys(const nlohmann::json& j, HfFamilyConfig* out);   // hf_deepseek.cc
+absl::Status NemotronHKeys(const nlohmann::json& j, HfFamilyConfig* out);     // hf_nemotron_h.cc
 absl::Status GraniteMoeHybridKeys(const nlohmann::json& j,
                                   HfFamilyConfig* out);  // hf_granitehybrid.cc
 // A refine (HfFamilyConfig::refine) for the families whose GGUF conversion permutes q and k

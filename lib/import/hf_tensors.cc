@@ -242,34 +242,70 @@ void GraniteMoe(const HParams& h, Wants& w) {
   }
 }
 
-// GraniteMoeHybridForCausalLM: per layer input_layernorm, then a Mamba-2 mixer (mamba.in_proj,
-// the depthwise mamba.conv1d [channels, 1, kernel] with its bias, dt_bias, A_log — stored as
-// -exp(A_log), as llama.cpp's converter writes ssm_a —, D, the gated norm mamba.norm [inner] and
-// out_proj) or llama's attention; post_attention_layernorm and Granite's feed-forward.
-void GraniteHybrid(const HParams& h, Wants& w) {
+// A Mamba-2 mixer under `m` (in_proj, the depthwise conv1d [channels, 1, kernel] with its bias,
+// dt_bias, A_log — stored as -exp(A_log), as llama.cpp's converters write ssm_a —, D, the gated
+// norm [inner] and out_proj) as layer l's ssm_* tensors.
+void Mamba2Mixer(const HParams& h, int l, const std::string& m, Wants& w) {
   const int64_t d = h.n_embd, I = h.ssm_inner, H = h.ssm_heads, G = h.ssm_groups;
   const int64_t C = h.ssm_conv_channels(), K = h.ssm_conv_kernel;
+  auto name = [&](const char* base) { return LayerTensorName(l, base); };
+  w.Add(m + "in_proj.weight", name("ssm_in"), {I + C + H, d}, l);
+  w.Vector(m + "conv1d.weight", name("ssm_conv1d"), {C, K}, l).hf_shape = {C, 1, K};
+  w.Vector(m + "conv1d.bias", Bias(l, "ssm_conv1d"), {C}, l);
+  w.Vector(m + "dt_bias", Bias(l, "ssm_dt"), {H}, l);
+  WantedTensor& a = w.Vector(m + "A_log", LayerBareName(l, "ssm_a"), {H, 1}, l);
+  a.hf_shape = {H};
+  a.value = [](float a_log) { return -std::exp(a_log); };
+  w.Vector(m + "D", LayerBareName(l, "ssm_d"), {H, 1}, l).hf_shape = {H};
+  w.Vector(m + "norm.weight", name("ssm_norm"), {G, I / G}, l).hf_shape = {I};
+  w.Add(m + "out_proj.weight", name("ssm_out"), {d, I}, l);
+}
+
+// GraniteMoeHybridForCausalLM: per layer input_layernorm, then a Mamba-2 mixer (under mamba.) or
+// llama's attention; post_attention_layernorm and Granite's feed-forward.
+void GraniteHybrid(const HParams& h, Wants& w) {
   for (int l = 0; l < h.n_layer; ++l) {
     if (!h.layer_ssm(l)) {
       GraniteFeedForward(h, l, LlamaLayerNormsAndAttention(h, l, w), w);
       continue;
     }
     const std::string p = absl::StrCat("model.layers.", l, ".");
-    const std::string m = p + "mamba.";
-    auto name = [&](const char* base) { return LayerTensorName(l, base); };
-    w.Vector(p + "input_layernorm.weight", name("attn_norm"), {d}, l);
-    w.Add(m + "in_proj.weight", name("ssm_in"), {I + C + H, d}, l);
-    w.Vector(m + "conv1d.weight", name("ssm_conv1d"), {C, K}, l).hf_shape = {C, 1, K};
-    w.Vector(m + "conv1d.bias", Bias(l, "ssm_conv1d"), {C}, l);
-    w.Vector(m + "dt_bias", Bias(l, "ssm_dt"), {H}, l);
-    WantedTensor& a = w.Vector(m + "A_log", LayerBareName(l, "ssm_a"), {H, 1}, l);
-    a.hf_shape = {H};
-    a.value = [](float a_log) { return -std::exp(a_log); };
-    w.Vector(m + "D", LayerBareName(l, "ssm_d"), {H, 1}, l).hf_shape = {H};
-    w.Vector(m + "norm.weight", name("ssm_norm"), {G, I / G}, l).hf_shape = {I};
-    w.Add(m + "out_proj.weight", name("ssm_out"), {d, I}, l);
-    w.Vector(p + "post_attention_layernorm.weight", name("ffn_norm"), {d}, l);
+    w.Vector(p + "input_layernorm.weight", LayerTensorName(l, "attn_norm"), {h.n_embd}, l);
+    Mamba2Mixer(h, l, p + "mamba.", w);
+    w.Vector(p + "post_attention_layernorm.weight", LayerTensorName(l, "ffn_norm"), {h.n_embd}, l);
     GraniteFeedForward(h, l, p, w);
+  }
+}
+
+// NemotronHForCausalLM (with experts): per layer backbone.layers.L.norm, then its one part under
+// mixer.: a Mamba-2 mixer, attention (q/k/v/o_proj, no biases), or the router (gate.weight and
+// gate.e_score_correction_bias) with per-expert up_proj / down_proj and the shared expert's
+// (shared_experts.), none with a gate.
+void NemotronH(const HParams& h, Wants& w) {
+  const int64_t d = h.n_embd, q_dim = h.n_head * h.head_dim, kv_dim = h.n_head_kv * h.head_dim;
+  for (int l = 0; l < h.n_layer; ++l) {
+    const std::string p = absl::StrCat("backbone.layers.", l, ".");
+    const std::string m = p + "mixer.";
+    auto name = [&](const char* base) { return LayerTensorName(l, base); };
+    w.Vector(p + "norm.weight", name("attn_norm"), {d}, l);
+    if (h.layer_ssm(l)) {
+      Mamba2Mixer(h, l, m, w);
+    } else if (!h.layer_ffn_only(l)) {
+      w.Add(m + "q_proj.weight", name("attn_q"), {q_dim, d}, l);
+      w.Add(m + "k_proj.weight", name("attn_k"), {kv_dim, d}, l);
+      w.Add(m + "v_proj.weight", name("attn_v"), {kv_dim, d}, l);
+      w.Add(m + "o_proj.weight", name("attn_output"), {d, q_dim}, l);
+    } else {
+      w.Add(m + "gate.weight", name("ffn_gate_inp"), {h.n_expert, d}, l).router = true;
+      w.Vector(m + "gate.e_score_correction_bias", Bias(l, "exp_probs_b"), {h.n_expert}, l);
+      for (int e = 0; e < h.n_expert; ++e) {
+        const std::string x = absl::StrCat(m, "experts.", e, ".");
+        w.Add(x + "up_proj.weight", ExpertTensorName(l, e, "ffn_up"), {h.n_ff_expert, d}, l, e);
+        w.Add(x + "down_proj.weight", ExpertTensorName(l, e, "ffn_down"), {d, h.n_ff_expert}, l, e);
+      }
+      w.Add(m + "shared_experts.up_proj.weight", name("ffn_up_shexp"), {h.n_ff_shared, d}, l);
+      w.Add(m + "shared_experts.down_proj.weight", name("ffn_down_shexp"), {d, h.n_ff_shared}, l);
+    }
   }
 }
 
@@ -495,6 +531,8 @@ std::vector<WantedTensor> WantedTensors(const HfConfig& c,
     AddEmbeddings(c, w, "model.word_embeddings.weight");
   } else if (c.arch == Arch::kLfm2Moe) {
     AddEmbeddings(c, w, "model.embed_tokens.weight", "model.embedding_norm.weight");
+  } else if (c.arch == Arch::kNemotronHMoe) {
+    AddEmbeddings(c, w, "backbone.embeddings.weight", "backbone.norm_f.weight");
   } else {
     AddEmbeddings(c, w);
   }
@@ -531,6 +569,9 @@ std::vector<WantedTensor> WantedTensors(const HfConfig& c,
       break;
     case Arch::kDeepseek:
       Deepseek(c.hp, w);
+      break;
+    case Arch::kNemotronHMoe:
+      NemotronH(c.hp, w);
       break;
     default:
       ClassicFamilies(c, w);
