@@ -138,6 +138,7 @@ absl::StatusOr<HParams> ReadHParams(const fb::HParams* p) {
   if (const auto* m = p->mixer_only_layers()) h.mixer_only_layers.assign(m->begin(), m->end());
   if (const auto* f = p->ffn_only_layers()) h.ffn_only_layers.assign(f->begin(), f->end());
   h.relu_squared_ffn = p->relu_squared_ffn();
+  h.moe_latent_dim = p->moe_latent_dim();
   return h;
 }
 

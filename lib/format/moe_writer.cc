@@ -181,6 +181,7 @@ flatbuffers::Offset<fb::HParams> BuildHParams(flatbuffers::FlatBufferBuilder& b,
   if (!mixer_only_layers.IsNull()) hb.add_mixer_only_layers(mixer_only_layers);
   if (!ffn_only_layers.IsNull()) hb.add_ffn_only_layers(ffn_only_layers);
   hb.add_relu_squared_ffn(h.relu_squared_ffn);
+  hb.add_moe_latent_dim(h.moe_latent_dim);
   return hb.Finish();
 }
 

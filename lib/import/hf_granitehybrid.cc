@@ -58,11 +58,7 @@ absl::Status GraniteMoeHybridKeys(const nlohmann::json& j, HfFamilyConfig* out) 
   MOE_ASSIGN_OR_RETURN(const int64_t conv, c.Int("mamba_d_conv", 4));
   MOE_ASSIGN_OR_RETURN(const int64_t state, c.Int("mamba_d_state", 256));
   MOE_ASSIGN_OR_RETURN(const int64_t groups, c.Int("mamba_n_groups", 1));
-  k.SetInt("ssm.conv_kernel", conv);
-  k.SetInt("ssm.inner_size", inner);
-  k.SetInt("ssm.state_size", state);
-  k.SetInt("ssm.time_step_rank", ssm_heads);
-  k.SetInt("ssm.group_count", groups);
+  SetMamba2Keys({conv, inner, state, ssm_heads, groups}, &k);
   MOE_ASSIGN_OR_RETURN(const int64_t experts, c.Int("num_local_experts", 8));
   MOE_ASSIGN_OR_RETURN(const int64_t used, c.Int("num_experts_per_tok", 2));
   MOE_ASSIGN_OR_RETURN(const int64_t ff, c.Int("intermediate_size", 11008));

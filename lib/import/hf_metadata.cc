@@ -58,6 +58,14 @@ void SetMixtureKeys(const HfMixtureShape& m, HfMetadataKeys* k) {
   k->SetInt("expert_gating_func", m.gating);
 }
 
+void SetMamba2Keys(const HfMamba2Shape& m, HfMetadataKeys* k) {
+  k->SetInt("ssm.conv_kernel", m.conv_kernel);
+  k->SetInt("ssm.inner_size", m.inner);
+  k->SetInt("ssm.state_size", m.state);
+  k->SetInt("ssm.time_step_rank", m.heads);
+  k->SetInt("ssm.group_count", m.groups);
+}
+
 absl::Status SetLayerKindKeys(const ConfigJson& c, int64_t layers, int64_t kv_heads,
                               absl::string_view attending, absl::string_view other,
                               HfMetadataKeys* k) {

@@ -87,6 +87,12 @@ struct HfMixtureShape {
 };
 void SetMixtureKeys(const HfMixtureShape& m, HfMetadataKeys* keys);
 
+// Mamba-2's sizes as the ssm.* keys llama.cpp's converters write (time_step_rank: the heads).
+struct HfMamba2Shape {
+  int64_t conv_kernel, inner, state, heads, groups;
+};
+void SetMamba2Keys(const HfMamba2Shape& m, HfMetadataKeys* keys);
+
 // rope_theta or, in transformers v5's layout, rope_parameters.rope_theta.
 absl::StatusOr<double> RopeTheta(const nlohmann::json& j, double def);
 // partial_rotary_factor, top level or inside rope_parameters.

@@ -1,12 +1,12 @@
-// NemotronHForCausalLM with experts (Nemotron-3-Nano-30B-A3B) config.json -> nemotron_h_moe keys,
-// as llama.cpp's NemotronHModel converter writes them: hybrid_override_pattern spells each
-// layer's one part (M a Mamba-2 mixer: head_count_kv and feed_forward_length 0; * attention:
-// head_count_kv only; E experts: feed_forward_length moe_intermediate_size), the mamba_* sizes as
-// the ssm.* keys (inner size mamba_num_heads x mamba_head_dim), the routed and shared experts'
-// widths. Routing as transformers' NemotronHTopkRouter reads it: sigmoid with
-// e_score_correction_bias, n_group / topk_group, norm_topk_prob, routed_scaling_factor. A config
-// without experts (the dense Nemotron-H), with latent expert projections (moe_latent_size), an
-// activation other than relu2, or biases llama.cpp does not run is refused by name.
+// NemotronHForCausalLM with experts (Nemotron-3-Nano-30B-A3B, Nemotron 3 Super) config.json ->
+// nemotron_h_moe keys, as llama.cpp's NemotronHModel converter writes them: hybrid_override_pattern
+// spells each layer's one part (M a Mamba-2 mixer: head_count_kv and feed_forward_length 0; *
+// attention: head_count_kv only; E experts: feed_forward_length moe_intermediate_size), the mamba_*
+// sizes as the ssm.* keys (inner size mamba_num_heads x mamba_head_dim), the routed and shared
+// experts' widths. Routing as transformers' NemotronHTopkRouter reads it: sigmoid with
+// e_score_correction_bias, n_group / topk_group, norm_topk_prob, routed_scaling_factor; Nemotron 3
+// Super's moe_latent_size. A config without experts (the dense Nemotron-H), an activation other
+// than relu2, or biases llama.cpp does not run is refused by name.
 #include <string>
 #include <vector>
 
@@ -23,12 +23,6 @@ absl::Status NemotronHKeys(const nlohmann::json& j, HfFamilyConfig* out) {
     return absl::UnimplementedError(
         "a Nemotron-H config without experts (num_experts_per_tok) is a dense model: libmoe "
         "runs Mixture-of-Experts models only");
-  }
-  if (const nlohmann::json* latent = c.Get("moe_latent_size");
-      latent != nullptr && !latent->is_null()) {
-    return absl::UnimplementedError(
-        "config.json moe_latent_size (latent expert projections, Nemotron 3 Super) is not "
-        "supported");
   }
   MOE_ASSIGN_OR_RETURN(const std::string act, c.String("mlp_hidden_act", "relu2"));
   if (act != "relu2") {
@@ -84,18 +78,13 @@ absl::Status NemotronHKeys(const nlohmann::json& j, HfFamilyConfig* out) {
     ff[l] = p == 'E' ? moe_ff : 0;
   }
   k.SetIntArray("attention.head_count_kv", std::move(kv));
-  k.SetIntArray("feed_forward_length", std::move(ff));
 
   MOE_ASSIGN_OR_RETURN(const int64_t ssm_heads, c.Int("mamba_num_heads", 128));
   MOE_ASSIGN_OR_RETURN(const int64_t ssm_head_dim, c.Int("mamba_head_dim", 64));
   MOE_ASSIGN_OR_RETURN(const int64_t state, c.Int("ssm_state_size", 128));
   MOE_ASSIGN_OR_RETURN(const int64_t groups, c.Int("n_groups", 8));
   MOE_ASSIGN_OR_RETURN(const int64_t conv, c.Int("conv_kernel", 4));
-  k.SetInt("ssm.conv_kernel", conv);
-  k.SetInt("ssm.inner_size", ssm_heads * ssm_head_dim);
-  k.SetInt("ssm.state_size", state);
-  k.SetInt("ssm.time_step_rank", ssm_heads);
-  k.SetInt("ssm.group_count", groups);
+  SetMamba2Keys({conv, ssm_heads * ssm_head_dim, state, ssm_heads, groups}, &k);
 
   MOE_ASSIGN_OR_RETURN(const int64_t experts, c.Int("n_routed_experts"));
   MOE_ASSIGN_OR_RETURN(const int64_t used, c.Int("num_experts_per_tok"));
@@ -104,14 +93,15 @@ absl::Status NemotronHKeys(const nlohmann::json& j, HfFamilyConfig* out) {
   MOE_ASSIGN_OR_RETURN(const double scale, c.Float("routed_scaling_factor", 1.0));
   MOE_ASSIGN_OR_RETURN(const int64_t group_count, c.Int("n_group", 1));
   MOE_ASSIGN_OR_RETURN(const int64_t group_used, c.Int("topk_group", 1));
-  k.SetInt("expert_count", experts);
-  k.SetInt("expert_used_count", used);
-  k.SetInt("expert_feed_forward_length", moe_ff);
+  SetMixtureKeys({experts, used, 0, moe_ff, 1, 0, norm, scale, group_count, group_used, 2}, &k);
+  k.SetIntArray("feed_forward_length", std::move(ff));  // per layer, in place of the dense width
   k.SetInt("expert_shared_feed_forward_length", shared);
-  k.SetBool("expert_weights_norm", norm);
-  k.SetFloat("expert_weights_scale", scale);
-  k.SetInt("expert_group_count", group_count);
-  k.SetInt("expert_group_used_count", group_used);
+  // Nemotron 3 Super's latent experts (null or absent: none).
+  if (const nlohmann::json* latent = c.Get("moe_latent_size");
+      latent != nullptr && !latent->is_null()) {
+    MOE_ASSIGN_OR_RETURN(const int64_t size, c.Int("moe_latent_size"));
+    k.SetInt("moe_latent_size", size);
+  }
   out->selection_bias = true;  // the router's e_score_correction_bias
   return absl::OkStatus();
 }

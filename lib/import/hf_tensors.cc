@@ -280,7 +280,8 @@ void GraniteHybrid(const HParams& h, Wants& w) {
 // NemotronHForCausalLM (with experts): per layer backbone.layers.L.norm, then its one part under
 // mixer.: a Mamba-2 mixer, attention (q/k/v/o_proj, no biases), or the router (gate.weight and
 // gate.e_score_correction_bias) with per-expert up_proj / down_proj and the shared expert's
-// (shared_experts.), none with a gate.
+// (shared_experts.), none with a gate; Nemotron 3 Super's latent projections fc1_latent_proj /
+// fc2_latent_proj.
 void NemotronH(const HParams& h, Wants& w) {
   const int64_t d = h.n_embd, q_dim = h.n_head * h.head_dim, kv_dim = h.n_head_kv * h.head_dim;
   for (int l = 0; l < h.n_layer; ++l) {
@@ -298,10 +299,16 @@ void NemotronH(const HParams& h, Wants& w) {
     } else {
       w.Add(m + "gate.weight", name("ffn_gate_inp"), {h.n_expert, d}, l).router = true;
       w.Vector(m + "gate.e_score_correction_bias", Bias(l, "exp_probs_b"), {h.n_expert}, l);
+      const int64_t xd = h.expert_dim();
+      if (h.moe_latent_dim > 0) {  // Nemotron 3 Super
+        w.Add(m + "fc1_latent_proj.weight", name("ffn_latent_down"), {xd, d}, l);
+        w.Add(m + "fc2_latent_proj.weight", name("ffn_latent_up"), {d, xd}, l);
+      }
       for (int e = 0; e < h.n_expert; ++e) {
         const std::string x = absl::StrCat(m, "experts.", e, ".");
-        w.Add(x + "up_proj.weight", ExpertTensorName(l, e, "ffn_up"), {h.n_ff_expert, d}, l, e);
-        w.Add(x + "down_proj.weight", ExpertTensorName(l, e, "ffn_down"), {d, h.n_ff_expert}, l, e);
+        w.Add(x + "up_proj.weight", ExpertTensorName(l, e, "ffn_up"), {h.n_ff_expert, xd}, l, e);
+        w.Add(x + "down_proj.weight", ExpertTensorName(l, e, "ffn_down"), {xd, h.n_ff_expert}, l,
+              e);
       }
       w.Add(m + "shared_experts.up_proj.weight", name("ffn_up_shexp"), {h.n_ff_shared, d}, l);
       w.Add(m + "shared_experts.down_proj.weight", name("ffn_down_shexp"), {d, h.n_ff_shared}, l);

@@ -42,9 +42,11 @@ void Transformer::AddCosts(absl::Span<const SequenceChunk> batch, Telemetry* tel
     dense_bytes_per_token_ = static_cast<int64_t>(model_->token_embd().row_bytes());
     for (const LayerWeights& L : model_->layers()) {
       for (const WeightView* w :
-           {&L.wq, &L.wk, &L.wv, &L.wo, &L.wq_a, &L.wq_b, &L.wkv_a, &L.wk_b, &L.wv_b, &L.conv_in,
-            &L.ssm_in, &L.dense.gate, &L.dense.up, &L.dense.down, &L.router, &L.shared.gate,
-            &L.shared.up, &L.shared.down, &L.shared_gate}) {
+           {&L.wq,          &L.wk,         &L.wv,          &L.wo,          &L.wq_a,
+            &L.wq_b,        &L.wkv_a,      &L.wk_b,        &L.wv_b,        &L.conv_in,
+            &L.ssm_in,      &L.dense.gate, &L.dense.up,    &L.dense.down,  &L.router,
+            &L.shared.gate, &L.shared.up,  &L.shared.down, &L.shared_gate, &L.latent_down,
+            &L.latent_up}) {
         if (!w->empty()) dense_macs_per_token_ += w->rows * w->cols;
       }
       dense_bytes_per_token_ += static_cast<int64_t>(L.dense_bytes);

@@ -253,6 +253,11 @@ absl::Status Model::Resolve() {
     }
     MOE_RETURN_IF_ERROR(ResolveExperts(l, L));
     L.dense_bytes += L.router.byte_size();
+    if (h.moe_latent_dim > 0) {
+      MOE_ASSIGN_OR_RETURN(L.latent_down, Matrix(name("ffn_latent_down")));
+      MOE_ASSIGN_OR_RETURN(L.latent_up, Matrix(name("ffn_latent_up")));
+      L.dense_bytes += L.latent_down.byte_size() + L.latent_up.byte_size();
+    }
     if (h.n_ff_shared > 0) {
       L.has_shared = true;
       if (!h.relu_squared_ffn) {

@@ -70,6 +70,8 @@ struct LayerWeights {
   bool has_shared = false;
   ExpertWeights shared;
   WeightView shared_gate;  // [1 x embd], when the shared expert is gated
+  // Latent experts (HParams::moe_latent_dim): [latent x embd] and [embd x latent].
+  WeightView latent_down, latent_up;
   size_t dense_bytes = 0;  // every weight byte of the layer a token reads besides routed experts
 };
 

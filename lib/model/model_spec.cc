@@ -367,6 +367,10 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
           absl::StrCat("layer ", l, " is a feed-forward part alone and a convolution layer"));
     }
   }
+  if (h.moe_latent_dim < 0 || (h.moe_latent_dim > 0 && !h.relu_squared_ffn)) {
+    return absl::UnimplementedError(
+        absl::StrCat("latent experts of size ", h.moe_latent_dim, " outside nemotron_h_moe"));
+  }
   if (h.relu_squared_ffn && (h.swiglu_clamped || h.has_expert_bias || h.n_ff_dense > 0 ||
                              h.shared_expert_gate || h.expert_input_weighted)) {
     return absl::UnimplementedError(
@@ -481,16 +485,18 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
       MOE_RETURN_IF_ERROR(Expect(spec, bias("ffn_up_exps"), {h.n_expert, h.n_ff_expert}));
       MOE_RETURN_IF_ERROR(Expect(spec, bias("ffn_down_exps"), {h.n_expert, h.n_embd}));
     }
+    const int64_t xd = h.expert_dim();
+    if (h.moe_latent_dim > 0) {
+      MOE_RETURN_IF_ERROR(Expect(spec, name("ffn_latent_down"), {xd, h.n_embd}));
+      MOE_RETURN_IF_ERROR(Expect(spec, name("ffn_latent_up"), {h.n_embd, xd}));
+    }
     for (int e = 0; e < h.n_expert; ++e) {
       if (weightless[l][e]) continue;  // pruned or held by another rank: no tensors needed
       if (!h.relu_squared_ffn) {
-        MOE_RETURN_IF_ERROR(
-            Expect(spec, ExpertTensorName(l, e, "ffn_gate"), {h.n_ff_expert, h.n_embd}));
+        MOE_RETURN_IF_ERROR(Expect(spec, ExpertTensorName(l, e, "ffn_gate"), {h.n_ff_expert, xd}));
       }
-      MOE_RETURN_IF_ERROR(
-          Expect(spec, ExpertTensorName(l, e, "ffn_up"), {h.n_ff_expert, h.n_embd}));
-      MOE_RETURN_IF_ERROR(
-          Expect(spec, ExpertTensorName(l, e, "ffn_down"), {h.n_embd, h.n_ff_expert}));
+      MOE_RETURN_IF_ERROR(Expect(spec, ExpertTensorName(l, e, "ffn_up"), {h.n_ff_expert, xd}));
+      MOE_RETURN_IF_ERROR(Expect(spec, ExpertTensorName(l, e, "ffn_down"), {xd, h.n_ff_expert}));
     }
     if (h.n_ff_shared > 0) {
       if (!h.relu_squared_ffn) {

@@ -175,6 +175,12 @@ struct HParams {
   std::vector<int64_t> ffn_only_layers;
   // Feed-forward blocks without a gate (Nemotron-H), routed and shared: down(relu(up x)^2).
   bool relu_squared_ffn = false;
+  // Latent experts (Nemotron 3 Super's moe_latent_size; 0: none): the routed experts run on the
+  // normalised input projected down to this size (ffn_latent_down), their weighted sum is
+  // projected back up (ffn_latent_up); the router and the shared expert read the full input.
+  int64_t moe_latent_dim = 0;
+  // The size of the routed experts' input and output rows.
+  int64_t expert_dim() const { return moe_latent_dim > 0 ? moe_latent_dim : n_embd; }
 
   bool latent_attention() const { return kv_lora_rank > 0; }
   bool multimodal_rope() const {

@@ -326,7 +326,10 @@ TEST(MoeContainerTest, ConvolutionAndMamba2LayersAndQkNormAfterRopeRoundTrip) {
   nemotron.arch = Arch::kNemotronHMoe;
   nemotron.n_layer = 4, nemotron.layer_pattern = "M*EE", nemotron.n_ff_shared = 40;
   nemotron.selection_bias = true;
-  for (const testing::RandomModelOptions& o : {lfm2, hunyuan, granite_h, nemotron}) {
+  testing::RandomModelOptions nemotron_super = nemotron;  // latent experts
+  nemotron_super.moe_latent = 16;
+  for (const testing::RandomModelOptions& o :
+       {lfm2, hunyuan, granite_h, nemotron, nemotron_super}) {
     ModelSpec spec = testing::MakeRandomModel(o);
     const std::string path = TempPath("roundtrip.moe");
     ASSERT_TRUE(WriteMoeFile(spec, path).ok());
@@ -342,6 +345,7 @@ TEST(MoeContainerTest, ConvolutionAndMamba2LayersAndQkNormAfterRopeRoundTrip) {
       EXPECT_EQ(back->hp.mixer_only_layers, (std::vector<int64_t>{0, 1}));
       EXPECT_EQ(back->hp.ffn_only_layers, (std::vector<int64_t>{2, 3}));
       EXPECT_TRUE(back->hp.relu_squared_ffn);
+      EXPECT_EQ(back->hp.moe_latent_dim, o.moe_latent);
     }
     EXPECT_TRUE(back->hp == spec.hp);
     const std::vector<float> want = PromptLogits(spec);

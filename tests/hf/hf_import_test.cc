@@ -847,92 +847,97 @@ TEST(HfImportTest, GraniteMoeHybridCheckpointRunsAsTheReference) {
 // one); the final norm is backbone.norm_f. Latent expert projections and other activations are
 // refused by name.
 TEST(HfImportTest, NemotronHCheckpointRunsAsTheReference) {
-  testing::RandomModelOptions o;
-  o.arch = Arch::kNemotronHMoe;
-  o.n_layer = 5, o.layer_pattern = "ME*EM", o.n_head = 4, o.n_ff_expert = 24, o.n_ff_shared = 32;
-  o.selection_bias = true, o.norm_topk_prob = true, o.routed_scale = 2.5f, o.seed = 47;
-  const ModelSpec random = testing::MakeRandomModel(o);
-  const HParams& h = random.hp;
-  std::map<std::string, RawTensor> t;
-  t["backbone.embeddings.weight"] = RawOf(random, "token_embd.weight");
-  t["backbone.norm_f.weight"] = RawOf(random, "output_norm.weight");
-  t["lm_head.weight"] = RawOf(random, "output.weight");
-  for (int l = 0; l < h.n_layer; ++l) {
-    const std::string p = absl::StrCat("backbone.layers.", l, ".");
-    const std::string m = p + "mixer.";
-    auto name = [&](const char* base) { return LayerTensorName(l, base); };
-    t[p + "norm.weight"] = RawOf(random, name("attn_norm"));
-    if (o.layer_pattern[l] == '*') {
-      for (const char* x : {"q", "k", "v"}) {
-        t[absl::StrCat(m, x, "_proj.weight")] =
-            RawOf(random, name(absl::StrCat("attn_", x).c_str()));
+  for (const int64_t latent : {0, 16}) {
+    SCOPED_TRACE(latent > 0 ? "latent experts (Nemotron 3 Super)" : "Nemotron-3-Nano");
+    testing::RandomModelOptions o;
+    o.arch = Arch::kNemotronHMoe;
+    o.n_layer = 5, o.layer_pattern = "ME*EM", o.n_head = 4, o.n_ff_expert = 24, o.n_ff_shared = 32;
+    o.selection_bias = true, o.norm_topk_prob = true, o.routed_scale = 2.5f, o.seed = 47;
+    o.moe_latent = latent;
+    const ModelSpec random = testing::MakeRandomModel(o);
+    const HParams& h = random.hp;
+    std::map<std::string, RawTensor> t;
+    t["backbone.embeddings.weight"] = RawOf(random, "token_embd.weight");
+    t["backbone.norm_f.weight"] = RawOf(random, "output_norm.weight");
+    t["lm_head.weight"] = RawOf(random, "output.weight");
+    for (int l = 0; l < h.n_layer; ++l) {
+      const std::string p = absl::StrCat("backbone.layers.", l, ".");
+      const std::string m = p + "mixer.";
+      auto name = [&](const char* base) { return LayerTensorName(l, base); };
+      t[p + "norm.weight"] = RawOf(random, name("attn_norm"));
+      if (o.layer_pattern[l] == '*') {
+        for (const char* x : {"q", "k", "v"}) {
+          t[absl::StrCat(m, x, "_proj.weight")] =
+              RawOf(random, name(absl::StrCat("attn_", x).c_str()));
+        }
+        t[m + "o_proj.weight"] = RawOf(random, name("attn_output"));
+      } else if (o.layer_pattern[l] == 'E') {
+        t[m + "gate.weight"] = RawOf(random, name("ffn_gate_inp"));
+        t[m + "gate.e_score_correction_bias"] = RawOf(random, LayerBiasName(l, "exp_probs_b"));
+        if (latent > 0) {
+          t[m + "fc1_latent_proj.weight"] = RawOf(random, name("ffn_latent_down"));
+          t[m + "fc2_latent_proj.weight"] = RawOf(random, name("ffn_latent_up"));
+        }
+        for (int e = 0; e < h.n_expert; ++e) {
+          const std::string x = absl::StrCat(m, "experts.", e, ".");
+          t[x + "up_proj.weight"] = RawOf(random, ExpertTensorName(l, e, "ffn_up"));
+          t[x + "down_proj.weight"] = RawOf(random, ExpertTensorName(l, e, "ffn_down"));
+        }
+        t[m + "shared_experts.up_proj.weight"] = RawOf(random, name("ffn_up_shexp"));
+        t[m + "shared_experts.down_proj.weight"] = RawOf(random, name("ffn_down_shexp"));
+      } else {
+        t[m + "in_proj.weight"] = RawOf(random, name("ssm_in"));
+        t[m + "conv1d.weight"] =
+            RawOf(random, name("ssm_conv1d"), {h.ssm_conv_channels(), 1, h.ssm_conv_kernel});
+        t[m + "conv1d.bias"] = RawOf(random, LayerBiasName(l, "ssm_conv1d"));
+        t[m + "dt_bias"] = RawOf(random, LayerBiasName(l, "ssm_dt"));
+        std::vector<float> a_log = FloatsOf(random, LayerBareName(l, "ssm_a"));
+        for (float& a : a_log) a = std::log(-a);
+        t[m + "A_log"] = FloatTensor({h.ssm_heads}, a_log);
+        t[m + "D"] = RawOf(random, LayerBareName(l, "ssm_d"), {h.ssm_heads});
+        t[m + "norm.weight"] = RawOf(random, name("ssm_norm"), {h.ssm_inner});
+        t[m + "out_proj.weight"] = RawOf(random, name("ssm_out"));
       }
-      t[m + "o_proj.weight"] = RawOf(random, name("attn_output"));
-    } else if (o.layer_pattern[l] == 'E') {
-      t[m + "gate.weight"] = RawOf(random, name("ffn_gate_inp"));
-      t[m + "gate.e_score_correction_bias"] = RawOf(random, LayerBiasName(l, "exp_probs_b"));
-      for (int e = 0; e < h.n_expert; ++e) {
-        const std::string x = absl::StrCat(m, "experts.", e, ".");
-        t[x + "up_proj.weight"] = RawOf(random, ExpertTensorName(l, e, "ffn_up"));
-        t[x + "down_proj.weight"] = RawOf(random, ExpertTensorName(l, e, "ffn_down"));
-      }
-      t[m + "shared_experts.up_proj.weight"] = RawOf(random, name("ffn_up_shexp"));
-      t[m + "shared_experts.down_proj.weight"] = RawOf(random, name("ffn_down_shexp"));
-    } else {
-      t[m + "in_proj.weight"] = RawOf(random, name("ssm_in"));
-      t[m + "conv1d.weight"] =
-          RawOf(random, name("ssm_conv1d"), {h.ssm_conv_channels(), 1, h.ssm_conv_kernel});
-      t[m + "conv1d.bias"] = RawOf(random, LayerBiasName(l, "ssm_conv1d"));
-      t[m + "dt_bias"] = RawOf(random, LayerBiasName(l, "ssm_dt"));
-      std::vector<float> a_log = FloatsOf(random, LayerBareName(l, "ssm_a"));
-      for (float& a : a_log) a = std::log(-a);
-      t[m + "A_log"] = FloatTensor({h.ssm_heads}, a_log);
-      t[m + "D"] = RawOf(random, LayerBareName(l, "ssm_d"), {h.ssm_heads});
-      t[m + "norm.weight"] = RawOf(random, name("ssm_norm"), {h.ssm_inner});
-      t[m + "out_proj.weight"] = RawOf(random, name("ssm_out"));
     }
+    nlohmann::json config = RandomModelConfig(h, "NemotronHForCausalLM", "nemotron_h");
+    config.erase("hidden_act");
+    config.erase("rms_norm_eps");
+    config["layer_norm_epsilon"] = h.rms_eps;
+    config["head_dim"] = h.head_dim;
+    config["hybrid_override_pattern"] = o.layer_pattern;
+    config["mamba_num_heads"] = h.ssm_heads;
+    config["mamba_head_dim"] = h.ssm_inner / h.ssm_heads;
+    config["ssm_state_size"] = h.ssm_state;
+    config["n_groups"] = h.ssm_groups;
+    config["conv_kernel"] = h.ssm_conv_kernel;
+    config["mlp_hidden_act"] = "relu2";
+    config["n_routed_experts"] = h.n_expert;
+    config["num_experts_per_tok"] = h.n_expert_used;
+    config["moe_intermediate_size"] = h.n_ff_expert;
+    config["moe_shared_expert_intermediate_size"] = h.n_ff_shared;
+    config["n_shared_experts"] = 1;
+    config["norm_topk_prob"] = true;
+    config["routed_scaling_factor"] = 2.5;
+    config["n_group"] = 1;
+    config["topk_group"] = 1;
+    config["tie_word_embeddings"] = false;
+    config["moe_latent_size"] = latent > 0 ? nlohmann::json(latent) : nlohmann::json(nullptr);
+    const fs::path dir = TempDir("nemotron_h");
+    WriteCheckpoint(dir, config, t);
+    ExpectImportRunsAsReference(dir, random, Arch::kNemotronHMoe);
+    auto spec = ImportHfCheckpoint(dir.string());
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    EXPECT_EQ(spec->hp.ffn_only_layers, (std::vector<int64_t>{1, 3}));
+    EXPECT_EQ(spec->hp.ssm_layers, (std::vector<int64_t>{0, 4}));
+    EXPECT_EQ(spec->hp.routed_scale, 2.5f);
+    EXPECT_TRUE(spec->hp.norm_topk_prob);
+    EXPECT_EQ(spec->hp.moe_latent_dim, latent);
+    config["mlp_hidden_act"] = "silu";
+    WriteCheckpoint(dir, config, t);
+    EXPECT_THAT(std::string(ImportHfCheckpoint(dir.string()).status().message()),
+                HasSubstr("mlp_hidden_act"));
+    fs::remove_all(dir);
   }
-  nlohmann::json config = RandomModelConfig(h, "NemotronHForCausalLM", "nemotron_h");
-  config.erase("hidden_act");
-  config.erase("rms_norm_eps");
-  config["layer_norm_epsilon"] = h.rms_eps;
-  config["head_dim"] = h.head_dim;
-  config["hybrid_override_pattern"] = o.layer_pattern;
-  config["mamba_num_heads"] = h.ssm_heads;
-  config["mamba_head_dim"] = h.ssm_inner / h.ssm_heads;
-  config["ssm_state_size"] = h.ssm_state;
-  config["n_groups"] = h.ssm_groups;
-  config["conv_kernel"] = h.ssm_conv_kernel;
-  config["mlp_hidden_act"] = "relu2";
-  config["n_routed_experts"] = h.n_expert;
-  config["num_experts_per_tok"] = h.n_expert_used;
-  config["moe_intermediate_size"] = h.n_ff_expert;
-  config["moe_shared_expert_intermediate_size"] = h.n_ff_shared;
-  config["n_shared_experts"] = 1;
-  config["norm_topk_prob"] = true;
-  config["routed_scaling_factor"] = 2.5;
-  config["n_group"] = 1;
-  config["topk_group"] = 1;
-  config["tie_word_embeddings"] = false;
-  const fs::path dir = TempDir("nemotron_h");
-  WriteCheckpoint(dir, config, t);
-  ExpectImportRunsAsReference(dir, random, Arch::kNemotronHMoe);
-  auto spec = ImportHfCheckpoint(dir.string());
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_EQ(spec->hp.ffn_only_layers, (std::vector<int64_t>{1, 3}));
-  EXPECT_EQ(spec->hp.ssm_layers, (std::vector<int64_t>{0, 4}));
-  EXPECT_EQ(spec->hp.routed_scale, 2.5f);
-  EXPECT_TRUE(spec->hp.norm_topk_prob);
-  config["moe_latent_size"] = 16;
-  WriteCheckpoint(dir, config, t);
-  EXPECT_THAT(std::string(ImportHfCheckpoint(dir.string()).status().message()),
-              HasSubstr("moe_latent_size"));
-  config.erase("moe_latent_size");
-  config["mlp_hidden_act"] = "silu";
-  WriteCheckpoint(dir, config, t);
-  EXPECT_THAT(std::string(ImportHfCheckpoint(dir.string()).status().message()),
-              HasSubstr("mlp_hidden_act"));
-  fs::remove_all(dir);
 }
 
 // Llama 4's language model in transformers' layout (Llama4ForCausalLM's names): dense MLPs in the

@@ -201,6 +201,12 @@ std::vector<Case> Cases() {
   nemotron_q8.ssm_groups = 1, nemotron_q8.ssm_state = 16, nemotron_q8.dtype = DType::kQ8_0;
   nemotron_q8.seed = 137;
   cases.push_back({"nemotron_h_moe_q8", nemotron_q8});
+  RandomModelOptions super_latent = nemotron;  // Nemotron 3 Super's latent experts
+  super_latent.moe_latent = 24, super_latent.seed = 139;
+  cases.push_back({"nemotron_h_moe_latent", super_latent});
+  RandomModelOptions super_q8 = nemotron_q8;
+  super_q8.moe_latent = 32, super_q8.seed = 149;
+  cases.push_back({"nemotron_h_moe_latent_q8", super_q8});
   return cases;
 }
 

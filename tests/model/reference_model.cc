@@ -139,6 +139,7 @@ class RandomModelKeys final : public MetadataKeys {
     if (key == "ssm.group_count") return o_.ssm_groups;
     if (key == "expert_gating_func" && !o_.short_conv_layers.empty()) return 2;
     if (key == "expert_shared_feed_forward_length") return o_.n_ff_shared;
+    if (key == "moe_latent_size") return o_.moe_latent;
     return none_.Int(key, def);
   }
   absl::StatusOr<float> Float(absl::string_view key, float def) const override { return def; }
@@ -385,11 +386,17 @@ ModelSpec MakeRandomModel(const RandomModelOptions& o) {
     b.Add(n("ffn_gate_inp"), {o.n_expert, E}, 2 * in_std, 0, l);
     // Of the size of the scores (~1 / n_expert), so that it changes choices.
     if (o.selection_bias) b.Add(LayerBiasName(l, "exp_probs_b"), {o.n_expert}, 0.3f, 0, l);
+    const int64_t X = h.expert_dim();  // the routed experts' rows
+    if (o.moe_latent > 0) {
+      b.Add(n("ffn_latent_down"), {X, E}, in_std * std::sqrt(static_cast<float>(E) / X), 0, l);
+      b.Add(n("ffn_latent_up"), {E, X}, 1.0f / std::sqrt(static_cast<float>(X)), 0, l);
+    }
     for (int e = 0; e < o.n_expert; ++e) {
       // An ungated block's up rows twice as large: relu^2 of unit inputs is small.
       if (h.relu_squared_ffn) {
-        b.Add(ExpertTensorName(l, e, "ffn_up"), {o.n_ff_expert, E}, 2 * in_std, 0, l, e);
-        b.Add(ExpertTensorName(l, e, "ffn_down"), {E, o.n_ff_expert},
+        b.Add(ExpertTensorName(l, e, "ffn_up"), {o.n_ff_expert, X},
+              2.0f / std::sqrt(static_cast<float>(X)), 0, l, e);
+        b.Add(ExpertTensorName(l, e, "ffn_down"), {X, o.n_ff_expert},
               0.5f / std::sqrt(static_cast<float>(o.n_ff_expert)), 0, l, e);
         continue;
       }
@@ -563,21 +570,26 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
       std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return rank[a] > rank[b]; });
       double chosen = 0;
       for (int64_t j = 0; j < h.n_expert_used; ++j) chosen += p[idx[j]];
-      std::vector<float> out(E, 0.f);
+      // Nemotron 3 Super's latent experts: their input projected down, their sum projected up.
+      const bool latent = h.moe_latent_dim > 0;
+      const std::vector<float> expert_in =
+          latent ? MatVec(Weight(s, n("ffn_latent_down")), xn) : xn;
+      std::vector<float> out(h.expert_dim(), 0.f);
       for (int64_t j = 0; j < h.n_expert_used; ++j) {
         int e = idx[j];
         double w = (h.norm_topk_prob ? p[e] / chosen : p[e]) * h.routed_scale;
         // Llama 4 weighs the expert's input (transformers' routed_in = hidden * router_scores)
         // and adds its output as it is.
-        std::vector<float> in = xn;
+        std::vector<float> in = expert_in;
         if (h.expert_input_weighted) {
           for (float& z : in) z = static_cast<float>(z * w);
           w = 1;
         }
         auto y = Mlp(s, h.relu_squared_ffn ? "" : ExpertTensorName(l, e, "ffn_gate"),
                      ExpertTensorName(l, e, "ffn_up"), ExpertTensorName(l, e, "ffn_down"), in);
-        for (int64_t i = 0; i < E; ++i) out[i] += static_cast<float>(w * y[i]);
+        for (size_t i = 0; i < out.size(); ++i) out[i] += static_cast<float>(w * y[i]);
       }
+      if (latent) out = MatVec(Weight(s, n("ffn_latent_up")), out);
       if (h.n_ff_shared > 0) {
         auto y = Mlp(s, h.relu_squared_ffn ? "" : n("ffn_gate_shexp"), n("ffn_up_shexp"),
                      n("ffn_down_shexp"), xn);

@@ -53,6 +53,8 @@ struct RandomModelOptions {
   // nemotron_h_moe's layers of one part each: M (Mamba-2, of the sizes above), * (attention), E
   // (ungated relu^2 experts beside a shared expert of n_ff_shared).
   std::string layer_pattern;
+  // Nemotron 3 Super's latent experts: their rows of this size (0: none).
+  int64_t moe_latent = 0;
 };
 
 // A ModelSpec owning its random weights; semantics flags are what the family implies.

@@ -138,6 +138,10 @@ int main(int argc, char** argv) {
                 pattern.c_str());
   }
   if (h.relu_squared_ffn) std::printf("experts       ungated, relu(up x)^2\n");
+  if (h.moe_latent_dim > 0) {
+    std::printf("latent        routed experts on a %lld-value projection of the input\n",
+                (long long)h.moe_latent_dim);
+  }
   if (h.nope_period > 0) {
     if (h.nope_period == 1) {
       std::printf("no rope       on any layer (no position encoding in attention)");

@@ -47,7 +47,7 @@ absl::StatusOr<Calibration> Calibrate(std::shared_ptr<const Model> model,
       cal.experts[l].resize(h.n_expert);
     }
   }
-  const int64_t d = h.n_embd;
+  const int64_t d = h.expert_dim();  // the experts' input rows
   std::mt19937_64 rng(0x6d6f652d63616cULL);
   auto backend = CreateCpuBackend(threads);
   Transformer tf(model, backend.get());
@@ -87,7 +87,7 @@ absl::StatusOr<std::vector<std::vector<std::vector<TypeOption>>>> MeasureSensiti
     const Model& model, const Calibration& cal, absl::Span<const DType> candidates,
     const std::vector<std::vector<int64_t>>* routed_counts, Backend& backend) {
   const HParams& h = model.hp();
-  const int64_t d = h.n_embd;
+  const int64_t d = h.expert_dim();
   const GatedActivation activation = FeedForwardActivation(h);
   std::vector<std::vector<std::vector<TypeOption>>> options(h.n_layer);
   for (int l = 0; l < h.n_layer && l < static_cast<int>(cal.experts.size()); ++l) {

@@ -234,6 +234,9 @@ int main(int argc, char** argv) {
   app.add_option("--ssm-groups", sh.ssm_groups,
                  "granitehybrid, nemotron_h_moe: Mamba-2 groups of B and C")
       ->capture_default_str();
+  app.add_option("--moe-latent", sh.moe_latent,
+                 "nemotron_h_moe: the routed experts' latent size (Nemotron 3 Super; 0: none)")
+      ->capture_default_str();
   app.add_option("--layer-pattern", sh.layer_pattern,
                  "nemotron_h_moe: one of M (Mamba-2), * (attention), E (experts) per layer "
                  "(default: Nemotron-3-Nano's, cut to --layers)");

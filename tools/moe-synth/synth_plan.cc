@@ -547,8 +547,9 @@ absl::Status PlanGraniteHybrid(const Shape& s, Builder& b) {
 
 // Nemotron-H MoE: each layer one part after its attn_norm, as --layer-pattern spells them (M a
 // Mamba-2 mixer, * attention without RoPE, E ungated relu^2 experts beside a shared expert of
-// --shared-ff; default: Nemotron-3-Nano's pattern, cut to --layers); sigmoid routing with a
-// selection bias, renormalised and scaled by 2.5, as Nemotron-3-Nano's config.
+// --shared-ff; default: Nemotron-3-Nano's pattern, cut to --layers), with --moe-latent the
+// routed experts in a latent space (Nemotron 3 Super); sigmoid routing with a selection bias,
+// renormalised and scaled by 2.5, as Nemotron-3-Nano's config.
 absl::Status PlanNemotronHMoe(const Shape& s, Builder& b) {
   static constexpr char kNanoPattern[] = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME";
   std::string pattern = s.layer_pattern;
@@ -580,6 +581,8 @@ absl::Status PlanNemotronHMoe(const Shape& s, Builder& b) {
   b.Key("expert_group_count", 1);
   b.KeyF("expert_weights_scale", 2.5f);
   b.KeyB("expert_weights_norm", true);
+  if (s.moe_latent > 0) b.Key("moe_latent_size", static_cast<uint32_t>(s.moe_latent));
+  const int64_t L = s.moe_latent > 0 ? s.moe_latent : E;  // the routed experts' rows
   for (int64_t l = 0; l < s.layers; ++l) {
     b.Norm(l, "attn_norm.weight", E);
     if (pattern[l] == 'M') {
@@ -590,8 +593,12 @@ absl::Status PlanNemotronHMoe(const Shape& s, Builder& b) {
       const int64_t X = s.experts, F = s.ff, S = s.shared_ff;
       b.AddLayer(l, "ffn_gate_inp.weight", {X, E}, 2 * b.InScale(E));
       b.AddLayer(l, "exp_probs_b.bias", {X}, 0.1f);
-      b.AddLayer(l, "ffn_up_exps.weight", {X, F, E}, 2 * b.InScale(E));
-      b.AddLayer(l, "ffn_down_exps.weight", {X, E, F}, 0.5f * b.InScale(F));
+      if (s.moe_latent > 0) {
+        b.AddLayer(l, "ffn_latent_down.weight", {L, E}, b.InScale(E));
+        b.AddLayer(l, "ffn_latent_up.weight", {E, L}, b.InScale(L));
+      }
+      b.AddLayer(l, "ffn_up_exps.weight", {X, F, L}, 2 * b.InScale(L));
+      b.AddLayer(l, "ffn_down_exps.weight", {X, L, F}, 0.5f * b.InScale(F));
       b.AddLayer(l, "ffn_up_shexp.weight", {S, E}, 2 * b.InScale(E));
       b.AddLayer(l, "ffn_down_shexp.weight", {E, S}, 0.5f * b.InScale(S));
     }

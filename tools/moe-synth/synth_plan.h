@@ -40,6 +40,7 @@ struct Shape {
   // nemotron_h_moe: each layer's one part, M (Mamba-2), * (attention) or E (experts); empty:
   // Nemotron-3-Nano's pattern cut to `layers`.
   std::string layer_pattern;
+  int64_t moe_latent = 0;  // nemotron_h_moe: the routed experts' latent size (0: none)
 };
 
 // A tensor to fill with normal values of `mean` and `std`; `shape` is outermost first.

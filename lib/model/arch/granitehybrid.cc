@@ -27,11 +27,7 @@ class GraniteHybrid final : public Architecture {
     } else {
       h->nope_period = 1;  // every attention layer: no RoPE
     }
-    MOE_ASSIGN_OR_RETURN(h->ssm_conv_kernel, keys.Int("ssm.conv_kernel"));
-    MOE_ASSIGN_OR_RETURN(h->ssm_inner, keys.Int("ssm.inner_size"));
-    MOE_ASSIGN_OR_RETURN(h->ssm_state, keys.Int("ssm.state_size"));
-    MOE_ASSIGN_OR_RETURN(h->ssm_heads, keys.Int("ssm.time_step_rank"));
-    MOE_ASSIGN_OR_RETURN(h->ssm_groups, keys.Int("ssm.group_count"));
+    MOE_RETURN_IF_ERROR(ReadMamba2Sizes(keys, h));
     MOE_ASSIGN_OR_RETURN(std::vector<int64_t> kv_heads, keys.IntArray("attention.head_count_kv"));
     if (static_cast<int64_t>(kv_heads.size()) != h->n_layer) {
       return absl::InvalidArgumentError(absl::StrCat("granitehybrid.attention.head_count_kv has ",

@@ -35,6 +35,15 @@ absl::Status ReadRoutedScale(const MetadataKeys& keys, HParams* h) {
   return absl::OkStatus();
 }
 
+absl::Status ReadMamba2Sizes(const MetadataKeys& keys, HParams* h) {
+  MOE_ASSIGN_OR_RETURN(h->ssm_conv_kernel, keys.Int("ssm.conv_kernel"));
+  MOE_ASSIGN_OR_RETURN(h->ssm_inner, keys.Int("ssm.inner_size"));
+  MOE_ASSIGN_OR_RETURN(h->ssm_state, keys.Int("ssm.state_size"));
+  MOE_ASSIGN_OR_RETURN(h->ssm_heads, keys.Int("ssm.time_step_rank"));
+  MOE_ASSIGN_OR_RETURN(h->ssm_groups, keys.Int("ssm.group_count"));
+  return absl::OkStatus();
+}
+
 absl::Status ReadLeadingDenseLayers(const MetadataKeys& keys, HParams* h) {
   MOE_ASSIGN_OR_RETURN(h->n_layer_dense, keys.Int("leading_dense_block_count", 0));
   if (h->n_layer_dense > 0) {

@@ -20,6 +20,10 @@ absl::Status ReadRouting(const MetadataKeys& keys, RoutingDefaults defaults, HPa
 // otherwise fixed (part of ReadRouting).
 absl::Status ReadRoutedScale(const MetadataKeys& keys, HParams* h);
 
+// ssm.conv_kernel, inner_size, state_size, time_step_rank (the heads) and group_count: the sizes
+// of Mamba-2 layers (granitehybrid, nemotron_h_moe).
+absl::Status ReadMamba2Sizes(const MetadataKeys& keys, HParams* h);
+
 // leading_dense_block_count layers with a dense FFN of feed_forward_length.
 absl::Status ReadLeadingDenseLayers(const MetadataKeys& keys, HParams* h);
 

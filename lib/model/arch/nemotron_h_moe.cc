@@ -4,8 +4,9 @@
 // mixture of ungated relu^2 experts beside a relu^2 shared expert (feed_forward_length > 0),
 // llama.cpp's rule for telling them apart. Routing is sigmoid with the selection bias
 // exp_probs_b, renormalised and scaled as the file says (llama.cpp's graph fixes the sigmoid
-// whatever expert_gating_func says). The latent projections of the larger models
-// (moe_latent_size) are refused by name, as are files with no Mamba-2 layer.
+// whatever expert_gating_func says). The larger models (Nemotron 3 Super) run their routed experts
+// in a latent space of moe_latent_size (HParams::moe_latent_dim). Files with no Mamba-2 layer are
+// refused.
 #include "absl/strings/str_cat.h"
 #include "lib/base/status_macros.h"
 #include "lib/model/arch/families.h"
@@ -20,18 +21,9 @@ class NemotronHMoe final : public Architecture {
   absl::string_view name() const override { return "nemotron_h_moe"; }
 
   absl::Status ReadMetadata(const MetadataKeys& keys, HParams* h) const override {
-    MOE_ASSIGN_OR_RETURN(const int64_t latent, keys.Int("moe_latent_size", int64_t{0}));
-    if (latent > 0) {
-      return absl::UnimplementedError(
-          absl::StrCat("nemotron_h_moe with latent expert projections (moe_latent_size ", latent,
-                       ", ffn_latent_down / ffn_latent_up) is not supported"));
-    }
+    MOE_ASSIGN_OR_RETURN(h->moe_latent_dim, keys.Int("moe_latent_size", int64_t{0}));
     h->nope_period = 1;  // no attention layer rotates
-    MOE_ASSIGN_OR_RETURN(h->ssm_conv_kernel, keys.Int("ssm.conv_kernel"));
-    MOE_ASSIGN_OR_RETURN(h->ssm_inner, keys.Int("ssm.inner_size"));
-    MOE_ASSIGN_OR_RETURN(h->ssm_state, keys.Int("ssm.state_size"));
-    MOE_ASSIGN_OR_RETURN(h->ssm_heads, keys.Int("ssm.time_step_rank"));
-    MOE_ASSIGN_OR_RETURN(h->ssm_groups, keys.Int("ssm.group_count"));
+    MOE_RETURN_IF_ERROR(ReadMamba2Sizes(keys, h));
     MOE_ASSIGN_OR_RETURN(const std::vector<int64_t> kv_heads,
                          keys.IntArray("attention.head_count_kv"));
     MOE_ASSIGN_OR_RETURN(const std::vector<int64_t> ff, keys.IntArray("feed_forward_length"));

@@ -111,6 +111,18 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
                     absl::MakeConstSpan(outs, products), biases);
   }
   if (RoutesInPlace(ctx)) return RunInPlace(ctx, layer, L, n, logits, gate, x);
+  const int64_t xd = h.expert_dim();
+  const bool latent = h.moe_latent_dim > 0;
+  if (latent && comm_ != nullptr) {
+    return absl::UnimplementedError("latent experts (moe_latent_size) with expert parallelism");
+  }
+  // The experts' input: the normalised rows, or their latent projection.
+  const float* expert_in = xn;
+  if (latent) {
+    MOE_ASSIGN_OR_RETURN(float* in, latent_in_.Resize(be, n * xd));
+    be.MatMul(L.latent_down, xn, n, in);
+    expert_in = in;
+  }
   {
     StageTimer timer(tel, &StageTimes::router_s);
     // The shared expert's gate logits come back with the router's, in the same wait.
@@ -133,8 +145,8 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
     }
   }
   if (observer_) {
-    host_xn_.resize(n * d);
-    be.CopyToHost(xn, host_xn_.size() * sizeof(float), host_xn_.data());
+    host_xn_.resize(n * xd);
+    be.CopyToHost(expert_in, host_xn_.size() * sizeof(float), host_xn_.data());
     observer_(layer, n, static_cast<int>(h.n_expert_used), routing.experts.data(),
               routing.weights.data(), host_xn_.data());
   }
@@ -176,6 +188,7 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
     MOE_RETURN_IF_ERROR(FinishExchange(be, *exchange, L, layer, d, next_out, tel));
   }
   RecordRouting(tel, layer, h.n_layer, routing.experts.data(), routing.entropy.data(), n, k);
+  if (latent) return CombineLatent(be, L, n, k, shared_out, x);
   if (L.has_shared && h.residual_scale != 1.f) be.Scale(h.residual_scale, shared_out, n * d);
   // Combine: each token's expert outputs in its router's order, weighted, then the gated shared
   // expert, summed into the residual stream in one pass over the tokens.
@@ -196,6 +209,30 @@ absl::Status MixtureFeedForward::Run(const StepContext& ctx, int layer, const La
       L.has_shared ? shared_out : nullptr, gated_shared ? host_gate_.data() : nullptr, d,
       src.data(), weight.data());
   be.AddWeightedRows(n, terms, d, src.data(), weight.data(), x);
+  return absl::OkStatus();
+}
+
+absl::Status MixtureFeedForward::CombineLatent(Backend& be, const LayerWeights& L, int64_t n,
+                                               int64_t k, const float* shared_out, float* x) {
+  const int64_t xd = L.latent_down.rows, d = L.latent_up.rows;
+  // Each token's expert outputs in its router's order, weighted, in the latent space; projected
+  // up, then the shared expert's output, into the residual stream.
+  MOE_ASSIGN_OR_RETURN(float* sum, latent_sum_.Resize(be, n * xd));
+  MOE_ASSIGN_OR_RETURN(float* out, latent_out_.Resize(be, n * d));
+  combine_src_.resize(n * k);
+  combine_weight_.resize(n * k);
+  ListCombineTerms(
+      n, k, routing_.experts.data(), routing_.weights.data(),
+      [&](int64_t t, int64_t j) {
+        return expert_out_[job_of_expert_[routing_.experts[t * k + j]]].data() +
+               lists_.PlaceOf(t * k + j) * xd;
+      },
+      nullptr, nullptr, xd, combine_src_.data(), combine_weight_.data());
+  be.Zero(sum, static_cast<size_t>(n * xd) * sizeof(float));
+  be.AddWeightedRows(n, k, xd, combine_src_.data(), combine_weight_.data(), sum);
+  be.MatMul(L.latent_up, sum, n, out);
+  be.Axpy(1.f, out, n * d, x);
+  if (L.has_shared) be.Axpy(1.f, shared_out, n * d, x);
   return absl::OkStatus();
 }
 
@@ -239,8 +276,8 @@ void MixtureFeedForward::HintExperts(Backend& be, const LayerWeights& L, int64_t
 bool MixtureFeedForward::RoutesInPlace(const StepContext& ctx) const {
   // Everything that needs the choices on the host before the experts run keeps the host path.
   return ctx.backend->routes_in_place() && store_ == nullptr && comm_ == nullptr && !observer_ &&
-         !ctx.model.hp().expert_input_weighted && policy_.capacity_factor == 0.f &&
-         (policy_.load_window == 0 || ctx.histories.empty());
+         !ctx.model.hp().expert_input_weighted && ctx.model.hp().moe_latent_dim == 0 &&
+         policy_.capacity_factor == 0.f && (policy_.load_window == 0 || ctx.histories.empty());
 }
 
 absl::Span<const Backend::ExpertMatrices> MixtureFeedForward::MatricesOf(int layer,
@@ -363,7 +400,7 @@ absl::Status MixtureFeedForward::RunLocalExperts(Backend& be, const HParams& h, 
                                                  const LayerWeights& L, int64_t n, bool shared_here,
                                                  Telemetry* tel, const StepContext* prefetch_ctx,
                                                  const float* x, size_t* next_out) {
-  const int64_t d = h.n_embd;
+  const int64_t d = h.expert_dim();  // the experts' output rows (latent ones: the latent size)
   const GatedActivation activation = FeedForwardActivation(h);
   for (int32_t e : selected_) {
     if (L.experts[e].down.empty() && store_ == nullptr) {
@@ -407,7 +444,9 @@ absl::Status MixtureFeedForward::RunLocalExperts(Backend& be, const HParams& h, 
       const int64_t m = end - first;
       const ExpertWeights& w = L.experts[e];
       // Weighted inputs (llama4): the expert's own rows of weighted_in_ instead of its tokens'.
-      const float* in = h.expert_input_weighted ? weighted_in_.data() : xn_.data();
+      const float* in = h.expert_input_weighted ? weighted_in_.data()
+                        : h.moe_latent_dim > 0  ? latent_in_.data()
+                                                : xn_.data();
       const int32_t* in_rows = h.expert_input_weighted
                                    ? weighted_rows_.data() + weighted_first_[e] + first
                                    : rows.data() + first;

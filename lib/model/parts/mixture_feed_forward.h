@@ -20,8 +20,8 @@ namespace moe {
 
 // Told each layer's routing of a step: the step's rows in order, k experts and weights per row
 // (-1 and 0 where a row runs fewer), and the rows the experts take as input (the normalised
-// residual stream, [rows x n_embd]), on the thread that runs the step. For traces and the
-// quantizer's calibration.
+// residual stream, or its latent projection: [rows x HParams::expert_dim()]), on the thread that
+// runs the step. For traces and the quantizer's calibration.
 using RoutingObserver = std::function<void(int layer, int64_t rows, int k, const int32_t* experts,
                                            const float* weights, const float* inputs)>;
 
@@ -84,6 +84,10 @@ class MixtureFeedForward {
   // Tells the backend which gate and up matrices the layer's experts pass reads for its n
   // tokens (a hint).
   void HintExperts(Backend& be, const LayerWeights& L, int64_t n);
+  // Latent experts' combine: their weighted outputs summed in the latent space, projected up and
+  // added to x with the shared expert's output.
+  absl::Status CombineLatent(Backend& be, const LayerWeights& L, int64_t n, int64_t k,
+                             const float* shared_out, float* x);
   // Runs selected_ over xn_ into expert_out_ (and the shared expert if shared_here), from the
   // resident weights or the expert store; prefetch_ctx (null: none) and x let the store guess the
   // next layer's experts. next_out counts the outputs used.
@@ -125,6 +129,8 @@ class MixtureFeedForward {
   // are in the backend's memory; the router's and the shared expert gate's outputs are copied to
   // the host (n x n_expert and n values), where routing, dispatch and the expert store run.
   BackendBuffer<float> xn_, router_logits_, shared_out_, shared_gate_;
+  // Latent experts: their input (xn_ projected down), their weighted sum, and it projected up.
+  BackendBuffer<float> latent_in_, latent_sum_, latent_out_;
   std::vector<float> host_logits_, host_gate_;
   std::vector<float> host_xn_;  // the routing observer's and the expert ranks' copy of xn_
   ExpertLists lists_;           // each expert's tokens of routing_
