@@ -269,34 +269,41 @@ TEST(ExpertCacheEngineGroupsTest, GroupLayoutFilesAreReadAsStored) {
 }
 
 // Ungated experts (Nemotron-H's relu^2: up and down, no gate) take slots of two matrices and run
-// from the cache as they run resident, at half the budget and at the smallest one.
+// from the cache as they run resident, at half the budget and at the smallest one; latent ones
+// (Nemotron 3 Super's) take slots of their smaller rows.
 TEST(ExpertCacheEngineUngatedTest, UngatedExpertsRunFromTheCacheAsResident) {
-  testing::RandomModelOptions m;
-  m.arch = Arch::kNemotronHMoe;
-  m.n_layer = 5, m.layer_pattern = "ME*EM", m.n_embd = 64, m.n_head = 4, m.head_dim = 16;
-  m.n_ff_expert = 32, m.n_ff_shared = 64, m.selection_bias = true, m.dtype = DType::kQ8_0;
-  m.ssm_groups = 1, m.ssm_state = 16, m.seed = 41;
-  const std::string moe = (fs::path(::testing::TempDir()) /
-                           ("moe_expert_cache_ungated_" + std::to_string(::getpid()) + ".moe"))
-                              .string();
-  ASSERT_TRUE(WriteMoeFile(testing::MakeRandomModel(m), moe).ok());
-  auto resident = Engine::Load(moe, {});
-  ASSERT_TRUE(resident.ok()) << resident.status();
-  const std::vector<int32_t> prompt = {5, 17, 3, 44, 90, 12, 61, 7, 33};
-  const std::vector<float> want = LogitsOf(*resident, prompt, 6);
-  const size_t slot = 2 * 32 * RowBytes(DType::kQ8_0, 64);  // up [32 x 64], down [64 x 32]
-  for (double fraction : {0.5, 0.0}) {
-    // 0: the smallest budget, one layer's top-k slots.
-    auto cached = Load(moe, fraction > 0 ? 0 : 3 * slot, fraction);
-    ASSERT_NE(cached, nullptr);
-    const ExpertStore& store = *cached->expert_store();
-    EXPECT_EQ(store.source(1, 0).gate.bytes(), 0u);
-    EXPECT_GT(store.source(1, 0).up.bytes(), 0u);
-    EXPECT_EQ(store.slot_bytes(), slot) << "up and down";
-    EXPECT_EQ(LogitsOf(cached, prompt, 6), want) << fraction;
-    EXPECT_GT(store.cache().stats().misses, 0);
+  for (const int64_t latent : {0, 32}) {
+    SCOPED_TRACE(latent);
+    testing::RandomModelOptions m;
+    m.moe_latent = latent;
+    m.arch = Arch::kNemotronHMoe;
+    m.n_layer = 5, m.layer_pattern = "ME*EM", m.n_embd = 64, m.n_head = 4, m.head_dim = 16;
+    m.n_ff_expert = 32, m.n_ff_shared = 64, m.selection_bias = true, m.dtype = DType::kQ8_0;
+    m.ssm_groups = 1, m.ssm_state = 16, m.seed = 41;
+    const std::string moe = (fs::path(::testing::TempDir()) /
+                             ("moe_expert_cache_ungated_" + std::to_string(::getpid()) + ".moe"))
+                                .string();
+    ASSERT_TRUE(WriteMoeFile(testing::MakeRandomModel(m), moe).ok());
+    auto resident = Engine::Load(moe, {});
+    ASSERT_TRUE(resident.ok()) << resident.status();
+    const std::vector<int32_t> prompt = {5, 17, 3, 44, 90, 12, 61, 7, 33};
+    const std::vector<float> want = LogitsOf(*resident, prompt, 6);
+    // up [32 x X], down [X x 32], X the experts' rows: 64, or the latent size
+    const int64_t X = latent > 0 ? latent : 64;
+    const size_t slot = 32 * RowBytes(DType::kQ8_0, X) + X * RowBytes(DType::kQ8_0, 32);
+    for (double fraction : {0.5, 0.0}) {
+      // 0: the smallest budget, one layer's top-k slots.
+      auto cached = Load(moe, fraction > 0 ? 0 : 3 * slot, fraction);
+      ASSERT_NE(cached, nullptr);
+      const ExpertStore& store = *cached->expert_store();
+      EXPECT_EQ(store.source(1, 0).gate.bytes(), 0u);
+      EXPECT_GT(store.source(1, 0).up.bytes(), 0u);
+      EXPECT_EQ(store.slot_bytes(), slot) << "up and down";
+      EXPECT_EQ(LogitsOf(cached, prompt, 6), want) << fraction;
+      EXPECT_GT(store.cache().stats().misses, 0);
+    }
+    fs::remove(moe);
   }
-  fs::remove(moe);
 }
 
 std::string WriteTemp(const std::string& name, const std::string& text) {
