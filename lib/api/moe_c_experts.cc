@@ -1,7 +1,7 @@
 // The C ABI of experts as placed units: where each expert lives, pinning, and the expert
 // cache's statistics per layer.
 #include <cstdio>
-#include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,16 +35,10 @@ moe_status CheckExpert(const moe::Engine& e, int32_t layer, int32_t expert) {
   return MOE_OK;
 }
 
-// "gate/up/down" type names into a C string field ("up/down" for an ungated expert).
-void CopyTypes(bool gated, std::initializer_list<moe::DType> types, char (&out)[32]) {
-  std::string s;
-  for (moe::DType t : types) {
-    if (!gated) {  // the first is the gate's
-      gated = true;
-      continue;
-    }
-    absl::StrAppend(&s, s.empty() ? "" : "/", moe::DTypeName(t));
-  }
+// "gate/up/down" type names into a C string field ("up/down" for an ungated expert: no gate).
+void CopyTypes(std::optional<moe::DType> gate, moe::DType up, moe::DType down, char (&out)[32]) {
+  const std::string s = absl::StrCat(gate ? absl::StrCat(moe::DTypeName(*gate), "/") : "",
+                                     moe::DTypeName(up), "/", moe::DTypeName(down));
   std::snprintf(out, sizeof(out), "%s", s.c_str());
 }
 
@@ -74,13 +68,14 @@ moe_status moe_model_get_expert_placement(const moe_model* model, int32_t layer,
       p.in_memory = store->InMemory(layer, expert) ? 1 : 0;
       const moe::ExpertSource& src = store->source(layer, expert);
       p.bytes = src.gate.bytes() + src.up.bytes() + src.down.bytes();
-      CopyTypes(src.gate.bytes() > 0, {src.gate.dtype, src.up.dtype, src.down.dtype},
-                p.weight_types);
+      CopyTypes(src.gate.bytes() > 0 ? std::optional(src.gate.dtype) : std::nullopt, src.up.dtype,
+                src.down.dtype, p.weight_types);
     } else {
       p.tier = MOE_EXPERT_RESIDENT;
       p.in_memory = 1;
       p.bytes = w.byte_size();
-      CopyTypes(!w.gate.empty(), {w.gate.dtype, w.up.dtype, w.down.dtype}, p.weight_types);
+      CopyTypes(w.gate.empty() ? std::nullopt : std::optional(w.gate.dtype), w.up.dtype,
+                w.down.dtype, p.weight_types);
     }
     return WriteVersioned(p, out, "placement");
   });

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "lib/base/status_macros.h"
 #include "lib/import/hf_config_json.h"
 #include "lib/import/hf_metadata.h"
@@ -77,15 +78,10 @@ absl::StatusOr<const HfArchName*> FindArch(const Json& j) {
         "config.json names no architecture ('architectures' and "
         "'model_type' are both absent)");
   }
+  std::vector<absl::string_view> supported;
+  for (const HfArchName& a : kArchs) supported.push_back(a.hf);
   return absl::UnimplementedError(absl::StrCat(
-      "unsupported architecture '", named,
-      "' (supported: MixtralForCausalLM, Qwen2MoeForCausalLM, OlmoeForCausalLM, "
-      "Qwen3MoeForCausalLM, Glm4MoeForCausalLM, DeepseekForCausalLM, DeepseekV2ForCausalLM, "
-      "DeepseekV3ForCausalLM, GptOssForCausalLM, Ernie4_5_MoeForCausalLM, "
-      "GraniteMoeForCausalLM, GraniteMoeSharedForCausalLM, "
-      "GraniteMoeHybridForCausalLM, Llama4ForConditionalGeneration, "
-      "Llama4ForCausalLM, BailingMoeV2ForCausalLM, MiniMaxM2ForCausalLM, "
-      "Dots1ForCausalLM, Lfm2MoeForCausalLM)"));
+      "unsupported architecture '", named, "' (supported: ", absl::StrJoin(supported, ", "), ")"));
 }
 
 // config.json -> the family's llama.cpp keys -> the family's rules, as for its GGUF conversion.

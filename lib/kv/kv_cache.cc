@@ -32,17 +32,10 @@ absl::StatusOr<KvCache> KvCache::Create(int64_t n_layer, int64_t n_ctx, int64_t 
         absl::StrCat("recurrent states for ", state_floats.size(), " layers of ", n_layer));
   }
   KvCache c;
+  const KvLayerRows attention = KvLayerRows::Attention(dtype, n_kv_heads, head_dim, values_in_keys);
   for (int64_t l = 0; l < n_layer; ++l) {
-    if (!state_floats.empty() && state_floats[l] > 0) {
-      c.rows_.push_back(KvLayerRows::Recurrent(conv_width[l], state_floats[l]));
-      c.recurrent_ = true;
-    } else if (!conv_width.empty() && conv_width[l] > 0) {
-      c.rows_.push_back(KvLayerRows::Convolution(conv_width[l]));
-    } else if (!conv_width.empty() && conv_width[l] == kNoKvRows) {
-      c.rows_.push_back(KvLayerRows::None());
-    } else {
-      c.rows_.push_back(KvLayerRows::Attention(dtype, n_kv_heads, head_dim, values_in_keys));
-    }
+    c.rows_.push_back(KvLayerRows::Of(conv_width, state_floats, l, attention));
+    c.recurrent_ |= c.rows_.back().state_floats > 0;
   }
   c.dtype_ = dtype;
   c.n_ctx_ = n_ctx;

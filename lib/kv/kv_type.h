@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "lib/base/dtype.h"
 
 namespace moe {
@@ -53,6 +54,19 @@ struct KvLayerRows {
   static KvLayerRows None() { return {DType::kF32, 0, 0, 0}; }
   size_t state_bytes() const { return static_cast<size_t>(state_floats) * sizeof(float); }
   size_t row_bytes() const { return RowBytes(dtype, n_heads * head_dim); }
+
+  // Layer l's rows from the caches' per-layer lists (either may be empty: none): state_floats > 0
+  // a recurrent layer, conv_width > 0 a convolution layer, kNoKvRows nothing, else `attention`.
+  static KvLayerRows Of(absl::Span<const int64_t> conv_width,
+                        absl::Span<const int64_t> state_floats, int64_t l,
+                        const KvLayerRows& attention) {
+    if (!state_floats.empty() && state_floats[l] > 0) {
+      return Recurrent(conv_width[l], state_floats[l]);
+    }
+    if (!conv_width.empty() && conv_width[l] > 0) return Convolution(conv_width[l]);
+    if (!conv_width.empty() && conv_width[l] == kNoKvRows) return None();
+    return attention;
+  }
 };
 
 }  // namespace moe

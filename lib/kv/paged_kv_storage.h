@@ -37,12 +37,8 @@ struct PagedKvShape {
 
   int64_t planes() const { return values_in_keys ? 1 : 2; }  // K and V, or K alone
   KvLayerRows layer_rows(int64_t l) const {
-    if (!state_floats.empty() && state_floats[l] > 0) {
-      return KvLayerRows::Recurrent(conv_width[l], state_floats[l]);
-    }
-    if (!conv_width.empty() && conv_width[l] > 0) return KvLayerRows::Convolution(conv_width[l]);
-    if (!conv_width.empty() && conv_width[l] == kNoKvRows) return KvLayerRows::None();
-    return KvLayerRows::Attention(dtype, n_kv_heads, head_dim, values_in_keys);
+    return KvLayerRows::Of(conv_width, state_floats, l,
+                           KvLayerRows::Attention(dtype, n_kv_heads, head_dim, values_in_keys));
   }
 };
 

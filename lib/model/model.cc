@@ -158,13 +158,10 @@ absl::Status Model::Resolve() {
   // recurrent layer, a state (both lists empty when no layer has them).
   for (int l = 0; l < h.n_layer; ++l) {
     const bool short_conv = h.layer_short_conv(l), ssm = h.layer_ssm(l);
-    if (h.layer_ffn_only(l)) {  // a feed-forward part alone caches nothing
-      conv_widths_.resize(h.n_layer, 0);
-      conv_widths_[l] = kNoKvRows;
-    }
-    if (!short_conv && !ssm) continue;
+    const bool ffn_only = h.layer_ffn_only(l);  // a feed-forward part alone caches nothing
+    if (!short_conv && !ssm && !ffn_only) continue;
     conv_widths_.resize(h.n_layer, 0);
-    conv_widths_[l] = short_conv ? h.n_embd : h.ssm_conv_channels();
+    conv_widths_[l] = ffn_only ? kNoKvRows : short_conv ? h.n_embd : h.ssm_conv_channels();
     if (!ssm) continue;
     state_floats_.resize(h.n_layer, 0);
     state_floats_[l] = h.ssm_state_floats();

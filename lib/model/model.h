@@ -20,12 +20,15 @@ struct ExpertWeights {
   // An expert another rank holds has no views here, only what running it costs there.
   int64_t remote_bytes = 0;
   int64_t remote_params = 0;
+  // Whether the expert's weights are here (not pruned, not another rank's); an ungated expert's
+  // gate is empty.
+  bool has_weights() const { return !down.empty(); }
   // What one token running the expert reads and multiplies, wherever it runs.
   int64_t cost_bytes() const {
-    return down.rows > 0 ? static_cast<int64_t>(byte_size()) : remote_bytes;
+    return has_weights() ? static_cast<int64_t>(byte_size()) : remote_bytes;
   }
   int64_t params() const {
-    return down.rows > 0 ? gate.rows * gate.cols + up.rows * up.cols + down.rows * down.cols
+    return has_weights() ? gate.rows * gate.cols + up.rows * up.cols + down.rows * down.cols
                          : remote_params;
   }
 };

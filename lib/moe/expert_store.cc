@@ -59,7 +59,7 @@ absl::StatusOr<std::unique_ptr<ExpertStore>> ExpertStore::Create(
   const size_t slot = store->slot_bytes_;
   // Experts without weights here (pruned, another rank's, a dense layer's) take no slot, whatever
   // the placement names for them ("*" names every layer).
-  auto has_weights = [&](int l, int e) { return store->sources_[l][e].down.bytes() > 0; };
+  auto has_weights = [&](int l, int e) { return store->sources_[l][e].has_weights(); };
   auto count = [&](ExpertTier tier) {
     size_t n = 0;
     for (int l = 0; l < n_layer; ++l) {
@@ -120,7 +120,7 @@ size_t ExpertStore::SlotBytes(const std::vector<std::vector<ExpertSource>>& sour
 size_t ExpertStore::total_expert_bytes() const {
   size_t n = 0;  // experts with weights (a pruned expert's source is empty)
   for (const auto& layer : sources_) {
-    for (const ExpertSource& src : layer) n += src.down.bytes() > 0;
+    for (const ExpertSource& src : layer) n += src.has_weights();
   }
   return n * slot_bytes_;
 }

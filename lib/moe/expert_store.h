@@ -35,7 +35,9 @@ struct ExpertPart {
 };
 
 struct ExpertSource {
-  ExpertPart gate, up, down;
+  ExpertPart gate, up, down;  // an ungated expert's gate is empty
+  // Pruned experts, other ranks' and dense layers' have an empty source.
+  bool has_weights() const { return down.bytes() > 0; }
 };
 
 // An expert's matrices where the kernels read them: in a pinned slot.

@@ -106,7 +106,7 @@ absl::StatusOr<std::unique_ptr<ExpertStore>> MakeExpertStore(const ModelSpec& sp
     const size_t slot = ExpertStore::SlotBytes(sources);
     size_t all = 0;  // experts with weights here
     for (const auto& layer : sources) {
-      for (const ExpertSource& src : layer) all += src.down.bytes() > 0;
+      for (const ExpertSource& src : layer) all += src.has_weights();
     }
     so.budget_bytes =
         std::max<size_t>(1, static_cast<size_t>(options.expert_cache_fraction * all)) * slot;

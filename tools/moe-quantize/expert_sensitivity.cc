@@ -100,7 +100,7 @@ absl::StatusOr<std::vector<std::vector<std::vector<TypeOption>>>> MeasureSensiti
                                              std::vector<double>(candidates.size(), -1));
     for (int e = 0; e < h.n_expert; ++e) {
       const ExpertWeights& w = model.layers()[l].experts[e];
-      if (w.down.empty()) continue;  // pruned: never routed to
+      if (!w.has_weights()) continue;  // pruned: never routed to
       const ExpertSamples& s = cal.experts[l][e];
       const int64_t m = static_cast<int64_t>(s.weights.size());
       std::vector<float> want(m * d), got(m * d);

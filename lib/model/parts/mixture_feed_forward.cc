@@ -403,7 +403,7 @@ absl::Status MixtureFeedForward::RunLocalExperts(Backend& be, const HParams& h, 
   const int64_t d = h.expert_dim();  // the experts' output rows (latent ones: the latent size)
   const GatedActivation activation = FeedForwardActivation(h);
   for (int32_t e : selected_) {
-    if (L.experts[e].down.empty() && store_ == nullptr) {
+    if (!L.experts[e].has_weights() && store_ == nullptr) {
       return absl::FailedPreconditionError(
           absl::StrCat("expert ", e, " of layer ", layer,
                        " has no weights on this rank (its placement gives it to another)"));
