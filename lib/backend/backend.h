@@ -142,10 +142,11 @@ class Backend : public MemorySpace {
   virtual void ShortConv(const float* bcx, int64_t n, const int32_t* positions, const float* kernel,
                          int64_t kernel_len, const KvLayerView& state, float* y) = 0;
 
-  // Mamba-2's causal convolution: stores row t of xbc (state.head_dim floats, rows xbc_stride
-  // apart) as the row of positions[t] in `state` (a KvLayerRows::Recurrent view); then
-  // out[t, c] = silu(bias[c] + sum_k kernel[c * kernel_len + k] * row(positions[t] - kernel_len +
-  // 1 + k)[c]), rows before position 0 being zero (ssm_core.h).
+  // Mamba-2's causal convolution (and a gated delta net's, without bias: null): stores row t of
+  // xbc (state.head_dim floats, rows xbc_stride apart) as the row of positions[t] in `state` (a
+  // KvLayerRows::Recurrent view); then out[t, c] = silu(bias[c] + sum_k kernel[c * kernel_len +
+  // k] * row(positions[t] - kernel_len + 1 + k)[c]), rows before position 0 being zero
+  // (ssm_core.h).
   virtual void SsmConv(const float* xbc, int64_t xbc_stride, int64_t n, const int32_t* positions,
                        const float* kernel, const float* bias, int64_t kernel_len,
                        const KvLayerView& state, float* out) = 0;
@@ -167,6 +168,35 @@ class Backend : public MemorySpace {
   };
   virtual void SsmScan(const SsmScanArgs& args, int64_t n, const int32_t* positions,
                        const KvLayerView& state, float* y) = 0;
+
+  // A gated delta net's recurrence (qwen35moe) over one sequence's n consecutive positions,
+  // each value head's state [size x size] carried in `state` as SsmScan carries its own. Rows of
+  // qkv (qkv_stride apart) hold q [key_heads x size], k [key_heads x size] and v [heads x size]
+  // after the convolution; value head h reads key head h % key_heads. Per token and value head
+  // (delta_net_core.h): q and k are L2-normalised (eps); the state S decays by e^g, g =
+  // softplus(alpha[h] + dt_bias[h]) a[h]; S += k (sigmoid(beta[h]) (v - S^T k))^T; y = S^T q /
+  // sqrt(size). beta and alpha rows are ab_stride apart. grouped_heads (Qwen3-Next): value head
+  // h reads key head h / r instead (r = heads / key_heads), and its beta and alpha are at
+  // (h / r) 2r + h mod r and that + r of their rows.
+  struct GatedDeltaArgs {
+    const float* qkv = nullptr;
+    int64_t qkv_stride = 0;
+    const float* beta = nullptr;
+    const float* alpha = nullptr;
+    int64_t ab_stride = 0;
+    const float* dt_bias = nullptr;
+    const float* a = nullptr;
+    int64_t heads = 0, key_heads = 0, size = 0;
+    float eps = 0.f;
+    bool grouped_heads = false;
+  };
+  virtual void GatedDeltaNet(const GatedDeltaArgs& args, int64_t n, const int32_t* positions,
+                             const KvLayerView& state, float* y) = 0;
+
+  // x[i] *= f(gate[i]) for count values: an output gate (Qwen3.5's attention, sigmoid; its
+  // gated delta net, silu).
+  enum class GateFunction { kSigmoid, kSilu };
+  virtual void MultiplyByGate(GateFunction f, const float* gate, int64_t count, float* x) = 0;
 
   // out = RMSNorm over each of `groups` equal parts of every row of y * silu(z), times weight
   // [dim]: Mamba-2's gated norm. z rows are z_stride floats apart.

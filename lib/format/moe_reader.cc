@@ -139,6 +139,8 @@ absl::StatusOr<HParams> ReadHParams(const fb::HParams* p) {
   if (const auto* f = p->ffn_only_layers()) h.ffn_only_layers.assign(f->begin(), f->end());
   h.relu_squared_ffn = p->relu_squared_ffn();
   h.moe_latent_dim = p->moe_latent_dim();
+  h.attention_output_gate = p->attention_output_gate();
+  h.ssm_grouped_heads = p->ssm_grouped_heads();
   return h;
 }
 

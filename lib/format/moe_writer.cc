@@ -182,6 +182,8 @@ flatbuffers::Offset<fb::HParams> BuildHParams(flatbuffers::FlatBufferBuilder& b,
   if (!ffn_only_layers.IsNull()) hb.add_ffn_only_layers(ffn_only_layers);
   hb.add_relu_squared_ffn(h.relu_squared_ffn);
   hb.add_moe_latent_dim(h.moe_latent_dim);
+  hb.add_attention_output_gate(h.attention_output_gate);
+  hb.add_ssm_grouped_heads(h.ssm_grouped_heads);
   return hb.Finish();
 }
 

@@ -191,8 +191,11 @@ absl::StatusOr<ModelSpec> ImportGgufFiles(std::vector<std::shared_ptr<const Gguf
       if (h.n_nextn_layer > 0 && layer >= h.n_layer) continue;
       t.layer = layer;
       // A fused attention input projection (attn_qkv, as llama.cpp's build_qkv reads it: the q
-      // rows, then k's, then v's) -> three tensors over its rows, zero copy.
-      if (rest == "attn_qkv.weight" || rest == "attn_qkv.bias") {
+      // rows, then k's, then v's) -> three tensors over its rows, zero copy. (A gated delta net's
+      // attn_qkv is one matrix: its q, k and v are convolved together.)
+      if ((rest == "attn_qkv.weight" || rest == "attn_qkv.bias") &&
+          !(h.layer_ssm(layer) &&
+            ArchitectureOf(spec.arch).Layer(h, layer).attention == AttentionPart::kGatedDeltaNet)) {
         MOE_RETURN_IF_ERROR(SplitFusedQkv(t, h, absl::EndsWith(rest, ".bias"), &spec));
         continue;
       }

@@ -42,11 +42,11 @@ void Transformer::AddCosts(absl::Span<const SequenceChunk> batch, Telemetry* tel
     dense_bytes_per_token_ = static_cast<int64_t>(model_->token_embd().row_bytes());
     for (const LayerWeights& L : model_->layers()) {
       for (const WeightView* w :
-           {&L.wq,          &L.wk,         &L.wv,          &L.wo,          &L.wq_a,
-            &L.wq_b,        &L.wkv_a,      &L.wk_b,        &L.wv_b,        &L.conv_in,
-            &L.ssm_in,      &L.dense.gate, &L.dense.up,    &L.dense.down,  &L.router,
-            &L.shared.gate, &L.shared.up,  &L.shared.down, &L.shared_gate, &L.latent_down,
-            &L.latent_up}) {
+           {&L.wq,          &L.wk,          &L.wv,          &L.wo,          &L.wq_a,
+            &L.wq_b,        &L.wkv_a,       &L.wk_b,        &L.wv_b,        &L.conv_in,
+            &L.ssm_in,      &L.ssm_z,       &L.ssm_beta,    &L.ssm_alpha,   &L.dense.gate,
+            &L.dense.up,    &L.dense.down,  &L.router,      &L.shared.gate, &L.shared.up,
+            &L.shared.down, &L.shared_gate, &L.latent_down, &L.latent_up}) {
         if (!w->empty()) dense_macs_per_token_ += w->rows * w->cols;
       }
       dense_bytes_per_token_ += static_cast<int64_t>(L.dense_bytes);
@@ -74,6 +74,10 @@ void Transformer::AddCosts(absl::Span<const SequenceChunk> batch, Telemetry* tel
         } else if (part == AttentionPart::kMamba2) {
           // The kernel over each channel, then each head's state: decay, input and output.
           macs += h.ssm_conv_channels() * seen + 3 * h.ssm_state_floats();
+        } else if (part == AttentionPart::kGatedDeltaNet) {
+          // The kernel over each channel, then each value head's state: decay, the two products
+          // with k and q, the update.
+          macs += h.ssm_conv_channels() * seen + 4 * h.ssm_state_floats();
         } else {
           macs += h.n_head * (score_size + value_size) * seen;
         }
@@ -198,6 +202,9 @@ absl::Status Transformer::ForwardBatch(absl::Span<const SequenceChunk> batch,
         break;
       case AttentionPart::kMamba2:
         MOE_RETURN_IF_ERROR(mamba2_.Run(ctx, l, L, batch, n, x));
+        break;
+      case AttentionPart::kGatedDeltaNet:
+        MOE_RETURN_IF_ERROR(gated_delta_net_.Run(ctx, l, L, batch, n, x));
         break;
       case AttentionPart::kNone:
         break;

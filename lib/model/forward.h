@@ -15,6 +15,7 @@
 #include "lib/kv/kv_sequence.h"
 #include "lib/model/model.h"
 #include "lib/model/parts/dense_feed_forward.h"
+#include "lib/model/parts/gated_delta_net.h"
 #include "lib/model/parts/grouped_query_attention.h"
 #include "lib/model/parts/latent_attention.h"
 #include "lib/model/parts/mamba2_mixer.h"
@@ -86,6 +87,7 @@ class Transformer {
   LatentAttention latent_attention_;
   ShortConvolution short_conv_;
   Mamba2Mixer mamba2_;
+  GatedDeltaNet gated_delta_net_;
   DenseFeedForward dense_;
   MixtureFeedForward mixture_;
   std::vector<int32_t> positions_;

@@ -210,6 +210,22 @@ absl::Status Model::Resolve() {
       MOE_ASSIGN_OR_RETURN(L.ssm_norm, Vector(name("ssm_norm")));
       MOE_ASSIGN_OR_RETURN(L.wo, Matrix(name("ssm_out")));
       L.dense_bytes = L.ssm_in.byte_size() + L.wo.byte_size();
+    } else if (L.parts.attention == AttentionPart::kGatedDeltaNet) {
+      MOE_ASSIGN_OR_RETURN(L.ssm_in, Matrix(name("attn_qkv")));
+      MOE_ASSIGN_OR_RETURN(L.ssm_z, Matrix(name("attn_gate")));
+      if (h.ssm_grouped_heads) {  // one matrix of both, ssm_alpha empty
+        MOE_ASSIGN_OR_RETURN(L.ssm_beta, Matrix(name("ssm_ba")));
+      } else {
+        MOE_ASSIGN_OR_RETURN(L.ssm_beta, Matrix(name("ssm_beta")));
+        MOE_ASSIGN_OR_RETURN(L.ssm_alpha, Matrix(name("ssm_alpha")));
+      }
+      MOE_ASSIGN_OR_RETURN(L.ssm_conv, Vector(name("ssm_conv1d")));
+      MOE_ASSIGN_OR_RETURN(L.ssm_dt_bias, Vector(bias("ssm_dt")));
+      MOE_ASSIGN_OR_RETURN(L.ssm_a, Vector(LayerBareName(l, "ssm_a")));
+      MOE_ASSIGN_OR_RETURN(L.ssm_norm, Vector(name("ssm_norm")));
+      MOE_ASSIGN_OR_RETURN(L.wo, Matrix(name("ssm_out")));
+      L.dense_bytes = L.ssm_in.byte_size() + L.ssm_z.byte_size() + L.ssm_beta.byte_size() +
+                      L.ssm_alpha.byte_size() + L.wo.byte_size();
     } else if (L.parts.attention == AttentionPart::kNone) {
       // A feed-forward-only layer: its attn_norm is the feed-forward part's norm.
     } else if (L.parts.attention == AttentionPart::kLatent) {

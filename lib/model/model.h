@@ -64,6 +64,11 @@ struct LayerWeights {
   const float* ssm_a = nullptr;
   const float* ssm_d = nullptr;
   const float* ssm_norm = nullptr;
+  // A gated delta net (HParams' ssm_*; ssm_in is attn_qkv, to the convolved q, k and v; ssm_conv
+  // its kernel, without bias; ssm_dt_bias, ssm_a per value head; ssm_norm [value head size]; wo
+  // its out-projection): the output gate z, and beta and alpha per value head (with
+  // HParams::ssm_grouped_heads both in ssm_beta, ssm_ba's rows, and ssm_alpha empty).
+  WeightView ssm_z, ssm_beta, ssm_alpha;
   const float* ffn_norm = nullptr;
   ExpertWeights dense;                    // a dense layer's FFN
   WeightView router;                      // [n_expert x embd]

@@ -113,7 +113,9 @@ absl::Status ExpectGroupedQueryAttention(const ModelSpec& spec, int l) {
   auto name = [&](absl::string_view b) { return LayerTensorName(l, b); };
   auto bias = [&](absl::string_view b) { return LayerBiasName(l, b); };
   const int64_t q_dim = h.n_head * h.head_dim, kv_dim = h.n_head_kv * h.head_dim;
-  MOE_RETURN_IF_ERROR(Expect(spec, name("attn_q"), {q_dim, h.n_embd}));
+  // With an output gate, each head's q rows are followed by its gate's.
+  const int64_t q_rows = h.attention_output_gate ? 2 * q_dim : q_dim;
+  MOE_RETURN_IF_ERROR(Expect(spec, name("attn_q"), {q_rows, h.n_embd}));
   MOE_RETURN_IF_ERROR(Expect(spec, name("attn_k"), {kv_dim, h.n_embd}));
   MOE_RETURN_IF_ERROR(Expect(spec, name("attn_v"), {kv_dim, h.n_embd}));
   MOE_RETURN_IF_ERROR(Expect(spec, name("attn_output"), {h.n_embd, q_dim}));
@@ -459,6 +461,28 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
       MOE_RETURN_IF_ERROR(Expect(spec, LayerBareName(l, "ssm_d"), {h.ssm_heads, 1}));
       MOE_RETURN_IF_ERROR(
           Expect(spec, name("ssm_norm"), {h.ssm_groups, h.ssm_inner / h.ssm_groups}));
+      MOE_RETURN_IF_ERROR(Expect(spec, name("ssm_out"), {h.n_embd, h.ssm_inner}));
+    } else if (parts.attention == AttentionPart::kGatedDeltaNet) {
+      const int64_t channels = h.ssm_conv_channels(), heads = h.ssm_heads;
+      if (spec.Find(name("ssm_in")) != nullptr) {
+        return absl::UnimplementedError(absl::StrCat(
+            "tensor '", name("ssm_in"),
+            "': this file is from a llama.cpp converter that fused a gated delta net's q, k, v and "
+            "z into one ssm_in; convert the checkpoint again with a current llama.cpp (attn_qkv "
+            "and attn_gate)"));
+      }
+      MOE_RETURN_IF_ERROR(Expect(spec, name("attn_qkv"), {channels, h.n_embd}));
+      MOE_RETURN_IF_ERROR(Expect(spec, name("attn_gate"), {h.ssm_inner, h.n_embd}));
+      MOE_RETURN_IF_ERROR(Expect(spec, name("ssm_conv1d"), {channels, h.ssm_conv_kernel}));
+      MOE_RETURN_IF_ERROR(Expect(spec, bias("ssm_dt"), {heads}));
+      MOE_RETURN_IF_ERROR(Expect(spec, LayerBareName(l, "ssm_a"), {heads}));
+      if (h.ssm_grouped_heads) {
+        MOE_RETURN_IF_ERROR(Expect(spec, name("ssm_ba"), {2 * heads, h.n_embd}));
+      } else {
+        MOE_RETURN_IF_ERROR(Expect(spec, name("ssm_beta"), {heads, h.n_embd}));
+        MOE_RETURN_IF_ERROR(Expect(spec, name("ssm_alpha"), {heads, h.n_embd}));
+      }
+      MOE_RETURN_IF_ERROR(Expect(spec, name("ssm_norm"), {h.ssm_state}));
       MOE_RETURN_IF_ERROR(Expect(spec, name("ssm_out"), {h.n_embd, h.ssm_inner}));
     } else if (parts.attention == AttentionPart::kLatent) {
       MOE_RETURN_IF_ERROR(ExpectLatentAttention(spec, l));

@@ -44,6 +44,8 @@ enum class Arch {
   kGraniteHybrid,
   kDeepseek,
   kNemotronHMoe,
+  kQwen35Moe,
+  kQwen3Next,
 };
 
 absl::string_view ArchName(Arch a);
@@ -167,6 +169,22 @@ struct HParams {
   int64_t ssm_heads = 0;
   int64_t ssm_groups = 0;
   std::vector<int64_t> ssm_layers;
+  // In a gated-delta-net family (qwen35moe) the ssm_layers are gated delta nets instead, sized by
+  // the same keys as llama.cpp reads them: ssm_groups heads of keys and queries, ssm_heads of
+  // values, each ssm_state wide (ssm_inner = ssm_heads x ssm_state); the convolved channels are
+  // q, k and v; each value head's state [ssm_state x ssm_state] decays by exp(softplus(alpha +
+  // dt_bias) A), and is corrected towards v along k by sigmoid(beta) (the delta rule); the
+  // output S^T q, RMS-normed per head and gated by silu(z), is projected back. Value head h
+  // reads key head h mod ssm_groups (qwen35moe: llama.cpp's converter lays the value heads out
+  // so), or with ssm_grouped_heads key head h / (ssm_heads / ssm_groups) (qwen3next), whose
+  // beta and alpha then come from one matrix, ssm_ba, in rows per key head: its value heads'
+  // betas, then their alphas.
+  bool ssm_grouped_heads = false;
+
+  // Attention layers whose q projection also yields an output gate per head (Qwen3.5's
+  // attn_q rows: each head's q, then its gate): the attention's output is multiplied by
+  // sigmoid(gate) before attn_output.
+  bool attention_output_gate = false;
 
   // Layers of a single part (Nemotron-H): a mixer-only layer runs its attention or Mamba-2 mixer
   // and no feed-forward part; a feed-forward-only layer runs its feed-forward part alone, normed

@@ -20,6 +20,11 @@ constexpr absl::string_view kLlama3 =
 constexpr absl::string_view kQwen2 =
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
     "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+// Qwen3.5's: Qwen2's with combining marks (\p{M}) joining the letters they follow.
+constexpr absl::string_view kQwen35 =
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]"
+    "+|"
+    "\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 // Cased letters (the DeepSeek LLM tokenizer's letter class), written as escapes: typed as
 // characters, several (U+1FD3, U+2126, U+212A, ...) would be NFC-normalized by editors into
 // other code points and break the ranges.
@@ -133,6 +138,7 @@ absl::StatusOr<std::vector<std::string>> RegexesForPreTokenizer(absl::string_vie
       pre == "hunyuan") {
     return Regexes{s(kQwen2)};
   }
+  if (pre == "qwen35") return Regexes{s(kQwen35)};
   if (pre == "tekken") return Regexes{s(kTekken)};
   if (pre == "bailingmoe" || pre == "bailingmoe2" || pre == "llada-moe") {
     return Regexes{s(kBailing)};

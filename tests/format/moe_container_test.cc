@@ -309,7 +309,9 @@ TEST(MoeContainerLlama4Test, ChunksNopeAndWeightedInputsRoundTrip) {
 
 // LFM2's convolution layers (their list and kernel length, appended to the header), Hunyuan's
 // QK-norm after RoPE, Granite-4.0-H's Mamba-2 layers and Nemotron-H's layers of one part with
-// ungated experts survive the container with the logits they shape.
+// ungated experts, and Qwen3.5-MoE's and Qwen3-Next's gated delta nets and gated attention
+// survive the container
+// with the logits they shape.
 TEST(MoeContainerTest, ConvolutionAndMamba2LayersAndQkNormAfterRopeRoundTrip) {
   testing::RandomModelOptions lfm2;
   lfm2.arch = Arch::kLfm2Moe;
@@ -328,8 +330,13 @@ TEST(MoeContainerTest, ConvolutionAndMamba2LayersAndQkNormAfterRopeRoundTrip) {
   nemotron.selection_bias = true;
   testing::RandomModelOptions nemotron_super = nemotron;  // latent experts
   nemotron_super.moe_latent = 16;
+  testing::RandomModelOptions qwen35;
+  qwen35.arch = Arch::kQwen35Moe;
+  qwen35.n_layer = 3, qwen35.ssm_layers = {0, 2}, qwen35.n_ff_shared = 40, qwen35.rope_dim = 6;
+  testing::RandomModelOptions qwen3next = qwen35;
+  qwen3next.arch = Arch::kQwen3Next, qwen3next.ssm_heads = 4, qwen3next.ssm_groups = 2;
   for (const testing::RandomModelOptions& o :
-       {lfm2, hunyuan, granite_h, nemotron, nemotron_super}) {
+       {lfm2, hunyuan, granite_h, nemotron, nemotron_super, qwen35, qwen3next}) {
     ModelSpec spec = testing::MakeRandomModel(o);
     const std::string path = TempPath("roundtrip.moe");
     ASSERT_TRUE(WriteMoeFile(spec, path).ok());
@@ -347,6 +354,9 @@ TEST(MoeContainerTest, ConvolutionAndMamba2LayersAndQkNormAfterRopeRoundTrip) {
       EXPECT_TRUE(back->hp.relu_squared_ffn);
       EXPECT_EQ(back->hp.moe_latent_dim, o.moe_latent);
     }
+    const bool delta_nets = o.arch == Arch::kQwen35Moe || o.arch == Arch::kQwen3Next;
+    EXPECT_EQ(back->hp.attention_output_gate, delta_nets);
+    EXPECT_EQ(back->hp.ssm_grouped_heads, o.arch == Arch::kQwen3Next);
     EXPECT_TRUE(back->hp == spec.hp);
     const std::vector<float> want = PromptLogits(spec);
     EXPECT_EQ(PromptLogits(*std::move(back)), want);

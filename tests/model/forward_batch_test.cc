@@ -54,6 +54,11 @@ std::vector<Case> Cases() {
   nemotron.arch = Arch::kNemotronHMoe, nemotron.n_layer = 5, nemotron.layer_pattern = "ME*EM";
   nemotron.ssm_layers.clear(), nemotron.residual_scale = 1.f, nemotron.selection_bias = true;
   nemotron.seed = 29;
+  // Qwen3.5-MoE: gated delta nets paged as Mamba-2's, gated attention with partial RoPE.
+  RandomModelOptions qwen35 = granite_h;
+  qwen35.arch = Arch::kQwen35Moe, qwen35.n_layer = 4, qwen35.ssm_layers = {0, 1, 3};
+  qwen35.ssm_heads = 4, qwen35.ssm_groups = 2, qwen35.rope_dim = 8, qwen35.n_ff_shared = 64;
+  qwen35.residual_scale = 1.f, qwen35.seed = 31;
   return {{"f32", f32, false},
           {"q8_fast", q8, true},
           {"q4_fast", q4, true},
@@ -63,7 +68,8 @@ std::vector<Case> Cases() {
           {"q8_0_kv", q8_kv, true, DType::kQ8_0},
           {"lfm2moe", lfm2, true},
           {"granitehybrid", granite_h, true},
-          {"nemotron_h_moe", nemotron, true}};
+          {"nemotron_h_moe", nemotron, true},
+          {"qwen35moe", qwen35, true}};
 }
 
 class ForwardBatchTest : public ::testing::TestWithParam<Case> {};

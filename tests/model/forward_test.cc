@@ -207,6 +207,28 @@ std::vector<Case> Cases() {
   RandomModelOptions super_q8 = nemotron_q8;
   super_q8.moe_latent = 32, super_q8.seed = 149;
   cases.push_back({"nemotron_h_moe_latent_q8", super_q8});
+  // Qwen3.5-MoE: gated delta nets (4 value heads over 2 key heads) and gated attention with
+  // per-head QK-norm and partial multimodal RoPE, softmax routing renormalised beside a shared
+  // expert scaled by sigmoid(w . x).
+  RandomModelOptions qwen35;
+  qwen35.arch = Arch::kQwen35Moe;
+  qwen35.n_layer = 4, qwen35.ssm_layers = {0, 1, 2}, qwen35.n_ff_shared = 40;
+  qwen35.rope_dim = 6, qwen35.seed = 151;
+  cases.push_back({"qwen35moe", qwen35});
+  RandomModelOptions qwen35_q8 = qwen35;  // Q8_0, one key head, kernel 3, attention first
+  qwen35_q8.n_embd = 64, qwen35_q8.n_head = 8, qwen35_q8.head_dim = 16, qwen35_q8.rope_dim = 8;
+  qwen35_q8.n_ff_expert = 32, qwen35_q8.n_ff_shared = 64, qwen35_q8.ssm_layers = {1, 2};
+  qwen35_q8.ssm_conv_kernel = 3, qwen35_q8.ssm_groups = 1, qwen35_q8.ssm_state = 16;
+  qwen35_q8.dtype = DType::kQ8_0, qwen35_q8.seed = 157;
+  cases.push_back({"qwen35moe_q8", qwen35_q8});
+  // Qwen3-Next: as Qwen3.5-MoE with plain partial NEOX RoPE, its value heads grouped per key head
+  // and beta and alpha from one matrix; 6 value heads over 2 key heads.
+  RandomModelOptions qwen3next = qwen35;
+  qwen3next.arch = Arch::kQwen3Next, qwen3next.ssm_heads = 6, qwen3next.seed = 163;
+  cases.push_back({"qwen3next", qwen3next});
+  RandomModelOptions qwen3next_q8 = qwen35_q8;
+  qwen3next_q8.arch = Arch::kQwen3Next, qwen3next_q8.ssm_groups = 2, qwen3next_q8.seed = 167;
+  cases.push_back({"qwen3next_q8", qwen3next_q8});
   return cases;
 }
 

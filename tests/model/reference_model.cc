@@ -7,6 +7,9 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "lib/backend/cpu/quant_rows.h"
@@ -125,6 +128,11 @@ std::vector<float> Mlp(const ModelSpec& s, const std::string& g, const std::stri
   return MatVec(Weight(s, d), gate);
 }
 
+// The families whose recurrent layers are gated delta nets.
+bool DeltaNets(const RandomModelOptions& o) {
+  return o.arch == Arch::kQwen35Moe || o.arch == Arch::kQwen3Next;
+}
+
 // What a family requires of a file that a model built in memory still has to say: the keys a
 // GGUF of these options would hold (the gating function and LFM2's layer kinds).
 class RandomModelKeys final : public MetadataKeys {
@@ -133,7 +141,10 @@ class RandomModelKeys final : public MetadataKeys {
   absl::StatusOr<int64_t> Int(absl::string_view key, std::optional<int64_t> def) const override {
     if (key == "shortconv.l_cache") return o_.short_conv_kernel;
     if (key == "ssm.conv_kernel") return o_.ssm_conv_kernel;
-    if (key == "ssm.inner_size") return 2 * o_.n_embd;
+    // A gated delta net's inner size is its value heads' (qwen35moe).
+    if (key == "ssm.inner_size") {
+      return DeltaNets(o_) ? o_.ssm_heads * o_.ssm_state : 2 * o_.n_embd;
+    }
     if (key == "ssm.state_size") return o_.ssm_state;
     if (key == "ssm.time_step_rank") return o_.ssm_heads;
     if (key == "ssm.group_count") return o_.ssm_groups;
@@ -157,6 +168,16 @@ class RandomModelKeys final : public MetadataKeys {
         if (key == "feed_forward_length") v.push_back(c == 'E' ? o_.n_ff_expert : 0);
       }
       if (!v.empty()) return v;
+    }
+    if (key == "rope.dimension_sections") {
+      // Sections that cover every rotated pair: for text, plain NEOX RoPE over rope_dim.
+      const int64_t pairs = (o_.rope_dim > 0 ? o_.rope_dim : o_.head_dim) / 2;
+      return std::vector<int64_t>{pairs - 2 * (pairs / 3), pairs / 3, pairs / 3, 0};
+    }
+    if (key == "attention.recurrent_layers" && DeltaNets(o_)) {
+      std::vector<int64_t> recurrent(o_.n_layer, 0);
+      for (int64_t l : o_.ssm_layers) recurrent[l] = 1;
+      return recurrent;
     }
     if (key != "attention.head_count_kv") return none_.IntArray(key);
     std::vector<int64_t> kv(o_.n_layer, o_.n_head_kv);
@@ -264,6 +285,97 @@ std::vector<std::vector<float>> Mamba2(const ModelSpec& s, int l,
   return out;
 }
 
+// A gated delta net for every position of one layer, as transformers' Qwen3_5MoeGatedDeltaNet
+// computes it without its kernels (torch_recurrent_gated_delta_rule, one token after another):
+// q, k and v from in_proj_qkv (attn_qkv), convolved causally per channel without bias, then
+// SiLU; q and k L2-normalised per head (x / sqrt(sum x^2 + 1e-6)), q scaled by 1 / sqrt(size);
+// per value head, g = A softplus(alpha + dt_bias) (A = -exp(A_log), as the file stores it), the
+// state decays by exp(g), kv_mem = S^T k, S += k ((v - kv_mem) sigmoid(beta))^T, y = S^T q; then
+// RMSNorm(y) x weight x silu(z) per head and out_proj. transformers repeats each key head over
+// its value heads in turn (repeat_interleave); llama.cpp's converter reorders the value heads so
+// that value head h reads key head h mod key heads, and qwen35moe's weights are in that order;
+// Qwen3-Next's files keep transformers' (h / (value heads / key heads)) and take beta and alpha
+// from one matrix, ssm_ba, per key head its value heads' betas then their alphas
+// (Qwen3NextGatedDeltaNet's in_proj_ba, which llama.cpp's converter keeps as it is).
+std::vector<std::vector<float>> GatedDeltaNet(const ModelSpec& s, int l,
+                                              const std::vector<std::vector<float>>& xn) {
+  const HParams& h = s.hp;
+  auto n = [&](const char* base) { return LayerTensorName(l, base); };
+  const bool next = h.ssm_grouped_heads;
+  const Mat qkv_w = Weight(s, n("attn_qkv")), z_w = Weight(s, n("attn_gate")),
+            beta_w = Weight(s, n(next ? "ssm_ba" : "ssm_beta")),
+            alpha_w = next ? Mat() : Weight(s, n("ssm_alpha")), conv = Weight(s, n("ssm_conv1d")),
+            dt_b = Weight(s, LayerBiasName(l, "ssm_dt")), a = Weight(s, LayerBareName(l, "ssm_a")),
+            norm = Weight(s, n("ssm_norm")), out_proj = Weight(s, n("ssm_out"));
+  const int64_t T = xn.size(), S = h.ssm_state, HV = h.ssm_heads, HK = h.ssm_groups,
+                C = h.ssm_conv_channels(), K = h.ssm_conv_kernel;
+  std::vector<std::vector<float>> qkv(T), out(T);
+  for (int64_t t = 0; t < T; ++t) qkv[t] = MatVec(qkv_w, xn[t]);
+  auto l2norm = [](std::vector<double> x) {
+    double sum = 0;
+    for (double v : x) sum += v * v;
+    for (double& v : x) v /= std::sqrt(sum + 1e-6);
+    return x;
+  };
+  std::vector<double> state(HV * S * S, 0.0);  // [head][key i][value j]
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<double> mixed(C);
+    for (int64_t c = 0; c < C; ++c) {
+      double sum = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t p = t - (K - 1) + k;
+        if (p >= 0) sum += static_cast<double>(conv[c * K + k]) * qkv[p][c];
+      }
+      mixed[c] = sum / (1 + std::exp(-sum));
+    }
+    std::vector<float> beta_raw = MatVec(beta_w, xn[t]), alpha_raw(HV);
+    if (next) {  // [key head][beta x r, alpha x r]
+      const int64_t r = HV / HK;
+      const std::vector<float> ba = beta_raw;
+      for (int64_t hh = 0; hh < HV; ++hh) {
+        beta_raw[hh] = ba[(hh / r) * 2 * r + hh % r];
+        alpha_raw[hh] = ba[(hh / r) * 2 * r + r + hh % r];
+      }
+      beta_raw.resize(HV);
+    } else {
+      alpha_raw = MatVec(alpha_w, xn[t]);
+    }
+    std::vector<float> y(HV * S);
+    for (int64_t hh = 0; hh < HV; ++hh) {
+      const int64_t kh = next ? hh / (HV / HK) : hh % HK;
+      auto q = l2norm(std::vector<double>(mixed.begin() + kh * S, mixed.begin() + (kh + 1) * S));
+      const auto k = l2norm(
+          std::vector<double>(mixed.begin() + (HK + kh) * S, mixed.begin() + (HK + kh + 1) * S));
+      for (double& v : q) v /= std::sqrt(static_cast<double>(S));
+      const double* v = mixed.data() + 2 * HK * S + hh * S;
+      const double raw = double{alpha_raw[hh]} + dt_b[hh];
+      const double g = a[hh] * (raw > 20 ? raw : std::log1p(std::exp(raw)));
+      const double beta = 1 / (1 + std::exp(-double{beta_raw[hh]}));
+      double* st = state.data() + hh * S * S;
+      for (double& z : std::span<double>(st, S * S)) z *= std::exp(g);
+      for (int64_t j = 0; j < S; ++j) {
+        double kv_mem = 0;
+        for (int64_t i = 0; i < S; ++i) kv_mem += st[i * S + j] * k[i];
+        const double delta = (v[j] - kv_mem) * beta;
+        for (int64_t i = 0; i < S; ++i) st[i * S + j] += k[i] * delta;
+      }
+      std::vector<float> head(S);
+      for (int64_t j = 0; j < S; ++j) {
+        double sum = 0;
+        for (int64_t i = 0; i < S; ++i) sum += st[i * S + j] * q[i];
+        head[j] = static_cast<float>(sum);
+      }
+      head = RmsNorm(head, norm, h.rms_eps);
+      std::copy(head.begin(), head.end(), y.begin() + hh * S);
+    }
+    const auto z = MatVec(z_w, xn[t]);
+    for (int64_t i = 0; i < HV * S; ++i)
+      y[i] = static_cast<float>(y[i] * z[i] / (1 + std::exp(-double{z[i]})));
+    out[t] = MatVec(out_proj, y);
+  }
+  return out;
+}
+
 // Hugging Face's Ernie4_5_Moe rule, which reduces to "every layer" for the other families.
 bool HasExperts(int64_t n_layer_dense, int64_t moe_layer_step, int l) {
   return l >= n_layer_dense && (l + 1) % moe_layer_step == 0;
@@ -275,7 +387,8 @@ void AddAttention(Builder& b, const HParams& h, const RandomModelOptions& o, int
   auto n = [&](const char* base) { return LayerTensorName(l, base); };
   const int64_t E = o.n_embd, q_dim = o.n_head * o.head_dim, kv_dim = o.n_head_kv * o.head_dim;
   const float in_std = 1.0f / std::sqrt(static_cast<float>(E));
-  b.Add(n("attn_q"), {q_dim, E}, in_std, 0, l);
+  // Qwen3.5's attn_q: each head's q rows, then its output gate's.
+  b.Add(n("attn_q"), {h.attention_output_gate ? 2 * q_dim : q_dim, E}, in_std, 0, l);
   b.Add(n("attn_k"), {kv_dim, E}, in_std, 0, l);
   b.Add(n("attn_v"), {kv_dim, E}, in_std, 0, l);
   b.Add(n("attn_output"), {E, q_dim}, 0.5f / std::sqrt(static_cast<float>(q_dim)), 0, l);
@@ -360,6 +473,23 @@ ModelSpec MakeRandomModel(const RandomModelOptions& o) {
       b.Add(n("shortconv.conv"), {E, L}, 1.0f / std::sqrt(static_cast<float>(L)), 0, l);
       b.Add(n("shortconv.in_proj"), {3 * E, E}, in_std, 0, l);
       b.Add(n("shortconv.out_proj"), {E, E}, 0.5f * in_std, 0, l);
+    } else if (h.layer_ssm(l) && DeltaNets(o)) {
+      const int64_t I = h.ssm_inner, H = h.ssm_heads, C = h.ssm_conv_channels();
+      const int64_t K = h.ssm_conv_kernel;
+      b.Add(n("attn_qkv"), {C, E}, in_std, 0, l);
+      b.Add(n("attn_gate"), {I, E}, in_std, 0, l);
+      b.Add(n("ssm_conv1d"), {C, K}, 1.0f / std::sqrt(static_cast<float>(K)), 0, l);
+      // A slow decay (softplus(alpha - 2) ~ 0.1, A ~ -0.5) so the state carries far.
+      b.Add(LayerBiasName(l, "ssm_dt"), {H}, 0.5f, -2.f, l);
+      b.Add(LayerBareName(l, "ssm_a"), {H}, 0.1f, -0.5f, l);
+      if (h.ssm_grouped_heads) {
+        b.Add(n("ssm_ba"), {2 * H, E}, in_std, 0, l);
+      } else {
+        b.Add(n("ssm_beta"), {H, E}, in_std, 0, l);
+        b.Add(n("ssm_alpha"), {H, E}, in_std, 0, l);
+      }
+      b.Add(n("ssm_norm"), {h.ssm_state}, 0.05f, 1.0f, l);
+      b.Add(n("ssm_out"), {E, I}, 0.5f / std::sqrt(static_cast<float>(I)), 0, l);
     } else if (h.layer_ssm(l)) {
       const int64_t I = h.ssm_inner, H = h.ssm_heads, G = h.ssm_groups, C = h.ssm_conv_channels();
       const int64_t K = h.ssm_conv_kernel;
@@ -376,7 +506,8 @@ ModelSpec MakeRandomModel(const RandomModelOptions& o) {
       AddAttention(b, h, o, l);
     }
     if (h.layer_mixer_only(l)) continue;
-    if (!h.layer_ffn_only(l)) b.Add(n("ffn_norm"), {E}, 0.05f, 1.0f, l);
+    const std::string ffn_norm(ArchitectureOf(o.arch).Layer(h, l).ffn_norm);
+    if (!h.layer_ffn_only(l)) b.Add(n(ffn_norm.c_str()), {E}, 0.05f, 1.0f, l);
     if (!HasExperts(o.n_layer_dense, o.moe_layer_step, l)) {
       b.Add(n("ffn_gate"), {o.n_ff_dense, E}, in_std, 0, l);
       b.Add(n("ffn_up"), {o.n_ff_dense, E}, in_std, 0, l);
@@ -438,7 +569,10 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
       const Mat conv_norm = Weight(s, n("attn_norm"));
       std::vector<std::vector<float>> xn(T);
       for (int64_t t = 0; t < T; ++t) xn[t] = RmsNorm(x[t], conv_norm, h.rms_eps);
-      const auto y = h.layer_ssm(l) ? Mamba2(s, l, xn) : ShortConv(s, l, xn, h.short_conv_kernel);
+      const auto y = !h.layer_ssm(l) ? ShortConv(s, l, xn, h.short_conv_kernel)
+                     : ArchitectureOf(s.arch).Layer(h, l).attention == AttentionPart::kGatedDeltaNet
+                         ? GatedDeltaNet(s, l, xn)
+                         : Mamba2(s, l, xn);
       for (int64_t t = 0; t < T; ++t) {
         for (int64_t i = 0; i < E; ++i) x[t][i] += h.residual_scale * y[t][i];
       }
@@ -446,10 +580,19 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
       Mat attn_norm = Weight(s, n("attn_norm")), wq = Weight(s, n("attn_q")),
           wk = Weight(s, n("attn_k")), wv = Weight(s, n("attn_v")),
           wo = Weight(s, n("attn_output"));
-      std::vector<std::vector<float>> q(T), k(T), v(T);
+      std::vector<std::vector<float>> q(T), k(T), v(T), gates(T);
       for (int64_t t = 0; t < T; ++t) {
         auto xn = RmsNorm(x[t], attn_norm, h.rms_eps);
         q[t] = MatVec(wq, xn);
+        if (h.attention_output_gate) {  // per head q then its gate: keep q, gates aside
+          gates[t].resize(h.n_head * hd);
+          std::vector<float> q_only(h.n_head * hd);
+          for (int64_t hh = 0; hh < h.n_head; ++hh) {
+            std::copy_n(q[t].begin() + 2 * hh * hd, hd, q_only.begin() + hh * hd);
+            std::copy_n(q[t].begin() + (2 * hh + 1) * hd, hd, gates[t].begin() + hh * hd);
+          }
+          q[t] = q_only;
+        }
         k[t] = MatVec(wk, xn);
         v[t] = MatVec(wv, xn);
         if (h.has_qkv_bias) {
@@ -518,12 +661,16 @@ std::vector<float> ReferenceForward(const ModelSpec& s, const std::vector<int32_
               att[hh * hd + i] += static_cast<float>(sc[p] / sum * v[p][kvh * hd + i]);
           }
         }
+        if (h.attention_output_gate) {  // transformers' attn_output * sigmoid(gate)
+          for (size_t i = 0; i < att.size(); ++i) att[i] /= 1 + std::exp(-gates[t][i]);
+        }
         auto o = MatVec(wo, att);
         for (int64_t i = 0; i < E; ++i) x[t][i] += h.residual_scale * o[i];
       }
     }
     if (h.layer_mixer_only(l)) continue;
-    Mat ffn_norm = Weight(s, n(ffn_only ? "attn_norm" : "ffn_norm"));
+    const std::string ffn_norm_name(ArchitectureOf(s.arch).Layer(h, l).ffn_norm);
+    Mat ffn_norm = Weight(s, n(ffn_only ? "attn_norm" : ffn_norm_name.c_str()));
     if (!HasExperts(h.n_layer_dense, h.moe_layer_step, l)) {
       for (int64_t t = 0; t < T; ++t) {
         auto y =

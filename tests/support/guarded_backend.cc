@@ -132,6 +132,17 @@ void GuardedBackend::SsmScan(const SsmScanArgs& args, int64_t n, const int32_t* 
   inner_->SsmScan(args, n, positions, state, y);
 }
 
+void GuardedBackend::GatedDeltaNet(const GatedDeltaArgs& args, int64_t n, const int32_t* positions,
+                                   const KvLayerView& state, float* y) {
+  Open open(this);
+  inner_->GatedDeltaNet(args, n, positions, state, y);
+}
+
+void GuardedBackend::MultiplyByGate(GateFunction f, const float* gate, int64_t count, float* x) {
+  Open open(this);
+  inner_->MultiplyByGate(f, gate, count, x);
+}
+
 void GuardedBackend::GatedGroupRmsNorm(const float* y, const float* z, int64_t z_stride,
                                        const float* weight, int64_t n, int64_t dim, int64_t groups,
                                        float eps, float* out) {

@@ -49,6 +49,9 @@ class GuardedBackend final : public Backend {
                float* out) override;
   void SsmScan(const SsmScanArgs& args, int64_t n, const int32_t* positions,
                const KvLayerView& state, float* y) override;
+  void GatedDeltaNet(const GatedDeltaArgs& args, int64_t n, const int32_t* positions,
+                     const KvLayerView& state, float* y) override;
+  void MultiplyByGate(GateFunction f, const float* gate, int64_t count, float* x) override;
   void GatedGroupRmsNorm(const float* y, const float* z, int64_t z_stride, const float* weight,
                          int64_t n, int64_t dim, int64_t groups, float eps, float* out) override;
   void Attention(const float* q, int64_t n, int64_t n_heads, const int32_t* positions,

@@ -106,6 +106,26 @@ TEST(GgufVocabTest, BailingSplitsAsQwen2Does) {
   }
 }
 
+// Qwen3.5's files name their own split "qwen35" (llama.cpp's QWEN35, the regex of the model's
+// tokenizer.json): qwen2's with combining marks kept with the letters they follow, where qwen2's
+// splits them off as punctuation.
+TEST(GgufVocabTest, Qwen35KeepsCombiningMarksWithTheirLetters) {
+  const std::string text = "cafe\u0301 nai\u0308ve, it's 42";  // decomposed e-acute, i-diaeresis
+  auto qwen35 = PreTokenizer::Create(*RegexesForPreTokenizer("qwen35"));
+  auto qwen2 = PreTokenizer::Create(*RegexesForPreTokenizer("qwen2"));
+  ASSERT_TRUE(qwen35.ok()) << qwen35.status();
+  ASSERT_TRUE(qwen2.ok()) << qwen2.status();
+  auto pieces = [&](const PreTokenizer& p) {
+    std::vector<std::string> out;
+    for (const auto& [begin, end] : p.Split(text)) out.push_back(text.substr(begin, end - begin));
+    return out;
+  };
+  EXPECT_EQ(pieces(**qwen35), (std::vector<std::string>{"cafe\u0301", " nai\u0308ve", ",", " it",
+                                                        "'s", " ", "4", "2"}));
+  EXPECT_EQ(pieces(**qwen2), (std::vector<std::string>{"cafe", "\u0301", " nai", "\u0308ve", ",",
+                                                       " it", "'s", " ", "4", "2"}));
+}
+
 // GLM-4.5's GGUF files name their split "glm4" (llama.cpp's CHATGLM4: llama3's regex) and end a
 // tool call with an end-of-message token (tokenizer.ggml.eom_token_id), which also ends
 // generation there. A vocabulary file re-labelled so carries both.

@@ -7,6 +7,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_join.h"
 #include "lib/import/model_loader.h"
+#include "lib/model/arch/architecture.h"
 
 namespace {
 
@@ -114,7 +115,23 @@ int main(int argc, char** argv) {
     for (int64_t l : h.short_conv_layers) std::printf(" %lld", (long long)l);
     std::printf("\n");
   }
-  if (!h.ssm_layers.empty()) {
+  const bool delta_nets = !h.ssm_layers.empty() &&
+                          moe::ArchitectureOf(spec->arch).Layer(h, h.ssm_layers[0]).attention ==
+                              moe::AttentionPart::kGatedDeltaNet;
+  if (delta_nets) {
+    // The state a sequence keeps in each gated delta net: a size x size matrix per value head.
+    std::printf(
+        "delta net     %zu of %lld layers: conv kernel %lld, %lld value heads over %lld key "
+        "heads of %lld (no KV; state %.1f KiB a sequence a layer, F32):",
+        h.ssm_layers.size(), (long long)h.n_layer, (long long)h.ssm_conv_kernel,
+        (long long)h.ssm_heads, (long long)h.ssm_groups, (long long)h.ssm_state,
+        h.ssm_state_floats() * 4.0 / 1024);
+    for (int64_t l : h.ssm_layers) std::printf(" %lld", (long long)l);
+    std::printf("\n");
+  }
+  if (h.attention_output_gate)
+    std::printf("attention     output gated by sigmoid (attn_q's second half)\n");
+  if (!h.ssm_layers.empty() && !delta_nets) {
     // The state a sequence keeps in each Mamba-2 layer, whatever its length (the engine keeps
     // one per block of the positions a sequence holds in that layer, for prefix sharing).
     std::printf(

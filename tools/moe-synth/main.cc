@@ -183,7 +183,8 @@ int main(int argc, char** argv) {
   app.add_option("--top-k", sh.top_k)->capture_default_str();
   app.add_option("--ff", sh.ff, "expert FFN size")->capture_default_str();
   app.add_option("--shared-ff", sh.shared_ff,
-                 "shared-expert FFN size (qwen2moe, 0 = none; hunyuan-moe, nemotron_h_moe)")
+                 "shared-expert FFN size (qwen2moe, 0 = none; hunyuan-moe, nemotron_h_moe, "
+                 "qwen35moe, qwen3next)")
       ->capture_default_str();
   app.add_option(
          "--shared-experts", sh.shared_experts,
@@ -224,18 +225,31 @@ int main(int argc, char** argv) {
                  "layer 2); the others convolve or run Mamba-2")
       ->delimiter(',');
   app.add_option("--conv-kernel", sh.conv_kernel,
-                 "lfm2moe, granitehybrid, nemotron_h_moe: the convolution's length (0: 3, else 4)")
+                 "lfm2moe, granitehybrid, nemotron_h_moe, qwen35moe, qwen3next: the convolution's "
+                 "length (0: 3 for lfm2moe, else 4)")
       ->capture_default_str();
-  app.add_option("--ssm-state", sh.ssm_state, "granitehybrid, nemotron_h_moe: Mamba-2 state size")
+  app.add_option("--ssm-state", sh.ssm_state,
+                 "granitehybrid, nemotron_h_moe: Mamba-2 state size; qwen35moe, qwen3next: a "
+                 "delta-net head's size")
       ->capture_default_str();
   app.add_option("--ssm-head-dim", sh.ssm_head_dim,
                  "granitehybrid, nemotron_h_moe: Mamba-2 head size")
       ->capture_default_str();
   app.add_option("--ssm-groups", sh.ssm_groups,
-                 "granitehybrid, nemotron_h_moe: Mamba-2 groups of B and C")
+                 "granitehybrid, nemotron_h_moe: Mamba-2 groups of B and C; qwen35moe, qwen3next: "
+                 "delta-net key heads")
       ->capture_default_str();
   app.add_option("--moe-latent", sh.moe_latent,
                  "nemotron_h_moe: the routed experts' latent size (Nemotron 3 Super; 0: none)")
+      ->capture_default_str();
+  app.add_option(
+         "--ssm-heads", sh.ssm_heads,
+         "qwen35moe, qwen3next: the gated delta nets' value heads (0: twice --ssm-groups, its key "
+         "heads; --ssm-state is a head's size)")
+      ->capture_default_str();
+  app.add_option(
+         "--full-attention-interval", sh.full_attention_interval,
+         "qwen35moe, qwen3next: every this many layers attend, the others are gated delta nets")
       ->capture_default_str();
   app.add_option("--layer-pattern", sh.layer_pattern,
                  "nemotron_h_moe: one of M (Mamba-2), * (attention), E (experts) per layer "
@@ -256,7 +270,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "moe-synth: --vocab FILE or --synthetic-vocab N is required\n");
     return 2;
   }
-  const bool has_shared = sh.arch == "hunyuan-moe" || sh.arch == "nemotron_h_moe";
+  const bool has_shared = sh.arch == "hunyuan-moe" || sh.arch == "nemotron_h_moe" ||
+                          sh.arch == "qwen35moe" || sh.arch == "qwen3next";
   if (sh.arch != "qwen2moe" && !has_shared) sh.shared_ff = 0;
   if (has_shared && sh.shared_ff <= 0) {
     std::fprintf(stderr, "moe-synth: %s has a shared expert: --shared-ff must be positive\n",

@@ -606,6 +606,74 @@ absl::Status PlanNemotronHMoe(const Shape& s, Builder& b) {
   return absl::OkStatus();
 }
 
+// Qwen3.5-MoE: gated delta nets of --ssm-heads value heads over --ssm-groups key heads, each
+// --ssm-state wide, and every --full-attention-interval-th layer gated attention (attn_q twice
+// as tall: each head's q, then its gate) with per-head QK-norm and interleaved multimodal RoPE
+// over a quarter of each head (Qwen3.5's partial_rotary_factor, sections in its 11:11:10
+// proportions); every layer softmax routing renormalised beside a shared expert of --shared-ff
+// scaled by sigmoid(w . x). qwen3next (Qwen3-Next): plain partial NEOX RoPE over a quarter of
+// each head, and beta and alpha in one ssm_ba matrix.
+absl::Status PlanQwenDeltaNetHybrid(const Shape& s, Builder& b) {
+  const bool next = s.arch == "qwen3next";
+  const int64_t E = s.embd, hd = b.head_dim(), K = s.conv_kernel > 0 ? s.conv_kernel : 4;
+  const int64_t S = s.ssm_state, HK = s.ssm_groups, HV = s.ssm_heads > 0 ? s.ssm_heads : 2 * HK;
+  const int64_t I = HV * S, C = 2 * HK * S + I;
+  if (S <= 0 || HK <= 0 || HV % HK != 0 || K < 2 || s.full_attention_interval < 1 || hd % 4 != 0) {
+    return absl::InvalidArgumentError(
+        "qwen35moe, qwen3next: --ssm-heads must be a multiple of --ssm-groups, --conv-kernel at "
+        "least 2, "
+        "--full-attention-interval at least 1, the head size a multiple of 4");
+  }
+  b.CommonKeys(s.layers, s.ff);
+  b.HeadSizeKeys();
+  const int64_t rope = hd / 4, pairs = rope / 2, t = (pairs + 2) / 3, h = (pairs - t + 1) / 2;
+  b.Key("rope.dimension_count", static_cast<uint32_t>(rope));
+  if (!next) {
+    b.KeyI32Array("rope.dimension_sections", {static_cast<int32_t>(t), static_cast<int32_t>(h),
+                                              static_cast<int32_t>(pairs - t - h), 0});
+  }
+  b.Key("expert_shared_feed_forward_length", static_cast<uint32_t>(s.shared_ff));
+  b.Key("ssm.conv_kernel", static_cast<uint32_t>(K));
+  b.Key("ssm.inner_size", static_cast<uint32_t>(I));
+  b.Key("ssm.state_size", static_cast<uint32_t>(S));
+  b.Key("ssm.time_step_rank", static_cast<uint32_t>(HV));
+  b.Key("ssm.group_count", static_cast<uint32_t>(HK));
+  b.Key("full_attention_interval", static_cast<uint32_t>(s.full_attention_interval));
+  const int64_t q = s.heads * hd;
+  for (int64_t l = 0; l < s.layers; ++l) {
+    b.Norm(l, "attn_norm.weight", E);
+    if ((l + 1) % s.full_attention_interval == 0) {
+      b.AddLayer(l, "attn_q.weight", {2 * q, E}, b.InScale(E));
+      b.AddLayer(l, "attn_k.weight", {s.kv_heads * hd, E}, b.InScale(E));
+      b.AddLayer(l, "attn_v.weight", {s.kv_heads * hd, E}, b.InScale(E));
+      b.AddLayer(l, "attn_output.weight", {E, q}, 0.5f * b.InScale(q));
+      b.Norm(l, "attn_q_norm.weight", hd);
+      b.Norm(l, "attn_k_norm.weight", hd);
+    } else {
+      b.AddLayer(l, "attn_qkv.weight", {C, E}, b.InScale(E));
+      b.AddLayer(l, "attn_gate.weight", {I, E}, b.InScale(E));
+      b.AddLayer(l, "ssm_conv1d.weight", {C, K}, 1.0f / std::sqrt(static_cast<float>(K)));
+      // softplus(alpha + dt_bias) about 0.1 and A about -0.5: a state that carries far.
+      b.AddLayer(l, "ssm_dt.bias", {HV}, 0.5f, -2.f);
+      b.AddLayer(l, "ssm_a", {HV}, 0.1f, -0.5f);
+      if (next) {
+        b.AddLayer(l, "ssm_ba.weight", {2 * HV, E}, b.InScale(E));
+      } else {
+        b.AddLayer(l, "ssm_beta.weight", {HV, E}, b.InScale(E));
+        b.AddLayer(l, "ssm_alpha.weight", {HV, E}, b.InScale(E));
+      }
+      b.Norm(l, "ssm_norm.weight", S);
+      b.AddLayer(l, "ssm_out.weight", {E, I}, 0.5f * b.InScale(I));
+    }
+    b.Norm(l, "post_attention_norm.weight", E);
+    b.AddLayer(l, "ffn_gate_inp.weight", {s.experts, E}, 2 * b.InScale(E));
+    b.RoutedExperts(l, false);
+    b.AddLayer(l, "ffn_gate_inp_shexp.weight", {E}, b.InScale(E));
+    b.Ffn(l, "_shexp", s.shared_ff);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string OutputNormName(const Shape& s) {
@@ -614,10 +682,10 @@ std::string OutputNormName(const Shape& s) {
 
 const std::vector<std::string>& Architectures() {
   static const std::vector<std::string> kNames = {
-      "llama",       "qwen2moe",      "olmoe",      "qwen3moe",      "glm4moe",
-      "deepseek2",   "gpt-oss",       "qwen3vlmoe", "ernie4_5-moe",  "granitemoe",
-      "llama4",      "bailingmoe2",   "minimax-m2", "dots1",         "lfm2moe",
-      "hunyuan-moe", "granitehybrid", "deepseek",   "nemotron_h_moe"};
+      "llama",          "qwen2moe",   "olmoe",        "qwen3moe",    "glm4moe",       "deepseek2",
+      "gpt-oss",        "qwen3vlmoe", "ernie4_5-moe", "granitemoe",  "llama4",        "bailingmoe2",
+      "minimax-m2",     "dots1",      "lfm2moe",      "hunyuan-moe", "granitehybrid", "deepseek",
+      "nemotron_h_moe", "qwen35moe",  "qwen3next"};
   return kNames;
 }
 
@@ -663,6 +731,8 @@ absl::StatusOr<std::vector<Tensor>> Plan(const Shape& s, GgufWriter& w) {
     if (absl::Status st = PlanDeepseek(s, b); !st.ok()) return st;
   } else if (s.arch == "nemotron_h_moe") {
     if (absl::Status st = PlanNemotronHMoe(s, b); !st.ok()) return st;
+  } else if (s.arch == "qwen35moe" || s.arch == "qwen3next") {
+    if (absl::Status st = PlanQwenDeltaNetHybrid(s, b); !st.ok()) return st;
   } else {
     PlanClassic(s, b);
   }

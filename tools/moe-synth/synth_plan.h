@@ -41,6 +41,10 @@ struct Shape {
   // Nemotron-3-Nano's pattern cut to `layers`.
   std::string layer_pattern;
   int64_t moe_latent = 0;  // nemotron_h_moe: the routed experts' latent size (0: none)
+  // qwen35moe's gated delta nets: value heads (0: twice ssm_groups, the key heads), each
+  // ssm_state wide; every full_attention_interval-th layer attends.
+  int64_t ssm_heads = 0;
+  int64_t full_attention_interval = 4;
 };
 
 // A tensor to fill with normal values of `mean` and `std`; `shape` is outermost first.

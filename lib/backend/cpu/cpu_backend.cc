@@ -15,6 +15,7 @@
 #include "lib/backend/cpu/prepared_activations.h"
 #include "lib/backend/cpu/quant_rows.h"
 #include "lib/backend/cpu/silu_mul.h"
+#include "lib/backend/delta_net_core.h"
 #include "lib/backend/norm_core.h"
 #include "lib/backend/routed_expert_runner.h"
 #include "lib/backend/ssm_core.h"
@@ -355,7 +356,7 @@ class CpuBackend final : public Backend {
         }
         float* o = out + t * dim;
         for (int64_t c = 0; c < dim; ++c) {
-          o[c] = SsmConvChannel(kernel + c * kernel_len, bias[c], kernel_len,
+          o[c] = SsmConvChannel(kernel + c * kernel_len, bias ? bias[c] : 0.f, kernel_len,
                                 [&](int64_t k) { return rows[k] ? rows[k][c] : 0.f; });
         }
       }
@@ -389,6 +390,54 @@ class CpuBackend final : public Backend {
                           row + inner + (a.groups + g) * a.state_size, dt, a.a[h], a.d[h],
                           a.head_dim, a.state_size, y + t * inner + h * a.head_dim);
         }
+      }
+    });
+  }
+
+  void GatedDeltaNet(const GatedDeltaArgs& a, int64_t n, const int32_t* positions,
+                     const KvLayerView& state, float* y) override {
+    const int64_t size = a.size, head_floats = size * size, key_dim = a.key_heads * size;
+    const int64_t inner = a.heads * size;
+    const int shift = state.paging.block_shift;
+    const int64_t in_block = (int64_t{1} << shift) - 1;
+    const float scale = 1.f / std::sqrt(static_cast<float>(size));
+    // Heads are independent; a head's positions follow each other through its state.
+    Parallel(a.heads, 4 * n * head_floats, [&](int64_t hb, int64_t he) {
+      thread_local std::vector<float> qk;
+      qk.resize(static_cast<size_t>(2 * size));
+      for (int64_t h = hb; h < he; ++h) {
+        const int64_t r = a.heads / a.key_heads;
+        const int64_t kh = a.grouped_heads ? h / r : h % a.key_heads;
+        const int64_t beta_at = a.grouped_heads ? (h / r) * 2 * r + h % r : h;
+        const int64_t alpha_at = a.grouped_heads ? beta_at + r : h;
+        for (int64_t t = 0; t < n; ++t) {
+          const int64_t p = positions[t];
+          float* s = state.StateOfBlock(p >> shift) + h * head_floats;
+          if (p == 0) {
+            std::fill(s, s + head_floats, 0.f);
+          } else if ((p & in_block) == 0) {
+            const float* before = state.StateOfBlock((p >> shift) - 1) + h * head_floats;
+            if (before != s) std::copy(before, before + head_floats, s);
+          }
+          const float* row = a.qkv + t * a.qkv_stride;
+          DeltaNetL2Norm(row + kh * size, size, a.eps, qk.data());
+          DeltaNetL2Norm(row + key_dim + kh * size, size, a.eps, qk.data() + size);
+          const float g = SsmSoftplus(a.alpha[t * a.ab_stride + alpha_at] + a.dt_bias[h]) * a.a[h];
+          GatedDeltaHeadStep(s, qk.data(), qk.data() + size, row + 2 * key_dim + h * size,
+                             std::exp(g), GateSigmoid(a.beta[t * a.ab_stride + beta_at]), size,
+                             scale, y + t * inner + h * size);
+        }
+      }
+    });
+  }
+
+  void MultiplyByGate(GateFunction f, const float* gate, int64_t count, float* x) override {
+    constexpr int64_t kChunk = 4096;
+    Parallel((count + kChunk - 1) / kChunk, 4 * kChunk, [&](int64_t cb, int64_t ce) {
+      const int64_t end = std::min(count, ce * kChunk);
+      for (int64_t i = cb * kChunk; i < end; ++i) {
+        const float sig = GateSigmoid(gate[i]);
+        x[i] *= f == GateFunction::kSilu ? gate[i] * sig : sig;
       }
     });
   }

@@ -359,6 +359,17 @@ class CudaBackend final : public Backend {
                          int64_t, float, float*) override {
     NoMamba2();
   }
+  // No kernels yet (delta_net_core.h holds the arithmetic for one): the step fails with this
+  // rather than compute on host pointers.
+  void GatedDeltaNet(const GatedDeltaArgs&, int64_t, const int32_t*, const KvLayerView&,
+                     float*) override {
+    NoGatedDeltaNet();
+  }
+  void MultiplyByGate(GateFunction, const float*, int64_t, float*) override { NoGatedDeltaNet(); }
+  void NoGatedDeltaNet() {
+    Note(absl::UnimplementedError(
+        "CUDA backend: gated delta nets and output gates (qwen35moe) run on the CPU backend only"));
+  }
   // No kernels yet (ssm_core.h holds the arithmetic for one): the step fails with this rather
   // than compute on host pointers.
   void NoMamba2() {

@@ -10,13 +10,13 @@ namespace {
 // The registry: one entry per file of this folder.
 const Architecture* const* All(size_t* count) {
   static const Architecture* const kAll[] = {
-      &LlamaArchitecture(),       &Qwen2MoeArchitecture(),      &OlmoeArchitecture(),
-      &Qwen3MoeArchitecture(),    &Glm4MoeArchitecture(),       &Deepseek2Architecture(),
-      &GptOssArchitecture(),      &Qwen3VlMoeArchitecture(),    &Ernie45MoeArchitecture(),
-      &GraniteMoeArchitecture(),  &Llama4Architecture(),        &BailingMoe2Architecture(),
-      &MinimaxM2Architecture(),   &Dots1Architecture(),         &Lfm2MoeArchitecture(),
-      &HunyuanMoeArchitecture(),  &GraniteHybridArchitecture(), &DeepseekArchitecture(),
-      &NemotronHMoeArchitecture()};
+      &LlamaArchitecture(),        &Qwen2MoeArchitecture(),      &OlmoeArchitecture(),
+      &Qwen3MoeArchitecture(),     &Glm4MoeArchitecture(),       &Deepseek2Architecture(),
+      &GptOssArchitecture(),       &Qwen3VlMoeArchitecture(),    &Ernie45MoeArchitecture(),
+      &GraniteMoeArchitecture(),   &Llama4Architecture(),        &BailingMoe2Architecture(),
+      &MinimaxM2Architecture(),    &Dots1Architecture(),         &Lfm2MoeArchitecture(),
+      &HunyuanMoeArchitecture(),   &GraniteHybridArchitecture(), &DeepseekArchitecture(),
+      &NemotronHMoeArchitecture(), &Qwen35MoeArchitecture(),     &Qwen3NextArchitecture()};
   *count = sizeof(kAll) / sizeof(kAll[0]);
   return kAll;
 }

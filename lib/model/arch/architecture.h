@@ -45,11 +45,12 @@ class NoMetadata final : public MetadataKeys {
 };
 
 enum class AttentionPart {
-  kGroupedQuery,  // q/k/v projections, K and V cached per KV head
-  kLatent,        // DeepSeek's multi-head latent attention: a compressed latent cached
-  kShortConv,     // LFM2's gated short convolution: the last few positions' inputs cached
-  kMamba2,        // a Mamba-2 mixer: its convolution's last inputs and a recurrent state cached
-  kNone,          // a feed-forward-only layer (Nemotron-H): nothing mixes positions, nothing cached
+  kGroupedQuery,   // q/k/v projections, K and V cached per KV head
+  kLatent,         // DeepSeek's multi-head latent attention: a compressed latent cached
+  kShortConv,      // LFM2's gated short convolution: the last few positions' inputs cached
+  kMamba2,         // a Mamba-2 mixer: its convolution's last inputs and a recurrent state cached
+  kGatedDeltaNet,  // a gated delta net (Qwen3.5): as kMamba2, a convolution and a state cached
+  kNone,  // a feed-forward-only layer (Nemotron-H): nothing mixes positions, nothing cached
 };
 enum class FeedForwardPart { kDense, kMixture, kNone /* a mixer-only layer (Nemotron-H) */ };
 

@@ -24,5 +24,7 @@ const Architecture& HunyuanMoeArchitecture();
 const Architecture& GraniteHybridArchitecture();
 const Architecture& DeepseekArchitecture();
 const Architecture& NemotronHMoeArchitecture();
+const Architecture& Qwen35MoeArchitecture();
+const Architecture& Qwen3NextArchitecture();
 
 }  // namespace moe

@@ -1,6 +1,7 @@
 #include "lib/model/arch/metadata_rules.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace moe {
 
@@ -41,6 +42,80 @@ absl::Status ReadMamba2Sizes(const MetadataKeys& keys, HParams* h) {
   MOE_ASSIGN_OR_RETURN(h->ssm_state, keys.Int("ssm.state_size"));
   MOE_ASSIGN_OR_RETURN(h->ssm_heads, keys.Int("ssm.time_step_rank"));
   MOE_ASSIGN_OR_RETURN(h->ssm_groups, keys.Int("ssm.group_count"));
+  return absl::OkStatus();
+}
+
+absl::Status ReadQwenDeltaNetHybrid(absl::string_view family, const MetadataKeys& keys,
+                                    HParams* h) {
+  h->rope_style = RopeStyle::kNeox;
+  h->qk_norm = QkNorm::kPerHead;
+  h->attention_output_gate = true;
+  h->shared_expert_gate = true;
+  MOE_ASSIGN_OR_RETURN(int64_t ff, keys.Int("feed_forward_length", 0));
+  MOE_ASSIGN_OR_RETURN(h->n_ff_shared, keys.Int("expert_shared_feed_forward_length", ff));
+  MOE_RETURN_IF_ERROR(ReadRouting(keys, {Gating::kSoftmax, /*norm_topk_prob=*/true}, h));
+  MOE_RETURN_IF_ERROR(ReadMamba2Sizes(keys, h));
+  if (h->ssm_state <= 0 || h->ssm_groups <= 0 || h->ssm_heads % h->ssm_groups != 0 ||
+      h->ssm_inner != h->ssm_heads * h->ssm_state) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        family, "'s gated delta nets need ssm.inner_size (", h->ssm_inner,
+        ") = ssm.time_step_rank (", h->ssm_heads, " value heads) x ssm.state_size (", h->ssm_state,
+        "), and whole value heads per key head (ssm.group_count ", h->ssm_groups, ")"));
+  }
+  const int64_t all_layers = h->n_layer;  // with the MTP block, which lists its layer too
+  MOE_RETURN_IF_ERROR(ReadNextnLayers(keys, h));
+  h->ssm_layers.clear();
+  if (auto recurrent = keys.IntArray("attention.recurrent_layers"); recurrent.ok()) {
+    if (std::ssize(*recurrent) != all_layers && std::ssize(*recurrent) != h->n_layer) {
+      return absl::InvalidArgumentError(absl::StrCat(family, ".attention.recurrent_layers has ",
+                                                     recurrent->size(), " entries for ", all_layers,
+                                                     " layers"));
+    }
+    for (int64_t l = 0; l < h->n_layer; ++l) {
+      if ((*recurrent)[l] != 0) h->ssm_layers.push_back(l);
+    }
+    return absl::OkStatus();
+  }
+  MOE_ASSIGN_OR_RETURN(const int64_t interval, keys.Int("full_attention_interval", 4));
+  if (interval < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(family, ".full_attention_interval ", interval, " (at least 1)"));
+  }
+  for (int64_t l = 0; l < h->n_layer; ++l) {
+    if ((l + 1) % interval != 0) h->ssm_layers.push_back(l);
+  }
+  return absl::OkStatus();
+}
+
+LayerParts QwenDeltaNetHybridLayer(const HParams& h, int layer) {
+  LayerParts p = MixtureLayer("post_attention_norm");
+  if (h.layer_ssm(layer)) {
+    p.attention = AttentionPart::kGatedDeltaNet;
+    p.window = h.ssm_conv_kernel;
+  }
+  return p;
+}
+
+absl::Status ReadRopeSections(absl::string_view family, const MetadataKeys& keys, HParams* h) {
+  auto sections = keys.IntArray("rope.dimension_sections");
+  if (!sections.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(family, " needs rope.dimension_sections: ", sections.status().message()));
+  }
+  if (sections->size() != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rope.dimension_sections has ", sections->size(), " values, not 4"));
+  }
+  int64_t sum = 0;
+  for (int i = 0; i < 4; ++i) {
+    if ((*sections)[i] < 0 || (*sections)[i] > (int64_t{1} << 20)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rope.dimension_sections [", absl::StrJoin(*sections, ", "), "]"));
+    }
+    h->rope_sections[i] = (*sections)[i];
+    sum += (*sections)[i];
+  }
+  if (sum == 0) return absl::InvalidArgumentError("rope.dimension_sections are all 0");
   return absl::OkStatus();
 }
 

@@ -24,6 +24,20 @@ absl::Status ReadRoutedScale(const MetadataKeys& keys, HParams* h);
 // of Mamba-2 layers (granitehybrid, nemotron_h_moe).
 absl::Status ReadMamba2Sizes(const MetadataKeys& keys, HParams* h);
 
+// Qwen3-Next's and Qwen3.5-MoE's shared keys and what they imply: gated attention with per-head
+// QK-norm and NEOX-paired RoPE, softmax routing renormalised beside a sigmoid-gated shared expert
+// (expert_shared_feed_forward_length), the gated delta nets' ssm.* sizes, the MTP block skipped,
+// and the layers that are delta nets (attention.recurrent_layers, else all but every
+// full_attention_interval-th, as llama.cpp).
+absl::Status ReadQwenDeltaNetHybrid(absl::string_view family, const MetadataKeys& keys, HParams* h);
+// Such a family's layer: a gated delta net (a recurrent layer) or gated attention, then experts
+// after post_attention_norm.
+LayerParts QwenDeltaNetHybridLayer(const HParams& h, int layer);
+
+// rope.dimension_sections: the four section sizes of llama.cpp's interleaved multimodal RoPE
+// (qwen3vlmoe, qwen35moe), required.
+absl::Status ReadRopeSections(absl::string_view family, const MetadataKeys& keys, HParams* h);
+
 // leading_dense_block_count layers with a dense FFN of feed_forward_length.
 absl::Status ReadLeadingDenseLayers(const MetadataKeys& keys, HParams* h);
 

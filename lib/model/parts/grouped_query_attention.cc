@@ -37,9 +37,21 @@ absl::Status GroupedQueryAttention::Run(const StepContext& ctx, int layer, const
   const WeightView qkv[] = {L.wq, L.wk, L.wv};
   be.PrefetchProducts(qkv, n);
   be.RmsNorm(x, L.attn_norm, n, d, h.rms_eps, xn);
-  float* const qkv_out[] = {q, k, v};
+  // With an output gate, attn_q yields each head's q then its gate: projected together, then
+  // taken apart.
+  float* q_gate = nullptr;
+  float* gate = nullptr;
+  if (h.attention_output_gate) {
+    MOE_ASSIGN_OR_RETURN(q_gate, q_gate_.Resize(be, n * 2 * q_dim));
+    MOE_ASSIGN_OR_RETURN(gate, gate_.Resize(be, n * q_dim));
+  }
+  float* const qkv_out[] = {q_gate ? q_gate : q, k, v};
   const float* const qkv_bias[] = {L.bq, L.bk, L.bv};
   be.MatMulShared(qkv, xn, n, qkv_out, qkv_bias);
+  if (q_gate != nullptr) {
+    be.CopyRows(q_gate, 2 * hd, n * h.n_head, hd, q, hd);
+    be.CopyRows(q_gate + hd, 2 * hd, n * h.n_head, hd, gate, hd);
+  }
   be.PrefetchProducts({&L.wo, 1}, n);
   if (h.qk_norm == QkNorm::kFull) {
     be.RmsNorm(q, L.q_norm, n, q_dim, h.rms_eps, q);
@@ -68,6 +80,7 @@ absl::Status GroupedQueryAttention::Run(const StepContext& ctx, int layer, const
                                  L.parts.window > 0 && h.window_chunked};
   StoreAndAttend(be, layer, batch, positions, {q, k, v, q_dim, kv_dim, att}, h.n_head, options,
                  attention_calls_);
+  if (gate != nullptr) be.MultiplyByGate(Backend::GateFunction::kSigmoid, gate, n * q_dim, att);
   be.MatMulShared({&L.wo, 1}, att, n, {&o, 1}, {&L.bo, 1});
   be.Axpy(h.residual_scale, o, n * d, x);
   return absl::OkStatus();

@@ -1,7 +1,8 @@
 // Grouped-query attention (multi-head when there are as many KV heads as heads): the layer's
 // q/k/v projections with their optional biases and QK-norm, RoPE (or a NoPE layer's query
-// temperature), each sequence's K/V written
-// to and read from its own cache, the output projection added to the residual stream.
+// temperature), each sequence's K/V written to and read from its own cache, the optional output
+// gate (Qwen3.5's sigmoid of a second half of attn_q), the output projection added to the
+// residual stream.
 #pragma once
 
 #include <vector>
@@ -21,7 +22,7 @@ class GroupedQueryAttention {
                    absl::Span<const SequenceChunk> batch, int64_t n, float* x);
 
  private:
-  BackendBuffer<float> xn_, q_, k_, v_, att_, o_;
+  BackendBuffer<float> xn_, q_, k_, v_, att_, o_, q_gate_, gate_;
   std::vector<Backend::AttentionSequence> attention_calls_;
   std::vector<float> query_scales_;
 };

@@ -1,6 +1,5 @@
 #include "lib/model/parts/mamba2_mixer.h"
 
-#include "absl/strings/str_cat.h"
 #include "lib/base/status_macros.h"
 
 namespace moe {
@@ -13,15 +12,7 @@ absl::Status Mamba2Mixer::Run(const StepContext& ctx, int layer, const LayerWeig
   const int64_t d = h.n_embd, inner = h.ssm_inner, channels = h.ssm_conv_channels();
   const int64_t in_proj = inner + channels + h.ssm_heads;  // z, xBC, dt
   for (const SequenceChunk& c : batch) {
-    // A cache shaped for attention alone would be read as rows and states it does not have.
-    const KvLayerView v = c.kv->layer(layer);
-    if (v.dtype != DType::kF32 || v.n_kv_heads != 1 || v.head_dim != channels ||
-        v.state == nullptr || v.state_floats != h.ssm_state_floats()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("layer ", layer,
-                       " is a Mamba-2 layer, but the KV cache was not made with its rows and "
-                       "state (KvCacheFor makes caches for any model)"));
-    }
+    MOE_RETURN_IF_ERROR(CheckRecurrentRows(c.kv->layer(layer), h, layer, "Mamba-2"));
   }
   MOE_ASSIGN_OR_RETURN(float* xn, xn_.Resize(be, n * d));
   MOE_ASSIGN_OR_RETURN(float* zxbcdt, zxbcdt_.Resize(be, n * in_proj));

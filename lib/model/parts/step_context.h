@@ -4,6 +4,9 @@
 #include <chrono>
 #include <cstdint>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "lib/backend/backend.h"
 #include "lib/model/model.h"
@@ -16,6 +19,20 @@ namespace moe {
 inline GatedActivation FeedForwardActivation(const HParams& h) {
   if (h.relu_squared_ffn) return GatedActivation::kReluSquared;
   return h.swiglu_clamped ? GatedActivation::kSwigluClamped : GatedActivation::kSilu;
+}
+
+// A recurrent layer (Mamba-2, a gated delta net) reads its convolution's rows and its state from
+// the cache; one shaped for attention alone would be read as rows and states it does not have.
+inline absl::Status CheckRecurrentRows(const KvLayerView& v, const HParams& h, int layer,
+                                       absl::string_view what) {
+  if (v.dtype == DType::kF32 && v.n_kv_heads == 1 && v.head_dim == h.ssm_conv_channels() &&
+      v.state != nullptr && v.state_floats == h.ssm_state_floats()) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "layer ", layer, " is a ", what,
+      " layer, but the KV cache was not made with its rows and state (KvCacheFor makes caches "
+      "for any model)"));
 }
 
 struct StepContext {
