@@ -35,17 +35,33 @@ MOE_HOST_DEVICE inline float DeltaNetDot(const float* a, const float* b, int64_t
 
 // One value head's step: the state, stored transposed (row j holds S[., j], so each row is one
 // value channel over the key's size), decays by `decay` = e^g; each value channel j moves
-// towards v[j] along k by beta: S[., j] += k beta (v[j] - S[., j] . k); y[j] = S[., j] . q x
-// scale. q and k are L2-normalised already.
+// towards v[j] along k by beta: S[., j] <- decay S[., j] + k beta (v[j] - decay S[., j] . k);
+// y[j] = S[., j] . q x scale. q and k are L2-normalised already. Two passes over a row: its dot
+// product with k (the decay applied to the sum), then the update with the dot product with q.
+// The CPU's vector kernels (cpu/delta_net_step.h) compute the same in their lanes.
 MOE_HOST_DEVICE inline void GatedDeltaHeadStep(float* state, const float* q, const float* k,
                                                const float* v, float decay, float beta,
                                                int64_t size, float scale, float* y) {
   for (int64_t j = 0; j < size; ++j) {
     float* s = state + j * size;
-    for (int64_t i = 0; i < size; ++i) s[i] *= decay;
-    const float delta = (v[j] - DeltaNetDot(s, k, size)) * beta;
-    for (int64_t i = 0; i < size; ++i) s[i] += k[i] * delta;
-    y[j] = DeltaNetDot(s, q, size) * scale;
+    const float delta = (v[j] - DeltaNetDot(s, k, size) * decay) * beta;
+    float part[kSsmLanes] = {};
+    int64_t i = 0;
+    for (; i + kSsmLanes <= size; i += kSsmLanes) {
+      for (int l = 0; l < kSsmLanes; ++l) {
+        const float x = s[i + l] * decay + k[i + l] * delta;
+        s[i + l] = x;
+        part[l] += x * q[i + l];
+      }
+    }
+    float sum =
+        ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
+    for (; i < size; ++i) {
+      const float x = s[i] * decay + k[i] * delta;
+      s[i] = x;
+      sum += x * q[i];
+    }
+    y[j] = sum * scale;
   }
 }
 

@@ -10,6 +10,7 @@
 #include "lib/backend/backend.h"
 #include "lib/backend/cpu/attention_kernels.h"
 #include "lib/backend/cpu/cpu_features.h"
+#include "lib/backend/cpu/delta_net_step.h"
 #include "lib/backend/cpu/half_rows.h"
 #include "lib/backend/cpu/prefetch.h"
 #include "lib/backend/cpu/prepared_activations.h"
@@ -65,6 +66,7 @@ class CpuBackend final : public Backend {
         quantize_activations_(o.quantize_activations),
         level_(ActiveSimdLevel()),
         silu_mul_(GetSiluMul(level_)),
+        gated_delta_step_(GetGatedDeltaStep(level_)),
         swiglu_clamped_(GetSwigluClamped(level_)),
         to_halves_(GetToHalves(level_)),
         input_(level_, quantize_activations_) {}
@@ -423,9 +425,9 @@ class CpuBackend final : public Backend {
           DeltaNetL2Norm(row + kh * size, size, a.eps, qk.data());
           DeltaNetL2Norm(row + key_dim + kh * size, size, a.eps, qk.data() + size);
           const float g = SsmSoftplus(a.alpha[t * a.ab_stride + alpha_at] + a.dt_bias[h]) * a.a[h];
-          GatedDeltaHeadStep(s, qk.data(), qk.data() + size, row + 2 * key_dim + h * size,
-                             std::exp(g), GateSigmoid(a.beta[t * a.ab_stride + beta_at]), size,
-                             scale, y + t * inner + h * size);
+          gated_delta_step_(s, qk.data(), qk.data() + size, row + 2 * key_dim + h * size,
+                            std::exp(g), GateSigmoid(a.beta[t * a.ab_stride + beta_at]), size,
+                            scale, y + t * inner + h * size);
         }
       }
     });
@@ -769,6 +771,7 @@ class CpuBackend final : public Backend {
   const bool quantize_activations_;
   const SimdLevel level_;
   const SiluMulFn silu_mul_;
+  const GatedDeltaStepFn gated_delta_step_;
   const SiluMulFn swiglu_clamped_;
   const ToHalvesFn to_halves_;
   // Scratch reused across calls (a backend serves one session, one call at a time).
