@@ -16,6 +16,7 @@
 #include "lib/backend/cpu/prepared_activations.h"
 #include "lib/backend/cpu/quant_rows.h"
 #include "lib/backend/cpu/silu_mul.h"
+#include "lib/backend/cpu/ssm_scan_step.h"
 #include "lib/backend/delta_net_core.h"
 #include "lib/backend/norm_core.h"
 #include "lib/backend/routed_expert_runner.h"
@@ -67,6 +68,7 @@ class CpuBackend final : public Backend {
         level_(ActiveSimdLevel()),
         silu_mul_(GetSiluMul(level_)),
         gated_delta_step_(GetGatedDeltaStep(level_)),
+        ssm_scan_step_(GetSsmScanStep(level_)),
         swiglu_clamped_(GetSwigluClamped(level_)),
         to_halves_(GetToHalves(level_)),
         input_(level_, quantize_activations_) {}
@@ -388,9 +390,9 @@ class CpuBackend final : public Backend {
           }
           const float* row = a.xbc + t * width;
           const float dt = SsmSoftplus(a.dt[t * a.dt_stride + h] + a.dt_bias[h]);
-          SsmScanHeadStep(s, row + h * a.head_dim, row + inner + g * a.state_size,
-                          row + inner + (a.groups + g) * a.state_size, dt, a.a[h], a.d[h],
-                          a.head_dim, a.state_size, y + t * inner + h * a.head_dim);
+          ssm_scan_step_(s, row + h * a.head_dim, row + inner + g * a.state_size,
+                         row + inner + (a.groups + g) * a.state_size, dt, a.a[h], a.d[h],
+                         a.head_dim, a.state_size, y + t * inner + h * a.head_dim);
         }
       }
     });
@@ -772,6 +774,7 @@ class CpuBackend final : public Backend {
   const SimdLevel level_;
   const SiluMulFn silu_mul_;
   const GatedDeltaStepFn gated_delta_step_;
+  const SsmScanStepFn ssm_scan_step_;
   const SiluMulFn swiglu_clamped_;
   const ToHalvesFn to_halves_;
   // Scratch reused across calls (a backend serves one session, one call at a time).
