@@ -38,7 +38,7 @@ MOE_HOST_DEVICE inline float DeltaNetDot(const float* a, const float* b, int64_t
 // towards v[j] along k by beta: S[., j] <- decay S[., j] + k beta (v[j] - decay S[., j] . k);
 // y[j] = S[., j] . q x scale. q and k are L2-normalised already. Two passes over a row: its dot
 // product with k (the decay applied to the sum), then the update with the dot product with q.
-// The CPU's vector kernels (cpu/delta_net_step.h) compute the same in their lanes.
+// The CPU's vector kernels (cpu/recurrent_steps.h) compute the same in their lanes.
 MOE_HOST_DEVICE inline void GatedDeltaHeadStep(float* state, const float* q, const float* k,
                                                const float* v, float decay, float beta,
                                                int64_t size, float scale, float* y) {

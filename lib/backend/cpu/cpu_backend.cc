@@ -10,13 +10,12 @@
 #include "lib/backend/backend.h"
 #include "lib/backend/cpu/attention_kernels.h"
 #include "lib/backend/cpu/cpu_features.h"
-#include "lib/backend/cpu/delta_net_step.h"
 #include "lib/backend/cpu/half_rows.h"
 #include "lib/backend/cpu/prefetch.h"
 #include "lib/backend/cpu/prepared_activations.h"
 #include "lib/backend/cpu/quant_rows.h"
+#include "lib/backend/cpu/recurrent_steps.h"
 #include "lib/backend/cpu/silu_mul.h"
-#include "lib/backend/cpu/ssm_scan_step.h"
 #include "lib/backend/delta_net_core.h"
 #include "lib/backend/norm_core.h"
 #include "lib/backend/routed_expert_runner.h"
@@ -58,6 +57,22 @@ void ForEachRange(const std::vector<int64_t>& first, int64_t b, int64_t e, Fn&& 
     if (g < end) fn(i, g - first[i], end - first[i]);
     g = std::max(g, end);
   }
+}
+
+// A recurrent layer's state of one head (`floats` from `offset` in its block's slot) to update at
+// position p: zero at position 0, and at a block's first position taken over from the block
+// before (unless both name the same slot), so each block's slot ends holding the state after
+// its last position (KvLayerView::state).
+float* HeadStateAt(const KvLayerView& state, int64_t p, int64_t offset, int64_t floats) {
+  const int shift = state.paging.block_shift;
+  float* s = state.StateOfBlock(p >> shift) + offset;
+  if (p == 0) {
+    std::fill(s, s + floats, 0.f);
+  } else if ((p & ((int64_t{1} << shift) - 1)) == 0) {
+    const float* before = state.StateOfBlock((p >> shift) - 1) + offset;
+    if (before != s) std::copy(before, before + floats, s);
+  }
+  return s;
 }
 
 class CpuBackend final : public Backend {
@@ -373,21 +388,12 @@ class CpuBackend final : public Backend {
     const int64_t width = inner + 2 * a.groups * a.state_size;
     const int64_t heads_per_group = a.heads / a.groups;
     const int64_t head_floats = a.head_dim * a.state_size;
-    const int shift = state.paging.block_shift;
-    const int64_t in_block = (int64_t{1} << shift) - 1;
     // Heads are independent; a head's positions follow each other through its state.
     Parallel(a.heads, 4 * n * head_floats, [&](int64_t hb, int64_t he) {
       for (int64_t h = hb; h < he; ++h) {
         const int64_t g = h / heads_per_group;
         for (int64_t t = 0; t < n; ++t) {
-          const int64_t p = positions[t];
-          float* s = state.StateOfBlock(p >> shift) + h * head_floats;
-          if (p == 0) {
-            std::fill(s, s + head_floats, 0.f);
-          } else if ((p & in_block) == 0) {
-            const float* before = state.StateOfBlock((p >> shift) - 1) + h * head_floats;
-            if (before != s) std::copy(before, before + head_floats, s);
-          }
+          float* s = HeadStateAt(state, positions[t], h * head_floats, head_floats);
           const float* row = a.xbc + t * width;
           const float dt = SsmSoftplus(a.dt[t * a.dt_stride + h] + a.dt_bias[h]);
           ssm_scan_step_(s, row + h * a.head_dim, row + inner + g * a.state_size,
@@ -402,8 +408,6 @@ class CpuBackend final : public Backend {
                      const KvLayerView& state, float* y) override {
     const int64_t size = a.size, head_floats = size * size, key_dim = a.key_heads * size;
     const int64_t inner = a.heads * size;
-    const int shift = state.paging.block_shift;
-    const int64_t in_block = (int64_t{1} << shift) - 1;
     const float scale = 1.f / std::sqrt(static_cast<float>(size));
     // Heads are independent; a head's positions follow each other through its state.
     Parallel(a.heads, 4 * n * head_floats, [&](int64_t hb, int64_t he) {
@@ -415,14 +419,7 @@ class CpuBackend final : public Backend {
         const int64_t beta_at = a.grouped_heads ? (h / r) * 2 * r + h % r : h;
         const int64_t alpha_at = a.grouped_heads ? beta_at + r : h;
         for (int64_t t = 0; t < n; ++t) {
-          const int64_t p = positions[t];
-          float* s = state.StateOfBlock(p >> shift) + h * head_floats;
-          if (p == 0) {
-            std::fill(s, s + head_floats, 0.f);
-          } else if ((p & in_block) == 0) {
-            const float* before = state.StateOfBlock((p >> shift) - 1) + h * head_floats;
-            if (before != s) std::copy(before, before + head_floats, s);
-          }
+          float* s = HeadStateAt(state, positions[t], h * head_floats, head_floats);
           const float* row = a.qkv + t * a.qkv_stride;
           DeltaNetL2Norm(row + kh * size, size, a.eps, qk.data());
           DeltaNetL2Norm(row + key_dim + kh * size, size, a.eps, qk.data() + size);
