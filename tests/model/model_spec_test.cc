@@ -2,11 +2,16 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "lib/base/status_macros.h"
 #include "lib/import/gguf_import.h"
+#include "lib/model/arch/architecture.h"
 
 namespace moe {
 namespace {
@@ -139,6 +144,73 @@ TEST(ModelSpecTest, SizesPastTheBoundAreErrorsBeforeAnyProduct) {
     spec.hp.*c.field = c.max;
     EXPECT_THAT(ValidateModelSpec(spec).message(), Not(HasSubstr("out of range"))) << c.name;
   }
+}
+
+}  // namespace
+}  // namespace moe
+
+namespace moe {
+namespace {
+
+// A qwen35moe file's keys: the sizes a gated-delta-net hybrid needs, and optionally its list of
+// recurrent layers (or a list that cannot be read as one).
+class Qwen35Keys final : public MetadataKeys {
+ public:
+  std::map<std::string, int64_t> ints = {{"ssm.conv_kernel", 4}, {"ssm.inner_size", 64},
+                                         {"ssm.state_size", 16}, {"ssm.time_step_rank", 4},
+                                         {"ssm.group_count", 2}, {"nextn_predict_layers", 1}};
+  std::optional<absl::StatusOr<std::vector<int64_t>>> recurrent;
+
+  absl::StatusOr<int64_t> Int(absl::string_view key, std::optional<int64_t> def) const override {
+    if (auto it = ints.find(std::string(key)); it != ints.end()) return it->second;
+    if (def) return *def;
+    return absl::NotFoundError(key);
+  }
+  absl::StatusOr<float> Float(absl::string_view, float def) const override { return def; }
+  absl::StatusOr<bool> Bool(absl::string_view, bool def) const override { return def; }
+  bool Has(absl::string_view key) const override { return ints.contains(std::string(key)); }
+  absl::StatusOr<std::vector<int64_t>> IntArray(absl::string_view key) const override {
+    if (key == "rope.dimension_sections") return std::vector<int64_t>{11, 11, 10, 0};
+    if (key == "attention.recurrent_layers" && recurrent) return *recurrent;
+    return absl::NotFoundError(key);
+  }
+};
+
+absl::StatusOr<HParams> ReadQwen35(const Qwen35Keys& keys) {
+  HParams h;
+  h.n_layer = 6;  // block_count: five layers that run and the MTP block
+  MOE_RETURN_IF_ERROR(ArchitectureOf(Arch::kQwen35Moe).ReadMetadata(keys, &h));
+  return h;
+}
+
+// Qwen3.5-MoE's layer kinds: attention.recurrent_layers when the file has it (with or without
+// the MTP block's entry), else every full_attention_interval-th layer attends, as llama.cpp; a
+// list there but unreadable is an error, never the interval's guess; delta nets whose inner size
+// is not their value heads' are refused.
+TEST(ModelSpecTest, Qwen35LayerKindsComeFromTheFileOrTheInterval) {
+  Qwen35Keys keys;
+  auto h = ReadQwen35(keys);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->n_layer, 5);
+  EXPECT_EQ(h->ssm_layers, (std::vector<int64_t>{0, 1, 2, 4}));
+  EXPECT_TRUE(h->attention_output_gate);
+  keys.ints["full_attention_interval"] = 2;
+  h = ReadQwen35(keys);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->ssm_layers, (std::vector<int64_t>{0, 2, 4}));
+  keys.recurrent = std::vector<int64_t>{1, 0, 0, 1, 1, 0};
+  h = ReadQwen35(keys);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->ssm_layers, (std::vector<int64_t>{0, 3, 4}));
+  keys.recurrent = absl::InvalidArgumentError(
+      "GGUF key 'qwen35moe.attention.recurrent_layers' "
+      "is not an integer array");
+  EXPECT_THAT(ReadQwen35(keys).status().message(), HasSubstr("recurrent_layers"));
+  keys.recurrent = std::vector<int64_t>{1, 0};
+  EXPECT_THAT(ReadQwen35(keys).status().message(), HasSubstr("2 entries"));
+  keys.recurrent.reset();
+  keys.ints["ssm.inner_size"] = 96;
+  EXPECT_THAT(ReadQwen35(keys).status().message(), HasSubstr("ssm.inner_size (96)"));
 }
 
 }  // namespace

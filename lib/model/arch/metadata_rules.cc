@@ -65,7 +65,13 @@ absl::Status ReadQwenDeltaNetHybrid(absl::string_view family, const MetadataKeys
   const int64_t all_layers = h->n_layer;  // with the MTP block, which lists its layer too
   MOE_RETURN_IF_ERROR(ReadNextnLayers(keys, h));
   h->ssm_layers.clear();
-  if (auto recurrent = keys.IntArray("attention.recurrent_layers"); recurrent.ok()) {
+  auto recurrent = keys.IntArray("attention.recurrent_layers");
+  if (!recurrent.ok() && !absl::IsNotFound(recurrent.status())) {
+    // A list that is there but unreadable must not fall back to the interval's guess.
+    return absl::InvalidArgumentError(
+        absl::StrCat(family, ".attention.recurrent_layers: ", recurrent.status().message()));
+  }
+  if (recurrent.ok()) {
     if (std::ssize(*recurrent) != all_layers && std::ssize(*recurrent) != h->n_layer) {
       return absl::InvalidArgumentError(absl::StrCat(family, ".attention.recurrent_layers has ",
                                                      recurrent->size(), " entries for ", all_layers,
