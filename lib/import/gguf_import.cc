@@ -194,8 +194,7 @@ absl::StatusOr<ModelSpec> ImportGgufFiles(std::vector<std::shared_ptr<const Gguf
       // rows, then k's, then v's) -> three tensors over its rows, zero copy. (A gated delta net's
       // attn_qkv is one matrix: its q, k and v are convolved together.)
       if ((rest == "attn_qkv.weight" || rest == "attn_qkv.bias") &&
-          !(h.layer_ssm(layer) &&
-            ArchitectureOf(spec.arch).Layer(h, layer).attention == AttentionPart::kGatedDeltaNet)) {
+          ArchitectureOf(spec.arch).Layer(h, layer).attention != AttentionPart::kGatedDeltaNet) {
         MOE_RETURN_IF_ERROR(SplitFusedQkv(t, h, absl::EndsWith(rest, ".bias"), &spec));
         continue;
       }

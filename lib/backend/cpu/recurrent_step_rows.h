@@ -1,15 +1,15 @@
 // The vector kernels of recurrent_steps.h, written once over a lane type that each SIMD level's
-// source (recurrent_steps_avx2.cc, _avx512.cc, compiled with its own flags) supplies:
-//   struct Lanes { using V = ...; static constexpr int kCount; static V Zero(); static V
-//   Set1(float);
-//                  static V Load(const float*); static void Store(float*, V); static V Mul(V, V);
-//                  static V Fmadd(V a, V b, V c);  // a * b + c
-//                  static float Sum(V); };
-// Include it only there: it instantiates intrinsics of that level.
+// source (recurrent_steps_avx2.cc, _avx512.cc, compiled with its own flags) supplies: a struct
+// with `using V` (the vector), `kCount` (its lanes), and static Zero(), Set1(float),
+// Load(const float*), Store(float*, V), Mul(V, V), Fmadd(V a, V b, V c) (a * b + c) and
+// Sum(V). Include it only there: it instantiates intrinsics of that level. Sizes that are not a
+// whole number of vectors take the portable kernels.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+
+#include "lib/backend/cpu/recurrent_steps.h"
 
 namespace moe::kernels::recurrent {
 
@@ -46,6 +46,8 @@ inline void DeltaRows(float* s, const float* q, const float* k, const float* v, 
 template <typename L>
 void GatedDeltaStep(float* state, const float* q, const float* k, const float* v, float decay,
                     float beta, int64_t size, float scale, float* y) {
+  if (size % L::kCount != 0)
+    return GatedDeltaStepPortable(state, q, k, v, decay, beta, size, scale, y);
   int64_t j = 0;
   for (; j + 4 <= size; j += 4) {
     DeltaRows<L, 4>(state + j * size, q, k, v + j, decay, beta, size, scale, y + j);
@@ -80,6 +82,9 @@ inline void ScanRows(float* s, const float* x, const float* b, const float* c, f
 template <typename L>
 void SsmScanStep(float* state, const float* x, const float* b, const float* c, float dt, float a,
                  float d, int64_t head_dim, int64_t state_size, float* y) {
+  if (state_size % L::kCount != 0) {
+    return SsmScanStepPortable(state, x, b, c, dt, a, d, head_dim, state_size, y);
+  }
   const float decay = std::exp(dt * a);
   int64_t i = 0;
   for (; i + 4 <= head_dim; i += 4) {

@@ -1,7 +1,6 @@
 #include <immintrin.h>
 
 #include "lib/backend/cpu/recurrent_step_rows.h"
-#include "lib/backend/cpu/recurrent_steps.h"
 
 namespace moe::kernels {
 namespace {
@@ -26,15 +25,11 @@ struct Avx2Lanes {
 
 void GatedDeltaStepAvx2(float* state, const float* q, const float* k, const float* v, float decay,
                         float beta, int64_t size, float scale, float* y) {
-  if (size % 8 != 0) return GatedDeltaStepPortable(state, q, k, v, decay, beta, size, scale, y);
   recurrent::GatedDeltaStep<Avx2Lanes>(state, q, k, v, decay, beta, size, scale, y);
 }
 
 void SsmScanStepAvx2(float* state, const float* x, const float* b, const float* c, float dt,
                      float a, float d, int64_t head_dim, int64_t state_size, float* y) {
-  if (state_size % 8 != 0) {
-    return SsmScanStepPortable(state, x, b, c, dt, a, d, head_dim, state_size, y);
-  }
   recurrent::SsmScanStep<Avx2Lanes>(state, x, b, c, dt, a, d, head_dim, state_size, y);
 }
 

@@ -1,7 +1,6 @@
 #include <immintrin.h>
 
 #include "lib/backend/cpu/recurrent_step_rows.h"
-#include "lib/backend/cpu/recurrent_steps.h"
 
 namespace moe::kernels {
 namespace {
@@ -22,15 +21,11 @@ struct Avx512Lanes {
 
 void GatedDeltaStepAvx512(float* state, const float* q, const float* k, const float* v, float decay,
                           float beta, int64_t size, float scale, float* y) {
-  if (size % 16 != 0) return GatedDeltaStepPortable(state, q, k, v, decay, beta, size, scale, y);
   recurrent::GatedDeltaStep<Avx512Lanes>(state, q, k, v, decay, beta, size, scale, y);
 }
 
 void SsmScanStepAvx512(float* state, const float* x, const float* b, const float* c, float dt,
                        float a, float d, int64_t head_dim, int64_t state_size, float* y) {
-  if (state_size % 16 != 0) {
-    return SsmScanStepPortable(state, x, b, c, dt, a, d, head_dim, state_size, y);
-  }
   recurrent::SsmScanStep<Avx512Lanes>(state, x, b, c, dt, a, d, head_dim, state_size, y);
 }
 
