@@ -30,6 +30,7 @@ struct HfArchName {
   // tensors' names start with tensor_prefix; the other towers are not read.
   const char* text_config = nullptr;
   const char* tensor_prefix = "";
+  const char* model_prefix = "model.";  // HfConfig::model_prefix
 };
 constexpr HfArchName kArchs[] = {
     {"MixtralForCausalLM", "mixtral", Arch::kLlama, nullptr},
@@ -54,6 +55,10 @@ constexpr HfArchName kArchs[] = {
     {"Dots1ForCausalLM", "dots1", Arch::kDots1, &Dots1Keys},
     {"Lfm2MoeForCausalLM", "lfm2_moe", Arch::kLfm2Moe, &Lfm2MoeKeys},
     {"NemotronHForCausalLM", "nemotron_h", Arch::kNemotronHMoe, &NemotronHKeys},
+    {"Qwen3NextForCausalLM", "qwen3_next", Arch::kQwen3Next, &Qwen3NextKeys},
+    {"Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe", Arch::kQwen35Moe, &Qwen35MoeKeys,
+     "text_config", "", "model.language_model."},
+    {"Qwen3_5MoeForCausalLM", "qwen3_5_moe_text", Arch::kQwen35Moe, &Qwen35MoeKeys},
 };
 
 absl::StatusOr<const HfArchName*> FindArch(const Json& j) {
@@ -118,6 +123,7 @@ absl::StatusOr<HfConfig> ParseHfConfig(const std::string& json_text) {
   out.arch = arch->arch;
   out.hf_architecture = arch->hf;
   out.tensor_prefix = arch->tensor_prefix;
+  out.model_prefix = arch->model_prefix;
   if (arch->text_config != nullptr) {
     auto text = j.find(arch->text_config);
     if (text == j.end() || !text->is_object()) {

@@ -148,6 +148,8 @@ absl::Status DeepseekMoeKeys(const nlohmann::json& j, HfFamilyConfig* out);   //
 absl::Status NemotronHKeys(const nlohmann::json& j, HfFamilyConfig* out);     // hf_nemotron_h.cc
 absl::Status GraniteMoeHybridKeys(const nlohmann::json& j,
                                   HfFamilyConfig* out);  // hf_granitehybrid.cc
+absl::Status Qwen3NextKeys(const nlohmann::json& j, HfFamilyConfig* out);  // hf_qwen3next.cc
+absl::Status Qwen35MoeKeys(const nlohmann::json& j, HfFamilyConfig* out);  // hf_qwen3next.cc
 // A refine (HfFamilyConfig::refine) for the families whose GGUF conversion permutes q and k
 // (llama.cpp's undo_permute: Granite, DeepSeek-MoE) so that its consecutive-pair RoPE matches
 // transformers' rotate_half: on the checkpoint's own rows that is NEOX pairing, the same

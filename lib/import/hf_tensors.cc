@@ -316,6 +316,124 @@ void NemotronH(const HParams& h, Wants& w) {
   }
 }
 
+// Qwen3NextForCausalLM and Qwen3.5-MoE under `root` ("model.", or "model.language_model." in
+// Qwen3.5's multimodal checkpoints): per layer input_layernorm, then a gated delta net
+// (linear_attn.) or gated attention (self_attn.: q_proj yields per head its q rows, then its
+// output gate's; per-head q_norm / k_norm), post_attention_layernorm, and the router (mlp.gate)
+// with experts per expert (mlp.experts.E.*_proj) or stacked (experts.gate_up_proj [n_expert, 2 ff,
+// n_embd], the gate's rows first, and experts.down_proj [n_expert, n_embd, ff]) beside a shared
+// expert and its sigmoid gate (shared_expert_gate [1, n_embd]). Every RMSNorm but the delta net's
+// stores w where the model scales by 1 + w (Qwen3NextRMSNorm), and A_log the log of -A, as
+// llama.cpp's converters undo them.
+//
+// The delta net's value heads: the checkpoints keep them grouped by key head (value head g r + j
+// is the j-th of key head g's r). Qwen3-Next runs them so, and fuses q, k, v and z per key head in
+// in_proj_qkvz (for each key head: its q, its k, its value heads' v, their z) and beta and alpha
+// in in_proj_ba (per key head its value heads' betas, then their alphas: the runtime's ssm_ba).
+// Qwen3.5 stores in_proj_qkv (all q, all k, all v), in_proj_z, in_proj_b and in_proj_a apart, and
+// the runtime runs its value heads tiled (value head j KH + g reads key head g, llama.cpp's
+// converter's order): every per-value-head row, column and value is taken from its grouped place.
+void QwenDeltaNetHybrid(const HfConfig& c, const std::function<bool(const std::string&)>& has,
+                        Wants& w) {
+  const HParams& h = c.hp;
+  const std::string& root = c.model_prefix;
+  const bool tiled = c.arch == Arch::kQwen35Moe;
+  const int64_t d = h.n_embd, S = h.ssm_state, KH = h.ssm_groups, H = h.ssm_heads, r = H / KH;
+  const int64_t key_dim = KH * S, I = H * S, C = h.ssm_conv_channels(), K = h.ssm_conv_kernel;
+  const int64_t q_dim = h.n_head * h.head_dim, kv_dim = h.n_head_kv * h.head_dim;
+  auto plus_one = [](float x) { return x + 1.f; };
+  // The checkpoint's place of the runtime's value head t.
+  auto value_head = [=](int64_t t) { return tiled ? t % KH * r + t / KH : t; };
+  // The checkpoint's row (of in_proj_qkv, or channel of conv1d) of the runtime's q/k/v row.
+  auto qkv_row = [=](int64_t row) {
+    if (row < 2 * key_dim) return row;
+    const int64_t v = row - 2 * key_dim;
+    return 2 * key_dim + value_head(v / S) * S + v % S;
+  };
+  // Qwen3-Next's in_proj_qkvz row of the runtime's q/k/v row (part 0) or z row (part 1).
+  const int64_t group_rows = 2 * S + 2 * r * S;
+  auto qkvz_row = [=](int64_t row, int part) {
+    if (part == 1) return row / (r * S) * group_rows + 2 * S + r * S + row % (r * S);
+    if (row < 2 * key_dim) return row % key_dim / S * group_rows + row / key_dim * S + row % S;
+    const int64_t v = row - 2 * key_dim;
+    return v / (r * S) * group_rows + 2 * S + v % (r * S);
+  };
+  w.Add(root + "embed_tokens.weight", "token_embd.weight", {h.n_vocab, d});
+  w.Vector(root + "norm.weight", "output_norm.weight", {d}).value = plus_one;
+  if (!h.tied_output) w.Add("lm_head.weight", "output.weight", {h.n_vocab, d});
+  for (int l = 0; l < h.n_layer; ++l) {
+    const std::string p = absl::StrCat(root, "layers.", l, ".");
+    auto name = [&](const char* base) { return LayerTensorName(l, base); };
+    w.Vector(p + "input_layernorm.weight", name("attn_norm"), {d}, l).value = plus_one;
+    w.Vector(p + "post_attention_layernorm.weight", name("post_attention_norm"), {d}, l).value =
+        plus_one;
+    if (h.layer_ssm(l)) {
+      const std::string x = p + "linear_attn.";
+      if (tiled) {
+        WantedTensor& qkv = w.Add(x + "in_proj_qkv.weight", name("attn_qkv"), {C, d}, l);
+        qkv.gather = [=](int64_t i) { return qkv_row(i / d) * d + i % d; };
+        WantedTensor& z = w.Add(x + "in_proj_z.weight", name("attn_gate"), {I, d}, l);
+        z.gather = [=](int64_t i) { return (value_head(i / d / S) * S + i / d % S) * d + i % d; };
+        for (const auto& [hf, ours] :
+             {std::pair{"in_proj_b", "ssm_beta"}, {"in_proj_a", "ssm_alpha"}}) {
+          w.Add(absl::StrCat(x, hf, ".weight"), name(ours), {H, d}, l).gather = [=](int64_t i) {
+            return value_head(i / d) * d + i % d;
+          };
+        }
+      } else {
+        const Shape fused = {KH * group_rows, d};
+        for (int part = 0; part < 2; ++part) {
+          WantedTensor& t =
+              w.Add(x + "in_proj_qkvz.weight", name(part == 0 ? "attn_qkv" : "attn_gate"),
+                    {part == 0 ? C : I, d}, l);
+          t.hf_shape = fused;
+          t.gather = [=](int64_t i) { return qkvz_row(i / d, part) * d + i % d; };
+        }
+        w.Add(x + "in_proj_ba.weight", name("ssm_ba"), {2 * H, d}, l);
+      }
+      WantedTensor& conv = w.Vector(x + "conv1d.weight", name("ssm_conv1d"), {C, K}, l);
+      conv.hf_shape = {C, 1, K};
+      conv.gather = [=](int64_t i) { return qkv_row(i / K) * K + i % K; };
+      w.Vector(x + "dt_bias", Bias(l, "ssm_dt"), {H}, l).gather = value_head;
+      WantedTensor& a = w.Vector(x + "A_log", LayerBareName(l, "ssm_a"), {H}, l);
+      a.gather = value_head;
+      a.value = [](float a_log) { return -std::exp(a_log); };
+      w.Vector(x + "norm.weight", name("ssm_norm"), {S}, l);
+      w.Add(x + "out_proj.weight", name("ssm_out"), {d, I}, l).gather = [=](int64_t i) {
+        const int64_t col = i % I;
+        return i / I * I + value_head(col / S) * S + col % S;
+      };
+    } else {
+      const std::string a = p + "self_attn.";
+      w.Add(a + "q_proj.weight", name("attn_q"), {2 * q_dim, d}, l);
+      w.Add(a + "k_proj.weight", name("attn_k"), {kv_dim, d}, l);
+      w.Add(a + "v_proj.weight", name("attn_v"), {kv_dim, d}, l);
+      w.Add(a + "o_proj.weight", name("attn_output"), {d, q_dim}, l);
+      w.Vector(a + "q_norm.weight", name("attn_q_norm"), {h.head_dim}, l).value = plus_one;
+      w.Vector(a + "k_norm.weight", name("attn_k_norm"), {h.head_dim}, l).value = plus_one;
+    }
+    const std::string m = p + "mlp.";
+    w.Add(m + "gate.weight", name("ffn_gate_inp"), {h.n_expert, d}, l).router = true;
+    const int64_t n = h.n_expert, ff = h.n_ff_expert;
+    const bool stacked = has(m + "experts.gate_up_proj");
+    for (int e = 0; e < n; ++e) {
+      if (stacked) {
+        StackedExpert(
+            h, l, e, m + "experts.gate_up_proj", {n, 2 * ff, d},
+            [=](int half, int64_t i) { return (e * 2 + half) * ff * d + i; },
+            m + "experts.down_proj", {n, d, ff}, [=](int64_t i) { return e * d * ff + i; }, w);
+        continue;
+      }
+      const std::string x = absl::StrCat(m, "experts.", e, ".");
+      w.Add(x + "gate_proj.weight", ExpertTensorName(l, e, "ffn_gate"), {ff, d}, l, e);
+      w.Add(x + "up_proj.weight", ExpertTensorName(l, e, "ffn_up"), {ff, d}, l, e);
+      w.Add(x + "down_proj.weight", ExpertTensorName(l, e, "ffn_down"), {d, ff}, l, e);
+    }
+    AddMlp(h, l, m + "shared_expert.", "_shexp", h.n_ff_shared, w);
+    w.Vector(m + "shared_expert_gate.weight", name("ffn_gate_inp_shexp"), {d}, l).hf_shape = {1, d};
+  }
+}
+
 // Llama4ForCausalLM (the language model of Llama4ForConditionalGeneration): llama's attention; in
 // the layers without experts a dense MLP (feed_forward.*_proj, intermediate_size_mlp wide), in
 // the others the router, a shared expert and the experts stacked per layer:
@@ -540,6 +658,8 @@ std::vector<WantedTensor> WantedTensors(const HfConfig& c,
     AddEmbeddings(c, w, "model.embed_tokens.weight", "model.embedding_norm.weight");
   } else if (c.arch == Arch::kNemotronHMoe) {
     AddEmbeddings(c, w, "backbone.embeddings.weight", "backbone.norm_f.weight");
+  } else if (c.arch == Arch::kQwen3Next || c.arch == Arch::kQwen35Moe) {
+    // QwenDeltaNetHybrid names them under its root, its final norm stored less one.
   } else {
     AddEmbeddings(c, w);
   }
@@ -579,6 +699,10 @@ std::vector<WantedTensor> WantedTensors(const HfConfig& c,
       break;
     case Arch::kNemotronHMoe:
       NemotronH(c.hp, w);
+      break;
+    case Arch::kQwen3Next:
+    case Arch::kQwen35Moe:
+      QwenDeltaNetHybrid(c, has, w);
       break;
     default:
       ClassicFamilies(c, w);

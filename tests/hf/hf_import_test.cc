@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <random>
 #include <string>
@@ -1358,6 +1359,266 @@ TEST(HfImportTest, Lfm2MoeCheckpointRunsAsTheReference) {
   WriteCheckpoint(dir, config, t);
   EXPECT_THAT(std::string(ImportHfCheckpoint(dir.string()).status().message()),
               HasSubstr("layer_types"));
+  fs::remove_all(dir);
+}
+
+// Rows of `v` (rows of `row_len` values) in another order: row R of the result is row
+// source_row(R) of v.
+std::vector<float> ReorderRows(const std::vector<float>& v, int64_t row_len,
+                               const std::function<int64_t(int64_t)>& source_row) {
+  std::vector<float> out(v.size());
+  for (int64_t r = 0; r < std::ssize(v) / row_len; ++r) {
+    std::copy_n(v.begin() + source_row(r) * row_len, row_len, out.begin() + r * row_len);
+  }
+  return out;
+}
+
+// Qwen3.5-MoE's and Qwen3-Next's checkpoints written from a random model of the runtime's layout
+// as transformers keeps them (tests/model/reference_model runs the runtime's): every RMSNorm but
+// the delta net's stored as w - 1 (Qwen3NextRMSNorm scales by 1 + w), A as A_log = log(-A), the
+// delta net's value heads grouped by key head (the checkpoint's value head g r + j is key head
+// g's j-th), Qwen3-Next's q, k, v and z fused per key head. `tiled`: the runtime's value heads
+// are in llama.cpp's tiled order (Qwen3.5: its value head j KH + g is the checkpoint's g r + j).
+std::map<std::string, RawTensor> QwenDeltaNetCheckpoint(const ModelSpec& m, bool tiled,
+                                                        bool stacked_experts,
+                                                        const std::string& root) {
+  const HParams& h = m.hp;
+  const int64_t d = h.n_embd, S = h.ssm_state, KH = h.ssm_groups, H = h.ssm_heads, r = H / KH;
+  const int64_t key_dim = KH * S, I = H * S, C = h.ssm_conv_channels(), K = h.ssm_conv_kernel;
+  const int64_t n = h.n_expert, ff = h.n_ff_expert;
+  // The runtime's value head that holds the checkpoint's value head `grouped`.
+  auto runtime_head = [&](int64_t grouped) {
+    return tiled ? grouped % r * KH + grouped / r : grouped;
+  };
+  auto less_one = [&](const std::string& name) {
+    std::vector<float> v = FloatsOf(m, name);
+    for (float& x : v) x -= 1.f;
+    return FloatTensor({std::ssize(v)}, v);
+  };
+  // Per value head rows (rows_per_head each) from the runtime's order into the checkpoint's.
+  auto grouped_rows = [&](const std::vector<float>& v, int64_t row_len, int64_t rows_per_head) {
+    return ReorderRows(v, row_len, [&](int64_t row) {
+      return runtime_head(row / rows_per_head) * rows_per_head + row % rows_per_head;
+    });
+  };
+  std::map<std::string, RawTensor> t;
+  t[root + "embed_tokens.weight"] = RawOf(m, "token_embd.weight");
+  t[root + "norm.weight"] = less_one("output_norm.weight");
+  t["lm_head.weight"] = RawOf(m, "output.weight");
+  for (int l = 0; l < h.n_layer; ++l) {
+    const std::string p = absl::StrCat(root, "layers.", l, ".");
+    auto name = [&](const char* base) { return LayerTensorName(l, base); };
+    t[p + "input_layernorm.weight"] = less_one(name("attn_norm"));
+    t[p + "post_attention_layernorm.weight"] = less_one(name("post_attention_norm"));
+    if (h.layer_ssm(l)) {
+      const std::string x = p + "linear_attn.";
+      const std::vector<float> qkv = FloatsOf(m, name("attn_qkv")),
+                               z = FloatsOf(m, name("attn_gate"));
+      // q and k rows stay; the value rows go to their grouped places.
+      std::vector<float> v(qkv.begin() + 2 * key_dim * d, qkv.end());
+      v = grouped_rows(v, d, S);
+      std::vector<float> qkv_grouped(qkv.begin(), qkv.begin() + 2 * key_dim * d);
+      qkv_grouped.insert(qkv_grouped.end(), v.begin(), v.end());
+      const std::vector<float> z_grouped = grouped_rows(z, d, S);
+      if (tiled) {
+        t[x + "in_proj_qkv.weight"] = FloatTensor({C, d}, qkv_grouped);
+        t[x + "in_proj_z.weight"] = FloatTensor({I, d}, z_grouped);
+        t[x + "in_proj_b.weight"] =
+            FloatTensor({H, d}, grouped_rows(FloatsOf(m, name("ssm_beta")), d, 1));
+        t[x + "in_proj_a.weight"] =
+            FloatTensor({H, d}, grouped_rows(FloatsOf(m, name("ssm_alpha")), d, 1));
+      } else {
+        // Per key head g: its q, its k, its r value heads' v, their z.
+        std::vector<float> fused;
+        for (int64_t g = 0; g < KH; ++g) {
+          auto rows = [&](const std::vector<float>& src, int64_t first, int64_t count) {
+            fused.insert(fused.end(), src.begin() + first * d, src.begin() + (first + count) * d);
+          };
+          rows(qkv_grouped, g * S, S);
+          rows(qkv_grouped, key_dim + g * S, S);
+          rows(qkv_grouped, 2 * key_dim + g * r * S, r * S);
+          rows(z_grouped, g * r * S, r * S);
+        }
+        t[x + "in_proj_qkvz.weight"] = FloatTensor({KH * (2 * S + 2 * r * S), d}, fused);
+        t[x + "in_proj_ba.weight"] = RawOf(m, name("ssm_ba"));
+      }
+      std::vector<float> conv = FloatsOf(m, name("ssm_conv1d"));
+      std::vector<float> conv_v(conv.begin() + 2 * key_dim * K, conv.end());
+      conv_v = grouped_rows(conv_v, K, S);
+      std::copy(conv_v.begin(), conv_v.end(), conv.begin() + 2 * key_dim * K);
+      t[x + "conv1d.weight"] = FloatTensor({C, 1, K}, conv);
+      t[x + "dt_bias"] =
+          FloatTensor({H}, grouped_rows(FloatsOf(m, LayerBiasName(l, "ssm_dt")), 1, 1));
+      std::vector<float> a_log = grouped_rows(FloatsOf(m, LayerBareName(l, "ssm_a")), 1, 1);
+      for (float& a : a_log) a = std::log(-a);
+      t[x + "A_log"] = FloatTensor({H}, a_log);
+      t[x + "norm.weight"] = RawOf(m, name("ssm_norm"));  // a plain RMSNorm weight
+      // The output projection's columns, per value head, to their grouped places.
+      const std::vector<float> out = FloatsOf(m, name("ssm_out"));
+      std::vector<float> out_grouped(out.size());
+      for (int64_t row = 0; row < d; ++row) {
+        for (int64_t col = 0; col < I; ++col) {
+          out_grouped[row * I + col] = out[row * I + runtime_head(col / S) * S + col % S];
+        }
+      }
+      t[x + "out_proj.weight"] = FloatTensor({d, I}, out_grouped);
+    } else {
+      const std::string a = p + "self_attn.";
+      for (const char* x : {"q", "k", "v"}) {
+        t[absl::StrCat(a, x, "_proj.weight")] = RawOf(m, name(absl::StrCat("attn_", x).c_str()));
+      }
+      t[a + "o_proj.weight"] = RawOf(m, name("attn_output"));
+      t[a + "q_norm.weight"] = less_one(name("attn_q_norm"));
+      t[a + "k_norm.weight"] = less_one(name("attn_k_norm"));
+    }
+    const std::string f = p + "mlp.";
+    t[f + "gate.weight"] = RawOf(m, name("ffn_gate_inp"));
+    t[f + "shared_expert_gate.weight"] = RawOf(m, name("ffn_gate_inp_shexp"), {1, d});
+    for (const char* x : {"gate", "up", "down"}) {
+      t[absl::StrCat(f, "shared_expert.", x, "_proj.weight")] =
+          RawOf(m, name(absl::StrCat("ffn_", x, "_shexp").c_str()));
+    }
+    if (!stacked_experts) {
+      for (int e = 0; e < n; ++e) {
+        for (const char* x : {"gate", "up", "down"}) {
+          t[absl::StrCat(f, "experts.", e, ".", x, "_proj.weight")] =
+              RawOf(m, ExpertTensorName(l, e, absl::StrCat("ffn_", x)));
+        }
+      }
+      continue;
+    }
+    // gate_up_proj [n, 2 ff, d]: each expert's gate rows, then its up rows; down_proj [n, d, ff].
+    std::vector<float> gate_up, down;
+    for (int e = 0; e < n; ++e) {
+      for (const char* x : {"ffn_gate", "ffn_up"}) {
+        const std::vector<float> rows = FloatsOf(m, ExpertTensorName(l, e, x));
+        gate_up.insert(gate_up.end(), rows.begin(), rows.end());
+      }
+      const std::vector<float> rows = FloatsOf(m, ExpertTensorName(l, e, "ffn_down"));
+      down.insert(down.end(), rows.begin(), rows.end());
+    }
+    t[f + "experts.gate_up_proj"] = FloatTensor({n, 2 * ff, d}, gate_up);
+    t[f + "experts.down_proj"] = FloatTensor({n, d, ff}, down);
+  }
+  return t;
+}
+
+// The language model's config.json keys of a random Qwen3.5-MoE / Qwen3-Next model.
+nlohmann::json QwenDeltaNetConfig(const HParams& h, const char* arch, const char* model_type) {
+  nlohmann::json c = RandomModelConfig(h, arch, model_type);
+  nlohmann::json types = nlohmann::json::array();
+  for (int l = 0; l < h.n_layer; ++l) {
+    types.push_back(h.layer_ssm(l) ? "linear_attention" : "full_attention");
+  }
+  c["layer_types"] = types;
+  c["head_dim"] = h.head_dim;
+  c["partial_rotary_factor"] = static_cast<double>(h.rope_dim) / h.head_dim;
+  c["linear_conv_kernel_dim"] = h.ssm_conv_kernel;
+  c["linear_key_head_dim"] = h.ssm_state;
+  c["linear_value_head_dim"] = h.ssm_state;
+  c["linear_num_key_heads"] = h.ssm_groups;
+  c["linear_num_value_heads"] = h.ssm_heads;
+  c["num_experts"] = h.n_expert;
+  c["num_experts_per_tok"] = h.n_expert_used;
+  c["moe_intermediate_size"] = h.n_ff_expert;
+  c["shared_expert_intermediate_size"] = h.n_ff_shared;
+  c["norm_topk_prob"] = true;
+  c["tie_word_embeddings"] = false;
+  return c;
+}
+
+// Qwen3_5MoeForConditionalGeneration (Qwen3.5-35B-A3B's checkpoints): the language model's
+// settings in text_config (RoPE in rope_parameters with its multimodal sections), its tensors
+// under model.language_model. beside the vision tower's and the MTP block's (not read), experts
+// stacked; then Qwen3_5MoeForCausalLM's text-only layout with per-expert tensors. Three value heads
+// per key head, so the runtime's tiled order differs from the checkpoint's grouped one; an
+// attention layer between delta nets.
+TEST(HfImportTest, Qwen35MoeCheckpointRunsAsTheReference) {
+  testing::RandomModelOptions o;
+  o.arch = Arch::kQwen35Moe;
+  o.n_layer = 4, o.ssm_layers = {0, 2, 3}, o.ssm_heads = 6, o.ssm_groups = 2;
+  o.n_ff_shared = 40, o.rope_dim = 6, o.seed = 173;
+  const ModelSpec random = testing::MakeRandomModel(o);
+  const HParams& h = random.hp;
+  std::map<std::string, RawTensor> t = QwenDeltaNetCheckpoint(
+      random, /*tiled=*/true, /*stacked_experts=*/true, "model.language_model.");
+  t["model.visual.patch_embed.proj.weight"] = FloatTensor({2, 3}, {1, 2, 3, 4, 5, 6});
+  t["mtp.fc.weight"] = FloatTensor({2, 2}, {1, 2, 3, 4});
+  nlohmann::json text = QwenDeltaNetConfig(h, "Qwen3_5MoeForCausalLM", "qwen3_5_moe_text");
+  text.erase("architectures");
+  text.erase("rope_theta");
+  text.erase("partial_rotary_factor");
+  const int64_t pairs = h.rope_dim / 2;
+  text["rope_parameters"] = {
+      {"rope_type", "default"},
+      {"rope_theta", 10000.0},
+      {"partial_rotary_factor", static_cast<double>(h.rope_dim) / h.head_dim},
+      {"mrope_interleaved", true},
+      {"mrope_section", {pairs - 2 * (pairs / 3), pairs / 3, pairs / 3}}};
+  text["attn_output_gate"] = true;
+  text["mtp_num_hidden_layers"] = 1;
+  const nlohmann::json config = {{"architectures", {"Qwen3_5MoeForConditionalGeneration"}},
+                                 {"model_type", "qwen3_5_moe"},
+                                 {"text_config", text},
+                                 {"vision_config", {{"depth", 2}}},
+                                 {"tie_word_embeddings", false}};
+  const fs::path dir = TempDir("qwen35moe");
+  WriteCheckpoint(dir, config, t);
+  ExpectImportRunsAsReference(dir, random, Arch::kQwen35Moe);
+  auto spec = ImportHfCheckpoint(dir.string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->hp.ssm_layers, h.ssm_layers);
+  EXPECT_EQ(spec->hp.rope_dim, h.rope_dim);
+  EXPECT_FALSE(spec->hp.ssm_grouped_heads);
+
+  // The text-only class: config.json is the language model's, tensors under model.
+  nlohmann::json causal = QwenDeltaNetConfig(h, "Qwen3_5MoeForCausalLM", "qwen3_5_moe_text");
+  causal["rope_parameters"] = text["rope_parameters"];
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  WriteCheckpoint(dir, causal, QwenDeltaNetCheckpoint(random, true, false, "model."));
+  ExpectImportRunsAsReference(dir, random, Arch::kQwen35Moe);
+
+  // Settings the runtime does not run are refused by name.
+  causal["attn_output_gate"] = false;
+  WriteCheckpoint(dir, causal, QwenDeltaNetCheckpoint(random, true, false, "model."));
+  EXPECT_THAT(std::string(ImportHfCheckpoint(dir.string()).status().message()),
+              HasSubstr("attn_output_gate"));
+  causal["attn_output_gate"] = true;
+  causal["linear_value_head_dim"] = 2 * h.ssm_state;
+  WriteCheckpoint(dir, causal, QwenDeltaNetCheckpoint(random, true, false, "model."));
+  EXPECT_THAT(std::string(ImportHfCheckpoint(dir.string()).status().message()),
+              HasSubstr("linear_value_head_dim"));
+  fs::remove_all(dir);
+}
+
+// Qwen3NextForCausalLM (Qwen3-Next-80B-A3B): q, k, v and z of each key head fused in in_proj_qkvz,
+// beta and alpha in in_proj_ba, the value heads kept grouped by key head; no layer_types, so the
+// layers follow full_attention_interval.
+TEST(HfImportTest, Qwen3NextCheckpointRunsAsTheReference) {
+  testing::RandomModelOptions o;
+  o.arch = Arch::kQwen3Next;
+  o.n_layer = 4, o.ssm_layers = {0, 1, 2}, o.ssm_heads = 6, o.ssm_groups = 2;
+  o.n_ff_shared = 40, o.rope_dim = 6, o.seed = 179;
+  const ModelSpec random = testing::MakeRandomModel(o);
+  const HParams& h = random.hp;
+  nlohmann::json config = QwenDeltaNetConfig(h, "Qwen3NextForCausalLM", "qwen3_next");
+  config.erase("layer_types");
+  config["full_attention_interval"] = 4;
+  config["decoder_sparse_step"] = 1;
+  config["mlp_only_layers"] = nlohmann::json::array();
+  const fs::path dir = TempDir("qwen3next");
+  const auto tensors = QwenDeltaNetCheckpoint(random, /*tiled=*/false, false, "model.");
+  WriteCheckpoint(dir, config, tensors);
+  ExpectImportRunsAsReference(dir, random, Arch::kQwen3Next);
+  auto spec = ImportHfCheckpoint(dir.string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->hp.ssm_layers, h.ssm_layers);
+  EXPECT_TRUE(spec->hp.ssm_grouped_heads);
+  config["mlp_only_layers"] = {1};
+  WriteCheckpoint(dir, config, tensors);
+  EXPECT_THAT(std::string(ImportHfCheckpoint(dir.string()).status().message()),
+              HasSubstr("mlp_only_layers"));
   fs::remove_all(dir);
 }
 
