@@ -59,6 +59,8 @@ constexpr HfArchName kArchs[] = {
     {"Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe", Arch::kQwen35Moe, &Qwen35MoeKeys,
      "text_config", "", "model.language_model."},
     {"Qwen3_5MoeForCausalLM", "qwen3_5_moe_text", Arch::kQwen35Moe, &Qwen35MoeKeys},
+    {"Qwen3VLMoeForConditionalGeneration", "qwen3_vl_moe", Arch::kQwen3VlMoe, &Qwen3VlMoeKeys,
+     "text_config", "", "model.language_model."},
 };
 
 absl::StatusOr<const HfArchName*> FindArch(const Json& j) {

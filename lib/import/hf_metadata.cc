@@ -255,6 +255,30 @@ absl::StatusOr<double> PartialRotaryFactor(const nlohmann::json& j, double def) 
   return f;
 }
 
+absl::StatusOr<std::vector<int64_t>> MropeSections(const nlohmann::json& j,
+                                                   std::vector<int64_t> sections) {
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_object()) continue;
+    auto s = it->find("mrope_section");
+    if (s == it->end() || s->is_null()) continue;
+    if (!s->is_array() || s->size() > 4) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.json ", key, ".mrope_section is not a list of up to 4 sizes"));
+    }
+    sections.clear();
+    for (const nlohmann::json& v : *s) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("config.json ", key, ".mrope_section holds ", v.dump()));
+      }
+      sections.push_back(v.get<int64_t>());
+    }
+  }
+  sections.resize(4, 0);
+  return sections;
+}
+
 absl::Status ReadRopeScaling(const nlohmann::json& j, YarnTemperature temperature,
                              const nlohmann::json* family_default, HfFamilyConfig* out) {
   const nlohmann::json* s = nullptr;

@@ -98,6 +98,12 @@ absl::StatusOr<double> RopeTheta(const nlohmann::json& j, double def);
 // partial_rotary_factor, top level or inside rope_parameters.
 absl::StatusOr<double> PartialRotaryFactor(const nlohmann::json& j, double def);
 
+// A multimodal RoPE's mrope_section (in rope_scaling, or rope_parameters in transformers v5's
+// layout) padded to the four sections llama.cpp's files hold (rope.dimension_sections);
+// `sections`, the configuration class's default, when neither says.
+absl::StatusOr<std::vector<int64_t>> MropeSections(const nlohmann::json& j,
+                                                   std::vector<int64_t> sections);
+
 // How a family applies YaRN's attention temperature.
 enum class YarnTemperature {
   // transformers' attention_factor scales cos and sin (gpt-oss, GLM): rope.scaling.attn_factor.
@@ -150,6 +156,7 @@ absl::Status GraniteMoeHybridKeys(const nlohmann::json& j,
                                   HfFamilyConfig* out);  // hf_granitehybrid.cc
 absl::Status Qwen3NextKeys(const nlohmann::json& j, HfFamilyConfig* out);  // hf_qwen3next.cc
 absl::Status Qwen35MoeKeys(const nlohmann::json& j, HfFamilyConfig* out);  // hf_qwen3next.cc
+absl::Status Qwen3VlMoeKeys(const nlohmann::json& j, HfFamilyConfig* out);  // hf_qwen3vlmoe.cc
 // A refine (HfFamilyConfig::refine) for the families whose GGUF conversion permutes q and k
 // (llama.cpp's undo_permute: Granite, DeepSeek-MoE) so that its consecutive-pair RoPE matches
 // transformers' rotate_half: on the checkpoint's own rows that is NEOX pairing, the same

@@ -22,32 +22,6 @@ struct QwenHybridDefaults {
   int64_t experts, used;
 };
 
-// rope_parameters' (transformers v5) or rope_scaling's mrope_section, padded to the four
-// sections llama.cpp's files hold; Qwen3_5MoeTextConfig's [11, 11, 10] when neither says.
-absl::StatusOr<std::vector<int64_t>> MropeSections(const nlohmann::json& j) {
-  std::vector<int64_t> sections = {11, 11, 10};
-  for (const char* key : {"rope_scaling", "rope_parameters"}) {
-    auto it = j.find(key);
-    if (it == j.end() || !it->is_object()) continue;
-    auto s = it->find("mrope_section");
-    if (s == it->end() || s->is_null()) continue;
-    if (!s->is_array() || s->size() > 4) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("config.json ", key, ".mrope_section is not a list of up to 4 sizes"));
-    }
-    sections.clear();
-    for (const nlohmann::json& v : *s) {
-      if (!v.is_number_integer() || v.get<int64_t>() < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("config.json ", key, ".mrope_section holds ", v.dump()));
-      }
-      sections.push_back(v.get<int64_t>());
-    }
-  }
-  sections.resize(4, 0);
-  return sections;
-}
-
 absl::Status QwenDeltaNetHybridKeys(const nlohmann::json& j, const char* family,
                                     QwenHybridDefaults d, HfFamilyConfig* out) {
   const ConfigJson c(j);
@@ -137,7 +111,7 @@ absl::Status Qwen3NextKeys(const nlohmann::json& j, HfFamilyConfig* out) {
 
 absl::Status Qwen35MoeKeys(const nlohmann::json& j, HfFamilyConfig* out) {
   MOE_RETURN_IF_ERROR(QwenDeltaNetHybridKeys(j, "Qwen3.5-MoE", {256, 8}, out));
-  MOE_ASSIGN_OR_RETURN(std::vector<int64_t> sections, MropeSections(j));
+  MOE_ASSIGN_OR_RETURN(std::vector<int64_t> sections, MropeSections(j, {11, 11, 10}));
   out->keys.SetIntArray("rope.dimension_sections", std::move(sections));
   return absl::OkStatus();
 }

@@ -209,6 +209,17 @@ void StackedExpert(const HParams& h, int l, int e, const std::string& gate_up, S
   t.gather = down_at;
 }
 
+// Expert e of layer l from experts stacked under `x` transposed against the runtime's rows
+// (Llama 4, Qwen3-VL-MoE): x + gate_up_proj [n_expert, n_embd, 2 ff] (inputs first; the gate's ff
+// columns, then the up's) and x + down_proj [n_expert, ff, n_embd].
+void TransposedStackedExpert(const HParams& h, int l, int e, const std::string& x, Wants& w) {
+  const int64_t d = h.n_embd, n = h.n_expert, ff = h.n_ff_expert;
+  StackedExpert(
+      h, l, e, x + "gate_up_proj", {n, d, 2 * ff},
+      [=](int half, int64_t i) { return (e * d + i % d) * 2 * ff + half * ff + i / d; },
+      x + "down_proj", {n, ff, d}, [=](int64_t i) { return (e * ff + i % ff) * d + i / ff; }, w);
+}
+
 // Granite's feed-forward part of layer l under `p`: the experts stacked as
 // block_sparse_moe.input_linear [n_expert, 2 ff, n_embd] (each expert's gate rows, then its up
 // rows) and output_linear [n_expert, n_embd, ff]; the router block_sparse_moe.router.layer; a
@@ -313,6 +324,26 @@ void NemotronH(const HParams& h, Wants& w) {
       w.Add(m + "shared_experts.up_proj.weight", name("ffn_up_shexp"), {h.n_ff_shared, d}, l);
       w.Add(m + "shared_experts.down_proj.weight", name("ffn_down_shexp"), {d, h.n_ff_shared}, l);
     }
+  }
+}
+
+// Qwen3VLMoeForConditionalGeneration's language model under `root` ("model.language_model."):
+// Qwen3-MoE's layers with the experts stacked as Llama 4 stacks them (TransposedStackedExpert).
+void Qwen3VlMoe(const HfConfig& c, Wants& w) {
+  const HParams& h = c.hp;
+  const std::string& root = c.model_prefix;
+  const int64_t d = h.n_embd, n = h.n_expert;
+  AddEmbeddings(c, w, root + "embed_tokens.weight", root + "norm.weight");
+  for (int l = 0; l < h.n_layer; ++l) {
+    const std::string p = absl::StrCat(root, "layers.", l, ".");
+    auto name = [&](const char* base) { return LayerTensorName(l, base); };
+    InputNormAndAttention(h, l, p, w);
+    w.Vector(p + "self_attn.q_norm.weight", name("attn_q_norm"), {h.head_dim}, l);
+    w.Vector(p + "self_attn.k_norm.weight", name("attn_k_norm"), {h.head_dim}, l);
+    w.Vector(p + "post_attention_layernorm.weight", name("ffn_norm"), {d}, l);
+    const std::string m = p + "mlp.";
+    w.Add(m + "gate.weight", name("ffn_gate_inp"), {n, d}, l).router = true;
+    for (int e = 0; e < n; ++e) TransposedStackedExpert(h, l, e, m + "experts.", w);
   }
 }
 
@@ -440,7 +471,7 @@ void QwenDeltaNetHybrid(const HfConfig& c, const std::function<bool(const std::s
 // experts.gate_up_proj [n_expert, n_embd, 2 ff] (inputs first; the gate's ff columns, then the
 // up's) and experts.down_proj [n_expert, ff, n_embd], both transposed against the runtime's rows.
 void Llama4(const HParams& h, Wants& w) {
-  const int64_t d = h.n_embd, n = h.n_expert, ff = h.n_ff_expert;
+  const int64_t d = h.n_embd, n = h.n_expert;
   for (int l = 0; l < h.n_layer; ++l) {
     const std::string p = LlamaLayerNormsAndAttention(h, l, w);
     auto name = [&](const char* base) { return LayerTensorName(l, base); };
@@ -450,13 +481,7 @@ void Llama4(const HParams& h, Wants& w) {
       continue;
     }
     w.Add(f + "router.weight", name("ffn_gate_inp"), {n, d}, l).router = true;
-    for (int e = 0; e < n; ++e) {
-      StackedExpert(
-          h, l, e, f + "experts.gate_up_proj", {n, d, 2 * ff},
-          [=](int half, int64_t i) { return (e * d + i % d) * 2 * ff + half * ff + i / d; },
-          f + "experts.down_proj", {n, ff, d},
-          [=](int64_t i) { return (e * ff + i % ff) * d + i / ff; }, w);
-    }
+    for (int e = 0; e < n; ++e) TransposedStackedExpert(h, l, e, f + "experts.", w);
     AddMlp(h, l, f + "shared_expert.", "_shexp", h.n_ff_shared, w);
   }
 }
@@ -658,8 +683,9 @@ std::vector<WantedTensor> WantedTensors(const HfConfig& c,
     AddEmbeddings(c, w, "model.embed_tokens.weight", "model.embedding_norm.weight");
   } else if (c.arch == Arch::kNemotronHMoe) {
     AddEmbeddings(c, w, "backbone.embeddings.weight", "backbone.norm_f.weight");
-  } else if (c.arch == Arch::kQwen3Next || c.arch == Arch::kQwen35Moe) {
-    // QwenDeltaNetHybrid names them under its root, its final norm stored less one.
+  } else if (c.arch == Arch::kQwen3Next || c.arch == Arch::kQwen35Moe ||
+             c.arch == Arch::kQwen3VlMoe) {
+    // The family's function names them under its root.
   } else {
     AddEmbeddings(c, w);
   }
@@ -703,6 +729,9 @@ std::vector<WantedTensor> WantedTensors(const HfConfig& c,
     case Arch::kQwen3Next:
     case Arch::kQwen35Moe:
       QwenDeltaNetHybrid(c, has, w);
+      break;
+    case Arch::kQwen3VlMoe:
+      Qwen3VlMoe(c, w);
       break;
     default:
       ClassicFamilies(c, w);

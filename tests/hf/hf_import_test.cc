@@ -941,12 +941,34 @@ TEST(HfImportTest, NemotronHCheckpointRunsAsTheReference) {
   }
 }
 
+// Layer l's experts stacked under `x` as Llama 4 and Qwen3-VL-MoE store them: gate_up_proj
+// [n, d, 2 ff] (the gate's columns, then the up's) and down_proj [n, ff, d].
+void AddTransposedStackedExperts(const ModelSpec& m, int l, const std::string& x,
+                                 std::map<std::string, RawTensor>* t) {
+  const HParams& h = m.hp;
+  const int64_t n = h.n_expert, d = h.n_embd, ff = h.n_ff_expert;
+  std::vector<float> gate_up(n * d * 2 * ff), down(n * ff * d);
+  for (int e = 0; e < n; ++e) {
+    const std::vector<float> g = FloatsOf(m, ExpertTensorName(l, e, "ffn_gate")),
+                             u = FloatsOf(m, ExpertTensorName(l, e, "ffn_up")),
+                             w = FloatsOf(m, ExpertTensorName(l, e, "ffn_down"));
+    for (int64_t r = 0; r < ff; ++r) {
+      for (int64_t c = 0; c < d; ++c) {
+        gate_up[(e * d + c) * 2 * ff + r] = g[r * d + c];
+        gate_up[(e * d + c) * 2 * ff + ff + r] = u[r * d + c];
+        down[(e * ff + r) * d + c] = w[c * ff + r];
+      }
+    }
+  }
+  (*t)[x + "gate_up_proj"] = FloatTensor({n, d, 2 * ff}, gate_up);
+  (*t)[x + "down_proj"] = FloatTensor({n, ff, d}, down);
+}
+
 // Llama 4's language model in transformers' layout (Llama4ForCausalLM's names): dense MLPs in the
 // layers without experts; in the others the router, the shared expert, and the experts stacked
 // as gate_up_proj [n, d, 2 ff] (the gate's columns, then the up's) and down_proj [n, ff, d].
 std::map<std::string, RawTensor> Llama4TextTensors(const ModelSpec& m) {
   const HParams& h = m.hp;
-  const int64_t n = h.n_expert, d = h.n_embd, ff = h.n_ff_expert;
   std::map<std::string, RawTensor> t = LlamaLayoutTensors(m);
   t["lm_head.weight"] = RawOf(m, "output.weight");
   for (int l = 0; l < h.n_layer; ++l) {
@@ -963,21 +985,7 @@ std::map<std::string, RawTensor> Llama4TextTensors(const ModelSpec& m) {
       t[absl::StrCat(p, "shared_expert.", x, "_proj.weight")] =
           RawOf(m, LayerTensorName(l, absl::StrCat("ffn_", x, "_shexp")));
     }
-    std::vector<float> gate_up(n * d * 2 * ff), down(n * ff * d);
-    for (int e = 0; e < n; ++e) {
-      const std::vector<float> g = FloatsOf(m, ExpertTensorName(l, e, "ffn_gate")),
-                               u = FloatsOf(m, ExpertTensorName(l, e, "ffn_up")),
-                               w = FloatsOf(m, ExpertTensorName(l, e, "ffn_down"));
-      for (int64_t r = 0; r < ff; ++r) {
-        for (int64_t c = 0; c < d; ++c) {
-          gate_up[(e * d + c) * 2 * ff + r] = g[r * d + c];
-          gate_up[(e * d + c) * 2 * ff + ff + r] = u[r * d + c];
-          down[(e * ff + r) * d + c] = w[c * ff + r];
-        }
-      }
-    }
-    t[p + "experts.gate_up_proj"] = FloatTensor({n, d, 2 * ff}, gate_up);
-    t[p + "experts.down_proj"] = FloatTensor({n, ff, d}, down);
+    AddTransposedStackedExperts(m, l, p + "experts.", &t);
   }
   return t;
 }
@@ -1619,6 +1627,65 @@ TEST(HfImportTest, Qwen3NextCheckpointRunsAsTheReference) {
   WriteCheckpoint(dir, config, tensors);
   EXPECT_THAT(std::string(ImportHfCheckpoint(dir.string()).status().message()),
               HasSubstr("mlp_only_layers"));
+  fs::remove_all(dir);
+}
+
+// Qwen3VLMoeForConditionalGeneration (Qwen3-VL-30B-A3B): the language model's settings in
+// text_config (its multimodal RoPE sections in rope_scaling), its tensors under
+// model.language_model. beside the vision tower's (not read); Qwen3-MoE's layers with the experts
+// stacked as Llama 4 stacks them.
+TEST(HfImportTest, Qwen3VlMoeCheckpointRunsAsTheReference) {
+  testing::RandomModelOptions o;
+  o.arch = Arch::kQwen3VlMoe;
+  o.n_layer = 3, o.seed = 181;
+  const ModelSpec random = testing::MakeRandomModel(o);
+  const HParams& h = random.hp;
+  const std::string root = "model.language_model.";
+  std::map<std::string, RawTensor> t;
+  t[root + "embed_tokens.weight"] = RawOf(random, "token_embd.weight");
+  t[root + "norm.weight"] = RawOf(random, "output_norm.weight");
+  t["lm_head.weight"] = RawOf(random, "output.weight");
+  t["model.visual.patch_embed.proj.weight"] = FloatTensor({2, 2}, {1, 2, 3, 4});
+  for (int l = 0; l < h.n_layer; ++l) {
+    const std::string p = absl::StrCat(root, "layers.", l, ".");
+    auto raw = [&](const std::string& base) { return RawOf(random, LayerTensorName(l, base)); };
+    t[p + "input_layernorm.weight"] = raw("attn_norm");
+    t[p + "post_attention_layernorm.weight"] = raw("ffn_norm");
+    for (const char* x : {"q", "k", "v"}) {
+      t[absl::StrCat(p, "self_attn.", x, "_proj.weight")] = raw(absl::StrCat("attn_", x));
+    }
+    t[p + "self_attn.o_proj.weight"] = raw("attn_output");
+    t[p + "self_attn.q_norm.weight"] = raw("attn_q_norm");
+    t[p + "self_attn.k_norm.weight"] = raw("attn_k_norm");
+    t[p + "mlp.gate.weight"] = raw("ffn_gate_inp");
+    AddTransposedStackedExperts(random, l, p + "mlp.experts.", &t);
+  }
+  nlohmann::json text =
+      RandomModelConfig(h, "Qwen3VLMoeForConditionalGeneration", "qwen3_vl_moe_text");
+  text.erase("architectures");
+  text["head_dim"] = h.head_dim;
+  text["num_experts"] = h.n_expert;
+  text["num_experts_per_tok"] = h.n_expert_used;
+  text["moe_intermediate_size"] = h.n_ff_expert;
+  text["rope_scaling"] = {
+      {"rope_type", "default"},
+      {"mrope_interleaved", true},
+      {"mrope_section", {h.rope_sections[0], h.rope_sections[1], h.rope_sections[2]}}};
+  nlohmann::json config = {{"architectures", {"Qwen3VLMoeForConditionalGeneration"}},
+                           {"model_type", "qwen3_vl_moe"},
+                           {"text_config", text},
+                           {"vision_config", {{"deepstack_visual_indexes", {1}}}}};
+  const fs::path dir = TempDir("qwen3vlmoe");
+  WriteCheckpoint(dir, config, t);
+  ExpectImportRunsAsReference(dir, random, Arch::kQwen3VlMoe);
+  auto spec = ImportHfCheckpoint(dir.string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->hp.rope_sections, h.rope_sections);
+  EXPECT_EQ(spec->hp.qk_norm, QkNorm::kPerHead);
+  config["text_config"]["norm_topk_prob"] = false;
+  WriteCheckpoint(dir, config, t);
+  EXPECT_THAT(std::string(ImportHfCheckpoint(dir.string()).status().message()),
+              HasSubstr("norm_topk_prob"));
   fs::remove_all(dir);
 }
 
