@@ -255,6 +255,17 @@ absl::StatusOr<double> PartialRotaryFactor(const nlohmann::json& j, double def) 
   return f;
 }
 
+absl::Status RefuseDenseMlpLayers(const ConfigJson& c, absl::string_view family) {
+  MOE_ASSIGN_OR_RETURN(const int64_t step, c.Int("decoder_sparse_step", 1));
+  const nlohmann::json* dense = c.Get("mlp_only_layers");
+  if (step != 1 || (dense != nullptr && !(dense->is_array() && dense->empty()))) {
+    return absl::UnimplementedError(absl::StrCat(
+        "config.json decoder_sparse_step / mlp_only_layers name dense MLP layers, which ", family,
+        " does not support"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<int64_t>> MropeSections(const nlohmann::json& j,
                                                    std::vector<int64_t> sections) {
   for (const char* key : {"rope_scaling", "rope_parameters"}) {

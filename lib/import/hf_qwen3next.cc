@@ -44,13 +44,7 @@ absl::Status QwenDeltaNetHybridKeys(const nlohmann::json& j, const char* family,
         absl::StrCat("config.json attn_output_gate false is not supported for ", family,
                      " (its attention layers multiply their output by a gate q_proj yields)"));
   }
-  MOE_ASSIGN_OR_RETURN(const int64_t step, c.Int("decoder_sparse_step", 1));
-  const nlohmann::json* dense = c.Get("mlp_only_layers");
-  if (step != 1 || (dense != nullptr && !(dense->is_array() && dense->empty()))) {
-    return absl::UnimplementedError(absl::StrCat(
-        "config.json decoder_sparse_step / mlp_only_layers name dense MLP layers, which ", family,
-        " does not support"));
-  }
+  MOE_RETURN_IF_ERROR(RefuseDenseMlpLayers(c, family));
 
   MOE_ASSIGN_OR_RETURN(const double theta, RopeTheta(j, 10000.0));
   k.SetFloat("rope.freq_base", theta);

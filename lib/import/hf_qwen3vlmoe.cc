@@ -30,13 +30,7 @@ absl::Status Qwen3VlMoeKeys(const nlohmann::json& j, HfFamilyConfig* out) {
     return absl::UnimplementedError(
         "config.json attention_bias true is not supported for Qwen3-VL-MoE");
   }
-  MOE_ASSIGN_OR_RETURN(const int64_t step, c.Int("decoder_sparse_step", 1));
-  const nlohmann::json* dense = c.Get("mlp_only_layers");
-  if (step != 1 || (dense != nullptr && !(dense->is_array() && dense->empty()))) {
-    return absl::UnimplementedError(
-        "config.json decoder_sparse_step / mlp_only_layers name dense MLP layers, which "
-        "Qwen3-VL-MoE does not support");
-  }
+  MOE_RETURN_IF_ERROR(RefuseDenseMlpLayers(c, "Qwen3-VL-MoE"));
   MOE_ASSIGN_OR_RETURN(const bool norm, c.Bool("norm_topk_prob", true));
   if (!norm) {
     return absl::UnimplementedError(
