@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "lib/backend/cpu/quant_rows.h"
 
 namespace moe {
@@ -43,31 +44,39 @@ float E4m3ToFloat(uint8_t v) {
 
 absl::StatusOr<std::vector<float>> DequantizeFp8(const SafetensorsTensor& weight,
                                                  const SafetensorsTensor& scale_inv, Fp8Blocks b) {
-  if (weight.shape.size() != 2) {
-    return absl::UnimplementedError(absl::StrCat("FP8 tensor '", weight.name, "' has ",
-                                                 weight.shape.size(),
-                                                 " dimensions; only matrices are supported"));
+  const size_t dims = weight.shape.size();
+  if (dims < 2) {
+    return absl::UnimplementedError(absl::StrCat("FP8 tensor '", weight.name, "' has ", dims,
+                                                 " dimensions; only matrices (or stacks of them) "
+                                                 "are supported"));
   }
-  const int64_t rows = weight.shape[0], cols = weight.shape[1];
+  // Leading dimensions (stacked experts) count matrices, each blocked on its own.
+  int64_t matrices = 1;
+  for (size_t i = 0; i + 2 < dims; ++i) matrices *= weight.shape[i];
+  const int64_t rows = weight.shape[dims - 2], cols = weight.shape[dims - 1];
   const int64_t block_rows = (rows + b.rows - 1) / b.rows,
                 block_cols = (cols + b.cols - 1) / b.cols;
-  if (scale_inv.shape != std::vector<int64_t>{block_rows, block_cols} ||
+  std::vector<int64_t> want_scale(weight.shape.begin(), weight.shape.end() - 2);
+  want_scale.push_back(block_rows);
+  want_scale.push_back(block_cols);
+  if (scale_inv.shape != want_scale ||
       (scale_inv.dtype_name != "F32" && scale_inv.dtype_name != "BF16")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "FP8 scale tensor '", scale_inv.name, "' is ", scale_inv.dtype_name, " of shape [",
-        scale_inv.shape.size() == 2 ? absl::StrCat(scale_inv.shape[0], ", ", scale_inv.shape[1])
-                                    : std::string("..."),
-        "]; '", weight.name, "' [", rows, ", ", cols, "] in blocks of ", b.rows, "x", b.cols,
-        " needs F32 or BF16 [", block_rows, ", ", block_cols, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("FP8 scale tensor '", scale_inv.name, "' is ", scale_inv.dtype_name,
+                     " of shape [", absl::StrJoin(scale_inv.shape, ", "), "]; '", weight.name,
+                     "' [", absl::StrJoin(weight.shape, ", "), "] in blocks of ", b.rows, "x",
+                     b.cols, " needs F32 or BF16 [", absl::StrJoin(want_scale, ", "), "]"));
   }
-  std::vector<float> scale(block_rows * block_cols);
+  const int64_t scales_per_matrix = block_rows * block_cols;
+  std::vector<float> scale(matrices * scales_per_matrix);
   DequantizeRow(*scale_inv.dtype, scale_inv.data.data(), scale.data(),
                 static_cast<int64_t>(scale.size()));
   float table[256];
   for (int i = 0; i < 256; ++i) table[i] = E4m3ToFloat(static_cast<uint8_t>(i));
-  std::vector<float> out(rows * cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* block_scale = scale.data() + (r / b.rows) * block_cols;
+  std::vector<float> out(matrices * rows * cols);
+  for (int64_t r = 0; r < matrices * rows; ++r) {
+    const float* block_scale =
+        scale.data() + r / rows * scales_per_matrix + (r % rows / b.rows) * block_cols;
     const uint8_t* q = weight.data.data() + r * cols;
     for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = table[q[c]] * block_scale[c / b.cols];
   }

@@ -27,7 +27,8 @@ absl::StatusOr<std::optional<Fp8Blocks>> Fp8BlocksOf(const nlohmann::json& confi
 float E4m3ToFloat(uint8_t v);
 
 // weight ([rows, cols], F8_E4M3) times scale_inv ([ceil(rows / b.rows), ceil(cols / b.cols)],
-// F32 or BF16), row-major.
+// F32 or BF16), row-major. A stack of matrices ([..., rows, cols], as stacked experts are stored)
+// has a scale per block of each matrix ([..., ceil(rows / b.rows), ceil(cols / b.cols)]).
 absl::StatusOr<std::vector<float>> DequantizeFp8(const SafetensorsTensor& weight,
                                                  const SafetensorsTensor& scale_inv, Fp8Blocks b);
 

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -256,9 +257,40 @@ absl::StatusOr<TensorSpec> CarryMxfp4(const WantedTensor& w, const SafetensorsTe
   return t;
 }
 
+// FP8 checkpoint tensors dequantized to floats, each once, and freed after the last wanted tensor
+// that reads it: a stack of experts is read once for each expert's gate, up or down, and a
+// model's floats all at once would take twice its BF16 size besides.
+class Fp8Floats {
+ public:
+  Fp8Floats(const std::vector<WantedTensor>& wanted, std::optional<Fp8Blocks> blocks)
+      : blocks_(blocks) {
+    for (const WantedTensor& w : wanted) ++uses_[w.hf_name];
+  }
+  std::optional<Fp8Blocks> blocks() const { return blocks_; }
+
+  // `weight`'s floats; the caller keeps them as long as it needs them.
+  absl::StatusOr<std::shared_ptr<const std::vector<float>>> Get(
+      const SafetensorsTensor& weight, const SafetensorsTensor& scale_inv) {
+    std::shared_ptr<const std::vector<float>>& kept = kept_[weight.name];
+    std::shared_ptr<const std::vector<float>> floats = kept;
+    if (floats == nullptr) {
+      MOE_ASSIGN_OR_RETURN(std::vector<float> values, DequantizeFp8(weight, scale_inv, *blocks_));
+      floats = std::make_shared<const std::vector<float>>(std::move(values));
+      kept = floats;
+    }
+    if (--uses_[weight.name] <= 0) kept_.erase(weight.name);
+    return floats;
+  }
+
+ private:
+  std::optional<Fp8Blocks> blocks_;
+  absl::flat_hash_map<std::string, int> uses_;
+  absl::flat_hash_map<std::string, std::shared_ptr<const std::vector<float>>> kept_;
+};
+
 absl::StatusOr<TensorSpec> Carry(const WantedTensor& w, const TensorIndex& index,
                                  std::optional<DType> out, ModelSpec* spec,
-                                 const std::string& hf_architecture, std::optional<Fp8Blocks> fp8) {
+                                 const std::string& hf_architecture, Fp8Floats& fp8) {
   auto find = [&](const std::string& name) -> absl::StatusOr<const SafetensorsTensor*> {
     auto it = index.by_name.find(name);
     if (it == index.by_name.end()) {
@@ -273,21 +305,23 @@ absl::StatusOr<TensorSpec> Carry(const WantedTensor& w, const TensorIndex& index
     MOE_ASSIGN_OR_RETURN(const SafetensorsTensor* scales, find(w.mx_scales));
     return CarryMxfp4(w, *src, *scales, out, spec);
   }
-  if (src->dtype_name == "F8_E4M3" && fp8) {
-    // Dequantized once into floats the spec keeps (the layouts below read them as F32), stored
-    // as BF16 unless another type is asked for: FP8 values times their blocks' factors.
+  if (src->dtype_name == "F8_E4M3" && fp8.blocks()) {
+    // Dequantized into floats (the layouts below read them as F32), stored as BF16 unless another
+    // type is asked for: FP8 values times their blocks' factors. The spec keeps the floats only
+    // where the tensor is them (F32 asked for, carried as it is).
     MOE_RETURN_IF_ERROR(CheckShape(w.hf_name, src->shape, w.hf_shape));
     MOE_ASSIGN_OR_RETURN(const SafetensorsTensor* scale_inv, find(w.hf_name + "_scale_inv"));
-    MOE_ASSIGN_OR_RETURN(std::vector<float> values, DequantizeFp8(*src, *scale_inv, *fp8));
-    auto floats = std::make_shared<std::vector<float>>(std::move(values));
-    SafetensorsTensor dequantized{
-        src->name, "F32", DType::kF32, src->shape,
-        absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(floats->data()),
-                            floats->size() * sizeof(float))};
-    spec->owners.push_back(floats);
+    MOE_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<float>> floats,
+                         fp8.Get(*src, *scale_inv));
+    const absl::Span<const uint8_t> bytes = absl::MakeConstSpan(
+        reinterpret_cast<const uint8_t*>(floats->data()), floats->size() * sizeof(float));
+    SafetensorsTensor dequantized{src->name, "F32", DType::kF32, src->shape, bytes};
     const std::optional<DType> target = out ? out : std::optional<DType>(DType::kBF16);
-    if (w.gather || w.value) return CarryGathered(w, dequantized, target, spec);
-    return CarryPlain(w, dequantized, target, spec);
+    MOE_ASSIGN_OR_RETURN(TensorSpec t, w.gather || w.value
+                                           ? CarryGathered(w, dequantized, target, spec)
+                                           : CarryPlain(w, dequantized, target, spec));
+    if (t.data.data() == bytes.data()) spec->owners.push_back(floats);
+    return t;
   }
   if (!src->dtype) {
     return absl::UnimplementedError(absl::StrCat("tensor '", w.hf_name, "' has dtype ",
@@ -374,9 +408,11 @@ absl::StatusOr<ModelSpec> Import(const fs::path& dir, std::optional<DType> out_d
     spec.source_files.push_back({f->path(), f->bytes().data(), f->bytes().size()});
   }
   const Json config_json = Json::parse(config_text, nullptr, /*allow_exceptions=*/false);
-  MOE_ASSIGN_OR_RETURN(std::optional<Fp8Blocks> fp8, Fp8BlocksOf(config_json));
+  MOE_ASSIGN_OR_RETURN(std::optional<Fp8Blocks> fp8_blocks, Fp8BlocksOf(config_json));
   auto has = [&](const std::string& name) { return index.by_name.count(name) > 0; };
-  for (const WantedTensor& w : WantedTensors(config, has)) {
+  const std::vector<WantedTensor> wanted = WantedTensors(config, has);
+  Fp8Floats fp8(wanted, fp8_blocks);
+  for (const WantedTensor& w : wanted) {
     MOE_ASSIGN_OR_RETURN(TensorSpec t,
                          Carry(w, index, out_dtype, &spec, config.hf_architecture, fp8));
     spec.tensors.push_back(std::move(t));

@@ -358,6 +358,51 @@ TEST(HfImportTest, GenerationConfigEosIdsAllEndGeneration) {
 // router, norms, embeddings and head as they were. Imported with F32 weights asked for, it is
 // the same model as the checkpoint holding those products as F32, tensor for tensor and logit for
 // logit; by default the dequantized values are stored as BF16.
+// An FP8 tensor `name` of `shape` (a matrix, or a stack of them) with random E4M3 values and BF16
+// block factors (exact in BF16) into `fp8` (with its _scale_inv), and its exact values as F32
+// into `exact`.
+void AsBlockScaledFp8(const std::string& name, const std::vector<int64_t>& shape, int64_t block,
+                      std::mt19937& rng, std::map<std::string, RawTensor>* fp8,
+                      std::map<std::string, RawTensor>* exact) {
+  const size_t dims = shape.size();
+  const int64_t rows = shape[dims - 2], cols = shape[dims - 1];
+  int64_t matrices = 1;
+  for (size_t i = 0; i + 2 < dims; ++i) matrices *= shape[i];
+  const int64_t br = (rows + block - 1) / block, bc = (cols + block - 1) / block;
+  std::vector<int64_t> scale_shape(shape.begin(), shape.end() - 2);
+  scale_shape.push_back(br);
+  scale_shape.push_back(bc);
+  RawTensor q{"F8_E4M3", shape, std::vector<uint8_t>(matrices * rows * cols)};
+  RawTensor scale{"BF16", scale_shape, std::vector<uint8_t>(2 * matrices * br * bc)};
+  std::vector<float> scales(matrices * br * bc);
+  for (size_t i = 0; i < scales.size(); ++i) {
+    // A BF16 factor: a power of two times 1, 1.5 or 1.25, so it is exact in BF16.
+    const float f = std::ldexp(1.0f + 0.25f * static_cast<float>(rng() % 3), -6 - int(rng() % 4));
+    scales[i] = f;
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    const uint16_t bf16 = static_cast<uint16_t>(bits >> 16);
+    std::memcpy(scale.bytes.data() + 2 * i, &bf16, 2);
+  }
+  RawTensor f32{"F32", shape, std::vector<uint8_t>(4 * matrices * rows * cols)};
+  for (int64_t m = 0; m < matrices; ++m) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        uint8_t byte;
+        do byte = static_cast<uint8_t>(rng());
+        while ((byte & 0x7f) == 0x7f);
+        const int64_t at = (m * rows + r) * cols + c;
+        q.bytes[at] = byte;
+        const float v = E4m3ToFloat(byte) * scales[(m * br + r / block) * bc + c / block];
+        std::memcpy(f32.bytes.data() + 4 * at, &v, 4);
+      }
+    }
+  }
+  (*fp8)[name] = q;
+  (*fp8)[name + "_scale_inv"] = scale;
+  (*exact)[name] = f32;
+}
+
 TEST(HfImportTest, BlockScaledFp8CheckpointsAreDequantized) {
   // E4M3 values written out (OCP fn: bias 7, subnormals below 2^-6, S.1111.111 NaN).
   EXPECT_EQ(E4m3ToFloat(0x38), 1.0f);
@@ -379,34 +424,7 @@ TEST(HfImportTest, BlockScaledFp8CheckpointsAreDequantized) {
                         name.find("lm_head") == std::string::npos &&
                         name.find("mlp.gate.weight") == std::string::npos;
     if (!matrix) continue;
-    const int64_t rows = t.shape[0], cols = t.shape[1];
-    const int64_t br = (rows + block - 1) / block, bc = (cols + block - 1) / block;
-    RawTensor q{"F8_E4M3", t.shape, std::vector<uint8_t>(rows * cols)};
-    RawTensor scale{"BF16", {br, bc}, std::vector<uint8_t>(2 * br * bc)};
-    std::vector<float> scales(br * bc);
-    for (int64_t i = 0; i < br * bc; ++i) {
-      // A BF16 factor: a power of two times 1, 1.5 or 1.25, so it is exact in BF16.
-      const float f = std::ldexp(1.0f + 0.25f * static_cast<float>(rng() % 3), -6 - int(rng() % 4));
-      scales[i] = f;
-      uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      const uint16_t bf16 = static_cast<uint16_t>(bits >> 16);
-      std::memcpy(scale.bytes.data() + 2 * i, &bf16, 2);
-    }
-    RawTensor f32{"F32", t.shape, std::vector<uint8_t>(4 * rows * cols)};
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < cols; ++c) {
-        uint8_t byte;
-        do byte = static_cast<uint8_t>(rng());
-        while ((byte & 0x7f) == 0x7f);
-        q.bytes[r * cols + c] = byte;
-        const float v = E4m3ToFloat(byte) * scales[(r / block) * bc + c / block];
-        std::memcpy(f32.bytes.data() + 4 * (r * cols + c), &v, 4);
-      }
-    }
-    fp8[name] = q;
-    fp8[name + "_scale_inv"] = scale;
-    exact[name] = f32;
+    AsBlockScaledFp8(name, t.shape, block, rng, &fp8, &exact);
     ++converted;
   }
   ASSERT_GT(converted, 8);
@@ -1535,6 +1553,17 @@ nlohmann::json QwenDeltaNetConfig(const HParams& h, const char* arch, const char
   return c;
 }
 
+// Qwen3.5's rope_parameters (transformers v5) for the random model: its partial RoPE and
+// multimodal sections that cover every rotated pair, as the random model's.
+nlohmann::json Qwen35RopeParameters(const HParams& h) {
+  const int64_t pairs = h.rope_dim / 2;
+  return {{"rope_type", "default"},
+          {"rope_theta", 10000.0},
+          {"partial_rotary_factor", static_cast<double>(h.rope_dim) / h.head_dim},
+          {"mrope_interleaved", true},
+          {"mrope_section", {pairs - 2 * (pairs / 3), pairs / 3, pairs / 3}}};
+}
+
 // Qwen3_5MoeForConditionalGeneration (Qwen3.5-35B-A3B's checkpoints): the language model's
 // settings in text_config (RoPE in rope_parameters with its multimodal sections), its tensors
 // under model.language_model. beside the vision tower's and the MTP block's (not read), experts
@@ -1556,13 +1585,7 @@ TEST(HfImportTest, Qwen35MoeCheckpointRunsAsTheReference) {
   text.erase("architectures");
   text.erase("rope_theta");
   text.erase("partial_rotary_factor");
-  const int64_t pairs = h.rope_dim / 2;
-  text["rope_parameters"] = {
-      {"rope_type", "default"},
-      {"rope_theta", 10000.0},
-      {"partial_rotary_factor", static_cast<double>(h.rope_dim) / h.head_dim},
-      {"mrope_interleaved", true},
-      {"mrope_section", {pairs - 2 * (pairs / 3), pairs / 3, pairs / 3}}};
+  text["rope_parameters"] = Qwen35RopeParameters(h);
   text["attn_output_gate"] = true;
   text["mtp_num_hidden_layers"] = 1;
   const nlohmann::json config = {{"architectures", {"Qwen3_5MoeForConditionalGeneration"}},
@@ -1598,6 +1621,47 @@ TEST(HfImportTest, Qwen35MoeCheckpointRunsAsTheReference) {
   EXPECT_THAT(std::string(ImportHfCheckpoint(dir.string()).status().message()),
               HasSubstr("linear_value_head_dim"));
   fs::remove_all(dir);
+}
+
+// Experts stacked in FP8 (experts.gate_up_proj / down_proj with a factor per block of each
+// expert's matrix, [n_expert, rows / block, cols / block]): dequantized per matrix, each stack
+// once for all its experts, to exactly what the values written as F32 give.
+TEST(HfImportTest, StackedFp8ExpertsAreDequantizedPerMatrix) {
+  testing::RandomModelOptions o;
+  o.arch = Arch::kQwen35Moe;
+  o.n_layer = 2, o.ssm_layers = {0}, o.n_ff_shared = 40, o.rope_dim = 6, o.seed = 191;
+  const ModelSpec random = testing::MakeRandomModel(o);
+  const HParams& h = random.hp;
+  const std::map<std::string, RawTensor> plain =
+      QwenDeltaNetCheckpoint(random, /*tiled=*/true, /*stacked_experts=*/true, "model.");
+  std::map<std::string, RawTensor> fp8 = plain, exact = plain;
+  std::mt19937 rng(5);
+  for (int l = 0; l < h.n_layer; ++l) {
+    for (const char* x : {"gate_up_proj", "down_proj"}) {
+      const std::string name = absl::StrCat("model.layers.", l, ".mlp.experts.", x);
+      AsBlockScaledFp8(name, plain.at(name).shape, 8, rng, &fp8, &exact);
+    }
+  }
+  nlohmann::json config = QwenDeltaNetConfig(h, "Qwen3_5MoeForCausalLM", "qwen3_5_moe_text");
+  config["rope_parameters"] = Qwen35RopeParameters(h);
+  const fs::path fp8_dir = TempDir("stacked_fp8"), exact_dir = TempDir("stacked_fp8_exact");
+  WriteCheckpoint(exact_dir, config, exact);
+  config["quantization_config"] = {
+      {"quant_method", "fp8"}, {"fmt", "e4m3"}, {"weight_block_size", {8, 8}}};
+  WriteCheckpoint(fp8_dir, config, fp8);
+  auto from_fp8 = ImportHfCheckpoint(fp8_dir.string(), DType::kF32);
+  ASSERT_TRUE(from_fp8.ok()) << from_fp8.status();
+  auto want = ImportHfCheckpoint(exact_dir.string(), DType::kF32);
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_EQ(from_fp8->tensors.size(), want->tensors.size());
+  for (const TensorSpec& t : want->tensors) {
+    const TensorSpec* got = from_fp8->Find(t.name);
+    ASSERT_NE(got, nullptr) << t.name;
+    EXPECT_TRUE(std::equal(t.data.begin(), t.data.end(), got->data.begin(), got->data.end()))
+        << t.name;
+  }
+  fs::remove_all(fp8_dir);
+  fs::remove_all(exact_dir);
 }
 
 // Qwen3NextForCausalLM (Qwen3-Next-80B-A3B): q, k, v and z of each key head fused in in_proj_qkvz,
