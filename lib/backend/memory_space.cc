@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
-#include <new>
-
 #include <mutex>
+#include <new>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "lib/base/anonymous_memory.h"
+#include "lib/base/available_memory.h"
 
 namespace moe {
 namespace {
@@ -19,7 +19,10 @@ class Host final : public MemorySpace {
   absl::StatusOr<void*> Allocate(size_t bytes) override {
     if (bytes >= kLarge) {
       // Large buffers (K/V pools) in huge-page-aligned anonymous memory, as weights are: fewer
-      // TLB misses where attention walks them.
+      // TLB misses where attention walks them. Mapped memory is only backed once touched, and
+      // the caller zeroes it at once: more than the system has would get the process killed
+      // there, so it is refused here.
+      if (absl::Status room = RoomFor(bytes, AvailableMemoryBytes()); !room.ok()) return room;
       absl::StatusOr<std::unique_ptr<AnonymousMemory>> m = AnonymousMemory::Allocate(bytes);
       if (!m.ok()) return absl::ResourceExhaustedError(m.status().message());
       void* p = (*m)->data();

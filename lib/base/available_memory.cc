@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
@@ -75,6 +76,13 @@ size_t PeakResidentBytes() {
     }
   }
   return 0;
+}
+
+absl::Status RoomFor(size_t bytes, std::optional<size_t> available) {
+  if (!available || bytes <= *available) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "%.1f MiB asked for, %.1f MiB of memory available", static_cast<double>(bytes) / 1048576.0,
+      static_cast<double>(*available) / 1048576.0));
 }
 
 std::optional<size_t> AvailableMemoryBytes() {

@@ -6,11 +6,19 @@
 #include <optional>
 #include <string>
 
+#include "absl/status/status.h"
+
 namespace moe {
 
 // MemAvailable of /proc/meminfo, or the room left under this process's cgroup limit (v1 or v2)
 // when that is lower; nullopt when neither can be read.
 std::optional<size_t> AvailableMemoryBytes();
+
+// OK when `bytes` fit in `available` (or nothing is known of it), else ResourceExhausted naming
+// both: what a large buffer is checked against before it is mapped, so that a request the
+// system cannot back fails with a message instead of the process being killed once the memory
+// is touched.
+absl::Status RoomFor(size_t bytes, std::optional<size_t> available);
 
 // The process's peak resident set (VmHWM of /proc/self/status), in bytes; 0 if unknown.
 size_t PeakResidentBytes();

@@ -129,9 +129,16 @@ absl::StatusOr<std::unique_ptr<BatchEngine>> BatchEngine::Create(
   kv.max_step_tokens = options.max_step_tokens;
   MOE_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, engine->CreateBackend(options.threads));
   kv.memory = backend.get();
-  MOE_ASSIGN_OR_RETURN(std::unique_ptr<PagedKvCache> cache, PagedKvCache::Create(kv));
+  absl::StatusOr<std::unique_ptr<PagedKvCache>> cache = PagedKvCache::Create(kv);
+  if (absl::IsResourceExhausted(cache.status())) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the engine's paged KV cache: ", cache.status().message(),
+        " (ask for fewer positions, kv_tokens or kv_bytes, fewer max_sequences, or a smaller KV "
+        "type: f16, q8_0)"));
+  }
+  if (!cache.ok()) return cache.status();
   auto e = std::unique_ptr<BatchEngine>(
-      new BatchEngine(std::move(engine), options, n_ctx, std::move(backend), std::move(cache)));
+      new BatchEngine(std::move(engine), options, n_ctx, std::move(backend), *std::move(cache)));
   if (options.own_thread) e->scheduler_ = std::thread([p = e.get()] { p->SchedulerLoop(); });
   return e;
 }

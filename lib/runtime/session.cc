@@ -106,7 +106,14 @@ absl::StatusOr<KvCache> CreateSessionCache(const Model& model, const SessionOpti
   if (options.n_batch <= 0) return absl::InvalidArgumentError("n_batch must be positive");
   // Prompts go through in steps of n_batch tokens, so sliding-window layers keep only their
   // window and one step.
-  return KvCacheFor(model, n_ctx, options.kv_type, options.n_batch, memory);
+  absl::StatusOr<KvCache> cache =
+      KvCacheFor(model, n_ctx, options.kv_type, options.n_batch, memory);
+  if (absl::IsResourceExhausted(cache.status())) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the KV cache of a ", n_ctx, "-position context: ", cache.status().message(),
+                     " (ask for a shorter context, n_ctx, or a smaller KV type: f16, q8_0)"));
+  }
+  return cache;
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Engine> engine,

@@ -31,6 +31,16 @@ TEST(AvailableMemoryTest, NothingReadableIsNothing) {
   EXPECT_EQ(AvailableMemoryFrom("MemAvailable: lots\n", "", ""), std::nullopt);
 }
 
+TEST(AvailableMemoryTest, ABufferLargerThanTheRoomIsRefusedNamingBoth) {
+  EXPECT_TRUE(RoomFor(size_t{3} << 20, size_t{4} << 20).ok());
+  EXPECT_TRUE(RoomFor(size_t{4} << 20, size_t{4} << 20).ok());
+  EXPECT_TRUE(RoomFor(size_t{1} << 40, std::nullopt).ok()) << "nothing known: not refused";
+  const absl::Status s = RoomFor(size_t{5} << 20, size_t{4} << 20);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("5.0 MiB asked for, 4.0 MiB of memory available"), std::string::npos)
+      << s;
+}
+
 TEST(AvailableMemoryTest, ThisMachineSaysSomething) {
   std::optional<size_t> a = AvailableMemoryBytes();
   ASSERT_TRUE(a.has_value());

@@ -547,6 +547,14 @@ TEST(BatchEngineTest, BadInputIsAStatusWithAMessage) {
   EXPECT_EQ(BatchEngine::Create(e, o).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(BatchEngine::Create(nullptr, CallerDriven()).status().code(),
             absl::StatusCode::kInvalidArgument);
+  // A cache larger than the memory is refused before it is touched, saying what to ask for.
+  o = CallerDriven();
+  o.kv_bytes = size_t{1} << 50;
+  auto too_big = BatchEngine::Create(e, o);
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(too_big.status().message().find("of memory available"), std::string::npos)
+      << too_big.status();
+  EXPECT_NE(too_big.status().message().find("kv_bytes"), std::string::npos) << too_big.status();
   o = CallerDriven();
   o.kv_tokens = 16;
   auto engine = BatchEngine::Create(e, o);
