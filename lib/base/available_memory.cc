@@ -1,5 +1,6 @@
 #include "lib/base/available_memory.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -21,9 +22,14 @@ std::string ReadAll(const std::string& path) {
   return s.str();
 }
 
-// The files holding this process's cgroup memory limit and use: the v1 memory controller's
-// ("N:memory:/path") where there is one, else the unified (v2) hierarchy's ("0::/path").
-std::pair<std::string, std::string> CgroupFiles() {
+struct CgroupFilePaths {
+  std::string max, current, stat;
+};
+
+// The files holding this process's cgroup memory limit, use and its breakdown: the v1 memory
+// controller's ("N:memory:/path") where there is one, else the unified (v2) hierarchy's
+// ("0::/path").
+CgroupFilePaths CgroupFiles() {
   std::istringstream lines(ReadAll("/proc/self/cgroup"));
   std::string v2;
   for (std::string line; std::getline(lines, line);) {
@@ -32,18 +38,34 @@ std::pair<std::string, std::string> CgroupFiles() {
     absl::string_view rest = absl::string_view(line).substr(colon + 1);
     if (absl::ConsumePrefix(&rest, "memory:")) {
       const std::string dir = absl::StrCat("/sys/fs/cgroup/memory", rest);
-      return {dir + "/memory.limit_in_bytes", dir + "/memory.usage_in_bytes"};
+      return {dir + "/memory.limit_in_bytes", dir + "/memory.usage_in_bytes", dir + "/memory.stat"};
     }
     if (absl::ConsumePrefix(&rest, ":")) v2 = absl::StrCat("/sys/fs/cgroup", rest);
   }
-  if (v2.empty()) return {"", ""};
-  return {v2 + "/memory.max", v2 + "/memory.current"};
+  if (v2.empty()) return {};
+  return {v2 + "/memory.max", v2 + "/memory.current", v2 + "/memory.stat"};
+}
+
+// The inactive file cache of a cgroup's memory.stat (v2's inactive_file, v1's
+// total_inactive_file): pages its use counts that the kernel takes back before it fails an
+// allocation; 0 when absent.
+uint64_t InactiveFileBytes(const std::string& stat) {
+  for (absl::string_view line : absl::StrSplit(stat, '\n')) {
+    if (!absl::ConsumePrefix(&line, "inactive_file ") &&
+        !absl::ConsumePrefix(&line, "total_inactive_file ")) {
+      continue;
+    }
+    uint64_t bytes;
+    if (absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &bytes)) return bytes;
+  }
+  return 0;
 }
 
 }  // namespace
 
 std::optional<size_t> AvailableMemoryFrom(const std::string& meminfo, const std::string& cgroup_max,
-                                          const std::string& cgroup_current) {
+                                          const std::string& cgroup_current,
+                                          const std::string& cgroup_stat) {
   std::optional<size_t> available;
   for (absl::string_view line : absl::StrSplit(meminfo, '\n')) {
     if (!absl::ConsumePrefix(&line, "MemAvailable:")) continue;
@@ -57,6 +79,7 @@ std::optional<size_t> AvailableMemoryFrom(const std::string& meminfo, const std:
   uint64_t max, current;
   if (absl::SimpleAtoi(absl::StripAsciiWhitespace(cgroup_max), &max) &&
       absl::SimpleAtoi(absl::StripAsciiWhitespace(cgroup_current), &current)) {
+    current -= std::min(current, InactiveFileBytes(cgroup_stat));
     const size_t room = current < max ? static_cast<size_t>(max - current) : 0;
     if (!available || room < *available) available = room;
   }
@@ -86,9 +109,10 @@ absl::Status RoomFor(size_t bytes, std::optional<size_t> available) {
 }
 
 std::optional<size_t> AvailableMemoryBytes() {
-  const auto [max, current] = CgroupFiles();
-  return AvailableMemoryFrom(ReadAll("/proc/meminfo"), max.empty() ? "" : ReadAll(max),
-                             current.empty() ? "" : ReadAll(current));
+  const CgroupFilePaths cgroup = CgroupFiles();
+  auto read = [](const std::string& path) { return path.empty() ? "" : ReadAll(path); };
+  return AvailableMemoryFrom(ReadAll("/proc/meminfo"), read(cgroup.max), read(cgroup.current),
+                             read(cgroup.stat));
 }
 
 }  // namespace moe

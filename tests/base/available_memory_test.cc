@@ -26,6 +26,16 @@ TEST(AvailableMemoryTest, TheRoomUnderALowerCgroupLimit) {
   EXPECT_EQ(AvailableMemoryFrom("", "4096\n", "1024\n"), 3072u);
 }
 
+TEST(AvailableMemoryTest, ACgroupsInactiveFileCacheIsRoom) {
+  // At its limit after reading files: 3 GiB used, 2 GiB of it inactive file cache (v2's key).
+  const std::string v2 = "anon 1073741824\nfile 2147483648\ninactive_file 2147483648\n";
+  EXPECT_EQ(AvailableMemoryFrom(kMeminfo, "3221225472\n", "3221225472\n", v2), size_t{2} << 30);
+  const std::string v1 = "cache 2147483648\ntotal_inactive_file 1073741824\n";
+  EXPECT_EQ(AvailableMemoryFrom(kMeminfo, "3221225472\n", "3221225472\n", v1), size_t{1} << 30);
+  // More inactive cache than use (counters read at different moments): all of it room.
+  EXPECT_EQ(AvailableMemoryFrom(kMeminfo, "4096\n", "1024\n", "inactive_file 2048\n"), 4096u);
+}
+
 TEST(AvailableMemoryTest, NothingReadableIsNothing) {
   EXPECT_EQ(AvailableMemoryFrom("", "", ""), std::nullopt);
   EXPECT_EQ(AvailableMemoryFrom("MemAvailable: lots\n", "", ""), std::nullopt);
