@@ -170,8 +170,15 @@ absl::StatusOr<TensorSpec> CarryPlain(const WantedTensor& w, const SafetensorsTe
   TensorSpec t = Describe(w, TargetType(w, *src.dtype, out));
   MOE_RETURN_IF_ERROR(CheckRows(w, t));
   const size_t elem = RowBytes(*src.dtype, 1);
-  if (t.dtype == *src.dtype && reinterpret_cast<uintptr_t>(src.data.data()) % elem == 0) {
-    t.data = src.data;  // zero copy: the mapped file stays alive in spec->owners
+  // The slice the tensor is (all of it but where first_element cuts it from a stack).
+  const size_t count = static_cast<size_t>(t.num_elements());
+  if ((static_cast<size_t>(w.first_element) + count) * elem > src.data.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", w.hf_name, "' holds no '", w.name,
+                                                   "' at element ", w.first_element));
+  }
+  const absl::Span<const uint8_t> data = src.data.subspan(w.first_element * elem, count * elem);
+  if (t.dtype == *src.dtype && reinterpret_cast<uintptr_t>(data.data()) % elem == 0) {
+    t.data = data;  // zero copy: the mapped file stays alive in spec->owners
     return t;
   }
   // Row by row: a converted copy, never a float copy of the whole tensor as well.
@@ -180,7 +187,7 @@ absl::StatusOr<TensorSpec> CarryPlain(const WantedTensor& w, const SafetensorsTe
   const size_t src_row = RowBytes(*src.dtype, cols), dst_row = RowBytes(t.dtype, cols);
   std::vector<float> row(cols);
   for (int64_t r = 0; r < rows; ++r) {
-    DequantizeRow(*src.dtype, src.data.data() + r * src_row, row.data(), cols);
+    DequantizeRow(*src.dtype, data.data() + r * src_row, row.data(), cols);
     MOE_RETURN_IF_ERROR(QuantizeRow(t.dtype, row.data(), buf->data() + r * dst_row, cols));
   }
   t.data = absl::MakeConstSpan(*buf);
@@ -197,7 +204,8 @@ absl::StatusOr<TensorSpec> CarryGathered(const WantedTensor& w, const Safetensor
   const size_t elem = RowBytes(*src.dtype, 1);
   std::vector<float> values(t.num_elements());
   for (int64_t i = 0; i < t.num_elements(); ++i) {
-    DequantizeRow(*src.dtype, src.data.data() + (w.gather ? w.gather(i) : i) * elem, &values[i], 1);
+    const int64_t at = w.gather ? w.gather(i) : w.first_element + i;
+    DequantizeRow(*src.dtype, src.data.data() + at * elem, &values[i], 1);
     if (w.value) values[i] = w.value(values[i]);
   }
   MOE_RETURN_IF_ERROR(Store(values, &t, spec));
@@ -320,7 +328,9 @@ absl::StatusOr<TensorSpec> Carry(const WantedTensor& w, const TensorIndex& index
     MOE_ASSIGN_OR_RETURN(TensorSpec t, w.gather || w.value
                                            ? CarryGathered(w, dequantized, target, spec)
                                            : CarryPlain(w, dequantized, target, spec));
-    if (t.data.data() == bytes.data()) spec->owners.push_back(floats);
+    if (t.data.data() >= bytes.data() && t.data.data() < bytes.data() + bytes.size()) {
+      spec->owners.push_back(floats);  // the tensor is a span of them
+    }
     return t;
   }
   if (!src->dtype) {

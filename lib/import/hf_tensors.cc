@@ -191,22 +191,22 @@ void Ernie45Moe(const HParams& h, Wants& w) {
   }
 }
 
-// Expert e of layer l from the layer's stacked checkpoint tensors: its gate and up [ff, n_embd]
-// from `gate_up` (element i of half 0 or 1 at gate_up_at(half, i)), its down [n_embd, ff] from
-// `down` (element i at down_at(i)).
-void StackedExpert(const HParams& h, int l, int e, const std::string& gate_up, Shape gate_up_shape,
-                   const std::function<int64_t(int, int64_t)>& gate_up_at, const std::string& down,
-                   Shape down_shape, const std::function<int64_t(int64_t)>& down_at, Wants& w) {
-  const int64_t d = h.n_embd, ff = h.n_ff_expert;
+// Expert e of layer l from stacks laid out as the runtime's rows (Granite's input_linear /
+// output_linear, Qwen3.5's experts.gate_up_proj / down_proj): `gate_up` [n_expert, 2 ff, n_embd]
+// holds each expert's gate rows, then its up rows, `down` [n_expert, n_embd, ff] its down rows;
+// each of the expert's matrices is a slice of its stack (zero copy where the type stays).
+void SlicedStackedExpert(const HParams& h, int l, int e, const std::string& gate_up,
+                         const std::string& down, Wants& w) {
+  const int64_t d = h.n_embd, n = h.n_expert, ff = h.n_ff_expert;
   for (int half = 0; half < 2; ++half) {  // 0: gate, 1: up
     WantedTensor& t =
         w.Add(gate_up, ExpertTensorName(l, e, half == 0 ? "ffn_gate" : "ffn_up"), {ff, d}, l, e);
-    t.hf_shape = gate_up_shape;
-    t.gather = [=](int64_t i) { return gate_up_at(half, i); };
+    t.hf_shape = {n, 2 * ff, d};
+    t.first_element = (e * 2 + half) * ff * d;
   }
   WantedTensor& t = w.Add(down, ExpertTensorName(l, e, "ffn_down"), {d, ff}, l, e);
-  t.hf_shape = std::move(down_shape);
-  t.gather = down_at;
+  t.hf_shape = {n, d, ff};
+  t.first_element = e * d * ff;
 }
 
 // Expert e of layer l from experts stacked under `x` transposed against the runtime's rows
@@ -214,10 +214,16 @@ void StackedExpert(const HParams& h, int l, int e, const std::string& gate_up, S
 // columns, then the up's) and x + down_proj [n_expert, ff, n_embd].
 void TransposedStackedExpert(const HParams& h, int l, int e, const std::string& x, Wants& w) {
   const int64_t d = h.n_embd, n = h.n_expert, ff = h.n_ff_expert;
-  StackedExpert(
-      h, l, e, x + "gate_up_proj", {n, d, 2 * ff},
-      [=](int half, int64_t i) { return (e * d + i % d) * 2 * ff + half * ff + i / d; },
-      x + "down_proj", {n, ff, d}, [=](int64_t i) { return (e * ff + i % ff) * d + i / ff; }, w);
+  for (int half = 0; half < 2; ++half) {  // 0: gate, 1: up
+    WantedTensor& t =
+        w.Add(x + "gate_up_proj", ExpertTensorName(l, e, half == 0 ? "ffn_gate" : "ffn_up"),
+              {ff, d}, l, e);
+    t.hf_shape = {n, d, 2 * ff};
+    t.gather = [=](int64_t i) { return (e * d + i % d) * 2 * ff + half * ff + i / d; };
+  }
+  WantedTensor& t = w.Add(x + "down_proj", ExpertTensorName(l, e, "ffn_down"), {d, ff}, l, e);
+  t.hf_shape = {n, ff, d};
+  t.gather = [=](int64_t i) { return (e * ff + i % ff) * d + i / ff; };
 }
 
 // Granite's feed-forward part of layer l under `p`: the experts stacked as
@@ -226,22 +232,19 @@ void TransposedStackedExpert(const HParams& h, int l, int e, const std::string& 
 // shared MLP (GraniteMoeShared, Granite-4.0-H) as shared_mlp.input_linear [2 shared, n_embd]
 // (gate rows, then up rows) and output_linear [n_embd, shared].
 void GraniteFeedForward(const HParams& h, int l, const std::string& p, Wants& w) {
-  const int64_t d = h.n_embd, n = h.n_expert, ff = h.n_ff_expert, shared = h.n_ff_shared;
+  const int64_t d = h.n_embd, n = h.n_expert, shared = h.n_ff_shared;
   auto name = [&](const char* base) { return LayerTensorName(l, base); };
   const std::string moe = p + "block_sparse_moe.";
   w.Add(moe + "router.layer.weight", name("ffn_gate_inp"), {n, d}, l).router = true;
   for (int e = 0; e < n; ++e) {
-    StackedExpert(
-        h, l, e, moe + "input_linear.weight", {n, 2 * ff, d},
-        [=](int half, int64_t i) { return (e * 2 + half) * ff * d + i; },
-        moe + "output_linear.weight", {n, d, ff}, [=](int64_t i) { return e * d * ff + i; }, w);
+    SlicedStackedExpert(h, l, e, moe + "input_linear.weight", moe + "output_linear.weight", w);
   }
   if (shared == 0) return;
   for (int half = 0; half < 2; ++half) {  // 0: gate, 1: up
     WantedTensor& t = w.Add(p + "shared_mlp.input_linear.weight",
                             name(half == 0 ? "ffn_gate_shexp" : "ffn_up_shexp"), {shared, d}, l);
     t.hf_shape = {2 * shared, d};
-    t.gather = [offset = half * shared * d](int64_t i) { return offset + i; };
+    t.first_element = half * shared * d;
   }
   w.Add(p + "shared_mlp.output_linear.weight", name("ffn_down_shexp"), {d, shared}, l);
 }
@@ -449,10 +452,7 @@ void QwenDeltaNetHybrid(const HfConfig& c, const std::function<bool(const std::s
     const bool stacked = has(m + "experts.gate_up_proj");
     for (int e = 0; e < n; ++e) {
       if (stacked) {
-        StackedExpert(
-            h, l, e, m + "experts.gate_up_proj", {n, 2 * ff, d},
-            [=](int half, int64_t i) { return (e * 2 + half) * ff * d + i; },
-            m + "experts.down_proj", {n, d, ff}, [=](int64_t i) { return e * d * ff + i; }, w);
+        SlicedStackedExpert(h, l, e, m + "experts.gate_up_proj", m + "experts.down_proj", w);
         continue;
       }
       const std::string x = absl::StrCat(m, "experts.", e, ".");
@@ -501,7 +501,7 @@ void BailingMoe2(const HParams& h, Wants& w) {
     for (const auto& [part, rows] : {std::pair{"attn_q", q}, {"attn_k", kv}, {"attn_v", kv}}) {
       WantedTensor& t = w.Add(p + "attention.query_key_value.weight", name(part), {rows, d}, l);
       t.hf_shape = {q + 2 * kv, d};
-      t.gather = [offset = first_row * d](int64_t i) { return offset + i; };
+      t.first_element = first_row * d;
       first_row += rows;
     }
     if (h.qk_norm == QkNorm::kPerHead) {

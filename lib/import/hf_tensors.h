@@ -25,6 +25,9 @@ struct WantedTensor {
   // Element i of the result (row-major over `shape`) is element gather(i) of the checkpoint
   // tensor; unset: element i (the same layout, possibly another shape).
   std::function<int64_t(int64_t)> gather;
+  // Without gather: element i of the result is element first_element + i of the checkpoint
+  // tensor (a matrix sliced from a stack or from fused rows, carried as a span of it).
+  int64_t first_element = 0;
   // Each value of the result is this of the checkpoint's (Mamba-2's A_log -> A = -exp(A_log));
   // unset: the value itself.
   std::function<float(float)> value;

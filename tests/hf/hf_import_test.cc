@@ -1601,6 +1601,16 @@ TEST(HfImportTest, Qwen35MoeCheckpointRunsAsTheReference) {
   EXPECT_EQ(spec->hp.ssm_layers, h.ssm_layers);
   EXPECT_EQ(spec->hp.rope_dim, h.rope_dim);
   EXPECT_FALSE(spec->hp.ssm_grouped_heads);
+  // An expert's matrices sliced from a stack are spans of the mapped checkpoint, not copies.
+  for (const char* part : {"ffn_gate", "ffn_up", "ffn_down"}) {
+    const TensorSpec* x = spec->Find(ExpertTensorName(1, 2, part));
+    ASSERT_NE(x, nullptr) << part;
+    bool in_file = false;
+    for (const ModelSpec::SourceFile& f : spec->source_files) {
+      in_file |= x->data.data() >= f.base && x->data.data() + x->data.size() <= f.base + f.size;
+    }
+    EXPECT_TRUE(in_file) << part << " was copied";
+  }
 
   // The text-only class: config.json is the language model's, tensors under model.
   nlohmann::json causal = QwenDeltaNetConfig(h, "Qwen3_5MoeForCausalLM", "qwen3_5_moe_text");
