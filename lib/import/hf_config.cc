@@ -203,16 +203,7 @@ absl::StatusOr<HfConfig> ParseHfConfig(const std::string& json_text) {
 
   // Qwen MoE models may interleave dense MLP layers; every layer here must be sparse.
   if (qwen2 || qwen3) {
-    MOE_ASSIGN_OR_RETURN(int64_t step, c.Int("decoder_sparse_step", 1));
-    if (step != 1) {
-      return absl::UnimplementedError(absl::StrCat("config.json decoder_sparse_step ", step,
-                                                   ": dense MLP layers are not supported"));
-    }
-    if (const Json* dense = c.Get("mlp_only_layers");
-        dense && !(dense->is_array() && dense->empty())) {
-      return absl::UnimplementedError(
-          "config.json mlp_only_layers is not empty: dense MLP layers are not supported");
-    }
+    MOE_RETURN_IF_ERROR(RefuseDenseMlpLayers(c, out.hf_architecture));
   }
   if (qwen2) {
     MOE_ASSIGN_OR_RETURN(h.has_qkv_bias, c.Bool("qkv_bias", true));

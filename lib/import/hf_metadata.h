@@ -98,9 +98,9 @@ absl::StatusOr<double> RopeTheta(const nlohmann::json& j, double def);
 // partial_rotary_factor, top level or inside rope_parameters.
 absl::StatusOr<double> PartialRotaryFactor(const nlohmann::json& j, double def);
 
-// Qwen's MoE configs (Qwen3-Next, Qwen3.5, Qwen3-VL-MoE) may name dense MLP layers
-// (decoder_sparse_step other than 1, mlp_only_layers); these families run experts in every layer,
-// so such a config is an error naming the keys.
+// Qwen's MoE configs (Qwen2-MoE, Qwen3-MoE, Qwen3-Next, Qwen3.5, Qwen3-VL-MoE) may name dense MLP
+// layers (decoder_sparse_step other than 1, mlp_only_layers); these families run experts in every
+// layer, so such a config is an error naming the keys.
 absl::Status RefuseDenseMlpLayers(const ConfigJson& c, absl::string_view family);
 
 // A multimodal RoPE's mrope_section (in rope_scaling, or rope_parameters in transformers v5's

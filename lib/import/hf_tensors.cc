@@ -42,14 +42,24 @@ std::string Bias(int layer, absl::string_view base) {
   return absl::StrCat("blk.", layer, ".", base, ".bias");
 }
 
-// The embeddings, the final norm (under the name the family's runtime reads) and the head.
-void AddEmbeddings(const HfConfig& c, Wants& w,
-                   std::string embeddings = "model.embed_tokens.weight",
-                   std::string final_norm = "model.norm.weight") {
+// A norm weight stored as w where the model scales by 1 + w (Qwen3NextRMSNorm), read as 1 + w.
+float OneMore(float w) { return w + 1.f; }
+
+// The embeddings, the final norm (under the name the family's runtime reads; its values through
+// `final_norm_value` where set) and the head.
+void AddEmbeddings(const HfConfig& c, Wants& w, std::string embeddings, std::string final_norm,
+                   std::function<float(float)> final_norm_value = nullptr) {
   const HParams& h = c.hp;
   w.Add(std::move(embeddings), "token_embd.weight", {h.n_vocab, h.n_embd});
-  w.Vector(std::move(final_norm), std::string(ArchitectureOf(c.arch).output_norm()), {h.n_embd});
+  w.Vector(std::move(final_norm), std::string(ArchitectureOf(c.arch).output_norm()), {h.n_embd})
+      .value = std::move(final_norm_value);
   if (!h.tied_output) w.Add("lm_head.weight", "output.weight", {h.n_vocab, h.n_embd});
+}
+// Under the language model's prefix (HfConfig::model_prefix).
+void AddEmbeddings(const HfConfig& c, Wants& w,
+                   std::function<float(float)> final_norm_value = nullptr) {
+  AddEmbeddings(c, w, c.model_prefix + "embed_tokens.weight", c.model_prefix + "norm.weight",
+                std::move(final_norm_value));
 }
 
 // The input norm and grouped-query attention, with q/k/v biases where the family has them
@@ -67,6 +77,14 @@ void InputNormAndAttention(const HParams& h, int l, const std::string& p, Wants&
     w.Vector(p + "self_attn.k_proj.bias", Bias(l, "attn_k"), {kv_dim}, l);
     w.Vector(p + "self_attn.v_proj.bias", Bias(l, "attn_v"), {kv_dim}, l);
   }
+}
+
+// Expert e of layer l as its own gate_proj, up_proj and down_proj under `x`.
+void AddExpert(const HParams& h, int l, int e, const std::string& x, Wants& w) {
+  const int64_t d = h.n_embd, ff = h.n_ff_expert;
+  w.Add(x + "gate_proj.weight", ExpertTensorName(l, e, "ffn_gate"), {ff, d}, l, e);
+  w.Add(x + "up_proj.weight", ExpertTensorName(l, e, "ffn_up"), {ff, d}, l, e);
+  w.Add(x + "down_proj.weight", ExpertTensorName(l, e, "ffn_down"), {d, ff}, l, e);
 }
 
 // A SwiGLU MLP `width` wide under `prefix` (its gate_proj, up_proj, down_proj) as layer l's
@@ -152,12 +170,8 @@ void AddFeedForward(const HParams& h, int l, const std::string& p, Wants& w,
         w.Vector(absl::StrCat(p, selection_bias.hf), Bias(l, "exp_probs_b"), {h.n_expert}, l);
     if (selection_bias.one_row_table) b.hf_shape = {1, h.n_expert};
   }
-  for (int e = 0; e < h.n_expert; ++e) {
-    const std::string x = absl::StrCat(p, "mlp.experts.", e, ".");
-    w.Add(x + "gate_proj.weight", ExpertTensorName(l, e, "ffn_gate"), {h.n_ff_expert, d}, l, e);
-    w.Add(x + "up_proj.weight", ExpertTensorName(l, e, "ffn_up"), {h.n_ff_expert, d}, l, e);
-    w.Add(x + "down_proj.weight", ExpertTensorName(l, e, "ffn_down"), {d, h.n_ff_expert}, l, e);
-  }
+  for (int e = 0; e < h.n_expert; ++e)
+    AddExpert(h, l, e, absl::StrCat(p, "mlp.experts.", e, "."), w);
   if (h.n_ff_shared > 0) AddMlp(h, l, p + "mlp.shared_experts.", "_shexp", h.n_ff_shared, w);
 }
 
@@ -336,7 +350,6 @@ void Qwen3VlMoe(const HfConfig& c, Wants& w) {
   const HParams& h = c.hp;
   const std::string& root = c.model_prefix;
   const int64_t d = h.n_embd, n = h.n_expert;
-  AddEmbeddings(c, w, root + "embed_tokens.weight", root + "norm.weight");
   for (int l = 0; l < h.n_layer; ++l) {
     const std::string p = absl::StrCat(root, "layers.", l, ".");
     auto name = [&](const char* base) { return LayerTensorName(l, base); };
@@ -375,14 +388,12 @@ void QwenDeltaNetHybrid(const HfConfig& c, const std::function<bool(const std::s
   const int64_t d = h.n_embd, S = h.ssm_state, KH = h.ssm_groups, H = h.ssm_heads, r = H / KH;
   const int64_t key_dim = KH * S, I = H * S, C = h.ssm_conv_channels(), K = h.ssm_conv_kernel;
   const int64_t q_dim = h.n_head * h.head_dim, kv_dim = h.n_head_kv * h.head_dim;
-  auto plus_one = [](float x) { return x + 1.f; };
-  // The checkpoint's place of the runtime's value head t.
+  // The checkpoint's place of the runtime's value head t, and of its value rows (S a head).
   auto value_head = [=](int64_t t) { return tiled ? t % KH * r + t / KH : t; };
+  auto value_row = [=](int64_t row) { return value_head(row / S) * S + row % S; };
   // The checkpoint's row (of in_proj_qkv, or channel of conv1d) of the runtime's q/k/v row.
   auto qkv_row = [=](int64_t row) {
-    if (row < 2 * key_dim) return row;
-    const int64_t v = row - 2 * key_dim;
-    return 2 * key_dim + value_head(v / S) * S + v % S;
+    return row < 2 * key_dim ? row : 2 * key_dim + value_row(row - 2 * key_dim);
   };
   // Qwen3-Next's in_proj_qkvz row of the runtime's q/k/v row (part 0) or z row (part 1).
   const int64_t group_rows = 2 * S + 2 * r * S;
@@ -392,22 +403,19 @@ void QwenDeltaNetHybrid(const HfConfig& c, const std::function<bool(const std::s
     const int64_t v = row - 2 * key_dim;
     return v / (r * S) * group_rows + 2 * S + v % (r * S);
   };
-  w.Add(root + "embed_tokens.weight", "token_embd.weight", {h.n_vocab, d});
-  w.Vector(root + "norm.weight", "output_norm.weight", {d}).value = plus_one;
-  if (!h.tied_output) w.Add("lm_head.weight", "output.weight", {h.n_vocab, d});
   for (int l = 0; l < h.n_layer; ++l) {
     const std::string p = absl::StrCat(root, "layers.", l, ".");
     auto name = [&](const char* base) { return LayerTensorName(l, base); };
-    w.Vector(p + "input_layernorm.weight", name("attn_norm"), {d}, l).value = plus_one;
+    w.Vector(p + "input_layernorm.weight", name("attn_norm"), {d}, l).value = OneMore;
     w.Vector(p + "post_attention_layernorm.weight", name("post_attention_norm"), {d}, l).value =
-        plus_one;
+        OneMore;
     if (h.layer_ssm(l)) {
       const std::string x = p + "linear_attn.";
       if (tiled) {
         WantedTensor& qkv = w.Add(x + "in_proj_qkv.weight", name("attn_qkv"), {C, d}, l);
         qkv.gather = [=](int64_t i) { return qkv_row(i / d) * d + i % d; };
         WantedTensor& z = w.Add(x + "in_proj_z.weight", name("attn_gate"), {I, d}, l);
-        z.gather = [=](int64_t i) { return (value_head(i / d / S) * S + i / d % S) * d + i % d; };
+        z.gather = [=](int64_t i) { return value_row(i / d) * d + i % d; };
         for (const auto& [hf, ours] :
              {std::pair{"in_proj_b", "ssm_beta"}, {"in_proj_a", "ssm_alpha"}}) {
           w.Add(absl::StrCat(x, hf, ".weight"), name(ours), {H, d}, l).gather = [=](int64_t i) {
@@ -434,8 +442,7 @@ void QwenDeltaNetHybrid(const HfConfig& c, const std::function<bool(const std::s
       a.value = [](float a_log) { return -std::exp(a_log); };
       w.Vector(x + "norm.weight", name("ssm_norm"), {S}, l);
       w.Add(x + "out_proj.weight", name("ssm_out"), {d, I}, l).gather = [=](int64_t i) {
-        const int64_t col = i % I;
-        return i / I * I + value_head(col / S) * S + col % S;
+        return i / I * I + value_row(i % I);
       };
     } else {
       const std::string a = p + "self_attn.";
@@ -443,22 +450,18 @@ void QwenDeltaNetHybrid(const HfConfig& c, const std::function<bool(const std::s
       w.Add(a + "k_proj.weight", name("attn_k"), {kv_dim, d}, l);
       w.Add(a + "v_proj.weight", name("attn_v"), {kv_dim, d}, l);
       w.Add(a + "o_proj.weight", name("attn_output"), {d, q_dim}, l);
-      w.Vector(a + "q_norm.weight", name("attn_q_norm"), {h.head_dim}, l).value = plus_one;
-      w.Vector(a + "k_norm.weight", name("attn_k_norm"), {h.head_dim}, l).value = plus_one;
+      w.Vector(a + "q_norm.weight", name("attn_q_norm"), {h.head_dim}, l).value = OneMore;
+      w.Vector(a + "k_norm.weight", name("attn_k_norm"), {h.head_dim}, l).value = OneMore;
     }
     const std::string m = p + "mlp.";
     w.Add(m + "gate.weight", name("ffn_gate_inp"), {h.n_expert, d}, l).router = true;
-    const int64_t n = h.n_expert, ff = h.n_ff_expert;
     const bool stacked = has(m + "experts.gate_up_proj");
-    for (int e = 0; e < n; ++e) {
+    for (int e = 0; e < h.n_expert; ++e) {
       if (stacked) {
         SlicedStackedExpert(h, l, e, m + "experts.gate_up_proj", m + "experts.down_proj", w);
-        continue;
+      } else {
+        AddExpert(h, l, e, absl::StrCat(m, "experts.", e, "."), w);
       }
-      const std::string x = absl::StrCat(m, "experts.", e, ".");
-      w.Add(x + "gate_proj.weight", ExpertTensorName(l, e, "ffn_gate"), {ff, d}, l, e);
-      w.Add(x + "up_proj.weight", ExpertTensorName(l, e, "ffn_up"), {ff, d}, l, e);
-      w.Add(x + "down_proj.weight", ExpertTensorName(l, e, "ffn_down"), {d, ff}, l, e);
     }
     AddMlp(h, l, m + "shared_expert.", "_shexp", h.n_ff_shared, w);
     w.Vector(m + "shared_expert_gate.weight", name("ffn_gate_inp_shexp"), {d}, l).hf_shape = {1, d};
@@ -678,16 +681,15 @@ std::vector<WantedTensor> WantedTensors(const HfConfig& c,
   std::vector<WantedTensor> out;
   Wants w(&out);
   if (c.arch == Arch::kBailingMoe2) {
-    AddEmbeddings(c, w, "model.word_embeddings.weight");
+    AddEmbeddings(c, w, "model.word_embeddings.weight", "model.norm.weight");
   } else if (c.arch == Arch::kLfm2Moe) {
     AddEmbeddings(c, w, "model.embed_tokens.weight", "model.embedding_norm.weight");
   } else if (c.arch == Arch::kNemotronHMoe) {
     AddEmbeddings(c, w, "backbone.embeddings.weight", "backbone.norm_f.weight");
-  } else if (c.arch == Arch::kQwen3Next || c.arch == Arch::kQwen35Moe ||
-             c.arch == Arch::kQwen3VlMoe) {
-    // The family's function names them under its root.
+  } else if (c.arch == Arch::kQwen3Next || c.arch == Arch::kQwen35Moe) {
+    AddEmbeddings(c, w, OneMore);
   } else {
-    AddEmbeddings(c, w);
+    AddEmbeddings(c, w);  // under HfConfig::model_prefix
   }
   switch (c.arch) {
     case Arch::kGlm4Moe:
