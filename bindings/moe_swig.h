@@ -800,6 +800,7 @@ struct NativeEngineStats {
   int64_t rerouted_choices = 0, dropped_choices = 0, reweighted_choices = 0;
   int32_t kv_window_blocks = 0, kv_window_blocks_in_use = 0, kv_window_blocks_cached = 0;
   int64_t kv_bytes = 0;
+  int32_t kv_state_slots = 0, kv_state_slots_in_use = 0, kv_state_slots_cached = 0;
 };
 
 // Everything moe_engine_create takes; defaults from the C library itself.
@@ -1037,6 +1038,9 @@ class NativeEngine {
     s.kv_window_blocks_in_use = c.kv_window_blocks_in_use;
     s.kv_window_blocks_cached = c.kv_window_blocks_cached;
     s.kv_bytes = c.kv_bytes;
+    s.kv_state_slots = c.kv_state_slots;
+    s.kv_state_slots_in_use = c.kv_state_slots_in_use;
+    s.kv_state_slots_cached = c.kv_state_slots_cached;
     return s;
   }
 

@@ -913,6 +913,13 @@ typedef struct moe_engine_stats {
    * outputs rank 0 exchanged with the others, and the time it spent in those exchanges. */
   int64_t exchange_bytes;
   double exchange_seconds;
+  /* Appended: the convolution layers' slots (0 when no layer convolves: LFM2's short convolutions,
+   * Mamba-2 and gated delta nets), each a layer's last convolution inputs and recurrent state: a
+   * live one per running request, and snapshots of what followed a block's last position; cached
+   * ones end shared prefixes. */
+  int32_t kv_state_slots;
+  int32_t kv_state_slots_in_use;
+  int32_t kv_state_slots_cached;
 } moe_engine_stats;
 
 MOE_API moe_status moe_engine_stats_init(moe_engine_stats* stats, size_t struct_size);

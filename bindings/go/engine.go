@@ -77,6 +77,9 @@ type EngineStats struct {
 	// and kept with cached prefixes.
 	KVWindowBlocks, KVWindowBlocksInUse, KVWindowBlocksCached int
 	KVBytes                                                   int64 // the paged KV cache's memory
+	// The convolution layers' slots (0 when no layer convolves), each their last inputs and
+	// recurrent state: in all, held by running requests, and kept at the ends of cached prefixes.
+	KVStateSlots, KVStateSlotsInUse, KVStateSlotsCached int
 }
 
 // Engine serves many requests at once over one Model: each step runs the new tokens of every
@@ -368,6 +371,9 @@ func (e *Engine) Stats() (EngineStats, error) {
 		KVWindowBlocksInUse:  int(s.GetKv_window_blocks_in_use()),
 		KVWindowBlocksCached: int(s.GetKv_window_blocks_cached()),
 		KVBytes:              s.GetKv_bytes(),
+		KVStateSlots:         int(s.GetKv_state_slots()),
+		KVStateSlotsInUse:    int(s.GetKv_state_slots_in_use()),
+		KVStateSlotsCached:   int(s.GetKv_state_slots_cached()),
 	}, nil
 }
 

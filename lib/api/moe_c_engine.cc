@@ -326,6 +326,9 @@ moe_status moe_engine_get_stats(const moe_engine* e, moe_engine_stats* out) {
     s.kv_window_blocks_in_use = st.kv_window_blocks_in_use;
     s.kv_window_blocks_cached = st.kv_window_blocks_cached;
     s.kv_bytes = st.kv_bytes;
+    s.kv_state_slots = st.kv_state_slots;
+    s.kv_state_slots_in_use = st.kv_state_slots_in_use;
+    s.kv_state_slots_cached = st.kv_state_slots_cached;
     return WriteVersioned(s, out, "stats");
   });
 }

@@ -48,15 +48,24 @@ struct KvLayerView {
   int64_t n_kv_heads;
   int64_t head_dim;
   KvPaging paging;  // rows of all KV heads, n_kv_heads * head_dim elements each
-  // A recurrent layer's state (Mamba-2), F32, state_floats per slot: the block of the paging
-  // holding position p keeps in slot state_table[p >> paging.block_shift] the state after the
-  // last position of that block written so far. Null: the layer keeps no state.
+  // A convolution layer's carried slots (KvLayerRows::Convolution), F32, slot_floats each: the
+  // block of the paging holding position p names in state_table[p >> paging.block_shift] the
+  // slot that ends holding what follows that block's last position written so far: first the
+  // recurrent state (state_floats values; Mamba-2, a gated delta net), then a ring of the last
+  // conv_rows rows of the convolution's input (head_dim values each, position p's at p mod
+  // conv_rows). Null: the layer carries nothing.
   uint8_t* state = nullptr;
   const int32_t* state_table = nullptr;
   int64_t state_floats = 0;
+  int64_t conv_rows = 0;
+  int64_t slot_floats = 0;
 
   float* StateOfBlock(int64_t block) const {
-    return reinterpret_cast<float*>(state) + state_table[block] * state_floats;
+    return reinterpret_cast<float*>(state) + state_table[block] * slot_floats;
+  }
+  // Row p of the ring in the slot of `block`.
+  float* ConvRow(int64_t block, int64_t p) const {
+    return StateOfBlock(block) + state_floats + (p % conv_rows) * head_dim;
   }
 };
 
@@ -134,19 +143,20 @@ class Backend : public MemorySpace {
   virtual void StoreKv(const float* k, const float* v, int64_t n, const int32_t* positions,
                        const KvLayerView& kv) = 0;
 
-  // A short convolution (LFM2) over one sequence's n rows at positions[t]: bcx holds each row's
-  // B, C and X parts (in that order, dim = state.head_dim values each). B * X is stored as the
-  // row of positions[t] in `state` (a KvLayerRows::Convolution view: one F32 row per position);
-  // then y[t, c] = C[t, c] * sum_k kernel[c * kernel_len + k] * row(positions[t] - kernel_len +
-  // 1 + k)[c], rows before position 0 being zero.
+  // A short convolution (LFM2) over one sequence's n consecutive positions from positions[0]:
+  // bcx holds each row's B, C and X parts (in that order, dim = state.head_dim values each), and
+  // row(p) = B * X of position p. y[t, c] = C[t, c] * sum_k kernel[c * kernel_len + k] *
+  // row(positions[t] - kernel_len + 1 + k)[c], rows before position 0 being zero and those before
+  // the step read from the ring `state` carries (KvLayerView::ConvRow, kernel_len - 1 rows); the
+  // step's rows are then carried in the ring of each block's slot.
   virtual void ShortConv(const float* bcx, int64_t n, const int32_t* positions, const float* kernel,
                          int64_t kernel_len, const KvLayerView& state, float* y) = 0;
 
-  // Mamba-2's causal convolution (and a gated delta net's, without bias: null): stores row t of
-  // xbc (state.head_dim floats, rows xbc_stride apart) as the row of positions[t] in `state` (a
-  // KvLayerRows::Recurrent view); then out[t, c] = silu(bias[c] + sum_k kernel[c * kernel_len +
-  // k] * row(positions[t] - kernel_len + 1 + k)[c]), rows before position 0 being zero
-  // (ssm_core.h).
+  // Mamba-2's causal convolution (and a gated delta net's, without bias: null) over one
+  // sequence's n consecutive positions: row(p) is row t of xbc for the step's positions
+  // (state.head_dim floats, rows xbc_stride apart), else the carried ring's, as ShortConv's;
+  // out[t, c] = silu(bias[c] + sum_k kernel[c * kernel_len + k] * row(positions[t] - kernel_len
+  // + 1 + k)[c]), rows before position 0 being zero (ssm_core.h).
   virtual void SsmConv(const float* xbc, int64_t xbc_stride, int64_t n, const int32_t* positions,
                        const float* kernel, const float* bias, int64_t kernel_len,
                        const KvLayerView& state, float* out) = 0;

@@ -12,6 +12,7 @@ absl::StatusOr<KvCache> KvCache::Create(int64_t n_layer, int64_t n_ctx, int64_t 
                                         int64_t head_dim, DType dtype, bool values_in_keys,
                                         SlidingWindows sliding,
                                         absl::Span<const int64_t> conv_width,
+                                        absl::Span<const int64_t> conv_rows,
                                         absl::Span<const int64_t> state_floats,
                                         MemorySpace& memory) {
   if (absl::Status s = CheckKvType(dtype, head_dim); !s.ok()) return s;
@@ -26,16 +27,18 @@ absl::StatusOr<KvCache> KvCache::Create(int64_t n_layer, int64_t n_ctx, int64_t 
     return absl::InvalidArgumentError(
         absl::StrCat("convolution widths for ", conv_width.size(), " layers of ", n_layer));
   }
-  if (!state_floats.empty() && (static_cast<int64_t>(state_floats.size()) != n_layer ||
-                                static_cast<int64_t>(conv_width.size()) != n_layer)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("recurrent states for ", state_floats.size(), " layers of ", n_layer));
+  for (absl::Span<const int64_t> list : {conv_rows, state_floats}) {
+    if (!list.empty() && (static_cast<int64_t>(list.size()) != n_layer ||
+                          static_cast<int64_t>(conv_width.size()) != n_layer)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("convolution rows or states for ", list.size(), " layers of ", n_layer));
+    }
   }
   KvCache c;
   const KvLayerRows attention = KvLayerRows::Attention(dtype, n_kv_heads, head_dim, values_in_keys);
   for (int64_t l = 0; l < n_layer; ++l) {
-    c.rows_.push_back(KvLayerRows::Of(conv_width, state_floats, l, attention));
-    c.recurrent_ |= c.rows_.back().state_floats > 0;
+    c.rows_.push_back(KvLayerRows::Of(conv_width, conv_rows, state_floats, l, attention));
+    c.recurrent_ |= c.rows_.back().carried;
   }
   c.dtype_ = dtype;
   c.n_ctx_ = n_ctx;
@@ -44,7 +47,7 @@ absl::StatusOr<KvCache> KvCache::Create(int64_t n_layer, int64_t n_ctx, int64_t 
   const int64_t block = int64_t{1} << kRingBlockShift;
   const int64_t context_blocks = (n_ctx + block - 1) / block;
   for (int64_t l = 0; sliding.max_step_tokens > 0 && l < n_layer && !sliding.window.empty(); ++l) {
-    if (sliding.window[l] <= 0) continue;
+    if (sliding.window[l] <= 0 || c.rows_[l].planes == 0) continue;
     // A step's first query reads the window's keys after the step has written all of its own:
     // the ring needs room for both, window + step - 1 rows, without a slot shared.
     const int64_t ring_blocks =
@@ -59,13 +62,8 @@ absl::StatusOr<KvCache> KvCache::Create(int64_t n_layer, int64_t n_ctx, int64_t 
   }
   c.state_.resize(n_layer);
   for (int64_t l = 0; l < n_layer; ++l) {
-    if (c.rows_[l].state_floats == 0) continue;
-    // The state is found through the block table: a whole layer gets one of its own too.
-    if (c.ring_table_[l].empty()) {
-      c.ring_table_[l].resize(context_blocks);
-      for (int64_t i = 0; i < context_blocks; ++i) c.ring_table_[l][i] = static_cast<int32_t>(i);
-    }
-    const size_t bytes = c.rows_[l].state_bytes();
+    const size_t bytes = c.rows_[l].slot_bytes();
+    if (bytes == 0) continue;
     absl::StatusOr<uint8_t*> p = c.state_[l].Resize(memory, static_cast<int64_t>(bytes));
     if (!p.ok()) return p.status();
     memory.Zero(*p, bytes);
@@ -76,7 +74,7 @@ absl::StatusOr<KvCache> KvCache::Create(int64_t n_layer, int64_t n_ctx, int64_t 
   for (int64_t l = 0; l < n_layer; ++l) {
     const size_t bytes = static_cast<size_t>(c.rows(l)) * c.rows_[l].row_bytes();
     for (auto* rows : {&c.k_, &c.v_}) {
-      if (rows == &c.k_ && c.rows_[l].planes == 0) continue;  // a layer that caches nothing
+      if (rows == &c.k_ && c.rows_[l].planes == 0) continue;  // no rows: a slot, or nothing
       if (rows == &c.v_ && c.rows_[l].planes <= 1) continue;  // values in keys, or none
       absl::StatusOr<uint8_t*> p = (*rows)[l].Resize(memory, static_cast<int64_t>(bytes));
       if (!p.ok()) return p.status();
@@ -100,6 +98,7 @@ bool KvCache::RingsHoldWindowAt(int64_t n) const {
 }
 
 int64_t KvCache::rows(int64_t l) const {
+  if (rows_[l].planes == 0) return 0;
   if (ring_table_[l].empty()) return n_ctx_;
   int32_t ring_blocks = 0;
   for (int32_t b : ring_table_[l]) ring_blocks = std::max(ring_blocks, b + 1);

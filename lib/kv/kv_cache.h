@@ -34,19 +34,19 @@ class KvCache final : public KvSequence {
                                         int64_t head_dim, DType dtype, bool values_in_keys = false,
                                         SlidingWindows sliding = {},
                                         MemorySpace& memory = HostMemory()) {
-    return Create(n_layer, n_ctx, n_kv_heads, head_dim, dtype, values_in_keys, sliding, {}, {},
+    return Create(n_layer, n_ctx, n_kv_heads, head_dim, dtype, values_in_keys, sliding, {}, {}, {},
                   memory);
   }
-  // conv_width: per layer (or empty: none), > 0 for a short-convolution layer, which keeps F32
-  // rows of that width and no V (KvLayerRows::Convolution), kNoKvRows for a layer that keeps
-  // nothing (KvLayerRows::None). state_floats: per layer (or empty),
-  // > 0 for a recurrent layer among them, which also keeps one state of that many F32 values
-  // (KvLayerRows::Recurrent): the state after the last position, so such a cache cannot be cut
-  // back (RingsHoldWindowAt).
+  // conv_width: per layer (or empty: none), > 0 for a convolution layer, which keeps no rows but
+  // one slot (KvLayerRows::Convolution): a ring of its input's last conv_rows[l] F32 rows of
+  // that width and, where state_floats[l] > 0 (a recurrent layer), a state of that many F32
+  // values, both what follows the last position, so such a cache cannot be cut back
+  // (RingsHoldWindowAt); kNoKvRows for a layer that keeps nothing (KvLayerRows::None).
   static absl::StatusOr<KvCache> Create(int64_t n_layer, int64_t n_ctx, int64_t n_kv_heads,
                                         int64_t head_dim, DType dtype, bool values_in_keys,
                                         SlidingWindows sliding,
                                         absl::Span<const int64_t> conv_width,
+                                        absl::Span<const int64_t> conv_rows,
                                         absl::Span<const int64_t> state_floats,
                                         MemorySpace& memory);
 
@@ -60,18 +60,21 @@ class KvCache final : public KvSequence {
     }
     KvLayerView v{rows.dtype,    k,     rows.planes == 1 ? k : v_[l].data(), rows.n_heads,
                   rows.head_dim, paging};
-    if (rows.state_floats > 0) {
-      // One state, which every block of the context names.
+    if (rows.carried) {
+      // One slot, which every block of the context names.
+      v.paging.block_shift = kRingBlockShift;
       v.state = state_[l].data();
       v.state_table = state_table_.data();
       v.state_floats = rows.state_floats;
+      v.conv_rows = rows.ring_rows;
+      v.slot_floats = rows.slot_floats();
     }
     return v;
   }
   int64_t n_ctx() const { return n_ctx_; }
   int64_t capacity() const override { return n_ctx_; }
   int64_t max_step_tokens() const override { return max_step_tokens_; }
-  // Rows layer l keeps: n_ctx, or its ring's.
+  // Rows layer l keeps: n_ctx, its ring's, or none (a convolution layer's slot, no layer).
   int64_t rows(int64_t l) const;
   // Whether, cut back to n positions, every ring still holds the window that position n will
   // read: writing past it may have reused those rows, and then the kept positions must be
@@ -80,8 +83,8 @@ class KvCache final : public KvSequence {
   bool RingsHoldWindowAt(int64_t n) const;
   DType dtype() const { return dtype_; }
   size_t byte_size() const;
-  // Whether a layer carries a recurrent state (which only computing the positions again can
-  // take back to an earlier one).
+  // Whether a layer carries a slot (a convolution's last rows, a recurrent state), which only
+  // computing the positions again can take back to an earlier one.
   bool recurrent() const { return recurrent_; }
 
   // Number of positions holding valid entries; the next token goes at position size().
@@ -98,8 +101,8 @@ class KvCache final : public KvSequence {
   // Per layer: for a ring, block i of the context -> block i mod the ring's blocks; else empty.
   std::vector<std::vector<int32_t>> ring_table_;
   std::vector<int64_t> ring_window_;  // per layer: the window of a ring layer; 0 otherwise
-  std::vector<BackendBuffer<uint8_t>> state_;  // per layer: a recurrent layer's state, else empty
-  std::vector<int32_t> state_table_;           // every block of the context -> state slot 0
+  std::vector<BackendBuffer<uint8_t>> state_;  // per layer: a convolution layer's slot, else empty
+  std::vector<int32_t> state_table_;           // every block of the context -> slot 0
   bool recurrent_ = false;
 };
 

@@ -29,41 +29,46 @@ inline absl::Status CheckKvType(DType t, int64_t head_dim) {
   return absl::OkStatus();
 }
 
-// What one layer of a cache keeps per position. An attention layer: K and V rows (or K alone, when
-// the values are read from the keys) of n_heads x head_dim in the cache's element type. A short
-// convolution layer (LFM2): one F32 row of its convolution's input, which it reads back for the
-// positions its kernel spans; F32 because the state llama.cpp keeps for it is. A recurrent layer
-// (Mamba-2): such rows of its convolution's input, and per block of rows one state of
-// state_floats F32 values, the state after the block's last position (KvLayerView::state). A
-// layer without a mixer (Nemotron-H's feed-forward-only layers) keeps nothing.
+// What one layer of a cache keeps. An attention layer: per position, K and V rows (or K alone,
+// when the values are read from the keys) of n_heads x head_dim in the cache's element type. A
+// convolution layer (LFM2's short convolution; Mamba-2's and the gated delta net's causal one)
+// keeps no rows per position: it carries a slot from each step to the next, the last ring_rows
+// (kernel - 1) F32 rows of its convolution's input (head_dim = the row's width) and, for a
+// recurrent layer, its state of state_floats F32 values (KvLayerView::state), as llama.cpp's
+// recurrent cache keeps one conv and one ssm state a sequence. A layer without a mixer
+// (Nemotron-H's feed-forward-only layers) keeps nothing.
 struct KvLayerRows {
   DType dtype = DType::kF32;
   int64_t n_heads = 0;
   int64_t head_dim = 0;
-  int64_t planes = 2;
+  int64_t planes = 2;  // rows per position: K and V, K alone, or none
   int64_t state_floats = 0;
+  int64_t ring_rows = 0;
+  bool carried = false;  // a convolution layer's slot instead of rows
 
   static KvLayerRows Attention(DType dtype, int64_t n_heads, int64_t head_dim,
                                bool values_in_keys) {
     return {dtype, n_heads, head_dim, values_in_keys ? 1 : 2};
   }
-  static KvLayerRows Convolution(int64_t width) { return {DType::kF32, 1, width, 1}; }
-  static KvLayerRows Recurrent(int64_t width, int64_t state_floats) {
-    return {DType::kF32, 1, width, 1, state_floats};
+  static KvLayerRows Convolution(int64_t width, int64_t ring_rows, int64_t state_floats = 0) {
+    return {DType::kF32, 1, width, 0, state_floats, ring_rows, true};
   }
   static KvLayerRows None() { return {DType::kF32, 0, 0, 0}; }
-  size_t state_bytes() const { return static_cast<size_t>(state_floats) * sizeof(float); }
+  // F32 values of one carried slot: the state, then the ring of rows.
+  int64_t slot_floats() const { return carried ? state_floats + ring_rows * head_dim : 0; }
+  size_t slot_bytes() const { return static_cast<size_t>(slot_floats()) * sizeof(float); }
   size_t row_bytes() const { return RowBytes(dtype, n_heads * head_dim); }
 
-  // Layer l's rows from the caches' per-layer lists (either may be empty: none): state_floats > 0
-  // a recurrent layer, conv_width > 0 a convolution layer, kNoKvRows nothing, else `attention`.
-  static KvLayerRows Of(absl::Span<const int64_t> conv_width,
+  // Layer l's rows from the caches' per-layer lists (each may be empty: none): conv_width > 0 a
+  // convolution layer (ring_rows and state_floats its slot's), kNoKvRows nothing, else
+  // `attention`.
+  static KvLayerRows Of(absl::Span<const int64_t> conv_width, absl::Span<const int64_t> ring_rows,
                         absl::Span<const int64_t> state_floats, int64_t l,
                         const KvLayerRows& attention) {
-    if (!state_floats.empty() && state_floats[l] > 0) {
-      return Recurrent(conv_width[l], state_floats[l]);
+    if (!conv_width.empty() && conv_width[l] > 0) {
+      return Convolution(conv_width[l], ring_rows.empty() ? 0 : ring_rows[l],
+                         state_floats.empty() ? 0 : state_floats[l]);
     }
-    if (!conv_width.empty() && conv_width[l] > 0) return Convolution(conv_width[l]);
     if (!conv_width.empty() && conv_width[l] == kNoKvRows) return None();
     return attention;
   }

@@ -5,15 +5,16 @@
 
 namespace moe {
 
-absl::StatusOr<KvWindowPool> KvWindowPool::Create(int32_t n_blocks) {
+absl::StatusOr<KvWindowPool> KvWindowPool::Create(int32_t n_blocks, absl::string_view what) {
   if (n_blocks <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("a KV window pool needs blocks, not ", n_blocks));
   }
-  return KvWindowPool(n_blocks);
+  return KvWindowPool(n_blocks, what);
 }
 
-KvWindowPool::KvWindowPool(int32_t n_blocks) : blocks_(n_blocks) {
+KvWindowPool::KvWindowPool(int32_t n_blocks, absl::string_view what)
+    : blocks_(n_blocks), what_(what) {
   free_.reserve(n_blocks);
   for (BlockId b = n_blocks - 1; b >= 0; --b) free_.push_back(b);  // lowest ids first
 }
@@ -29,8 +30,8 @@ absl::StatusOr<KvWindowPool::BlockId> KvWindowPool::Allocate() {
     kept_.erase(blocks_[b].serial);
     blocks_[b] = Block();
   } else {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "KV cache full: all ", n_blocks(), " blocks of the sliding-window layers are in use"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("KV cache full: all ", n_blocks(), " ", what_, " are in use"));
   }
   blocks_[b].refs = 1;
   return b;

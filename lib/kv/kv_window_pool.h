@@ -7,14 +7,19 @@
 // a later prompt that shares the prefix finds the rows its first new position's window reads.
 // Cached blocks are evicted least recently released first, when a block is needed and none is
 // free. Not thread-safe, like KvBlockPool.
+//
+// PagedKvCache keeps the slots of its convolution layers in one too: the slot a sequence runs in
+// and the snapshots of what followed a prefix block's last position, kept under its serial.
 #pragma once
 
 #include <cstdint>
 #include <list>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace moe {
 
@@ -23,7 +28,9 @@ class KvWindowPool {
   using BlockId = int32_t;
   static constexpr BlockId kNoBlock = -1;
 
-  static absl::StatusOr<KvWindowPool> Create(int32_t n_blocks);
+  // `what` names the blocks in the error of a full pool.
+  static absl::StatusOr<KvWindowPool> Create(
+      int32_t n_blocks, absl::string_view what = "blocks of the sliding-window layers");
 
   int32_t n_blocks() const { return static_cast<int32_t>(blocks_.size()); }
   // Blocks Allocate can hand out now: the free ones and the cached ones.
@@ -50,12 +57,13 @@ class KvWindowPool {
     std::list<BlockId>::iterator lru;  // when cached: unreferenced and kept
   };
 
-  explicit KvWindowPool(int32_t n_blocks);
+  KvWindowPool(int32_t n_blocks, absl::string_view what);
 
   std::vector<Block> blocks_;
   std::vector<BlockId> free_;
   std::list<BlockId> lru_;  // cached blocks, least recently released first
   absl::flat_hash_map<uint64_t, BlockId> kept_;
+  std::string what_;
 };
 
 }  // namespace moe

@@ -34,65 +34,89 @@ absl::StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKv
     return absl::InvalidArgumentError(absl::StrCat(
         o.windows.size(), " attention windows for a KV cache of ", shape.n_layer, " layers"));
   }
+  // A convolution layer carries a slot instead of rows: it never slides.
+  auto windowed = [&](size_t l) {
+    return !o.windows.empty() && o.windows[l] > 0 && !shape.layer_rows(l).carried;
+  };
   int64_t window = 0, window_layers = 0;
-  for (int64_t w : o.windows) {
-    window = std::max(window, w);
-    window_layers += w > 0;
+  for (size_t l = 0; l < o.windows.size(); ++l) {
+    if (!windowed(l)) continue;
+    window = std::max(window, o.windows[l]);
+    ++window_layers;
+  }
+  // A live slot for each sequence and one spare for its snapshots.
+  const int32_t max_sequences = std::max(o.max_sequences, 1);
+  const int32_t n_slots =
+      PagedKvStorage::SlotBytes(shape) > 0
+          ? static_cast<int32_t>(std::min(2 * int64_t{max_sequences}, int64_t{INT32_MAX}))
+          : 0;
+  std::optional<KvWindowPool> slot_pool;
+  if (n_slots > 0) {
+    MOE_ASSIGN_OR_RETURN(slot_pool,
+                         KvWindowPool::Create(n_slots, "slots of the convolution layers"));
   }
   if (window_layers == 0) {
     absl::StatusOr<PagedKvStorage> storage;
     if (o.bytes > 0) {
-      storage = PagedKvStorage::CreateForBytes(shape, o.bytes, memory);
+      storage = PagedKvStorage::CreateForBytes(shape, o.bytes, n_slots, memory);
     } else {
       MOE_ASSIGN_OR_RETURN(int32_t n, BlockCount(BlocksFor(o.positions, bs)));
-      storage = PagedKvStorage::Create(shape, n, memory);
+      storage = PagedKvStorage::Create(shape, n, n_slots, memory);
     }
     if (!storage.ok()) return storage.status();
     MOE_ASSIGN_OR_RETURN(KvBlockPool pool, KvBlockPool::Create(storage->n_blocks(), bs));
-    return std::unique_ptr<PagedKvCache>(new PagedKvCache(std::move(pool), *std::move(storage),
-                                                          std::nullopt, std::nullopt, {}, 0, 0));
+    return std::unique_ptr<PagedKvCache>(
+        new PagedKvCache(std::move(pool), *std::move(storage), std::nullopt, std::nullopt,
+                         std::move(slot_pool), {}, 0, 0, max_sequences));
   }
   PagedKvShape whole_shape = shape, window_shape = shape;
   whole_shape.n_layer = shape.n_layer - window_layers;
   window_shape.n_layer = window_layers;
-  whole_shape.conv_width.clear();
-  window_shape.conv_width.clear();
-  whole_shape.state_floats.clear();
-  window_shape.state_floats.clear();
-  std::vector<int32_t> slot;
-  int32_t whole_slot = 0, window_slot = 0;
+  for (PagedKvShape* s : {&whole_shape, &window_shape}) {
+    s->conv_width.clear();
+    s->conv_rows.clear();
+    s->state_floats.clear();
+  }
+  std::vector<int32_t> layer_map;
+  int32_t whole_at = 0, window_at = 0;
   for (size_t l = 0; l < o.windows.size(); ++l) {
-    const bool windowed = o.windows[l] > 0;
-    slot.push_back(windowed ? ~window_slot++ : whole_slot++);
-    if (!shape.conv_width.empty()) {
-      (windowed ? window_shape : whole_shape).conv_width.push_back(shape.conv_width[l]);
-    }
-    if (!shape.state_floats.empty()) {
-      (windowed ? window_shape : whole_shape).state_floats.push_back(shape.state_floats[l]);
-    }
+    const bool slides = windowed(l);
+    layer_map.push_back(slides ? ~window_at++ : whole_at++);
+    PagedKvShape& part = slides ? window_shape : whole_shape;
+    if (!shape.conv_width.empty()) part.conv_width.push_back(shape.conv_width[l]);
+    if (!shape.conv_rows.empty()) part.conv_rows.push_back(shape.conv_rows[l]);
+    if (!shape.state_floats.empty()) part.state_floats.push_back(shape.state_floats[l]);
   }
   // What running sequences may hold at once — each one's window before its step, rounded out
   // to blocks, plus the blocks its share of the step writes — and room to keep one window per
   // sequence cached with the prefixes it belongs to.
-  const int64_t sequences = std::max<int64_t>(o.max_sequences, 1);
+  const int64_t sequences = max_sequences;
   const int64_t before_step = BlocksFor(window - 1, bs);
   const int64_t wanted = sequences * (before_step + 2) + BlocksFor(o.max_step_tokens, bs) +
                          sequences * (before_step + 1);
   const size_t whole_bytes = whole_shape.n_layer > 0 ? PagedKvStorage::BlockBytes(whole_shape) : 0;
   const size_t window_bytes = PagedKvStorage::BlockBytes(window_shape);
+  const size_t slot_bytes =
+      whole_shape.n_layer > 0 ? n_slots * PagedKvStorage::SlotBytes(whole_shape) : 0;
+  if (o.bytes > 0 && o.bytes <= slot_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a KV cache of ", o.bytes, " bytes holds no block after its ", n_slots,
+                     " slots of the convolution layers, which take ", slot_bytes));
+  }
+  const size_t bytes = o.bytes > 0 ? o.bytes - slot_bytes : 0;  // the rows'
   int64_t n_whole = 0, n_window = 0;
   if (o.bytes == 0) {
     n_whole = BlocksFor(o.positions, bs);
     n_window = std::min(wanted, n_whole);
   } else if (whole_bytes == 0) {
     // Every layer slides: the bytes are the windows'; the positions still bound the lengths.
-    n_window = static_cast<int64_t>(o.bytes / window_bytes);
+    n_window = static_cast<int64_t>(bytes / window_bytes);
     n_whole = std::max(n_window, BlocksFor(o.positions, bs));
-  } else if (static_cast<size_t>(wanted) * (whole_bytes + window_bytes) <= o.bytes) {
+  } else if (static_cast<size_t>(wanted) * (whole_bytes + window_bytes) <= bytes) {
     n_window = wanted;
-    n_whole = static_cast<int64_t>((o.bytes - wanted * window_bytes) / whole_bytes);
+    n_whole = static_cast<int64_t>((bytes - wanted * window_bytes) / whole_bytes);
   } else {
-    n_whole = n_window = static_cast<int64_t>(o.bytes / (whole_bytes + window_bytes));
+    n_whole = n_window = static_cast<int64_t>(bytes / (whole_bytes + window_bytes));
   }
   if (n_whole <= 0 || n_window <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("a KV cache of ", o.bytes,
@@ -103,33 +127,38 @@ absl::StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKv
   MOE_ASSIGN_OR_RETURN(int32_t window_blocks, BlockCount(n_window));
   std::optional<PagedKvStorage> whole;
   if (whole_shape.n_layer > 0) {
-    MOE_ASSIGN_OR_RETURN(whole, PagedKvStorage::Create(whole_shape, whole_blocks, memory));
+    MOE_ASSIGN_OR_RETURN(whole, PagedKvStorage::Create(whole_shape, whole_blocks,
+                                                       slot_bytes > 0 ? n_slots : 0, memory));
   }
-  MOE_ASSIGN_OR_RETURN(PagedKvStorage windowed,
+  if (slot_bytes == 0) slot_pool.reset();
+  MOE_ASSIGN_OR_RETURN(PagedKvStorage windowed_rows,
                        PagedKvStorage::Create(window_shape, window_blocks, memory));
   MOE_ASSIGN_OR_RETURN(KvBlockPool pool, KvBlockPool::Create(whole_blocks, bs));
   MOE_ASSIGN_OR_RETURN(KvWindowPool window_pool, KvWindowPool::Create(window_blocks));
-  return std::unique_ptr<PagedKvCache>(
-      new PagedKvCache(std::move(pool), std::move(whole), std::move(window_pool),
-                       std::move(windowed), std::move(slot), window, o.max_step_tokens));
+  return std::unique_ptr<PagedKvCache>(new PagedKvCache(
+      std::move(pool), std::move(whole), std::move(window_pool), std::move(windowed_rows),
+      std::move(slot_pool), std::move(layer_map), window, o.max_step_tokens, max_sequences));
 }
 
 PagedKvCache::PagedKvCache(KvBlockPool pool, std::optional<PagedKvStorage> whole,
                            std::optional<KvWindowPool> window_pool,
-                           std::optional<PagedKvStorage> windowed, std::vector<int32_t> slot,
-                           int64_t window, int64_t max_step_tokens)
+                           std::optional<PagedKvStorage> windowed,
+                           std::optional<KvWindowPool> slot_pool, std::vector<int32_t> layer_map,
+                           int64_t window, int64_t max_step_tokens, int32_t max_sequences)
     : pool_(std::move(pool)),
       whole_(std::move(whole)),
       window_pool_(std::move(window_pool)),
       windowed_(std::move(windowed)),
-      slot_(std::move(slot)),
+      slot_pool_(std::move(slot_pool)),
+      layer_map_(std::move(layer_map)),
       window_(window),
-      max_step_tokens_(std::max<int64_t>(max_step_tokens, 1)) {}
+      max_step_tokens_(std::max<int64_t>(max_step_tokens, 1)),
+      max_sequences_(max_sequences) {}
 
 PagedKvSequence PagedKvCache::NewSequence() {
   PagedKvStorage* whole = whole_ ? &*whole_ : nullptr;
   if (!window_pool_) return PagedKvSequence(whole);
-  return PagedKvSequence(whole, &*windowed_, &slot_);
+  return PagedKvSequence(whole, &*windowed_, &layer_map_);
 }
 
 size_t PagedKvCache::byte_size() const {
@@ -152,29 +181,35 @@ int64_t PagedKvCache::ReusePrefix(PagedKvSequence& seq, absl::Span<const int32_t
     pool_.Release(chain.back());
     chain.pop_back();
   }
-  std::vector<KvWindowPool::BlockId> window;
-  if (window_pool_) {
-    window.assign(chain.size(), KvWindowPool::kNoBlock);
-    // Shorten the prefix until the window its next position reads is cached with it.
-    while (!chain.empty()) {
-      const int64_t k = std::ssize(chain);
-      bool cached = true;
-      for (int64_t b = FirstWindowBlock(k * bs); b < k && cached; ++b) {
-        window[b] = window_pool_->Find(pool_.serial(chain[b]));
-        cached = window[b] != KvWindowPool::kNoBlock;
-      }
-      if (cached) break;
-      for (KvWindowPool::BlockId& w : window) {
-        if (w != KvWindowPool::kNoBlock) window_pool_->Release(w);
-        w = KvWindowPool::kNoBlock;
-      }
-      pool_.Release(chain.back());
-      chain.pop_back();
-      window.pop_back();
+  std::vector<KvWindowPool::BlockId> window, snapshots;
+  if (window_pool_) window.assign(chain.size(), KvWindowPool::kNoBlock);
+  if (slot_pool_) snapshots.assign(chain.size(), KvWindowPool::kNoBlock);
+  // Shorten the prefix until the window its next position reads, and the snapshot of what
+  // followed its last position, are cached with it.
+  while (!chain.empty() && (window_pool_ || slot_pool_)) {
+    const int64_t k = std::ssize(chain);
+    bool cached = true;
+    for (int64_t b = FirstWindowBlock(k * bs); window_pool_ && b < k && cached; ++b) {
+      window[b] = window_pool_->Find(pool_.serial(chain[b]));
+      cached = window[b] != KvWindowPool::kNoBlock;
     }
+    if (cached && slot_pool_) {
+      snapshots[k - 1] = slot_pool_->Find(pool_.serial(chain[k - 1]));
+      cached = snapshots[k - 1] != KvWindowPool::kNoBlock;
+    }
+    if (cached) break;
+    for (KvWindowPool::BlockId& w : window) {
+      if (w != KvWindowPool::kNoBlock) window_pool_->Release(w);
+      w = KvWindowPool::kNoBlock;
+    }
+    pool_.Release(chain.back());
+    chain.pop_back();
+    if (window_pool_) window.pop_back();
+    if (slot_pool_) snapshots.pop_back();
   }
   seq.blocks() = std::move(chain);
   seq.window_blocks() = std::move(window);
+  seq.snapshots = std::move(snapshots);
   seq.blocks_offered = std::ssize(seq.blocks());
   seq.offered_tail = seq.blocks().empty() ? KvBlockPool::kNoBlock : seq.blocks().back();
   seq.offered_tail_serial = seq.blocks().empty() ? 0 : pool_.serial(seq.offered_tail);
@@ -185,6 +220,9 @@ bool PagedKvCache::CanGrow(const PagedKvSequence& seq, int64_t from, int64_t to)
   const int64_t bs = block_size();
   const int64_t held = std::ssize(seq.blocks());
   if (BlocksFor(to, bs) - held > pool_.available()) return false;
+  if (slot_pool_ && seq.live_slot == KvWindowPool::kNoBlock && slot_pool_->available() == 0) {
+    return false;
+  }
   if (!window_pool_) return true;
   const auto& window = seq.window_blocks();
   const int64_t first = FirstWindowBlock(from);
@@ -212,6 +250,7 @@ absl::Status PagedKvCache::Grow(PagedKvSequence& seq, int64_t from, int64_t to) 
       window[b] = KvWindowPool::kNoBlock;
     }
   }
+  if (slot_pool_) MOE_RETURN_IF_ERROR(TakeLiveSlot(seq, from));
   while (std::ssize(blocks) < BlocksFor(to, bs)) {
     MOE_ASSIGN_OR_RETURN(KvBlockPool::BlockId b, pool_.Allocate());
     blocks.push_back(b);
@@ -224,7 +263,63 @@ absl::Status PagedKvCache::Grow(PagedKvSequence& seq, int64_t from, int64_t to) 
       }
     }
   }
+  // Nothing fails after this: a step that is never run leaves a snapshot unused, not wrong.
+  if (slot_pool_) SnapshotLastCompletedBlock(seq, from, to);
   return absl::OkStatus();
+}
+
+absl::Status PagedKvCache::TakeLiveSlot(PagedKvSequence& seq, int64_t from) {
+  // The step reads what followed position from - 1: the snapshot of that block, if it has one
+  // (else the live slot holds it). Earlier snapshots are kept under their prefix or freed.
+  const int64_t needed = from > 0 ? (from - 1) / block_size() : 0;
+  for (int64_t b = 0; b < std::min(needed, std::ssize(seq.snapshots)); ++b) {
+    if (seq.snapshots[b] != KvWindowPool::kNoBlock) slot_pool_->Release(seq.snapshots[b]);
+    seq.snapshots[b] = KvWindowPool::kNoBlock;
+  }
+  if (seq.live_slot == KvWindowPool::kNoBlock) {
+    MOE_ASSIGN_OR_RETURN(seq.live_slot, slot_pool_->Allocate());
+    ++live_slots_;
+  }
+  return absl::OkStatus();
+}
+
+void PagedKvCache::SnapshotLastCompletedBlock(PagedKvSequence& seq, int64_t from, int64_t to) {
+  const int64_t bs = block_size();
+  auto& snapshots = seq.snapshots;
+  snapshots.resize(seq.blocks().size(), KvWindowPool::kNoBlock);
+  // The blocks up to the last one the step completes run in the live slot, which that block
+  // keeps as its snapshot; the rest of the step runs in a fresh one (taking the state over at
+  // its first position). Only with a slot spare beyond a live one for every sequence that may
+  // still need one: else no snapshot, and a later prompt reuses a shorter prefix.
+  const int64_t last = to / bs - 1;
+  int32_t ran_in = seq.live_slot;
+  if (last >= from / bs && snapshots[last] == KvWindowPool::kNoBlock &&
+      slot_pool_->available() > max_sequences_ - live_slots_) {
+    snapshots[last] = ran_in;
+    seq.live_slot = *slot_pool_->Allocate();  // one is available
+  }
+  auto& table = seq.state_table();
+  table.resize(snapshots.size());
+  for (int64_t b = 0; b < std::ssize(table); ++b) {
+    if (snapshots[b] != KvWindowPool::kNoBlock) {
+      table[b] = snapshots[b];
+    } else {
+      table[b] = b <= last ? ran_in : seq.live_slot;
+    }
+  }
+}
+
+void PagedKvCache::ReleaseSlots(PagedKvSequence& seq) {
+  for (KvWindowPool::BlockId s : seq.snapshots) {
+    if (s != KvWindowPool::kNoBlock) slot_pool_->Release(s);
+  }
+  if (seq.live_slot != KvWindowPool::kNoBlock) {
+    slot_pool_->Release(seq.live_slot);
+    --live_slots_;
+  }
+  seq.snapshots.clear();
+  seq.live_slot = KvWindowPool::kNoBlock;
+  seq.state_table().clear();
 }
 
 void PagedKvCache::Commit(PagedKvSequence& seq, absl::Span<const int32_t> tokens,
@@ -251,10 +346,13 @@ void PagedKvCache::Commit(PagedKvSequence& seq, absl::Span<const int32_t> tokens
         pool_.Commit(parent, block, held) ? block : pool_.Lookup(parent, held);
     seq.offered_tail = committed;
     seq.offered_tail_serial = committed == KvBlockPool::kNoBlock ? 0 : pool_.serial(committed);
-    if (committed != KvBlockPool::kNoBlock && window_pool_ &&
-        seq.window_blocks()[b] != KvWindowPool::kNoBlock) {
-      // False when that prefix block's window rows are cached already.
+    if (committed == KvBlockPool::kNoBlock) continue;
+    // Each false when that prefix block's window rows or snapshot are cached already.
+    if (window_pool_ && seq.window_blocks()[b] != KvWindowPool::kNoBlock) {
       window_pool_->Keep(seq.window_blocks()[b], seq.offered_tail_serial);
+    }
+    if (slot_pool_ && b < std::ssize(seq.snapshots) && seq.snapshots[b] != KvWindowPool::kNoBlock) {
+      slot_pool_->Keep(seq.snapshots[b], seq.offered_tail_serial);
     }
   }
 }
@@ -264,6 +362,7 @@ void PagedKvCache::Release(PagedKvSequence& seq) {
   for (KvWindowPool::BlockId w : seq.window_blocks()) {
     if (w != KvWindowPool::kNoBlock) window_pool_->Release(w);
   }
+  if (slot_pool_) ReleaseSlots(seq);
   seq.blocks().clear();
   seq.window_blocks().clear();
   seq.blocks_offered = 0;

@@ -9,6 +9,15 @@
 // a cached prefix only as far as the window rows its first new position reads are cached too
 // (else it reuses a shorter prefix, or none).
 //
+// Convolution layers (short, Mamba-2's, a gated delta net's) keep no rows per position but a slot
+// (kv_type.h), from a pool of twice max_sequences: each running sequence's positions run in a
+// live slot of its own, and the last block a step completes keeps the slot it ends with as a
+// snapshot, the sequence going on in a fresh one — if one is spare beyond a live slot for every
+// sequence that may still need one. A committed block's snapshot is kept under its serial as a
+// window block is, so a prompt that shares the prefix starts from it; a cached prefix is reused
+// only as far as such a snapshot ends it. So these layers cost two of llama.cpp's per-sequence
+// states a sequence, rather than a state and rows per block.
+//
 // Not thread-safe: the scheduler that owns it serialises its calls.
 #pragma once
 
@@ -61,6 +70,10 @@ class PagedKvCache {
   int32_t window_blocks() const { return window_pool_ ? window_pool_->n_blocks() : 0; }
   int32_t window_blocks_in_use() const { return window_pool_ ? window_pool_->referenced() : 0; }
   int32_t window_blocks_cached() const { return window_pool_ ? window_pool_->cached() : 0; }
+  // The convolution layers' slots (0 when no layer carries one).
+  int32_t state_slots() const { return slot_pool_ ? slot_pool_->n_blocks() : 0; }
+  int32_t state_slots_in_use() const { return slot_pool_ ? slot_pool_->referenced() : 0; }
+  int32_t state_slots_cached() const { return slot_pool_ ? slot_pool_->cached() : 0; }
   size_t byte_size() const;
 
   // Takes into the empty `seq` the cached blocks of `tokens`' longest prefix it may reuse: whole
@@ -68,11 +81,12 @@ class PagedKvCache {
   // with the window rows the next position reads. Returns the positions reused.
   int64_t ReusePrefix(PagedKvSequence& seq, absl::Span<const int32_t> tokens);
   // Whether the pools could give `seq` what Grow(seq, from, to) takes: blocks for positions up
-  // to `to`, and window blocks for the first step from `from`.
+  // to `to`, window blocks for the first step from `from`, and a live slot.
   bool CanGrow(const PagedKvSequence& seq, int64_t from, int64_t to) const;
-  // Before a step computes positions [from, to): gives back the window blocks no position from
-  // `from` on reads, and takes the blocks the step writes and reads. ResourceExhausted when a
-  // pool has none left (what it took stays the sequence's).
+  // Before a step computes positions [from, to): gives back the window blocks and snapshots no
+  // position from `from` on reads, takes the blocks the step writes and reads and a live slot,
+  // and names the slot each block runs in. ResourceExhausted when a pool has none left (what it
+  // took stays the sequence's).
   absl::Status Grow(PagedKvSequence& seq, int64_t from, int64_t to);
   // Offers the full blocks of the sequence's first `computed` positions, which hold `tokens`,
   // to later prompts.
@@ -83,17 +97,27 @@ class PagedKvCache {
  private:
   PagedKvCache(KvBlockPool pool, std::optional<PagedKvStorage> whole,
                std::optional<KvWindowPool> window_pool, std::optional<PagedKvStorage> windowed,
-               std::vector<int32_t> slot, int64_t window, int64_t max_step_tokens);
+               std::optional<KvWindowPool> slot_pool, std::vector<int32_t> layer_map,
+               int64_t window, int64_t max_step_tokens, int32_t max_sequences);
   // The first block position `from`'s window reads (0 without window layers).
   int64_t FirstWindowBlock(int64_t from) const;
+  // The slots of a step over [from, to): TakeLiveSlot gives back the snapshots before the block
+  // holding position from - 1 and takes a live slot (the one part that may fail);
+  // SnapshotLastCompletedBlock then names the slot each block runs in.
+  absl::Status TakeLiveSlot(PagedKvSequence& seq, int64_t from);
+  void SnapshotLastCompletedBlock(PagedKvSequence& seq, int64_t from, int64_t to);
+  void ReleaseSlots(PagedKvSequence& seq);
 
   KvBlockPool pool_;
   std::optional<PagedKvStorage> whole_;  // none when every layer slides
   std::optional<KvWindowPool> window_pool_;
   std::optional<PagedKvStorage> windowed_;  // with window_pool_: the window layers' rows
-  std::vector<int32_t> slot_;               // PagedKvSequence's layer map; empty: all whole
+  std::optional<KvWindowPool> slot_pool_;   // the convolution layers' slots, in whole_
+  std::vector<int32_t> layer_map_;          // PagedKvSequence's layer map; empty: all whole
   int64_t window_ = 0;                      // the widest window
   int64_t max_step_tokens_ = 0;
+  int32_t max_sequences_ = 1;
+  int32_t live_slots_ = 0;  // sequences holding a live slot
 };
 
 }  // namespace moe

@@ -1,9 +1,10 @@
-// The K and V data of a paged KV cache (issue 17): for each layer, a pool of blocks of
-// 2^block_shift positions, each position a row of n_kv_heads x head_dim in F32, F16 or Q8_0 (or,
-// for a short-convolution layer, one F32 row of its convolution's input, and for a recurrent
-// layer also one state per block: kv_type.h). A
-// sequence's block table (from KvBlockPool) turns it into the KvLayerView the backend writes and
-// attends through, so sequences of any length share one allocation made at creation.
+// The K and V data of a paged KV cache (issue 17): for each attention layer, a pool of blocks of
+// 2^block_shift positions, each position a row of n_kv_heads x head_dim in F32, F16 or Q8_0; for
+// each convolution layer, a pool of slots, each one what the layer carries from a position to
+// the next (its input's last rows and, for a recurrent layer, its state: kv_type.h). A
+// sequence's block table (from KvBlockPool) and state table (which slot each block's positions
+// run in) turn it into the KvLayerView the backend writes and attends through, so sequences of
+// any length share one allocation made at creation.
 #pragma once
 
 #include <cstdint>
@@ -28,62 +29,80 @@ struct PagedKvShape {
   int block_shift = 5;        // 32 positions per block
   // No separate values: V rows are the K rows (latent attention reads them from the keys).
   bool values_in_keys = false;
-  // Per layer (or empty: none): > 0 for a short-convolution layer, the width of its rows;
-  // kNoKvRows for a layer that caches nothing.
+  // Per layer (or empty: none): > 0 for a convolution layer, the width of its rows, which it
+  // carries conv_rows of in a slot, with a state of state_floats F32 values for a recurrent
+  // layer; kNoKvRows for a layer that caches nothing.
   std::vector<int64_t> conv_width = {};
-  // Per layer (or empty: none): > 0 for a recurrent layer (a convolution layer with a state), the
-  // F32 values of its state, which every block keeps one of.
+  std::vector<int64_t> conv_rows = {};
   std::vector<int64_t> state_floats = {};
 
   int64_t planes() const { return values_in_keys ? 1 : 2; }  // K and V, or K alone
   KvLayerRows layer_rows(int64_t l) const {
-    return KvLayerRows::Of(conv_width, state_floats, l,
+    return KvLayerRows::Of(conv_width, conv_rows, state_floats, l,
                            KvLayerRows::Attention(dtype, n_kv_heads, head_dim, values_in_keys));
   }
 };
 
 class PagedKvStorage {
  public:
-  // The blocks are zeroed, in `memory`: the backend's that computes on them.
+  // The blocks and slots are zeroed, in `memory`: the backend's that computes on them. Without a
+  // slot count, a shape that carries slots gets one a block (each block its own slot).
   static absl::StatusOr<PagedKvStorage> Create(const PagedKvShape& shape, int32_t n_blocks,
                                                MemorySpace& memory = HostMemory());
-  // As many whole blocks as fit in `bytes` (at least one, or an error naming the block's size).
+  static absl::StatusOr<PagedKvStorage> Create(const PagedKvShape& shape, int32_t n_blocks,
+                                               int32_t n_slots, MemorySpace& memory);
+  // n_slots and as many whole blocks as fit in the rest of `bytes` (at least one, or an error
+  // naming the sizes).
   static absl::StatusOr<PagedKvStorage> CreateForBytes(const PagedKvShape& shape, size_t bytes,
+                                                       int32_t n_slots = 0,
                                                        MemorySpace& memory = HostMemory());
 
   // Bytes one block takes over all layers, K and V (or K alone).
   static size_t BlockBytes(const PagedKvShape& shape);
+  // Bytes one slot takes over all convolution layers (0: none carries one).
+  static size_t SlotBytes(const PagedKvShape& shape);
 
   int32_t n_blocks() const { return n_blocks_; }
+  int32_t n_slots() const { return n_slots_; }
   int64_t block_rows() const { return int64_t{1} << shape_.block_shift; }
   const PagedKvShape& shape() const { return shape_; }
-  size_t byte_size() const { return static_cast<size_t>(n_blocks_) * BlockBytes(shape_); }
+  size_t byte_size() const {
+    return static_cast<size_t>(n_blocks_) * BlockBytes(shape_) +
+           static_cast<size_t>(n_slots_) * SlotBytes(shape_);
+  }
 
-  // Layer l of the sequence whose positions live in `table`'s blocks; valid while the table's
-  // memory is.
-  KvLayerView layer(int64_t l, absl::Span<const int32_t> table);
+  // Layer l of the sequence whose positions live in `table`'s blocks and run in the slots of
+  // `state_table` (a slot per block; empty: the block's own); valid while the tables' memory is.
+  KvLayerView layer(int64_t l, absl::Span<const int32_t> table,
+                    absl::Span<const int32_t> state_table = {});
 
  private:
-  PagedKvStorage(const PagedKvShape& shape, int32_t n_blocks, BackendBuffer<uint8_t> m);
+  PagedKvStorage(const PagedKvShape& shape, int32_t n_blocks, int32_t n_slots,
+                 BackendBuffer<uint8_t> m);
 
   PagedKvShape shape_;
-  int32_t n_blocks_ = 0;
-  BackendBuffer<uint8_t> memory_;  // [layer][K, V (unless in K)][block][row], then [block] states
+  int32_t n_blocks_ = 0, n_slots_ = 0;
+  BackendBuffer<uint8_t> memory_;     // [layer][K, V (unless in K)][block][row], then [layer][slot]
   std::vector<int64_t> layer_start_;  // per layer: where its rows start in memory_
+  std::vector<int64_t> slot_start_;   // per layer: where its slots start in memory_
 };
 
 // One sequence's positions in a paged cache: its block table (from KvBlockPool), which the
 // owner grows before a step needs the room. In a cache whose sliding-window layers keep their
 // rows apart (PagedKvCache), those layers read a second table (from KvWindowPool) of the same
-// length, kNoBlock where the window has passed.
+// length, kNoBlock where the window has passed. The convolution layers run each block's
+// positions in the slot its state table names (empty: the block's own, a standalone storage's
+// layout); PagedKvCache sets it before each step.
 class PagedKvSequence final : public KvSequence {
  public:
   // Every layer in `storage`.
   explicit PagedKvSequence(PagedKvStorage* storage) : whole_(storage) {}
-  // Layer l in whole's layer slot[l] when slot[l] >= 0, else in windowed's layer ~slot[l];
-  // `whole` may be null when every layer slides. The storages and slots outlive the sequence.
-  PagedKvSequence(PagedKvStorage* whole, PagedKvStorage* windowed, const std::vector<int32_t>* slot)
-      : whole_(whole), windowed_(windowed), slot_(slot) {}
+  // Layer l in whole's layer layer_map[l] when that is >= 0, else in windowed's layer
+  // ~layer_map[l]; `whole` may be null when every layer slides. The storages and the map
+  // outlive the sequence.
+  PagedKvSequence(PagedKvStorage* whole, PagedKvStorage* windowed,
+                  const std::vector<int32_t>* layer_map)
+      : whole_(whole), windowed_(windowed), layer_map_(layer_map) {}
 
   KvLayerView layer(int64_t l) override;
   int64_t capacity() const override {
@@ -93,18 +112,24 @@ class PagedKvSequence final : public KvSequence {
   const std::vector<int32_t>& blocks() const { return blocks_; }
   std::vector<int32_t>& window_blocks() { return window_blocks_; }
   const std::vector<int32_t>& window_blocks() const { return window_blocks_; }
+  std::vector<int32_t>& state_table() { return state_table_; }
+  const std::vector<int32_t>& state_table() const { return state_table_; }
   // Leading blocks already offered to the pool for sharing, and the committed block the last of
   // them is (its own, or an equal one committed first; kNoBlock: none) with that block's serial,
   // which tells whether it is still the same block.
   int64_t blocks_offered = 0;
   int32_t offered_tail = -1;
   uint64_t offered_tail_serial = 0;
+  // PagedKvCache's slots: the one the sequence's next positions run in (-1: none yet), and per
+  // block the snapshot the sequence holds of what followed its last position (-1: none).
+  int32_t live_slot = -1;
+  std::vector<int32_t> snapshots;
 
  private:
   PagedKvStorage* whole_ = nullptr;
   PagedKvStorage* windowed_ = nullptr;
-  const std::vector<int32_t>* slot_ = nullptr;
-  std::vector<int32_t> blocks_, window_blocks_;
+  const std::vector<int32_t>* layer_map_ = nullptr;
+  std::vector<int32_t> blocks_, window_blocks_, state_table_;
 };
 
 }  // namespace moe

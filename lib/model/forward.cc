@@ -68,16 +68,19 @@ void Transformer::AddCosts(absl::Span<const SequenceChunk> batch, Telemetry* tel
         const int64_t window = windows[l];
         const int64_t seen = window > 0 ? std::min(pos + 1, window) : pos + 1;
         const AttentionPart part = model_->layers()[l].parts.attention;
+        // A convolution's kernel over each channel's last positions.
+        const int64_t short_kernel = std::min(pos + 1, h.short_conv_kernel);
+        const int64_t ssm_kernel = std::min(pos + 1, h.ssm_conv_kernel);
         if (part == AttentionPart::kNone) continue;
         if (part == AttentionPart::kShortConv) {
-          macs += h.n_embd * seen;  // the kernel over each channel's last positions
+          macs += h.n_embd * short_kernel;
         } else if (part == AttentionPart::kMamba2) {
-          // The kernel over each channel, then each head's state: decay, input and output.
-          macs += h.ssm_conv_channels() * seen + 3 * h.ssm_state_floats();
+          // The kernel, then each head's state: decay, input and output.
+          macs += h.ssm_conv_channels() * ssm_kernel + 3 * h.ssm_state_floats();
         } else if (part == AttentionPart::kGatedDeltaNet) {
-          // The kernel over each channel, then each value head's state: decay, the two products
-          // with k and q, the update.
-          macs += h.ssm_conv_channels() * seen + 4 * h.ssm_state_floats();
+          // The kernel, then each value head's state: decay, the two products with k and q, the
+          // update.
+          macs += h.ssm_conv_channels() * ssm_kernel + 4 * h.ssm_state_floats();
         } else {
           macs += h.n_head * (score_size + value_size) * seen;
         }

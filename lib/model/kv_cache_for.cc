@@ -7,7 +7,8 @@ absl::StatusOr<KvCache> KvCacheFor(const Model& model, int64_t n_ctx, DType kv_t
   const HParams& h = model.hp();
   const SlidingWindows sliding{model.attention_windows(), max_step_tokens};
   return KvCache::Create(h.n_layer, n_ctx, h.n_head_kv, h.head_dim, kv_type, h.values_in_keys(),
-                         sliding, model.conv_widths(), model.state_floats(), memory);
+                         sliding, model.conv_widths(), model.conv_rows(), model.state_floats(),
+                         memory);
 }
 
 }  // namespace moe

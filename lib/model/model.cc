@@ -154,14 +154,18 @@ absl::Status Model::Resolve() {
   pruned_ = spec_.PrunedMask();
   weightless_ = spec_.WeightlessMask();
   const Architecture& arch = ArchitectureOf(spec_.arch);
-  // What the convolution layers cache instead of K and V: rows of their inputs and, for a
-  // recurrent layer, a state (both lists empty when no layer has them).
+  // What the convolution layers carry instead of K and V rows: their input's last kernel - 1
+  // rows and, for a recurrent layer, a state (the lists empty when no layer has them).
   for (int l = 0; l < h.n_layer; ++l) {
     const bool short_conv = h.layer_short_conv(l), ssm = h.layer_ssm(l);
     const bool ffn_only = h.layer_ffn_only(l);  // a feed-forward part alone caches nothing
     if (!short_conv && !ssm && !ffn_only) continue;
     conv_widths_.resize(h.n_layer, 0);
+    conv_rows_.resize(h.n_layer, 0);
     conv_widths_[l] = ffn_only ? kNoKvRows : short_conv ? h.n_embd : h.ssm_conv_channels();
+    if (ffn_only) continue;
+    conv_rows_[l] =
+        std::max<int64_t>(0, (short_conv ? h.short_conv_kernel : h.ssm_conv_kernel) - 1);
     if (!ssm) continue;
     state_floats_.resize(h.n_layer, 0);
     state_floats_[l] = h.ssm_state_floats();

@@ -95,10 +95,12 @@ class Model {
   const std::vector<LayerWeights>& layers() const { return layers_; }
   // Each layer's attention window (0: the whole context), for KV caches that keep only it.
   const std::vector<int64_t>& attention_windows() const { return attention_windows_; }
-  // Per layer, the width of the rows a convolution layer (short or Mamba-2) caches instead of K
-  // and V (0: an attention layer); empty when no layer convolves. With attention_windows, a KV
-  // cache's shape.
+  // Per layer, the width of the rows a convolution layer (short or Mamba-2's) carries instead
+  // of K and V (0: an attention layer; kNoKvRows: a layer that keeps nothing); empty when no
+  // layer convolves. With conv_rows and state_floats, a KV cache's shape.
   const std::vector<int64_t>& conv_widths() const { return conv_widths_; }
+  // Per layer, the rows a convolution layer carries: its kernel's length - 1 (else 0).
+  const std::vector<int64_t>& conv_rows() const { return conv_rows_; }
   // Per layer, the F32 values of a recurrent layer's state (0: none); empty when no layer has
   // one. Such a layer's conv_widths entry is its convolution's.
   const std::vector<int64_t>& state_floats() const { return state_floats_; }
@@ -133,6 +135,7 @@ class Model {
   std::vector<LayerWeights> layers_;
   std::vector<int64_t> attention_windows_;
   std::vector<int64_t> conv_widths_;
+  std::vector<int64_t> conv_rows_;
   std::vector<int64_t> state_floats_;
   std::vector<std::vector<bool>> pruned_;
   std::vector<std::vector<bool>> weightless_;  // ModelSpec::WeightlessMask, while resolving

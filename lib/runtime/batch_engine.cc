@@ -118,6 +118,7 @@ absl::StatusOr<std::unique_ptr<BatchEngine>> BatchEngine::Create(
   kv.shape = {h.n_layer, h.n_head_kv, h.head_dim, options.kv_type, 0, h.values_in_keys()};
   while ((1 << kv.shape.block_shift) < bs) ++kv.shape.block_shift;
   kv.shape.conv_width = engine->model()->conv_widths();
+  kv.shape.conv_rows = engine->model()->conv_rows();
   kv.shape.state_floats = engine->model()->state_floats();
   kv.windows = engine->model()->attention_windows();
   kv.positions = options.kv_tokens > 0 ? options.kv_tokens : std::max<int64_t>(16384, n_ctx);
@@ -160,6 +161,7 @@ BatchEngine::BatchEngine(std::shared_ptr<const Engine> engine, const BatchEngine
   stats_.kv_blocks = cache_->n_blocks();
   stats_.block_size = cache_->block_size();
   stats_.kv_window_blocks = cache_->window_blocks();
+  stats_.kv_state_slots = cache_->state_slots();
   stats_.kv_bytes = static_cast<int64_t>(cache_->byte_size());
 }
 
@@ -650,6 +652,8 @@ void BatchEngine::PublishPoolLocked() {
   stats_.kv_blocks_cached = cache_->blocks_cached();
   stats_.kv_window_blocks_in_use = cache_->window_blocks_in_use();
   stats_.kv_window_blocks_cached = cache_->window_blocks_cached();
+  stats_.kv_state_slots_in_use = cache_->state_slots_in_use();
+  stats_.kv_state_slots_cached = cache_->state_slots_cached();
 }
 
 BatchEngineStats BatchEngine::stats() const {

@@ -138,6 +138,9 @@ struct BatchEngineStats {
   // The sliding-window layers' own blocks (0 when no layer slides): each request holds those its
   // window still reads; cached ones keep the windows of shared prefixes.
   int32_t kv_window_blocks = 0, kv_window_blocks_in_use = 0, kv_window_blocks_cached = 0;
+  // The convolution layers' slots (0 when no layer convolves): a live one per running request,
+  // snapshots of what followed a block's last position; cached ones end shared prefixes.
+  int32_t kv_state_slots = 0, kv_state_slots_in_use = 0, kv_state_slots_cached = 0;
   int64_t kv_bytes = 0;  // the paged cache's memory
   double step_s = 0;  // time in steps
   StageTimes time;    // where the steps' forward passes spent it

@@ -170,6 +170,16 @@ std::string EngineMetricsText(const BatchEngineStats& s, const std::string& labe
                                  s.kv_window_blocks_cached),
              "state=\"free\"");
   }
+  if (s.kv_state_slots > 0) {
+    w.Family("moe_engine_kv_state_slots", "gauge",
+             "The slots of the convolution layers (their last rows and recurrent state), by "
+             "state.");
+    w.Sample(static_cast<double>(s.kv_state_slots_in_use), "state=\"in_use\"");
+    w.Sample(static_cast<double>(s.kv_state_slots_cached), "state=\"cached\"");
+    w.Sample(
+        static_cast<double>(s.kv_state_slots - s.kv_state_slots_in_use - s.kv_state_slots_cached),
+        "state=\"free\"");
+  }
   gauge("moe_engine_kv_bytes", "The paged KV cache's memory in bytes.",
         static_cast<double>(s.kv_bytes));
   gauge("moe_engine_kv_block_positions", "Positions per KV block.", s.block_size);

@@ -1,7 +1,8 @@
 // The batching engine's paged cache: without sliding-window layers it is one pool as before;
 // with them those layers take a smaller pool of their own, a sequence holds only the blocks its
 // window reads (and every row it may read is the one written there, beside other sequences),
-// and a cached prefix is reused only as far as its window rows are cached too.
+// and a cached prefix is reused only as far as its window rows are cached too. Convolution
+// layers carry slots instead of rows: a live one per sequence, snapshots at block ends.
 #include "lib/kv/paged_kv_cache.h"
 
 #include <vector>
@@ -215,6 +216,98 @@ TEST(PagedKvCacheTest, AFullCacheIsAStatusAndLosesNothing) {
   c->Release(a);
   EXPECT_EQ(c->blocks_in_use(), 0);
   EXPECT_TRUE(c->CanGrow(b, 0, 16));
+}
+
+}  // namespace
+}  // namespace moe
+
+namespace moe {
+namespace {
+
+// An attention layer, a recurrent layer (3 carried rows of 6 and a state of 10) and a short
+// convolution (2 rows of 8): blocks of 4 positions.
+PagedKvShape ConvolutionShape() {
+  PagedKvShape s = Shape(3, 2);
+  s.conv_width = {0, 6, 8};
+  s.conv_rows = {0, 3, 2};
+  s.state_floats = {0, 10, 0};
+  return s;
+}
+
+// The convolution layers keep no rows: a slot pool of a live and a spare slot per sequence,
+// whatever windows they are given, beside the attention layer's blocks.
+TEST(PagedKvCacheTest, ConvolutionLayersCarrySlotsInsteadOfRows) {
+  PagedKvCacheOptions o;
+  o.shape = ConvolutionShape();
+  const std::vector<int64_t> windows = {0, 4, 3};  // a convolution never slides
+  o.windows = windows;
+  o.positions = 64;
+  o.max_sequences = 3;
+  auto cache = Cache(o);
+  ASSERT_NE(cache, nullptr);
+  EXPECT_EQ(cache->window_blocks(), 0);
+  EXPECT_EQ(cache->state_slots(), 6);
+  EXPECT_EQ(cache->n_blocks(), 16);
+  const size_t slot = (10 + 3 * 6 + 2 * 8) * sizeof(float);
+  EXPECT_EQ(PagedKvStorage::SlotBytes(o.shape), slot);
+  EXPECT_EQ(cache->byte_size(), 16 * 2 * 4 * kRow * sizeof(float) + 6 * slot);
+  // Sized in bytes, the slots are taken first.
+  o.bytes = 6 * slot + 5 * 2 * 4 * kRow * sizeof(float) + 7;
+  auto sized = Cache(o);
+  ASSERT_NE(sized, nullptr);
+  EXPECT_EQ(sized->n_blocks(), 5);
+  o.bytes = 6 * slot;
+  EXPECT_FALSE(PagedKvCache::Create(o).ok());
+}
+
+// A step runs every block up to the last one it completes in the sequence's live slot, which
+// that block keeps as its snapshot; a committed block's snapshot stays cached and starts a prompt
+// that shares the prefix. A snapshot is taken only with a slot spare beyond a live one for every
+// sequence that may still need one.
+TEST(PagedKvCacheTest, SnapshotsEndCachedPrefixesAndLeaveEverySequenceALiveSlot) {
+  PagedKvCacheOptions o;
+  o.shape = ConvolutionShape();
+  o.positions = 64;
+  o.max_sequences = 2;
+  auto cache = Cache(o);
+  ASSERT_NE(cache, nullptr);
+  std::vector<int32_t> tokens(40);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(i);
+  PagedKvSequence a = cache->NewSequence();
+  ASSERT_TRUE(cache->Grow(a, 0, 10).ok());  // completes blocks 0 and 1
+  const std::vector<int32_t> table = a.state_table();
+  ASSERT_EQ(table.size(), 3u);
+  EXPECT_EQ(table[0], table[1]) << "the blocks before the last completed run in its slot";
+  EXPECT_NE(table[1], table[2]) << "the rest of the step runs in a fresh live slot";
+  EXPECT_EQ(a.snapshots[1], table[1]);
+  EXPECT_EQ(a.live_slot, table[2]);
+  EXPECT_EQ(a.layer(1).state_table, a.state_table().data());
+  EXPECT_EQ(cache->state_slots_in_use(), 2);
+  cache->Commit(a, tokens, 10);
+  ASSERT_TRUE(cache->Grow(a, 10, 11).ok());  // past block 1: its snapshot is only cached now
+  EXPECT_EQ(cache->state_slots_in_use(), 1);
+  EXPECT_EQ(cache->state_slots_cached(), 1);
+
+  // A prompt sharing the first 9 tokens reuses the two committed blocks, from block 1's end.
+  std::vector<int32_t> other(tokens.begin(), tokens.begin() + 9);
+  other.push_back(99);
+  PagedKvSequence b = cache->NewSequence();
+  EXPECT_EQ(cache->ReusePrefix(b, other), 8);
+  EXPECT_EQ(b.snapshots[1], table[1]);
+
+  // Before b takes its live slot, `a` may hold at most one snapshot beside its own live slot.
+  ASSERT_TRUE(cache->Grow(a, 11, 16).ok());  // completes block 3: a snapshot (3 of 4 held)
+  EXPECT_NE(a.snapshots[3], KvWindowPool::kNoBlock);
+  ASSERT_TRUE(cache->Grow(a, 16, 20).ok());  // completes block 4: the last slot is b's
+  EXPECT_EQ(a.snapshots[4], KvWindowPool::kNoBlock);
+  EXPECT_EQ(cache->state_slots_in_use(), 3);
+  EXPECT_TRUE(cache->CanGrow(b, 8, 10));
+  ASSERT_TRUE(cache->Grow(b, 8, 10).ok());
+  EXPECT_EQ(b.state_table()[1], table[1]) << "the step at 8 takes the state over from it";
+  EXPECT_NE(b.state_table()[2], table[1]);
+  cache->Release(b);
+  cache->Release(a);
+  EXPECT_EQ(cache->state_slots_in_use(), 0);
 }
 
 }  // namespace

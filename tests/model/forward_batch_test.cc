@@ -122,6 +122,7 @@ TEST_P(ForwardBatchTest, EveryTokenGetsItsLoneLogitsBitForBit) {
                      /*block_shift=*/2,
                      false,
                      (*model)->conv_widths(),
+                     (*model)->conv_rows(),
                      (*model)->state_floats()};
   auto storage = PagedKvStorage::Create(shape, 32);
   ASSERT_TRUE(storage.ok());

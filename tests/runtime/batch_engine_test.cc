@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "lib/import/gguf_import.h"
 #include "lib/kv/kv_type.h"
+#include "lib/runtime/metrics_text.h"
 #include "tests/model/reference_model.h"
 #include "tests/support/fixture_dirs.h"
 #include "tests/support/greedy.h"
@@ -367,15 +368,25 @@ using testing::RandomEngine;
 // Submits each prompt one step after the other (greedy, 20 + i tokens) into an engine of
 // window-keeping layers, at the default cache and at one too small for all at once (which must
 // preempt), and expects the lone sessions' outputs, shared prefixes reused and every block back.
+// What a model's layers keep besides whole-context rows: window blocks, or convolution slots.
+enum class Keeps { kWindows, kSlots };
+
 void ExpectLoneOutputsFromWindowLayers(std::shared_ptr<const Engine> e,
                                        const std::vector<std::vector<int32_t>>& prompts,
-                                       const std::vector<Output>& want) {
+                                       const std::vector<Output>& want,
+                                       Keeps keeps = Keeps::kWindows) {
   for (int64_t kv_tokens : {0, 96}) {  // the default, and too few blocks for all at once
     BatchEngineOptions o = CallerDriven();
     o.kv_tokens = kv_tokens;
     auto engine = BatchEngine::Create(e, o);
     ASSERT_TRUE(engine.ok()) << engine.status();
-    EXPECT_GT((*engine)->stats().kv_window_blocks, 0);
+    if (keeps == Keeps::kWindows) {
+      EXPECT_GT((*engine)->stats().kv_window_blocks, 0);
+    } else {
+      // A live slot and a spare one per sequence, no window blocks.
+      EXPECT_EQ((*engine)->stats().kv_state_slots, 2 * o.max_sequences);
+      EXPECT_EQ((*engine)->stats().kv_window_blocks, 0);
+    }
     std::vector<Collector> got(prompts.size());
     for (size_t i = 0; i < prompts.size(); ++i) {
       RequestOptions r;
@@ -396,6 +407,13 @@ void ExpectLoneOutputsFromWindowLayers(std::shared_ptr<const Engine> e,
     EXPECT_GT(st.prefix_tokens_reused, 0);
     EXPECT_EQ(st.kv_window_blocks_in_use, 0);
     EXPECT_EQ(st.kv_blocks_in_use, 0);
+    EXPECT_EQ(st.kv_state_slots_in_use, 0);
+    if (keeps == Keeps::kSlots) {
+      EXPECT_GT(st.kv_state_slots_cached, 0) << "snapshots stay at the ends of cached prefixes";
+      const std::string text = EngineMetricsText(st);
+      EXPECT_NE(text.find("moe_engine_kv_state_slots{state=\"in_use\"} 0\n"), std::string::npos)
+          << text;
+    }
   }
 }
 
@@ -418,9 +436,9 @@ TEST(BatchEngineTest, ChunkedLayersHoldOnlyAChunkAndChangeNoOutput) {
   ExpectLoneOutputsFromWindowLayers(e, prompts, want);
 }
 
-// LFM2's short-convolution layers keep the rows of their kernel's last positions as window
-// layers keep theirs: in the engine's window blocks, in a session's ring; the output is the lone
-// session's whatever the step sizes, with shared prefixes and preemption.
+// LFM2's short-convolution layers carry the rows of their kernel's last positions in a slot (a
+// session's one, the engine's live and snapshot slots); the output is the lone session's
+// whatever the step sizes, with shared prefixes and preemption.
 TEST(BatchEngineTest, ConvolutionLayersHoldOnlyTheirKernelAndChangeNoOutput) {
   testing::RandomModelOptions m;
   m.arch = Arch::kLfm2Moe;
@@ -428,23 +446,24 @@ TEST(BatchEngineTest, ConvolutionLayersHoldOnlyTheirKernelAndChangeNoOutput) {
   m.selection_bias = true, m.seed = 29;
   std::shared_ptr<const Engine> e = RandomEngine(m);
   ASSERT_NE(e, nullptr);
-  ASSERT_EQ(e->model()->attention_windows(), (std::vector<int64_t>{3, 3, 0, 3}));
+  ASSERT_EQ(e->model()->attention_windows(), (std::vector<int64_t>{0, 0, 0, 0}));
+  ASSERT_EQ(e->model()->conv_rows(), (std::vector<int64_t>{2, 2, 0, 2}));
   const std::vector<int32_t> prefix = Prompts(*e, 1, 47)[0];
   const auto prompts = Prompts(*e, 5, 53, prefix);
   std::vector<Output> want;
   for (size_t i = 0; i < prompts.size(); ++i) {
     want.push_back(Lone(e, prompts[i], Greedy(20 + i)));
-    // A session whose convolution layers keep a ring of their kernel and a 5-token step.
-    const Output ringed = Lone(e, prompts[i], Greedy(20 + i), 256, /*n_batch=*/5);
-    EXPECT_EQ(ringed.tokens, want.back().tokens) << "request " << i;
+    // A session stepping 5 tokens at a time carries the rows over its steps.
+    const Output stepped = Lone(e, prompts[i], Greedy(20 + i), 256, /*n_batch=*/5);
+    EXPECT_EQ(stepped.tokens, want.back().tokens) << "request " << i;
   }
-  ExpectLoneOutputsFromWindowLayers(e, prompts, want);
+  ExpectLoneOutputsFromWindowLayers(e, prompts, want, Keeps::kSlots);
 }
 
-// Granite-4.0-H's Mamba-2 layers keep their convolution's last inputs as window layers do, and
-// one recurrent state per block, the state after the block's last position: a prompt that shares
-// a cached prefix starts from its last block's state, a preempted request from its own kept
-// blocks. The output is the lone session's whatever the step sizes.
+// Granite-4.0-H's Mamba-2 layers carry their convolution's last inputs and their recurrent state
+// in slots: a prompt that shares a cached prefix starts from the snapshot its last block kept, a
+// preempted request from its own kept blocks'. The output is the lone session's whatever the
+// step sizes.
 TEST(BatchEngineTest, RecurrentLayersCarryTheirStateAcrossBlocksAndChangeNoOutput) {
   testing::RandomModelOptions m;
   m.arch = Arch::kGraniteHybrid;
@@ -452,7 +471,7 @@ TEST(BatchEngineTest, RecurrentLayersCarryTheirStateAcrossBlocksAndChangeNoOutpu
   m.seed = 31;
   std::shared_ptr<const Engine> e = RandomEngine(m);
   ASSERT_NE(e, nullptr);
-  ASSERT_EQ(e->model()->attention_windows(), (std::vector<int64_t>{4, 0, 4}));
+  ASSERT_EQ(e->model()->attention_windows(), (std::vector<int64_t>{0, 0, 0}));
   const std::vector<int32_t> prefix = Prompts(*e, 1, 59)[0];
   const auto prompts = Prompts(*e, 5, 61, prefix);
   std::vector<Output> want;
@@ -462,7 +481,28 @@ TEST(BatchEngineTest, RecurrentLayersCarryTheirStateAcrossBlocksAndChangeNoOutpu
     const Output stepped = Lone(e, prompts[i], Greedy(20 + i), 256, /*n_batch=*/5);
     EXPECT_EQ(stepped.tokens, want.back().tokens) << "request " << i;
   }
-  ExpectLoneOutputsFromWindowLayers(e, prompts, want);
+  ExpectLoneOutputsFromWindowLayers(e, prompts, want, Keeps::kSlots);
+}
+
+// Qwen3.5-MoE's gated delta nets carry their convolution's rows and each value head's state in
+// slots as Mamba-2's do; with prefix sharing, preemption and 5-token session steps the output
+// is still the lone session's.
+TEST(BatchEngineTest, GatedDeltaNetsCarryTheirStateInSlotsAndChangeNoOutput) {
+  testing::RandomModelOptions m;
+  m.arch = Arch::kQwen35Moe;
+  m.n_layer = 4, m.ssm_layers = {0, 1, 3}, m.ssm_heads = 4, m.ssm_groups = 2, m.ssm_state = 16;
+  m.rope_dim = 8, m.n_ff_shared = 40, m.seed = 41;
+  std::shared_ptr<const Engine> e = RandomEngine(m);
+  ASSERT_NE(e, nullptr);
+  const std::vector<int32_t> prefix = Prompts(*e, 1, 73)[0];
+  const auto prompts = Prompts(*e, 5, 79, prefix);
+  std::vector<Output> want;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    want.push_back(Lone(e, prompts[i], Greedy(20 + i)));
+    const Output stepped = Lone(e, prompts[i], Greedy(20 + i), 256, /*n_batch=*/5);
+    EXPECT_EQ(stepped.tokens, want.back().tokens) << "request " << i;
+  }
+  ExpectLoneOutputsFromWindowLayers(e, prompts, want, Keeps::kSlots);
 }
 
 // Nemotron-H's layers of one part: the expert layers cache nothing, the Mamba-2 layers carry their
@@ -474,7 +514,7 @@ TEST(BatchEngineTest, LayersOfOnePartCacheWhatTheirPartNeedsAndChangeNoOutput) {
   m.seed = 37;
   std::shared_ptr<const Engine> e = RandomEngine(m);
   ASSERT_NE(e, nullptr);
-  ASSERT_EQ(e->model()->attention_windows(), (std::vector<int64_t>{4, 0, 0, 0, 4}));
+  ASSERT_EQ(e->model()->attention_windows(), (std::vector<int64_t>{0, 0, 0, 0, 0}));
   const HParams& h = e->model()->hp();
   const int64_t C = h.ssm_conv_channels();
   EXPECT_EQ(e->model()->conv_widths(), (std::vector<int64_t>{C, kNoKvRows, 0, kNoKvRows, C}));
@@ -484,7 +524,7 @@ TEST(BatchEngineTest, LayersOfOnePartCacheWhatTheirPartNeedsAndChangeNoOutput) {
   const auto prompts = Prompts(*e, 5, 71, prefix);
   std::vector<Output> want;
   for (size_t i = 0; i < prompts.size(); ++i) want.push_back(Lone(e, prompts[i], Greedy(20 + i)));
-  ExpectLoneOutputsFromWindowLayers(e, prompts, want);
+  ExpectLoneOutputsFromWindowLayers(e, prompts, want, Keeps::kSlots);
 }
 
 TEST(BatchEngineTest, CancellingFreesTheRequestAndOnlyIt) {

@@ -1,4 +1,5 @@
 // moe-inspect FILE: metadata, tensor table and parameter counts of a .moe or GGUF model.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -115,31 +116,34 @@ int main(int argc, char** argv) {
     for (int64_t l : h.short_conv_layers) std::printf(" %lld", (long long)l);
     std::printf("\n");
   }
+  const double carried_kib =
+      (h.ssm_state_floats() + std::max<int64_t>(0, h.ssm_conv_kernel - 1) * h.ssm_conv_channels()) *
+      4.0 / 1024;
   const bool delta_nets = !h.ssm_layers.empty() &&
                           moe::ArchitectureOf(spec->arch).Layer(h, h.ssm_layers[0]).attention ==
                               moe::AttentionPart::kGatedDeltaNet;
   if (delta_nets) {
-    // The state a sequence keeps in each gated delta net: a size x size matrix per value head.
+    // What a sequence carries in each gated delta net: a size x size matrix per value head and
+    // the convolution's last kernel - 1 input rows.
     std::printf(
         "delta net     %zu of %lld layers: conv kernel %lld, %lld value heads over %lld key "
-        "heads of %lld (no KV; state %.1f KiB a sequence a layer, F32):",
+        "heads of %lld (no KV; state and conv rows %.1f KiB a sequence a layer, F32):",
         h.ssm_layers.size(), (long long)h.n_layer, (long long)h.ssm_conv_kernel,
-        (long long)h.ssm_heads, (long long)h.ssm_groups, (long long)h.ssm_state,
-        h.ssm_state_floats() * 4.0 / 1024);
+        (long long)h.ssm_heads, (long long)h.ssm_groups, (long long)h.ssm_state, carried_kib);
     for (int64_t l : h.ssm_layers) std::printf(" %lld", (long long)l);
     std::printf("\n");
   }
   if (h.attention_output_gate)
     std::printf("attention     output gated by sigmoid (attn_q's second half)\n");
   if (!h.ssm_layers.empty() && !delta_nets) {
-    // The state a sequence keeps in each Mamba-2 layer, whatever its length (the engine keeps
-    // one per block of the positions a sequence holds in that layer, for prefix sharing).
+    // What a sequence carries in each Mamba-2 layer, whatever its length (the engine keeps a
+    // live one per running sequence and snapshots at block ends, for prefix sharing).
     std::printf(
         "mamba-2       %zu of %lld layers: conv kernel %lld, inner %lld, state %lld, %lld heads, "
-        "%lld groups (no KV; state %.1f KiB a sequence a layer, F32):",
+        "%lld groups (no KV; state and conv rows %.1f KiB a sequence a layer, F32):",
         h.ssm_layers.size(), (long long)h.n_layer, (long long)h.ssm_conv_kernel,
         (long long)h.ssm_inner, (long long)h.ssm_state, (long long)h.ssm_heads,
-        (long long)h.ssm_groups, h.ssm_state_floats() * 4.0 / 1024);
+        (long long)h.ssm_groups, carried_kib);
     for (int64_t l : h.ssm_layers) std::printf(" %lld", (long long)l);
     std::printf("\n");
   }

@@ -172,6 +172,10 @@ namespace LibMoe {
     public int KvWindowBlocks, KvWindowBlocksInUse, KvWindowBlocksCached;
     /// <summary>The paged KV cache's memory in bytes.</summary>
     public long KvBytes;
+    /// <summary>The convolution layers' slots (0 when no layer convolves), each their last
+    /// inputs and recurrent state: in all, held by running requests, and kept at the ends of
+    /// cached prefixes.</summary>
+    public int KvStateSlots, KvStateSlotsInUse, KvStateSlotsCached;
   }
 
   /// <summary>Serves many requests at once over one <see cref="Model"/>: each step runs the new
@@ -328,6 +332,8 @@ namespace LibMoe {
             ReweightedChoices = s.reweighted_choices, KvWindowBlocks = s.kv_window_blocks,
             KvWindowBlocksInUse = s.kv_window_blocks_in_use,
             KvWindowBlocksCached = s.kv_window_blocks_cached, KvBytes = s.kv_bytes,
+            KvStateSlots = s.kv_state_slots, KvStateSlotsInUse = s.kv_state_slots_in_use,
+            KvStateSlotsCached = s.kv_state_slots_cached,
           };
         }
       }

@@ -27,12 +27,41 @@
 namespace moe {
 namespace {
 
-// Position p's row of a convolution layer's cache (KvLayerRows::Convolution or ::Recurrent: one
-// F32 row of head_dim values per position, reached through the view's paging).
-float* ConvolutionRow(const KvLayerView& v, int64_t p) {
-  return reinterpret_cast<float*>(
-      v.k + v.paging.RowOffset(p, v.head_dim * static_cast<int64_t>(sizeof(float))));
-}
+// The rows a convolution over one sequence's step reads: row(p) for p >= first is row p - first
+// of the step's (`stride` floats apart); before it, the ring carried in the slot of the block
+// holding position first - 1 (KvLayerView::ConvRow); null before position 0.
+struct ConvolutionRows {
+  const KvLayerView& state;
+  const float* step;
+  int64_t stride;
+  int64_t first;
+
+  const float* Row(int64_t p) const {
+    if (p >= first) return step + (p - first) * stride;
+    if (p < 0) return nullptr;
+    return state.ConvRow((first - 1) >> state.paging.block_shift, p);
+  }
+
+  // Carries the step's n rows, channels [c0, c1), in the rings of the slots of the blocks they
+  // fall in, after every row of the step has been read. At a block's first position a slot other
+  // than the block before's first takes that slot's ring over: the rows before the block that
+  // its kernel reads.
+  void Carry(int64_t n, int64_t c0, int64_t c1) const {
+    const int shift = state.paging.block_shift;
+    const int64_t mask = (int64_t{1} << shift) - 1;
+    for (int64_t t = 0; t < n && state.conv_rows > 0; ++t) {
+      const int64_t p = first + t, block = p >> shift;
+      if (p > 0 && (p & mask) == 0 && state.state_table[block] != state.state_table[block - 1]) {
+        for (int64_t r = 0; r < state.conv_rows; ++r) {
+          const float* from = state.ConvRow(block - 1, r);
+          std::copy(from + c0, from + c1, state.ConvRow(block, r) + c0);
+        }
+      }
+      const float* row = step + t * stride;
+      std::copy(row + c0, row + c1, state.ConvRow(block, p) + c0);
+    }
+  }
+};
 
 // y[i] += b[i], i < n.
 void AddRow(const float* b, int64_t n, float* y) {
@@ -326,16 +355,15 @@ class CpuBackend final : public Backend {
   void ShortConv(const float* bcx, int64_t n, const int32_t* positions, const float* kernel,
                  int64_t kernel_len, const KvLayerView& state, float* y) override {
     const int64_t dim = state.head_dim;
-    auto row = [&](int64_t p) { return ConvolutionRow(state, p); };
-    // Every row of the step is stored before any is read: a token reads its predecessors'.
+    std::vector<float>& bx = Sized(s_.conv_rows, static_cast<size_t>(n * dim));
     Parallel(n, 2 * dim, [&](int64_t tb, int64_t te) {
       for (int64_t t = tb; t < te; ++t) {
         const float* b = bcx + t * 3 * dim;
         const float* x = b + 2 * dim;
-        float* out = row(positions[t]);
-        for (int64_t c = 0; c < dim; ++c) out[c] = b[c] * x[c];
+        for (int64_t c = 0; c < dim; ++c) bx[t * dim + c] = b[c] * x[c];
       }
     });
+    const ConvolutionRows rows{state, bx.data(), dim, positions[0]};
     Parallel(n, 2 * dim * kernel_len, [&](int64_t tb, int64_t te) {
       for (int64_t t = tb; t < te; ++t) {
         const float* gate = bcx + t * 3 * dim + dim;
@@ -343,42 +371,43 @@ class CpuBackend final : public Backend {
         std::fill(out, out + dim, 0.f);
         // In the kernel's order, oldest first, as ggml_ssm_conv sums.
         for (int64_t k = 0; k < kernel_len; ++k) {
-          const int64_t p = positions[t] - kernel_len + 1 + k;
-          if (p < 0) continue;
-          const float* in = row(p);
+          const float* in = rows.Row(positions[t] - kernel_len + 1 + k);
+          if (in == nullptr) continue;
           for (int64_t c = 0; c < dim; ++c) out[c] += kernel[c * kernel_len + k] * in[c];
         }
         for (int64_t c = 0; c < dim; ++c) out[c] *= gate[c];
       }
     });
+    CarryConvolutionRows(rows, n, dim);
   }
 
   void SsmConv(const float* xbc, int64_t xbc_stride, int64_t n, const int32_t* positions,
                const float* kernel, const float* bias, int64_t kernel_len, const KvLayerView& state,
                float* out) override {
     const int64_t dim = state.head_dim;
-    auto row = [&](int64_t p) { return ConvolutionRow(state, p); };
-    // Every row of the step is stored before any is read: a token reads its predecessors'.
-    Parallel(n, 2 * dim, [&](int64_t tb, int64_t te) {
-      for (int64_t t = tb; t < te; ++t) {
-        std::memcpy(row(positions[t]), xbc + t * xbc_stride,
-                    static_cast<size_t>(dim) * sizeof(float));
-      }
-    });
+    const ConvolutionRows rows{state, xbc, xbc_stride, positions[0]};
     Parallel(n, 4 * dim * kernel_len, [&](int64_t tb, int64_t te) {
-      thread_local std::vector<const float*> rows;
-      rows.resize(static_cast<size_t>(kernel_len));
+      thread_local std::vector<const float*> in;
+      in.resize(static_cast<size_t>(kernel_len));
       for (int64_t t = tb; t < te; ++t) {
         for (int64_t k = 0; k < kernel_len; ++k) {
-          const int64_t p = positions[t] - kernel_len + 1 + k;
-          rows[k] = p < 0 ? nullptr : row(p);
+          in[k] = rows.Row(positions[t] - kernel_len + 1 + k);
         }
         float* o = out + t * dim;
         for (int64_t c = 0; c < dim; ++c) {
           o[c] = SsmConvChannel(kernel + c * kernel_len, bias ? bias[c] : 0.f, kernel_len,
-                                [&](int64_t k) { return rows[k] ? rows[k][c] : 0.f; });
+                                [&](int64_t k) { return in[k] ? in[k][c] : 0.f; });
         }
       }
+    });
+    CarryConvolutionRows(rows, n, dim);
+  }
+
+  // The step's rows into the carried rings, threads taking ranges of channels.
+  void CarryConvolutionRows(const ConvolutionRows& rows, int64_t n, int64_t dim) {
+    constexpr int64_t kChunk = 256;
+    Parallel((dim + kChunk - 1) / kChunk, n * kChunk, [&](int64_t cb, int64_t ce) {
+      rows.Carry(n, cb * kChunk, std::min(dim, ce * kChunk));
     });
   }
 
@@ -786,6 +815,7 @@ class CpuBackend final : public Backend {
     std::vector<int64_t> first_row, tokens, ff_first, d_first, token_first, bounds;
     std::vector<int64_t> attention_first;  // AttentionBatch: each sequence's first job
     std::vector<int> granule, granule2;
+    std::vector<float> conv_rows;  // ShortConv's rows of the step
     std::vector<WeightView> shared_input_weights, hint_weights;
     std::vector<const PreparedActivations*> job_in;
   } s_;

@@ -60,8 +60,8 @@ struct LayerParts {
   AttentionPart attention = AttentionPart::kGroupedQuery;
   FeedForwardPart ffn = FeedForwardPart::kMixture;
   absl::string_view ffn_norm = "ffn_norm";  // base name of the pre-FFN norm's tensor
-  // Sliding window of the attention (0: none); of a convolution (short or Mamba-2's), its
-  // kernel's length.
+  // Sliding window of the attention (0: none). A convolution (short or Mamba-2's) has none: its
+  // kernel's last rows are carried in a slot (KvLayerRows::Convolution).
   int64_t window = 0;
 };
 

@@ -50,10 +50,7 @@ class GraniteHybrid final : public Architecture {
 
   LayerParts Layer(const HParams& h, int layer) const override {
     LayerParts p = MixtureLayer();
-    if (h.layer_ssm(layer)) {
-      p.attention = AttentionPart::kMamba2;
-      p.window = h.ssm_conv_kernel;
-    }
+    if (h.layer_ssm(layer)) p.attention = AttentionPart::kMamba2;
     return p;
   }
 };

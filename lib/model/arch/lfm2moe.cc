@@ -42,10 +42,7 @@ class Lfm2Moe final : public Architecture {
 
   LayerParts Layer(const HParams& h, int layer) const override {
     LayerParts p = MixtureLayer();
-    if (h.layer_short_conv(layer)) {
-      p.attention = AttentionPart::kShortConv;
-      p.window = h.short_conv_kernel;
-    }
+    if (h.layer_short_conv(layer)) p.attention = AttentionPart::kShortConv;
     if (layer < h.n_layer_dense) p.ffn = FeedForwardPart::kDense;
     return p;
   }

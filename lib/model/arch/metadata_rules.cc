@@ -95,10 +95,7 @@ absl::Status ReadQwenDeltaNetHybrid(absl::string_view family, const MetadataKeys
 
 LayerParts QwenDeltaNetHybridLayer(const HParams& h, int layer) {
   LayerParts p = MixtureLayer("post_attention_norm");
-  if (h.layer_ssm(layer)) {
-    p.attention = AttentionPart::kGatedDeltaNet;
-    p.window = h.ssm_conv_kernel;
-  }
+  if (h.layer_ssm(layer)) p.attention = AttentionPart::kGatedDeltaNet;
   return p;
 }
 

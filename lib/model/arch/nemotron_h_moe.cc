@@ -74,10 +74,7 @@ class NemotronHMoe final : public Architecture {
       return p;
     }
     p.ffn = FeedForwardPart::kNone;
-    if (h.layer_ssm(layer)) {
-      p.attention = AttentionPart::kMamba2;
-      p.window = h.ssm_conv_kernel;
-    }
+    if (h.layer_ssm(layer)) p.attention = AttentionPart::kMamba2;
     return p;
   }
 };

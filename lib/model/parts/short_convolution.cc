@@ -12,14 +12,8 @@ absl::Status ShortConvolution::Run(const StepContext& ctx, int layer, const Laye
   Backend& be = *ctx.backend;
   const int64_t d = h.n_embd;
   for (const SequenceChunk& c : batch) {
-    // A cache shaped for attention alone would be read as rows it does not have.
-    const KvLayerView v = c.kv->layer(layer);
-    if (v.dtype != DType::kF32 || v.n_kv_heads != 1 || v.head_dim != d) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("layer ", layer,
-                       " is a short convolution, but the KV cache was not made with its rows "
-                       "(KvCacheFor makes caches for any model)"));
-    }
+    MOE_RETURN_IF_ERROR(CheckCarriedSlot(c.kv->layer(layer), d, h.short_conv_kernel,
+                                         /*state_floats=*/0, layer, "short convolution"));
   }
   MOE_ASSIGN_OR_RETURN(float* xn, xn_.Resize(be, n * d));
   MOE_ASSIGN_OR_RETURN(float* bcx, bcx_.Resize(be, n * 3 * d));

@@ -1,6 +1,7 @@
 // What every part of a layer needs during one forward step.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 
@@ -21,18 +22,25 @@ inline GatedActivation FeedForwardActivation(const HParams& h) {
   return h.swiglu_clamped ? GatedActivation::kSwigluClamped : GatedActivation::kSilu;
 }
 
-// A recurrent layer (Mamba-2, a gated delta net) reads its convolution's rows and its state from
-// the cache; one shaped for attention alone would be read as rows and states it does not have.
-inline absl::Status CheckRecurrentRows(const KvLayerView& v, const HParams& h, int layer,
-                                       absl::string_view what) {
-  if (v.dtype == DType::kF32 && v.n_kv_heads == 1 && v.head_dim == h.ssm_conv_channels() &&
-      v.state != nullptr && v.state_floats == h.ssm_state_floats()) {
+// A convolution layer reads its input's last rows (and a recurrent one, Mamba-2 or a gated delta
+// net, its state) from the slot its cache carries; one shaped for attention alone would be read
+// as a slot it does not have.
+inline absl::Status CheckCarriedSlot(const KvLayerView& v, int64_t width, int64_t kernel,
+                                     int64_t state_floats, int layer, absl::string_view what) {
+  if (v.dtype == DType::kF32 && v.n_kv_heads == 1 && v.head_dim == width && v.state != nullptr &&
+      v.state_floats == state_floats && v.conv_rows == std::max<int64_t>(0, kernel - 1)) {
     return absl::OkStatus();
   }
   return absl::FailedPreconditionError(absl::StrCat(
       "layer ", layer, " is a ", what,
       " layer, but the KV cache was not made with its rows and state (KvCacheFor makes caches "
       "for any model)"));
+}
+
+inline absl::Status CheckRecurrentRows(const KvLayerView& v, const HParams& h, int layer,
+                                       absl::string_view what) {
+  return CheckCarriedSlot(v, h.ssm_conv_channels(), h.ssm_conv_kernel, h.ssm_state_floats(), layer,
+                          what);
 }
 
 struct StepContext {

@@ -134,7 +134,8 @@ public final class Engine implements AutoCloseable {
           s.getKv_block_size(), s.getStep_seconds(), s.getMean_sequences_per_step(),
           s.getMean_tokens_per_step(), s.getMean_experts_per_step(), s.getRerouted_choices(),
           s.getDropped_choices(), s.getReweighted_choices(), s.getKv_window_blocks(),
-          s.getKv_window_blocks_in_use(), s.getKv_window_blocks_cached(), s.getKv_bytes());
+          s.getKv_window_blocks_in_use(), s.getKv_window_blocks_cached(), s.getKv_bytes(),
+          s.getKv_state_slots(), s.getKv_state_slots_in_use(), s.getKv_state_slots_cached());
     } finally {
       s.delete();
     }
