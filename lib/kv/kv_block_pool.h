@@ -71,7 +71,7 @@ class KvBlockPool {
   int32_t ref_count(BlockId block) const { return blocks_[block].refs; }
   bool committed(BlockId block) const { return blocks_[block].committed; }
   // A committed block's number, never given to another commit (0: not committed): what a
-  // block's other data, kept elsewhere, is filed under (KvWindowPool), safe from the id's reuse.
+  // block's other data, kept elsewhere, is filed under (KvAttachedPool), safe from the id's reuse.
   uint64_t serial(BlockId block) const { return blocks_[block].serial; }
 
  private:

@@ -50,10 +50,10 @@ absl::StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKv
       PagedKvStorage::SlotBytes(shape) > 0
           ? static_cast<int32_t>(std::min(2 * int64_t{max_sequences}, int64_t{INT32_MAX}))
           : 0;
-  std::optional<KvWindowPool> slot_pool;
+  std::optional<KvAttachedPool> slot_pool;
   if (n_slots > 0) {
     MOE_ASSIGN_OR_RETURN(slot_pool,
-                         KvWindowPool::Create(n_slots, "slots of the convolution layers"));
+                         KvAttachedPool::Create(n_slots, "slots of the convolution layers"));
   }
   if (window_layers == 0) {
     absl::StatusOr<PagedKvStorage> storage;
@@ -134,16 +134,16 @@ absl::StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKv
   MOE_ASSIGN_OR_RETURN(PagedKvStorage windowed_rows,
                        PagedKvStorage::Create(window_shape, window_blocks, memory));
   MOE_ASSIGN_OR_RETURN(KvBlockPool pool, KvBlockPool::Create(whole_blocks, bs));
-  MOE_ASSIGN_OR_RETURN(KvWindowPool window_pool, KvWindowPool::Create(window_blocks));
+  MOE_ASSIGN_OR_RETURN(KvAttachedPool window_pool, KvAttachedPool::Create(window_blocks));
   return std::unique_ptr<PagedKvCache>(new PagedKvCache(
       std::move(pool), std::move(whole), std::move(window_pool), std::move(windowed_rows),
       std::move(slot_pool), std::move(layer_map), window, o.max_step_tokens, max_sequences));
 }
 
 PagedKvCache::PagedKvCache(KvBlockPool pool, std::optional<PagedKvStorage> whole,
-                           std::optional<KvWindowPool> window_pool,
+                           std::optional<KvAttachedPool> window_pool,
                            std::optional<PagedKvStorage> windowed,
-                           std::optional<KvWindowPool> slot_pool, std::vector<int32_t> layer_map,
+                           std::optional<KvAttachedPool> slot_pool, std::vector<int32_t> layer_map,
                            int64_t window, int64_t max_step_tokens, int32_t max_sequences)
     : pool_(std::move(pool)),
       whole_(std::move(whole)),
@@ -181,9 +181,9 @@ int64_t PagedKvCache::ReusePrefix(PagedKvSequence& seq, absl::Span<const int32_t
     pool_.Release(chain.back());
     chain.pop_back();
   }
-  std::vector<KvWindowPool::BlockId> window, snapshots;
-  if (window_pool_) window.assign(chain.size(), KvWindowPool::kNoBlock);
-  if (slot_pool_) snapshots.assign(chain.size(), KvWindowPool::kNoBlock);
+  std::vector<KvAttachedPool::BlockId> window, snapshots;
+  if (window_pool_) window.assign(chain.size(), KvAttachedPool::kNoBlock);
+  if (slot_pool_) snapshots.assign(chain.size(), KvAttachedPool::kNoBlock);
   // Shorten the prefix until the window its next position reads, and the snapshot of what
   // followed its last position, are cached with it.
   while (!chain.empty() && (window_pool_ || slot_pool_)) {
@@ -191,16 +191,16 @@ int64_t PagedKvCache::ReusePrefix(PagedKvSequence& seq, absl::Span<const int32_t
     bool cached = true;
     for (int64_t b = FirstWindowBlock(k * bs); window_pool_ && b < k && cached; ++b) {
       window[b] = window_pool_->Find(pool_.serial(chain[b]));
-      cached = window[b] != KvWindowPool::kNoBlock;
+      cached = window[b] != KvAttachedPool::kNoBlock;
     }
     if (cached && slot_pool_) {
       snapshots[k - 1] = slot_pool_->Find(pool_.serial(chain[k - 1]));
-      cached = snapshots[k - 1] != KvWindowPool::kNoBlock;
+      cached = snapshots[k - 1] != KvAttachedPool::kNoBlock;
     }
     if (cached) break;
-    for (KvWindowPool::BlockId& w : window) {
-      if (w != KvWindowPool::kNoBlock) window_pool_->Release(w);
-      w = KvWindowPool::kNoBlock;
+    for (KvAttachedPool::BlockId& w : window) {
+      if (w != KvAttachedPool::kNoBlock) window_pool_->Release(w);
+      w = KvAttachedPool::kNoBlock;
     }
     pool_.Release(chain.back());
     chain.pop_back();
@@ -220,7 +220,7 @@ bool PagedKvCache::CanGrow(const PagedKvSequence& seq, int64_t from, int64_t to)
   const int64_t bs = block_size();
   const int64_t held = std::ssize(seq.blocks());
   if (BlocksFor(to, bs) - held > pool_.available()) return false;
-  if (slot_pool_ && seq.live_slot == KvWindowPool::kNoBlock && slot_pool_->available() == 0) {
+  if (slot_pool_ && seq.live_slot == KvAttachedPool::kNoBlock && slot_pool_->available() == 0) {
     return false;
   }
   if (!window_pool_) return true;
@@ -229,7 +229,7 @@ bool PagedKvCache::CanGrow(const PagedKvSequence& seq, int64_t from, int64_t to)
   const int64_t end = BlocksFor(std::min(to, from + max_step_tokens_), bs);
   int64_t needed = 0, freed = 0;
   for (int64_t b = 0; b < std::max(end, held); ++b) {
-    const bool holds = b < held && window[b] != KvWindowPool::kNoBlock;
+    const bool holds = b < held && window[b] != KvAttachedPool::kNoBlock;
     if (b < first) {
       freed += holds;
     } else if (b < end) {
@@ -246,19 +246,19 @@ absl::Status PagedKvCache::Grow(PagedKvSequence& seq, int64_t from, int64_t to) 
   const int64_t first = FirstWindowBlock(from);
   if (window_pool_) {
     for (int64_t b = 0; b < std::min(first, std::ssize(window)); ++b) {
-      if (window[b] != KvWindowPool::kNoBlock) window_pool_->Release(window[b]);
-      window[b] = KvWindowPool::kNoBlock;
+      if (window[b] != KvAttachedPool::kNoBlock) window_pool_->Release(window[b]);
+      window[b] = KvAttachedPool::kNoBlock;
     }
   }
   if (slot_pool_) MOE_RETURN_IF_ERROR(TakeLiveSlot(seq, from));
   while (std::ssize(blocks) < BlocksFor(to, bs)) {
     MOE_ASSIGN_OR_RETURN(KvBlockPool::BlockId b, pool_.Allocate());
     blocks.push_back(b);
-    if (window_pool_) window.push_back(KvWindowPool::kNoBlock);
+    if (window_pool_) window.push_back(KvAttachedPool::kNoBlock);
   }
   if (window_pool_) {
     for (int64_t b = first; b < BlocksFor(to, bs); ++b) {
-      if (window[b] == KvWindowPool::kNoBlock) {
+      if (window[b] == KvAttachedPool::kNoBlock) {
         MOE_ASSIGN_OR_RETURN(window[b], window_pool_->Allocate());
       }
     }
@@ -273,10 +273,10 @@ absl::Status PagedKvCache::TakeLiveSlot(PagedKvSequence& seq, int64_t from) {
   // (else the live slot holds it). Earlier snapshots are kept under their prefix or freed.
   const int64_t needed = from > 0 ? (from - 1) / block_size() : 0;
   for (int64_t b = 0; b < std::min(needed, std::ssize(seq.snapshots)); ++b) {
-    if (seq.snapshots[b] != KvWindowPool::kNoBlock) slot_pool_->Release(seq.snapshots[b]);
-    seq.snapshots[b] = KvWindowPool::kNoBlock;
+    if (seq.snapshots[b] != KvAttachedPool::kNoBlock) slot_pool_->Release(seq.snapshots[b]);
+    seq.snapshots[b] = KvAttachedPool::kNoBlock;
   }
-  if (seq.live_slot == KvWindowPool::kNoBlock) {
+  if (seq.live_slot == KvAttachedPool::kNoBlock) {
     MOE_ASSIGN_OR_RETURN(seq.live_slot, slot_pool_->Allocate());
     ++live_slots_;
   }
@@ -286,14 +286,14 @@ absl::Status PagedKvCache::TakeLiveSlot(PagedKvSequence& seq, int64_t from) {
 void PagedKvCache::SnapshotLastCompletedBlock(PagedKvSequence& seq, int64_t from, int64_t to) {
   const int64_t bs = block_size();
   auto& snapshots = seq.snapshots;
-  snapshots.resize(seq.blocks().size(), KvWindowPool::kNoBlock);
+  snapshots.resize(seq.blocks().size(), KvAttachedPool::kNoBlock);
   // The blocks up to the last one the step completes run in the live slot, which that block
   // keeps as its snapshot; the rest of the step runs in a fresh one (taking the state over at
   // its first position). Only with a slot spare beyond a live one for every sequence that may
   // still need one: else no snapshot, and a later prompt reuses a shorter prefix.
   const int64_t last = to / bs - 1;
   int32_t ran_in = seq.live_slot;
-  if (last >= from / bs && snapshots[last] == KvWindowPool::kNoBlock &&
+  if (last >= from / bs && snapshots[last] == KvAttachedPool::kNoBlock &&
       slot_pool_->available() > max_sequences_ - live_slots_) {
     snapshots[last] = ran_in;
     seq.live_slot = *slot_pool_->Allocate();  // one is available
@@ -301,7 +301,7 @@ void PagedKvCache::SnapshotLastCompletedBlock(PagedKvSequence& seq, int64_t from
   auto& table = seq.state_table();
   table.resize(snapshots.size());
   for (int64_t b = 0; b < std::ssize(table); ++b) {
-    if (snapshots[b] != KvWindowPool::kNoBlock) {
+    if (snapshots[b] != KvAttachedPool::kNoBlock) {
       table[b] = snapshots[b];
     } else {
       table[b] = b <= last ? ran_in : seq.live_slot;
@@ -310,15 +310,15 @@ void PagedKvCache::SnapshotLastCompletedBlock(PagedKvSequence& seq, int64_t from
 }
 
 void PagedKvCache::ReleaseSlots(PagedKvSequence& seq) {
-  for (KvWindowPool::BlockId s : seq.snapshots) {
-    if (s != KvWindowPool::kNoBlock) slot_pool_->Release(s);
+  for (KvAttachedPool::BlockId s : seq.snapshots) {
+    if (s != KvAttachedPool::kNoBlock) slot_pool_->Release(s);
   }
-  if (seq.live_slot != KvWindowPool::kNoBlock) {
+  if (seq.live_slot != KvAttachedPool::kNoBlock) {
     slot_pool_->Release(seq.live_slot);
     --live_slots_;
   }
   seq.snapshots.clear();
-  seq.live_slot = KvWindowPool::kNoBlock;
+  seq.live_slot = KvAttachedPool::kNoBlock;
   seq.state_table().clear();
 }
 
@@ -348,10 +348,11 @@ void PagedKvCache::Commit(PagedKvSequence& seq, absl::Span<const int32_t> tokens
     seq.offered_tail_serial = committed == KvBlockPool::kNoBlock ? 0 : pool_.serial(committed);
     if (committed == KvBlockPool::kNoBlock) continue;
     // Each false when that prefix block's window rows or snapshot are cached already.
-    if (window_pool_ && seq.window_blocks()[b] != KvWindowPool::kNoBlock) {
+    if (window_pool_ && seq.window_blocks()[b] != KvAttachedPool::kNoBlock) {
       window_pool_->Keep(seq.window_blocks()[b], seq.offered_tail_serial);
     }
-    if (slot_pool_ && b < std::ssize(seq.snapshots) && seq.snapshots[b] != KvWindowPool::kNoBlock) {
+    if (slot_pool_ && b < std::ssize(seq.snapshots) &&
+        seq.snapshots[b] != KvAttachedPool::kNoBlock) {
       slot_pool_->Keep(seq.snapshots[b], seq.offered_tail_serial);
     }
   }
@@ -359,8 +360,8 @@ void PagedKvCache::Commit(PagedKvSequence& seq, absl::Span<const int32_t> tokens
 
 void PagedKvCache::Release(PagedKvSequence& seq) {
   pool_.ReleaseTable(seq.blocks());
-  for (KvWindowPool::BlockId w : seq.window_blocks()) {
-    if (w != KvWindowPool::kNoBlock) window_pool_->Release(w);
+  for (KvAttachedPool::BlockId w : seq.window_blocks()) {
+    if (w != KvAttachedPool::kNoBlock) window_pool_->Release(w);
   }
   if (slot_pool_) ReleaseSlots(seq);
   seq.blocks().clear();

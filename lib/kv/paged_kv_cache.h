@@ -3,7 +3,7 @@
 //
 // Layers that see the whole context keep every position, in blocks from a KvBlockPool, which
 // also decides which prefixes are shared. Layers that attend over a sliding window keep their
-// rows apart, in blocks from a KvWindowPool: a sequence holds such a block only while its window
+// rows apart, in blocks from a KvAttachedPool: a sequence holds such a block only while its window
 // still reaches a position in it, so those layers cost about a window per sequence rather than a
 // context. The window blocks filled under a shared prefix stay cached with it; a prompt reuses
 // a cached prefix only as far as the window rows its first new position reads are cached too
@@ -28,8 +28,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "lib/kv/kv_attached_pool.h"
 #include "lib/kv/kv_block_pool.h"
-#include "lib/kv/kv_window_pool.h"
 #include "lib/kv/paged_kv_storage.h"
 
 namespace moe {
@@ -96,8 +96,8 @@ class PagedKvCache {
 
  private:
   PagedKvCache(KvBlockPool pool, std::optional<PagedKvStorage> whole,
-               std::optional<KvWindowPool> window_pool, std::optional<PagedKvStorage> windowed,
-               std::optional<KvWindowPool> slot_pool, std::vector<int32_t> layer_map,
+               std::optional<KvAttachedPool> window_pool, std::optional<PagedKvStorage> windowed,
+               std::optional<KvAttachedPool> slot_pool, std::vector<int32_t> layer_map,
                int64_t window, int64_t max_step_tokens, int32_t max_sequences);
   // The first block position `from`'s window reads (0 without window layers).
   int64_t FirstWindowBlock(int64_t from) const;
@@ -110,9 +110,9 @@ class PagedKvCache {
 
   KvBlockPool pool_;
   std::optional<PagedKvStorage> whole_;  // none when every layer slides
-  std::optional<KvWindowPool> window_pool_;
+  std::optional<KvAttachedPool> window_pool_;
   std::optional<PagedKvStorage> windowed_;  // with window_pool_: the window layers' rows
-  std::optional<KvWindowPool> slot_pool_;   // the convolution layers' slots, in whole_
+  std::optional<KvAttachedPool> slot_pool_;  // the convolution layers' slots, in whole_
   std::vector<int32_t> layer_map_;          // PagedKvSequence's layer map; empty: all whole
   int64_t window_ = 0;                      // the widest window
   int64_t max_step_tokens_ = 0;

@@ -89,7 +89,7 @@ class PagedKvStorage {
 
 // One sequence's positions in a paged cache: its block table (from KvBlockPool), which the
 // owner grows before a step needs the room. In a cache whose sliding-window layers keep their
-// rows apart (PagedKvCache), those layers read a second table (from KvWindowPool) of the same
+// rows apart (PagedKvCache), those layers read a second table (from KvAttachedPool) of the same
 // length, kNoBlock where the window has passed. The convolution layers run each block's
 // positions in the slot its state table names (empty: the block's own, a standalone storage's
 // layout); PagedKvCache sets it before each step.

@@ -53,6 +53,15 @@ void PolicyChoices(Writer& w, const char* name, const char* type, const char* wh
   w.Sample(static_cast<double>(reweighted), "action=\"reweighted\"");
 }
 
+// A pool of the engine's cache (blocks or slots) by state: in use, cached for prefixes, free.
+void PoolByState(Writer& w, const char* name, const char* help, int64_t total, int64_t in_use,
+                 int64_t cached) {
+  w.Family(name, "gauge", help);
+  w.Sample(static_cast<double>(in_use), "state=\"in_use\"");
+  w.Sample(static_cast<double>(cached), "state=\"cached\"");
+  w.Sample(static_cast<double>(total - in_use - cached), "state=\"free\"");
+}
+
 }  // namespace
 
 std::string MetricsText(const SessionStats& s, const Engine& engine, const std::string& labels) {
@@ -155,30 +164,19 @@ std::string EngineMetricsText(const BatchEngineStats& s, const std::string& labe
   w.Family("moe_engine_requests", "gauge", "Requests now, by state.");
   w.Sample(static_cast<double>(s.running), "state=\"running\"");
   w.Sample(static_cast<double>(s.waiting), "state=\"waiting\"");
-  w.Family("moe_engine_kv_blocks", "gauge", "The paged KV cache's blocks, by state.");
-  w.Sample(static_cast<double>(s.kv_blocks_in_use), "state=\"in_use\"");
-  w.Sample(static_cast<double>(s.kv_blocks_cached), "state=\"cached\"");
-  w.Sample(static_cast<double>(s.kv_blocks - s.kv_blocks_in_use - s.kv_blocks_cached),
-           "state=\"free\"");
+  PoolByState(w, "moe_engine_kv_blocks", "The paged KV cache's blocks, by state.", s.kv_blocks,
+              s.kv_blocks_in_use, s.kv_blocks_cached);
   if (s.kv_window_blocks > 0) {
-    w.Family("moe_engine_kv_window_blocks", "gauge",
-             "The blocks of the sliding-window layers, which hold only each request's window, by "
-             "state.");
-    w.Sample(static_cast<double>(s.kv_window_blocks_in_use), "state=\"in_use\"");
-    w.Sample(static_cast<double>(s.kv_window_blocks_cached), "state=\"cached\"");
-    w.Sample(static_cast<double>(s.kv_window_blocks - s.kv_window_blocks_in_use -
-                                 s.kv_window_blocks_cached),
-             "state=\"free\"");
+    PoolByState(w, "moe_engine_kv_window_blocks",
+                "The blocks of the sliding-window layers, which hold only each request's window, "
+                "by state.",
+                s.kv_window_blocks, s.kv_window_blocks_in_use, s.kv_window_blocks_cached);
   }
   if (s.kv_state_slots > 0) {
-    w.Family("moe_engine_kv_state_slots", "gauge",
-             "The slots of the convolution layers (their last rows and recurrent state), by "
-             "state.");
-    w.Sample(static_cast<double>(s.kv_state_slots_in_use), "state=\"in_use\"");
-    w.Sample(static_cast<double>(s.kv_state_slots_cached), "state=\"cached\"");
-    w.Sample(
-        static_cast<double>(s.kv_state_slots - s.kv_state_slots_in_use - s.kv_state_slots_cached),
-        "state=\"free\"");
+    PoolByState(w, "moe_engine_kv_state_slots",
+                "The slots of the convolution layers (their last rows and recurrent state), by "
+                "state.",
+                s.kv_state_slots, s.kv_state_slots_in_use, s.kv_state_slots_cached);
   }
   gauge("moe_engine_kv_bytes", "The paged KV cache's memory in bytes.",
         static_cast<double>(s.kv_bytes));

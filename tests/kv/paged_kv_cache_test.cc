@@ -297,9 +297,9 @@ TEST(PagedKvCacheTest, SnapshotsEndCachedPrefixesAndLeaveEverySequenceALiveSlot)
 
   // Before b takes its live slot, `a` may hold at most one snapshot beside its own live slot.
   ASSERT_TRUE(cache->Grow(a, 11, 16).ok());  // completes block 3: a snapshot (3 of 4 held)
-  EXPECT_NE(a.snapshots[3], KvWindowPool::kNoBlock);
+  EXPECT_NE(a.snapshots[3], KvAttachedPool::kNoBlock);
   ASSERT_TRUE(cache->Grow(a, 16, 20).ok());  // completes block 4: the last slot is b's
-  EXPECT_EQ(a.snapshots[4], KvWindowPool::kNoBlock);
+  EXPECT_EQ(a.snapshots[4], KvAttachedPool::kNoBlock);
   EXPECT_EQ(cache->state_slots_in_use(), 3);
   EXPECT_TRUE(cache->CanGrow(b, 8, 10));
   ASSERT_TRUE(cache->Grow(b, 8, 10).ok());

@@ -417,6 +417,21 @@ void ExpectLoneOutputsFromWindowLayers(std::shared_ptr<const Engine> e,
   }
 }
 
+// A model whose convolution layers carry slots: each of five prompts sharing a prefix gives a
+// session stepping 5 tokens at a time the lone session's tokens, and the engine gives them too.
+void ExpectLoneOutputsFromSlots(std::shared_ptr<const Engine> e, uint32_t prefix_seed,
+                                uint32_t prompt_seed) {
+  const std::vector<int32_t> prefix = Prompts(*e, 1, prefix_seed)[0];
+  const auto prompts = Prompts(*e, 5, prompt_seed, prefix);
+  std::vector<Output> want;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    want.push_back(Lone(e, prompts[i], Greedy(20 + i)));
+    const Output stepped = Lone(e, prompts[i], Greedy(20 + i), 256, /*n_batch=*/5);
+    EXPECT_EQ(stepped.tokens, want.back().tokens) << "request " << i;
+  }
+  ExpectLoneOutputsFromWindowLayers(e, prompts, want, Keeps::kSlots);
+}
+
 // Llama 4's chunked layers (chunks of 8 here) hold the blocks of a window of a chunk, as sliding
 // layers do; a query reads back only to its chunk's start, so the output is still the lone
 // session's, over several chunks, with shared prefixes and preemption.
@@ -448,16 +463,7 @@ TEST(BatchEngineTest, ConvolutionLayersHoldOnlyTheirKernelAndChangeNoOutput) {
   ASSERT_NE(e, nullptr);
   ASSERT_EQ(e->model()->attention_windows(), (std::vector<int64_t>{0, 0, 0, 0}));
   ASSERT_EQ(e->model()->conv_rows(), (std::vector<int64_t>{2, 2, 0, 2}));
-  const std::vector<int32_t> prefix = Prompts(*e, 1, 47)[0];
-  const auto prompts = Prompts(*e, 5, 53, prefix);
-  std::vector<Output> want;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    want.push_back(Lone(e, prompts[i], Greedy(20 + i)));
-    // A session stepping 5 tokens at a time carries the rows over its steps.
-    const Output stepped = Lone(e, prompts[i], Greedy(20 + i), 256, /*n_batch=*/5);
-    EXPECT_EQ(stepped.tokens, want.back().tokens) << "request " << i;
-  }
-  ExpectLoneOutputsFromWindowLayers(e, prompts, want, Keeps::kSlots);
+  ExpectLoneOutputsFromSlots(e, 47, 53);
 }
 
 // Granite-4.0-H's Mamba-2 layers carry their convolution's last inputs and their recurrent state
@@ -472,16 +478,7 @@ TEST(BatchEngineTest, RecurrentLayersCarryTheirStateAcrossBlocksAndChangeNoOutpu
   std::shared_ptr<const Engine> e = RandomEngine(m);
   ASSERT_NE(e, nullptr);
   ASSERT_EQ(e->model()->attention_windows(), (std::vector<int64_t>{0, 0, 0}));
-  const std::vector<int32_t> prefix = Prompts(*e, 1, 59)[0];
-  const auto prompts = Prompts(*e, 5, 61, prefix);
-  std::vector<Output> want;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    want.push_back(Lone(e, prompts[i], Greedy(20 + i)));
-    // A session stepping 5 tokens at a time carries the state over its steps.
-    const Output stepped = Lone(e, prompts[i], Greedy(20 + i), 256, /*n_batch=*/5);
-    EXPECT_EQ(stepped.tokens, want.back().tokens) << "request " << i;
-  }
-  ExpectLoneOutputsFromWindowLayers(e, prompts, want, Keeps::kSlots);
+  ExpectLoneOutputsFromSlots(e, 59, 61);
 }
 
 // Qwen3.5-MoE's gated delta nets carry their convolution's rows and each value head's state in
@@ -494,15 +491,7 @@ TEST(BatchEngineTest, GatedDeltaNetsCarryTheirStateInSlotsAndChangeNoOutput) {
   m.rope_dim = 8, m.n_ff_shared = 40, m.seed = 41;
   std::shared_ptr<const Engine> e = RandomEngine(m);
   ASSERT_NE(e, nullptr);
-  const std::vector<int32_t> prefix = Prompts(*e, 1, 73)[0];
-  const auto prompts = Prompts(*e, 5, 79, prefix);
-  std::vector<Output> want;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    want.push_back(Lone(e, prompts[i], Greedy(20 + i)));
-    const Output stepped = Lone(e, prompts[i], Greedy(20 + i), 256, /*n_batch=*/5);
-    EXPECT_EQ(stepped.tokens, want.back().tokens) << "request " << i;
-  }
-  ExpectLoneOutputsFromWindowLayers(e, prompts, want, Keeps::kSlots);
+  ExpectLoneOutputsFromSlots(e, 73, 79);
 }
 
 // Nemotron-H's layers of one part: the expert layers cache nothing, the Mamba-2 layers carry their

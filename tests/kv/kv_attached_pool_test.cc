@@ -1,7 +1,8 @@
-// The sliding-window layers' block pool: blocks run out with a status, a block kept under a
+// The pool of blocks attached to prefix blocks (window rows, convolution slots): blocks run out
+// with a status, a block kept under a
 // prefix block's serial is found again once given back (until it is evicted, least recently
 // released first), and keeping refuses what would file one block twice.
-#include "lib/kv/kv_window_pool.h"
+#include "lib/kv/kv_attached_pool.h"
 
 #include <random>
 #include <vector>
@@ -12,18 +13,18 @@
 namespace moe {
 namespace {
 
-using BlockId = KvWindowPool::BlockId;
-constexpr BlockId kNone = KvWindowPool::kNoBlock;
+using BlockId = KvAttachedPool::BlockId;
+constexpr BlockId kNone = KvAttachedPool::kNoBlock;
 
-KvWindowPool Pool(int32_t blocks) {
-  auto pool = KvWindowPool::Create(blocks);
+KvAttachedPool Pool(int32_t blocks) {
+  auto pool = KvAttachedPool::Create(blocks);
   EXPECT_TRUE(pool.ok()) << pool.status();
   return *std::move(pool);
 }
 
-TEST(KvWindowPoolTest, BlocksRunOutWithAStatusAndComeBack) {
-  EXPECT_FALSE(KvWindowPool::Create(0).ok());
-  KvWindowPool pool = Pool(3);
+TEST(KvAttachedPoolTest, BlocksRunOutWithAStatusAndComeBack) {
+  EXPECT_FALSE(KvAttachedPool::Create(0).ok());
+  KvAttachedPool pool = Pool(3);
   std::vector<BlockId> held;
   for (int i = 0; i < 3; ++i) held.push_back(*pool.Allocate());
   EXPECT_EQ(pool.referenced(), 3);
@@ -36,8 +37,8 @@ TEST(KvWindowPoolTest, BlocksRunOutWithAStatusAndComeBack) {
   EXPECT_EQ(pool.cached(), 0);  // none was kept: all free
 }
 
-TEST(KvWindowPoolTest, AKeptBlockIsFoundUntilEvictedLeastRecentlyReleasedFirst) {
-  KvWindowPool pool = Pool(3);
+TEST(KvAttachedPoolTest, AKeptBlockIsFoundUntilEvictedLeastRecentlyReleasedFirst) {
+  KvAttachedPool pool = Pool(3);
   const BlockId a = *pool.Allocate(), b = *pool.Allocate(), c = *pool.Allocate();
   EXPECT_TRUE(pool.Keep(a, 11));
   EXPECT_TRUE(pool.Keep(b, 12));
@@ -63,8 +64,8 @@ TEST(KvWindowPoolTest, AKeptBlockIsFoundUntilEvictedLeastRecentlyReleasedFirst) 
   EXPECT_EQ(pool.Find(99), kNone);
 }
 
-TEST(KvWindowPoolTest, ARandomWorkloadNeverLeaksOrSharesABlockWrongly) {
-  KvWindowPool pool = Pool(16);
+TEST(KvAttachedPoolTest, ARandomWorkloadNeverLeaksOrSharesABlockWrongly) {
+  KvAttachedPool pool = Pool(16);
   std::mt19937 rng(7);
   std::vector<std::pair<BlockId, uint64_t>> held;  // block and the serial it was filed under
   std::vector<int> refs(16, 0);

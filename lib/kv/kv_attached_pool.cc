@@ -1,25 +1,25 @@
-#include "lib/kv/kv_window_pool.h"
+#include "lib/kv/kv_attached_pool.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 namespace moe {
 
-absl::StatusOr<KvWindowPool> KvWindowPool::Create(int32_t n_blocks, absl::string_view what) {
+absl::StatusOr<KvAttachedPool> KvAttachedPool::Create(int32_t n_blocks, absl::string_view what) {
   if (n_blocks <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("a KV window pool needs blocks, not ", n_blocks));
   }
-  return KvWindowPool(n_blocks, what);
+  return KvAttachedPool(n_blocks, what);
 }
 
-KvWindowPool::KvWindowPool(int32_t n_blocks, absl::string_view what)
+KvAttachedPool::KvAttachedPool(int32_t n_blocks, absl::string_view what)
     : blocks_(n_blocks), what_(what) {
   free_.reserve(n_blocks);
   for (BlockId b = n_blocks - 1; b >= 0; --b) free_.push_back(b);  // lowest ids first
 }
 
-absl::StatusOr<KvWindowPool::BlockId> KvWindowPool::Allocate() {
+absl::StatusOr<KvAttachedPool::BlockId> KvAttachedPool::Allocate() {
   BlockId b = kNoBlock;
   if (!free_.empty()) {
     b = free_.back();
@@ -37,7 +37,7 @@ absl::StatusOr<KvWindowPool::BlockId> KvWindowPool::Allocate() {
   return b;
 }
 
-bool KvWindowPool::Keep(BlockId block, uint64_t serial) {
+bool KvAttachedPool::Keep(BlockId block, uint64_t serial) {
   if (block < 0 || block >= n_blocks() || serial == 0 || blocks_[block].refs == 0 ||
       blocks_[block].serial != 0 || kept_.contains(serial)) {
     return false;
@@ -47,7 +47,7 @@ bool KvWindowPool::Keep(BlockId block, uint64_t serial) {
   return true;
 }
 
-KvWindowPool::BlockId KvWindowPool::Find(uint64_t serial) {
+KvAttachedPool::BlockId KvAttachedPool::Find(uint64_t serial) {
   auto it = kept_.find(serial);
   if (serial == 0 || it == kept_.end()) return kNoBlock;
   Block& blk = blocks_[it->second];
@@ -55,7 +55,7 @@ KvWindowPool::BlockId KvWindowPool::Find(uint64_t serial) {
   return it->second;
 }
 
-void KvWindowPool::Release(BlockId b) {
+void KvAttachedPool::Release(BlockId b) {
   Block& blk = blocks_[b];
   if (blk.refs <= 0 || --blk.refs > 0) return;
   if (blk.serial != 0) {

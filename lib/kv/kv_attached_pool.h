@@ -1,15 +1,14 @@
-// The blocks of a paged KV cache's sliding-window layers (issue 18). A sequence holds such a
-// block only while its window still reaches a position in it, then gives it back, so those layers
-// cost about a window per sequence instead of its whole context.
+// Blocks attached to a paged KV cache's prefix blocks: reference-counted, and, when one holds
+// what belongs with a prefix block the KvBlockPool committed, kept under that block's serial, so
+// that given back it stays cached (as the pool's committed blocks do) and a later prompt that
+// shares the prefix finds it. Cached blocks are evicted least recently released first, when a
+// block is needed and none is free. Not thread-safe, like KvBlockPool.
 //
-// A block that holds the window rows of a prefix block the KvBlockPool committed may be kept
-// under that block's serial: given back, it stays cached (as the pool's committed blocks do), so
-// a later prompt that shares the prefix finds the rows its first new position's window reads.
-// Cached blocks are evicted least recently released first, when a block is needed and none is
-// free. Not thread-safe, like KvBlockPool.
-//
-// PagedKvCache keeps the slots of its convolution layers in one too: the slot a sequence runs in
-// and the snapshots of what followed a prefix block's last position, kept under its serial.
+// PagedKvCache keeps two kinds in such pools (issues 17 and 18): the blocks of its sliding-window
+// layers — a sequence holds one only while its window still reaches a position in it, and a kept
+// one holds the window rows a prompt's first new position reads — and the slots of its
+// convolution layers — the slot a sequence runs in, and snapshots of what followed a prefix
+// block's last position.
 #pragma once
 
 #include <cstdint>
@@ -23,13 +22,13 @@
 
 namespace moe {
 
-class KvWindowPool {
+class KvAttachedPool {
  public:
   using BlockId = int32_t;
   static constexpr BlockId kNoBlock = -1;
 
   // `what` names the blocks in the error of a full pool.
-  static absl::StatusOr<KvWindowPool> Create(
+  static absl::StatusOr<KvAttachedPool> Create(
       int32_t n_blocks, absl::string_view what = "blocks of the sliding-window layers");
 
   int32_t n_blocks() const { return static_cast<int32_t>(blocks_.size()); }
@@ -57,7 +56,7 @@ class KvWindowPool {
     std::list<BlockId>::iterator lru;  // when cached: unreferenced and kept
   };
 
-  KvWindowPool(int32_t n_blocks, absl::string_view what);
+  KvAttachedPool(int32_t n_blocks, absl::string_view what);
 
   std::vector<Block> blocks_;
   std::vector<BlockId> free_;
