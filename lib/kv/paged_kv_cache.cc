@@ -181,6 +181,7 @@ int64_t PagedKvCache::ReusePrefix(PagedKvSequence& seq, absl::Span<const int32_t
     pool_.Release(chain.back());
     chain.pop_back();
   }
+  const int64_t matched = std::ssize(chain);
   std::vector<KvAttachedPool::BlockId> window, snapshots;
   if (window_pool_) window.assign(chain.size(), KvAttachedPool::kNoBlock);
   if (slot_pool_) snapshots.assign(chain.size(), KvAttachedPool::kNoBlock);
@@ -210,6 +211,9 @@ int64_t PagedKvCache::ReusePrefix(PagedKvSequence& seq, absl::Span<const int32_t
   seq.blocks() = std::move(chain);
   seq.window_blocks() = std::move(window);
   seq.snapshots = std::move(snapshots);
+  // A prefix this prompt shares with cached blocks beyond the last snapshot ends where a later
+  // prompt may share it too: the sequence snapshots that block as it computes it.
+  seq.wanted_snapshot = slot_pool_ && std::ssize(seq.blocks()) < matched ? matched - 1 : -1;
   seq.blocks_offered = std::ssize(seq.blocks());
   seq.offered_tail = seq.blocks().empty() ? KvBlockPool::kNoBlock : seq.blocks().back();
   seq.offered_tail_serial = seq.blocks().empty() ? 0 : pool_.serial(seq.offered_tail);
@@ -264,7 +268,7 @@ absl::Status PagedKvCache::Grow(PagedKvSequence& seq, int64_t from, int64_t to) 
     }
   }
   // Nothing fails after this: a step that is never run leaves a snapshot unused, not wrong.
-  if (slot_pool_) SnapshotLastCompletedBlock(seq, from, to);
+  if (slot_pool_) SnapshotCompletedBlocks(seq, from, to);
   return absl::OkStatus();
 }
 
@@ -283,29 +287,33 @@ absl::Status PagedKvCache::TakeLiveSlot(PagedKvSequence& seq, int64_t from) {
   return absl::OkStatus();
 }
 
-void PagedKvCache::SnapshotLastCompletedBlock(PagedKvSequence& seq, int64_t from, int64_t to) {
-  const int64_t bs = block_size();
+void PagedKvCache::SnapshotCompletedBlocks(PagedKvSequence& seq, int64_t from, int64_t to) {
+  const int64_t bs = block_size(), first = from / bs, last = to / bs - 1;
   auto& snapshots = seq.snapshots;
   snapshots.resize(seq.blocks().size(), KvAttachedPool::kNoBlock);
-  // The blocks up to the last one the step completes run in the live slot, which that block
-  // keeps as its snapshot; the rest of the step runs in a fresh one (taking the state over at
-  // its first position). Only with a slot spare beyond a live one for every sequence that may
-  // still need one: else no snapshot, and a later prompt reuses a shorter prefix.
-  const int64_t last = to / bs - 1;
-  int32_t ran_in = seq.live_slot;
-  if (last >= from / bs && snapshots[last] == KvAttachedPool::kNoBlock &&
-      slot_pool_->available() > max_sequences_ - live_slots_) {
-    snapshots[last] = ran_in;
+  // The blocks to end with a snapshot: where a prefix the prompt shares ends (ReusePrefix), and
+  // the last one the step completes. Each runs, with the blocks of the step before it, in the
+  // live slot, which it keeps; a fresh slot takes the rest (the state taken over at its first
+  // position). Only with a slot spare beyond a live one for every sequence that may still need
+  // one: else no snapshot, and a later prompt reuses a shorter prefix.
+  int64_t ends[2] = {seq.wanted_snapshot, last};
+  if (seq.wanted_snapshot <= last) seq.wanted_snapshot = -1;  // taken now, or passed
+  std::vector<int32_t>& table = seq.state_table();
+  table.resize(snapshots.size());
+  const int32_t step_start_slot = seq.live_slot;
+  int64_t b = first;
+  for (int64_t end : ends) {
+    if (end < b || end > last || snapshots[end] != KvAttachedPool::kNoBlock ||
+        slot_pool_->available() <= max_sequences_ - live_slots_) {
+      continue;
+    }
+    for (; b <= end; ++b) table[b] = seq.live_slot;
+    snapshots[end] = seq.live_slot;
     seq.live_slot = *slot_pool_->Allocate();  // one is available
   }
-  auto& table = seq.state_table();
-  table.resize(snapshots.size());
-  for (int64_t b = 0; b < std::ssize(table); ++b) {
-    if (snapshots[b] != KvAttachedPool::kNoBlock) {
-      table[b] = snapshots[b];
-    } else {
-      table[b] = b <= last ? ran_in : seq.live_slot;
-    }
+  for (; b < std::ssize(table); ++b) table[b] = seq.live_slot;
+  for (b = 0; b < first; ++b) {
+    table[b] = snapshots[b] != KvAttachedPool::kNoBlock ? snapshots[b] : step_start_slot;
   }
 }
 
@@ -320,6 +328,7 @@ void PagedKvCache::ReleaseSlots(PagedKvSequence& seq) {
   seq.snapshots.clear();
   seq.live_slot = KvAttachedPool::kNoBlock;
   seq.state_table().clear();
+  seq.wanted_snapshot = -1;
 }
 
 void PagedKvCache::Commit(PagedKvSequence& seq, absl::Span<const int32_t> tokens,

@@ -11,9 +11,10 @@
 //
 // Convolution layers (short, Mamba-2's, a gated delta net's) keep no rows per position but a slot
 // (kv_type.h), from a pool of twice max_sequences: each running sequence's positions run in a
-// live slot of its own, and the last block a step completes keeps the slot it ends with as a
-// snapshot, the sequence going on in a fresh one — if one is spare beyond a live slot for every
-// sequence that may still need one. A committed block's snapshot is kept under its serial as a
+// live slot of its own, and the last block a step completes (and the block where a prefix the
+// prompt shares with cached blocks ends) keeps the slot it ends with as a snapshot, the sequence
+// going on in a fresh one — if one is spare beyond a live slot for every sequence that may still
+// need one. A committed block's snapshot is kept under its serial as a
 // window block is, so a prompt that shares the prefix starts from it; a cached prefix is reused
 // only as far as such a snapshot ends it. So these layers cost two of llama.cpp's per-sequence
 // states a sequence, rather than a state and rows per block.
@@ -103,9 +104,9 @@ class PagedKvCache {
   int64_t FirstWindowBlock(int64_t from) const;
   // The slots of a step over [from, to): TakeLiveSlot gives back the snapshots before the block
   // holding position from - 1 and takes a live slot (the one part that may fail);
-  // SnapshotLastCompletedBlock then names the slot each block runs in.
+  // SnapshotCompletedBlocks then names the slot each block runs in.
   absl::Status TakeLiveSlot(PagedKvSequence& seq, int64_t from);
-  void SnapshotLastCompletedBlock(PagedKvSequence& seq, int64_t from, int64_t to);
+  void SnapshotCompletedBlocks(PagedKvSequence& seq, int64_t from, int64_t to);
   void ReleaseSlots(PagedKvSequence& seq);
 
   KvBlockPool pool_;

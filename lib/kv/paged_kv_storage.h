@@ -124,6 +124,9 @@ class PagedKvSequence final : public KvSequence {
   // block the snapshot the sequence holds of what followed its last position (-1: none).
   int32_t live_slot = -1;
   std::vector<int32_t> snapshots;
+  // A block to snapshot when a step completes it: where the prefix the prompt shares with cached
+  // blocks ends, beyond the last snapshot it could start from (-1: none).
+  int64_t wanted_snapshot = -1;
 
  private:
   PagedKvStorage* whole_ = nullptr;

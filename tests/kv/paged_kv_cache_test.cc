@@ -310,5 +310,46 @@ TEST(PagedKvCacheTest, SnapshotsEndCachedPrefixesAndLeaveEverySequenceALiveSlot)
   EXPECT_EQ(cache->state_slots_in_use(), 0);
 }
 
+// Where a prompt's shared prefix ends beyond the last snapshot, the prompt snapshots that block as
+// it computes it, so the next prompt that shares the prefix reuses all of it.
+TEST(PagedKvCacheTest, ASharedPrefixEndingPastTheLastSnapshotGetsOne) {
+  PagedKvCacheOptions o;
+  o.shape = ConvolutionShape();
+  o.positions = 64;
+  o.max_sequences = 4;
+  auto cache = Cache(o);
+  ASSERT_NE(cache, nullptr);
+  std::vector<int32_t> first(17);
+  for (size_t i = 0; i < first.size(); ++i) first[i] = static_cast<int32_t>(i);
+  PagedKvSequence a = cache->NewSequence();
+  ASSERT_TRUE(cache->Grow(a, 0, 17).ok());  // one step: a snapshot at block 3 only
+  cache->Commit(a, first, 17);
+  EXPECT_EQ(a.snapshots[1], KvAttachedPool::kNoBlock);
+  cache->Release(a);
+  // Sharing 10 tokens, two whole blocks, but no snapshot ends block 1: nothing reused.
+  std::vector<int32_t> second(first.begin(), first.begin() + 10);
+  second.insert(second.end(), {90, 91, 92, 93, 94});
+  PagedKvSequence b = cache->NewSequence();
+  EXPECT_EQ(cache->ReusePrefix(b, second), 0);
+  ASSERT_TRUE(cache->Grow(b, 0, 15).ok());  // completes blocks 0 to 2: snapshots 1 and 2
+  const std::vector<int32_t> table = b.state_table();
+  ASSERT_NE(b.snapshots[1], KvAttachedPool::kNoBlock);
+  ASSERT_NE(b.snapshots[2], KvAttachedPool::kNoBlock);
+  EXPECT_EQ(table[0], b.snapshots[1]);
+  EXPECT_EQ(table[1], b.snapshots[1]);
+  EXPECT_EQ(table[2], b.snapshots[2]);
+  EXPECT_EQ(table[3], b.live_slot);
+  EXPECT_NE(b.snapshots[1], b.snapshots[2]);
+  EXPECT_NE(b.snapshots[2], b.live_slot);
+  cache->Commit(b, second, 15);
+  cache->Release(b);
+  // A third prompt sharing those 10 tokens starts from block 1's snapshot.
+  std::vector<int32_t> third(first.begin(), first.begin() + 10);
+  third.insert(third.end(), {70, 71});
+  PagedKvSequence c = cache->NewSequence();
+  EXPECT_EQ(cache->ReusePrefix(c, third), 8);
+  cache->Release(c);
+}
+
 }  // namespace
 }  // namespace moe
