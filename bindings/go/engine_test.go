@@ -63,9 +63,11 @@ func TestEngineGoroutinesSubmittingAtOnceGetALoneContextsText(t *testing.T) {
 		}
 	}
 	st, err := e.Stats()
-	// The fixture model has no sliding-window layers; the cache's memory is its blocks'.
+	// The fixture model has no sliding-window or convolution layers; the cache's memory is its
+	// blocks'.
 	if err != nil || st.Finished != int64(len(enginePrompts)) || st.KVBlocksInUse != 0 ||
-		st.KVWindowBlocks != 0 || st.KVBytes <= 0 || st.KVBytes%int64(st.KVBlocks) != 0 {
+		st.KVWindowBlocks != 0 || st.KVStateSlots != 0 || st.KVBytes <= 0 ||
+		st.KVBytes%int64(st.KVBlocks) != 0 {
 		t.Errorf("stats %+v, %v", st, err)
 	}
 	metrics, err := e.MetricsText()

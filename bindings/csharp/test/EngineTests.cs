@@ -66,8 +66,10 @@ public class EngineTests {
       EngineStats st = engine.Stats;
       Assert.AreEqual(Prompts.Length, st.Finished);
       Assert.AreEqual(0, st.KvBlocksInUse);
-      // The fixture model has no sliding-window layers; the cache's memory is its blocks'.
+      // The fixture model has no sliding-window or convolution layers; the cache's memory is its
+      // blocks'.
       Assert.AreEqual(0, st.KvWindowBlocks);
+      Assert.AreEqual(0, st.KvStateSlots);
       Assert.Greater(st.KvBytes, 0);
       Assert.AreEqual(0, st.KvBytes % st.KvBlocks);
       StringAssert.Contains("moe_engine_requests_finished_total " + Prompts.Length + "\n",

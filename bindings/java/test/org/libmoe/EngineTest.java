@@ -83,8 +83,10 @@ class EngineTest {
       EngineStats stats = engine.stats();
       assertEquals(PROMPTS.length, stats.finished());
       assertEquals(0, stats.kvBlocksInUse());
-      // The fixture model has no sliding-window layers; the cache's memory is its blocks'.
+      // The fixture model has no sliding-window or convolution layers; the cache's memory is its
+      // blocks'.
       assertEquals(0, stats.kvWindowBlocks());
+      assertEquals(0, stats.kvStateSlots());
       assertTrue(stats.kvBytes() > 0 && stats.kvBytes() % stats.kvBlocks() == 0, stats.toString());
       String metrics = engine.metricsText();
       assertTrue(
