@@ -1,7 +1,8 @@
-// A session over a model with recurrent layers (Granite-4.0-H's Mamba-2): their state has taken
-// in every token, so whatever takes the context back to an earlier position — a truncation, the
-// last token computed again for its logits, a step cancelled half way through its layers —
-// computes the kept tokens again, and the session goes on exactly as one that never went back.
+// A session over a model with recurrent layers (Granite-4.0-H's Mamba-2; LFM2's short
+// convolutions, which carry only their kernel's last rows): their state has taken in every token,
+// so whatever takes the context back to an earlier position — a truncation, the last token computed
+// again for its logits, a step cancelled half way through its layers — computes the kept tokens
+// again, and the session goes on exactly as one that never went back.
 #include <string>
 #include <vector>
 
@@ -16,6 +17,13 @@ std::shared_ptr<const Engine> GraniteHybrid() {
   testing::RandomModelOptions m;
   m.arch = Arch::kGraniteHybrid;
   m.n_layer = 3, m.ssm_layers = {0, 2}, m.n_ff_shared = 40, m.seed = 37;
+  return testing::RandomEngine(m);
+}
+
+std::shared_ptr<const Engine> Lfm2() {
+  testing::RandomModelOptions m;
+  m.arch = Arch::kLfm2Moe;
+  m.n_layer = 3, m.short_conv_layers = {0, 2}, m.selection_bias = true, m.seed = 43;
   return testing::RandomEngine(m);
 }
 
@@ -51,9 +59,7 @@ std::vector<int32_t> Continue(Session& s, absl::Span<const int32_t> prompt) {
 
 // Cut back to n_keep (or not at all), then continued from the last kept token's logits: the
 // tokens of a session that decoded only the kept tokens, the last one as its prompt.
-TEST(RecurrentSessionTest, TruncatingComputesTheKeptTokensAgain) {
-  auto engine = GraniteHybrid();
-  ASSERT_NE(engine, nullptr);
+void ExpectTruncationComputesTheKeptTokensAgain(std::shared_ptr<const Engine> engine) {
   const std::vector<int32_t> ids = Tokens(30, 7, engine->model()->hp().n_vocab);
   for (int64_t n_keep : {30, 29, 17, 4}) {
     SCOPED_TRACE("keep " + std::to_string(n_keep));
@@ -67,6 +73,13 @@ TEST(RecurrentSessionTest, TruncatingComputesTheKeptTokensAgain) {
     const std::vector<int32_t> want = Continue(**fresh, kept.subspan(n_keep - 1));
     EXPECT_EQ(want.size(), 8u);
     EXPECT_EQ(Continue(**cut, {}), want);
+  }
+}
+
+TEST(RecurrentSessionTest, TruncatingComputesTheKeptTokensAgain) {
+  for (auto engine : {GraniteHybrid(), Lfm2()}) {
+    ASSERT_NE(engine, nullptr);
+    ExpectTruncationComputesTheKeptTokensAgain(engine);
   }
 }
 
