@@ -61,8 +61,10 @@ absl::StatusOr<KvCache> KvCache::Create(int64_t n_layer, int64_t n_ctx, int64_t 
     c.max_step_tokens_ = sliding.max_step_tokens;
   }
   c.state_.resize(n_layer);
+  if (c.recurrent_) c.checkpoints_.resize(kCheckpoints);
   for (int64_t l = 0; l < n_layer; ++l) {
-    const size_t bytes = c.rows_[l].slot_bytes();
+    // The live slot, then the checkpoints'.
+    const size_t bytes = c.rows_[l].slot_bytes() * (1 + c.checkpoints_.size());
     if (bytes == 0) continue;
     absl::StatusOr<uint8_t*> p = c.state_[l].Resize(memory, static_cast<int64_t>(bytes));
     if (!p.ok()) return p.status();
@@ -82,6 +84,53 @@ absl::StatusOr<KvCache> KvCache::Create(int64_t n_layer, int64_t n_ctx, int64_t 
     }
   }
   return c;
+}
+
+void KvCache::SaveCheckpoint(Backend& be, absl::Span<const float> logits) {
+  if (checkpoints_.empty() || size_ == 0) return;
+  // The one at this position already, else the oldest.
+  Checkpoint* target = &checkpoints_[0];
+  for (Checkpoint& c : checkpoints_) {
+    if (c.position == size_) {
+      target = &c;
+      break;
+    }
+    if (c.saved < target->saved) target = &c;
+  }
+  const int64_t slot = 1 + (target - checkpoints_.data());
+  for (size_t l = 0; l < rows_.size(); ++l) {
+    const int64_t floats = rows_[l].slot_floats();
+    if (floats == 0) continue;
+    float* live = reinterpret_cast<float*>(state_[l].data());
+    be.CopyRows(live, 0, 1, floats, live + slot * floats, 0);
+  }
+  target->position = size_;
+  target->saved = ++saves_;
+  target->logits.assign(logits.begin(), logits.end());
+}
+
+int64_t KvCache::RestoreCheckpoint(Backend& be, int64_t n, std::vector<float>* logits) {
+  const Checkpoint* best = nullptr;
+  for (const Checkpoint& c : checkpoints_) {
+    if (c.position > 0 && c.position <= n && (!best || c.position > best->position)) best = &c;
+  }
+  if (best == nullptr) return 0;
+  const int64_t slot = 1 + (best - checkpoints_.data());
+  for (size_t l = 0; l < rows_.size(); ++l) {
+    const int64_t floats = rows_[l].slot_floats();
+    if (floats == 0) continue;
+    float* live = reinterpret_cast<float*>(state_[l].data());
+    be.CopyRows(live + slot * floats, 0, 1, floats, live, 0);
+  }
+  size_ = best->position;
+  *logits = best->logits;
+  return size_;
+}
+
+void KvCache::DropCheckpointsAfter(int64_t n) {
+  for (Checkpoint& c : checkpoints_) {
+    if (c.position > n) c = Checkpoint();
+  }
 }
 
 bool KvCache::RingsHoldWindowAt(int64_t n) const {

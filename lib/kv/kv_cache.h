@@ -84,8 +84,20 @@ class KvCache final : public KvSequence {
   DType dtype() const { return dtype_; }
   size_t byte_size() const;
   // Whether a layer carries a slot (a convolution's last rows, a recurrent state), which only
-  // computing the positions again can take back to an earlier one.
+  // computing the positions again, or a checkpoint, can take back to an earlier one.
   bool recurrent() const { return recurrent_; }
+
+  // Checkpoints of a recurrent cache: copies of every carried slot at a position, with the
+  // logits of the token before it, so that going back to that position or past it does not
+  // compute from position 0 (a chat's reply generated again). Saving one at size() replaces the
+  // oldest; `be` copies in the cache's memory space. Without carried slots, none are kept.
+  static constexpr int kCheckpoints = 2;
+  void SaveCheckpoint(Backend& be, absl::Span<const float> logits);
+  // The latest checkpoint at a position from 1 to n copied back into the slots, size() set to
+  // its position, `logits` to its logits; 0 (size() unchanged) when there is none.
+  int64_t RestoreCheckpoint(Backend& be, int64_t n, std::vector<float>* logits);
+  // Forgets the checkpoints past position n (the tokens after n are no longer the history).
+  void DropCheckpointsAfter(int64_t n);
 
   // Number of positions holding valid entries; the next token goes at position size().
   int64_t size() const { return size_; }
@@ -104,6 +116,13 @@ class KvCache final : public KvSequence {
   std::vector<BackendBuffer<uint8_t>> state_;  // per layer: a convolution layer's slot, else empty
   std::vector<int32_t> state_table_;           // every block of the context -> slot 0
   bool recurrent_ = false;
+  struct Checkpoint {
+    int64_t position = 0;  // 0: none
+    uint64_t saved = 0;    // when, to replace the oldest
+    std::vector<float> logits;
+  };
+  std::vector<Checkpoint> checkpoints_;  // kCheckpoints, in slots 1.. of each carried layer
+  uint64_t saves_ = 0;
 };
 
 }  // namespace moe

@@ -202,6 +202,9 @@ absl::Status Session::DecodeLocked(absl::Span<const int32_t> tokens,
     n_past_.store(cache_.size(), std::memory_order_relaxed);
     stats_.prompt_tokens += chunk.size();
   }
+  // The end of a prompt is where a chat goes back to: a recurrent state is kept there. Not over
+  // ranks, whose serving ranks carry states of their own.
+  if (tokens.size() > 1 && driver_ == nullptr) cache_.SaveCheckpoint(*backend_, logits_);
   return absl::OkStatus();
 }
 
@@ -213,8 +216,13 @@ absl::Status Session::RecomputeIfStale() {
   n_past_.store(0, std::memory_order_relaxed);
   logits_.clear();
   state_stale_ = false;
-  if (kept.empty()) return absl::OkStatus();
-  absl::Status s = DecodeLocked(kept, nullptr);
+  // From the latest checkpoint within the history, if one is kept.
+  const int64_t from =
+      cache_.RestoreCheckpoint(*backend_, static_cast<int64_t>(kept.size()), &logits_);
+  history_.assign(kept.begin(), kept.begin() + from);
+  n_past_.store(from, std::memory_order_relaxed);
+  if (from == static_cast<int64_t>(kept.size())) return absl::OkStatus();
+  absl::Status s = DecodeLocked(absl::MakeConstSpan(kept).subspan(from), nullptr);
   if (!s.ok()) {
     // Still stale: the positions computed so far are dropped, the tokens kept.
     history_ = std::move(kept);
@@ -361,6 +369,7 @@ absl::Status Session::Reset() {
   Busy busy(*this);
   MOE_RETURN_IF_ERROR(busy.status());
   cache_.set_size(0);
+  cache_.DropCheckpointsAfter(0);
   n_past_.store(0, std::memory_order_relaxed);
   history_.clear();
   state_stale_ = false;
@@ -414,6 +423,13 @@ absl::Status Session::Truncate(int64_t n_keep) {
   // sliding-window ring may have reused the rows of the window before n_keep, though: then the
   // kept tokens are computed again.
   const bool recompute = !cache_.RingsHoldWindowAt(n_keep);
+  cache_.DropCheckpointsAfter(n_keep);
+  if (recompute && cache_.recurrent()) {
+    // From the latest checkpoint at or before n_keep; the logits of the last kept token stay.
+    history_.resize(n_keep);
+    state_stale_ = true;
+    return RecomputeIfStale();
+  }
   std::vector<int32_t> kept(history_.begin(), history_.begin() + n_keep);
   cache_.set_size(recompute ? 0 : n_keep);
   history_.resize(recompute ? 0 : n_keep);

@@ -44,8 +44,10 @@ SessionOptions Options() {
   return o;
 }
 
-std::vector<int32_t> Continue(Session& s, absl::Span<const int32_t> prompt) {
+std::vector<int32_t> Continue(Session& s, absl::Span<const int32_t> prompt,
+                              float temperature = 0.8f) {
   GenerateOptions g;
+  g.sampling.temperature = temperature;
   g.max_tokens = 8;
   g.stop_at_eog = false;
   std::vector<int32_t> out;
@@ -80,6 +82,33 @@ TEST(RecurrentSessionTest, TruncatingComputesTheKeptTokensAgain) {
   for (auto engine : {GraniteHybrid(), Lfm2()}) {
     ASSERT_NE(engine, nullptr);
     ExpectTruncationComputesTheKeptTokensAgain(engine);
+  }
+}
+
+// The end of a prompt keeps a checkpoint of the carried state: going back to it computes
+// nothing, going back past it only the tokens after it, and the reply generated again is the one
+// a session that never went back gives.
+TEST(RecurrentSessionTest, GoingBackStartsFromThePromptsCheckpoint) {
+  constexpr float kGreedy = 0.f;
+  for (auto engine : {GraniteHybrid(), Lfm2()}) {
+    ASSERT_NE(engine, nullptr);
+    const std::vector<int32_t> ids = Tokens(24, 5, engine->model()->hp().n_vocab);
+    auto s = Session::Create(engine, Options());
+    auto fresh = Session::Create(engine, Options());
+    ASSERT_TRUE(s.ok() && fresh.ok());
+    ASSERT_TRUE((*s)->Decode(ids).ok());
+    const std::vector<int32_t> reply = Continue(**s, {}, kGreedy);
+    ASSERT_EQ((*s)->history().size(), ids.size() + reply.size());
+    const int64_t computed = (*s)->stats().prompt_tokens;
+    ASSERT_TRUE((*s)->Truncate(24).ok());
+    EXPECT_EQ((*s)->stats().prompt_tokens, computed) << "back to the checkpoint: nothing computed";
+    EXPECT_EQ(Continue(**s, {}, kGreedy), reply);
+    ASSERT_TRUE((*s)->Truncate(27).ok());
+    EXPECT_EQ((*s)->stats().prompt_tokens, 3) << "past it: only the 3 tokens after it";
+    std::vector<int32_t> kept = ids;
+    kept.insert(kept.end(), reply.begin(), reply.begin() + 3);
+    ASSERT_TRUE((*fresh)->Decode(kept).ok());
+    EXPECT_EQ(Continue(**s, {}, kGreedy), Continue(**fresh, {}, kGreedy));
   }
 }
 
