@@ -234,6 +234,21 @@ PagedKvShape ConvolutionShape() {
   return s;
 }
 
+// A cache of 64 positions of that shape for max_sequences.
+std::unique_ptr<PagedKvCache> ConvolutionCache(int32_t max_sequences) {
+  PagedKvCacheOptions o;
+  o.shape = ConvolutionShape();
+  o.positions = 64;
+  o.max_sequences = max_sequences;
+  return Cache(o);
+}
+
+std::vector<int32_t> Iota(int n) {
+  std::vector<int32_t> t(n);
+  for (int i = 0; i < n; ++i) t[i] = i;
+  return t;
+}
+
 // The convolution layers keep no rows: a slot pool of a live and a spare slot per sequence,
 // whatever windows they are given, beside the attention layer's blocks.
 TEST(PagedKvCacheTest, ConvolutionLayersCarrySlotsInsteadOfRows) {
@@ -265,14 +280,9 @@ TEST(PagedKvCacheTest, ConvolutionLayersCarrySlotsInsteadOfRows) {
 // that shares the prefix. A snapshot is taken only with a slot spare beyond a live one for every
 // sequence that may still need one.
 TEST(PagedKvCacheTest, SnapshotsEndCachedPrefixesAndLeaveEverySequenceALiveSlot) {
-  PagedKvCacheOptions o;
-  o.shape = ConvolutionShape();
-  o.positions = 64;
-  o.max_sequences = 2;
-  auto cache = Cache(o);
+  auto cache = ConvolutionCache(2);
   ASSERT_NE(cache, nullptr);
-  std::vector<int32_t> tokens(40);
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(i);
+  const std::vector<int32_t> tokens = Iota(40);
   PagedKvSequence a = cache->NewSequence();
   ASSERT_TRUE(cache->Grow(a, 0, 10).ok());  // completes blocks 0 and 1
   const std::vector<int32_t> table = a.state_table();
@@ -313,14 +323,9 @@ TEST(PagedKvCacheTest, SnapshotsEndCachedPrefixesAndLeaveEverySequenceALiveSlot)
 // Where a prompt's shared prefix ends beyond the last snapshot, the prompt snapshots that block as
 // it computes it, so the next prompt that shares the prefix reuses all of it.
 TEST(PagedKvCacheTest, ASharedPrefixEndingPastTheLastSnapshotGetsOne) {
-  PagedKvCacheOptions o;
-  o.shape = ConvolutionShape();
-  o.positions = 64;
-  o.max_sequences = 4;
-  auto cache = Cache(o);
+  auto cache = ConvolutionCache(4);
   ASSERT_NE(cache, nullptr);
-  std::vector<int32_t> first(17);
-  for (size_t i = 0; i < first.size(); ++i) first[i] = static_cast<int32_t>(i);
+  const std::vector<int32_t> first = Iota(17);
   PagedKvSequence a = cache->NewSequence();
   ASSERT_TRUE(cache->Grow(a, 0, 17).ok());  // one step: a snapshot at block 3 only
   cache->Commit(a, first, 17);
