@@ -97,13 +97,7 @@ void KvCache::SaveCheckpoint(Backend& be, absl::Span<const float> logits) {
     }
     if (c.saved < target->saved) target = &c;
   }
-  const int64_t slot = 1 + (target - checkpoints_.data());
-  for (size_t l = 0; l < rows_.size(); ++l) {
-    const int64_t floats = rows_[l].slot_floats();
-    if (floats == 0) continue;
-    float* live = reinterpret_cast<float*>(state_[l].data());
-    be.CopyRows(live, 0, 1, floats, live + slot * floats, 0);
-  }
+  CopySlots(be, 0, 1 + (target - checkpoints_.data()));
   target->position = size_;
   target->saved = ++saves_;
   target->logits.assign(logits.begin(), logits.end());
@@ -115,16 +109,19 @@ int64_t KvCache::RestoreCheckpoint(Backend& be, int64_t n, std::vector<float>* l
     if (c.position > 0 && c.position <= n && (!best || c.position > best->position)) best = &c;
   }
   if (best == nullptr) return 0;
-  const int64_t slot = 1 + (best - checkpoints_.data());
-  for (size_t l = 0; l < rows_.size(); ++l) {
-    const int64_t floats = rows_[l].slot_floats();
-    if (floats == 0) continue;
-    float* live = reinterpret_cast<float*>(state_[l].data());
-    be.CopyRows(live + slot * floats, 0, 1, floats, live, 0);
-  }
+  CopySlots(be, 1 + (best - checkpoints_.data()), 0);
   size_ = best->position;
   *logits = best->logits;
   return size_;
+}
+
+void KvCache::CopySlots(Backend& be, int64_t from, int64_t to) {
+  for (size_t l = 0; l < rows_.size(); ++l) {
+    const int64_t floats = rows_[l].slot_floats();
+    if (floats == 0) continue;
+    float* slots = reinterpret_cast<float*>(state_[l].data());
+    be.CopyRows(slots + from * floats, 0, 1, floats, slots + to * floats, 0);
+  }
 }
 
 void KvCache::DropCheckpointsAfter(int64_t n) {

@@ -106,6 +106,9 @@ class KvCache final : public KvSequence {
  private:
   static constexpr int kRingBlockShift = 4;  // rows of 16
 
+  // Every carried layer's slot `from` into its slot `to` (0: the live one; 1..: checkpoints).
+  void CopySlots(Backend& be, int64_t from, int64_t to);
+
   DType dtype_ = DType::kF32;
   int64_t n_ctx_ = 0, size_ = 0, max_step_tokens_ = 0;
   std::vector<KvLayerRows> rows_;              // per layer

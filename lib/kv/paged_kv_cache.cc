@@ -96,8 +96,8 @@ absl::StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKv
                          sequences * (before_step + 1);
   const size_t whole_bytes = whole_shape.n_layer > 0 ? PagedKvStorage::BlockBytes(whole_shape) : 0;
   const size_t window_bytes = PagedKvStorage::BlockBytes(window_shape);
-  const size_t slot_bytes =
-      whole_shape.n_layer > 0 ? n_slots * PagedKvStorage::SlotBytes(whole_shape) : 0;
+  // The convolution layers are all whole ones: their slots are in the whole layers' storage.
+  const size_t slot_bytes = n_slots * PagedKvStorage::SlotBytes(shape);
   if (o.bytes > 0 && o.bytes <= slot_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("a KV cache of ", o.bytes, " bytes holds no block after its ", n_slots,
@@ -127,10 +127,8 @@ absl::StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKv
   MOE_ASSIGN_OR_RETURN(int32_t window_blocks, BlockCount(n_window));
   std::optional<PagedKvStorage> whole;
   if (whole_shape.n_layer > 0) {
-    MOE_ASSIGN_OR_RETURN(whole, PagedKvStorage::Create(whole_shape, whole_blocks,
-                                                       slot_bytes > 0 ? n_slots : 0, memory));
+    MOE_ASSIGN_OR_RETURN(whole, PagedKvStorage::Create(whole_shape, whole_blocks, n_slots, memory));
   }
-  if (slot_bytes == 0) slot_pool.reset();
   MOE_ASSIGN_OR_RETURN(PagedKvStorage windowed_rows,
                        PagedKvStorage::Create(window_shape, window_blocks, memory));
   MOE_ASSIGN_OR_RETURN(KvBlockPool pool, KvBlockPool::Create(whole_blocks, bs));
