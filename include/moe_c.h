@@ -744,7 +744,10 @@ typedef struct moe_engine_params {
   int64_t kv_bytes;        /* > 0: the KV cache's size in bytes instead */
   int32_t max_sequences;   /* requests running at once; default 16 */
   int32_t max_step_tokens; /* tokens one step computes, decode tokens first; default 256 */
-  int32_t prefix_sharing;  /* default 1 */
+  /* 1 (default): prompts start from cached blocks of a shared prefix. Recurrent models (Mamba-2,
+   * gated delta nets, short convolutions) then keep two state slots a request, one for the
+   * snapshots a prefix starts from; with 0, one. */
+  int32_t prefix_sharing;
   int32_t when_kv_full;    /* moe_kv_full_policy; default MOE_KV_FULL_PREEMPT */
   int32_t own_thread;      /* 1 (default): the engine steps on its own thread; 0: moe_engine_step */
   uint64_t seed;           /* added to every request's sampling seed; default 0 */

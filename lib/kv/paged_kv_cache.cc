@@ -44,11 +44,14 @@ absl::StatusOr<std::unique_ptr<PagedKvCache>> PagedKvCache::Create(const PagedKv
     window = std::max(window, o.windows[l]);
     ++window_layers;
   }
-  // A live slot for each sequence and one spare for its snapshots.
+  // A live slot for each sequence and, with snapshots, one spare for them. Without the spare no
+  // snapshot is ever taken (SnapshotCompletedBlocks keeps a live slot for every sequence), so
+  // no prefix is reused past the convolution layers.
   const int32_t max_sequences = std::max(o.max_sequences, 1);
+  const int64_t slots_per_sequence = o.state_snapshots ? 2 : 1;
   const int32_t n_slots =
       PagedKvStorage::SlotBytes(shape) > 0
-          ? static_cast<int32_t>(std::min(2 * int64_t{max_sequences}, int64_t{INT32_MAX}))
+          ? static_cast<int32_t>(std::min(slots_per_sequence * max_sequences, int64_t{INT32_MAX}))
           : 0;
   std::optional<KvAttachedPool> slot_pool;
   if (n_slots > 0) {

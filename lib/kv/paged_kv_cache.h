@@ -46,6 +46,10 @@ struct PagedKvCacheOptions {
   // tokens one step adds over all of them.
   int32_t max_sequences = 1;
   int64_t max_step_tokens = 1;
+  // Whether the convolution layers' slots keep snapshots at block ends, from which a prompt that
+  // shares a cached prefix starts: a spare slot per sequence beside its live one. A caller that
+  // never reuses prefixes turns it off and keeps one slot per sequence (half the slots' memory).
+  bool state_snapshots = true;
   // Where the K/V rows live: the memory of the backend that computes on them; null: the host's.
   MemorySpace* memory = nullptr;
 };

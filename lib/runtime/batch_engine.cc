@@ -46,6 +46,12 @@ absl::Status CheckWorld(const Engine& engine, const Communicator* comm) {
   return absl::OkStatus();
 }
 
+// Whether requests start from cached prefix blocks: load-aware re-weighting reads the routing of
+// every earlier position, which cached blocks do not keep, so its requests compute their prompts.
+bool ReusesPrefixes(const BatchEngineOptions& o) {
+  return o.prefix_sharing && o.routing.load_window == 0;
+}
+
 }  // namespace
 
 struct BatchEngine::Request {
@@ -128,6 +134,8 @@ absl::StatusOr<std::unique_ptr<BatchEngine>> BatchEngine::Create(
   kv.bytes = options.kv_bytes;
   kv.max_sequences = options.max_sequences;
   kv.max_step_tokens = options.max_step_tokens;
+  // Snapshots of the recurrent layers' slots serve only prompts that reuse a cached prefix.
+  kv.state_snapshots = ReusesPrefixes(options);
   MOE_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, engine->CreateBackend(options.threads));
   kv.memory = backend.get();
   absl::StatusOr<std::unique_ptr<PagedKvCache>> cache = PagedKvCache::Create(kv);
@@ -485,11 +493,7 @@ std::vector<BatchEngine::Scheduled> BatchEngine::Schedule() {
 
 void BatchEngine::Admit(Request& r) {
   const int64_t n = static_cast<int64_t>(r.tokens.size());
-  // Load-aware re-weighting reads the routing of every earlier position, which cached blocks do
-  // not keep: such requests compute their whole prompt.
-  const int64_t reused = options_.prefix_sharing && options_.routing.load_window == 0
-                             ? cache_->ReusePrefix(r.kv, r.tokens)
-                             : 0;
+  const int64_t reused = ReusesPrefixes(options_) ? cache_->ReusePrefix(r.kv, r.tokens) : 0;
   // Room for the whole prompt (and the first token after it) now, counting blocks a chain of
   // cached ones could give up.
   if (!cache_->CanGrow(r.kv, reused, n + 1)) {

@@ -57,7 +57,7 @@ struct BatchEngineOptions {
   int64_t n_ctx = 0;              // the most tokens one request holds; 0: the model's, at most 4096
   int max_sequences = 16;         // requests running at once
   int64_t max_step_tokens = 256;  // tokens one step computes (decode tokens first)
-  bool prefix_sharing = true;
+  bool prefix_sharing = true;     // off: recurrent layers keep one state slot a request, not two
   WhenKvFull when_full = WhenKvFull::kPreempt;
   bool own_thread = true;  // false: the caller drives the engine with Step()
   // A model loaded as one rank's share of the experts (LoadOptions::expert_world) runs over this

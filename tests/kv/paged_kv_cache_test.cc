@@ -356,5 +356,43 @@ TEST(PagedKvCacheTest, ASharedPrefixEndingPastTheLastSnapshotGetsOne) {
   cache->Release(c);
 }
 
+// Without snapshots (a caller that reuses no prefix) a sequence holds its live slot alone: one
+// slot per sequence, every block of a step in it, and a committed prefix is not reused past the
+// convolution layers, which kept no state at its end.
+TEST(PagedKvCacheTest, WithoutSnapshotsEachSequenceHasOneSlot) {
+  PagedKvCacheOptions o;
+  o.shape = ConvolutionShape();
+  o.positions = 64;
+  o.max_sequences = 3;
+  o.state_snapshots = false;
+  auto cache = Cache(o);
+  ASSERT_NE(cache, nullptr);
+  EXPECT_EQ(cache->state_slots(), 3);
+  EXPECT_EQ(cache->byte_size(),
+            16 * 2 * 4 * kRow * sizeof(float) + 3 * PagedKvStorage::SlotBytes(o.shape));
+  const std::vector<int32_t> tokens = Iota(20);
+  PagedKvSequence a = cache->NewSequence();
+  ASSERT_TRUE(cache->Grow(a, 0, 10).ok());
+  EXPECT_EQ(a.state_table(), std::vector<int32_t>(3, a.live_slot));
+  EXPECT_EQ(cache->state_slots_in_use(), 1);
+  cache->Commit(a, tokens, 10);
+  cache->Release(a);
+  EXPECT_EQ(cache->state_slots_in_use(), 0);
+  EXPECT_EQ(cache->state_slots_cached(), 0);
+  PagedKvSequence b = cache->NewSequence();
+  EXPECT_EQ(cache->ReusePrefix(b, tokens), 0);
+  // Every sequence still gets its live slot.
+  std::vector<PagedKvSequence> running;
+  for (int i = 0; i < 3; ++i) {
+    running.push_back(cache->NewSequence());
+    ASSERT_TRUE(cache->CanGrow(running.back(), 0, 4));
+    ASSERT_TRUE(cache->Grow(running.back(), 0, 4).ok());
+  }
+  EXPECT_FALSE(cache->CanGrow(b, 0, 4)) << "no slot left for a fourth";
+  for (PagedKvSequence& s : running) cache->Release(s);
+  cache->Release(b);
+  EXPECT_EQ(cache->state_slots_in_use(), 0);
+}
+
 }  // namespace
 }  // namespace moe

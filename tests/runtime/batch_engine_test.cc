@@ -367,24 +367,27 @@ using testing::RandomEngine;
 
 // Submits each prompt one step after the other (greedy, 20 + i tokens) into an engine of
 // window-keeping layers, at the default cache and at one too small for all at once (which must
-// preempt), and expects the lone sessions' outputs, shared prefixes reused and every block back.
+// preempt), and expects the lone sessions' outputs, shared prefixes reused (unless sharing is
+// off) and every block back.
 // What a model's layers keep besides whole-context rows: window blocks, or convolution slots.
 enum class Keeps { kWindows, kSlots };
 
 void ExpectLoneOutputsFromWindowLayers(std::shared_ptr<const Engine> e,
                                        const std::vector<std::vector<int32_t>>& prompts,
                                        const std::vector<Output>& want,
-                                       Keeps keeps = Keeps::kWindows) {
+                                       Keeps keeps = Keeps::kWindows, bool sharing = true) {
   for (int64_t kv_tokens : {0, 96}) {  // the default, and too few blocks for all at once
     BatchEngineOptions o = CallerDriven();
     o.kv_tokens = kv_tokens;
+    o.prefix_sharing = sharing;
     auto engine = BatchEngine::Create(e, o);
     ASSERT_TRUE(engine.ok()) << engine.status();
     if (keeps == Keeps::kWindows) {
       EXPECT_GT((*engine)->stats().kv_window_blocks, 0);
     } else {
-      // A live slot and a spare one per sequence, no window blocks.
-      EXPECT_EQ((*engine)->stats().kv_state_slots, 2 * o.max_sequences);
+      // A live slot per sequence and, for the snapshots of shared prefixes, a spare one; no
+      // window blocks.
+      EXPECT_EQ((*engine)->stats().kv_state_slots, (sharing ? 2 : 1) * o.max_sequences);
       EXPECT_EQ((*engine)->stats().kv_window_blocks, 0);
     }
     std::vector<Collector> got(prompts.size());
@@ -404,12 +407,13 @@ void ExpectLoneOutputsFromWindowLayers(std::shared_ptr<const Engine> e,
     if (kv_tokens > 0) {
       EXPECT_GT(st.preemptions, 0) << "the test should make the cache overflow";
     }
-    EXPECT_GT(st.prefix_tokens_reused, 0);
+    EXPECT_EQ(st.prefix_tokens_reused > 0, sharing);
     EXPECT_EQ(st.kv_window_blocks_in_use, 0);
     EXPECT_EQ(st.kv_blocks_in_use, 0);
     EXPECT_EQ(st.kv_state_slots_in_use, 0);
     if (keeps == Keeps::kSlots) {
-      EXPECT_GT(st.kv_state_slots_cached, 0) << "snapshots stay at the ends of cached prefixes";
+      EXPECT_EQ(st.kv_state_slots_cached > 0, sharing)
+          << "snapshots stay at the ends of cached prefixes, and only for prefixes to reuse";
       const std::string text = EngineMetricsText(st);
       EXPECT_NE(text.find("moe_engine_kv_state_slots{state=\"in_use\"} 0\n"), std::string::npos)
           << text;
@@ -418,7 +422,8 @@ void ExpectLoneOutputsFromWindowLayers(std::shared_ptr<const Engine> e,
 }
 
 // A model whose convolution layers carry slots: each of five prompts sharing a prefix gives a
-// session stepping 5 tokens at a time the lone session's tokens, and the engine gives them too.
+// session stepping 5 tokens at a time the lone session's tokens, and the engine gives them too,
+// with prefix sharing and without it (one slot a request then).
 void ExpectLoneOutputsFromSlots(std::shared_ptr<const Engine> e, uint32_t prefix_seed,
                                 uint32_t prompt_seed) {
   const std::vector<int32_t> prefix = Prompts(*e, 1, prefix_seed)[0];
@@ -429,7 +434,10 @@ void ExpectLoneOutputsFromSlots(std::shared_ptr<const Engine> e, uint32_t prefix
     const Output stepped = Lone(e, prompts[i], Greedy(20 + i), 256, /*n_batch=*/5);
     EXPECT_EQ(stepped.tokens, want.back().tokens) << "request " << i;
   }
-  ExpectLoneOutputsFromWindowLayers(e, prompts, want, Keeps::kSlots);
+  for (const bool sharing : {true, false}) {
+    SCOPED_TRACE(sharing ? "prefix sharing" : "no prefix sharing");
+    ExpectLoneOutputsFromWindowLayers(e, prompts, want, Keeps::kSlots, sharing);
+  }
 }
 
 // Llama 4's chunked layers (chunks of 8 here) hold the blocks of a window of a chunk, as sliding

@@ -49,6 +49,7 @@ struct Options {
   std::vector<int> parallel;  // the batching engine at these numbers of sequences
   int prefix_ttft = 0;        // time to first token of requests sharing this many prompt tokens
   int prefix_requests = 8;
+  bool no_prefix_sharing = false;
 };
 
 struct Result {
@@ -128,7 +129,8 @@ int Run(const Options& o) {
     return s.ok() ? 0 : 1;
   }
   if (!o.parallel.empty() || o.prefix_ttft > 0) {
-    moe::bench::ParallelOptions po{o.threads, o.p, o.n, o.reps, o.json, (*world)->comm()};
+    moe::bench::ParallelOptions po{o.threads,       o.p, o.n, o.reps, o.json, !o.no_prefix_sharing,
+                                   (*world)->comm()};
     int rc = 0;
     if (po.communicator != nullptr && !o.distributed.dense_on_root) {
       std::fprintf(stderr,
@@ -448,6 +450,9 @@ int main(int argc, char** argv) {
                  "tokens")
       ->delimiter(',')
       ->check(CLI::Range(1, 4096));
+  app.add_flag("--no-prefix-sharing", o.no_prefix_sharing,
+               "with --parallel: engines without prefix sharing (recurrent models then keep one "
+               "state slot a request instead of two)");
   app.add_option("--prefix-ttft", o.prefix_ttft,
                  "the batching engine instead: time to first token of requests sharing this many "
                  "prompt tokens, with prefix sharing off and on")

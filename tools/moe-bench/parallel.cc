@@ -34,6 +34,7 @@ BatchEngineOptions EngineOptions(const ParallelOptions& o, int sequences, int64_
   e.n_ctx = positions + 1;
   e.kv_tokens = static_cast<int64_t>(sequences) * (positions + 64);
   e.max_step_tokens = 512;
+  e.prefix_sharing = o.prefix_sharing;
   e.communicator = o.communicator;
   return e;
 }

@@ -17,6 +17,7 @@ struct ParallelOptions {
   int generate = 64;  // tokens each sequence generates
   int reps = 1;
   bool json = false;
+  bool prefix_sharing = true;  // --parallel's engines (--prefix-ttft runs both ways)
   // --distributed: rank 0 of the world the model's share was loaded for (dense weights on rank 0
   // only); the engines and the lone context run over it.
   Communicator* communicator = nullptr;
