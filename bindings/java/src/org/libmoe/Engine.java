@@ -2,6 +2,7 @@ package org.libmoe;
 
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Flow;
 
 /**
  * Serves many requests at once over one {@link Model}: each step runs the new tokens of every
@@ -82,6 +83,30 @@ public final class Engine implements AutoCloseable {
       if (future.isCancelled()) request.cancel();
     });
     return request;
+  }
+
+  /**
+   * A request's text pieces as a {@link Flow.Publisher}, for reactive code (Reactor, RxJava, Akka
+   * Streams adapt it with their {@code Flow} adapters). The request is submitted when a subscriber
+   * subscribes (one subscriber: another gets an {@link IllegalStateException} through {@code
+   * onError}). Pieces arrive as the subscriber asks for them; the engine never waits for it (the
+   * other requests step on), so pieces not asked for yet are queued. {@code onComplete} ends a
+   * request that finished generating (its token limit, a stop string, the end of generation, a
+   * full context); {@code onError} carries what kept it from finishing: submission errors (a
+   * {@link MoeException} for bad options or a prompt that can never fit, an {@link
+   * IllegalStateException} for a closed engine), a {@link MoeException} when its step failed, a
+   * {@link java.util.concurrent.CancellationException} when it was cancelled elsewhere or the
+   * engine closed. Cancelling the subscription cancels the request. {@code onNext} runs on the
+   * engine's thread or on the thread that calls {@code request(n)}, one call at a time: keep it
+   * short, as a listener.
+   */
+  public Flow.Publisher<String> publish(String prompt, GenerateOptions options) {
+    return new PiecePublisher(listener -> submit(prompt, options, listener));
+  }
+
+  /** The same with the prompt as token ids, used exactly as given. */
+  public Flow.Publisher<String> publish(int[] prompt, GenerateOptions options) {
+    return new PiecePublisher(listener -> submit(prompt, options, listener));
   }
 
   /** Generates and waits for the whole completion (a convenience over {@link #submit}). */

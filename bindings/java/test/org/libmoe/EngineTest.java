@@ -10,9 +10,13 @@ import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.Flow;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -168,5 +172,175 @@ class EngineTest {
     MoeException limit = assertThrows(
         MoeException.class, () -> new Engine(model, new EngineOptions().loadBalance(4, 0f)));
     assertEquals(Status.INVALID_ARGUMENT, limit.status());
+  }
+  // A subscriber that asks for `batch` pieces at a time, optionally cancels after `cancelAfter`
+  // pieces, and records what it got.
+  private static final class Collecting implements Flow.Subscriber<String> {
+    final StringBuilder text = new StringBuilder();
+    final CompletableFuture<String> done = new CompletableFuture<>();
+    final AtomicInteger pieces = new AtomicInteger();
+    final AtomicInteger signalsAfterEnd = new AtomicInteger();
+    private final long batch;
+    private final int cancelAfter;
+    private Flow.Subscription subscription;
+    private volatile boolean ended;
+
+    Collecting(long batch, int cancelAfter) {
+      this.batch = batch;
+      this.cancelAfter = cancelAfter;
+    }
+
+    @Override
+    public void onSubscribe(Flow.Subscription s) {
+      subscription = s;
+      s.request(batch);
+    }
+
+    @Override
+    public void onNext(String piece) {
+      if (ended) signalsAfterEnd.incrementAndGet();
+      synchronized (text) {
+        text.append(piece);
+      }
+      int n = pieces.incrementAndGet();
+      if (n == cancelAfter) {
+        ended = true;
+        subscription.cancel();
+        done.complete("cancelled");
+      } else if (batch != Long.MAX_VALUE && n % batch == 0) {
+        subscription.request(batch);
+      }
+    }
+
+    @Override
+    public void onError(Throwable t) {
+      if (ended) signalsAfterEnd.incrementAndGet();
+      ended = true;
+      done.completeExceptionally(t);
+    }
+
+    @Override
+    public void onComplete() {
+      if (ended) signalsAfterEnd.incrementAndGet();
+      ended = true;
+      synchronized (text) {
+        done.complete(text.toString());
+      }
+    }
+  }
+
+  @Test
+  void publishersStreamWhatALoneContextGeneratesWithBackPressure() throws Exception {
+    try (Engine engine = new Engine(model, new EngineOptions().threads(2).contextLength(256))) {
+      ExecutorService pool = Executors.newFixedThreadPool(8);
+      List<Collecting> subscribers = new ArrayList<>();
+      List<Future<?>> subscribed = new ArrayList<>();
+      for (int i = 0; i < PROMPTS.length; i++) {
+        // One piece at a time, two, or all at once.
+        Collecting c = new Collecting(i % 3 == 0 ? 1 : i % 3 == 1 ? 2 : Long.MAX_VALUE, -1);
+        subscribers.add(c);
+        Flow.Publisher<String> p = engine.publish(PROMPTS[i], greedy(6 + i));
+        subscribed.add(pool.submit(() -> p.subscribe(c)));
+      }
+      for (Future<?> f : subscribed) f.get(60, TimeUnit.SECONDS);
+      for (int i = 0; i < PROMPTS.length; i++) {
+        Collecting c = subscribers.get(i);
+        assertEquals(lone(PROMPTS[i], 6 + i), c.done.get(60, TimeUnit.SECONDS), PROMPTS[i]);
+        assertEquals(0, c.signalsAfterEnd.get());
+      }
+      pool.shutdown();
+      // Pieces not asked for wait in the queue: a subscriber that asks for one and no more gets
+      // one, and the rest (and the end) once it asks again.
+      Flow.Publisher<String> p = engine.publish(PROMPTS[2], greedy(8));
+      CompletableFuture<Flow.Subscription> held = new CompletableFuture<>();
+      Collecting rest = new Collecting(Long.MAX_VALUE, -1);
+      AtomicInteger before = new AtomicInteger();
+      p.subscribe(new Flow.Subscriber<String>() {
+        @Override
+        public void onSubscribe(Flow.Subscription s) {
+          s.request(1);
+          held.complete(s);
+        }
+
+        @Override
+        public void onNext(String piece) {
+          if (before.incrementAndGet() > 1) {
+            rest.onNext(piece);
+          } else {
+            rest.text.append(piece);
+          }
+        }
+
+        @Override
+        public void onError(Throwable t) {
+          rest.onError(t);
+        }
+
+        @Override
+        public void onComplete() {
+          rest.onComplete();
+        }
+      });
+      awaitFinished(engine, PROMPTS.length + 1);
+      assertEquals(1, before.get());
+      assertFalse(rest.done.isDone());
+      held.get().request(Long.MAX_VALUE);
+      assertEquals(lone(PROMPTS[2], 8), rest.done.get(60, TimeUnit.SECONDS));
+      // A second subscriber is refused.
+      Collecting second = new Collecting(1, -1);
+      p.subscribe(second);
+      ExecutionException refused =
+          assertThrows(ExecutionException.class, () -> second.done.get(60, TimeUnit.SECONDS));
+      assertInstanceOf(IllegalStateException.class, refused.getCause());
+    }
+  }
+
+  @Test
+  void cancellingASubscriptionEndsItsRequestAndBadDemandIsAnError() throws Exception {
+    try (Engine engine = new Engine(model, new EngineOptions().threads(2).contextLength(256))) {
+      Collecting cancelling = new Collecting(1, 2);
+      engine.publish(PROMPTS[0], greedy(200)).subscribe(cancelling);
+      assertEquals("cancelled", cancelling.done.get(60, TimeUnit.SECONDS));
+      awaitFinished(engine, 1);
+      assertEquals(2, cancelling.pieces.get());
+      assertEquals(0, cancelling.signalsAfterEnd.get());
+      assertTrue(engine.stats().tokens() < 100, "the request stopped early");
+      assertEquals(0, engine.stats().kvBlocksInUse());
+
+      Collecting zero = new Collecting(0, -1);  // request(0): Reactive Streams rule 3.9
+      engine.publish(PROMPTS[1], greedy(50)).subscribe(zero);
+      ExecutionException bad =
+          assertThrows(ExecutionException.class, () -> zero.done.get(60, TimeUnit.SECONDS));
+      assertInstanceOf(IllegalArgumentException.class, bad.getCause());
+
+      Collecting tooLong = new Collecting(1, -1);
+      engine.publish("x ".repeat(400), null).subscribe(tooLong);  // past the 256 of a request
+      ExecutionException full =
+          assertThrows(ExecutionException.class, () -> tooLong.done.get(60, TimeUnit.SECONDS));
+      assertEquals(Status.CONTEXT_FULL, ((MoeException) full.getCause()).status());
+
+    }
+    // Closing the engine cancels what is still running (caller-driven: one step, then close).
+    Engine engine = new Engine(model, new EngineOptions().ownThread(false));
+    Collecting elsewhere = new Collecting(1, -1);
+    engine.publish(PROMPTS[4], greedy(100)).subscribe(elsewhere);
+    assertTrue(engine.step());
+    engine.close();
+    // (A future completed with a CancellationException throws it unwrapped.)
+    assertThrows(CancellationException.class, () -> elsewhere.done.get(60, TimeUnit.SECONDS));
+    Collecting closed = new Collecting(1, -1);
+    engine.publish(PROMPTS[4], greedy(3)).subscribe(closed);
+    ExecutionException refused =
+        assertThrows(ExecutionException.class, () -> closed.done.get(60, TimeUnit.SECONDS));
+    assertInstanceOf(IllegalStateException.class, refused.getCause());
+  }
+
+  // Waits (at most a minute) until the engine has finished `n` requests.
+  private static void awaitFinished(Engine engine, long n) throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    while (engine.stats().finished() < n) {
+      assertTrue(System.nanoTime() < deadline, "requests did not finish: " + engine.stats());
+      Thread.sleep(1);
+    }
   }
 }
