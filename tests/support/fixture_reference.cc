@@ -4,12 +4,14 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "lib/backend/backend.h"
+#include "lib/base/status_macros.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
 #include "tests/support/test_files.h"
@@ -126,6 +128,71 @@ double CheckAgainstFixture(const fs::path& dir, const std::shared_ptr<const Mode
     CheckPrompt(dir, p, tf, model->hp(), ref, threads, &worst);
   }
   return worst;
+}
+
+absl::StatusOr<KvTypeDeviation> MeasureKvType(const fs::path& dir,
+                                              const std::shared_ptr<const Model>& model,
+                                              DType kv_type, int threads) {
+  const HParams& h = model->hp();
+  auto backend = CreateCpuBackend({threads, false});
+  Transformer tf(model, backend.get());
+  KvTypeDeviation d;
+  std::vector<int32_t> chosen[2];  // every token's experts in every layer, in order, per run
+  int run = 0;
+  tf.set_routing_observer(
+      [&](int, int64_t rows, int k, const int32_t* experts, const float*, const float*) {
+        for (int64_t r = 0; r < rows; ++r) {
+          std::vector<int32_t> set(experts + r * k, experts + (r + 1) * k);
+          std::sort(set.begin(), set.end());
+          chosen[run].insert(chosen[run].end(), set.begin(), set.end());
+        }
+      });
+  for (const std::string p : {"p1", "p2"}) {
+    std::vector<int64_t> prompt64 = ReadInts(dir / (p + ".tokens.txt"));
+    const std::vector<int32_t> prompt(prompt64.begin(), prompt64.end());
+    const size_t steps = ReadInts(dir / (p + ".gen_tokens.txt")).size();
+    std::vector<float> rows[2];  // every computed row: the F32 cache's, then kv_type's
+    std::vector<int32_t> fed;    // the F32 run's greedy tokens, fed to both
+    for (run = 0; run < 2; ++run) {
+      MOE_ASSIGN_OR_RETURN(auto cache,
+                           KvCache::Create(h.n_layer, 256, h.n_head_kv, h.head_dim,
+                                           run == 0 ? DType::kF32 : kv_type, h.values_in_keys()));
+      std::vector<float> logits;
+      MOE_RETURN_IF_ERROR(tf.Forward(prompt, cache, LogitsFor::kAll, &logits));
+      rows[run] = logits;
+      std::vector<float> last(logits.end() - h.n_vocab, logits.end());
+      for (size_t step = 0; step < steps; ++step) {
+        if (run == 0) {
+          fed.push_back(
+              static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin()));
+        }
+        MOE_RETURN_IF_ERROR(tf.Forward({&fed[step], 1}, cache, LogitsFor::kLast, &last));
+        rows[run].insert(rows[run].end(), last.begin(), last.end());
+      }
+    }
+    float max_abs = 0, max_diff = 0;
+    for (size_t i = 0; i < rows[0].size(); ++i) {
+      max_abs = std::max(max_abs, std::fabs(rows[0][i]));
+      max_diff = std::max(max_diff, std::fabs(rows[0][i] - rows[1][i]));
+    }
+    d.max_relative_diff = std::max(d.max_relative_diff, double{max_diff} / max_abs);
+    // The greedy rows: the prompt's last and each step's.
+    const size_t n_rows = rows[0].size() / h.n_vocab;
+    for (size_t r = prompt.size() - 1; r < n_rows; ++r) {
+      const float* a = rows[0].data() + r * h.n_vocab;
+      const float* b = rows[1].data() + r * h.n_vocab;
+      std::vector<float> sorted(a, a + h.n_vocab);
+      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
+      if (sorted[0] - sorted[1] <= 2 * max_diff) continue;
+      ++d.decided_steps;
+      d.agreeing_steps +=
+          std::max_element(a, a + h.n_vocab) - a == std::max_element(b, b + h.n_vocab) - b;
+    }
+  }
+  d.expert_choices = std::ssize(chosen[0]);
+  if (chosen[1].size() != chosen[0].size()) return absl::InternalError("routing runs differ");
+  for (size_t i = 0; i < chosen[0].size(); ++i) d.changed_choices += chosen[0][i] != chosen[1][i];
+  return d;
 }
 
 }  // namespace moe::testing

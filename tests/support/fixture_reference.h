@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/statusor.h"
+#include "lib/base/dtype.h"
 #include "lib/model/model.h"
 
 namespace moe::testing {
@@ -23,5 +25,22 @@ struct FixtureReference {
 double CheckAgainstFixture(const std::filesystem::path& dir,
                            const std::shared_ptr<const Model>& model, const FixtureReference& ref,
                            int threads);
+
+// How far a KV cache of `kv_type` moves the logits from an F32 cache's, over both prompts and as
+// many greedy steps as the references hold (fed the F32 run's tokens): the largest difference
+// as a share of the largest |logit|; the steps whose greedy token the two agree on, counting
+// only those where the F32 run's margin exceeds twice the largest difference (the others are
+// undecided at that precision); and the tokens' expert choices (per layer) that differ, since a
+// near tie that the rounding flips changes everything after it.
+struct KvTypeDeviation {
+  double max_relative_diff = 0;
+  int decided_steps = 0;
+  int agreeing_steps = 0;
+  int64_t expert_choices = 0;
+  int64_t changed_choices = 0;
+};
+absl::StatusOr<KvTypeDeviation> MeasureKvType(const std::filesystem::path& dir,
+                                              const std::shared_ptr<const Model>& model,
+                                              DType kv_type, int threads);
 
 }  // namespace moe::testing
