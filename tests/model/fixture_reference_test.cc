@@ -139,7 +139,9 @@ TEST_P(FixtureTest, Q8_0KvCacheStaysCloseToAnF32One) {
       static_cast<long long>(d->changed_choices), static_cast<long long>(d->expert_choices));
   EXPECT_GT(d->max_relative_diff, 0) << "Q8_0 should round something";
   EXPECT_GT(d->expert_choices, 0);
-  if (d->changed_choices == 0) EXPECT_LE(d->max_relative_diff, 3e-2);
+  if (d->changed_choices == 0) {
+    EXPECT_LE(d->max_relative_diff, 3e-2);
+  }
   EXPECT_GT(d->decided_steps, 0);
   EXPECT_EQ(d->agreeing_steps, d->decided_steps);
 }
