@@ -129,8 +129,10 @@ int Run(const Options& o) {
     return s.ok() ? 0 : 1;
   }
   if (!o.parallel.empty() || o.prefix_ttft > 0) {
-    moe::bench::ParallelOptions po{o.threads,       o.p, o.n, o.reps, o.json, !o.no_prefix_sharing,
-                                   (*world)->comm()};
+    moe::bench::ParallelOptions po;
+    po.threads = o.threads, po.prompt = o.p, po.generate = o.n, po.reps = o.reps;
+    po.json = o.json, po.prefix_sharing = !o.no_prefix_sharing;
+    po.communicator = (*world)->comm();
     int rc = 0;
     if (po.communicator != nullptr && !o.distributed.dense_on_root) {
       std::fprintf(stderr,
