@@ -138,11 +138,14 @@ TensorSpec Describe(const WantedTensor& w, DType type) {
   return t;
 }
 
+// Whether the tensor's elements are laid out anew rather than carried in the checkpoint's order.
+bool Rearranged(const WantedTensor& w) { return w.gather || w.col_stride > 0; }
+
 absl::Status CheckRows(const WantedTensor& w, const TensorSpec& t) {
   const int64_t cols = t.shape.back();
   if (RowSizeValid(t.dtype, cols)) return absl::OkStatus();
   // A tensor laid out anew (DeepSeek's attn_k_b) is named as the runtime knows it too.
-  const std::string as = w.gather ? absl::StrCat(" (as '", w.name, "')") : "";
+  const std::string as = Rearranged(w) ? absl::StrCat(" (as '", w.name, "')") : "";
   return absl::InvalidArgumentError(absl::StrCat("tensor '", w.hf_name, "'", as, " rows of ", cols,
                                                  " elements do not fit ", DTypeName(t.dtype),
                                                  " blocks of ", GetDTypeInfo(t.dtype).block_elems,
@@ -203,10 +206,42 @@ absl::StatusOr<TensorSpec> CarryGathered(const WantedTensor& w, const Safetensor
   MOE_RETURN_IF_ERROR(CheckRows(w, t));
   const size_t elem = RowBytes(*src.dtype, 1);
   std::vector<float> values(t.num_elements());
-  for (int64_t i = 0; i < t.num_elements(); ++i) {
-    const int64_t at = w.gather ? w.gather(i) : w.first_element + i;
-    DequantizeRow(*src.dtype, src.data.data() + at * elem, &values[i], 1);
-    if (w.value) values[i] = w.value(values[i]);
+  if (w.col_stride > 0) {
+    // Column c is a run of the checkpoint's elements, row_stride apart. Tiles of kTile columns:
+    // their runs dequantized at once, then written a row of the tile at a time. (Column by
+    // column, the writes kCols apart, a power of two for most models, fall into a few cache
+    // sets and miss every time; so do element-by-element reads down the checkpoint's columns.)
+    constexpr int64_t kTile = 64;
+    const int64_t cols = t.shape.back(), rows = t.num_elements() / cols;
+    const int64_t run = (rows - 1) * w.row_stride + 1;
+    const int64_t last = w.first_element + (cols - 1) * w.col_stride + run;
+    if (w.first_element < 0 || static_cast<size_t>(last) * elem > src.data.size()) {
+      return absl::InternalError(
+          absl::StrCat("tensor '", w.name, "' reads past checkpoint tensor '", w.hf_name, "'"));
+    }
+    const int64_t pitch = run + 16;  // the tile's runs apart by other than a power of two
+    std::vector<float> tile(kTile * pitch);
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+      const int64_t n = std::min(kTile, cols - c0);
+      for (int64_t k = 0; k < n; ++k) {
+        DequantizeRow(*src.dtype,
+                      src.data.data() + (w.first_element + (c0 + k) * w.col_stride) * elem,
+                      tile.data() + k * pitch, run);
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* in = tile.data() + r * w.row_stride;
+        float* out = values.data() + r * cols + c0;
+        for (int64_t k = 0; k < n; ++k) out[k] = in[k * pitch];
+      }
+    }
+  } else {
+    for (int64_t i = 0; i < t.num_elements(); ++i) {
+      const int64_t at = w.gather ? w.gather(i) : w.first_element + i;
+      DequantizeRow(*src.dtype, src.data.data() + at * elem, &values[i], 1);
+    }
+  }
+  if (w.value) {
+    for (float& v : values) v = w.value(v);
   }
   MOE_RETURN_IF_ERROR(Store(values, &t, spec));
   return t;
@@ -325,7 +360,7 @@ absl::StatusOr<TensorSpec> Carry(const WantedTensor& w, const TensorIndex& index
         reinterpret_cast<const uint8_t*>(floats->data()), floats->size() * sizeof(float));
     SafetensorsTensor dequantized{src->name, "F32", DType::kF32, src->shape, bytes};
     const std::optional<DType> target = out ? out : std::optional<DType>(DType::kBF16);
-    MOE_ASSIGN_OR_RETURN(TensorSpec t, w.gather || w.value
+    MOE_ASSIGN_OR_RETURN(TensorSpec t, Rearranged(w) || w.value
                                            ? CarryGathered(w, dequantized, target, spec)
                                            : CarryPlain(w, dequantized, target, spec));
     if (t.data.data() >= bytes.data() && t.data.data() < bytes.data() + bytes.size()) {
@@ -340,7 +375,7 @@ absl::StatusOr<TensorSpec> Carry(const WantedTensor& w, const TensorIndex& index
                                                  "F16, BF16, and F8_E4M3 with block scales)"));
   }
   MOE_RETURN_IF_ERROR(CheckShape(w.hf_name, src->shape, w.hf_shape));
-  if (w.gather || w.value) return CarryGathered(w, *src, out, spec);
+  if (Rearranged(w) || w.value) return CarryGathered(w, *src, out, spec);
   return CarryPlain(w, *src, out, spec);
 }
 

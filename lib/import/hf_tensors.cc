@@ -205,6 +205,13 @@ void Ernie45Moe(const HParams& h, Wants& w) {
   }
 }
 
+// t's element (r, c) is the checkpoint tensor's element first + r * row_stride + c * col_stride.
+void Transposed(int64_t first, int64_t row_stride, int64_t col_stride, WantedTensor& t) {
+  t.first_element = first;
+  t.row_stride = row_stride;
+  t.col_stride = col_stride;
+}
+
 // Expert e of layer l from stacks laid out as the runtime's rows (Granite's input_linear /
 // output_linear, Qwen3.5's experts.gate_up_proj / down_proj): `gate_up` [n_expert, 2 ff, n_embd]
 // holds each expert's gate rows, then its up rows, `down` [n_expert, n_embd, ff] its down rows;
@@ -233,11 +240,11 @@ void TransposedStackedExpert(const HParams& h, int l, int e, const std::string& 
         w.Add(x + "gate_up_proj", ExpertTensorName(l, e, half == 0 ? "ffn_gate" : "ffn_up"),
               {ff, d}, l, e);
     t.hf_shape = {n, d, 2 * ff};
-    t.gather = [=](int64_t i) { return (e * d + i % d) * 2 * ff + half * ff + i / d; };
+    Transposed(e * d * 2 * ff + half * ff, 1, 2 * ff, t);
   }
   WantedTensor& t = w.Add(x + "down_proj", ExpertTensorName(l, e, "ffn_down"), {d, ff}, l, e);
   t.hf_shape = {n, ff, d};
-  t.gather = [=](int64_t i) { return (e * ff + i % ff) * d + i / ff; };
+  Transposed(e * ff * d, 1, d, t);
 }
 
 // Granite's feed-forward part of layer l under `p`: the experts stacked as
@@ -655,7 +662,7 @@ void GptOss(const HParams& h, const std::function<bool(const std::string&)>& has
         } else {
           WantedTensor& t = w.Add(x + "gate_up_proj", canonical, {ff, d}, l, e);
           t.hf_shape = {n, d, 2 * ff};
-          t.gather = [=](int64_t i) { return (e * d + i % d) * 2 * ff + 2 * (i / d) + half; };
+          Transposed(e * d * 2 * ff + half, 2, 2 * ff, t);  // gate and up columns alternate
         }
       }
       const std::string down = ExpertTensorName(l, e, "ffn_down");
@@ -668,7 +675,7 @@ void GptOss(const HParams& h, const std::function<bool(const std::string&)>& has
       } else {
         WantedTensor& t = w.Add(x + "down_proj", down, {d, ff}, l, e);
         t.hf_shape = {n, ff, d};
-        t.gather = [=](int64_t i) { return (e * ff + i % ff) * d + i / ff; };
+        Transposed(e * ff * d, 1, d, t);
       }
     }
   }

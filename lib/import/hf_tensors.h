@@ -28,6 +28,11 @@ struct WantedTensor {
   // Without gather: element i of the result is element first_element + i of the checkpoint
   // tensor (a matrix sliced from a stack or from fused rows, carried as a span of it).
   int64_t first_element = 0;
+  // A matrix transposed against the checkpoint's rows (experts stacked inputs first), when
+  // col_stride > 0: element (r, c) of the result is element first_element + r * row_stride +
+  // c * col_stride of the checkpoint tensor. Read in tiles of columns, each a run of the
+  // checkpoint's elements, rather than element by element through gather.
+  int64_t row_stride = 0, col_stride = 0;
   // Each value of the result is this of the checkpoint's (Mamba-2's A_log -> A = -exp(A_log));
   // unset: the value itself.
   std::function<float(float)> value;
