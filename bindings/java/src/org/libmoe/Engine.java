@@ -86,10 +86,10 @@ public final class Engine implements AutoCloseable {
   }
 
   /**
-   * A request's text pieces as a {@link Flow.Publisher}, for reactive code (Reactor, RxJava, Akka
-   * Streams adapt it with their {@code Flow} adapters). The request is submitted when a subscriber
-   * subscribes (one subscriber: another gets an {@link IllegalStateException} through {@code
-   * onError}). Pieces arrive as the subscriber asks for them; the engine never waits for it (the
+   * A request's text pieces as a {@link Flow.Publisher}, the JDK's reactive-streams interface
+   * (Reactor's {@code JdkFlowAdapter} and reactive-streams' {@code FlowAdapters} take it). The
+   * request is submitted when a subscriber subscribes (one subscriber: another gets an {@link
+   * IllegalStateException} through {@code onError}). Pieces arrive as the subscriber asks for them; the engine never waits for it (the
    * other requests step on), so pieces not asked for yet are queued. {@code onComplete} ends a
    * request that finished generating (its token limit, a stop string, the end of generation, a
    * full context); {@code onError} carries what kept it from finishing: submission errors (a
