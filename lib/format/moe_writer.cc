@@ -270,10 +270,26 @@ absl::Status WriteMoeFile(const ModelSpec& spec, const std::string& path) {
     std::vector<Placement> by_offset = placed;
     std::sort(by_offset.begin(), by_offset.end(),
               [](const Placement& a, const Placement& b) { return a.rel_offset < b.rel_offset; });
+    // Deferred tensors are made here, one at a time into one buffer, so that a converted model
+    // never sits in memory whole.
+    std::vector<uint8_t> made;
     for (const auto& p : by_offset) {
       pad_to(data_start + p.rel_offset);
-      f.write(reinterpret_cast<const char*>(p.tensor->data.data()), p.tensor->byte_size());
-      pos += p.tensor->byte_size();
+      const size_t bytes = p.tensor->byte_size();
+      const uint8_t* from = p.tensor->data.data();
+      if (p.tensor->deferred()) {
+        made.resize(bytes);
+        absl::Status status = p.tensor->produce(absl::MakeSpan(made.data(), bytes));
+        if (!status.ok()) {
+          f.close();
+          std::remove(tmp.c_str());
+          return Annotate(status, absl::StrCat("making tensor '", p.tensor->name, "'"));
+        }
+        from = made.data();
+      }
+      f.write(reinterpret_cast<const char*>(from), bytes);
+      pos += bytes;
+      if (!f) break;
     }
     pad_to(AlignUp(pos, kTensorAlignment));
     f.flush();

@@ -2,8 +2,10 @@
 
 #include <cstdio>
 #include <fstream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "lib/base/status_macros.h"
 #include "lib/import/gguf_file.h"
 
 namespace moe {
@@ -104,7 +106,12 @@ void GgufWriter::SetI32Array(const std::string& k, std::vector<int32_t> v) {
 
 void GgufWriter::AddTensor(const std::string& name, DType dtype, std::vector<int64_t> shape,
                            absl::Span<const uint8_t> data) {
-  tensors_.push_back({name, dtype, std::move(shape), data});
+  tensors_.push_back({name, dtype, std::move(shape), data, data.size(), nullptr});
+}
+
+void GgufWriter::AddTensor(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                           size_t bytes, Producer produce) {
+  tensors_.push_back({name, dtype, std::move(shape), {}, bytes, std::move(produce)});
 }
 
 absl::Status GgufWriter::Write(const std::string& path) const {
@@ -159,12 +166,25 @@ absl::Status GgufWriter::Write(const std::string& path) const {
     for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it) o.Put<uint64_t>(*it);  // ne order
     o.Put<uint32_t>(GgmlTypeOf(t.dtype));
     o.Put<uint64_t>(offset);
-    offset = (offset + t.data.size() + kAlignment - 1) / kAlignment * kAlignment;
+    offset = (offset + t.bytes + kAlignment - 1) / kAlignment * kAlignment;
   }
   o.PadTo(kAlignment);
+  std::vector<uint8_t> made;  // the deferred tensors', one at a time
   for (const auto& t : tensors_) {
-    o.Bytes(t.data);
+    absl::Span<const uint8_t> data = t.data;
+    if (t.produce) {
+      made.resize(t.bytes);
+      absl::Status status = t.produce(absl::MakeSpan(made));
+      if (!status.ok()) {
+        f.close();
+        std::remove(tmp.c_str());
+        return Annotate(status, absl::StrCat("making tensor '", t.name, "'"));
+      }
+      data = made;
+    }
+    o.Bytes(data);
     o.PadTo(kAlignment);
+    if (!f) break;
   }
   f.flush();
   if (!f) {

@@ -27,6 +27,12 @@ class GgufWriter {
   // shape outermost first (as TensorSpec); data must stay valid until Write returns.
   void AddTensor(const std::string& name, DType dtype, std::vector<int64_t> shape,
                  absl::Span<const uint8_t> data);
+  // A tensor of `bytes` bytes that `produce` writes into a buffer as Write reaches it, one at a
+  // time (a quantizer's output, which held whole would take as much memory as the model). A
+  // producer's error ends the write with the tensor's name, leaving no file.
+  using Producer = std::function<absl::Status(absl::Span<uint8_t>)>;
+  void AddTensor(const std::string& name, DType dtype, std::vector<int64_t> shape, size_t bytes,
+                 Producer produce);
 
   absl::Status Write(const std::string& path) const;
 
@@ -42,6 +48,8 @@ class GgufWriter {
     DType dtype;
     std::vector<int64_t> shape;
     absl::Span<const uint8_t> data;
+    size_t bytes = 0;
+    Producer produce;  // set: data is empty, made by it
   };
   void Set(KeyValue kv);
   std::vector<KeyValue> kvs_;

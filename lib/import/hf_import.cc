@@ -152,58 +152,87 @@ absl::Status CheckRows(const WantedTensor& w, const TensorSpec& t) {
                                                  "; choose a float type"));
 }
 
-// `values` (row-major over t's shape) stored as t.dtype into a buffer `spec` keeps alive.
-absl::Status Store(const std::vector<float>& values, TensorSpec* t, ModelSpec* spec) {
-  auto buf = std::make_shared<std::vector<uint8_t>>(t->byte_size());
-  const int64_t cols = t->shape.back(), rows = t->num_elements() / std::max<int64_t>(1, cols);
-  const size_t dst_row = RowBytes(t->dtype, cols);
+// How the tensors of one import are made.
+struct CarryContext {
+  std::optional<DType> out;  // the type asked for (unset: each tensor's own)
+  ConvertAt convert_at = ConvertAt::kImport;
+  // Keeps the mapped shards alive for producers run after the import (ConvertAt::kWrite).
+  std::shared_ptr<const void> files;
+  ModelSpec* spec = nullptr;
+};
+
+// Writes a converted tensor's bytes into a span of exactly its size.
+using Fill = std::function<absl::Status(absl::Span<uint8_t>)>;
+
+// t with its bytes: made now into a buffer the spec keeps, or, with ConvertAt::kWrite, by its
+// producer when they are needed.
+absl::StatusOr<TensorSpec> WithBytes(TensorSpec t, Fill fill, const CarryContext& c) {
+  if (c.convert_at == ConvertAt::kWrite) {
+    t.produce = [fill = std::move(fill), files = c.files](absl::Span<uint8_t> out) {
+      return fill(out);
+    };
+    return t;
+  }
+  auto buf = std::make_shared<std::vector<uint8_t>>(t.byte_size());
+  MOE_RETURN_IF_ERROR(fill(absl::MakeSpan(*buf)));
+  t.data = absl::MakeConstSpan(*buf);
+  c.spec->owners.push_back(std::move(buf));
+  return t;
+}
+
+// `values` (row-major over t's shape) stored as t.dtype into out.
+absl::Status Encode(const std::vector<float>& values, const TensorSpec& t,
+                    absl::Span<uint8_t> out) {
+  const int64_t cols = t.shape.back(), rows = t.num_elements() / std::max<int64_t>(1, cols);
+  const size_t dst_row = RowBytes(t.dtype, cols);
   for (int64_t r = 0; r < rows; ++r) {
     MOE_RETURN_IF_ERROR(
-        QuantizeRow(t->dtype, values.data() + r * cols, buf->data() + r * dst_row, cols));
+        QuantizeRow(t.dtype, values.data() + r * cols, out.data() + r * dst_row, cols));
   }
-  t->data = absl::MakeConstSpan(*buf);
-  spec->owners.push_back(std::move(buf));
   return absl::OkStatus();
 }
 
-// A checkpoint tensor in the canonical layout: carried over (zero copy when the type stays), or
-// converted row by row.
-absl::StatusOr<TensorSpec> CarryPlain(const WantedTensor& w, const SafetensorsTensor& src,
-                                      std::optional<DType> out, ModelSpec* spec) {
-  TensorSpec t = Describe(w, TargetType(w, *src.dtype, out));
-  MOE_RETURN_IF_ERROR(CheckRows(w, t));
-  const size_t elem = RowBytes(*src.dtype, 1);
-  // The slice the tensor is (all of it but where first_element cuts it from a stack).
-  const size_t count = static_cast<size_t>(t.num_elements());
-  if ((static_cast<size_t>(w.first_element) + count) * elem > src.data.size()) {
+int64_t ElementCount(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// Whether the tensor reads past its checkpoint tensor (of src_elements elements).
+absl::Status CheckSpan(const WantedTensor& w, const TensorSpec& t, int64_t src_elements) {
+  if (w.gather) return absl::OkStatus();              // its indices are the architecture's own
+  int64_t last = w.first_element + t.num_elements();  // one past the last element read
+  if (w.col_stride > 0) {
+    const int64_t cols = t.shape.back(), rows = t.num_elements() / cols;
+    last = w.first_element + (cols - 1) * w.col_stride + (rows - 1) * w.row_stride + 1;
+  }
+  if (w.first_element < 0 || last > src_elements) {
     return absl::InvalidArgumentError(absl::StrCat("tensor '", w.hf_name, "' holds no '", w.name,
                                                    "' at element ", w.first_element));
   }
-  const absl::Span<const uint8_t> data = src.data.subspan(w.first_element * elem, count * elem);
-  if (t.dtype == *src.dtype && reinterpret_cast<uintptr_t>(data.data()) % elem == 0) {
-    t.data = data;  // zero copy: the mapped file stays alive in spec->owners
-    return t;
-  }
-  // Row by row: a converted copy, never a float copy of the whole tensor as well.
-  auto buf = std::make_shared<std::vector<uint8_t>>(t.byte_size());
+  return absl::OkStatus();
+}
+
+// The slice of src that t is, converted row by row to t's type (never a float copy of the whole
+// tensor as well).
+absl::Status FillPlain(const WantedTensor& w, const SafetensorsTensor& src, const TensorSpec& t,
+                       absl::Span<uint8_t> out) {
+  const size_t elem = RowBytes(*src.dtype, 1);
+  const uint8_t* data = src.data.data() + w.first_element * elem;
   const int64_t cols = t.shape.back(), rows = t.num_elements() / std::max<int64_t>(1, cols);
   const size_t src_row = RowBytes(*src.dtype, cols), dst_row = RowBytes(t.dtype, cols);
   std::vector<float> row(cols);
   for (int64_t r = 0; r < rows; ++r) {
-    DequantizeRow(*src.dtype, data.data() + r * src_row, row.data(), cols);
-    MOE_RETURN_IF_ERROR(QuantizeRow(t.dtype, row.data(), buf->data() + r * dst_row, cols));
+    DequantizeRow(*src.dtype, data + r * src_row, row.data(), cols);
+    MOE_RETURN_IF_ERROR(QuantizeRow(t.dtype, row.data(), out.data() + r * dst_row, cols));
   }
-  t.data = absl::MakeConstSpan(*buf);
-  spec->owners.push_back(std::move(buf));
-  return t;
+  return absl::OkStatus();
 }
 
-// A canonical tensor gathered element by element from a checkpoint tensor of another layout, or
-// whose values are the checkpoint's through a function (WantedTensor::value).
-absl::StatusOr<TensorSpec> CarryGathered(const WantedTensor& w, const SafetensorsTensor& src,
-                                         std::optional<DType> out, ModelSpec* spec) {
-  TensorSpec t = Describe(w, TargetType(w, *src.dtype, out));
-  MOE_RETURN_IF_ERROR(CheckRows(w, t));
+// A canonical tensor gathered from a checkpoint tensor of another layout, or whose values are
+// the checkpoint's through a function (WantedTensor::value).
+absl::Status FillGathered(const WantedTensor& w, const SafetensorsTensor& src, const TensorSpec& t,
+                          absl::Span<uint8_t> out) {
   const size_t elem = RowBytes(*src.dtype, 1);
   std::vector<float> values(t.num_elements());
   if (w.col_stride > 0) {
@@ -214,11 +243,6 @@ absl::StatusOr<TensorSpec> CarryGathered(const WantedTensor& w, const Safetensor
     constexpr int64_t kTile = 64;
     const int64_t cols = t.shape.back(), rows = t.num_elements() / cols;
     const int64_t run = (rows - 1) * w.row_stride + 1;
-    const int64_t last = w.first_element + (cols - 1) * w.col_stride + run;
-    if (w.first_element < 0 || static_cast<size_t>(last) * elem > src.data.size()) {
-      return absl::InternalError(
-          absl::StrCat("tensor '", w.name, "' reads past checkpoint tensor '", w.hf_name, "'"));
-    }
     const int64_t pitch = run + 16;  // the tile's runs apart by other than a power of two
     std::vector<float> tile(kTile * pitch);
     for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
@@ -230,8 +254,8 @@ absl::StatusOr<TensorSpec> CarryGathered(const WantedTensor& w, const Safetensor
       }
       for (int64_t r = 0; r < rows; ++r) {
         const float* in = tile.data() + r * w.row_stride;
-        float* out = values.data() + r * cols + c0;
-        for (int64_t k = 0; k < n; ++k) out[k] = in[k * pitch];
+        float* row = values.data() + r * cols + c0;
+        for (int64_t k = 0; k < n; ++k) row[k] = in[k * pitch];
       }
     }
   } else {
@@ -243,8 +267,34 @@ absl::StatusOr<TensorSpec> CarryGathered(const WantedTensor& w, const Safetensor
   if (w.value) {
     for (float& v : values) v = w.value(v);
   }
-  MOE_RETURN_IF_ERROR(Store(values, &t, spec));
-  return t;
+  return Encode(values, t, out);
+}
+
+// Whether the tensor's elements are laid out anew, or changed, rather than carried over.
+bool NeedsGather(const WantedTensor& w) { return Rearranged(w) || w.value; }
+
+absl::Status FillFrom(const WantedTensor& w, const SafetensorsTensor& src, const TensorSpec& t,
+                      absl::Span<uint8_t> out) {
+  return NeedsGather(w) ? FillGathered(w, src, t, out) : FillPlain(w, src, t, out);
+}
+
+// A checkpoint tensor in the canonical layout or another: carried over (zero copy when the type
+// stays and nothing is rearranged), or converted.
+absl::StatusOr<TensorSpec> CarryTensor(const WantedTensor& w, const SafetensorsTensor& src,
+                                       const CarryContext& c) {
+  TensorSpec t = Describe(w, TargetType(w, *src.dtype, c.out));
+  MOE_RETURN_IF_ERROR(CheckRows(w, t));
+  MOE_RETURN_IF_ERROR(CheckSpan(w, t, ElementCount(src.shape)));
+  const size_t elem = RowBytes(*src.dtype, 1);
+  const absl::Span<const uint8_t> data =
+      src.data.subspan(w.first_element * elem, t.num_elements() * elem);
+  if (!NeedsGather(w) && t.dtype == *src.dtype &&
+      reinterpret_cast<uintptr_t>(data.data()) % elem == 0) {
+    t.data = data;  // zero copy: the mapped file stays alive in spec->owners
+    return t;
+  }
+  return WithBytes(
+      t, [w, src, t](absl::Span<uint8_t> out) { return FillFrom(w, src, t, out); }, c);
 }
 
 // MXFP4 as transformers' checkpoints store it: per 32 values of a row, 16 bytes with values 2j
@@ -265,8 +315,7 @@ void RepackMxfp4Block(const uint8_t* hf, uint8_t scale, uint8_t* block) {
 // MXFP4 experts stay MXFP4 (requantizing 4-bit codes would only lose), unless a float type is
 // asked for, which they are dequantized to.
 absl::StatusOr<TensorSpec> CarryMxfp4(const WantedTensor& w, const SafetensorsTensor& blocks,
-                                      const SafetensorsTensor& scales, std::optional<DType> out,
-                                      ModelSpec* spec) {
+                                      const SafetensorsTensor& scales, const CarryContext& c) {
   for (const SafetensorsTensor* s : {&blocks, &scales}) {
     if (s->dtype_name != "U8") {
       return absl::InvalidArgumentError(
@@ -274,35 +323,39 @@ absl::StatusOr<TensorSpec> CarryMxfp4(const WantedTensor& w, const SafetensorsTe
     }
   }
   MOE_RETURN_IF_ERROR(CheckShape(w.mx_scales, scales.shape, w.mx_scales_shape));
-  const bool to_float = out && GetDTypeInfo(*out).block_elems == 1;
   TensorSpec t = Describe(w, DType::kMXFP4);
   MOE_RETURN_IF_ERROR(CheckRows(w, t));
-  const int64_t cols = t.shape.back(), rows = t.shape[0], groups = cols / 32;
-  auto buf = std::make_shared<std::vector<uint8_t>>(t.byte_size());
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t src = w.mx_row(r);
-    for (int64_t g = 0; g < groups; ++g) {
-      RepackMxfp4Block(blocks.data.data() + (src * groups + g) * 16, scales.data[src * groups + g],
-                       buf->data() + (r * groups + g) * 17);
+  const TensorSpec packed = t;
+  if (c.out && GetDTypeInfo(*c.out).block_elems == 1) t.dtype = *c.out;
+  auto fill = [w, blocks, scales, packed, t](absl::Span<uint8_t> out) -> absl::Status {
+    const int64_t cols = t.shape.back(), rows = t.shape[0], groups = cols / 32;
+    std::vector<uint8_t> repacked;
+    uint8_t* dst = out.data();
+    if (t.dtype != DType::kMXFP4) {
+      repacked.resize(packed.byte_size());
+      dst = repacked.data();
     }
-  }
-  if (!to_float) {
-    t.data = absl::MakeConstSpan(*buf);
-    spec->owners.push_back(std::move(buf));
-    return t;
-  }
-  std::vector<float> values(t.num_elements());
-  for (int64_t r = 0; r < rows; ++r) {
-    DequantizeRow(DType::kMXFP4, buf->data() + r * groups * 17, values.data() + r * cols, cols);
-  }
-  t.dtype = *out;
-  MOE_RETURN_IF_ERROR(Store(values, &t, spec));
-  return t;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t src = w.mx_row(r);
+      for (int64_t g = 0; g < groups; ++g) {
+        RepackMxfp4Block(blocks.data.data() + (src * groups + g) * 16,
+                         scales.data[src * groups + g], dst + (r * groups + g) * 17);
+      }
+    }
+    if (t.dtype == DType::kMXFP4) return absl::OkStatus();
+    std::vector<float> values(t.num_elements());
+    for (int64_t r = 0; r < rows; ++r) {
+      DequantizeRow(DType::kMXFP4, dst + r * groups * 17, values.data() + r * cols, cols);
+    }
+    return Encode(values, t, out);
+  };
+  return WithBytes(t, std::move(fill), c);
 }
 
 // FP8 checkpoint tensors dequantized to floats, each once, and freed after the last wanted tensor
 // that reads it: a stack of experts is read once for each expert's gate, up or down, and a
-// model's floats all at once would take twice its BF16 size besides.
+// model's floats all at once would take twice its BF16 size besides. Shared by the producers of
+// a deferred import, which run one after another.
 class Fp8Floats {
  public:
   Fp8Floats(const std::vector<WantedTensor>& wanted, std::optional<Fp8Blocks> blocks)
@@ -331,9 +384,30 @@ class Fp8Floats {
   absl::flat_hash_map<std::string, std::shared_ptr<const std::vector<float>>> kept_;
 };
 
+// An FP8 tensor with block scales: dequantized into floats (the layouts read them as F32), stored
+// as BF16 unless another type is asked for.
+absl::StatusOr<TensorSpec> CarryFp8(const WantedTensor& w, const SafetensorsTensor& src,
+                                    const SafetensorsTensor& scale_inv,
+                                    std::shared_ptr<Fp8Floats> fp8, const CarryContext& c) {
+  const std::optional<DType> target = c.out ? c.out : std::optional<DType>(DType::kBF16);
+  TensorSpec t = Describe(w, TargetType(w, DType::kF32, target));
+  MOE_RETURN_IF_ERROR(CheckRows(w, t));
+  MOE_RETURN_IF_ERROR(CheckSpan(w, t, ElementCount(src.shape)));
+  auto fill = [w, src, scale_inv, fp8 = std::move(fp8), t](absl::Span<uint8_t> out) {
+    MOE_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<float>> floats,
+                         fp8->Get(src, scale_inv));
+    const SafetensorsTensor dequantized{
+        src.name, "F32", DType::kF32, src.shape,
+        absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(floats->data()),
+                            floats->size() * sizeof(float))};
+    return FillFrom(w, dequantized, t, out);
+  };
+  return WithBytes(t, std::move(fill), c);
+}
+
 absl::StatusOr<TensorSpec> Carry(const WantedTensor& w, const TensorIndex& index,
-                                 std::optional<DType> out, ModelSpec* spec,
-                                 const std::string& hf_architecture, Fp8Floats& fp8) {
+                                 const CarryContext& c, const std::string& hf_architecture,
+                                 const std::shared_ptr<Fp8Floats>& fp8) {
   auto find = [&](const std::string& name) -> absl::StatusOr<const SafetensorsTensor*> {
     auto it = index.by_name.find(name);
     if (it == index.by_name.end()) {
@@ -346,27 +420,12 @@ absl::StatusOr<TensorSpec> Carry(const WantedTensor& w, const TensorIndex& index
   if (!w.mx_scales.empty()) {
     MOE_RETURN_IF_ERROR(CheckShape(w.hf_name, src->shape, w.hf_shape));
     MOE_ASSIGN_OR_RETURN(const SafetensorsTensor* scales, find(w.mx_scales));
-    return CarryMxfp4(w, *src, *scales, out, spec);
+    return CarryMxfp4(w, *src, *scales, c);
   }
-  if (src->dtype_name == "F8_E4M3" && fp8.blocks()) {
-    // Dequantized into floats (the layouts below read them as F32), stored as BF16 unless another
-    // type is asked for: FP8 values times their blocks' factors. The spec keeps the floats only
-    // where the tensor is them (F32 asked for, carried as it is).
+  if (src->dtype_name == "F8_E4M3" && fp8->blocks()) {
     MOE_RETURN_IF_ERROR(CheckShape(w.hf_name, src->shape, w.hf_shape));
     MOE_ASSIGN_OR_RETURN(const SafetensorsTensor* scale_inv, find(w.hf_name + "_scale_inv"));
-    MOE_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<float>> floats,
-                         fp8.Get(*src, *scale_inv));
-    const absl::Span<const uint8_t> bytes = absl::MakeConstSpan(
-        reinterpret_cast<const uint8_t*>(floats->data()), floats->size() * sizeof(float));
-    SafetensorsTensor dequantized{src->name, "F32", DType::kF32, src->shape, bytes};
-    const std::optional<DType> target = out ? out : std::optional<DType>(DType::kBF16);
-    MOE_ASSIGN_OR_RETURN(TensorSpec t, Rearranged(w) || w.value
-                                           ? CarryGathered(w, dequantized, target, spec)
-                                           : CarryPlain(w, dequantized, target, spec));
-    if (t.data.data() >= bytes.data() && t.data.data() < bytes.data() + bytes.size()) {
-      spec->owners.push_back(floats);  // the tensor is a span of them
-    }
-    return t;
+    return CarryFp8(w, *src, *scale_inv, fp8, c);
   }
   if (!src->dtype) {
     return absl::UnimplementedError(absl::StrCat("tensor '", w.hf_name, "' has dtype ",
@@ -375,8 +434,7 @@ absl::StatusOr<TensorSpec> Carry(const WantedTensor& w, const TensorIndex& index
                                                  "F16, BF16, and F8_E4M3 with block scales)"));
   }
   MOE_RETURN_IF_ERROR(CheckShape(w.hf_name, src->shape, w.hf_shape));
-  if (Rearranged(w) || w.value) return CarryGathered(w, *src, out, spec);
-  return CarryPlain(w, *src, out, spec);
+  return CarryTensor(w, *src, c);
 }
 
 // The chat template of checkpoints that keep it in its own file: chat_template.jinja, which
@@ -438,7 +496,8 @@ absl::StatusOr<TokenizerData> LoadTokenizer(const fs::path& dir, int64_t n_vocab
   return data;
 }
 
-absl::StatusOr<ModelSpec> Import(const fs::path& dir, std::optional<DType> out_dtype) {
+absl::StatusOr<ModelSpec> Import(const fs::path& dir, std::optional<DType> out_dtype,
+                                 ConvertAt convert_at) {
   MOE_ASSIGN_OR_RETURN(std::string config_text, ReadText(dir / "config.json"));
   MOE_ASSIGN_OR_RETURN(HfConfig config, ParseHfConfig(config_text));
   ModelSpec spec;
@@ -456,10 +515,12 @@ absl::StatusOr<ModelSpec> Import(const fs::path& dir, std::optional<DType> out_d
   MOE_ASSIGN_OR_RETURN(std::optional<Fp8Blocks> fp8_blocks, Fp8BlocksOf(config_json));
   auto has = [&](const std::string& name) { return index.by_name.count(name) > 0; };
   const std::vector<WantedTensor> wanted = WantedTensors(config, has);
-  Fp8Floats fp8(wanted, fp8_blocks);
+  auto fp8 = std::make_shared<Fp8Floats>(wanted, fp8_blocks);
+  const CarryContext context{
+      out_dtype, convert_at,
+      std::make_shared<std::vector<std::shared_ptr<const SafetensorsFile>>>(index.files), &spec};
   for (const WantedTensor& w : wanted) {
-    MOE_ASSIGN_OR_RETURN(TensorSpec t,
-                         Carry(w, index, out_dtype, &spec, config.hf_architecture, fp8));
+    MOE_ASSIGN_OR_RETURN(TensorSpec t, Carry(w, index, context, config.hf_architecture, fp8));
     spec.tensors.push_back(std::move(t));
   }
   if (!config.rope_freq_factors.empty()) {
@@ -467,7 +528,11 @@ absl::StatusOr<ModelSpec> Import(const fs::path& dir, std::optional<DType> out_d
     t.name = std::string(kRopeFreqsTensor);
     t.dtype = DType::kF32;
     t.shape = {static_cast<int64_t>(config.rope_freq_factors.size())};
-    MOE_RETURN_IF_ERROR(Store(config.rope_freq_factors, &t, &spec));
+    const std::vector<float>& factors = config.rope_freq_factors;
+    MOE_ASSIGN_OR_RETURN(
+        t,
+        WithBytes(
+            t, [factors, t](absl::Span<uint8_t> out) { return Encode(factors, t, out); }, context));
     spec.tensors.push_back(std::move(t));
   }
   MOE_ASSIGN_OR_RETURN(spec.tokenizer, LoadTokenizer(dir, spec.hp.n_vocab));
@@ -482,12 +547,12 @@ bool LooksLikeHfCheckpoint(const std::string& path) {
   return fs::is_directory(path, ec) && fs::exists(fs::path(path) / "config.json", ec);
 }
 
-absl::StatusOr<ModelSpec> ImportHfCheckpoint(const std::string& dir,
-                                             std::optional<DType> out_dtype) {
+absl::StatusOr<ModelSpec> ImportHfCheckpoint(const std::string& dir, std::optional<DType> out_dtype,
+                                             ConvertAt convert_at) {
   if (!fs::is_directory(dir)) {
     return absl::NotFoundError(absl::StrCat("'", dir, "' is not a directory"));
   }
-  auto spec = Import(fs::path(dir), out_dtype);
+  auto spec = Import(fs::path(dir), out_dtype, convert_at);
   if (!spec.ok()) return Annotate(spec.status(), absl::StrCat("importing '", dir, "'"));
   return spec;
 }

@@ -23,7 +23,15 @@ bool LooksLikeHfCheckpoint(const std::string& path);
 // to the 2-D weights except the router, which stays F32 like llama.cpp keeps it, so expert
 // choice does not flip on rounding; norms, biases and sinks are always F32. MXFP4 experts stay
 // MXFP4 (repacked exactly) unless a float type is asked for.
+//
+// convert_at: kImport makes every converted tensor (another type, a rearranged layout, repacked
+// MXFP4, dequantized FP8) during the import, held in memory by the result; kWrite leaves them
+// deferred (TensorSpec::produce), made one at a time where they are needed, so that writing the
+// import to a file (moe-convert, moe-quantize) takes memory for one tensor, not for the model.
+// Either way the checkpoint's tensors are checked during the import.
+enum class ConvertAt { kImport, kWrite };
 absl::StatusOr<ModelSpec> ImportHfCheckpoint(const std::string& dir,
-                                             std::optional<DType> out_dtype = std::nullopt);
+                                             std::optional<DType> out_dtype = std::nullopt,
+                                             ConvertAt convert_at = ConvertAt::kImport);
 
 }  // namespace moe

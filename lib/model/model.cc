@@ -14,6 +14,7 @@
 namespace moe {
 
 absl::StatusOr<std::shared_ptr<const Model>> Model::Create(ModelSpec spec) {
+  MOE_RETURN_IF_ERROR(MaterializeTensors(spec));  // a converter's deferred tensors, if any
   MOE_RETURN_IF_ERROR(ValidateModelSpec(spec));
   std::shared_ptr<Model> m(new Model());
   m->spec_ = std::move(spec);

@@ -31,6 +31,19 @@ size_t TensorSpec::byte_size() const {
   return static_cast<size_t>(rows) * RowBytes(dtype, shape.back());
 }
 
+absl::Status MaterializeTensors(ModelSpec& spec) {
+  for (TensorSpec& t : spec.tensors) {
+    if (!t.deferred()) continue;
+    auto bytes = std::make_shared<std::vector<uint8_t>>(t.byte_size());
+    absl::Status made = t.produce(absl::MakeSpan(*bytes));
+    if (!made.ok()) return Annotate(made, absl::StrCat("making tensor '", t.name, "'"));
+    t.data = absl::MakeConstSpan(*bytes);
+    t.produce = nullptr;
+    spec.owners.push_back(std::move(bytes));
+  }
+  return absl::OkStatus();
+}
+
 const TensorSpec* ModelSpec::Find(absl::string_view name) const {
   absl::MutexLock lock(&names_.mu);
   auto indexed = [&]() -> const TensorSpec* {
@@ -97,7 +110,7 @@ absl::Status Expect(const ModelSpec& spec, const std::string& name, std::vector<
                                                    " elements do not fit ", DTypeName(t->dtype),
                                                    " blocks"));
   }
-  if (t->data.size() < t->byte_size()) {
+  if (!t->deferred() && t->data.size() < t->byte_size()) {
     return absl::DataLossError(
         absl::StrCat("tensor '", name, "' has ", t->data.size(), " bytes, needs ", t->byte_size()));
   }

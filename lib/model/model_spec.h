@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -242,7 +243,14 @@ struct TensorSpec {
   int32_t layer = -1;          // for per-layer tensors
   int32_t expert = -1;         // for routed-expert tensors
   absl::Span<const uint8_t> data;
+  // Set for a tensor whose bytes are made only when they are needed, one tensor at a time: a
+  // converter's output (a Hugging Face import or a re-quantization on its way into a .moe file),
+  // which held whole would take as much memory as the model. It writes byte_size() bytes into
+  // its argument; data stays empty (MaterializeTensors fills it for callers that need it). Not
+  // thread-safe: producers of one spec may share state, so they run one after another.
+  std::function<absl::Status(absl::Span<uint8_t>)> produce;
 
+  bool deferred() const { return static_cast<bool>(produce); }
   int64_t num_elements() const;
   size_t byte_size() const;  // shape x dtype
 };
@@ -324,6 +332,10 @@ std::string LayerTensorName(int layer, absl::string_view base);               //
 std::string LayerBiasName(int layer, absl::string_view base);                 // blk.L.base.bias
 std::string LayerBareName(int layer, absl::string_view base);  // blk.L.base (ssm_a, ssm_d)
 std::string ExpertTensorName(int layer, int expert, absl::string_view base);  // blk.L.base.E.weight
+
+// Runs every deferred tensor's producer into memory the spec keeps (owners) and clears it, for
+// callers that read TensorSpec::data. A producer's failure is returned with the tensor's name.
+absl::Status MaterializeTensors(ModelSpec& spec);
 
 // Checks hyper-parameters for consistency and that every tensor the architecture needs is
 // present with the right shape; errors name the offending field or tensor.

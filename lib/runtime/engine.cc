@@ -325,6 +325,7 @@ absl::StatusOr<std::shared_ptr<Engine>> Engine::Build(ModelSpec spec,
                                                       std::unique_ptr<ExpertStore> expert_store,
                                                       std::string memory_note,
                                                       std::unique_ptr<ExpertRanks> expert_ranks) {
+  MOE_RETURN_IF_ERROR(MaterializeTensors(spec));  // a converter's deferred tensors, if any
   if (expert_ranks != nullptr && expert_ranks->dense_on_root_only() &&
       spec.hp.expert_input_weighted) {
     // Rank 0 would send each layer's inputs and choices, not the weights these experts' inputs

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "lib/backend/cpu/repack.h"
 #include "lib/base/anonymous_memory.h"
 #include "lib/base/status_macros.h"
@@ -30,7 +31,7 @@ absl::Status CopyWeights(ModelSpec& spec, bool repack, SimdLevel level,
   auto copied = [&](const TensorSpec& t) { return !leave_in_file || !leave_in_file(t); };
   size_t total = 0;
   for (const auto& t : spec.tensors) {
-    if (copied(t)) total += (t.data.size() + 63) / 64 * 64;
+    if (copied(t)) total += (t.byte_size() + 63) / 64 * 64;
   }
   MOE_ASSIGN_OR_RETURN(std::shared_ptr<AnonymousMemory> memory,
                        AnonymousMemory::Allocate(std::max<size_t>(total, 64)));
@@ -41,9 +42,16 @@ absl::Status CopyWeights(ModelSpec& spec, bool repack, SimdLevel level,
       left_some = true;
       continue;
     }
-    std::memcpy(memory->data() + pos, t.data.data(), t.data.size());
-    ReleaseMappedPages(t.data);
-    t.data = {memory->data() + pos, t.data.size()};
+    const size_t bytes = t.byte_size();
+    if (t.deferred()) {  // made in place: a converter's tensor never held twice
+      absl::Status made = t.produce({memory->data() + pos, bytes});
+      if (!made.ok()) return Annotate(made, absl::StrCat("making tensor '", t.name, "'"));
+      t.produce = nullptr;
+    } else {
+      std::memcpy(memory->data() + pos, t.data.data(), bytes);
+      ReleaseMappedPages(t.data);
+    }
+    t.data = {memory->data() + pos, bytes};
     if (repack && t.shape.size() == 2) {
       const DType r = RepackedType(t.dtype, t.shape[0], t.shape[1], level);
       if (r != t.dtype) {

@@ -85,7 +85,9 @@ TEST(ExpertRanksTest, AReplicaSplitsAHotExpertsLoad) {
     EXPECT_EQ(ranks->holders(l, hot).size(), 2u) << "layer " << l;
     EXPECT_TRUE(ranks->holds(0, l, hot) && ranks->holds(1, l, hot));
     for (int e = 0; e < 8; ++e) {
-      if (e != hot) EXPECT_EQ(ranks->holders(l, e).size(), 1u);
+      if (e != hot) {
+        EXPECT_EQ(ranks->holders(l, e).size(), 1u);
+      }
     }
     // Both ranks list the hot expert among theirs.
     for (int r : {0, 1}) {

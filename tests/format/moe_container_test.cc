@@ -1,6 +1,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <memory>
 #include <random>
 
 #include "gtest/gtest.h"
@@ -95,6 +97,54 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, MoeContainerTest,
                            for (char& c : s) c = isalnum(c) ? c : '_';
                            return s;
                          });
+
+// A deferred tensor (a converter's, made as it is written) is made once, exactly where the
+// carried one would have been written; a producer that fails ends the write with its error and
+// the tensor's name, leaving no file behind, not even the temporary one.
+TEST(MoeContainerDeferredTest, TensorsAreMadeOnceAsWrittenAndAFailureLeavesNoFile) {
+  auto gguf = ImportGguf(Fixture("tiny-qwen2moe-q4_0"));
+  ASSERT_TRUE(gguf.ok()) << gguf.status();
+  const std::string carried = TempPath("carried.moe"), made = TempPath("made.moe");
+  ASSERT_TRUE(WriteMoeFile(*gguf, carried).ok());
+  ModelSpec deferred = *gguf;
+  auto calls = std::make_shared<std::map<std::string, int>>();
+  for (TensorSpec& t : deferred.tensors) {
+    t.produce = [calls, name = t.name, from = t.data](absl::Span<uint8_t> out) {
+      ++(*calls)[name];
+      if (out.size() != from.size()) return absl::InternalError("wrong size asked for");
+      std::memcpy(out.data(), from.data(), out.size());
+      return absl::OkStatus();
+    };
+    t.data = {};
+  }
+  ASSERT_TRUE(ValidateModelSpec(deferred).ok());
+  const absl::Status wrote = WriteMoeFile(deferred, made);
+  ASSERT_TRUE(wrote.ok()) << wrote;
+  EXPECT_EQ(ReadAll(made), ReadAll(carried));
+  EXPECT_EQ(calls->size(), deferred.tensors.size());
+  for (const auto& [name, n] : *calls) EXPECT_EQ(n, 1) << name;
+  fs::remove(made);
+
+  // Model::Create makes them itself.
+  EXPECT_EQ(PromptLogits(deferred), PromptLogits(*gguf));
+
+  TensorSpec* expert = nullptr;
+  for (TensorSpec& t : deferred.tensors) {
+    if (t.name == ExpertTensorName(1, 2, "ffn_down")) expert = &t;
+  }
+  ASSERT_NE(expert, nullptr);
+  expert->produce = [](absl::Span<uint8_t>) { return absl::DataLossError("disk read error"); };
+  const absl::Status failed = WriteMoeFile(deferred, made);
+  EXPECT_EQ(failed.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(failed.message().find("disk read error"), std::string::npos) << failed;
+  EXPECT_NE(failed.message().find(expert->name), std::string::npos) << failed;
+  EXPECT_FALSE(fs::exists(made));
+  EXPECT_FALSE(fs::exists(made + ".tmp"));
+  const absl::Status materialized = MaterializeTensors(deferred);
+  EXPECT_EQ(materialized.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(materialized.message().find(expert->name), std::string::npos) << materialized;
+  fs::remove(carried);
+}
 
 class MoeCorruptionTest : public ::testing::Test {
  protected:

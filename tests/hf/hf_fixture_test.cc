@@ -24,6 +24,7 @@
 #include "lib/import/safetensors_file.h"
 #include "lib/model/model.h"
 #include "tests/hf/checkpoint_builder.h"
+#include "tests/hf/deferred_conversion_check.h"
 #include "tests/hf/gguf_as_hf.h"
 #include "tests/support/fixture_reference.h"
 
@@ -32,6 +33,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::moe::testing::CheckAgainstFixture;
+using ::moe::testing::ExpectDeferredConversionWritesTheSameFile;
 using ::moe::testing::WriteGgufAsHfCheckpoint;
 using ::testing::HasSubstr;
 
@@ -162,6 +164,21 @@ TEST_P(HfImportFixtureTest, ViaMoeFileToo) {
   CheckAgainstFixture(dir, *model, {quantized ? ".deq" : "", false, true}, 1);
 }
 
+// Converting each tensor only as the file is written (moe-convert's way, so that a large model
+// is never held converted in memory) writes the same file, and such a spec also runs as the
+// fixture says.
+TEST_P(HfImportFixtureTest, ConversionsDeferredToTheWriteGiveTheSameFile) {
+  const fs::path dir = Checkpoint(GetParam());
+  ExpectDeferredConversionWritesTheSameFile(dir, std::nullopt);
+  EXPECT_GT(ExpectDeferredConversionWritesTheSameFile(dir, DType::kF16), 0);
+  auto spec = ImportHfCheckpoint(dir.string(), std::nullopt, ConvertAt::kWrite);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto model = Model::Create(*std::move(spec));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const bool quantized = fs::exists(FixtureDir(GetParam()) / "p1.deq.gen_tokens.txt");
+  CheckAgainstFixture(FixtureDir(GetParam()), *model, {quantized ? ".deq" : "", false, true}, 1);
+}
+
 INSTANTIATE_TEST_SUITE_P(FixturesV2, HfImportFixtureTest,
                          ::testing::Values("tiny-glm4moe-f32", "tiny-deepseek2lite-f32",
                                            "tiny-deepseek3-f32", "tiny-gptoss-f32",
@@ -181,6 +198,7 @@ TEST(HfImportMxfp4Test, QuantizedImportIsTheQuantizedGguf) {
   ASSERT_TRUE(gguf.ok()) << gguf.status();
   auto hf = ImportHfCheckpoint(Checkpoint(name).string(), DType::kQ8_0);
   ASSERT_TRUE(hf.ok()) << hf.status();
+  EXPECT_GT(ExpectDeferredConversionWritesTheSameFile(Checkpoint(name), DType::kQ8_0), 0);
   for (const TensorSpec& want : gguf->tensors) {
     SCOPED_TRACE(want.name);
     const TensorSpec* got = hf->Find(want.name);

@@ -31,6 +31,7 @@
 #include "lib/model/model.h"
 #include "lib/tokenizer/tokenizer.h"
 #include "tests/hf/checkpoint_builder.h"
+#include "tests/hf/deferred_conversion_check.h"
 #include "tests/model/reference_model.h"
 #include "tests/support/sentencepiece_tokenizer_json.h"
 #include "tests/support/test_files.h"
@@ -39,6 +40,7 @@ namespace moe {
 namespace {
 
 namespace fs = std::filesystem;
+using ::moe::testing::ExpectDeferredConversionWritesTheSameFile;
 using ::moe::testing::RawTensor;
 using ::moe::testing::TinyConfig;
 using ::moe::testing::TinyTensors;
@@ -435,6 +437,10 @@ TEST(HfImportTest, BlockScaledFp8CheckpointsAreDequantized) {
   WriteCheckpoint(fp8_dir, quantized, fp8);
   WriteCheckpoint(exact_dir, config, exact);
 
+  // Dequantized when written (moe-convert), the same files as when imported.
+  EXPECT_GT(ExpectDeferredConversionWritesTheSameFile(fp8_dir, std::nullopt), 8);
+  EXPECT_GT(ExpectDeferredConversionWritesTheSameFile(fp8_dir, DType::kF32), 8);
+
   auto from_fp8 = ImportHfCheckpoint(fp8_dir.string(), DType::kF32);
   ASSERT_TRUE(from_fp8.ok()) << from_fp8.status();
   auto want = ImportHfCheckpoint(exact_dir.string());
@@ -546,6 +552,10 @@ void ExpectImportRunsAsReference(const fs::path& dir, const ModelSpec& random, A
   const std::vector<int32_t> ids = {3, 17, 96, 0, 42, 42, 7, 81, 5, 60, 11};
   auto [err, tol] = Compare(RunAll(*spec, ids), testing::ReferenceForward(random, ids));
   EXPECT_LE(err, tol);
+  // Its conversions (stacked, transposed, fused layouts, other types) deferred to the write give
+  // the same file.
+  ExpectDeferredConversionWritesTheSameFile(dir, std::nullopt);
+  EXPECT_GT(ExpectDeferredConversionWritesTheSameFile(dir, DType::kF16), 0);
 }
 
 // Layer l's feed-forward in DeepSeek's layout under `p` ("model.layers.L."): a dense MLP in the

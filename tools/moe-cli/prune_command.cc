@@ -25,9 +25,9 @@ struct PruneOptions {
 };
 
 absl::Status Run(const PruneOptions& o) {
-  absl::StatusOr<ModelSpec> loaded = LooksLikeHfCheckpoint(o.model)
-                                         ? ImportHfCheckpoint(o.model, std::nullopt)
-                                         : LoadModelSpec(o.model);
+  absl::StatusOr<ModelSpec> loaded =
+      LooksLikeHfCheckpoint(o.model) ? ImportHfCheckpoint(o.model, std::nullopt, ConvertAt::kWrite)
+                                     : LoadModelSpec(o.model);
   if (!loaded.ok()) return loaded.status();
   ModelSpec spec = *std::move(loaded);
   const HParams& h = spec.hp;

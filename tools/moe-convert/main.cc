@@ -34,7 +34,9 @@ int main(int argc, char** argv) {
   if (!dtype_name.empty()) dtype = moe::DTypeFromName(dtype_name);
   absl::StatusOr<moe::ModelSpec> spec;
   if (moe::LooksLikeHfCheckpoint(in)) {
-    spec = moe::ImportHfCheckpoint(in, dtype);
+    // Each converted tensor is made as it is written (or copied, for --layout groups): the
+    // checkpoint's conversions never sit in memory all at once.
+    spec = moe::ImportHfCheckpoint(in, dtype, moe::ConvertAt::kWrite);
   } else if (dtype) {
     spec =
         absl::InvalidArgumentError("--dtype applies to Hugging Face checkpoint directories only");

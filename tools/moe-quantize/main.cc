@@ -68,7 +68,6 @@ int QuantizeGguf(const std::string& in, const std::string& out, const std::strin
   w.SetU32("general.file_type", moe::LlamaFileType(scheme));
   w.SetU32("general.quantization_version", 2);
 
-  std::vector<std::unique_ptr<std::vector<uint8_t>>> store;
   moe::ThreadPool pool(threads);
   std::vector<const moe::GgufTensorInfo*> tensors;
   for (const moe::GgufPart& part : *parts) {
@@ -89,13 +88,17 @@ int QuantizeGguf(const std::string& in, const std::string& out, const std::strin
     if (absl::StartsWith(t.name, "blk.")) layer = std::atoll(t.name.c_str() + 4);
     // As ggml_n_dims: trailing dimensions of 1 do not count, so [64, 1] is one-dimensional.
     const moe::DType dst = moe::QuantTypeFor(scheme, t.name, cols, layer, n_layer, rows == 1);
-    auto encoded = moe::EncodeMatrix({*src_type, rows, cols, t.data.data()}, dst, &pool);
-    if (!encoded.ok())
-      return Fail("tensor '" + t.name + "': " + std::string(encoded.status().message()));
-    auto bytes = std::make_unique<std::vector<uint8_t>>(std::move(*encoded));
+    if (!moe::RowSizeValid(dst, cols)) {
+      return Fail("tensor '" + t.name + "': rows of " + std::to_string(cols) +
+                  " values do not fit " + std::string(moe::DTypeName(dst)) + " blocks");
+    }
+    // Encoded as the file is written, one tensor at a time: the output is never held whole.
+    const moe::WeightView from{*src_type, rows, cols, t.data.data()};
     std::vector<int64_t> shape(t.ne.rbegin(), t.ne.rend());
-    w.AddTensor(t.name, dst, std::move(shape), *bytes);
-    store.push_back(std::move(bytes));
+    w.AddTensor(t.name, dst, std::move(shape), moe::RowBytes(dst, cols) * rows,
+                [from, dst, &pool](absl::Span<uint8_t> out) {
+                  return moe::EncodeMatrixInto(from, dst, out, &pool);
+                });
   }
   auto s = w.Write(out);
   if (!s.ok()) return Fail(std::string(s.message()));
@@ -191,9 +194,12 @@ absl::StatusOr<std::function<moe::DType(const moe::TensorSpec&)>> MixedTypes(
 }
 
 absl::Status QuantizeToMoe(const Options& o) {
-  absl::StatusOr<moe::ModelSpec> loaded = moe::LooksLikeHfCheckpoint(o.in)
-                                              ? moe::ImportHfCheckpoint(o.in, std::nullopt)
-                                              : moe::LoadModelSpec(o.in);
+  // A checkpoint's conversions wait for the write too, unless calibration runs the model.
+  const moe::ConvertAt convert_at =
+      o.policy == "mixed" ? moe::ConvertAt::kImport : moe::ConvertAt::kWrite;
+  absl::StatusOr<moe::ModelSpec> loaded =
+      moe::LooksLikeHfCheckpoint(o.in) ? moe::ImportHfCheckpoint(o.in, std::nullopt, convert_at)
+                                       : moe::LoadModelSpec(o.in);
   if (!loaded.ok()) return loaded.status();
   std::function<moe::DType(const moe::TensorSpec&)> type_of;
   if (o.policy == "mixed") {

@@ -6,18 +6,22 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "lib/backend/cpu/quant_rows.h"
+#include "lib/base/status_macros.h"
 #include "lib/import/quant_scheme.h"
 
 namespace moe {
 
-absl::StatusOr<std::vector<uint8_t>> EncodeMatrix(const WeightView& w, DType type,
-                                                  ThreadPool* pool) {
+absl::Status EncodeMatrixInto(const WeightView& w, DType type, absl::Span<uint8_t> out,
+                              ThreadPool* pool) {
   if (!RowSizeValid(type, w.cols)) {
     return absl::InvalidArgumentError(
         absl::StrCat("rows of ", w.cols, " values do not fit ", DTypeName(type), " blocks"));
   }
-  std::vector<uint8_t> out(RowBytes(type, w.cols) * w.rows);
   const size_t out_row = RowBytes(type, w.cols);
+  if (out.size() != out_row * w.rows) {
+    return absl::InternalError(absl::StrCat("encoding ", w.rows, " rows into ", out.size(),
+                                            " bytes instead of ", out_row * w.rows));
+  }
   // Whole rows that fit the type's blocks: QuantizeRow cannot fail on them.
   auto encode = [&](int64_t begin, int64_t end) {
     std::vector<float> row(w.cols);
@@ -31,31 +35,51 @@ absl::StatusOr<std::vector<uint8_t>> EncodeMatrix(const WeightView& w, DType typ
   } else {
     encode(0, w.rows);
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<uint8_t>> EncodeMatrix(const WeightView& w, DType type,
+                                                  ThreadPool* pool) {
+  if (!RowSizeValid(type, w.cols)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rows of ", w.cols, " values do not fit ", DTypeName(type), " blocks"));
+  }
+  std::vector<uint8_t> out(RowBytes(type, w.cols) * w.rows);
+  MOE_RETURN_IF_ERROR(EncodeMatrixInto(w, type, absl::MakeSpan(out), pool));
   return out;
 }
 
 absl::StatusOr<ModelSpec> ReencodeSpec(const ModelSpec& spec,
                                        const std::function<DType(const TensorSpec&)>& type_of,
                                        ThreadPool* pool) {
-  ModelSpec out = spec;
+  ModelSpec result = spec;
   // The result is no longer the source file's bytes: the expert cache must not read it there.
-  out.source_files.clear();
-  for (TensorSpec& t : out.tensors) {
+  result.source_files.clear();
+  for (TensorSpec& t : result.tensors) {
     const DType type = type_of(t);
     if (type == t.dtype) continue;
     const int64_t cols = t.shape.back();
-    const int64_t rows = t.num_elements() / cols;
-    auto encoded = EncodeMatrix({t.dtype, rows, cols, t.data.data()}, type, pool);
-    if (!encoded.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor '", t.name, "': ", encoded.status().message()));
+    if (!RowSizeValid(type, cols)) {  // refused now, not hours into the write
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", t.name, "': rows of ", cols,
+                                                     " values do not fit ", DTypeName(type),
+                                                     " blocks"));
     }
-    auto bytes = std::make_shared<std::vector<uint8_t>>(std::move(*encoded));
+    TensorSpec source = t;
     t.dtype = type;
-    t.data = absl::MakeConstSpan(*bytes);
-    out.owners.push_back(std::move(bytes));
+    t.data = {};
+    t.produce = [source = std::move(source), type, pool](absl::Span<uint8_t> out) -> absl::Status {
+      std::vector<uint8_t> made;  // a deferred source (a converting import) made first
+      const uint8_t* bytes = source.data.data();
+      if (source.deferred()) {
+        made.resize(source.byte_size());
+        MOE_RETURN_IF_ERROR(source.produce(absl::MakeSpan(made)));
+        bytes = made.data();
+      }
+      const int64_t cols = source.shape.back(), rows = source.num_elements() / cols;
+      return EncodeMatrixInto({source.dtype, rows, cols, bytes}, type, out, pool);
+    };
   }
-  return out;
+  return result;
 }
 
 std::string SchemeTensorName(const TensorSpec& t) {

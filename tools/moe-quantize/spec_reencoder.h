@@ -18,9 +18,15 @@ namespace moe {
 // group's scale, so a large model takes minutes on one core).
 absl::StatusOr<std::vector<uint8_t>> EncodeMatrix(const WeightView& w, DType type,
                                                   ThreadPool* pool = nullptr);
+// The same into `out`, which holds exactly the encoded rows.
+absl::Status EncodeMatrixInto(const WeightView& w, DType type, absl::Span<uint8_t> out,
+                              ThreadPool* pool = nullptr);
 
 // The spec with every tensor re-encoded as type_of(tensor) (a tensor already of that type is
-// shared, not copied); the result owns its new bytes.
+// shared, not copied). The re-encoded tensors are deferred (TensorSpec::produce): each is made
+// as the result is written (or materialized), so re-quantizing a model takes memory for one
+// tensor, not for the model; `spec`'s deferred tensors are made on the way. `pool` must outlive
+// that. Types whose blocks do not fit a tensor's rows are refused here.
 absl::StatusOr<ModelSpec> ReencodeSpec(const ModelSpec& spec,
                                        const std::function<DType(const TensorSpec&)>& type_of,
                                        ThreadPool* pool = nullptr);

@@ -1,0 +1,89 @@
+// ReencodeSpec defers its re-encodings to the write: the result holds no re-encoded bytes until
+// then, writes the file a re-encoding held in memory would, and takes a source whose own
+// conversions are deferred (a Hugging Face import on its way to moe-quantize's .moe).
+#include "tools/moe-quantize/spec_reencoder.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "lib/format/moe_writer.h"
+#include "lib/import/hf_import.h"
+#include "tests/hf/checkpoint_builder.h"
+
+namespace moe {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<char> ReadBytes(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+// Every tensor of `spec` made now, into memory it keeps: re-encoding held whole, as it was.
+ModelSpec Made(ModelSpec spec) {
+  EXPECT_TRUE(MaterializeTensors(spec).ok());
+  return spec;
+}
+
+TEST(ReencodeSpecTest, DefersEachTensorToTheWriteAndWritesTheSameFile) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("moe_spec_reencoder_test_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  const nlohmann::json config = testing::TinyConfig("Qwen3MoeForCausalLM");
+  testing::WriteCheckpoint(dir, config, testing::TinyTensors(config, 5));
+  auto now = ImportHfCheckpoint(dir.string(), DType::kBF16, ConvertAt::kImport);
+  auto later = ImportHfCheckpoint(dir.string(), DType::kBF16, ConvertAt::kWrite);
+  ASSERT_TRUE(now.ok()) << now.status();
+  ASSERT_TRUE(later.ok()) << later.status();
+  // Matrices to F16, the rest as they are (norms and the router are F32 after the import).
+  auto type_of = [](const TensorSpec& t) {
+    return t.shape.size() == 2 && t.dtype == DType::kBF16 ? DType::kF16 : t.dtype;
+  };
+  auto from_now = ReencodeSpec(*now, type_of);
+  auto from_later = ReencodeSpec(*later, type_of);
+  ASSERT_TRUE(from_now.ok()) << from_now.status();
+  ASSERT_TRUE(from_later.ok()) << from_later.status();
+  int reencoded = 0;
+  for (const TensorSpec& t : from_now->tensors) {
+    if (t.dtype != DType::kF16) continue;
+    ++reencoded;
+    EXPECT_TRUE(t.deferred() && t.data.empty()) << t.name << " was re-encoded before the write";
+  }
+  EXPECT_GT(reencoded, 8);
+  const fs::path a = dir / "held.moe", b = dir / "deferred.moe", c = dir / "both.moe";
+  ASSERT_TRUE(WriteMoeFile(Made(*from_now), a.string()).ok());
+  ASSERT_TRUE(WriteMoeFile(*from_now, b.string()).ok());
+  ASSERT_TRUE(WriteMoeFile(*from_later, c.string()).ok());
+  const std::vector<char> held = ReadBytes(a);
+  EXPECT_FALSE(held.empty());
+  EXPECT_EQ(held, ReadBytes(b));
+  EXPECT_EQ(held, ReadBytes(c));
+  fs::remove_all(dir);
+}
+
+TEST(ReencodeSpecTest, ATypeWhoseBlocksDoNotFitIsRefusedBeforeTheWrite) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("moe_spec_reencoder_test_fit_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  const nlohmann::json config = testing::TinyConfig("MixtralForCausalLM");  // rows of 32 and 16
+  testing::WriteCheckpoint(dir, config, testing::TinyTensors(config, 5));
+  auto spec = ImportHfCheckpoint(dir.string(), std::nullopt, ConvertAt::kWrite);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto q4_k = ReencodeSpec(*spec, [](const TensorSpec& t) {
+    return t.shape.size() == 2 ? DType::kQ4_K : t.dtype;  // 256-value super-blocks
+  });
+  ASSERT_FALSE(q4_k.ok());
+  EXPECT_EQ(q4_k.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(q4_k.status().message().find("Q4_K"), std::string::npos) << q4_k.status();
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace moe
