@@ -229,7 +229,8 @@ void BuildHeader(flatbuffers::FlatBufferBuilder& b, const ModelSpec& spec,
 
 }  // namespace
 
-absl::Status WriteMoeFile(const ModelSpec& spec, const std::string& path) {
+absl::Status WriteMoeFile(const ModelSpec& spec, const std::string& path,
+                          const WriteProgress& progress) {
   if (!spec.absent_experts.empty()) {
     return absl::InvalidArgumentError(
         "this model holds only one rank's experts (expert parallelism): it cannot be written");
@@ -273,6 +274,8 @@ absl::Status WriteMoeFile(const ModelSpec& spec, const std::string& path) {
     // Deferred tensors are made here, one at a time into one buffer, so that a converted model
     // never sits in memory whole.
     std::vector<uint8_t> made;
+    uint64_t total = 0, written = 0;
+    for (const auto& p : by_offset) total += p.tensor->byte_size();
     for (const auto& p : by_offset) {
       pad_to(data_start + p.rel_offset);
       const size_t bytes = p.tensor->byte_size();
@@ -290,6 +293,12 @@ absl::Status WriteMoeFile(const ModelSpec& spec, const std::string& path) {
       f.write(reinterpret_cast<const char*>(from), bytes);
       pos += bytes;
       if (!f) break;
+      written += bytes;
+      if (progress && !progress(written, total)) {
+        f.close();
+        std::remove(tmp.c_str());
+        return absl::CancelledError(absl::StrCat("writing '", path, "' cancelled"));
+      }
     }
     pad_to(AlignUp(pos, kTensorAlignment));
     f.flush();

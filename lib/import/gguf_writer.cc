@@ -114,7 +114,7 @@ void GgufWriter::AddTensor(const std::string& name, DType dtype, std::vector<int
   tensors_.push_back({name, dtype, std::move(shape), {}, bytes, std::move(produce)});
 }
 
-absl::Status GgufWriter::Write(const std::string& path) const {
+absl::Status GgufWriter::Write(const std::string& path, const WriteProgress& progress) const {
   const std::string tmp = path + ".tmp";
   std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
   if (!f) return absl::PermissionDeniedError(absl::StrCat("cannot write '", tmp, "'"));
@@ -170,6 +170,8 @@ absl::Status GgufWriter::Write(const std::string& path) const {
   }
   o.PadTo(kAlignment);
   std::vector<uint8_t> made;  // the deferred tensors', one at a time
+  uint64_t total = 0, written = 0;
+  for (const auto& t : tensors_) total += t.bytes;
   for (const auto& t : tensors_) {
     absl::Span<const uint8_t> data = t.data;
     if (t.produce) {
@@ -185,6 +187,12 @@ absl::Status GgufWriter::Write(const std::string& path) const {
     o.Bytes(data);
     o.PadTo(kAlignment);
     if (!f) break;
+    written += t.bytes;
+    if (progress && !progress(written, total)) {
+      f.close();
+      std::remove(tmp.c_str());
+      return absl::CancelledError(absl::StrCat("writing '", path, "' cancelled"));
+    }
   }
   f.flush();
   if (!f) {

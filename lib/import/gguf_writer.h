@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "lib/base/dtype.h"
+#include "lib/base/write_progress.h"
 
 namespace moe {
 
@@ -34,7 +35,9 @@ class GgufWriter {
   void AddTensor(const std::string& name, DType dtype, std::vector<int64_t> shape, size_t bytes,
                  Producer produce);
 
-  absl::Status Write(const std::string& path) const;
+  // Atomically (a temporary file renamed into place). progress (may be empty) is told after
+  // each tensor; returning false cancels (CANCELLED, no file).
+  absl::Status Write(const std::string& path, const WriteProgress& progress = {}) const;
 
  private:
   struct KeyValue {

@@ -139,7 +139,7 @@ TensorSpec Describe(const WantedTensor& w, DType type) {
 }
 
 // Whether the tensor's elements are laid out anew rather than carried in the checkpoint's order.
-bool Rearranged(const WantedTensor& w) { return w.gather || w.col_stride > 0; }
+bool Rearranged(const WantedTensor& w) { return w.gather || w.source_row || w.col_stride > 0; }
 
 absl::Status CheckRows(const WantedTensor& w, const TensorSpec& t) {
   const int64_t cols = t.shape.back();
@@ -200,7 +200,18 @@ int64_t ElementCount(const std::vector<int64_t>& shape) {
 
 // Whether the tensor reads past its checkpoint tensor (of src_elements elements).
 absl::Status CheckSpan(const WantedTensor& w, const TensorSpec& t, int64_t src_elements) {
-  if (w.gather) return absl::OkStatus();              // its indices are the architecture's own
+  if (w.gather) return absl::OkStatus();  // its indices are the architecture's own
+  if (w.source_row) {
+    const int64_t cols = t.shape.back(), rows = t.num_elements() / cols;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t from = w.source_row(r);
+      if (from < 0 || (from + 1) * cols > src_elements) {
+        return absl::InvalidArgumentError(absl::StrCat("tensor '", w.hf_name, "' has no row ", from,
+                                                       " for row ", r, " of '", w.name, "'"));
+      }
+    }
+    return absl::OkStatus();
+  }
   int64_t last = w.first_element + t.num_elements();  // one past the last element read
   if (w.col_stride > 0) {
     const int64_t cols = t.shape.back(), rows = t.num_elements() / cols;
@@ -257,6 +268,12 @@ absl::Status FillGathered(const WantedTensor& w, const SafetensorsTensor& src, c
         float* row = values.data() + r * cols + c0;
         for (int64_t k = 0; k < n; ++k) row[k] = in[k * pitch];
       }
+    }
+  } else if (w.source_row) {
+    const int64_t cols = t.shape.back(), rows = t.num_elements() / cols;
+    for (int64_t r = 0; r < rows; ++r) {
+      DequantizeRow(*src.dtype, src.data.data() + w.source_row(r) * cols * elem,
+                    values.data() + r * cols, cols);
     }
   } else {
     for (int64_t i = 0; i < t.num_elements(); ++i) {

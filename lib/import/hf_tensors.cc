@@ -420,14 +420,12 @@ void QwenDeltaNetHybrid(const HfConfig& c, const std::function<bool(const std::s
       const std::string x = p + "linear_attn.";
       if (tiled) {
         WantedTensor& qkv = w.Add(x + "in_proj_qkv.weight", name("attn_qkv"), {C, d}, l);
-        qkv.gather = [=](int64_t i) { return qkv_row(i / d) * d + i % d; };
+        qkv.source_row = qkv_row;
         WantedTensor& z = w.Add(x + "in_proj_z.weight", name("attn_gate"), {I, d}, l);
-        z.gather = [=](int64_t i) { return value_row(i / d) * d + i % d; };
+        z.source_row = value_row;
         for (const auto& [hf, ours] :
              {std::pair{"in_proj_b", "ssm_beta"}, {"in_proj_a", "ssm_alpha"}}) {
-          w.Add(absl::StrCat(x, hf, ".weight"), name(ours), {H, d}, l).gather = [=](int64_t i) {
-            return value_head(i / d) * d + i % d;
-          };
+          w.Add(absl::StrCat(x, hf, ".weight"), name(ours), {H, d}, l).source_row = value_head;
         }
       } else {
         const Shape fused = {KH * group_rows, d};
@@ -436,7 +434,7 @@ void QwenDeltaNetHybrid(const HfConfig& c, const std::function<bool(const std::s
               w.Add(x + "in_proj_qkvz.weight", name(part == 0 ? "attn_qkv" : "attn_gate"),
                     {part == 0 ? C : I, d}, l);
           t.hf_shape = fused;
-          t.gather = [=](int64_t i) { return qkvz_row(i / d, part) * d + i % d; };
+          t.source_row = [=](int64_t row) { return qkvz_row(row, part); };
         }
         w.Add(x + "in_proj_ba.weight", name("ssm_ba"), {2 * H, d}, l);
       }
@@ -611,10 +609,7 @@ void Deepseek2(const HParams& h, Wants& w) {
     };
     WantedTensor& v_b = w.Add(kv_b, name("attn_v_b"), {h.n_head, v, r}, l);
     v_b.hf_shape = kv_b_shape;
-    v_b.gather = [=](int64_t i) {
-      const int64_t head = i / (v * r), row = i / r % v, col = i % r;
-      return (head * (nope + v) + nope + row) * r + col;
-    };
+    v_b.source_row = [=](int64_t row) { return row / v * (nope + v) + nope + row % v; };
     w.Add(p + "self_attn.o_proj.weight", name("attn_output"), {d, h.n_head * v}, l);
     w.Vector(p + "post_attention_layernorm.weight", name("ffn_norm"), {d}, l);
     AddFeedForward(h, l, p, w);

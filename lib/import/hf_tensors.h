@@ -25,6 +25,11 @@ struct WantedTensor {
   // Element i of the result (row-major over `shape`) is element gather(i) of the checkpoint
   // tensor; unset: element i (the same layout, possibly another shape).
   std::function<int64_t(int64_t)> gather;
+  // Row r of the result (rows of shape.back() elements, as long as the checkpoint's) is row
+  // source_row(r) of the checkpoint tensor, read whole: rows reordered or selected (value heads
+  // retiled, fused projections taken apart). Unlike gather, one call a row, and its rows are
+  // checked to lie in the checkpoint tensor during the import.
+  std::function<int64_t(int64_t)> source_row;
   // Without gather: element i of the result is element first_element + i of the checkpoint
   // tensor (a matrix sliced from a stack or from fused rows, carried as a span of it).
   int64_t first_element = 0;

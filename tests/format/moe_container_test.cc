@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -144,6 +145,35 @@ TEST(MoeContainerDeferredTest, TensorsAreMadeOnceAsWrittenAndAFailureLeavesNoFil
   EXPECT_EQ(materialized.code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(materialized.message().find(expert->name), std::string::npos) << materialized;
   fs::remove(carried);
+}
+
+// Progress is told after each tensor, up to the total of the tensors' bytes; returning false
+// cancels the write, which leaves no file.
+TEST(MoeContainerProgressTest, ToldAfterEachTensorAndCancellable) {
+  auto gguf = ImportGguf(Fixture("tiny-qwen2moe-q4_0"));
+  ASSERT_TRUE(gguf.ok()) << gguf.status();
+  uint64_t bytes = 0;
+  for (const TensorSpec& t : gguf->tensors) bytes += t.byte_size();
+  const std::string path = TempPath("progress.moe");
+  std::vector<uint64_t> seen;
+  const absl::Status wrote = WriteMoeFile(*gguf, path, [&](uint64_t written, uint64_t total) {
+    EXPECT_EQ(total, bytes);
+    seen.push_back(written);
+    return true;
+  });
+  ASSERT_TRUE(wrote.ok()) << wrote;
+  ASSERT_EQ(seen.size(), gguf->tensors.size());
+  EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));
+  EXPECT_EQ(seen.back(), bytes);
+  fs::remove(path);
+
+  int calls = 0;
+  const absl::Status cancelled =
+      WriteMoeFile(*gguf, path, [&](uint64_t, uint64_t) { return ++calls < 3; });
+  EXPECT_EQ(cancelled.code(), absl::StatusCode::kCancelled) << cancelled;
+  EXPECT_EQ(calls, 3);
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
 }
 
 class MoeCorruptionTest : public ::testing::Test {

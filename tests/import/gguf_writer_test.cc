@@ -85,5 +85,26 @@ TEST(GgufWriterTest, AProducersFailureLeavesNoFile) {
   EXPECT_FALSE(fs::exists(p + ".tmp"));
 }
 
+TEST(GgufWriterTest, ProgressIsToldAndCanCancel) {
+  const Tensors t;
+  GgufWriter w;
+  w.SetString("general.architecture", "llama");
+  w.AddTensor("a", DType::kF32, {3, 5}, t.a);
+  w.AddTensor("b", DType::kF32, {7}, t.b);
+  const std::string p = TempPath("progress.gguf");
+  std::vector<uint64_t> seen;
+  ASSERT_TRUE(w.Write(p, [&](uint64_t written, uint64_t total) {
+                 EXPECT_EQ(total, t.a.size() + t.b.size());
+                 seen.push_back(written);
+                 return true;
+               }).ok());
+  EXPECT_EQ(seen, (std::vector<uint64_t>{t.a.size(), t.a.size() + t.b.size()}));
+  fs::remove(p);
+  const absl::Status s = w.Write(p, [](uint64_t, uint64_t) { return false; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+  EXPECT_FALSE(fs::exists(p));
+  EXPECT_FALSE(fs::exists(p + ".tmp"));
+}
+
 }  // namespace
 }  // namespace moe

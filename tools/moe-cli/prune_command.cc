@@ -15,6 +15,7 @@
 #include "lib/moe/expert_pruning.h"
 #include "lib/moe/routing_profile.h"
 #include "tools/moe-cli/command_status.h"
+#include "tools/write_progress_printer.h"
 
 namespace moe::cli {
 namespace {
@@ -48,7 +49,7 @@ absl::Status Run(const PruneOptions& o) {
   for (const ExpertKey& k : plan.pruned) {
     if (!already[k.layer][k.expert]) spec.pruned_experts.push_back({k.layer, k.expert});
   }
-  MOE_RETURN_IF_ERROR(WriteMoeFile(spec, o.output));
+  MOE_RETURN_IF_ERROR(WriteMoeFile(spec, o.output, PrintWriteProgress("moe-cli prune")));
   const auto pruned = spec.PrunedMask();
   for (int l = 0; l < h.n_layer; ++l) {
     if (!routed[l]) continue;

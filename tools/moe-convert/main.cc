@@ -10,6 +10,7 @@
 #include "lib/import/hf_import.h"
 #include "lib/import/model_loader.h"
 #include "lib/runtime/weight_copy.h"
+#include "tools/write_progress_printer.h"
 
 int main(int argc, char** argv) {
   CLI::App app(
@@ -52,7 +53,8 @@ int main(int argc, char** argv) {
     // Re-laid as for AVX2, which makes only the row-group layouts: every SIMD level runs those.
     status = moe::CopyWeights(*spec, /*repack=*/true, moe::SimdLevel::kAvx2, nullptr);
   }
-  if (status.ok()) status = moe::WriteMoeFile(*spec, out);
+  if (status.ok())
+    status = moe::WriteMoeFile(*spec, out, moe::cli::PrintWriteProgress("moe-convert"));
   if (!status.ok()) {
     std::fprintf(stderr, "moe-convert: %s\n", std::string(status.message()).c_str());
     return 1;

@@ -30,6 +30,7 @@
 #include "tools/moe-quantize/expert_sensitivity.h"
 #include "tools/moe-quantize/spec_reencoder.h"
 #include "tools/text_tokens.h"
+#include "tools/write_progress_printer.h"
 
 namespace {
 
@@ -100,7 +101,7 @@ int QuantizeGguf(const std::string& in, const std::string& out, const std::strin
                   return moe::EncodeMatrixInto(from, dst, out, &pool);
                 });
   }
-  auto s = w.Write(out);
+  auto s = w.Write(out, moe::cli::PrintWriteProgress("moe-quantize"));
   if (!s.ok()) return Fail(std::string(s.message()));
   std::fprintf(stderr, "moe-quantize: wrote %s (%s)\n", out.c_str(), scheme.c_str());
   return 0;
@@ -213,7 +214,7 @@ absl::Status QuantizeToMoe(const Options& o) {
   }
   moe::ThreadPool pool(o.threads);
   MOE_ASSIGN_OR_RETURN(moe::ModelSpec out, moe::ReencodeSpec(*loaded, type_of, &pool));
-  MOE_RETURN_IF_ERROR(moe::WriteMoeFile(out, o.out));
+  MOE_RETURN_IF_ERROR(moe::WriteMoeFile(out, o.out, moe::cli::PrintWriteProgress("moe-quantize")));
   size_t weights = 0;
   for (const moe::TensorSpec& t : out.tensors) weights += t.byte_size();
   std::printf("wrote %s: %.2f MiB of weights\n", o.out.c_str(), weights / 1048576.0);
