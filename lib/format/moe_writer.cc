@@ -282,11 +282,11 @@ absl::Status WriteMoeFile(const ModelSpec& spec, const std::string& path,
       const uint8_t* from = p.tensor->data.data();
       if (p.tensor->deferred()) {
         made.resize(bytes);
-        absl::Status status = p.tensor->produce(absl::MakeSpan(made.data(), bytes));
+        absl::Status status = MakeDeferredTensor(*p.tensor, absl::MakeSpan(made.data(), bytes));
         if (!status.ok()) {
           f.close();
           std::remove(tmp.c_str());
-          return Annotate(status, absl::StrCat("making tensor '", p.tensor->name, "'"));
+          return status;
         }
         from = made.data();
       }

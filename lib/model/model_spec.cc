@@ -31,12 +31,15 @@ size_t TensorSpec::byte_size() const {
   return static_cast<size_t>(rows) * RowBytes(dtype, shape.back());
 }
 
+absl::Status MakeDeferredTensor(const TensorSpec& t, absl::Span<uint8_t> out) {
+  return Annotate(t.produce(out), absl::StrCat("making tensor '", t.name, "'"));
+}
+
 absl::Status MaterializeTensors(ModelSpec& spec) {
   for (TensorSpec& t : spec.tensors) {
     if (!t.deferred()) continue;
     auto bytes = std::make_shared<std::vector<uint8_t>>(t.byte_size());
-    absl::Status made = t.produce(absl::MakeSpan(*bytes));
-    if (!made.ok()) return Annotate(made, absl::StrCat("making tensor '", t.name, "'"));
+    MOE_RETURN_IF_ERROR(MakeDeferredTensor(t, absl::MakeSpan(*bytes)));
     t.data = absl::MakeConstSpan(*bytes);
     t.produce = nullptr;
     spec.owners.push_back(std::move(bytes));

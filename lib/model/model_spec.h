@@ -333,6 +333,10 @@ std::string LayerBiasName(int layer, absl::string_view base);                 //
 std::string LayerBareName(int layer, absl::string_view base);  // blk.L.base (ssm_a, ssm_d)
 std::string ExpertTensorName(int layer, int expert, absl::string_view base);  // blk.L.base.E.weight
 
+// Runs a deferred tensor's producer into out (byte_size() bytes); its failure comes back with the
+// tensor's name.
+absl::Status MakeDeferredTensor(const TensorSpec& t, absl::Span<uint8_t> out);
+
 // Runs every deferred tensor's producer into memory the spec keeps (owners) and clears it, for
 // callers that read TensorSpec::data. A producer's failure is returned with the tensor's name.
 absl::Status MaterializeTensors(ModelSpec& spec);

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "absl/strings/str_cat.h"
 #include "lib/backend/cpu/repack.h"
 #include "lib/base/anonymous_memory.h"
 #include "lib/base/status_macros.h"
@@ -44,8 +43,7 @@ absl::Status CopyWeights(ModelSpec& spec, bool repack, SimdLevel level,
     }
     const size_t bytes = t.byte_size();
     if (t.deferred()) {  // made in place: a converter's tensor never held twice
-      absl::Status made = t.produce({memory->data() + pos, bytes});
-      if (!made.ok()) return Annotate(made, absl::StrCat("making tensor '", t.name, "'"));
+      MOE_RETURN_IF_ERROR(MakeDeferredTensor(t, {memory->data() + pos, bytes}));
       t.produce = nullptr;
     } else {
       std::memcpy(memory->data() + pos, t.data.data(), bytes);

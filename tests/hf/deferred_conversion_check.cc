@@ -1,23 +1,16 @@
 #include "tests/hf/deferred_conversion_check.h"
 
-#include <fstream>
-#include <iterator>
 #include <string>
-#include <vector>
 
 #include "gtest/gtest.h"
 #include "lib/format/moe_writer.h"
 #include "lib/import/hf_import.h"
+#include "tests/support/test_files.h"
 
 namespace moe::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::vector<char> ReadBytes(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
 
 // Whether the tensor's bytes lie in one of the checkpoint's mapped shards (carried over as they
 // are) rather than in a converted copy.
@@ -58,7 +51,7 @@ int ExpectDeferredConversionWritesTheSameFile(const fs::path& dir, std::optional
   const absl::Status wrote_b = WriteMoeFile(*later, b.string());
   EXPECT_TRUE(wrote_a.ok()) << wrote_a;
   EXPECT_TRUE(wrote_b.ok()) << wrote_b;
-  const std::vector<char> bytes_a = ReadBytes(a), bytes_b = ReadBytes(b);
+  const std::string bytes_a = ReadFileBytes(a), bytes_b = ReadFileBytes(b);
   EXPECT_FALSE(bytes_a.empty());
   EXPECT_TRUE(bytes_a == bytes_b) << "the two files differ (" << bytes_a.size() << " and "
                                   << bytes_b.size() << " bytes)";

@@ -2,16 +2,13 @@
 // over whole; a producer's failure leaves no file and names the tensor.
 #include "lib/import/gguf_writer.h"
 
-#include <unistd.h>
-
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/support/test_files.h"
 
 namespace moe {
 namespace {
@@ -19,14 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string TempPath(const std::string& name) {
-  return (fs::temp_directory_path() /
-          ("moe_gguf_writer_test_" + std::to_string(getpid()) + "_" + name))
-      .string();
-}
-
-std::vector<char> ReadBytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+  return testing::TempFilePath("gguf_writer_" + name).string();
 }
 
 // Two tensors of odd sizes (so that the padding between them matters), as bytes.
@@ -61,9 +51,9 @@ TEST(GgufWriterTest, DeferredTensorsWriteTheSameFile) {
   const absl::Status wrote = deferred.Write(q);
   ASSERT_TRUE(wrote.ok()) << wrote;
   EXPECT_EQ(calls, 2);
-  const std::vector<char> bytes = ReadBytes(p);
+  const std::string bytes = testing::ReadFileBytes(p);
   EXPECT_FALSE(bytes.empty());
-  EXPECT_EQ(bytes, ReadBytes(q));
+  EXPECT_EQ(bytes, testing::ReadFileBytes(q));
   fs::remove(p);
   fs::remove(q);
 }

@@ -3,28 +3,19 @@
 // conversions are deferred (a Hugging Face import on its way to moe-quantize's .moe).
 #include "tools/moe-quantize/spec_reencoder.h"
 
-#include <unistd.h>
-
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
-#include <vector>
 
 #include "gtest/gtest.h"
 #include "lib/format/moe_writer.h"
 #include "lib/import/hf_import.h"
 #include "tests/hf/checkpoint_builder.h"
+#include "tests/support/test_files.h"
 
 namespace moe {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::vector<char> ReadBytes(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
 
 // Every tensor of `spec` made now, into memory it keeps: re-encoding held whole, as it was.
 ModelSpec Made(ModelSpec spec) {
@@ -33,8 +24,7 @@ ModelSpec Made(ModelSpec spec) {
 }
 
 TEST(ReencodeSpecTest, DefersEachTensorToTheWriteAndWritesTheSameFile) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("moe_spec_reencoder_test_" + std::to_string(getpid()));
+  const fs::path dir = testing::TempFilePath("spec_reencoder");
   fs::remove_all(dir);
   const nlohmann::json config = testing::TinyConfig("Qwen3MoeForCausalLM");
   testing::WriteCheckpoint(dir, config, testing::TinyTensors(config, 5));
@@ -61,16 +51,15 @@ TEST(ReencodeSpecTest, DefersEachTensorToTheWriteAndWritesTheSameFile) {
   ASSERT_TRUE(WriteMoeFile(Made(*from_now), a.string()).ok());
   ASSERT_TRUE(WriteMoeFile(*from_now, b.string()).ok());
   ASSERT_TRUE(WriteMoeFile(*from_later, c.string()).ok());
-  const std::vector<char> held = ReadBytes(a);
+  const std::string held = testing::ReadFileBytes(a);
   EXPECT_FALSE(held.empty());
-  EXPECT_EQ(held, ReadBytes(b));
-  EXPECT_EQ(held, ReadBytes(c));
+  EXPECT_EQ(held, testing::ReadFileBytes(b));
+  EXPECT_EQ(held, testing::ReadFileBytes(c));
   fs::remove_all(dir);
 }
 
 TEST(ReencodeSpecTest, ATypeWhoseBlocksDoNotFitIsRefusedBeforeTheWrite) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("moe_spec_reencoder_test_fit_" + std::to_string(getpid()));
+  const fs::path dir = testing::TempFilePath("spec_reencoder_fit");
   fs::remove_all(dir);
   const nlohmann::json config = testing::TinyConfig("MixtralForCausalLM");  // rows of 32 and 16
   testing::WriteCheckpoint(dir, config, testing::TinyTensors(config, 5));

@@ -89,9 +89,8 @@ int QuantizeGguf(const std::string& in, const std::string& out, const std::strin
     if (absl::StartsWith(t.name, "blk.")) layer = std::atoll(t.name.c_str() + 4);
     // As ggml_n_dims: trailing dimensions of 1 do not count, so [64, 1] is one-dimensional.
     const moe::DType dst = moe::QuantTypeFor(scheme, t.name, cols, layer, n_layer, rows == 1);
-    if (!moe::RowSizeValid(dst, cols)) {
-      return Fail("tensor '" + t.name + "': rows of " + std::to_string(cols) +
-                  " values do not fit " + std::string(moe::DTypeName(dst)) + " blocks");
+    if (absl::Status fits = moe::CheckEncodable(dst, cols); !fits.ok()) {
+      return Fail("tensor '" + t.name + "': " + std::string(fits.message()));
     }
     // Encoded as the file is written, one tensor at a time: the output is never held whole.
     const moe::WeightView from{*src_type, rows, cols, t.data.data()};

@@ -11,12 +11,15 @@
 
 namespace moe {
 
+absl::Status CheckEncodable(DType type, int64_t cols) {
+  if (RowSizeValid(type, cols)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("rows of ", cols, " values do not fit ", DTypeName(type), " blocks"));
+}
+
 absl::Status EncodeMatrixInto(const WeightView& w, DType type, absl::Span<uint8_t> out,
                               ThreadPool* pool) {
-  if (!RowSizeValid(type, w.cols)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rows of ", w.cols, " values do not fit ", DTypeName(type), " blocks"));
-  }
+  MOE_RETURN_IF_ERROR(CheckEncodable(type, w.cols));
   const size_t out_row = RowBytes(type, w.cols);
   if (out.size() != out_row * w.rows) {
     return absl::InternalError(absl::StrCat("encoding ", w.rows, " rows into ", out.size(),
@@ -40,10 +43,7 @@ absl::Status EncodeMatrixInto(const WeightView& w, DType type, absl::Span<uint8_
 
 absl::StatusOr<std::vector<uint8_t>> EncodeMatrix(const WeightView& w, DType type,
                                                   ThreadPool* pool) {
-  if (!RowSizeValid(type, w.cols)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rows of ", w.cols, " values do not fit ", DTypeName(type), " blocks"));
-  }
+  MOE_RETURN_IF_ERROR(CheckEncodable(type, w.cols));
   std::vector<uint8_t> out(RowBytes(type, w.cols) * w.rows);
   MOE_RETURN_IF_ERROR(EncodeMatrixInto(w, type, absl::MakeSpan(out), pool));
   return out;
@@ -59,10 +59,8 @@ absl::StatusOr<ModelSpec> ReencodeSpec(const ModelSpec& spec,
     const DType type = type_of(t);
     if (type == t.dtype) continue;
     const int64_t cols = t.shape.back();
-    if (!RowSizeValid(type, cols)) {  // refused now, not hours into the write
-      return absl::InvalidArgumentError(absl::StrCat("tensor '", t.name, "': rows of ", cols,
-                                                     " values do not fit ", DTypeName(type),
-                                                     " blocks"));
+    if (absl::Status fits = CheckEncodable(type, cols); !fits.ok()) {  // now, not in the write
+      return Annotate(fits, absl::StrCat("tensor '", t.name, "'"));
     }
     TensorSpec source = t;
     t.dtype = type;
@@ -72,7 +70,7 @@ absl::StatusOr<ModelSpec> ReencodeSpec(const ModelSpec& spec,
       const uint8_t* bytes = source.data.data();
       if (source.deferred()) {
         made.resize(source.byte_size());
-        MOE_RETURN_IF_ERROR(source.produce(absl::MakeSpan(made)));
+        MOE_RETURN_IF_ERROR(MakeDeferredTensor(source, absl::MakeSpan(made)));
         bytes = made.data();
       }
       const int64_t cols = source.shape.back(), rows = source.num_elements() / cols;

@@ -13,6 +13,9 @@
 
 namespace moe {
 
+// Whether rows of `cols` values can be encoded as `type` (whole blocks); the error says why not.
+absl::Status CheckEncodable(DType type, int64_t cols);
+
 // The matrix's values re-encoded as `type`, row by row (rows of any layout, row groups too), the
 // rows spread over `pool`'s threads when there is one (the 2- and 3-bit encoders search for each
 // group's scale, so a large model takes minutes on one core).
