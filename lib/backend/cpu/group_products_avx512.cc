@@ -691,9 +691,10 @@ void Products(const uint8_t* g, int64_t cols, const Q8Block* x, const SplitSums*
   const int64_t nb = cols / G::kBlockElems;  // weight blocks per row
   const int64_t xb = cols / 32;              // Q8 blocks per token
   const int64_t xsb = cols / kSuperBlockValues;
-  // What the tiles prefetch (prefetch.h): with few tokens their own stream kStreamPrefetchBytes
-  // ahead; with more, the next row group, which each of the tiles over this group asks for.
-  next = n < kPrefetchTokens ? g + kStreamPrefetchBytes : next;
+  // What the tiles prefetch (prefetch.h): with one tile a group (up to kMaxTokens tokens) their
+  // own stream kStreamPrefetchBytes ahead; with more, the next row group, which each of the
+  // tiles over this group asks for.
+  next = n <= kMaxTokens ? g + kStreamPrefetchBytes : next;
   int64_t t = 0;
   for (; t + kMaxTokens <= n; t += kMaxTokens) {
     G::template Tile<kMaxTokens>(g, nb, x + t * xb, xs ? xs + t * xsb : nullptr, y + t * ldy, ldy,
