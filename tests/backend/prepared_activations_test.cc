@@ -137,6 +137,30 @@ TEST_P(PreparedActivationsTest, GatheredTokensGetTheirOwnScalesWhateverTheSource
   EXPECT_EQ(Products(copied, q4k_), Products(p, q4k_));
 }
 
+// The expert pass quantizes its activations a unit of columns at a time, by whichever thread
+// completes the unit: the products must be those of the tokens quantized whole.
+TEST_P(PreparedActivationsTest, ColumnsPreparedUnitByUnitGiveTheTokensProducts) {
+  const WeightView k_only[] = {q4k_.view};
+  const WeightView mixed[] = {q4k_.view, q8_.view};
+  for (absl::Span<const WeightView> weights :
+       {absl::Span<const WeightView>(k_only), absl::Span<const WeightView>(mixed)}) {
+    PreparedActivations whole(GetParam(), /*quantize=*/true);
+    ASSERT_TRUE(whole.Prepare(x_.data(), kTokens, kCols, weights));
+    whole.PrepareTokens(0, kTokens);
+    PreparedActivations by_units(GetParam(), /*quantize=*/true);
+    ASSERT_TRUE(by_units.Prepare(x_.data(), kTokens, kCols, weights));
+    const int64_t unit = by_units.ColumnUnit();
+    EXPECT_EQ(unit, weights.size() == 1 ? kSuperBlockValues : 32);
+    for (int64_t c = kCols - unit; c >= 0; c -= unit) by_units.PrepareColumns(c, c + unit);
+    for (const WeightView& w : weights) {
+      std::vector<float> want(kTokens * kRows, NAN), got(kTokens * kRows, NAN);
+      whole.Products(w, 0, kRows, want.data(), kRows);
+      by_units.Products(w, 0, kRows, got.data(), kRows);
+      EXPECT_EQ(got, want) << DTypeName(w.dtype);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Levels, PreparedActivationsTest,
                          testing::Values(SimdLevel::kScalar, SimdLevel::kAvx2,
                                          SimdLevel::kAvx512Vnni),

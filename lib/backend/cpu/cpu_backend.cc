@@ -1,5 +1,6 @@
 // The CPU backend: row-parallel kernels over a persistent thread pool.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <thread>
@@ -229,6 +230,21 @@ class CpuBackend final : public Backend {
         u.resize(most);
       }
     }
+    // The down passes' inputs are the activations pass 1 makes. They are quantized in units of
+    // columns (a block, or a super-block where the down weights take a scale per super-block),
+    // each by the thread whose rows complete it: a loop over them after pass 1 read half of
+    // them from the other core (on the 2-core bench VM a cache line takes ~0.25 us from one
+    // core to the other; 8 sequences: ~18 us a layer).
+    std::vector<int64_t>& unit = Sized(s_.act_unit, nj);
+    std::vector<int64_t>& unit_first = Sized(s_.act_unit_first, nj + 1);
+    unit_first[0] = 0;
+    for (size_t j = 0; j < nj; ++j) {
+      const bool quantize =
+          job_acts_[j].Prepare(act_[j].data(), jobs[j].m, jobs[j].down.cols, {&jobs[j].down, 1});
+      unit[j] = quantize ? job_acts_[j].ColumnUnit() : 0;
+      unit_first[j + 1] = unit_first[j] + (quantize ? jobs[j].up.rows / unit[j] : 0);
+    }
+    s_.act_rows_done.assign(unit_first.back(), 0);
     pool_.ClearPrefetches();  // the hints (PrefetchExperts) held while the inputs were prepared
     ParallelByCost(ff_first, tokens, ff_granule, 2 * jobs[0].up.cols, [&](int64_t b, int64_t e) {
       ScratchVector<float>& g = gate_up_scratch_[ThreadPool::CurrentThreadIndex()].first;
@@ -254,23 +270,13 @@ class CpuBackend final : public Backend {
             silu_mul_(gt, ut, out, nr);
           }
         }
+        if (unit[j] > 0) {
+          QuantizeCompletedUnits(job_acts_[j], r0, r1, unit[j],
+                                 s_.act_rows_done.data() + unit_first[j]);
+        }
       });
     });
-    if (ReadBound(*std::max_element(tokens.begin(), tokens.end()))) {
-      // The down rows' first shares, read while the activations are prepared.
-      std::vector<WeightView>& downs = s_.hint_weights;
-      downs.clear();
-      for (const ExpertJob& job : jobs) downs.push_back(job.down);
-      HintShares(downs, 1);
-    }
-    for (size_t j = 0; j < nj; ++j) {
-      const bool quantize =
-          job_acts_[j].Prepare(act_[j].data(), jobs[j].m, jobs[j].down.cols, {&jobs[j].down, 1});
-      token_first[j + 1] = token_first[j] + (quantize ? jobs[j].m : 0);
-    }
-    PrepareJobTokens(token_first, jobs[0].down.cols, job_acts_);
-    pool_.ClearPrefetches();
-    // Pass 2: down rows of every job.
+    // Pass 2: down rows of every job (their inputs were quantized in pass 1).
     ParallelByCost(d_first, tokens, d_granule, jobs[0].down.cols, [&](int64_t b, int64_t e) {
       ForEachRange(d_first, b, e, [&](size_t j, int64_t r0, int64_t r1) {
         const ExpertJob& job = jobs[j];
@@ -688,6 +694,21 @@ class CpuBackend final : public Backend {
     });
   }
 
+  // Rows [r0, r1) of a pass-1 activation are made (input columns of `act`): each unit of columns
+  // they complete (done[u]: its rows made so far, by any thread) is quantized here. The count's
+  // acquire-release makes the other threads' rows of the unit visible to whoever completes it.
+  static void QuantizeCompletedUnits(PreparedActivations& act, int64_t r0, int64_t r1, int64_t unit,
+                                     int32_t* done) {
+    for (int64_t u = r0 / unit; u * unit < r1; ++u) {
+      const int64_t c0 = u * unit, c1 = c0 + unit;
+      const auto rows = static_cast<int32_t>(std::min(r1, c1) - std::max(r0, c0));
+      if (std::atomic_ref<int32_t>(done[u]).fetch_add(rows, std::memory_order_acq_rel) + rows ==
+          unit) {
+        act.PrepareColumns(c0, c1);
+      }
+    }
+  }
+
   // The input that jobs naming rows share, quantized once for all its tokens (null when no job
   // names rows), for those jobs and for any job that takes it whole (the shared expert). Its
   // token count is one past the largest row named, or a whole job's count if larger.
@@ -815,8 +836,12 @@ class CpuBackend final : public Backend {
     std::vector<int64_t> first_row, tokens, ff_first, d_first, token_first, bounds;
     std::vector<int64_t> attention_first;  // AttentionBatch: each sequence's first job
     std::vector<int> granule, granule2;
+    // RunExperts: each job's unit of activation columns quantized together (0: none), its
+    // first unit, and the rows made of each unit.
+    std::vector<int64_t> act_unit, act_unit_first;
+    std::vector<int32_t> act_rows_done;
     std::vector<float> conv_rows;  // ShortConv's rows of the step
-    std::vector<WeightView> shared_input_weights, hint_weights;
+    std::vector<WeightView> shared_input_weights;
     std::vector<const PreparedActivations*> job_in;
   } s_;
 

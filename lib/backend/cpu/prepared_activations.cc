@@ -88,6 +88,23 @@ void PreparedActivations::PrepareTokens(int64_t t0, int64_t t1) {
   }
 }
 
+int64_t PreparedActivations::ColumnUnit() const {
+  return scales_ == ActivationScales::kPerSuperBlock ? kSuperBlockValues : 32;
+}
+
+void PreparedActivations::PrepareColumns(int64_t c0, int64_t c1) {
+  const int64_t nb = cols_ / 32, b0 = c0 / 32, nbc = (c1 - c0) / 32;
+  for (int64_t t = 0; t < n_; ++t) {
+    Q8Block* q = q_.data() + t * nb + b0;
+    QuantizeActivations(x_ + t * cols_ + c0, c1 - c0, q, scales_);
+    if (aux_) {
+      FillQ8Aux(q, nbc, xd_.data() + t * nb + b0, xsum_.data() + t * nb + b0,
+                xsum16_.data() + 2 * (t * nb + b0));
+    }
+    if (!split_.empty()) SplitSuperBlockSums(q, nbc / 8, split_.data() + (t * nb + b0) / 8);
+  }
+}
+
 void PreparedActivations::PrepareBlocks(int64_t t0, int64_t t1) {
   const int64_t nb = cols_ / 32;
   if (rows_ != nullptr) {

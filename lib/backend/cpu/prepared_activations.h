@@ -41,6 +41,14 @@ class PreparedActivations {
   // Makes tokens [t0, t1) ready: quantizes them, or for gathered ones copies them.
   void PrepareTokens(int64_t t0, int64_t t1);
 
+  // Of an input given to Prepare, makes columns [c0, c1) of every token ready instead, c0 and c1
+  // multiples of ColumnUnit(): the same blocks PrepareTokens makes there, so that columns can be
+  // quantized by the threads that wrote them, as they are written, rather than after a loop by
+  // tokens that reads them from the other cores.
+  void PrepareColumns(int64_t c0, int64_t c1);
+  // The columns quantized together: one super-block with a scale per super-block, else a block.
+  int64_t ColumnUnit() const;
+
   // y[t * ldy + (r - r0)] = row r of w . token t, for r in [r0, r1) and every token. Safe to
   // call from many threads at once. For row-group layouts r0 and r1 are multiples of 16.
   void Products(const WeightView& w, int64_t r0, int64_t r1, float* y, int64_t ldy) const;
