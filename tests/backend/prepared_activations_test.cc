@@ -142,8 +142,11 @@ TEST_P(PreparedActivationsTest, GatheredTokensGetTheirOwnScalesWhateverTheSource
 TEST_P(PreparedActivationsTest, ColumnsPreparedUnitByUnitGiveTheTokensProducts) {
   const WeightView k_only[] = {q4k_.view};
   const WeightView mixed[] = {q4k_.view, q8_.view};
+  // Rows not in sixteens take the row kernels, which also read the blocks' sums as floats.
+  const WeightView row_kernel[] = {{DType::kQ4_K, 8, kCols, q4k_.rows.data()}};
   for (absl::Span<const WeightView> weights :
-       {absl::Span<const WeightView>(k_only), absl::Span<const WeightView>(mixed)}) {
+       {absl::Span<const WeightView>(k_only), absl::Span<const WeightView>(mixed),
+        absl::Span<const WeightView>(row_kernel)}) {
     PreparedActivations whole(GetParam(), /*quantize=*/true);
     ASSERT_TRUE(whole.Prepare(x_.data(), kTokens, kCols, weights));
     whole.PrepareTokens(0, kTokens);
@@ -153,10 +156,10 @@ TEST_P(PreparedActivationsTest, ColumnsPreparedUnitByUnitGiveTheTokensProducts) 
     EXPECT_EQ(unit, weights.size() == 1 ? kSuperBlockValues : 32);
     for (int64_t c = kCols - unit; c >= 0; c -= unit) by_units.PrepareColumns(c, c + unit);
     for (const WeightView& w : weights) {
-      std::vector<float> want(kTokens * kRows, NAN), got(kTokens * kRows, NAN);
-      whole.Products(w, 0, kRows, want.data(), kRows);
-      by_units.Products(w, 0, kRows, got.data(), kRows);
-      EXPECT_EQ(got, want) << DTypeName(w.dtype);
+      std::vector<float> want(kTokens * w.rows, NAN), got(kTokens * w.rows, NAN);
+      whole.Products(w, 0, w.rows, want.data(), w.rows);
+      by_units.Products(w, 0, w.rows, got.data(), w.rows);
+      EXPECT_EQ(got, want) << DTypeName(w.dtype) << " x " << w.rows;
     }
   }
 }
