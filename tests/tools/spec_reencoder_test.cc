@@ -74,5 +74,38 @@ TEST(ReencodeSpecTest, ATypeWhoseBlocksDoNotFitIsRefusedBeforeTheWrite) {
   fs::remove_all(dir);
 }
 
+// A deferred source that fails inside a re-encoded tensor: the write ends naming the tensor once.
+TEST(ReencodeSpecTest, ASourceThatFailsIsNamedOnceByTheWrite) {
+  const fs::path dir = testing::TempFilePath("spec_reencoder_fail");
+  fs::remove_all(dir);
+  const nlohmann::json config = testing::TinyConfig("Qwen3MoeForCausalLM");
+  testing::WriteCheckpoint(dir, config, testing::TinyTensors(config, 5));
+  auto spec = ImportHfCheckpoint(dir.string(), DType::kBF16, ConvertAt::kWrite);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  std::string failing;
+  for (TensorSpec& t : spec->tensors) {
+    if (t.shape.size() != 2 || t.dtype != DType::kBF16) continue;
+    t.data = {};
+    t.produce = [](absl::Span<uint8_t>) { return absl::DataLossError("shard unreadable"); };
+    failing = t.name;
+    break;
+  }
+  ASSERT_FALSE(failing.empty());
+  auto f16 = ReencodeSpec(*spec, [](const TensorSpec& t) {
+    return t.shape.size() == 2 && t.dtype == DType::kBF16 ? DType::kF16 : t.dtype;
+  });
+  ASSERT_TRUE(f16.ok()) << f16.status();
+  const absl::Status wrote = WriteMoeFile(*f16, (dir / "out.moe").string());
+  ASSERT_FALSE(wrote.ok());
+  const std::string message(wrote.message());
+  const std::string named = "'" + failing + "'";
+  EXPECT_NE(message.find("shard unreadable"), std::string::npos) << message;
+  const size_t first = message.find(named);
+  ASSERT_NE(first, std::string::npos) << message;
+  EXPECT_EQ(message.find(named, first + 1), std::string::npos) << "named twice: " << message;
+  EXPECT_FALSE(fs::exists(dir / "out.moe"));
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace moe

@@ -70,7 +70,8 @@ absl::StatusOr<ModelSpec> ReencodeSpec(const ModelSpec& spec,
       const uint8_t* bytes = source.data.data();
       if (source.deferred()) {
         made.resize(source.byte_size());
-        MOE_RETURN_IF_ERROR(MakeDeferredTensor(source, absl::MakeSpan(made)));
+        // Not MakeDeferredTensor: whoever makes this tensor names it (the same name) already.
+        MOE_RETURN_IF_ERROR(source.produce(absl::MakeSpan(made)));
         bytes = made.data();
       }
       const int64_t cols = source.shape.back(), rows = source.num_elements() / cols;
