@@ -362,5 +362,53 @@ TEST(CpuBackendTest, RopeFrequencyFactorsDivideEachPairsFrequency) {
   }
 }
 
+// The backend keeps a call's angles for the calls that follow at the same positions (q, then k,
+// then every layer). A call at other positions, or with parameters that change the angles, must
+// turn by its own: each result here equals a fresh backend's, bit for bit.
+TEST(CpuBackendTest, RopeAfterOtherCallsTurnsByItsOwnAngles) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd;
+  const int64_t head_dim = 64, n = 9;
+  std::vector<float> factors(head_dim / 2, 1.f);
+  RopeParams base;
+  base.layout = RopeLayout::kNeox;
+  base.n_rot = head_dim;
+  base.freq_base = 10000.f;
+  RopeParams yarn = base;
+  yarn.yarn_factor = 4.f;
+  yarn.yarn_orig_ctx = 2048;
+  RopeParams with_factors = base;
+  with_factors.freq_factors = factors.data();
+  std::vector<int32_t> early(n), late(n);
+  for (int64_t t = 0; t < n; ++t) {
+    early[t] = static_cast<int32_t>(t);
+    late[t] = static_cast<int32_t>(1000 + 3 * t);
+  }
+  struct Call {
+    const std::vector<int32_t>* positions;
+    RopeParams rope;
+    int64_t heads;
+    float factor7;  // factors[7] before the call
+  };
+  const Call calls[] = {{&early, base, 4, 1.f},          {&early, base, 16, 1.f},
+                        {&late, base, 16, 1.f},          {&late, yarn, 4, 1.f},
+                        {&late, with_factors, 4, 1.f},   {&late, with_factors, 4, 2.f},
+                        {&early, with_factors, 16, 2.f}, {&early, base, 4, 2.f}};
+  auto kept = CreateCpuBackend(2);
+  for (size_t c = 0; c < std::size(calls); ++c) {
+    SCOPED_TRACE(c);
+    const Call& call = calls[c];
+    factors[7] = call.factor7;
+    std::vector<float> x(n * call.heads * head_dim);
+    for (float& v : x) v = nd(rng);
+    std::vector<float> got = x, want = x;
+    kept->Rope(got.data(), n, call.heads, head_dim, call.positions->data(), call.rope);
+    CreateCpuBackend(2)->Rope(want.data(), n, call.heads, head_dim, call.positions->data(),
+                              call.rope);
+    ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+    ASSERT_NE(std::memcmp(got.data(), x.data(), got.size() * sizeof(float)), 0);
+  }
+}
+
 }  // namespace
 }  // namespace moe

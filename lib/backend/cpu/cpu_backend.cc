@@ -16,6 +16,7 @@
 #include "lib/backend/cpu/prepared_activations.h"
 #include "lib/backend/cpu/quant_rows.h"
 #include "lib/backend/cpu/recurrent_steps.h"
+#include "lib/backend/cpu/rope_table.h"
 #include "lib/backend/cpu/silu_mul.h"
 #include "lib/backend/delta_net_core.h"
 #include "lib/backend/norm_core.h"
@@ -310,30 +311,14 @@ class CpuBackend final : public Backend {
 
   void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* positions,
             const RopeParams& rope) override {
-    const int64_t n_rot = rope.n_rot, half = n_rot / 2;
-    const RopeCorrection corr = RopeCorrectionOf(rope);
-    // Each pair's frequency and YaRN share, once per call rather than per token (kept by the
-    // calling thread: a decode step allocates nothing).
-    thread_local std::vector<float> freq, ramp;
-    freq.resize(half);
-    ramp.resize(half);
-    for (int64_t i = 0; i < half; ++i) {
-      freq[i] = RopePairFrequency(rope, i);
-      ramp[i] = RopePairRamp(rope, corr, i);
+    const int64_t half = rope.n_rot / 2;
+    if (rope_table_.Reset(positions, n, rope)) {
+      Parallel(n, 8 * rope.n_rot, [&](int64_t tb, int64_t te) { rope_table_.FillTokens(tb, te); });
     }
-    // Pointers, not the names: inside the workers those would be the workers' own vectors.
-    const float* pair_freq = freq.data();
-    const float* pair_ramp = ramp.data();
-    Parallel(n, 8 * n_heads * n_rot, [&](int64_t tb, int64_t te) {
-      thread_local std::vector<float> cos_t, sin_t;
-      cos_t.resize(half);
-      sin_t.resize(half);
+    Parallel(n, n_heads * rope.n_rot, [&](int64_t tb, int64_t te) {
       for (int64_t t = tb; t < te; ++t) {
-        for (int64_t i = 0; i < half; ++i) {
-          const float theta = RopeAngle(rope, positions[t], pair_freq[i], pair_ramp[i]);
-          cos_t[i] = std::cos(theta) * rope.magnitude;
-          sin_t[i] = std::sin(theta) * rope.magnitude;
-        }
+        const float* cos_t = rope_table_.Row(t);
+        const float* sin_t = cos_t + half;
         for (int64_t h = 0; h < n_heads; ++h) {
           float* v = x + (t * n_heads + h) * head_dim + rope.offset;
           for (int64_t i = 0; i < half; ++i) {
@@ -842,6 +827,7 @@ class CpuBackend final : public Backend {
   const ToHalvesFn to_halves_;
   // Scratch reused across calls (a backend serves one session, one call at a time).
   PreparedActivations input_;
+  RopeTable rope_table_;  // Rope's angles, for the calls that follow at the same positions
   RoutedExpertRunner routed_;
   absl::Status error_;  // RunRoutedExperts' first failure, for TakeError
   std::vector<PreparedActivations> job_inputs_, job_acts_;
