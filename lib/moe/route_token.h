@@ -74,7 +74,9 @@ MOE_HOST_DEVICE inline float RoutingNoiseAt(const TokenRouting& c, int32_t posit
 }
 
 // Gating scores of n logits (softmax, or sigmoid) into out; returns the entropy (nats) of the
-// scores normalised to sum 1.
+// scores normalised to sum 1. A softmax's entropy is log S - sum p (l - max), S the sum of the
+// exponentials: one logarithm a token rather than one an expert (256 an expert layer's token
+// with DeepSeek-V3's experts, on the serial path between the router and the experts).
 MOE_HOST_DEVICE inline float GateScores(Gating gating, const float* l, int n, float* out) {
   float e_sum = 0;
   if (gating == Gating::kSoftmax) {
@@ -82,10 +84,13 @@ MOE_HOST_DEVICE inline float GateScores(Gating gating, const float* l, int n, fl
     for (int e = 1; e < n; ++e) max_l = l[e] > max_l ? l[e] : max_l;
     float sum = 0;
     for (int e = 0; e < n; ++e) sum += out[e] = expf(l[e] - max_l);
+    float weighted = 0;  // sum of exp(l - max) (l - max) over the experts that take a share
     for (int e = 0; e < n; ++e) {
+      if (out[e] > 0) weighted += out[e] * (l[e] - max_l);
       out[e] /= sum;
-      if (out[e] > 0) e_sum -= out[e] * logf(out[e]);
     }
+    e_sum = logf(sum) - weighted / sum;
+    e_sum = e_sum > 0 ? e_sum : 0.f;  // one expert taking it all: 0 less rounding
   } else {
     float sum = 0;
     for (int e = 0; e < n; ++e) sum += out[e] = 1.f / (1.f + expf(-l[e]));

@@ -1,6 +1,8 @@
 #include "lib/moe/router.h"
 
 #include <cmath>
+#include <limits>
+#include <random>
 
 #include "gtest/gtest.h"
 
@@ -24,6 +26,36 @@ TEST(RouterTest, RawWeightsAreFullSoftmaxProbabilities) {
   EXPECT_EQ(r.experts[0], 2);
   EXPECT_NEAR(r.weights[0], 0.5f, 1e-6);
   EXPECT_NEAR(r.entropy[0], -(0.25 * std::log(0.25) * 2 + 0.5 * std::log(0.5)), 1e-5);
+}
+
+// The entropy of a softmax over many experts is -sum p log p of its probabilities, whatever
+// the logits' spread; an expert masked out (-inf) takes no share, and one that takes nearly
+// all leaves an entropy of about 0, never below.
+TEST(RouterTest, SoftmaxEntropyIsThatOfTheProbabilities) {
+  std::mt19937 rng(3);
+  for (const float spread : {0.1f, 1.f, 4.f, 30.f}) {
+    SCOPED_TRACE(spread);
+    std::normal_distribution<float> nd(0.f, spread);
+    RouterConfig c{256, 8, true, nullptr};
+    std::vector<float> logits(256);
+    for (float& l : logits) l = nd(rng);
+    logits[17] = -std::numeric_limits<float>::infinity();
+    Routing r = Route(c, logits, 1);
+    double max_l = -1e30, sum = 0;
+    for (float l : logits) max_l = std::max<double>(max_l, l);
+    for (float l : logits) sum += std::exp(l - max_l);
+    double want = 0;
+    for (float l : logits) {
+      const double p = std::exp(l - max_l) / sum;
+      if (p > 0) want -= p * std::log(p);
+    }
+    EXPECT_NEAR(r.entropy[0], want, 1e-5 * std::max(1.0, want));
+  }
+  RouterConfig c{4, 1, false, nullptr};
+  const std::vector<float> one_takes_all = {200.f, 0.f, 0.f, 0.f};
+  Routing r = Route(c, one_takes_all, 1);
+  EXPECT_GE(r.entropy[0], 0.f);
+  EXPECT_LT(r.entropy[0], 1e-6f);
 }
 
 TEST(RouterTest, TiesGoToTheLowerExpertId) {
