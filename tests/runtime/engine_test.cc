@@ -185,7 +185,9 @@ TEST(EngineTest, Qwen3VlMoeTextIsQwen3MoeWithItsRopeSections) {
         for (int64_t i = 0; i < head_dim / 2; ++i) {
           const bool still = head_dim == 64 && i == 31;
           EXPECT_EQ(std::isinf(m.rope_freq_factors()[i]), still) << i;
-          if (!still) EXPECT_EQ(m.rope_freq_factors()[i], 1.f) << i;
+          if (!still) {
+            EXPECT_EQ(m.rope_freq_factors()[i], 1.f) << i;
+          }
         }
       }
       std::vector<int32_t> tokens;
