@@ -77,6 +77,10 @@ class Backend : public MemorySpace {
 
   // Allocate, Free and Zero (MemorySpace) give memory in the backend's space: host memory on the
   // CPU, device memory on a GPU. BackendBuffer (backend_buffer.h) holds it for RAII.
+  // Whether operations may also take host memory as their inputs and outputs (the CPU backend,
+  // whose space is the host's): then a result the host reads is written where it reads it, not
+  // copied there (the logits: 0.8 MB a token with gpt-oss's 201k vocabulary).
+  virtual bool works_in_host_memory() const { return false; }
   // Between host memory and the backend's; both return once the bytes are in place, after every
   // operation queued before them.
   virtual void CopyToHost(const void* src, size_t bytes, void* host) = 0;

@@ -124,6 +124,7 @@ class CpuBackend final : public Backend {
   absl::StatusOr<void*> Allocate(size_t bytes) override { return HostMemory().Allocate(bytes); }
   void Free(void* p) override { HostMemory().Free(p); }
   void Zero(void* p, size_t bytes) override { HostMemory().Zero(p, bytes); }
+  bool works_in_host_memory() const override { return true; }
   void CopyToHost(const void* src, size_t bytes, void* host) override {
     if (bytes > 0) std::memcpy(host, src, bytes);
   }
