@@ -23,21 +23,28 @@ ModelSpec Made(ModelSpec spec) {
   return spec;
 }
 
-TEST(ReencodeSpecTest, DefersEachTensorToTheWriteAndWritesTheSameFile) {
-  const fs::path dir = testing::TempFilePath("spec_reencoder");
+// A fresh directory `name` holding a tiny checkpoint of the Hugging Face class `arch`.
+fs::path TinyCheckpoint(const std::string& name, const std::string& arch) {
+  const fs::path dir = testing::TempFilePath(name);
   fs::remove_all(dir);
-  const nlohmann::json config = testing::TinyConfig("Qwen3MoeForCausalLM");
+  const nlohmann::json config = testing::TinyConfig(arch);
   testing::WriteCheckpoint(dir, config, testing::TinyTensors(config, 5));
+  return dir;
+}
+
+// Matrices to F16, the rest as they are (norms and the router are F32 after the import).
+DType MatricesToF16(const TensorSpec& t) {
+  return t.shape.size() == 2 && t.dtype == DType::kBF16 ? DType::kF16 : t.dtype;
+}
+
+TEST(ReencodeSpecTest, DefersEachTensorToTheWriteAndWritesTheSameFile) {
+  const fs::path dir = TinyCheckpoint("spec_reencoder", "Qwen3MoeForCausalLM");
   auto now = ImportHfCheckpoint(dir.string(), DType::kBF16, ConvertAt::kImport);
   auto later = ImportHfCheckpoint(dir.string(), DType::kBF16, ConvertAt::kWrite);
   ASSERT_TRUE(now.ok()) << now.status();
   ASSERT_TRUE(later.ok()) << later.status();
-  // Matrices to F16, the rest as they are (norms and the router are F32 after the import).
-  auto type_of = [](const TensorSpec& t) {
-    return t.shape.size() == 2 && t.dtype == DType::kBF16 ? DType::kF16 : t.dtype;
-  };
-  auto from_now = ReencodeSpec(*now, type_of);
-  auto from_later = ReencodeSpec(*later, type_of);
+  auto from_now = ReencodeSpec(*now, MatricesToF16);
+  auto from_later = ReencodeSpec(*later, MatricesToF16);
   ASSERT_TRUE(from_now.ok()) << from_now.status();
   ASSERT_TRUE(from_later.ok()) << from_later.status();
   int reencoded = 0;
@@ -59,10 +66,8 @@ TEST(ReencodeSpecTest, DefersEachTensorToTheWriteAndWritesTheSameFile) {
 }
 
 TEST(ReencodeSpecTest, ATypeWhoseBlocksDoNotFitIsRefusedBeforeTheWrite) {
-  const fs::path dir = testing::TempFilePath("spec_reencoder_fit");
-  fs::remove_all(dir);
-  const nlohmann::json config = testing::TinyConfig("MixtralForCausalLM");  // rows of 32 and 16
-  testing::WriteCheckpoint(dir, config, testing::TinyTensors(config, 5));
+  // Mixtral's tiny shapes: rows of 32 and 16 values.
+  const fs::path dir = TinyCheckpoint("spec_reencoder_fit", "MixtralForCausalLM");
   auto spec = ImportHfCheckpoint(dir.string(), std::nullopt, ConvertAt::kWrite);
   ASSERT_TRUE(spec.ok()) << spec.status();
   auto q4_k = ReencodeSpec(*spec, [](const TensorSpec& t) {
@@ -76,10 +81,7 @@ TEST(ReencodeSpecTest, ATypeWhoseBlocksDoNotFitIsRefusedBeforeTheWrite) {
 
 // A deferred source that fails inside a re-encoded tensor: the write ends naming the tensor once.
 TEST(ReencodeSpecTest, ASourceThatFailsIsNamedOnceByTheWrite) {
-  const fs::path dir = testing::TempFilePath("spec_reencoder_fail");
-  fs::remove_all(dir);
-  const nlohmann::json config = testing::TinyConfig("Qwen3MoeForCausalLM");
-  testing::WriteCheckpoint(dir, config, testing::TinyTensors(config, 5));
+  const fs::path dir = TinyCheckpoint("spec_reencoder_fail", "Qwen3MoeForCausalLM");
   auto spec = ImportHfCheckpoint(dir.string(), DType::kBF16, ConvertAt::kWrite);
   ASSERT_TRUE(spec.ok()) << spec.status();
   std::string failing;
@@ -91,9 +93,7 @@ TEST(ReencodeSpecTest, ASourceThatFailsIsNamedOnceByTheWrite) {
     break;
   }
   ASSERT_FALSE(failing.empty());
-  auto f16 = ReencodeSpec(*spec, [](const TensorSpec& t) {
-    return t.shape.size() == 2 && t.dtype == DType::kBF16 ? DType::kF16 : t.dtype;
-  });
+  auto f16 = ReencodeSpec(*spec, MatricesToF16);
   ASSERT_TRUE(f16.ok()) << f16.status();
   const absl::Status wrote = WriteMoeFile(*f16, (dir / "out.moe").string());
   ASSERT_FALSE(wrote.ok());
