@@ -67,7 +67,7 @@ struct Block32Group {
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b, g += kBlockBytes) {
-      if (next) PrefetchToL1(next + b * kBlockBytes, kBlockBytes);
+      if (next) PrefetchStreamToL1(next + b * kBlockBytes, kBlockBytes);
       __m512i q[8];
       Unpack::Quants(g, q);
       const __m512 d = Unpack::Scales(g);
@@ -225,7 +225,7 @@ struct Iq4XsGroup {
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi32(0x0f), m2 = _mm512_set1_epi32(3);
     for (int64_t sb = 0; sb < nsb; ++sb, g += kBlockBytes) {
-      if (next) PrefetchToL1(next + sb * kBlockBytes, kBlockBytes);
+      if (next) PrefetchStreamToL1(next + sb * kBlockBytes, kBlockBytes);
       const __m512 d = HalfScales(g);
       const __m512i high =
           _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 32)));
@@ -310,7 +310,7 @@ struct K4Group {
 
   // A quarter of the next group's super-block sb, per 64-quant chunk c.
   static void Prefetch(const uint8_t* next, int64_t sb, int c) {
-    if (next) PrefetchToL1(next + sb * kBlockBytes + c * kBlockBytes / 4, kBlockBytes / 4);
+    if (next) PrefetchStreamToL1(next + sb * kBlockBytes + c * kBlockBytes / 4, kBlockBytes / 4);
   }
 
   // kSuperScale: the sub-blocks' sums times the rows' scales, less the minimums times the split
@@ -407,7 +407,7 @@ struct Q6_KGroup {
     const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8(static_cast<char>(0xf0));
     __m512 acc = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb, g += kBlockBytes, x += 8) {
-      if (next) PrefetchToL1(next + sb * kBlockBytes, kBlockBytes);
+      if (next) PrefetchStreamToL1(next + sb * kBlockBytes, kBlockBytes);
       const __m512 d = HalfScales(g);
       __m512 part = _mm512_setzero_ps();  // kSuperScale: before the activation scale
 #pragma GCC unroll 2
@@ -482,7 +482,8 @@ struct Q6_KGroup {
 #pragma GCC unroll 4
         for (int s = 0; s < 4; ++s) {  // activation block 4h + s
           if (next)
-            PrefetchToL1(next + sb * kBlockBytes + (4 * h + s) * kBlockBytes / 8, kBlockBytes / 8);
+            PrefetchStreamToL1(next + sb * kBlockBytes + (4 * h + s) * kBlockBytes / 8,
+                               kBlockBytes / 8);
           const __m512 scale0 = Scale(g, d, 8 * h + 2 * s), scale1 = Scale(g, d, 8 * h + 2 * s + 1);
           // Blocks s and s + 2 read the same nibble bytes: loaded again, not kept on the stack.
           const uint8_t* lanes = Opaque(half);
@@ -636,7 +637,8 @@ struct LowBitKGroup {
       }
 #pragma GCC unroll 8
       for (int b = 0; b < 8; ++b) {
-        if (next) PrefetchToL1(next + sb * kBlockBytes + b * kBlockBytes / 8, kBlockBytes / 8);
+        if (next)
+          PrefetchStreamToL1(next + sb * kBlockBytes + b * kBlockBytes / 8, kBlockBytes / 8);
         const __m512i words = kThreeBit ? _mm512_setzero_si512() : Q2ScaleWords(g, b);
         __m512 scale[2];
         BlockScales(u, words, d, b, scale);
