@@ -25,6 +25,23 @@ inline __m512i DpbusdBroadcast(__m512i acc, __m512i w, const int8_t* p) {
   return acc;
 }
 
+// acc + per row the products of w's two int16 words with the two int16 at p, broadcast.
+inline __m512i DpwssdBroadcast(__m512i acc, __m512i w, const int16_t* p) {
+  __asm__("vpdpwssd %2%{1to16%}, %1, %0"
+          : "+v"(acc)
+          : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
+  return acc;
+}
+
+// What a block's int32 sums start from to take the weights' zero point back off: -zero times
+// the activation quants' sum, from the block's two int16 half sums broadcast from memory and
+// `minus_zero` (-zero in each int16 of both halves, or in one of them for a half's sum) by one
+// vpdpwssd. Made with scalar code and a broadcast from a general register it was 7 instructions
+// a block and token, about an eighth of a decode tile's.
+inline __m512i ZeroPointStart(const Q8Block& x, __m512i minus_zero) {
+  return DpwssdBroadcast(_mm512_setzero_si512(), minus_zero, x.sum);
+}
+
 inline __m512 HalfScales(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
@@ -64,6 +81,7 @@ struct Block32Group {
   template <int T>
   static void Tile(const uint8_t* g, int64_t nb, const Q8Block* x, const SplitSums* /*xs*/,
                    float* y, int64_t ldy, const uint8_t* next) {
+    const __m512i minus_zero = _mm512_set1_epi16(-Unpack::kZero);
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b, g += kBlockBytes) {
@@ -76,7 +94,8 @@ struct Block32Group {
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         const Q8Block& xb = x[t * nb + b];
-        const __m512i s = BlockSums(q, xb, _mm512_set1_epi32(-Unpack::kZero * QuantSum(xb)));
+        const __m512i s = BlockSums(
+            q, xb, Unpack::kZero == 0 ? _mm512_setzero_si512() : ZeroPointStart(xb, minus_zero));
         acc[t] =
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_set1_ps(xb.d)), acc[t]);
         if constexpr (Unpack::kHasMin) {
@@ -224,6 +243,7 @@ struct Iq4XsGroup {
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi32(0x0f), m2 = _mm512_set1_epi32(3);
+    const __m512i minus_zero = _mm512_set1_epi16(-Iq4NlUnpack::kZero);
     for (int64_t sb = 0; sb < nsb; ++sb, g += kBlockBytes) {
       if (next) PrefetchStreamToL1(next + sb * kBlockBytes, kBlockBytes);
       const __m512 d = HalfScales(g);
@@ -241,7 +261,7 @@ struct Iq4XsGroup {
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
           const Q8Block& xb = x[t * nxb + 8 * sb + ib];
-          const __m512i s = BlockSums(q, xb, _mm512_set1_epi32(-Iq4NlUnpack::kZero * QuantSum(xb)));
+          const __m512i s = BlockSums(q, xb, ZeroPointStart(xb, minus_zero));
           acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dl, _mm512_set1_ps(xb.d)),
                                    acc[t]);
         }
@@ -518,14 +538,6 @@ struct Q6_KGroup {
   }
 };
 
-// acc + per row the products of w's two int16 words with the two int16 at p, broadcast.
-inline __m512i DpwssdBroadcast(__m512i acc, __m512i w, const int16_t* p) {
-  __asm__("vpdpwssd %2%{1to16%}, %1, %0"
-          : "+v"(acc)
-          : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
-  return acc;
-}
-
 // Q2_KX16 (kThreeBit false) and Q3_KX16 super-blocks (repack.h): per lane group k the quant bytes
 // 4k.. of each 128-quant half, whose 2-bit field s holds block 4h + s (Q3_K: after its high-bit
 // bytes, whose bit b is block b's third bit). One scale per 16 quants, so each 32-quant
@@ -623,6 +635,10 @@ struct LowBitKGroup {
                    float* y, int64_t ldy, const uint8_t* next) {
     const int64_t nb = 8 * nsb;  // activation blocks per token
     constexpr int kZero = kThreeBit ? 4 : 0;
+    // -kZero times one half's sum: the other half's int16 weighs 0 (sum[0] is the low one).
+    const __m512i minus_zero_low = _mm512_set1_epi32(static_cast<uint16_t>(-kZero));
+    const __m512i minus_zero_high = _mm512_set1_epi32(
+        static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(-kZero)) << 16));
     __m512 acc[T], part[T];  // part: as in K4Group
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; ++sb, g += kBlockBytes) {
@@ -648,8 +664,8 @@ struct LowBitKGroup {
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
           const Q8Block& xb = x[t * nb + 8 * sb + b];
-          __m512i lo = _mm512_set1_epi32(-kZero * xb.sum[0]);
-          __m512i hi = _mm512_set1_epi32(-kZero * xb.sum[1]);
+          __m512i lo = kZero == 0 ? _mm512_setzero_si512() : ZeroPointStart(xb, minus_zero_low);
+          __m512i hi = kZero == 0 ? _mm512_setzero_si512() : ZeroPointStart(xb, minus_zero_high);
           for (int k = 0; k < 4; ++k) {
             lo = DpbusdBroadcast(lo, q[k], xb.q + 4 * k);
             hi = DpbusdBroadcast(hi, q[k + 4], xb.q + 16 + 4 * k);
