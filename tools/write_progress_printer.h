@@ -13,7 +13,7 @@
 namespace moe::cli {
 
 // On a terminal, one line rewritten in place at each whole percent ("moe-convert: writing 37 %
-// (12.3 of 33.1 GB)"); elsewhere (logs, CI) a line at each tenth. Never cancels.
+// (12.3 of 33.1 GB)", MB for files under a gigabyte); elsewhere (logs, CI) a line at each tenth. Never cancels.
 inline WriteProgress PrintWriteProgress(std::string tool) {
   const bool terminal = isatty(fileno(stderr)) != 0;
   auto shown = std::make_shared<int>(-1);
@@ -22,8 +22,11 @@ inline WriteProgress PrintWriteProgress(std::string tool) {
     const int step = terminal ? percent : percent / 10 * 10;
     if (step == *shown) return true;
     *shown = step;
-    std::fprintf(stderr, "%s%s: writing %d %% (%.1f of %.1f GB)%s", terminal ? "\r" : "",
-                 tool.c_str(), percent, written / 1e9, total / 1e9,
+    // MB below a gigabyte: a small model's "0.0 of 0.0 GB" said nothing.
+    const bool gigabytes = total >= 1000000000;
+    const double unit = gigabytes ? 1e9 : 1e6;
+    std::fprintf(stderr, "%s%s: writing %d %% (%.1f of %.1f %s)%s", terminal ? "\r" : "",
+                 tool.c_str(), percent, written / unit, total / unit, gigabytes ? "GB" : "MB",
                  !terminal || written == total ? "\n" : "");
     return true;
   };

@@ -247,6 +247,22 @@ TEST(MoeCliTest, TextPromptStreamsAndJsonCarriesTelemetry) {
   EXPECT_NE(err.find("layer 0"), std::string::npos) << err;
 }
 
+// --echo puts the prompt on stdout right before its continuation, so the lines loading writes on
+// stderr (here with --stats) never land inside the sentence on a terminal; without it stdout is
+// the continuation alone.
+TEST(MoeCliTest, EchoPrintsThePromptBeforeItsContinuation) {
+  fs::path gguf = kFixtures / "tiny-olmoe-q8_0" / "tiny-olmoe-q8_0.gguf";
+  const std::string run =
+      kBin + "moe-cli run -m " + gguf.string() + " -p \"Hello world\" -n 6 --seed 3";
+  Result plain = RunCommand(run);
+  Result echoed = RunCommand(run + " --echo --stats");
+  ASSERT_EQ(plain.exit_code, 0);
+  ASSERT_EQ(echoed.exit_code, 0);
+  EXPECT_GT(plain.out.size(), 1u);
+  EXPECT_EQ(echoed.out, "Hello world" + plain.out);
+  EXPECT_NE(Slurp(StderrPath()).find("experts: resident"), std::string::npos);
+}
+
 // serve-test replays a file's requests through the batching engine, several clients at once:
 // each greedy request gets the text `moe-cli run` gives it; a malformed line is an error naming it.
 TEST(MoeCliTest, ServeTestReplaysRequestsAndEachGetsItsRunOutput) {

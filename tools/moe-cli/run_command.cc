@@ -53,6 +53,7 @@ struct RunOptions {
   bool stats = false;
   bool json = false;
   bool parse_special = false;
+  bool echo = false;
 };
 
 // A progress bar on stderr while the model loads, only when stderr is a terminal.
@@ -154,6 +155,9 @@ absl::Status Run(const RunOptions& o) {
       std::printf("%s\n", line.c_str());
     }
   } else {
+    // The prompt goes out only now, after the lines loading wrote on stderr: printed before
+    // the command (as the demo once did), a terminal showed them inside the sentence.
+    if (o.echo && !o.json) std::fwrite(o.prompt.data(), 1, o.prompt.size(), stdout);
     st = s.Generate(o.prompt, go, [&](int32_t tok, absl::string_view piece) {
       if (tok >= 0) generated.push_back(tok);
       text.append(piece.data(), piece.size());
@@ -214,6 +218,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   run->add_option("-s,--seed", o->seed, "random seed (same seed, same output)");
   run->add_option("--stop", o->stop, "stop string (repeatable)");
   run->add_flag("--parse-special", o->parse_special, "recognise control tokens in the prompt");
+  run->add_flag("--echo", o->echo,
+                "print a text prompt on stdout before its continuation (not with --json)");
   run->add_option("--dump-logits", o->dump_logits,
                   "with --prompt-ids: write every prompt position's logits here "
                   "(float32 LE, [n_prompt x n_vocab])");
