@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "lib/base/json_text.h"
 #include "lib/base/status_macros.h"
 #include "lib/import/hf_config_json.h"
 #include "lib/import/hf_metadata.h"
@@ -116,10 +117,10 @@ absl::Status ParseViaKeys(const Json& j, const Json& top, const HfArchName& arch
 }  // namespace
 
 absl::StatusOr<HfConfig> ParseHfConfig(const std::string& json_text) {
-  Json j = Json::parse(json_text, /*cb=*/nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    return absl::InvalidArgumentError("config.json is not a JSON object");
-  }
+  auto parsed = ParseJsonText(json_text);
+  if (!parsed.ok()) return Annotate(parsed.status(), "config.json");
+  const Json j = *std::move(parsed);
+  if (!j.is_object()) return absl::InvalidArgumentError("config.json is not a JSON object");
   HfConfig out;
   MOE_ASSIGN_OR_RETURN(const HfArchName* arch, FindArch(j));
   out.arch = arch->arch;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "lib/backend/cpu/quant_rows.h"
+#include "lib/base/json_text.h"
 #include "lib/base/status_macros.h"
 #include "lib/import/hf_config.h"
 #include "lib/import/hf_fp8.h"
@@ -64,9 +65,10 @@ absl::StatusOr<TensorIndex> OpenTensors(const fs::path& dir) {
   const fs::path index_path = dir / "model.safetensors.index.json";
   if (fs::exists(index_path)) {
     MOE_ASSIGN_OR_RETURN(std::string text, ReadText(index_path));
-    Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") ||
-        !j["weight_map"].is_object()) {
+    auto parsed = ParseJsonText(text);
+    if (!parsed.ok()) return Annotate(parsed.status(), "model.safetensors.index.json");
+    Json j = *std::move(parsed);
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
       return absl::InvalidArgumentError("model.safetensors.index.json has no 'weight_map' object");
     }
     std::map<std::string, std::string> expected;  // tensor -> shard, checked after opening
@@ -466,9 +468,11 @@ absl::Status ReadChatTemplateFile(const fs::path& dir, TokenizerData* data) {
     return absl::OkStatus();
   }
   MOE_ASSIGN_OR_RETURN(std::string text, ReadText(dir / "chat_template.json"));
-  const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto parsed = ParseJsonText(text);
+  if (!parsed.ok()) return Annotate(parsed.status(), "chat_template.json");
+  const Json j = *std::move(parsed);
   auto it = j.is_object() ? j.find("chat_template") : j.end();
-  if (j.is_discarded() || !j.is_object() || it == j.end() || !it->is_string()) {
+  if (!j.is_object() || it == j.end() || !it->is_string()) {
     return absl::InvalidArgumentError("chat_template.json holds no 'chat_template' string");
   }
   data->chat_template = it->get<std::string>();

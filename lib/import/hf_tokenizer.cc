@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "lib/base/json_text.h"
 #include "lib/base/status_macros.h"
 
 namespace moe {
@@ -29,9 +30,9 @@ absl::StatusOr<Json> ReadJson(const std::string& path) {
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
   std::stringstream buffer;
   buffer << in.rdbuf();
-  Json json = Json::parse(buffer.str(), nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, " is not JSON"));
-  return json;
+  auto json = ParseJsonText(buffer.str());
+  if (!json.ok()) return Annotate(json.status(), path);
+  return *std::move(json);
 }
 
 std::string StringOr(const Json& object, const char* key, std::string fallback = "") {

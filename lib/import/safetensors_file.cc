@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "lib/base/json_text.h"
 #include "lib/base/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -94,10 +95,10 @@ absl::Status SafetensorsFile::Parse(absl::Span<const uint8_t> bytes) {
                                             bytes.size(), "-byte file (truncated?)"));
   }
   const char* text = reinterpret_cast<const char*>(bytes.data() + 8);
-  Json header = Json::parse(text, text + header_len, /*cb=*/nullptr, /*allow_exceptions=*/false);
-  if (header.is_discarded() || !header.is_object()) {
-    return absl::InvalidArgumentError("header is not a JSON object");
-  }
+  auto parsed = ParseJsonText(absl::string_view(text, header_len));
+  if (!parsed.ok()) return Annotate(parsed.status(), "header");
+  Json header = *std::move(parsed);
+  if (!header.is_object()) return absl::InvalidArgumentError("header is not a JSON object");
   const absl::Span<const uint8_t> data = bytes.subspan(8 + header_len);
 
   struct Range {

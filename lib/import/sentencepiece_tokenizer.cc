@@ -6,6 +6,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "lib/base/json_text.h"
+#include "lib/base/status_macros.h"
 #include "lib/import/sentencepiece_reader.h"
 #include "nlohmann/json.hpp"
 
@@ -37,8 +39,10 @@ absl::Status ApplyTokenizerConfig(const std::filesystem::path& path, TokenizerDa
   if (!f) return absl::NotFoundError(absl::StrCat("cannot open '", path.string(), "'"));
   std::stringstream text;
   text << f.rdbuf();
-  Json config = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (config.is_discarded() || !config.is_object()) {
+  auto parsed = ParseJsonText(text.str());
+  if (!parsed.ok()) return Annotate(parsed.status(), absl::StrCat("'", path.string(), "'"));
+  const Json config = *std::move(parsed);
+  if (!config.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat("'", path.string(), "' is not a JSON object"));
   }
   auto find_id = [&](const std::string& s, int32_t def) {

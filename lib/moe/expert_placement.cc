@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "lib/base/json_text.h"
 #include "nlohmann/json.hpp"
 
 namespace moe {
@@ -43,8 +44,9 @@ int ExpertPlacement::Count(ExpertTier tier) const {
 
 absl::StatusOr<ExpertPlacement> ExpertPlacement::Parse(absl::string_view json, int n_layer,
                                                        int n_expert, absl::string_view origin) {
-  Json doc = Json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return Bad(origin, "not valid JSON");
+  auto parsed = ParseJsonText(json);
+  if (!parsed.ok()) return Bad(origin, parsed.status().message());
+  Json doc = *std::move(parsed);
   if (!doc.is_object()) return Bad(origin, "the top level is not an object");
   for (const auto& [key, value] : doc.items()) {
     if (key != "layers") return Bad(origin, absl::StrCat("unknown key \"", key, "\""));

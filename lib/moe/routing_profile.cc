@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "lib/base/json_text.h"
 #include "nlohmann/json.hpp"
 
 namespace moe {
@@ -31,8 +32,9 @@ absl::StatusOr<RoutingProfile> RoutingProfile::ParseChecked(absl::string_view js
                                                             int n_expert,
                                                             absl::string_view origin) {
   using Json = nlohmann::json;
-  Json doc = Json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return Bad(origin, "not valid JSON");
+  auto parsed = ParseJsonText(json);
+  if (!parsed.ok()) return Bad(origin, parsed.status().message());
+  Json doc = *std::move(parsed);
   if (!doc.is_object() || doc.value("format", "") != kFormat) {
     return Bad(origin, absl::StrCat("not a routing profile (\"format\": \"", kFormat, "\")"));
   }

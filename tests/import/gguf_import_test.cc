@@ -6,6 +6,7 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -214,6 +215,26 @@ absl::Status ImportWithKeys(const std::string& fixture,
   auto spec = ImportGguf(path.string());
   fs::remove(path);
   return spec.status();
+}
+
+// A cut file's error names it once: the GGUF reader says which file it read, and the importer
+// does not say it again ("reading 'x': reading 'x': ...").
+TEST(GgufImportTest, ATruncatedFileIsAnErrorNamingItOnce) {
+  const std::string bytes = testing::ReadFileBytes(FixtureGgufNamed("tiny-qwen3moe-f32"));
+  const std::string path = testing::TempFilePath("truncated.gguf").string();
+  for (const size_t cut : {size_t{1000}, bytes.size() / 2}) {
+    {
+      std::ofstream out(path, std::ios::binary | std::ios::trunc);
+      out.write(bytes.data(), static_cast<std::streamsize>(cut));
+    }
+    const absl::Status s = ImportGguf(path).status();
+    ASSERT_FALSE(s.ok()) << "cut at " << cut;
+    const std::string named = absl::StrCat("'", path, "'");
+    const size_t first = s.message().find(named);
+    ASSERT_NE(first, std::string::npos) << s;
+    EXPECT_EQ(s.message().find(named, first + 1), std::string::npos) << s;
+  }
+  fs::remove(path);
 }
 
 TEST(GgufImportTest, LinearRopeScalingIsRefused) {

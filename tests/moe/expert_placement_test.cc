@@ -43,7 +43,7 @@ TEST(ExpertPlacementTest, MalformedFilesAreErrorsThatSayWhere) {
     const char* json;
     const char* says;
   } cases[] = {
-      {"{\"layers\": ", "not valid JSON"},
+      {"{\"layers\": ", "not valid JSON: parse error at line 1, column 12"},
       {"[1, 2]", "not an object"},
       {R"({"layer": {}})", "unknown key \"layer\""},
       {R"({"layers": [1]})", "\"layers\" is not an object"},

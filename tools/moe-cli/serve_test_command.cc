@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "lib/base/json_text.h"
 #include "lib/runtime/batch_engine.h"
 #include "lib/runtime/engine.h"
 #include "nlohmann/json.hpp"
@@ -54,8 +55,13 @@ absl::StatusOr<std::vector<Line>> ReadRequests(const ServeTestOptions& o) {
     g.max_tokens = o.max_tokens;
     g.sampling.temperature = 0;
     if (text[0] == '{') {
-      nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-      if (j.is_discarded() || !j.is_object() || !j.contains("prompt") || !j["prompt"].is_string()) {
+      auto parsed = ParseJsonText(text);
+      if (!parsed.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(o.requests, ":", number, ": ", parsed.status().message()));
+      }
+      nlohmann::json j = *std::move(parsed);
+      if (!j.is_object() || !j.contains("prompt") || !j["prompt"].is_string()) {
         return absl::InvalidArgumentError(
             absl::StrCat(o.requests, ":", number, ": a JSON request needs a \"prompt\" string"));
       }
