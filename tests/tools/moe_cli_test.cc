@@ -263,6 +263,20 @@ TEST(MoeCliTest, EchoPrintsThePromptBeforeItsContinuation) {
   EXPECT_NE(Slurp(StderrPath()).find("experts: resident"), std::string::npos);
 }
 
+// -p "" is an empty prompt, not a missing one: the error says so.
+TEST(MoeCliTest, AnEmptyPromptIsAnErrorThatSaysSo) {
+  fs::path gguf = kFixtures / "tiny-olmoe-q8_0" / "tiny-olmoe-q8_0.gguf";
+  Result r = RunCommand(kBin + "moe-cli run -m " + gguf.string() + " -p \"\" -n 2");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(Slurp(StderrPath()).find("the prompt given with -p is empty"), std::string::npos)
+      << Slurp(StderrPath());
+  r = RunCommand(kBin + "moe-cli run -m " + gguf.string() + " -n 2");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(Slurp(StderrPath()).find("give exactly one of -p TEXT or --prompt-ids"),
+            std::string::npos)
+      << Slurp(StderrPath());
+}
+
 // serve-test replays a file's requests through the batching engine, several clients at once:
 // each greedy request gets the text `moe-cli run` gives it; a malformed line is an error naming it.
 TEST(MoeCliTest, ServeTestReplaysRequestsAndEachGetsItsRunOutput) {

@@ -54,6 +54,7 @@ struct RunOptions {
   bool json = false;
   bool parse_special = false;
   bool echo = false;
+  bool prompt_given = false;  // -p was on the command line, even as ""
 };
 
 // A progress bar on stderr while the model loads, only when stderr is a terminal.
@@ -68,6 +69,9 @@ bool ProgressBar(float f) {
 }
 
 absl::Status Run(const RunOptions& o) {
+  if (o.prompt_given && o.prompt.empty() && o.prompt_ids.empty()) {
+    return absl::InvalidArgumentError("the prompt given with -p is empty: give some text");
+  }
   if (o.prompt.empty() == o.prompt_ids.empty()) {
     return absl::InvalidArgumentError("give exactly one of -p TEXT or --prompt-ids \"1 2 3\"");
   }
@@ -189,7 +193,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* run = app.add_subcommand("run", "generate a continuation of a prompt");
   run->add_option("-m,--model", o->model, "model file (.moe or .gguf)")->required();
-  run->add_option("-p,--prompt", o->prompt, "prompt text");
+  CLI::Option* prompt = run->add_option("-p,--prompt", o->prompt, "prompt text");
   run->add_option("--prompt-ids", o->prompt_ids,
                   "prompt as space-separated token ids, used exactly as given (no BOS added)");
   run->add_option("-n,--n-predict", o->n_predict,
@@ -241,7 +245,10 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   run->add_flag("--stats", o->stats,
                 "print telemetry (stages, experts, active parameters) to stderr");
   run->add_flag("--json", o->json, "print one JSON object (text, tokens, statistics) to stdout");
-  run->callback([o, exit_code] { ReportStatus("run", Run(*o), exit_code); });
+  run->callback([o, prompt, exit_code] {
+    o->prompt_given = prompt->count() > 0;
+    ReportStatus("run", Run(*o), exit_code);
+  });
 }
 
 }  // namespace moe::cli
