@@ -13,7 +13,8 @@
 namespace moe::cli {
 
 // On a terminal, one line rewritten in place at each whole percent ("moe-convert: writing 37 %
-// (12.3 of 33.1 GB)", MB for files under a gigabyte); elsewhere (logs, CI) a line at each tenth. Never cancels.
+// (12.3 of 33.1 GB)", MB for files under a gigabyte); elsewhere (logs, CI) a line at each
+// tenth. Never cancels.
 inline WriteProgress PrintWriteProgress(std::string tool) {
   const bool terminal = isatty(fileno(stderr)) != 0;
   auto shown = std::make_shared<int>(-1);
