@@ -110,13 +110,7 @@ absl::StatusOr<ModelSpec> ImportGgufFiles(std::vector<std::shared_ptr<const Gguf
 
 absl::StatusOr<ModelSpec> ImportGguf(const std::string& path) {
   auto parts = OpenGgufSplits(path);
-  if (!parts.ok()) {
-    // The file's own reader names it already; named twice, the message read "reading 'x':
-    // reading 'x': ...".
-    const std::string named = absl::StrCat("'", path, "'");
-    if (absl::StrContains(parts.status().message(), named)) return parts.status();
-    return Annotate(parts.status(), absl::StrCat("reading ", named));
-  }
+  if (!parts.ok()) return parts.status();  // names the file already
   std::vector<std::shared_ptr<const GgufFile>> files;
   for (const GgufPart& part : *parts) files.push_back(part.file);
   auto spec = ImportGgufFiles(files);

@@ -25,6 +25,24 @@ absl::StatusOr<int> SplitNo(const GgufFile& file) {
   return static_cast<int>(std::min<uint64_t>(no, 1 << 20));
 }
 
+absl::Status Reading(const absl::Status& status, const std::string& path) {
+  return Annotate(status, absl::StrCat("reading '", path, "'"));
+}
+
+struct SplitKeys {
+  int no;     // from 0
+  int count;  // 1: not split
+};
+
+// The split keys of the file at `path`; an error names the file.
+absl::StatusOr<SplitKeys> ReadSplitKeys(const GgufFile& file, const std::string& path) {
+  const absl::StatusOr<int> no = SplitNo(file);
+  if (!no.ok()) return Reading(no.status(), path);
+  const absl::StatusOr<int> count = GgufSplitCount(file);
+  if (!count.ok()) return Reading(count.status(), path);
+  return SplitKeys{*no, *count};
+}
+
 }  // namespace
 
 absl::StatusOr<int> GgufSplitCount(const GgufFile& file) {
@@ -36,11 +54,12 @@ absl::StatusOr<int> GgufSplitCount(const GgufFile& file) {
   return static_cast<int>(count);
 }
 
+// Every error names its file (GgufFile::Open's do), so the importer adds no name of its own.
 absl::StatusOr<std::vector<GgufPart>> OpenGgufSplits(const std::string& path) {
   std::vector<GgufPart> parts;
   MOE_ASSIGN_OR_RETURN(std::shared_ptr<const GgufFile> first, GgufFile::Open(path));
-  MOE_ASSIGN_OR_RETURN(const int count, GgufSplitCount(*first));
-  MOE_ASSIGN_OR_RETURN(const int first_no, SplitNo(*first));
+  MOE_ASSIGN_OR_RETURN(const SplitKeys first_keys, ReadSplitKeys(*first, path));
+  const int count = first_keys.count, first_no = first_keys.no;
   parts.push_back({path, first});
   if (count == 1) return parts;
   const std::string suffix = SplitSuffix(1, count);
@@ -58,18 +77,19 @@ absl::StatusOr<std::vector<GgufPart>> OpenGgufSplits(const std::string& path) {
       return Annotate(file.status(), absl::StrCat("split ", i + 1, " of ", count, " of '", path,
                                                   "' ('", part_path, "')"));
     }
-    MOE_ASSIGN_OR_RETURN(const int no, SplitNo(**file));
-    MOE_ASSIGN_OR_RETURN(const int its_count, GgufSplitCount(**file));
-    if (no != i || its_count != count) {
-      return absl::InvalidArgumentError(absl::StrCat("'", part_path, "' says it is split ", no + 1,
-                                                     " of ", its_count, ", not ", i + 1, " of ",
-                                                     count, " (files of another split?)"));
+    MOE_ASSIGN_OR_RETURN(const SplitKeys keys, ReadSplitKeys(**file, part_path));
+    if (keys.no != i || keys.count != count) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", part_path, "' says it is split ", keys.no + 1, " of ", keys.count,
+                       ", not ", i + 1, " of ", count, " (files of another split?)"));
     }
     tensors += (*file)->tensors().size();
     parts.push_back({part_path, *std::move(file)});
   }
   if (first->Find(kSplitTensors) != nullptr) {
-    MOE_ASSIGN_OR_RETURN(const uint64_t want, first->GetUint(kSplitTensors));
+    const absl::StatusOr<uint64_t> want_or = first->GetUint(kSplitTensors);
+    if (!want_or.ok()) return Reading(want_or.status(), path);
+    const uint64_t want = *want_or;
     if (want != tensors) {
       return absl::DataLossError(absl::StrCat("the ", count, " splits of '", path, "' hold ",
                                               tensors, " tensors; the first says ", want));

@@ -235,6 +235,14 @@ TEST(GgufImportTest, ATruncatedFileIsAnErrorNamingItOnce) {
     EXPECT_EQ(s.message().find(named, first + 1), std::string::npos) << s;
   }
   fs::remove(path);
+  // A split key of the wrong type: named once too (the split reader annotates it).
+  const absl::Status s =
+      ImportWithKeys("tiny-qwen3moe-f32", [](GgufWriter& w) { w.SetString("split.count", "two"); });
+  ASSERT_FALSE(s.ok());
+  const std::string named = absl::StrCat("'", TempFile("keys").string(), "'");
+  const size_t first = s.message().find(named);
+  ASSERT_NE(first, std::string::npos) << s;
+  EXPECT_EQ(s.message().find(named, first + 1), std::string::npos) << s;
 }
 
 TEST(GgufImportTest, LinearRopeScalingIsRefused) {
