@@ -42,8 +42,9 @@ __global__ void AttentionKernel(const float* q, int64_t n_heads, const int32_t* 
   __shared__ float reduce[kThreads / 32];
   const int64_t h = blockIdx.x, t = blockIdx.y, hd = kv.head_dim;
   const int64_t kvh = h / (n_heads / kv.n_kv_heads);
-  const int64_t row_bytes = kv.n_kv_heads * KvValuesBytes(kv.dtype, hd);
-  const int64_t head_offset = kvh * KvValuesBytes(kv.dtype, hd);
+  const int64_t head_bytes = KvValuesBytes(kv.dtype, hd);
+  const int64_t row_bytes = kv.paging.HeadRowBytes(head_bytes, kv.n_kv_heads);
+  const int64_t head_offset = kv.paging.HeadStart(kvh, head_bytes);
   const float* qh = q + (t * n_heads + h) * hd;
   for (int64_t i = threadIdx.x; i < hd; i += kThreads) q_sh[i] = qh[i];
   __syncthreads();

@@ -24,8 +24,12 @@ __global__ void StoreKvKernel(const float* k, const float* v, int64_t n, const i
   const int64_t t = rest / per_row, u = rest % per_row;
   const float* src = (is_v ? v : k) + t * row + u * unit;
   uint8_t* base = is_v ? kv.v : kv.k;
-  uint8_t* dst = base + kv.paging.RowOffset(positions[t], KvValuesBytes(kv.dtype, row)) +
-                 KvValuesBytes(kv.dtype, u * unit);
+  // Unit u lies in KV head h (a unit never straddles two: head_dim is a multiple of it).
+  const int64_t h = u * unit / kv.head_dim;
+  uint8_t* dst = base +
+                 kv.paging.HeadRowOffset(positions[t], h, KvValuesBytes(kv.dtype, kv.head_dim),
+                                         kv.n_kv_heads) +
+                 KvValuesBytes(kv.dtype, u * unit - h * kv.head_dim);
   switch (kv.dtype) {
     case DType::kF32: {
       uint32_t bits;

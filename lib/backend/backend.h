@@ -47,7 +47,7 @@ struct KvLayerView {
   uint8_t* v;
   int64_t n_kv_heads;
   int64_t head_dim;
-  KvPaging paging;  // rows of all KV heads, n_kv_heads * head_dim elements each
+  KvPaging paging;  // where each KV head's row of a position is (kv_core.h)
   // A convolution layer's carried slots (KvLayerRows::Convolution), F32, slot_floats each: the
   // block of the paging holding position p names in state_table[p >> paging.block_shift] the
   // slot that ends holding what follows that block's last position written so far: first the

@@ -16,16 +16,38 @@ namespace moe {
 // p % 2^block_shift of block blocks[p >> block_shift] (the sequence's block table), block b
 // starting b * block_bytes past the layer's K (or V). blocks == nullptr: the rows of positions
 // 0, 1, ... follow each other.
+//
+// head_stride == 0: a row holds every KV head's values, head after head. Otherwise each KV head
+// keeps rows of its own values alone, head h's starting h * head_stride bytes past head 0's: in a
+// block (head_stride = a head's block of rows) or in the whole cache (unpaged). The caches keep
+// that layout because attention reads one KV head at a time: from rows of every head it took a
+// few lines of each row, scattered; a head's own rows are one contiguous run a block, which the
+// hardware prefetcher streams.
 struct KvPaging {
   const int32_t* blocks = nullptr;
   int block_shift = 0;
   int64_t block_bytes = 0;
+  int64_t head_stride = 0;
 
-  // Where position p's row starts, in bytes past K or V; rows of row_bytes each.
+  // Where position p's row starts, in bytes past K or V (or past a head's first row, see
+  // HeadStart); rows of row_bytes each.
   MOE_HOST_DEVICE int64_t RowOffset(int64_t p, int64_t row_bytes) const {
     if (blocks == nullptr) return p * row_bytes;
     return blocks[p >> block_shift] * block_bytes +
            (p & ((int64_t{1} << block_shift) - 1)) * row_bytes;
+  }
+  // Where KV head h's rows start (head_bytes: one head's values of a row), and the bytes from
+  // one of its rows to the next within a block: head h's row of position p is at
+  // HeadStart(h, head_bytes) + RowOffset(p, HeadRowBytes(head_bytes, n_heads)).
+  MOE_HOST_DEVICE int64_t HeadStart(int64_t h, int64_t head_bytes) const {
+    return h * (head_stride != 0 ? head_stride : head_bytes);
+  }
+  MOE_HOST_DEVICE int64_t HeadRowBytes(int64_t head_bytes, int64_t n_heads) const {
+    return head_stride != 0 ? head_bytes : n_heads * head_bytes;
+  }
+  MOE_HOST_DEVICE int64_t HeadRowOffset(int64_t p, int64_t h, int64_t head_bytes,
+                                        int64_t n_heads) const {
+    return HeadStart(h, head_bytes) + RowOffset(p, HeadRowBytes(head_bytes, n_heads));
   }
 };
 

@@ -53,10 +53,15 @@ class KvCache final : public KvSequence {
   KvLayerView layer(int64_t l) override {
     uint8_t* k = k_[l].data();  // in the memory space it was made in
     const KvLayerRows& rows = rows_[l];
+    // Each KV head's rows apart (KvPaging::head_stride): in each ring block, or in the whole
+    // context.
+    const int64_t head_bytes = static_cast<int64_t>(rows.head_bytes());
     KvPaging paging;
+    paging.head_stride = n_ctx_ * head_bytes;
     if (!ring_table_[l].empty()) {
       paging = {ring_table_[l].data(), kRingBlockShift,
-                static_cast<int64_t>(rows.row_bytes()) << kRingBlockShift};
+                static_cast<int64_t>(rows.row_bytes()) << kRingBlockShift,
+                head_bytes << kRingBlockShift};
     }
     KvLayerView v{rows.dtype,    k,     rows.planes == 1 ? k : v_[l].data(), rows.n_heads,
                   rows.head_dim, paging};
@@ -115,7 +120,7 @@ class KvCache final : public KvSequence {
   std::vector<BackendBuffer<uint8_t>> k_, v_;  // v_[l] empty where the layer has no V
   // Per layer: for a ring, block i of the context -> block i mod the ring's blocks; else empty.
   std::vector<std::vector<int32_t>> ring_table_;
-  std::vector<int64_t> ring_window_;  // per layer: the window of a ring layer; 0 otherwise
+  std::vector<int64_t> ring_window_;           // per layer: the window of a ring layer; 0 otherwise
   std::vector<BackendBuffer<uint8_t>> state_;  // per layer: a convolution layer's slot, else empty
   std::vector<int32_t> state_table_;           // every block of the context -> slot 0
   bool recurrent_ = false;

@@ -58,6 +58,7 @@ struct KvLayerRows {
   int64_t slot_floats() const { return carried ? state_floats + ring_rows * head_dim : 0; }
   size_t slot_bytes() const { return static_cast<size_t>(slot_floats()) * sizeof(float); }
   size_t row_bytes() const { return RowBytes(dtype, n_heads * head_dim); }
+  size_t head_bytes() const { return RowBytes(dtype, head_dim); }  // one head's of a row
 
   // Layer l's rows from the caches' per-layer lists (each may be empty: none): conv_width > 0 a
   // convolution layer (ring_rows and state_floats its slot's), kNoKvRows nothing, else

@@ -118,7 +118,8 @@ KvLayerView PagedKvStorage::layer(int64_t l, absl::Span<const int32_t> table,
                 rows.planes == 1 ? k : k + n_blocks_ * block_bytes,
                 rows.n_heads,
                 rows.head_dim,
-                KvPaging{table.data(), shape_.block_shift, block_bytes}};
+                KvPaging{table.data(), shape_.block_shift, block_bytes,
+                         static_cast<int64_t>(rows.head_bytes()) << shape_.block_shift}};
   if (rows.carried) {
     v.state = memory_.data() + slot_start_[l];
     v.state_table = state_table.empty() ? table.data() : state_table.data();

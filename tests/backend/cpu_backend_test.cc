@@ -250,6 +250,61 @@ TEST(CpuBackendTest, PagedKvCacheComputesWhatAContiguousOneComputes) {
   }
 }
 
+// The caches keep each KV head's rows apart (KvPaging::head_stride: within each block, or over
+// the whole context unpaged); the backend writes and attends through that layout exactly as
+// through rows that hold every head, for each cache type: the same output bits, and each head's
+// row of each position the same bytes as that head's part of the row-major row.
+TEST(CpuBackendTest, HeadMajorKvLayoutsComputeWhatRowMajorComputes) {
+  std::mt19937 rng(23);
+  std::normal_distribution<float> nd;
+  const int64_t n_head = 6, nkv = 3, hd = 64, capacity = 40;
+  const int shift = 3;                                 // 8 positions per block
+  const std::vector<int32_t> table = {4, 0, 2, 5, 1};  // 40 positions, blocks out of order
+  auto backend = CreateCpuBackend(2);
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kQ8_0}) {
+    const int64_t head_bytes = KvValuesBytes(dtype, hd), row_bytes = nkv * head_bytes;
+    const int64_t block_bytes = (int64_t{1} << shift) * row_bytes;
+    std::vector<uint8_t> rk(capacity * row_bytes), rv(rk.size());
+    std::vector<uint8_t> pk(6 * block_bytes), pv(pk.size()), uk(rk.size()), uv(rk.size());
+    KvLayerView row_major{dtype, rk.data(), rv.data(), nkv, hd, {}};
+    KvLayerView paged{dtype, pk.data(), pv.data(), nkv, hd, {}};
+    paged.paging = {table.data(), shift, block_bytes, head_bytes << shift};
+    KvLayerView unpaged{dtype, uk.data(), uv.data(), nkv, hd, {}};
+    unpaged.paging.head_stride = capacity * head_bytes;
+    // A prompt of 29 tokens, then two decode steps.
+    for (auto [first, n] : {std::pair<int32_t, int64_t>{0, 29}, {29, 1}, {30, 1}}) {
+      std::vector<int32_t> positions(n);
+      std::iota(positions.begin(), positions.end(), first);
+      std::vector<float> q(n * n_head * hd), k(n * nkv * hd), v(k.size());
+      for (auto* x : {&q, &k, &v})
+        for (float& f : *x) f = nd(rng);
+      std::vector<float> want(q.size(), NAN);
+      backend->StoreKv(k.data(), v.data(), n, positions.data(), row_major);
+      backend->Attention(q.data(), n, n_head, positions.data(), row_major, want.data());
+      for (const KvLayerView* kv : {&paged, &unpaged}) {
+        std::vector<float> got(q.size(), NAN);
+        backend->StoreKv(k.data(), v.data(), n, positions.data(), *kv);
+        backend->Attention(q.data(), n, n_head, positions.data(), *kv, got.data());
+        ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+            << DTypeName(dtype) << " " << (kv == &paged ? "paged" : "unpaged") << " n " << n;
+      }
+    }
+    for (int64_t p = 0; p < 31; ++p) {
+      for (int64_t h = 0; h < nkv; ++h) {
+        const uint8_t* want_k = rk.data() + p * row_bytes + h * head_bytes;
+        const uint8_t* want_v = rv.data() + p * row_bytes + h * head_bytes;
+        const int64_t at_paged =
+            table[p >> shift] * block_bytes + h * (head_bytes << shift) + (p % 8) * head_bytes;
+        const int64_t at_unpaged = h * capacity * head_bytes + p * head_bytes;
+        EXPECT_EQ(std::memcmp(pk.data() + at_paged, want_k, head_bytes), 0) << p << " " << h;
+        EXPECT_EQ(std::memcmp(pv.data() + at_paged, want_v, head_bytes), 0) << p << " " << h;
+        EXPECT_EQ(std::memcmp(uk.data() + at_unpaged, want_k, head_bytes), 0) << p << " " << h;
+        EXPECT_EQ(std::memcmp(uv.data() + at_unpaged, want_v, head_bytes), 0) << p << " " << h;
+      }
+    }
+  }
+}
+
 // A layer's sequences attended in one call compute, each, what a call of its own computes:
 // caches of different lengths, a prompt chunk among decode tokens, an empty entry, a window.
 TEST(CpuBackendTest, AttentionOverManySequencesInOneCallEqualsOneCallEach) {

@@ -191,8 +191,9 @@ void OnlineSoftmaxAttention(const float* q, int64_t h, int64_t n_heads, int32_t 
                             const float* sinks, float* out) {
   constexpr int64_t kChunk = 128;
   const int64_t hd = kv.head_dim, kvh = h / (n_heads / kv.n_kv_heads);
-  const int64_t row_bytes = kv.n_kv_heads * KvValuesBytes(kv.dtype, hd);
-  const int64_t head_offset = kvh * KvValuesBytes(kv.dtype, hd);
+  const int64_t head_bytes = KvValuesBytes(kv.dtype, hd);
+  const int64_t row_bytes = kv.paging.HeadRowBytes(head_bytes, kv.n_kv_heads);
+  const int64_t head_offset = kv.paging.HeadStart(kvh, head_bytes);
   const KvSpan span = AttendedSpan(position, window, chunked);
   float m = sinks != nullptr ? sinks[h] : -INFINITY, l = sinks != nullptr ? 1.f : 0.f;
   std::vector<float> acc(hd, 0.f), e(kChunk);
@@ -244,6 +245,11 @@ TEST(DeviceDecompositionTest, OnlineSoftmaxAttentionIsTheCpuBackends) {
     std::vector<uint8_t> k(n_blocks * 16 * row_bytes), v(k.size());
     KvLayerView kv{t, k.data(), v.data(), n_kv, hd, {}};
     if (paged) kv.paging = KvPaging{blocks.data(), block_shift, 16 * row_bytes};
+    // Each KV head's rows apart, as the caches keep them (in each block, or in the whole cache).
+    if (rng() % 2) {
+      const int64_t head_bytes = KvValuesBytes(t, hd);
+      kv.paging.head_stride = (paged ? 16 : n_blocks * 16) * head_bytes;
+    }
     // The cache holds ctx earlier positions and the n new ones, stored as the forward pass does.
     const int64_t total = ctx + n;
     std::vector<float> kf(total * n_kv * hd), vf(kf.size());

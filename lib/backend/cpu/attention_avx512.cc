@@ -20,20 +20,23 @@ namespace {
 
 constexpr int kMaxChunks = 16;  // head_dim <= 256
 
-// Values 16c .. 16c+15 of a cached row as floats. Q8_0: half c % 2 of block c / 2 (a
-// half-precision scale, then 32 signed bytes), each value its byte times the scale.
-inline __m512 LoadRow(const uint8_t* row, int c, DType t) {
-  if (t == DType::kF16) {
+// Values 16c .. 16c+15 of a cached row of type T as floats. Q8_0: half c % 2 of block c / 2 (a
+// half-precision scale, then 32 signed bytes), each value its byte times the scale. The type is a
+// template argument: read at run time, its tests and the branches around them were a third of a
+// decode step's attention instructions.
+template <DType T>
+inline __m512 LoadRow(const uint8_t* row, int c) {
+  if constexpr (T == DType::kF16) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row) + c));
-  }
-  if (t == DType::kQ8_0) {
+  } else if constexpr (T == DType::kQ8_0) {
     const uint8_t* block = row + (c / 2) * 34;
     uint16_t d;
     std::memcpy(&d, block, 2);
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + (c % 2) * 16));
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(_cvtsh_ss(d)));
+  } else {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + 16 * c);
   }
-  return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + 16 * c);
 }
 
 // Folds pairs: lanes [0, 8) of the result come from a, [8, 16) from b, each the sum of the two
@@ -79,19 +82,21 @@ inline __m512 SumEach16(__m512 v[16]) {
 // widened in registers and met by the R rows at once, and the partial-sum vectors are folded
 // as soon as a pair is complete (a depth-first walk of SumEach16's tree, so every score gets
 // exactly SumEach16's sums; only about log2(16) vectors per row are alive at a time). Lane i of
-// out[r] = q[r] . K row i (a null row: not seen, zero).
-template <int C, int R>
+// out[r] = q[r] . K row i (a null row: not seen, zero; kAllSeen: none is null, as in every block
+// but a window's or the cache's first and last).
+template <int C, int R, DType T, bool kAllSeen>
 struct ScoreRows {
   const uint8_t* const* k;  // [16]
-  DType dtype;
-  const float* const* q;  // [R]
+  const float* const* q;    // [R]
 
+  // Inlined whole: GCC left the leaves as calls once the cache type became a template argument,
+  // which halved the kernel's speed.
   template <int N>
-  void Fold(int i0, __m512 out[R]) const {
+  [[gnu::always_inline]] void Fold(int i0, __m512 out[R]) const {
     if constexpr (N == 1) {
       __m512 kv[C];
       for (int c = 0; c < C; ++c)
-        kv[c] = k[i0] != nullptr ? LoadRow(k[i0], c, dtype) : _mm512_setzero_ps();
+        kv[c] = kAllSeen || k[i0] != nullptr ? LoadRow<T>(k[i0], c) : _mm512_setzero_ps();
       for (int r = 0; r < R; ++r) {
         out[r] = _mm512_mul_ps(_mm512_loadu_ps(q[r]), kv[0]);
         for (int c = 1; c < C; ++c)
@@ -111,18 +116,57 @@ struct ScoreRows {
 
 // Scores of query rows [r0, r0 + R) for the block of 16 positions whose K rows are krow, into
 // their rows of scores at column col.
-template <int C, int R>
-inline void ScoreBlock(const uint8_t* const* krow, DType dtype, const float* const* q, float scale,
+template <int C, int R, DType T, bool kAllSeen>
+inline void ScoreBlock(const uint8_t* const* krow, const float* const* q, float scale,
                        float* scores, int64_t ld, int64_t r0, int64_t col) {
   __m512 out[R];
-  ScoreRows<C, R>{krow, dtype, q + r0}.template Fold<16>(0, out);
+  ScoreRows<C, R, T, kAllSeen>{krow, q + r0}.template Fold<16>(0, out);
   for (int r = 0; r < R; ++r)
     _mm512_storeu_ps(scores + (r0 + r) * ld + col, _mm512_mul_ps(out[r], _mm512_set1_ps(scale)));
 }
 
+// The scores of every query row for one block of 16 positions, as many rows at once as the
+// registers hold beside a widened K row.
+template <int C, DType T, bool kAllSeen>
+inline void ScoreBlockRows(const uint8_t* const* krow, const float* const* q, float scale,
+                           float* scores, int64_t ld, int64_t rows, int64_t col) {
+  constexpr int kRows = C <= 4 ? 4 : 2;
+  int64_t r = 0;
+  for (; r + kRows <= rows; r += kRows)
+    ScoreBlock<C, kRows, T, kAllSeen>(krow, q, scale, scores, ld, r, col);
+  for (; r + 2 <= rows; r += 2) ScoreBlock<C, 2, T, kAllSeen>(krow, q, scale, scores, ld, r, col);
+  for (; r < rows; ++r) ScoreBlock<C, 1, T, kAllSeen>(krow, q, scale, scores, ld, r, col);
+}
+
+// Output sums of query rows [r0, r0 + NR), over the positions [first, len) any of them sees
+// (rows' weights zero outside their own), each in registers; NR a template argument so that they
+// stay there.
+template <int C, DType T, int NR>
+inline void OutputRows(const AttentionHeads& a, int chunks, const float* scores, int64_t ld,
+                       int64_t begin, int64_t r0, int64_t first, int64_t len, float* const* out) {
+  const int n = C > 0 ? C : chunks;
+  __m512 acc[NR][kMaxChunks];
+  for (int g = 0; g < NR; ++g)
+    for (int c = 0; c < n; ++c) acc[g][c] = _mm512_setzero_ps();
+  // The V rows the scores did not ask for (KvRowPrefetch: a long head's), 16 positions ahead.
+  const int64_t head_bytes = KvValuesBytes(T, a.head_dim);
+  const int64_t ahead = (len - first) * head_bytes > KvRowPrefetch::kMaxValueBytes ? 16 : 0;
+  ForEachKvRow(a, a.v, first, len, [&](int64_t p, const uint8_t* row) {
+    if (ahead > 0 && p + ahead < len) PrefetchToL1(a.v + a.KvRowOffset(p + ahead), head_bytes);
+    __m512 v[kMaxChunks];
+    for (int c = 0; c < n; ++c) v[c] = LoadRow<T>(row, c);
+    for (int g = 0; g < NR; ++g) {
+      const __m512 w = _mm512_set1_ps(scores[(r0 + g) * ld + (p - begin)]);
+      for (int c = 0; c < n; ++c) acc[g][c] = _mm512_fmadd_ps(w, v[c], acc[g][c]);
+    }
+  });
+  for (int g = 0; g < NR; ++g)
+    for (int c = 0; c < n; ++c) _mm512_storeu_ps(out[g] + 16 * c, acc[g][c]);
+}
+
 // C: head_dim / 16, fixed for the common head sizes so the vectors stay in registers; 0 = read
-// at run time.
-template <int C>
+// at run time. T: the cache's type.
+template <int C, DType T>
 void Attend(const AttentionHeads& a) {
   const int chunks = C > 0 ? C : static_cast<int>(a.head_dim / 16);
   const int64_t hd = a.head_dim, group = a.group;
@@ -154,16 +198,12 @@ void Attend(const AttentionHeads& a) {
       krow[i] = seen ? prefetch.KRow(p0 + i) : nullptr;
     }
     if constexpr (C > 0) {
-      // As many rows at once as the registers hold beside a widened K row.
-      constexpr int kRows = C <= 4 ? 4 : 2;
       const int64_t col = p0 - begin;
-      int64_t r = 0;
-      for (; r + kRows <= rows; r += kRows)
-        ScoreBlock<C, kRows>(krow, a.dtype, q_rows.data(), a.scale, scores.data(), ld, r, col);
-      for (; r + 2 <= rows; r += 2)
-        ScoreBlock<C, 2>(krow, a.dtype, q_rows.data(), a.scale, scores.data(), ld, r, col);
-      for (; r < rows; ++r)
-        ScoreBlock<C, 1>(krow, a.dtype, q_rows.data(), a.scale, scores.data(), ld, r, col);
+      if (p0 >= seen_from && p0 + 16 <= span) {
+        ScoreBlockRows<C, T, true>(krow, q_rows.data(), a.scale, scores.data(), ld, rows, col);
+      } else {
+        ScoreBlockRows<C, T, false>(krow, q_rows.data(), a.scale, scores.data(), ld, rows, col);
+      }
       continue;
     }
     // Head sizes without a fixed chunk count: the block's K rows as floats, once for every row
@@ -171,7 +211,7 @@ void Attend(const AttentionHeads& a) {
     for (int i = 0; i < 16; ++i) {
       for (int c = 0; c < chunks; ++c) {
         _mm512_storeu_ps(kbuf.data() + i * hd + 16 * c,
-                         krow[i] ? LoadRow(krow[i], c, a.dtype) : _mm512_setzero_ps());
+                         krow[i] ? LoadRow<T>(krow[i], c) : _mm512_setzero_ps());
       }
     }
     for (int64_t r = 0; r < rows; ++r) {
@@ -201,20 +241,22 @@ void Attend(const AttentionHeads& a) {
   for (int64_t r0 = 0; r0 < rows; r0 += 4) {
     const int64_t nr = std::min<int64_t>(4, rows - r0);
     const int64_t len = len_of(r0 + nr - 1);
-    __m512 acc[4][kMaxChunks];
-    for (int64_t g = 0; g < nr; ++g)
-      for (int c = 0; c < chunks; ++c) acc[g][c] = _mm512_setzero_ps();
-    ForEachKvRow(a, a.v, first_of(r0), len, [&](int64_t p, const uint8_t* row) {
-      __m512 v[kMaxChunks];
-      for (int c = 0; c < chunks; ++c) v[c] = LoadRow(row, c, a.dtype);
-      for (int64_t g = 0; g < nr; ++g) {
-        const __m512 w = _mm512_set1_ps(scores[(r0 + g) * ld + (p - begin)]);
-        for (int c = 0; c < chunks; ++c) acc[g][c] = _mm512_fmadd_ps(w, v[c], acc[g][c]);
-      }
-    });
-    for (int64_t g = 0; g < nr; ++g) {
-      float* out = a.out + row_at(r0 + g);
-      for (int c = 0; c < chunks; ++c) _mm512_storeu_ps(out + 16 * c, acc[g][c]);
+    float* out[4];
+    for (int64_t g = 0; g < nr; ++g) out[g] = a.out + row_at(r0 + g);
+    const int64_t first = first_of(r0);
+    const float* w = scores.data();
+    switch (nr) {
+      case 4:
+        OutputRows<C, T, 4>(a, chunks, w, ld, begin, r0, first, len, out);
+        break;
+      case 3:
+        OutputRows<C, T, 3>(a, chunks, w, ld, begin, r0, first, len, out);
+        break;
+      case 2:
+        OutputRows<C, T, 2>(a, chunks, w, ld, begin, r0, first, len, out);
+        break;
+      default:
+        OutputRows<C, T, 1>(a, chunks, w, ld, begin, r0, first, len, out);
     }
   }
 }
@@ -247,15 +289,29 @@ void SoftmaxRowsAvx512(float* scores, int64_t rows, int64_t len) {
   for (int64_t g = 0; g < rows; ++g) SoftmaxRowAvx512(scores + g * len, len, -INFINITY);
 }
 
-AttendFn Avx512Attend(int64_t head_dim) {
-  if (head_dim % 16 != 0 || head_dim / 16 > kMaxChunks || head_dim == 0) return nullptr;
+template <DType T>
+AttendFn Avx512AttendOf(int64_t head_dim) {
   switch (head_dim) {
     case 64:
-      return Attend<4>;
+      return Attend<4, T>;
     case 128:
-      return Attend<8>;
+      return Attend<8, T>;
     default:
-      return Attend<0>;
+      return Attend<0, T>;
+  }
+}
+
+AttendFn Avx512Attend(DType kv_type, int64_t head_dim) {
+  if (head_dim % 16 != 0 || head_dim / 16 > kMaxChunks || head_dim == 0) return nullptr;
+  switch (kv_type) {
+    case DType::kF32:
+      return Avx512AttendOf<DType::kF32>(head_dim);
+    case DType::kF16:
+      return Avx512AttendOf<DType::kF16>(head_dim);
+    case DType::kQ8_0:
+      return Avx512AttendOf<DType::kQ8_0>(head_dim);
+    default:
+      return nullptr;
   }
 }
 

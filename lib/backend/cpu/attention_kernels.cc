@@ -85,7 +85,7 @@ AttendFn GetAttend(SimdLevel level, DType kv_type, int64_t head_dim) {
   // Q8_0 rows come in blocks of 32 values: the vector kernels load whole halves or quarters.
   if (kv_type == DType::kQ8_0 && head_dim % 32 != 0) return kernels::AttendPortable;
   if (level >= SimdLevel::kAvx512) {
-    if (AttendFn f = kernels::Avx512Attend(head_dim)) return f;
+    if (AttendFn f = kernels::Avx512Attend(kv_type, head_dim)) return f;
   }
   if (level >= SimdLevel::kAvx2 && head_dim % 8 == 0 && head_dim > 0) return kernels::AttendAvx2;
   return kernels::AttendPortable;

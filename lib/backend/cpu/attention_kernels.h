@@ -58,16 +58,19 @@ inline void ForEachKvRow(const AttentionHeads& a, const uint8_t* base, int64_t b
 }
 
 // While a kernel scores position p it asks for p's V row (the output sums read it after the
-// softmax) and for the K row 16 positions on. A head's slice of a cached row is a few lines of a
-// row that holds every KV head, and a paged cache's rows lie in scattered blocks, so the hardware
-// prefetcher alone left the kernel waiting on these lines: 8 sequences decoding together (Q4_K_M
-// bench model, F16 cache, 2 threads) spent ~3.7 ms of a 12.7 ms step in attention without this,
-// ~2.6 ms with it. The V rows are asked for only while a head's V slice stays small beside the
-// K rows streaming through the same caches: with one sequence at 4,096 positions (512 KiB of V a
-// head) asking for them all slowed its attention by ~10 %; the K rows ahead cost nothing there.
+// softmax) and for the K row 16 positions on. A paged cache's rows lie in scattered blocks (and
+// until the caches kept each KV head's rows apart, a head's row was a few lines of a row holding
+// every head), so the hardware prefetcher alone left the kernel waiting on these lines: 8
+// sequences decoding together (Q4_K_M bench model, F16 cache, 2 threads) spent ~3.7 ms of a 12.7
+// ms step in attention without this, ~2.6 ms with it. The V rows are asked for only while a
+// head's V slice stays small beside the K rows streaming through the same caches: with one
+// sequence at 4,096 positions (512 KiB of V a head) asking for them all slowed its attention by
+// ~10 %; the K rows ahead cost nothing there. Longer heads' V rows are asked for 16 positions
+// ahead as the output sums read them instead (the AVX-512 kernel).
 // KRow returns the row it is asked for on purpose: GCC 12 dropped every call to an inline helper
-// that made these prefetches and returned nothing, judging it free of effects before inlining it
-// (always_inline did not help).
+// that made these prefetches and returned nothing, judging it free of effects before inlining it.
+// Marked always_inline it dropped them too (every kernel's, 2026-12-07): leave it to the
+// compiler, and check the kernels still hold prefetch instructions after changing them.
 class KvRowPrefetch {
  public:
   static constexpr int64_t kAhead = 16;
@@ -106,8 +109,9 @@ void SoftmaxRowsAvx512(float* scores, int64_t rows, int64_t len);
 // One row's softmax with an extra logit `sink` that joins the normalisation (-inf: none).
 void SoftmaxRowAvx512(float* s, int64_t len, float sink);
 void AttendPortable(const AttentionHeads& a);
-// nullptr where head_dim is not a multiple of 16 (or above 256).
-AttendFn Avx512Attend(int64_t head_dim);
+// nullptr where head_dim is not a multiple of 16 (or above 256), or the type is not F32, F16 or
+// Q8_0.
+AttendFn Avx512Attend(DType kv_type, int64_t head_dim);
 // AVX2 + FMA + F16C; head_dim a multiple of 8.
 void AttendAvx2(const AttentionHeads& a);
 }  // namespace kernels

@@ -334,21 +334,25 @@ class CpuBackend final : public Backend {
 
   void StoreKv(const float* k, const float* v, int64_t n, const int32_t* positions,
                const KvLayerView& kv) override {
-    const int64_t row = kv.n_kv_heads * kv.head_dim;
-    const int64_t row_bytes = static_cast<int64_t>(RowBytes(kv.dtype, row));
+    const int64_t hd = kv.head_dim, row = kv.n_kv_heads * hd;
+    const int64_t head_bytes = KvValuesBytes(kv.dtype, hd);
     Parallel(n, 2 * row, [&](int64_t tb, int64_t te) {
       for (int64_t t = tb; t < te; ++t) {
-        const int64_t off = kv.paging.RowOffset(positions[t], row_bytes);
-        if (kv.dtype == DType::kF32) {
-          std::memcpy(kv.k + off, k + t * row, row * sizeof(float));
-          std::memcpy(kv.v + off, v + t * row, row * sizeof(float));
-        } else if (kv.dtype == DType::kQ8_0) {
-          // Blocks of 32 within each head's row (head_dim is a multiple of 32: kv_type.h).
-          (void)QuantizeRow(DType::kQ8_0, k + t * row, kv.k + off, row);
-          (void)QuantizeRow(DType::kQ8_0, v + t * row, kv.v + off, row);
-        } else {
-          to_halves_(k + t * row, row, reinterpret_cast<uint16_t*>(kv.k + off));
-          to_halves_(v + t * row, row, reinterpret_cast<uint16_t*>(kv.v + off));
+        for (int64_t h = 0; h < kv.n_kv_heads; ++h) {
+          const int64_t off = kv.paging.HeadRowOffset(positions[t], h, head_bytes, kv.n_kv_heads);
+          const float* kh = k + t * row + h * hd;
+          const float* vh = v + t * row + h * hd;
+          if (kv.dtype == DType::kF32) {
+            std::memcpy(kv.k + off, kh, hd * sizeof(float));
+            std::memcpy(kv.v + off, vh, hd * sizeof(float));
+          } else if (kv.dtype == DType::kQ8_0) {
+            // Blocks of 32 within each head's row (head_dim is a multiple of 32: kv_type.h).
+            (void)QuantizeRow(DType::kQ8_0, kh, kv.k + off, hd);
+            (void)QuantizeRow(DType::kQ8_0, vh, kv.v + off, hd);
+          } else {
+            to_halves_(kh, hd, reinterpret_cast<uint16_t*>(kv.k + off));
+            to_halves_(vh, hd, reinterpret_cast<uint16_t*>(kv.v + off));
+          }
         }
       }
     });
@@ -509,7 +513,7 @@ class CpuBackend final : public Backend {
     if (seqs.empty()) return;
     const KvLayerView& kv0 = seqs[0].kv;
     const int64_t hd = kv0.head_dim, nkv = kv0.n_kv_heads, group = n_heads / nkv;
-    const size_t head_bytes = RowBytes(kv0.dtype, hd);
+    const int64_t head_bytes = KvValuesBytes(kv0.dtype, hd);
     const AttendFn attend = GetAttend(level_, kv0.dtype, hd);
     const float scale =
         options.scale != 0.f ? options.scale : 1.0f / std::sqrt(static_cast<float>(hd));
@@ -552,9 +556,9 @@ class CpuBackend final : public Backend {
           a.len = static_cast<int64_t>(positions[t]) + 1;
           a.tokens = t == t0 ? run : 1;
           a.q_stride = n_heads * hd;
-          a.k = s.kv.k + kvh * head_bytes;
-          a.v = s.kv.v + kvh * head_bytes;
-          a.row_bytes = static_cast<int64_t>(nkv * head_bytes);
+          a.k = s.kv.k + s.kv.paging.HeadStart(kvh, head_bytes);
+          a.v = s.kv.v + s.kv.paging.HeadStart(kvh, head_bytes);
+          a.row_bytes = s.kv.paging.HeadRowBytes(head_bytes, nkv);
           a.paging = s.kv.paging;
           a.dtype = s.kv.dtype;
           a.scale = scale;
