@@ -16,20 +16,22 @@
 namespace moe::kernels {
 namespace {
 
-// Values 8c .. 8c+7 of a cached row as floats. Q8_0: block c / 4 (a half-precision scale, then
-// 32 signed bytes), each value its byte times the scale, as DequantizeRow computes it.
-inline __m256 LoadRow8(const uint8_t* row, int64_t c, DType t) {
-  if (t == DType::kF16) {
+// Values 8c .. 8c+7 of a cached row of type T as floats. Q8_0: block c / 4 (a half-precision
+// scale, then 32 signed bytes), each value its byte times the scale, as DequantizeRow computes it.
+// The type is a template argument, as in the AVX-512 kernel: no test of it for each 8 values.
+template <DType T>
+inline __m256 LoadRow8(const uint8_t* row, int64_t c) {
+  if constexpr (T == DType::kF16) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row) + c));
-  }
-  if (t == DType::kQ8_0) {
+  } else if constexpr (T == DType::kQ8_0) {
     const uint8_t* block = row + (c / 4) * 34;
     uint16_t d;
     std::memcpy(&d, block, 2);
     const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + (c % 4) * 8));
     return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(_cvtsh_ss(d)));
+  } else {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + 8 * c);
   }
-  return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + 8 * c);
 }
 
 // Lane i of the result = the sum of the 8 lanes of v[i].
@@ -71,9 +73,31 @@ void SoftmaxRow(float* s, int64_t len, float sink) {
   }
 }
 
-}  // namespace
+// Output sums of query rows [r0, r0 + NR) for chunks c0 and c0 + 1 (nc of them) over positions
+// [first, len); NR a template argument so that the sums stay in registers.
+template <DType T, int NR>
+void OutputChunks(const AttentionHeads& a, const float* scores, int64_t ld, int64_t begin,
+                  int64_t r0, int64_t c0, int64_t nc, int64_t first, int64_t len,
+                  float* const* out) {
+  __m256 acc[NR][2];
+  for (auto& row : acc) row[0] = row[1] = _mm256_setzero_ps();
+  ForEachKvRow(a, a.v, first, len, [&](int64_t p, const uint8_t* row) {
+    const __m256 v0 = LoadRow8<T>(row, c0);
+    const __m256 v1 = nc > 1 ? LoadRow8<T>(row, c0 + 1) : _mm256_setzero_ps();
+    for (int g = 0; g < NR; ++g) {
+      const __m256 w = _mm256_broadcast_ss(&scores[(r0 + g) * ld + (p - begin)]);
+      acc[g][0] = _mm256_fmadd_ps(w, v0, acc[g][0]);
+      acc[g][1] = _mm256_fmadd_ps(w, v1, acc[g][1]);
+    }
+  });
+  for (int g = 0; g < NR; ++g) {
+    _mm256_storeu_ps(out[g] + 8 * c0, acc[g][0]);
+    if (nc > 1) _mm256_storeu_ps(out[g] + 8 * c0 + 8, acc[g][1]);
+  }
+}
 
-void AttendAvx2(const AttentionHeads& a) {
+template <DType T>
+void Attend(const AttentionHeads& a) {
   const int64_t chunks = a.head_dim / 8, hd = a.head_dim, group = a.group;
   const int64_t rows = a.tokens * group;
   const int64_t span = a.len + a.tokens - 1;
@@ -98,7 +122,7 @@ void AttendAvx2(const AttentionHeads& a) {
       const uint8_t* row = seen ? prefetch.KRow(p0 + i) : nullptr;
       for (int64_t c = 0; c < chunks; ++c) {
         _mm256_storeu_ps(kbuf.data() + i * hd + 8 * c,
-                         seen ? LoadRow8(row, c, a.dtype) : _mm256_setzero_ps());
+                         seen ? LoadRow8<T>(row, c) : _mm256_setzero_ps());
       }
     }
     for (int64_t r = 0; r < rows; ++r) {
@@ -126,25 +150,39 @@ void AttendAvx2(const AttentionHeads& a) {
   for (int64_t r0 = 0; r0 < rows; r0 += 4) {
     const int64_t nr = std::min<int64_t>(4, rows - r0);
     const int64_t len = len_of(r0 + nr - 1);
+    float* out[4];
+    for (int64_t g = 0; g < nr; ++g) out[g] = a.out + row_at(r0 + g);
+    const int64_t first = first_of(r0);
     for (int64_t c0 = 0; c0 < chunks; c0 += 2) {
       const int64_t nc = std::min<int64_t>(2, chunks - c0);
-      __m256 acc[4][2];
-      for (auto& row : acc) row[0] = row[1] = _mm256_setzero_ps();
-      ForEachKvRow(a, a.v, first_of(r0), len, [&](int64_t p, const uint8_t* row) {
-        const __m256 v0 = LoadRow8(row, c0, a.dtype);
-        const __m256 v1 = nc > 1 ? LoadRow8(row, c0 + 1, a.dtype) : _mm256_setzero_ps();
-        for (int64_t g = 0; g < nr; ++g) {
-          const __m256 w = _mm256_broadcast_ss(&scores[(r0 + g) * ld + (p - begin)]);
-          acc[g][0] = _mm256_fmadd_ps(w, v0, acc[g][0]);
-          acc[g][1] = _mm256_fmadd_ps(w, v1, acc[g][1]);
-        }
-      });
-      for (int64_t g = 0; g < nr; ++g) {
-        float* out = a.out + row_at(r0 + g) + 8 * c0;
-        _mm256_storeu_ps(out, acc[g][0]);
-        if (nc > 1) _mm256_storeu_ps(out + 8, acc[g][1]);
+      const float* w = scores.data();
+      switch (nr) {
+        case 4:
+          OutputChunks<T, 4>(a, w, ld, begin, r0, c0, nc, first, len, out);
+          break;
+        case 3:
+          OutputChunks<T, 3>(a, w, ld, begin, r0, c0, nc, first, len, out);
+          break;
+        case 2:
+          OutputChunks<T, 2>(a, w, ld, begin, r0, c0, nc, first, len, out);
+          break;
+        default:
+          OutputChunks<T, 1>(a, w, ld, begin, r0, c0, nc, first, len, out);
       }
     }
+  }
+}
+
+}  // namespace
+
+void AttendAvx2(const AttentionHeads& a) {
+  switch (a.dtype) {
+    case DType::kF32:
+      return Attend<DType::kF32>(a);
+    case DType::kQ8_0:
+      return Attend<DType::kQ8_0>(a);
+    default:  // F16: GetAttend sends no other type here
+      return Attend<DType::kF16>(a);
   }
 }
 
