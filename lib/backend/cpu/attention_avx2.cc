@@ -81,7 +81,13 @@ void OutputChunks(const AttentionHeads& a, const float* scores, int64_t ld, int6
                   float* const* out) {
   __m256 acc[NR][2];
   for (auto& row : acc) row[0] = row[1] = _mm256_setzero_ps();
+  // The V rows the scores did not ask for (KvRowPrefetch: a long head's), 16 positions ahead,
+  // on the first pass over the chunks.
+  const int64_t head_bytes = KvValuesBytes(T, a.head_dim);
+  const int64_t ahead =
+      c0 == 0 && (len - first) * head_bytes > KvRowPrefetch::kMaxValueBytes ? 16 : 0;
   ForEachKvRow(a, a.v, first, len, [&](int64_t p, const uint8_t* row) {
+    if (ahead > 0 && p + ahead < len) PrefetchToL1(a.v + a.KvRowOffset(p + ahead), head_bytes);
     const __m256 v0 = LoadRow8<T>(row, c0);
     const __m256 v1 = nc > 1 ? LoadRow8<T>(row, c0 + 1) : _mm256_setzero_ps();
     for (int g = 0; g < NR; ++g) {
