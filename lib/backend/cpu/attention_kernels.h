@@ -66,7 +66,7 @@ inline void ForEachKvRow(const AttentionHeads& a, const uint8_t* base, int64_t b
 // head's V slice stays small beside the K rows streaming through the same caches: with one
 // sequence at 4,096 positions (512 KiB of V a head) asking for them all slowed its attention by
 // ~10 %; the K rows ahead cost nothing there. Longer heads' V rows are asked for 16 positions
-// ahead as the output sums read them instead (the AVX-512 kernel).
+// ahead as the output sums read them instead (the AVX-512 and AVX2 kernels).
 // KRow returns the row it is asked for on purpose: GCC 12 dropped every call to an inline helper
 // that made these prefetches and returned nothing, judging it free of effects before inlining it.
 // Marked always_inline it dropped them too (every kernel's, 2026-12-07): leave it to the
