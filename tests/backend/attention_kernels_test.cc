@@ -62,7 +62,9 @@ TEST(AttentionKernelsTest, SimdMatchesPortableAndTheDefinition) {
         Case{36, 2, 7, DType::kF16}, Case{256, 2, 20, DType::kF16}, Case{64, 4, 37, DType::kQ8_0},
         Case{128, 2, 130, DType::kQ8_0}, Case{96, 3, 17, DType::kQ8_0},
         Case{32, 1, 5, DType::kQ8_0}, Case{64, 7, 45, DType::kF16}, Case{128, 5, 50, DType::kF16},
-        Case{64, 8, 70, DType::kQ8_0}}) {
+        Case{64, 8, 70, DType::kQ8_0},
+        // A long head (150 KiB of V): its V rows are read ahead as the output sums take them.
+        Case{128, 2, 300, DType::kF32}}) {
     const int64_t hd = c.head_dim, nkv = 2;  // two KV heads per row: use the second
     std::vector<float> q(c.group * hd), kf(c.len * nkv * hd), vf(c.len * nkv * hd);
     for (auto& x : q) x = nd(rng);

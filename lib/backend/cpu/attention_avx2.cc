@@ -76,18 +76,14 @@ void SoftmaxRow(float* s, int64_t len, float sink) {
 // Output sums of query rows [r0, r0 + NR) for chunks c0 and c0 + 1 (nc of them) over positions
 // [first, len); NR a template argument so that the sums stay in registers.
 template <DType T, int NR>
-void OutputChunks(const AttentionHeads& a, const float* scores, int64_t ld, int64_t begin,
-                  int64_t r0, int64_t c0, int64_t nc, int64_t first, int64_t len,
-                  float* const* out) {
+void OutputChunks(const AttentionHeads& a, const KvRowPrefetch& prefetch, const float* scores,
+                  int64_t ld, int64_t begin, int64_t r0, int64_t c0, int64_t nc, int64_t first,
+                  int64_t len, float* const* out) {
   __m256 acc[NR][2];
   for (auto& row : acc) row[0] = row[1] = _mm256_setzero_ps();
-  // The V rows the scores did not ask for (KvRowPrefetch: a long head's), 16 positions ahead,
-  // on the first pass over the chunks.
-  const int64_t head_bytes = KvValuesBytes(T, a.head_dim);
-  const int64_t ahead =
-      c0 == 0 && (len - first) * head_bytes > KvRowPrefetch::kMaxValueBytes ? 16 : 0;
-  ForEachKvRow(a, a.v, first, len, [&](int64_t p, const uint8_t* row) {
-    if (ahead > 0 && p + ahead < len) PrefetchToL1(a.v + a.KvRowOffset(p + ahead), head_bytes);
+  ForEachKvRow(a, a.v, first, len, [&](int64_t p, const uint8_t* v_row) {
+    // The rows ahead are asked for on the first pass over the chunks.
+    const uint8_t* row = c0 == 0 ? prefetch.VRow(p, v_row, len) : v_row;
     const __m256 v0 = LoadRow8<T>(row, c0);
     const __m256 v1 = nc > 1 ? LoadRow8<T>(row, c0 + 1) : _mm256_setzero_ps();
     for (int g = 0; g < NR; ++g) {
@@ -164,16 +160,16 @@ void Attend(const AttentionHeads& a) {
       const float* w = scores.data();
       switch (nr) {
         case 4:
-          OutputChunks<T, 4>(a, w, ld, begin, r0, c0, nc, first, len, out);
+          OutputChunks<T, 4>(a, prefetch, w, ld, begin, r0, c0, nc, first, len, out);
           break;
         case 3:
-          OutputChunks<T, 3>(a, w, ld, begin, r0, c0, nc, first, len, out);
+          OutputChunks<T, 3>(a, prefetch, w, ld, begin, r0, c0, nc, first, len, out);
           break;
         case 2:
-          OutputChunks<T, 2>(a, w, ld, begin, r0, c0, nc, first, len, out);
+          OutputChunks<T, 2>(a, prefetch, w, ld, begin, r0, c0, nc, first, len, out);
           break;
         default:
-          OutputChunks<T, 1>(a, w, ld, begin, r0, c0, nc, first, len, out);
+          OutputChunks<T, 1>(a, prefetch, w, ld, begin, r0, c0, nc, first, len, out);
       }
     }
   }

@@ -142,17 +142,15 @@ inline void ScoreBlockRows(const uint8_t* const* krow, const float* const* q, fl
 // (rows' weights zero outside their own), each in registers; NR a template argument so that they
 // stay there.
 template <int C, DType T, int NR>
-inline void OutputRows(const AttentionHeads& a, int chunks, const float* scores, int64_t ld,
-                       int64_t begin, int64_t r0, int64_t first, int64_t len, float* const* out) {
+inline void OutputRows(const AttentionHeads& a, const KvRowPrefetch& prefetch, int chunks,
+                       const float* scores, int64_t ld, int64_t begin, int64_t r0, int64_t first,
+                       int64_t len, float* const* out) {
   const int n = C > 0 ? C : chunks;
   __m512 acc[NR][kMaxChunks];
   for (int g = 0; g < NR; ++g)
     for (int c = 0; c < n; ++c) acc[g][c] = _mm512_setzero_ps();
-  // The V rows the scores did not ask for (KvRowPrefetch: a long head's), 16 positions ahead.
-  const int64_t head_bytes = KvValuesBytes(T, a.head_dim);
-  const int64_t ahead = (len - first) * head_bytes > KvRowPrefetch::kMaxValueBytes ? 16 : 0;
-  ForEachKvRow(a, a.v, first, len, [&](int64_t p, const uint8_t* row) {
-    if (ahead > 0 && p + ahead < len) PrefetchToL1(a.v + a.KvRowOffset(p + ahead), head_bytes);
+  ForEachKvRow(a, a.v, first, len, [&](int64_t p, const uint8_t* v_row) {
+    const uint8_t* row = prefetch.VRow(p, v_row, len);
     __m512 v[kMaxChunks];
     for (int c = 0; c < n; ++c) v[c] = LoadRow<T>(row, c);
     for (int g = 0; g < NR; ++g) {
@@ -247,16 +245,16 @@ void Attend(const AttentionHeads& a) {
     const float* w = scores.data();
     switch (nr) {
       case 4:
-        OutputRows<C, T, 4>(a, chunks, w, ld, begin, r0, first, len, out);
+        OutputRows<C, T, 4>(a, prefetch, chunks, w, ld, begin, r0, first, len, out);
         break;
       case 3:
-        OutputRows<C, T, 3>(a, chunks, w, ld, begin, r0, first, len, out);
+        OutputRows<C, T, 3>(a, prefetch, chunks, w, ld, begin, r0, first, len, out);
         break;
       case 2:
-        OutputRows<C, T, 2>(a, chunks, w, ld, begin, r0, first, len, out);
+        OutputRows<C, T, 2>(a, prefetch, chunks, w, ld, begin, r0, first, len, out);
         break;
       default:
-        OutputRows<C, T, 1>(a, chunks, w, ld, begin, r0, first, len, out);
+        OutputRows<C, T, 1>(a, prefetch, chunks, w, ld, begin, r0, first, len, out);
     }
   }
 }

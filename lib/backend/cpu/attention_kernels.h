@@ -66,11 +66,11 @@ inline void ForEachKvRow(const AttentionHeads& a, const uint8_t* base, int64_t b
 // head's V slice stays small beside the K rows streaming through the same caches: with one
 // sequence at 4,096 positions (512 KiB of V a head) asking for them all slowed its attention by
 // ~10 %; the K rows ahead cost nothing there. Longer heads' V rows are asked for 16 positions
-// ahead as the output sums read them instead (the AVX-512 and AVX2 kernels).
-// KRow returns the row it is asked for on purpose: GCC 12 dropped every call to an inline helper
-// that made these prefetches and returned nothing, judging it free of effects before inlining it.
-// Marked always_inline it dropped them too (every kernel's, 2026-12-07): leave it to the
-// compiler, and check the kernels still hold prefetch instructions after changing them.
+// ahead as the output sums read them instead (VRow; the AVX-512 and AVX2 kernels).
+// KRow and VRow return the row it is asked for on purpose: GCC 12 dropped every call to an inline
+// helper that made these prefetches and returned nothing, judging it free of effects before
+// inlining it. Marked always_inline it dropped them too (every kernel's, 2026-12-07): leave it to
+// the compiler, and check the kernels still hold prefetch instructions after changing them.
 class KvRowPrefetch {
  public:
   static constexpr int64_t kAhead = 16;
@@ -88,6 +88,18 @@ class KvRowPrefetch {
     if (values_) kernels::PrefetchToL1(a_.v + a_.KvRowOffset(p), head_bytes_);
     if (p + kAhead < span_) kernels::PrefetchToL1(a_.k + a_.KvRowOffset(p + kAhead), head_bytes_);
     return a_.k + a_.KvRowOffset(p);
+  }
+
+  // Position p's V row `row`, as an output pass over positions before `end` walks them, with the
+  // V row kAhead on asked for where KRow did not ask for the V rows (a long head's).
+  const uint8_t* VRow(int64_t p, const uint8_t* row, int64_t end) const {
+    if (!values_ && p + kAhead < end) {
+      kernels::PrefetchToL1(a_.v + a_.KvRowOffset(p + kAhead), head_bytes_);
+    }
+    // Opaque to the compiler: GCC replaced calls it saw returning their argument by the
+    // argument, prefetches and all.
+    asm volatile("" : "+r"(row));
+    return row;
   }
 
  private:
