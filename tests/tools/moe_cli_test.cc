@@ -192,6 +192,21 @@ TEST(MoeCliTest, MinusOneTokensRunsUntilTheContextIsFull) {
   EXPECT_EQ(n, 32 - 2);  // token ids run without stopping at end of text: the context fills
 }
 
+// A text prompt asking for more tokens than the context holds generates until it is full, and
+// says so: the output is not left to look like the model's own end.
+TEST(MoeCliTest, ATextRunCutByAFullContextSaysSo) {
+  fs::path gguf = kFixtures / "tiny-olmoe-q8_0" / "tiny-olmoe-q8_0.gguf";
+  const std::string run = kBin + "moe-cli run -m " + gguf.string() + " -p \"Hello world\" --greedy";
+  Result cut = RunCommand(run + " -c 12 -n 50");
+  ASSERT_EQ(cut.exit_code, 0) << Slurp(StderrPath());
+  const std::string said = Slurp(StderrPath());
+  EXPECT_NE(said.find("the context of 12 tokens filled after"), std::string::npos) << said;
+  EXPECT_NE(said.find("of the 50 tokens asked for"), std::string::npos) << said;
+  Result fits = RunCommand(run + " -c 12 -n 2");
+  ASSERT_EQ(fits.exit_code, 0);
+  EXPECT_EQ(Slurp(StderrPath()).find("filled"), std::string::npos) << Slurp(StderrPath());
+}
+
 TEST(MoeCliTest, TokenizeAndDetokenizeAreListedAndHaveHelp) {
   Result help = RunCommand(kBin + "moe-cli --help");
   EXPECT_NE(help.out.find("tokenize"), std::string::npos) << help.out;

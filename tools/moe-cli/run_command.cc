@@ -173,6 +173,14 @@ absl::Status Run(const RunOptions& o) {
     });
     if (!st.ok()) return st;
     if (!o.json) std::printf("\n");
+    // Asked for more than the context held: said, not left to look like the model's own end.
+    if (o.n_predict >= 0 && s.stats().finish == FinishReason::kContextFull) {
+      std::fprintf(stderr,
+                   "moe-cli run: the context of %lld tokens filled after %zu of the %lld tokens "
+                   "asked for (-c to enlarge it)\n",
+                   static_cast<long long>(s.n_ctx()), generated.size(),
+                   static_cast<long long>(o.n_predict));
+    }
   }
   if (!o.trace.empty()) MOE_RETURN_IF_ERROR(trace.Finish(s));
   if (o.json) std::printf("%s\n", StatsJson(**engine, s.stats(), text, generated).c_str());
