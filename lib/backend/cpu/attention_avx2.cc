@@ -100,21 +100,14 @@ void OutputChunks(const AttentionHeads& a, const KvRowPrefetch& prefetch, const 
 
 template <DType T>
 void Attend(const AttentionHeads& a) {
-  const int64_t chunks = a.head_dim / 8, hd = a.head_dim, group = a.group;
-  const int64_t rows = a.tokens * group;
-  const int64_t span = a.len + a.tokens - 1;
-  // Row r sees positions [first_of(r), len_of(r)): all before it, or its window's or chunk's.
-  auto len_of = [&](int64_t r) { return a.len + r / group; };
-  auto first_of = [&](int64_t r) { return a.FirstSeen(len_of(r)); };
-  // Scores from the first block any row sees; column j is position begin + j.
-  const int64_t seen_from = first_of(0);
-  const int64_t begin = seen_from / 8 * 8;
-  const int64_t ld = (span - begin + 7) / 8 * 8;
+  const int64_t chunks = a.head_dim / 8, hd = a.head_dim;
+  const QueryRows<8> qr(a);
+  const int64_t rows = qr.rows, span = qr.span, seen_from = qr.seen_from, begin = qr.begin,
+                ld = qr.ld;
   thread_local std::vector<float> scores, kbuf;
   if (scores.capacity() < 16384) scores.reserve(16384);  // grows only with long contexts
   scores.resize(rows * ld);
   kbuf.resize(8 * hd);
-  auto row_at = [&](int64_t r) { return (r / group) * a.q_stride + (r % group) * hd; };
   const KvRowPrefetch prefetch(a, seen_from, span);
   for (int64_t p0 = begin; p0 < span; p0 += 8) {
     for (int64_t i = 0; i < 8; ++i) {
@@ -128,7 +121,7 @@ void Attend(const AttentionHeads& a) {
       }
     }
     for (int64_t r = 0; r < rows; ++r) {
-      const float* q = a.q + row_at(r);
+      const float* q = a.q + qr.Offset(r);
       __m256 part[8];
       for (int i = 0; i < 8; ++i) {
         const float* k = kbuf.data() + i * hd;
@@ -141,38 +134,15 @@ void Attend(const AttentionHeads& a) {
                        _mm256_mul_ps(SumEach8(part), _mm256_set1_ps(a.scale)));
     }
   }
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t first = first_of(r) - begin, len = len_of(r) - begin;
-    float* s = scores.data() + r * ld;
-    SoftmaxRow(s + first, len - first, a.sinks ? a.sinks[r % group] : -INFINITY);
-    std::fill(s, s + first, 0.0f);
-    std::fill(s + len, s + ld, 0.0f);
-  }
+  qr.SoftmaxEach(scores.data(), SoftmaxRow);
   // Output sums: 4 rows x 2 chunks in registers at a time, over the positions any of them sees.
-  for (int64_t r0 = 0; r0 < rows; r0 += 4) {
-    const int64_t nr = std::min<int64_t>(4, rows - r0);
-    const int64_t len = len_of(r0 + nr - 1);
-    float* out[4];
-    for (int64_t g = 0; g < nr; ++g) out[g] = a.out + row_at(r0 + g);
-    const int64_t first = first_of(r0);
+  qr.ForEachFour([&](auto nr, int64_t r0, int64_t first, int64_t len, float* const* out) {
     for (int64_t c0 = 0; c0 < chunks; c0 += 2) {
       const int64_t nc = std::min<int64_t>(2, chunks - c0);
-      const float* w = scores.data();
-      switch (nr) {
-        case 4:
-          OutputChunks<T, 4>(a, prefetch, w, ld, begin, r0, c0, nc, first, len, out);
-          break;
-        case 3:
-          OutputChunks<T, 3>(a, prefetch, w, ld, begin, r0, c0, nc, first, len, out);
-          break;
-        case 2:
-          OutputChunks<T, 2>(a, prefetch, w, ld, begin, r0, c0, nc, first, len, out);
-          break;
-        default:
-          OutputChunks<T, 1>(a, prefetch, w, ld, begin, r0, c0, nc, first, len, out);
-      }
+      OutputChunks<T, decltype(nr)::value>(a, prefetch, scores.data(), ld, begin, r0, c0, nc, first,
+                                           len, out);
     }
-  }
+  });
 }
 
 }  // namespace

@@ -167,25 +167,17 @@ inline void OutputRows(const AttentionHeads& a, const KvRowPrefetch& prefetch, i
 template <int C, DType T>
 void Attend(const AttentionHeads& a) {
   const int chunks = C > 0 ? C : static_cast<int>(a.head_dim / 16);
-  const int64_t hd = a.head_dim, group = a.group;
-  const int64_t rows = a.tokens * group;      // query rows, token after token
-  const int64_t span = a.len + a.tokens - 1;  // what the last token attends to
-  // Row r sees positions [FirstOf(r), LenOf(r)): all before it, or its window's or chunk's.
-  auto len_of = [&](int64_t r) { return a.len + r / group; };
-  auto first_of = [&](int64_t r) { return a.FirstSeen(len_of(r)); };
-  // Scores from the first block any row sees; column j is position begin + j.
-  const int64_t seen_from = first_of(0);
-  const int64_t begin = seen_from / 16 * 16;
-  const int64_t ld = (span - begin + 15) / 16 * 16;
+  const int64_t hd = a.head_dim;
+  const QueryRows<16> qr(a);
+  const int64_t rows = qr.rows, span = qr.span, seen_from = qr.seen_from, begin = qr.begin,
+                ld = qr.ld;
   thread_local std::vector<float> scores, kbuf;
   if (scores.capacity() < 16384) scores.reserve(16384);  // grows only with long contexts
   scores.resize(rows * ld);
   kbuf.resize(16 * hd);
-  // Row r's offset in q and out.
-  auto row_at = [&](int64_t r) { return (r / group) * a.q_stride + (r % group) * hd; };
   thread_local std::vector<const float*> q_rows;
   q_rows.resize(rows);
-  for (int64_t r = 0; r < rows; ++r) q_rows[r] = a.q + row_at(r);
+  for (int64_t r = 0; r < rows; ++r) q_rows[r] = a.q + qr.Offset(r);
   const KvRowPrefetch prefetch(a, seen_from, span);
   for (int64_t p0 = begin; p0 < span; p0 += 16) {
     // Only positions some row sees have a row: a paged table ends at the span, and a sliding
@@ -213,7 +205,7 @@ void Attend(const AttentionHeads& a) {
       }
     }
     for (int64_t r = 0; r < rows; ++r) {
-      const float* q = a.q + row_at(r);
+      const float* q = q_rows[r];
       __m512 qv[kMaxChunks];
       for (int c = 0; c < chunks; ++c) qv[c] = _mm512_loadu_ps(q + 16 * c);
       __m512 part[16];
@@ -227,36 +219,12 @@ void Attend(const AttentionHeads& a) {
                        _mm512_mul_ps(SumEach16(part), _mm512_set1_ps(a.scale)));
     }
   }
-  // Each row's softmax over its own positions (and its head's sink); the rest weighs nothing.
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t first = first_of(r) - begin, len = len_of(r) - begin;
-    float* s = scores.data() + r * ld;
-    SoftmaxRowAvx512(s + first, len - first, a.sinks ? a.sinks[r % group] : -INFINITY);
-    std::fill(s, s + first, 0.0f);
-    std::fill(s + len, s + ld, 0.0f);
-  }
+  qr.SoftmaxEach(scores.data(), SoftmaxRowAvx512);
   // Output sums: up to 4 rows at a time in registers, over the positions any of them sees.
-  for (int64_t r0 = 0; r0 < rows; r0 += 4) {
-    const int64_t nr = std::min<int64_t>(4, rows - r0);
-    const int64_t len = len_of(r0 + nr - 1);
-    float* out[4];
-    for (int64_t g = 0; g < nr; ++g) out[g] = a.out + row_at(r0 + g);
-    const int64_t first = first_of(r0);
-    const float* w = scores.data();
-    switch (nr) {
-      case 4:
-        OutputRows<C, T, 4>(a, prefetch, chunks, w, ld, begin, r0, first, len, out);
-        break;
-      case 3:
-        OutputRows<C, T, 3>(a, prefetch, chunks, w, ld, begin, r0, first, len, out);
-        break;
-      case 2:
-        OutputRows<C, T, 2>(a, prefetch, chunks, w, ld, begin, r0, first, len, out);
-        break;
-      default:
-        OutputRows<C, T, 1>(a, prefetch, chunks, w, ld, begin, r0, first, len, out);
-    }
-  }
+  qr.ForEachFour([&](auto nr, int64_t r0, int64_t first, int64_t len, float* const* out) {
+    OutputRows<C, T, decltype(nr)::value>(a, prefetch, chunks, scores.data(), ld, begin, r0, first,
+                                          len, out);
+  });
 }
 
 }  // namespace

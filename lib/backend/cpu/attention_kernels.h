@@ -4,7 +4,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "lib/backend/backend.h"
 #include "lib/backend/cpu/cpu_features.h"
@@ -56,6 +58,74 @@ inline void ForEachKvRow(const AttentionHeads& a, const uint8_t* base, int64_t b
     p0 = stop;
   }
 }
+
+// A call's query rows and their scores, laid out in blocks of kBlock positions (the vector
+// kernels' width): row r is head r % group of token r / group, and attends to positions
+// [First(r), Len(r)) — all before it, or its window's or chunk's —; its scores are row r of a
+// rows x ld matrix whose column j is position begin + j, begin the start of the first block
+// any row sees.
+template <int kBlock>
+struct QueryRows {
+  explicit QueryRows(const AttentionHeads& heads)
+      : a(heads),
+        rows(heads.tokens * heads.group),
+        span(heads.len + heads.tokens - 1),
+        seen_from(First(0)),
+        begin(seen_from / kBlock * kBlock),
+        ld((span - begin + kBlock - 1) / kBlock * kBlock) {}
+
+  int64_t Len(int64_t r) const { return a.len + r / a.group; }
+  int64_t First(int64_t r) const { return a.FirstSeen(Len(r)); }
+  // Row r's offset in q and out.
+  int64_t Offset(int64_t r) const {
+    return (r / a.group) * a.q_stride + (r % a.group) * a.head_dim;
+  }
+
+  // Each row's scores become its softmax over the positions it sees, with its head's sink
+  // (softmax(s, n, sink), -inf: none); the other columns weigh nothing.
+  template <typename Softmax>
+  void SoftmaxEach(float* scores, Softmax&& softmax) const {
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t first = First(r) - begin, len = Len(r) - begin;
+      float* s = scores + r * ld;
+      softmax(s + first, len - first, a.sinks ? a.sinks[r % a.group] : -INFINITY);
+      std::fill(s, s + first, 0.0f);
+      std::fill(s + len, s + ld, 0.0f);
+    }
+  }
+
+  // fn(nr, r0, first, len, out) for the query rows [r0, r0 + nr), four at a time (the output
+  // sums a kernel keeps in registers), nr a std::integral_constant: the positions [first, len)
+  // any of them sees, and their output rows.
+  template <typename Fn>
+  void ForEachFour(Fn&& fn) const {
+    for (int64_t r0 = 0; r0 < rows; r0 += 4) {
+      const int64_t nr = std::min<int64_t>(4, rows - r0);
+      float* out[4];
+      for (int64_t g = 0; g < nr; ++g) out[g] = a.out + Offset(r0 + g);
+      const int64_t first = First(r0), len = Len(r0 + nr - 1);
+      switch (nr) {
+        case 4:
+          fn(std::integral_constant<int, 4>{}, r0, first, len, out);
+          break;
+        case 3:
+          fn(std::integral_constant<int, 3>{}, r0, first, len, out);
+          break;
+        case 2:
+          fn(std::integral_constant<int, 2>{}, r0, first, len, out);
+          break;
+        default:
+          fn(std::integral_constant<int, 1>{}, r0, first, len, out);
+      }
+    }
+  }
+
+  const AttentionHeads& a;
+  const int64_t rows;       // query rows, token after token
+  const int64_t span;       // what the last token attends to
+  const int64_t seen_from;  // the first position any row sees
+  const int64_t begin, ld;
+};
 
 // While a kernel scores position p it asks for p's V row (the output sums read it after the
 // softmax) and for the K row 16 positions on. A paged cache's rows lie in scattered blocks (and
