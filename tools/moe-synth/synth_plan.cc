@@ -408,6 +408,10 @@ absl::StatusOr<std::vector<bool>> HybridAttentionLayers(const Shape& s, Builder&
 }
 
 absl::Status PlanLfm2Moe(const Shape& s, Builder& b) {
+  // llama.cpp's LFM2 reads q and the output projection as [embd x embd]: no other head size.
+  if (b.head_dim() * s.heads != s.embd) {
+    return absl::InvalidArgumentError("lfm2moe's heads span the embedding: drop --head-dim");
+  }
   const int64_t kernel = s.conv_kernel > 0 ? s.conv_kernel : 3;
   if (kernel < 2) return absl::InvalidArgumentError("--conv-kernel must be at least 2");
   b.CommonKeys(s.layers, b.DenseFf());
@@ -524,6 +528,7 @@ absl::Status PlanGraniteHybrid(const Shape& s, Builder& b) {
   if (!attends.ok()) return attends.status();
   absl::StatusOr<Mamba2Sizes> mamba = Mamba2Keys(s, b);
   if (!mamba.ok()) return mamba.status();
+  if (s.head_dim > 0) b.HeadSizeKeys();
   b.KeyB("rope.scaling.finetuned", false);
   b.KeyF("embedding_scale", 12.f);
   b.KeyF("residual_scale", 0.22f);
