@@ -137,8 +137,8 @@ struct QueryRows {
 // sequence at 4,096 positions (512 KiB of V a head) asking for them all slowed its attention by
 // ~10 %; the K rows ahead cost nothing there. Longer heads' V rows are asked for 16 positions
 // ahead as the output sums read them instead (VRow; the AVX-512 and AVX2 kernels).
-// KRow and VRow return the row it is asked for on purpose: GCC 12 dropped every call to an inline
-// helper that made these prefetches and returned nothing, judging it free of effects before
+// KRow and VRow return the row they are asked for on purpose: GCC 12 dropped every call to an
+// inline helper that made these prefetches and returned nothing, judging it free of effects before
 // inlining it. Marked always_inline it dropped them too (every kernel's, 2026-12-07): leave it to
 // the compiler, and check the kernels still hold prefetch instructions after changing them.
 class KvRowPrefetch {
