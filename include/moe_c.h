@@ -166,7 +166,7 @@ typedef struct moe_model_params {
   int32_t expert_eviction; /* moe_expert_eviction; MOE_EXPERT_EVICT_LRU (default) */
   int32_t
       expert_direct_io; /* 1 (default): direct I/O where the file system allows it; 0: buffered */
-  /* A placement file (JSON; see the README's Offloading section): experts "resident" (read at
+  /* A placement file (JSON; see docs/expert-cache.md): experts "resident" (read at
    * load, in memory outside the budget) or "pinned" (read at load, in the cache, never evicted);
    * the others are cached. NULL (default): none. Turns the expert cache on by itself. A malformed
    * file fails the load with INVALID_ARGUMENT naming the file and the place. */

@@ -4,7 +4,7 @@
 // (decode) and several (a prompt), contexts of one to several chunks. Its online softmax sums in
 // another order and the device's expf is within 2 ulp of the host's, so values agree within
 // 2e-5 (device_decomposition_test runs the same algorithm on the CPU). Without a CUDA device it
-// skips and says why: compiled here, never run (README, "CUDA").
+// skips and says why: compiled here, never run (docs/cuda.md).
 #include <algorithm>
 #include <cmath>
 #include <numeric>

@@ -1,6 +1,6 @@
 // The CUDA dequantization kernel against the CPU backend, bit for bit, on every quantized block
 // type (label gpu). Without a CUDA device it skips and says why: the machines here, CI included,
-// have none, so this has only been compiled there (README, "CUDA").
+// have none, so this has only been compiled there (docs/cuda.md).
 #include <cstring>
 #include <random>
 #include <string>

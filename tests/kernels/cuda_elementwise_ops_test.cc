@@ -1,7 +1,7 @@
 // The CUDA RMSNorm, RoPE and gated activations against the CPU backend on random inputs of many
 // shapes (label gpu): RMSNorm bit for bit (its lanes are the CPU's, device_decomposition_test),
 // RoPE and the activations within what the device's cosf/sinf/expf (2 ulp) allow. Without a
-// CUDA device they skip and say why: compiled here, never run (README, "CUDA").
+// CUDA device they skip and say why: compiled here, never run (docs/cuda.md).
 #include <cmath>
 #include <random>
 #include <string>

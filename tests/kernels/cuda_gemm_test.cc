@@ -1,7 +1,7 @@
 // The cuBLAS prompt products (label gpu): F32 weights against a double-precision reference, and
 // quantized weights (decoded to F16, activations rounded to F16, F32 sums) against the same
 // roundings done on the CPU and summed in double. Without a CUDA device it skips and says why:
-// compiled here, never run (README, "CUDA").
+// compiled here, never run (docs/cuda.md).
 #include <algorithm>
 #include <cmath>
 #include <random>

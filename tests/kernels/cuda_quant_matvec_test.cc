@@ -1,6 +1,6 @@
 // The CUDA activation quantizer and quantized matrix-vector product against the CPU's portable
 // kernel (ScalarQuantDot), bit for bit, on every quantized block type (label gpu). Without a CUDA
-// device it skips and says why: compiled here, never run (README, "CUDA").
+// device it skips and says why: compiled here, never run (docs/cuda.md).
 #include <algorithm>
 #include <cmath>
 #include <random>

@@ -3,7 +3,7 @@
 // experts, temperature, dynamic top-k, Gaussian and Gumbel noise, tied logits (label gpu). The
 // experts must be the same, in the same order; weights and entropy may differ by the device's
 // expf/logf (within 2 ulp of the host's). Without a CUDA device it skips and says why: compiled
-// here, never run (README, "CUDA").
+// here, never run (docs/cuda.md).
 #include <algorithm>
 #include <cmath>
 #include <random>

@@ -2,7 +2,7 @@
 // (label gpu), all bit for bit: the gather decodes with the CPU's block decoders, the dispatch
 // runs the core expert_dispatch_test checks, the combine sums as the CPU does
 // (device_decomposition_test). Without a CUDA device they skip and say why: compiled here, never
-// run (README, "CUDA").
+// run (docs/cuda.md).
 #include <random>
 #include <string>
 #include <vector>

@@ -157,7 +157,7 @@ TEST(EngineTest, RowGroupLayoutsGiveTheSameLogitsBatchedAndAsStored) {
 // the token's position (moe-synth's sections over 16 pairs: [6, 5, 5, 0]); with 32 pairs
 // ([12, 10, 10, 0]) pair 31 falls to the extra section, which llama.cpp leaves at angle 0 for
 // text: the model's divisor there is infinite and the logits differ. (llama.cpp's own run of
-// such a file is checked outside the repository: README.)
+// such a file is checked outside the repository: docs/models.md.)
 TEST(EngineTest, Qwen3VlMoeTextIsQwen3MoeWithItsRopeSections) {
 #ifndef MOE_SYNTH_PATH
   GTEST_SKIP() << "built without the tools (moe-synth writes this test's models)";
@@ -209,7 +209,7 @@ TEST(EngineTest, Qwen3VlMoeTextIsQwen3MoeWithItsRopeSections) {
 // and Q8_0, of a Q5_K file Q5_1). The tensors carry ggml's type ids (ggml.h); each loads as the
 // type its tensors carry and runs, with 8-bit activations and exactly, a prompt batch giving
 // the logits of one-token steps. How near the 8-bit runs stay to exact ones is the dot kernels'
-// test; the README's "Other block types" holds them to llama.cpp's.
+// test; "Other block types" in docs/performance.md holds them to llama.cpp's.
 TEST(EngineTest, QuantizedFilesLoadAndRun) {
 #ifndef MOE_SYNTH_PATH
   GTEST_SKIP() << "built without the tools (moe-synth writes this test's models)";
