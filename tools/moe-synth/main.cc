@@ -200,6 +200,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--dense-ff", sh.dense_ff, "their FFN size; 0: 4 x --ff")->capture_default_str();
   app.add_option("--ctx", sh.ctx, "context length (the original one under YaRN)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
       ->capture_default_str();
   app.add_option("--rope-base", sh.rope_base,
                  "RoPE frequency base (deepseek2 and gpt-oss keep their own)")

@@ -54,7 +54,11 @@ class Builder {
     Key("attention.key_length", static_cast<uint32_t>(hd_));
     Key("attention.value_length", static_cast<uint32_t>(hd_));
   }
+  // --ctx is the original context; the file states the stretched one as the released models do
+  // (gpt-oss: 32 x 4096 = 131072), which a Hugging Face config's max_position_embeddings must
+  // equal for its YaRN factor.
   void Yarn(float factor, float log_multiplier) {
+    Key("context_length", static_cast<uint32_t>(std::lround(factor * s_.ctx)));
     KeyS("rope.scaling.type", "yarn");
     KeyF("rope.scaling.factor", factor);
     Key("rope.scaling.original_context_length", static_cast<uint32_t>(s_.ctx));
