@@ -162,7 +162,7 @@ Json Glm4Moe(const GgufTensors& g, const HParams& h, Writer& w) {
   c["head_dim"] = h.head_dim;
   c["partial_rotary_factor"] = static_cast<double>(h.rope_dim) / h.head_dim;
   c["attention_bias"] = true;
-  c["use_qk_norm"] = false;
+  c["use_qk_norm"] = h.qk_norm != QkNorm::kNone;
   c["rope_scaling"] = nullptr;
   c["n_routed_experts"] = h.n_expert;
   c["num_experts_per_tok"] = h.n_expert_used;
@@ -179,6 +179,10 @@ Json Glm4Moe(const GgufTensors& g, const HParams& h, Writer& w) {
   for (int l = 0; l < h.n_layer + h.n_nextn_layer; ++l) {
     const std::string p = absl::StrCat("model.layers.", l, ".");
     InputNormAndBiasedAttention(w, l, p);
+    if (h.qk_norm != QkNorm::kNone) {
+      w.Copy(p + "self_attn.q_norm.weight", Blk(l, "attn_q_norm.weight"));
+      w.Copy(p + "self_attn.k_norm.weight", Blk(l, "attn_k_norm.weight"));
+    }
     w.Copy(p + "post_attention_layernorm.weight", Blk(l, "post_attention_norm.weight"));
     FeedForward(g, w, l, p);
     if (l >= h.n_layer) {
