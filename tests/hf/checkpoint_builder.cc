@@ -3,6 +3,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "lib/import/hf_import.h"
+
 namespace moe::testing {
 
 using Json = nlohmann::json;
@@ -127,6 +129,12 @@ void WriteCheckpoint(const std::filesystem::path& dir, const Json& config,
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "config.json") << config.dump(2);
   WriteSafetensors(dir / "model.safetensors", tensors);
+}
+
+std::string RefusalOf(const std::filesystem::path& dir, const Json& config,
+                      const std::map<std::string, RawTensor>& tensors) {
+  WriteCheckpoint(dir, config, tensors);
+  return std::string(ImportHfCheckpoint(dir.string()).status().message());
 }
 
 }  // namespace moe::testing

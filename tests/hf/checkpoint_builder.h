@@ -33,4 +33,9 @@ std::map<std::string, RawTensor> TinyTensors(const nlohmann::json& config, uint3
 void WriteCheckpoint(const std::filesystem::path& dir, const nlohmann::json& config,
                      const std::map<std::string, RawTensor>& tensors);
 
+// Writes the checkpoint and returns why importing it fails ("" when it imports): what a test of a
+// refused config or tensor holds against the key it must name.
+std::string RefusalOf(const std::filesystem::path& dir, const nlohmann::json& config,
+                      const std::map<std::string, RawTensor>& tensors);
+
 }  // namespace moe::testing
