@@ -104,15 +104,9 @@ void InputNormAndBiasedAttention(Writer& w, int l, const std::string& p) {
   w.Copy(p + "self_attn.o_proj.weight", Blk(l, "attn_output.weight"));
 }
 
-// GLM / DeepSeek feed-forward: a dense MLP, or per-expert tensors (llama.cpp stacks them) with a
-// router, an optional e_score_correction_bias and the shared experts.
-void FeedForward(const GgufTensors& g, Writer& w, int l, const std::string& p) {
-  if (g.Has(Blk(l, "ffn_gate.weight"))) {
-    w.Copy(p + "mlp.gate_proj.weight", Blk(l, "ffn_gate.weight"));
-    w.Copy(p + "mlp.up_proj.weight", Blk(l, "ffn_up.weight"));
-    w.Copy(p + "mlp.down_proj.weight", Blk(l, "ffn_down.weight"));
-    return;
-  }
+// The router (mlp.gate), its optional e_score_correction_bias, and one matrix per expert and
+// projection (llama.cpp stacks them) of GLM, DeepSeek and Qwen3-MoE.
+void RoutedExperts(const GgufTensors& g, Writer& w, int l, const std::string& p) {
   w.Copy(p + "mlp.gate.weight", Blk(l, "ffn_gate_inp.weight"));
   if (g.Has(Blk(l, "exp_probs_b.bias"))) {
     w.Copy(p + "mlp.gate.e_score_correction_bias", Blk(l, "exp_probs_b.bias"));
@@ -127,6 +121,17 @@ void FeedForward(const GgufTensors& g, Writer& w, int l, const std::string& p) {
             std::vector<float>(v.begin() + e * slab, v.begin() + (e + 1) * slab));
     }
   }
+}
+
+// GLM / DeepSeek feed-forward: a dense MLP, or the routed experts and the shared experts.
+void FeedForward(const GgufTensors& g, Writer& w, int l, const std::string& p) {
+  if (g.Has(Blk(l, "ffn_gate.weight"))) {
+    w.Copy(p + "mlp.gate_proj.weight", Blk(l, "ffn_gate.weight"));
+    w.Copy(p + "mlp.up_proj.weight", Blk(l, "ffn_up.weight"));
+    w.Copy(p + "mlp.down_proj.weight", Blk(l, "ffn_down.weight"));
+    return;
+  }
+  RoutedExperts(g, w, l, p);
   w.Copy(p + "mlp.shared_experts.gate_proj.weight", Blk(l, "ffn_gate_shexp.weight"));
   w.Copy(p + "mlp.shared_experts.up_proj.weight", Blk(l, "ffn_up_shexp.weight"));
   w.Copy(p + "mlp.shared_experts.down_proj.weight", Blk(l, "ffn_down_shexp.weight"));
@@ -193,6 +198,38 @@ Json Glm4Moe(const GgufTensors& g, const HParams& h, Writer& w) {
       w.Copy(p + "shared_head.head.weight", Blk(l, "nextn.shared_head_head.weight"));
       w.Copy(p + "shared_head.norm.weight", Blk(l, "nextn.shared_head_norm.weight"));
     }
+  }
+  return c;
+}
+
+// Qwen3MoeForCausalLM: unbiased attention with per-head q_norm / k_norm, every layer routed.
+Json Qwen3Moe(const GgufTensors& g, const HParams& h, Writer& w) {
+  Json c = CommonConfig(h, "Qwen3MoeForCausalLM", "qwen3_moe");
+  c["rms_norm_eps"] = Decimal(h.rms_eps);
+  c["num_hidden_layers"] = h.n_layer;
+  c["num_key_value_heads"] = h.n_head_kv;
+  c["head_dim"] = h.head_dim;
+  c["attention_bias"] = false;
+  c["rope_scaling"] = nullptr;
+  c["sliding_window"] = nullptr;
+  c["num_experts"] = h.n_expert;
+  c["num_experts_per_tok"] = h.n_expert_used;
+  c["moe_intermediate_size"] = h.n_ff_expert;
+  c["norm_topk_prob"] = h.norm_topk_prob;
+  c["decoder_sparse_step"] = 1;
+  c["mlp_only_layers"] = Json::array();
+  for (int l = 0; l < h.n_layer; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    w.Copy(p + "input_layernorm.weight", Blk(l, "attn_norm.weight"));
+    for (const char* x : {"q", "k", "v"}) {
+      w.Copy(absl::StrCat(p, "self_attn.", x, "_proj.weight"),
+             Blk(l, absl::StrCat("attn_", x, ".weight").c_str()));
+    }
+    w.Copy(p + "self_attn.o_proj.weight", Blk(l, "attn_output.weight"));
+    w.Copy(p + "self_attn.q_norm.weight", Blk(l, "attn_q_norm.weight"));
+    w.Copy(p + "self_attn.k_norm.weight", Blk(l, "attn_k_norm.weight"));
+    w.Copy(p + "post_attention_layernorm.weight", Blk(l, "ffn_norm.weight"));
+    RoutedExperts(g, w, l, p);
   }
   return c;
 }
@@ -426,6 +463,9 @@ Json WriteGgufAsHfCheckpoint(const std::string& gguf_path, const std::filesystem
       break;
     case Arch::kGptOss:
       config = GptOss(g, h, w);
+      break;
+    case Arch::kQwen3Moe:
+      config = Qwen3Moe(g, h, w);
       break;
     default:
       ADD_FAILURE() << "no Hugging Face layout for " << ArchName(spec->arch);

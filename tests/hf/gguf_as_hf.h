@@ -14,7 +14,8 @@ namespace moe::testing {
 
 // glm4moe -> Glm4MoeForCausalLM, deepseek2 -> DeepseekV2ForCausalLM (softmax routing) or
 // DeepseekV3ForCausalLM (sigmoid), gpt-oss -> GptOssForCausalLM (MXFP4 experts when the GGUF's
-// are). Returns config.json's content; fails the calling test on any problem.
+// are), qwen3moe -> Qwen3MoeForCausalLM. Returns config.json's content; fails the calling test on
+// any problem.
 nlohmann::json WriteGgufAsHfCheckpoint(const std::string& gguf_path,
                                        const std::filesystem::path& dir);
 

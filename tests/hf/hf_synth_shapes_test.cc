@@ -1,7 +1,8 @@
-// Hugging Face import of glm4moe, deepseek2 and gpt-oss on shapes the fixtures do not have: each
-// moe-synth GGUF (odd head counts and sizes, few experts, latent sizes, expert groups, windows,
-// QK-norm, MXFP4) is written out as the transformers checkpoint llama.cpp's converter would have
-// made it from (gguf_as_hf.h), imported, and must state the GGUF's model, then load.
+// Hugging Face import of qwen3moe, glm4moe, deepseek2 and gpt-oss on shapes the fixtures do not
+// have: each moe-synth GGUF (odd head counts and sizes, few experts, top-1, latent sizes, expert
+// groups, windows, QK-norm, MXFP4, K-quants) is written out as the transformers checkpoint
+// llama.cpp's converter would have made it from (gguf_as_hf.h), imported, and must state the
+// GGUF's model, then load.
 #include <unistd.h>
 
 #include <cctype>
@@ -83,6 +84,12 @@ INSTANTIATE_TEST_SUITE_P(
                                  "--arch glm4moe --type f32 --embd 80 --heads 5 --kv-heads 1 "
                                  "--head-dim 16 --experts 5 --top-k 2 --ff 48 "
                                  "--dense-layers 2 --qk-norm"},
+                      SynthShape{"qwen3moe_f32",
+                                 "--arch qwen3moe --type f32 --embd 96 --heads 6 --kv-heads 2 "
+                                 "--head-dim 40 --experts 5 --top-k 3 --ff 48"},
+                      SynthShape{"qwen3moe_q4_k_m",
+                                 "--arch qwen3moe --type q4_k_m --embd 256 --heads 3 "
+                                 "--kv-heads 1 --head-dim 128 --experts 3 --top-k 1 --ff 256"},
                       SynthShape{"glm4moe_q8_0",
                                  "--arch glm4moe --type q8_0 --embd 64 --heads 4 --kv-heads 2 "
                                  "--head-dim 32 --experts 6 --top-k 3 --ff 32 "
