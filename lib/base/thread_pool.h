@@ -16,7 +16,9 @@
 
 namespace moe {
 
-// One thread per core the system reports (at least one): the default of every pool and backend.
+// One thread per CPU this process may use (at least one): the default of every pool and backend.
+// That is the CPUs of its affinity mask (taskset, a container's cpuset), and no more than a
+// cgroup CPU quota allows (a container's --cpus), not every CPU the machine has.
 int DefaultThreadCount();
 
 class ThreadPool {

@@ -11,6 +11,10 @@
 
 #include "gtest/gtest.h"
 
+#ifdef __linux__
+#include <sched.h>
+#endif
+
 namespace moe {
 namespace {
 
@@ -200,4 +204,27 @@ TEST(ThreadPoolTest, ACallersSmallestPieceBoundsEveryChunk) {
 }
 
 }  // namespace
+// The default follows the CPUs the process may run on (taskset, a container's cpuset): with the
+// calling thread held to one CPU it is 1, not the machine's count.
+TEST(DefaultThreadCountTest, FollowsTheAffinityMask) {
+#ifndef __linux__
+  GTEST_SKIP() << "affinity masks are read on Linux";
+#else
+  cpu_set_t all;
+  ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
+  const int allowed = CPU_COUNT(&all);
+  EXPECT_GE(DefaultThreadCount(), 1);
+  EXPECT_LE(DefaultThreadCount(), allowed);
+  int first = 0;
+  while (!CPU_ISSET(first, &all)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+  const int held = DefaultThreadCount();
+  ASSERT_EQ(sched_setaffinity(0, sizeof all, &all), 0);
+  EXPECT_EQ(held, 1);
+#endif
+}
+
 }  // namespace moe

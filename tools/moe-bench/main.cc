@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "lib/backend/cpu/cpu_features.h"
 #include "lib/base/available_memory.h"
+#include "lib/base/thread_pool.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/forward.h"
 #include "lib/model/kv_cache_for.h"
@@ -466,5 +467,7 @@ int main(int argc, char** argv) {
   moe::cli::AddDeviceFlags(&app, &o.device);
   moe::cli::AddDistributedFlags(&app, &o.distributed);
   CLI11_PARSE(app, argc, argv);
+  // -t 0 as the engine reads it, so that the bandwidth beside it is read by as many threads.
+  if (o.threads <= 0) o.threads = moe::DefaultThreadCount();
   return Run(o);
 }
