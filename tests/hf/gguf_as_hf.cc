@@ -137,20 +137,6 @@ void FeedForward(const GgufTensors& g, Writer& w, int l, const std::string& p) {
   w.Copy(p + "mlp.shared_experts.down_proj.weight", Blk(l, "ffn_down_shexp.weight"));
 }
 
-Json CommonConfig(const HParams& h, const char* arch, const char* model_type) {
-  return Json{{"architectures", {arch}},
-              {"model_type", model_type},
-              {"vocab_size", h.n_vocab},
-              {"hidden_size", h.n_embd},
-              {"num_attention_heads", h.n_head},
-              {"max_position_embeddings", h.n_ctx_train},
-              {"rms_norm_eps", static_cast<double>(h.rms_eps)},
-              {"rope_theta", static_cast<double>(h.rope_freq_base)},
-              {"hidden_act", "silu"},
-              {"tie_word_embeddings", h.tied_output},
-              {"torch_dtype", "float32"}};
-}
-
 // Float fields as a config.json writes them: short decimals (1e-06, 0.707), not float noise.
 double Decimal(float v) {
   char buf[32];
@@ -158,10 +144,23 @@ double Decimal(float v) {
   return std::strtod(buf, nullptr);
 }
 
+Json CommonConfig(const HParams& h, const char* arch, const char* model_type) {
+  return Json{{"architectures", {arch}},
+              {"model_type", model_type},
+              {"vocab_size", h.n_vocab},
+              {"hidden_size", h.n_embd},
+              {"num_attention_heads", h.n_head},
+              {"max_position_embeddings", h.n_ctx_train},
+              {"num_hidden_layers", h.n_layer},
+              {"rms_norm_eps", Decimal(h.rms_eps)},
+              {"rope_theta", static_cast<double>(h.rope_freq_base)},
+              {"hidden_act", "silu"},
+              {"tie_word_embeddings", h.tied_output},
+              {"torch_dtype", "float32"}};
+}
+
 Json Glm4Moe(const GgufTensors& g, const HParams& h, Writer& w) {
   Json c = CommonConfig(h, "Glm4MoeForCausalLM", "glm4_moe");
-  c["rms_norm_eps"] = Decimal(h.rms_eps);
-  c["num_hidden_layers"] = h.n_layer;
   c["num_nextn_predict_layers"] = h.n_nextn_layer;
   c["num_key_value_heads"] = h.n_head_kv;
   c["head_dim"] = h.head_dim;
@@ -205,8 +204,6 @@ Json Glm4Moe(const GgufTensors& g, const HParams& h, Writer& w) {
 // Qwen3MoeForCausalLM: unbiased attention with per-head q_norm / k_norm, every layer routed.
 Json Qwen3Moe(const GgufTensors& g, const HParams& h, Writer& w) {
   Json c = CommonConfig(h, "Qwen3MoeForCausalLM", "qwen3_moe");
-  c["rms_norm_eps"] = Decimal(h.rms_eps);
-  c["num_hidden_layers"] = h.n_layer;
   c["num_key_value_heads"] = h.n_head_kv;
   c["head_dim"] = h.head_dim;
   c["attention_bias"] = false;
@@ -238,8 +235,6 @@ Json Deepseek(const GgufTensors& g, const HParams& h, Writer& w) {
   const bool v3 = h.gating == Gating::kSigmoid;
   Json c = CommonConfig(h, v3 ? "DeepseekV3ForCausalLM" : "DeepseekV2ForCausalLM",
                         v3 ? "deepseek_v3" : "deepseek_v2");
-  c["rms_norm_eps"] = Decimal(h.rms_eps);
-  c["num_hidden_layers"] = h.n_layer;
   c["num_key_value_heads"] = h.n_head;
   c["q_lora_rank"] = h.q_lora_rank > 0 ? Json(h.q_lora_rank) : Json(nullptr);
   c["kv_lora_rank"] = h.kv_lora_rank;
@@ -346,8 +341,6 @@ RawTensor U8(Shape shape, std::vector<uint8_t> bytes) {
 
 Json GptOss(const GgufTensors& g, const HParams& h, Writer& w) {
   Json c = CommonConfig(h, "GptOssForCausalLM", "gpt_oss");
-  c["rms_norm_eps"] = Decimal(h.rms_eps);
-  c["num_hidden_layers"] = h.n_layer;
   c["num_key_value_heads"] = h.n_head_kv;
   c["head_dim"] = h.head_dim;
   c["num_local_experts"] = h.n_expert;
