@@ -203,7 +203,6 @@ TEST(ThreadPoolTest, ACallersSmallestPieceBoundsEveryChunk) {
   EXPECT_EQ(next, 1000);
 }
 
-}  // namespace
 // The default follows the CPUs the process may run on (taskset, a container's cpuset): with the
 // calling thread held to one CPU it is 1, not the machine's count.
 TEST(DefaultThreadCountTest, FollowsTheAffinityMask) {
@@ -227,4 +226,5 @@ TEST(DefaultThreadCountTest, FollowsTheAffinityMask) {
 #endif
 }
 
+}  // namespace
 }  // namespace moe

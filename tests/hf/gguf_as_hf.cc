@@ -92,14 +92,17 @@ class Writer {
 
 std::string Blk(int l, const char* rest) { return absl::StrCat("blk.", l, ".", rest); }
 
-// The input norm and grouped-query attention with q/k/v biases of glm4moe and gpt-oss.
-void InputNormAndBiasedAttention(Writer& w, int l, const std::string& p) {
+// The input norm and grouped-query attention, with q/k/v biases (glm4moe, gpt-oss) or without
+// (qwen3moe).
+void InputNormAndAttention(Writer& w, int l, const std::string& p, bool biases) {
   w.Copy(p + "input_layernorm.weight", Blk(l, "attn_norm.weight"));
   for (const char* x : {"q", "k", "v"}) {
     w.Copy(absl::StrCat(p, "self_attn.", x, "_proj.weight"),
            Blk(l, absl::StrCat("attn_", x, ".weight").c_str()));
-    w.Copy(absl::StrCat(p, "self_attn.", x, "_proj.bias"),
-           Blk(l, absl::StrCat("attn_", x, ".bias").c_str()));
+    if (biases) {
+      w.Copy(absl::StrCat(p, "self_attn.", x, "_proj.bias"),
+             Blk(l, absl::StrCat("attn_", x, ".bias").c_str()));
+    }
   }
   w.Copy(p + "self_attn.o_proj.weight", Blk(l, "attn_output.weight"));
 }
@@ -182,7 +185,7 @@ Json Glm4Moe(const GgufTensors& g, const HParams& h, Writer& w) {
   // checkpoints carry it as one more decoder layer plus its own projections and head.
   for (int l = 0; l < h.n_layer + h.n_nextn_layer; ++l) {
     const std::string p = absl::StrCat("model.layers.", l, ".");
-    InputNormAndBiasedAttention(w, l, p);
+    InputNormAndAttention(w, l, p, /*biases=*/true);
     if (h.qk_norm != QkNorm::kNone) {
       w.Copy(p + "self_attn.q_norm.weight", Blk(l, "attn_q_norm.weight"));
       w.Copy(p + "self_attn.k_norm.weight", Blk(l, "attn_k_norm.weight"));
@@ -217,12 +220,7 @@ Json Qwen3Moe(const GgufTensors& g, const HParams& h, Writer& w) {
   c["mlp_only_layers"] = Json::array();
   for (int l = 0; l < h.n_layer; ++l) {
     const std::string p = absl::StrCat("model.layers.", l, ".");
-    w.Copy(p + "input_layernorm.weight", Blk(l, "attn_norm.weight"));
-    for (const char* x : {"q", "k", "v"}) {
-      w.Copy(absl::StrCat(p, "self_attn.", x, "_proj.weight"),
-             Blk(l, absl::StrCat("attn_", x, ".weight").c_str()));
-    }
-    w.Copy(p + "self_attn.o_proj.weight", Blk(l, "attn_output.weight"));
+    InputNormAndAttention(w, l, p, /*biases=*/false);
     w.Copy(p + "self_attn.q_norm.weight", Blk(l, "attn_q_norm.weight"));
     w.Copy(p + "self_attn.k_norm.weight", Blk(l, "attn_k_norm.weight"));
     w.Copy(p + "post_attention_layernorm.weight", Blk(l, "ffn_norm.weight"));
@@ -366,7 +364,7 @@ Json GptOss(const GgufTensors& g, const HParams& h, Writer& w) {
   bool mxfp4 = false;
   for (int l = 0; l < h.n_layer; ++l) {
     const std::string p = absl::StrCat("model.layers.", l, ".");
-    InputNormAndBiasedAttention(w, l, p);
+    InputNormAndAttention(w, l, p, /*biases=*/true);
     w.Copy(p + "self_attn.o_proj.bias", Blk(l, "attn_output.bias"));
     w.Copy(p + "self_attn.sinks", Blk(l, "attn_sinks.weight"));
     w.Copy(p + "post_attention_layernorm.weight", Blk(l, "post_attention_norm.weight"));

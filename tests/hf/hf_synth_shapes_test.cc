@@ -5,7 +5,6 @@
 // GGUF's model, then load.
 #include <unistd.h>
 
-#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <ostream>
